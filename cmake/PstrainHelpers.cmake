@@ -1,0 +1,70 @@
+# Helpers that every folder's CMakeLists.txt uses, so targets look alike.
+
+# Compiler warnings for project code (not for generated protobuf sources).
+function(pstrain_set_warnings)
+  set(PSTRAIN_WARNING_FLAGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+      -Wno-unused-parameter PARENT_SCOPE)
+  if(PSTRAIN_WERROR)
+    set(PSTRAIN_WARNING_FLAGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+        -Wno-unused-parameter -Werror PARENT_SCOPE)
+  endif()
+  if(PSTRAIN_NATIVE)
+    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+  endif()
+  if(PSTRAIN_SANITIZE)
+    string(REPLACE "," ";" _sans "${PSTRAIN_SANITIZE}")
+    foreach(_s IN LISTS _sans)
+      add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${_s}>)
+      add_link_options(-fsanitize=${_s})
+    endforeach()
+    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>)
+  endif()
+endfunction()
+
+# pstrain_library(NAME SRCS a.cc b.cc DEPS x y [PUBLIC_DEPS ...])
+# One library per folder; includes are from the repository root.
+function(pstrain_library name)
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SRCS})
+  target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PSTRAIN_WARNING_FLAGS}>)
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# pstrain_binary(NAME SRCS main.cc DEPS lib...)
+function(pstrain_binary name)
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SRCS})
+  target_compile_options(${name} PRIVATE ${PSTRAIN_WARNING_FLAGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+endfunction()
+
+# pstrain_test(NAME SRCS x_test.cc DEPS lib... [LABELS ...] [TIMEOUT s])
+# Every TEST is discovered by ctest, so none silently drops out.
+function(pstrain_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SRCS})
+  target_compile_options(${name} PRIVATE ${PSTRAIN_WARNING_FLAGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock)
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  # Tests find the built binaries and the source tree (cluster specs, data/)
+  # through these, never through fixed paths or the environment.
+  target_compile_definitions(${name} PRIVATE
+      PSTRAIN_BIN_DIR="${CMAKE_BINARY_DIR}/bin"
+      PSTRAIN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  set(_props TIMEOUT ${ARG_TIMEOUT})
+  if(ARG_LABELS)
+    list(APPEND _props LABELS "${ARG_LABELS}")
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${_props})
+endfunction()
+
+# pstrain_benchmark(NAME SRCS x_bench.cc DEPS lib...)
+function(pstrain_benchmark name)
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SRCS})
+  target_compile_options(${name} PRIVATE ${PSTRAIN_WARNING_FLAGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} benchmark::benchmark)
+endfunction()

@@ -1,0 +1,355 @@
+#include "common/cluster_spec.h"
+
+#include <cmath>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/file_util.h"
+#include "common/hash.h"
+#include "common/json.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+namespace {
+
+using google::protobuf::Struct;
+using google::protobuf::Value;
+
+constexpr TaskType kAllTypes[] = {TaskType::kChief, TaskType::kWorker, TaskType::kPs,
+                                  TaskType::kEvaluator};
+
+absl::Status FieldError(absl::string_view origin, absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(origin, ": ", field, ": ", what));
+}
+
+// Same endpoint spelled two ways ("localhost" and "127.0.0.1") is still a
+// duplicate.
+std::string CanonicalEndpoint(const HostPort& hp) {
+  std::string host = absl::AsciiStrToLower(hp.host);
+  if (host == "localhost" || host == "127.0.0.1" || host == "::1") host = "loopback";
+  return absl::StrCat(host, ":", hp.port);
+}
+
+absl::StatusOr<int> ParseIndex(const Value& v, absl::string_view origin, absl::string_view field) {
+  if (v.kind_case() != Value::kNumberValue) {
+    return FieldError(origin, field,
+                      absl::StrCat("must be a non-negative integer, got ", JsonKindName(v)));
+  }
+  const double d = v.number_value();
+  if (d < 0 || d != std::floor(d) || d > 1e6) {
+    return FieldError(origin, field, absl::StrCat("must be a non-negative integer, got ", d));
+  }
+  return static_cast<int>(d);
+}
+
+absl::Status ParseTaskList(const Value& v, absl::string_view origin, const std::string& field,
+                           std::vector<std::string>* out) {
+  if (v.kind_case() != Value::kListValue) {
+    return FieldError(origin, field,
+                      absl::StrCat("must be a list of \"host:port\" strings, got ", JsonKindName(v)));
+  }
+  const auto& list = v.list_value().values();
+  for (int i = 0; i < list.size(); ++i) {
+    const std::string item_field = absl::StrCat(field, "[", i, "]");
+    if (list[i].kind_case() != Value::kStringValue) {
+      return FieldError(origin, item_field,
+                        absl::StrCat("must be a \"host:port\" string, got ", JsonKindName(list[i])));
+    }
+    auto hp = ParseHostPort(list[i].string_value());
+    if (!hp.ok()) return FieldError(origin, item_field, hp.status().message());
+    out->push_back(list[i].string_value());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TaskId> ParseTask(const Value& v, absl::string_view origin) {
+  if (v.kind_case() != Value::kStructValue) {
+    return FieldError(origin, "task", absl::StrCat("must be an object, got ", JsonKindName(v)));
+  }
+  const auto& fields = v.struct_value().fields();
+  auto type_it = fields.find("type");
+  if (type_it == fields.end()) return FieldError(origin, "task.type", "missing");
+  if (type_it->second.kind_case() != Value::kStringValue) {
+    return FieldError(origin, "task.type",
+                      absl::StrCat("must be a string, got ", JsonKindName(type_it->second)));
+  }
+  const auto type = ParseTaskType(type_it->second.string_value());
+  if (!type) {
+    return FieldError(origin, "task.type",
+                      absl::StrCat("unknown task type \"", type_it->second.string_value(),
+                                   "\" (expected chief, master, worker, ps or evaluator)"));
+  }
+  auto index_it = fields.find("index");
+  if (index_it == fields.end()) return FieldError(origin, "task.index", "missing");
+  ASSIGN_OR_RETURN(const int index, ParseIndex(index_it->second, origin, "task.index"));
+  return TaskId{*type, index};
+}
+
+}  // namespace
+
+absl::string_view TaskTypeName(TaskType type) {
+  switch (type) {
+    case TaskType::kChief:
+      return "chief";
+    case TaskType::kWorker:
+      return "worker";
+    case TaskType::kPs:
+      return "ps";
+    case TaskType::kEvaluator:
+      return "evaluator";
+  }
+  return "?";
+}
+
+std::optional<TaskType> ParseTaskType(absl::string_view name) {
+  if (name == "chief" || name == "master") return TaskType::kChief;
+  if (name == "worker") return TaskType::kWorker;
+  if (name == "ps") return TaskType::kPs;
+  if (name == "evaluator") return TaskType::kEvaluator;
+  return std::nullopt;
+}
+
+std::string TaskId::ToString() const { return absl::StrCat(TaskTypeName(type), ":", index); }
+
+std::string HostPort::ToString() const {
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
+  absl::string_view host;
+  absl::string_view port;
+  if (!address.empty() && address.front() == '[') {
+    const size_t close = address.find(']');
+    if (close == absl::string_view::npos || close + 1 >= address.size() ||
+        address[close + 1] != ':') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", address, "\" is not \"[ipv6]:port\""));
+    }
+    host = address.substr(1, close - 1);
+    port = address.substr(close + 2);
+  } else {
+    const size_t colon = address.rfind(':');
+    if (colon == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", address, "\" has no port (expected \"host:port\")"));
+    }
+    host = address.substr(0, colon);
+    port = address.substr(colon + 1);
+    if (host.find(':') != absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", address, "\": write IPv6 hosts in brackets, \"[::1]:port\""));
+    }
+  }
+  if (host.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", address, "\" has an empty host"));
+  }
+  for (char c : host) {
+    if (!absl::ascii_isalnum(c) && c != '.' && c != '-' && c != '_' && c != ':') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", address, "\" has an invalid character in its host"));
+    }
+  }
+  int port_number = 0;
+  if (port.empty() || !absl::SimpleAtoi(port, &port_number) || port_number < 1 ||
+      port_number > 65535 || !absl::ascii_isdigit(port.front())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", address, "\" has an invalid port (expected 1..65535)"));
+  }
+  return HostPort{std::string(host), port_number};
+}
+
+absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(absl::string_view json, absl::string_view origin) {
+  ASSIGN_OR_RETURN(const Value root, ParseJson(json, origin));
+  if (root.kind_case() != Value::kStructValue) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": must be a JSON object, got ", JsonKindName(root)));
+  }
+  const auto& top = root.struct_value().fields();
+  auto cluster_it = top.find("cluster");
+  if (cluster_it == top.end()) return FieldError(origin, "cluster", "missing");
+  if (cluster_it->second.kind_case() != Value::kStructValue) {
+    return FieldError(origin, "cluster",
+                      absl::StrCat("must be an object, got ", JsonKindName(cluster_it->second)));
+  }
+  ClusterSpec spec;
+  bool seen_chief_key = false;
+  // Sorted for deterministic error messages.
+  const std::map<std::string, Value> cluster(cluster_it->second.struct_value().fields().begin(),
+                                             cluster_it->second.struct_value().fields().end());
+  for (const auto& [name, value] : cluster) {
+    const auto type = ParseTaskType(name);
+    const std::string field = absl::StrCat("cluster.", name);
+    if (!type) {
+      return FieldError(origin, field,
+                        absl::StrCat("unknown task type \"", name,
+                                     "\" (expected chief, master, worker, ps or evaluator)"));
+    }
+    if (*type == TaskType::kChief) {
+      if (seen_chief_key) {
+        return FieldError(origin, field, "both \"chief\" and \"master\" given; a cluster has one chief");
+      }
+      seen_chief_key = true;
+    }
+    RETURN_IF_ERROR(ParseTaskList(value, origin, field,
+                                  &spec.addresses_[static_cast<int>(*type)]));
+  }
+  if (spec.Addresses(TaskType::kChief).size() > 1) {
+    return FieldError(origin, "cluster.chief",
+                      absl::StrCat("has ", spec.Addresses(TaskType::kChief).size(),
+                                   " tasks; a cluster has at most one chief"));
+  }
+  if (spec.Addresses(TaskType::kEvaluator).size() > 1) {
+    return FieldError(origin, "cluster.evaluator", "a cluster has at most one evaluator");
+  }
+  if (spec.num_ps() == 0) {
+    return FieldError(origin, "cluster.ps", "missing or empty; at least one ps task is needed");
+  }
+  if (spec.num_workers() == 0) {
+    return FieldError(origin, "cluster.worker",
+                      "missing or empty, and no chief; at least one worker or chief is needed");
+  }
+  std::map<std::string, TaskId> seen;
+  for (const TaskId& t : spec.AllTasks()) {
+    auto hp = ParseHostPort(spec.Address(t));
+    CHECK(hp.ok());  // validated above
+    auto [it, inserted] = seen.emplace(CanonicalEndpoint(*hp), t);
+    if (!inserted) {
+      return FieldError(origin, absl::StrCat("cluster.", TaskTypeName(t.type), "[", t.index, "]"),
+                        absl::StrCat("duplicate address \"", spec.Address(t), "\" (also ",
+                                     it->second.ToString(), ")"));
+    }
+  }
+  if (auto task_it = top.find("task"); task_it != top.end()) {
+    ASSIGN_OR_RETURN(TaskId task, ParseTask(task_it->second, origin));
+    if (!spec.Contains(task)) {
+      return FieldError(origin, "task",
+                        absl::StrCat(task.ToString(), " is not in the cluster (it has ",
+                                     spec.Addresses(task.type).size(), " ", TaskTypeName(task.type),
+                                     " task(s))"));
+    }
+    spec.task_ = task;
+  }
+  return spec;
+}
+
+const std::vector<std::string>& ClusterSpec::Addresses(TaskType type) const {
+  return addresses_[static_cast<int>(type)];
+}
+
+const std::string& ClusterSpec::Address(const TaskId& task) const {
+  CHECK(Contains(task)) << task.ToString();
+  return Addresses(task.type)[task.index];
+}
+
+bool ClusterSpec::Contains(const TaskId& task) const {
+  return task.index >= 0 && task.index < static_cast<int>(Addresses(task.type).size());
+}
+
+int ClusterSpec::num_workers() const {
+  return static_cast<int>(Addresses(TaskType::kChief).size() + Addresses(TaskType::kWorker).size());
+}
+
+int ClusterSpec::WorkerRank(const TaskId& task) const {
+  CHECK(Contains(task)) << task.ToString();
+  if (task.type == TaskType::kChief) return 0;
+  CHECK(task.type == TaskType::kWorker) << task.ToString() << " has no worker rank";
+  return task.index + (has_chief() ? 1 : 0);
+}
+
+TaskId ClusterSpec::TaskForRank(int rank) const {
+  CHECK(rank >= 0 && rank < num_workers()) << rank;
+  if (has_chief()) {
+    return rank == 0 ? TaskId{TaskType::kChief, 0} : TaskId{TaskType::kWorker, rank - 1};
+  }
+  return TaskId{TaskType::kWorker, rank};
+}
+
+bool ClusterSpec::IsChief(const TaskId& task) const {
+  return (task.type == TaskType::kChief || task.type == TaskType::kWorker) && Contains(task) &&
+         WorkerRank(task) == 0;
+}
+
+std::vector<TaskId> ClusterSpec::AllTasks() const {
+  std::vector<TaskId> out;
+  for (TaskType type : kAllTypes) {
+    for (int i = 0; i < static_cast<int>(Addresses(type).size()); ++i) out.push_back({type, i});
+  }
+  return out;
+}
+
+uint64_t ClusterSpec::JobId() const {
+  uint64_t h = kFnvOffsetBasis;
+  for (TaskType type : kAllTypes) {
+    h = Fnv1a64(TaskTypeName(type), h);
+    for (const auto& a : Addresses(type)) h = Fnv1a64(absl::StrCat("|", a), h);
+    h = Fnv1a64(";", h);
+  }
+  return h;
+}
+
+std::string ClusterSpec::ToTfConfig(const TaskId& task) const {
+  std::vector<std::string> jobs;
+  for (TaskType type : kAllTypes) {
+    if (Addresses(type).empty()) continue;
+    jobs.push_back(absl::StrCat("\"", TaskTypeName(type), "\": [\"",
+                                absl::StrJoin(Addresses(type), "\", \""), "\"]"));
+  }
+  return absl::StrCat("{\"cluster\": {", absl::StrJoin(jobs, ", "), "}, \"task\": {\"type\": \"",
+                      TaskTypeName(task.type), "\", \"index\": ", task.index, "}}");
+}
+
+absl::StatusOr<ClusterSpec> ResolveTaskConfig(const TaskConfigSources& sources) {
+  std::string json;
+  std::string origin;
+  if (!sources.cluster_spec_path.empty()) {
+    ASSIGN_OR_RETURN(json, ReadFileToString(sources.cluster_spec_path));
+    origin = sources.cluster_spec_path;
+  } else if (sources.tf_config.has_value()) {
+    json = *sources.tf_config;
+    origin = "TF_CONFIG";
+  } else {
+    return absl::InvalidArgumentError(
+        "no cluster configuration: set TF_CONFIG or pass --cluster_spec=FILE "
+        "--task_type=T --task_index=I");
+  }
+  ASSIGN_OR_RETURN(ClusterSpec spec, ClusterSpec::FromJson(json, origin));
+  const bool has_type = !sources.task_type.empty();
+  const bool has_index = sources.task_index >= 0;
+  if (has_type || has_index) {
+    if (!has_type || !has_index) {
+      if (!spec.task().has_value()) {
+        return absl::InvalidArgumentError("--task_type and --task_index must be given together");
+      }
+    }
+    TaskId task = spec.task().value_or(TaskId{});
+    if (has_type) {
+      const auto type = ParseTaskType(sources.task_type);
+      if (!type) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--task_type: unknown task type \"", sources.task_type,
+                         "\" (expected chief, master, worker, ps or evaluator)"));
+      }
+      task.type = *type;
+    }
+    if (has_index) task.index = sources.task_index;
+    if (!spec.Contains(task)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--task_type/--task_index: ", task.ToString(), " is not in ", origin,
+                       " (it has ", spec.Addresses(task.type).size(), " ",
+                       TaskTypeName(task.type), " task(s))"));
+    }
+    spec.set_task(task);
+  }
+  if (!spec.task().has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": task: missing; set it in the JSON or pass --task_type and --task_index"));
+  }
+  return spec;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,111 @@
+#pragma once
+
+// The cluster a task belongs to, from TF_CONFIG-style JSON:
+//
+//   {"cluster": {"chief": ["h:2220"], "worker": ["h:2222", ...], "ps": [...]},
+//    "task": {"type": "worker", "index": 1}, "environment": "cloud"}
+//
+// Accepts what TensorFlow, Kubeflow's TFJob and Azure ML write: task types
+// chief, master (alias of chief), worker, ps, evaluator; other top-level keys
+// (rpc_layer, environment, session_master, ...) are ignored. Everything else
+// is rejected with InvalidArgument whose message names the field.
+//
+// Worker ranks: the chief (when the spec has one) is rank 0 and worker i is
+// rank i + 1; without a chief, worker i is rank i and worker 0 is the chief.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace pstrain {
+
+enum class TaskType { kChief, kWorker, kPs, kEvaluator };
+
+// "chief", "worker", "ps", "evaluator".
+absl::string_view TaskTypeName(TaskType type);
+// Accepts the names above and "master" (-> kChief).
+std::optional<TaskType> ParseTaskType(absl::string_view name);
+
+struct TaskId {
+  TaskType type = TaskType::kWorker;
+  int index = 0;
+
+  std::string ToString() const;  // "ps:1"
+  friend bool operator==(const TaskId& a, const TaskId& b) {
+    return a.type == b.type && a.index == b.index;
+  }
+};
+
+struct HostPort {
+  std::string host;  // without brackets for IPv6 literals
+  int port = 0;
+
+  std::string ToString() const;  // "host:port", "[::1]:port"
+};
+
+// Parses "host:port" or "[v6]:port". Port must be 1..65535.
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view address);
+
+class ClusterSpec {
+ public:
+  // Parses and validates TF_CONFIG JSON. `origin` names the source in errors
+  // ("TF_CONFIG", a file path). The "task" key is optional here.
+  static absl::StatusOr<ClusterSpec> FromJson(absl::string_view json, absl::string_view origin);
+
+  // Addresses of every task of `type`, in index order (empty if none).
+  const std::vector<std::string>& Addresses(TaskType type) const;
+  // REQUIRES: the task exists in the spec.
+  const std::string& Address(const TaskId& task) const;
+  bool Contains(const TaskId& task) const;
+
+  int num_ps() const { return static_cast<int>(Addresses(TaskType::kPs).size()); }
+  // Training workers: the chief (if any) plus every worker.
+  int num_workers() const;
+  bool has_chief() const { return !Addresses(TaskType::kChief).empty(); }
+
+  // The task named in the JSON's "task" key, if there was one.
+  const std::optional<TaskId>& task() const { return task_; }
+  void set_task(const TaskId& task) { task_ = task; }
+
+  // Rank of a chief or worker task. REQUIRES: Contains(task) and the task is
+  // a chief or worker.
+  int WorkerRank(const TaskId& task) const;
+  TaskId TaskForRank(int rank) const;
+  TaskId ChiefTask() const { return TaskForRank(0); }
+  bool IsChief(const TaskId& task) const;
+
+  // Every task of the spec: chief, workers, ps, evaluator, in that order.
+  std::vector<TaskId> AllTasks() const;
+
+  // Fingerprint of the cluster (task types and addresses): tasks started from
+  // the same spec agree on it, so a worker of another cluster that reaches a
+  // ps is refused.
+  uint64_t JobId() const;
+
+  // TF_CONFIG JSON for `task` (one line).
+  std::string ToTfConfig(const TaskId& task) const;
+
+ private:
+  std::vector<std::string> addresses_[4];  // indexed by TaskType
+  std::optional<TaskId> task_;
+};
+
+// Where a process's configuration may come from; main() fills this from the
+// environment and flags, nothing below main reads either.
+struct TaskConfigSources {
+  std::optional<std::string> tf_config;  // $TF_CONFIG, when set and non-empty
+  std::string cluster_spec_path;         // --cluster_spec, "" when not given
+  std::string task_type;                 // --task_type, "" when not given
+  int task_index = -1;                   // --task_index, -1 when not given
+};
+
+// Resolves the cluster and this process's task. --cluster_spec wins over
+// TF_CONFIG; --task_type/--task_index override the JSON's task. Errors
+// (InvalidArgument, NotFound for a missing file) name the source and field.
+absl::StatusOr<ClusterSpec> ResolveTaskConfig(const TaskConfigSources& sources);
+
+}  // namespace pstrain

@@ -1,0 +1,248 @@
+#include "common/transport.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace pstrain {
+namespace {
+
+absl::Status ZmqError(const zmq::error_t& e, absl::string_view what) {
+  if (e.num() == EAGAIN || e.num() == EHOSTUNREACH) {
+    return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
+  }
+  if (e.num() == EINTR) return absl::CancelledError(absl::StrCat(what, ": interrupted"));
+  return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
+}
+
+bool IsLoopbackName(const std::string& host) {
+  const std::string h = absl::AsciiStrToLower(host);
+  return h == "localhost" || h == "::1" || absl::StartsWith(h, "127.");
+}
+
+bool IsIpLiteral(const std::string& host) {
+  if (host.find(':') != std::string::npos) return true;  // IPv6
+  std::vector<std::string> parts = absl::StrSplit(host, '.');
+  if (parts.size() != 4) return false;
+  for (const auto& p : parts) {
+    if (p.empty() || p.size() > 3) return false;
+    for (char c : p) {
+      if (!absl::ascii_isdigit(c)) return false;
+    }
+  }
+  return true;
+}
+
+void ApplyCommonOptions(zmq::socket_t& s, const SocketOptions& options, bool ipv6) {
+  s.set(zmq::sockopt::linger, options.linger_ms);
+  s.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
+  s.set(zmq::sockopt::tcp_keepalive, 1);
+  if (ipv6) s.set(zmq::sockopt::ipv6, 1);
+}
+
+zmq::message_t HeaderFrame(const proto::Header& header) {
+  zmq::message_t frame(header.ByteSizeLong());
+  header.SerializeWithCachedSizesToArray(static_cast<uint8_t*>(frame.data()));
+  return frame;
+}
+
+}  // namespace
+
+void Message::CopyPayloadTo(absl::Span<float> out) const {
+  if (out.empty()) return;
+  std::memcpy(out.data(), payload.data(), out.size() * sizeof(float));
+}
+
+std::string BindEndpoint(const HostPort& address) {
+  if (IsLoopbackName(address.host)) {
+    return absl::StrCat("tcp://", address.host == "::1" ? "[::1]" : "127.0.0.1", ":", address.port);
+  }
+  if (IsIpLiteral(address.host)) return absl::StrCat("tcp://", address.ToString());
+  return absl::StrCat("tcp://*:", address.port);
+}
+
+std::string ConnectEndpoint(const HostPort& address) {
+  if (absl::AsciiStrToLower(address.host) == "localhost") {
+    return absl::StrCat("tcp://127.0.0.1:", address.port);
+  }
+  return absl::StrCat("tcp://", address.ToString());
+}
+
+absl::StatusOr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::string& endpoint,
+                                         const SocketOptions& options) {
+  try {
+    zmq::socket_t s(context, zmq::socket_type::router);
+    ApplyCommonOptions(s, options, endpoint.find('[') != std::string::npos);
+    s.set(zmq::sockopt::router_mandatory, 1);
+    s.bind(endpoint);
+    return s;
+  } catch (const zmq::error_t& e) {
+    return absl::UnavailableError(absl::StrCat("cannot bind ", endpoint, ": ", e.what()));
+  }
+}
+
+absl::StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& context, const std::string& endpoint,
+                                            const SocketOptions& options) {
+  try {
+    zmq::socket_t s(context, zmq::socket_type::dealer);
+    ApplyCommonOptions(s, options, endpoint.find('[') != std::string::npos);
+    s.set(zmq::sockopt::immediate, 1);
+    s.set(zmq::sockopt::reconnect_ivl, 100);
+    s.set(zmq::sockopt::reconnect_ivl_max, 2000);
+    s.connect(endpoint);
+    return s;
+  } catch (const zmq::error_t& e) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot connect to ", endpoint, ": ", e.what()));
+  }
+}
+
+absl::Status SendRequest(zmq::socket_t& dealer, const proto::Header& header,
+                         absl::Span<const float> payload, bool zero_copy) {
+  try {
+    zmq::message_t head = HeaderFrame(header);
+    const bool more = !payload.empty();
+    auto flags = zmq::send_flags::dontwait | (more ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (!dealer.send(head, flags)) return absl::UnavailableError("peer not connected or queue full");
+    if (more) {
+      const size_t bytes = payload.size() * sizeof(float);
+      zmq::message_t body = zero_copy
+          ? zmq::message_t(const_cast<float*>(payload.data()), bytes, nullptr, nullptr)
+          : zmq::message_t(payload.data(), bytes);
+      // The first frame is queued, so the second cannot be refused for lack
+      // of a peer: ZeroMQ delivers multipart messages whole or not at all.
+      (void)dealer.send(body, zmq::send_flags::dontwait);
+    }
+    return absl::OkStatus();
+  } catch (const zmq::error_t& e) {
+    return ZmqError(e, "send");
+  }
+}
+
+absl::Status SendRouted(zmq::socket_t& router, const zmq::message_t& identity,
+                        const proto::Header& header, absl::Span<const float> payload) {
+  try {
+    zmq::message_t id;
+    id.copy(const_cast<zmq::message_t&>(identity));
+    if (!router.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      return absl::UnavailableError("peer queue full");
+    }
+    zmq::message_t head = HeaderFrame(header);
+    const bool more = !payload.empty();
+    (void)router.send(head, more ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (more) {
+      zmq::message_t body(payload.data(), payload.size() * sizeof(float));
+      (void)router.send(body, zmq::send_flags::none);
+    }
+    return absl::OkStatus();
+  } catch (const zmq::error_t& e) {
+    return ZmqError(e, "reply");
+  }
+}
+
+absl::StatusOr<Message> ParseFrames(std::vector<zmq::message_t> frames) {
+  if (frames.empty()) return absl::InvalidArgumentError("empty message");
+  if (frames.size() > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected 1 or 2 frames (header, payload), got ", frames.size()));
+  }
+  if (frames[0].size() == 0 || frames[0].size() > kMaxHeaderBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("header frame of ", frames[0].size(), " bytes (expected 1..", kMaxHeaderBytes, ")"));
+  }
+  Message m;
+  if (!m.header.ParseFromArray(frames[0].data(), static_cast<int>(frames[0].size()))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("header frame of ", frames[0].size(), " bytes is not a pstrain header"));
+  }
+  if (frames.size() == 2) {
+    if (frames[1].size() % sizeof(float) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("payload of ", frames[1].size(), " bytes is not whole f32 values"));
+    }
+    m.payload = std::move(frames[1]);
+    m.has_payload = true;
+  }
+  return m;
+}
+
+namespace {
+
+// Reads every frame of the next message. Keeps at most three (a malformed
+// message is reported, not buffered) and counts the rest, so a peer cannot
+// make us hold an unbounded list. Unavailable when nothing is queued.
+struct Drained {
+  std::vector<zmq::message_t> frames;
+  size_t count = 0;
+  size_t bytes = 0;
+};
+
+absl::StatusOr<Drained> DrainMessage(zmq::socket_t& socket) {
+  Drained d;
+  try {
+    for (;;) {
+      zmq::message_t frame;
+      if (!socket.recv(frame, zmq::recv_flags::dontwait)) {
+        if (d.count == 0) return absl::UnavailableError("no message");
+        break;  // parts of a message arrive together; defensive only
+      }
+      const bool more = frame.more();
+      ++d.count;
+      d.bytes += frame.size();
+      if (d.frames.size() < 3) d.frames.push_back(std::move(frame));
+      if (!more) break;
+    }
+  } catch (const zmq::error_t& e) {
+    return ZmqError(e, "receive");
+  }
+  return d;
+}
+
+absl::StatusOr<Message> ParseDrained(Drained d, size_t skip) {
+  if (d.count - skip > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected 1 or 2 frames (header, payload), got ", d.count - skip));
+  }
+  d.frames.erase(d.frames.begin(), d.frames.begin() + static_cast<long>(skip));
+  return ParseFrames(std::move(d.frames));
+}
+
+}  // namespace
+
+RoutedMessage ReceiveRouted(zmq::socket_t& router) {
+  RoutedMessage out;
+  auto drained = DrainMessage(router);
+  if (!drained.ok()) {
+    out.message = drained.status();
+    return out;
+  }
+  out.identity = std::move(drained->frames.front());
+  out.wire_bytes = drained->bytes - out.identity.size();
+  out.message = ParseDrained(*std::move(drained), 1);
+  return out;
+}
+
+absl::StatusOr<Message> ReceiveReply(zmq::socket_t& dealer) {
+  auto drained = DrainMessage(dealer);
+  if (!drained.ok()) return drained.status();
+  return ParseDrained(*std::move(drained), 0);
+}
+
+absl::StatusOr<std::vector<bool>> PollReadable(absl::Span<zmq::socket_t* const> sockets,
+                                               int timeout_ms) {
+  std::vector<zmq::pollitem_t> items;
+  items.reserve(sockets.size());
+  for (zmq::socket_t* s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
+  try {
+    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
+  } catch (const zmq::error_t& e) {
+    return ZmqError(e, "poll");
+  }
+  std::vector<bool> readable(items.size());
+  for (size_t i = 0; i < items.size(); ++i) readable[i] = (items[i].revents & ZMQ_POLLIN) != 0;
+  return readable;
+}
+
+}  // namespace pstrain

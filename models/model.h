@@ -1,0 +1,80 @@
+#pragma once
+
+// What a worker trains: a network on one backend, behind one interface.
+// The worker hands in host memory and gets host memory back; a backend
+// copies to and from its device as it needs to.
+//
+//   ASSIGN_OR_RETURN(auto model, CreateModel({.name = "mnist_cnn", ...}));
+//   RETURN_IF_ERROR(model->SetParams(params));
+//   ASSIGN_OR_RETURN(float loss, model->ForwardBackward(batch, grads));
+//
+// Thread safety: none; one thread drives a model.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "models/layer.h"
+#include "models/net_spec.h"
+
+namespace pstrain::models {
+
+// One batch in host memory.
+struct Batch {
+  int n = 0;
+  const float* images = nullptr;        // [n, input shape], normalised
+  const int32_t* labels = nullptr;      // [n], in [0, num_classes)
+  const uint64_t* example_keys = nullptr;  // [n], see BatchContext
+};
+
+struct EvalResult {
+  double loss_sum = 0;   // sum over the batch of the NLL loss
+  int64_t correct = 0;   // examples whose argmax is the label
+  int64_t count = 0;
+};
+
+struct ModelOptions {
+  std::string name = "mnist_cnn";  // see GetNetSpec
+  std::string device = "cpu";      // "cpu", "cuda", "cuda:I", or "auto"
+  int max_batch = 128;             // largest n a Batch may have
+  uint64_t seed = 1;               // mixed into dropout keys
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const NetSpec& net() const = 0;
+  // Parameter tensors in flat-buffer order.
+  virtual const std::vector<ParamSpec>& param_specs() const = 0;
+  virtual int64_t num_params() const = 0;
+  // "cpu", "cuda:0 (NVIDIA H100 ...)".
+  virtual std::string device_description() const = 0;
+
+  // Sets the parameters used by the next steps. REQUIRES: params.size() ==
+  // num_params().
+  virtual absl::Status SetParams(absl::Span<const float> params) = 0;
+
+  // Forward and backward pass on `batch` in training mode. Writes the
+  // gradient of the mean NLL loss over the batch into `grads` (size
+  // num_params()) and returns that mean loss. REQUIRES: 0 < batch.n <=
+  // max_batch.
+  virtual absl::StatusOr<float> ForwardBackward(const Batch& batch, absl::Span<float> grads) = 0;
+
+  // Forward pass in inference mode (no dropout). example_keys may be null.
+  virtual absl::StatusOr<EvalResult> Evaluate(const Batch& batch) = 0;
+};
+
+// Builds the model on the requested device. "auto" picks the first GPU when
+// the CUDA backend is built and a device is present, else the CPU.
+// NotFound for an unknown model name, InvalidArgument for a bad device
+// string, FailedPrecondition when CUDA is asked for and unavailable.
+absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options);
+
+// Whether this build has the CUDA backend and the driver reports a GPU.
+int CudaDeviceCount();
+
+}  // namespace pstrain::models

@@ -1,0 +1,52 @@
+#pragma once
+
+// MNIST-format datasets (MNIST, Fashion-MNIST) read from IDX files.
+//
+// IDX (http://yann.lecun.com/exdb/mnist/): big-endian; magic 0x00000803 for
+// images (n, rows, cols, then n*rows*cols uint8 pixels) and 0x00000801 for
+// labels (n, then n uint8 labels). Each file may be raw or gzip; gzip is
+// recognised by its magic bytes, not by the file name.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace pstrain {
+
+enum class Split { kTrain, kTest };
+
+struct Dataset {
+  int64_t size = 0;              // number of examples
+  int rows = 0;
+  int cols = 0;
+  std::vector<uint8_t> pixels;   // [size, rows, cols]
+  std::vector<int32_t> labels;   // [size], each in [0, 9]
+};
+
+// Normalisation applied when a batch is gathered: x = (p/255 - mean) / std.
+struct Normalization {
+  float mean = 0.1307f;  // MNIST's, as in PyTorch's MNIST example
+  float std = 0.3081f;
+};
+
+// Reads an IDX image file and its label file. Errors name the file:
+// NotFound when a file is missing; DataLoss for a bad magic number, a
+// truncated or oversized file, dimensions that are not 28x28-like (rows and
+// cols must be 1..1024), a bad gzip stream, a label outside 0..9, or label
+// and image counts that differ.
+absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::string& labels_path);
+
+// Loads `split` from `data_dir`: train-images-idx3-ubyte / train-labels-idx1-ubyte
+// or t10k-*, each raw or with a ".gz" suffix (raw preferred when both exist).
+absl::StatusOr<Dataset> LoadMnist(const std::string& data_dir, Split split);
+
+// Copies the examples `indices` into a batch: images [indices.size(), 1,
+// rows, cols] normalised floats, labels [indices.size()].
+// REQUIRES: every index < dataset.size.
+void GatherBatch(const Dataset& dataset, absl::Span<const int64_t> indices,
+                 const Normalization& norm, float* images, int32_t* labels);
+
+}  // namespace pstrain
