@@ -2,6 +2,8 @@
 
 // Process exit codes shared by every pstrain binary.
 
+#include <cstdio>
+
 #include "absl/status/status.h"
 
 namespace pstrain {
@@ -31,6 +33,16 @@ inline int ExitCodeFor(const absl::Status& status) {
     default:
       return kExitFailure;
   }
+}
+
+// Prints "program: error: message" on stderr (nothing for OK) and returns
+// ExitCodeFor(status). For main()'s last line.
+inline int ExitWith(const char* program, const absl::Status& status) {
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s: error: %.*s\n", program, static_cast<int>(status.message().size()),
+                 status.message().data());
+  }
+  return ExitCodeFor(status);
 }
 
 }  // namespace pstrain

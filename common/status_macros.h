@@ -19,6 +19,7 @@
 
 // ASSIGN_OR_RETURN(lhs, expr): evaluates the StatusOr `expr`; returns its
 // status when not OK, else moves its value into `lhs` (which may declare).
+// It expands to several statements: put it in braces under an `if`.
 #define ASSIGN_OR_RETURN(lhs, expr) \
   PSTRAIN_ASSIGN_OR_RETURN_IMPL_(PSTRAIN_CONCAT_(pstrain_statusor_, __LINE__), lhs, expr)
 

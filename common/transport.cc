@@ -89,7 +89,7 @@ absl::StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& context, const std::
   try {
     zmq::socket_t s(context, zmq::socket_type::dealer);
     ApplyCommonOptions(s, options, endpoint.find('[') != std::string::npos);
-    s.set(zmq::sockopt::immediate, 1);
+    s.set(zmq::sockopt::immediate, options.immediate ? 1 : 0);
     s.set(zmq::sockopt::reconnect_ivl, 100);
     s.set(zmq::sockopt::reconnect_ivl_max, 2000);
     s.connect(endpoint);

@@ -55,6 +55,11 @@ struct SocketOptions {
   int64_t max_message_bytes = int64_t{1} << 30;
   // Time a closing socket keeps trying to deliver queued messages.
   int linger_ms = 0;
+  // DEALER only: queue messages only to a completed connection
+  // (ZMQ_IMMEDIATE), so a send fails while nothing listens. Beware: libzmq
+  // then also drops replies still unread when the peer disconnects, so
+  // request sockets that must see a peer's last reply leave this off.
+  bool immediate = false;
 };
 
 // "tcp://ip:port" to bind for a task's address. Loopback names bind
@@ -71,8 +76,8 @@ absl::StatusOr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::str
                                          const SocketOptions& options);
 
 // Creates a DEALER socket connected to `endpoint`. Connecting is
-// asynchronous: sends fail with Unavailable until the TCP connection is up
-// (ZMQ_IMMEDIATE), which is how a caller sees that nothing listens there.
+// asynchronous: with options.immediate, sends fail with Unavailable until the
+// TCP connection is up; without, they are queued until it is.
 absl::StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& context, const std::string& endpoint,
                                             const SocketOptions& options);
 

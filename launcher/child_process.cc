@@ -1,0 +1,126 @@
+#include "launcher/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+extern char** environ;
+
+namespace pstrain {
+namespace {
+
+// Runs in the forked child: only async-signal-safe calls until exec.
+[[noreturn]] void ExecChild(const SpawnOptions& options, pid_t parent, int write_fd,
+                            char* const* argv, char* const* envp) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);  // the launcher died before prctl
+  setpgid(0, 0);
+  dup2(write_fd, STDOUT_FILENO);
+  dup2(write_fd, STDERR_FILENO);
+  if (write_fd > STDERR_FILENO) close(write_fd);
+  // Default dispositions for the signals the launcher handles itself.
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGCHLD, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
+  execve(options.binary.c_str(), argv, envp);
+  const char* reason = strerror(errno);
+  (void)!write(STDERR_FILENO, "cannot exec ", 12);
+  (void)!write(STDERR_FILENO, options.binary.c_str(), options.binary.size());
+  (void)!write(STDERR_FILENO, ": ", 2);
+  (void)!write(STDERR_FILENO, reason, strlen(reason));
+  (void)!write(STDERR_FILENO, "\n", 1);
+  _exit(127);
+}
+
+std::vector<char*> CStrings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
+  // Everything the child needs is built before fork: after it, only
+  // async-signal-safe calls are allowed.
+  std::vector<std::string> argv_strings = {options.binary};
+  argv_strings.insert(argv_strings.end(), options.args.begin(), options.args.end());
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  env_strings.insert(env_strings.end(), options.extra_env.begin(), options.extra_env.end());
+  std::vector<char*> argv = CStrings(argv_strings);
+  std::vector<char*> envp = CStrings(env_strings);
+
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    close(fds[0]);
+    close(fds[1]);
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(err)));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    ExecChild(options, parent, fds[1], argv.data(), envp.data());
+  }
+  close(fds[1]);
+  setpgid(pid, pid);  // also in the child: whichever runs first wins the race
+  return ChildProcess(pid, fds[0]);
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept { *this = std::move(other); }
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  if (this != &other) {
+    CloseOutput();
+    pid_ = other.pid_;
+    output_fd_ = other.output_fd_;
+    exited_ = other.exited_;
+    exit_code_ = other.exit_code_;
+    other.pid_ = -1;
+    other.output_fd_ = -1;
+  }
+  return *this;
+}
+
+ChildProcess::~ChildProcess() { CloseOutput(); }
+
+void ChildProcess::CloseOutput() {
+  if (output_fd_ >= 0) close(output_fd_);
+  output_fd_ = -1;
+}
+
+void ChildProcess::Signal(int signo) const {
+  if (pid_ > 0 && !exited_) kill(-pid_, signo);
+}
+
+bool ChildProcess::Reap() {
+  if (exited_ || pid_ <= 0) return exited_;
+  int status = 0;
+  const pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r != pid_) return false;
+  exited_ = true;
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  return true;
+}
+
+std::string DescribeExit(int exit_code) {
+  if (exit_code >= 0) return absl::StrCat("exit code ", exit_code);
+  return absl::StrCat("killed by signal ", -exit_code, " (", strsignal(-exit_code), ")");
+}
+
+}  // namespace pstrain

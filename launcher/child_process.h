@@ -1,0 +1,61 @@
+#pragma once
+
+// A child process whose stdout and stderr come back through one pipe.
+//
+// No orphans: the child asks the kernel to SIGKILL it when the launcher dies
+// (PR_SET_PDEATHSIG), so even a SIGKILLed launcher leaves nothing behind;
+// and every child runs in its own process group so that the launcher alone
+// decides how a Ctrl-C reaches it.
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace pstrain {
+
+struct SpawnOptions {
+  std::string binary;                    // absolute path
+  std::vector<std::string> args;         // without argv[0]
+  std::vector<std::string> extra_env;    // "NAME=value", added to the launcher's environment
+};
+
+class ChildProcess {
+ public:
+  // Forks and execs. Internal error if fork or pipe fail; an exec failure
+  // shows up as exit code 127 with the reason on the child's output.
+  static absl::StatusOr<ChildProcess> Spawn(const SpawnOptions& options);
+
+  ChildProcess(ChildProcess&& other) noexcept;
+  ChildProcess& operator=(ChildProcess&& other) noexcept;
+  ~ChildProcess();  // closes the pipe; does not kill or reap
+
+  pid_t pid() const { return pid_; }
+  // Read end of the child's stdout+stderr; -1 once closed.
+  int output_fd() const { return output_fd_; }
+  void CloseOutput();
+
+  // Sends `signo` to the child's process group. No-op once reaped.
+  void Signal(int signo) const;
+
+  // Reaps the child if it has exited (non-blocking). Returns true once it
+  // has; exit_code() is then its status (-N when killed by signal N).
+  bool Reap();
+  bool exited() const { return exited_; }
+  int exit_code() const { return exit_code_; }
+
+ private:
+  ChildProcess(pid_t pid, int output_fd) : pid_(pid), output_fd_(output_fd) {}
+
+  pid_t pid_ = -1;
+  int output_fd_ = -1;
+  bool exited_ = false;
+  int exit_code_ = 0;
+};
+
+// "exit code 1", "killed by signal 9 (Killed)".
+std::string DescribeExit(int exit_code);
+
+}  // namespace pstrain

@@ -1,0 +1,336 @@
+#include "launcher/launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "common/clock.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "common/signals.h"
+#include "common/status_macros.h"
+#include "launcher/child_process.h"
+
+namespace pstrain {
+namespace {
+
+constexpr int kPollMs = 100;
+
+struct Task {
+  TaskId id;
+  ChildProcess process;
+  std::string pending;  // output not yet ended by a newline
+  std::unique_ptr<std::ofstream> log;
+  bool is_ps = false;
+};
+
+// Binds a loopback socket to port 0 and returns it with the port the OS
+// chose. The caller keeps the socket open until every port is chosen, so
+// that no port is handed out twice.
+absl::StatusOr<std::pair<int, int>> ReserveFreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::InternalError(absl::StrCat("cannot pick a free port: ", std::strerror(err)));
+  }
+  return std::make_pair(fd, static_cast<int>(ntohs(addr.sin_port)));
+}
+
+constexpr TaskType kJsonOrder[] = {TaskType::kChief, TaskType::kWorker, TaskType::kPs,
+                                   TaskType::kEvaluator};
+
+std::string JsonFromAddresses(const std::vector<std::vector<std::string>>& by_type) {
+  std::vector<std::string> jobs;
+  for (size_t t = 0; t < by_type.size(); ++t) {
+    if (by_type[t].empty()) continue;
+    jobs.push_back(absl::StrCat("    \"", TaskTypeName(kJsonOrder[t]), "\": [\"",
+                                absl::StrJoin(by_type[t], "\", \""), "\"]"));
+  }
+  return absl::StrCat("{\n  \"cluster\": {\n", absl::StrJoin(jobs, ",\n"), "\n  }\n}\n");
+}
+
+bool IsLocal(const std::string& host) {
+  const std::string h = absl::AsciiStrToLower(host);
+  return h == "localhost" || absl::StartsWith(h, "127.");
+}
+
+// Whether a task's line belongs in the progress view.
+bool IsProgressLine(const Task& task, absl::string_view line) {
+  if (!line.empty() && (line[0] == 'W' || line[0] == 'E' || line[0] == 'F')) return true;
+  if (!absl::StartsWith(line, "I ")) return true;  // not a log line: a crash message
+  return absl::StrContains(line, "] epoch ") && absl::StrContains(line, " done:");
+}
+
+class Supervisor {
+ public:
+  Supervisor(const LaunchOptions& options, const ClusterSpec& spec)
+      : options_(options), spec_(spec) {}
+
+  absl::Status StartAll();
+  absl::Status Wait();
+
+ private:
+  SpawnOptions SpawnFor(const TaskId& id) const;
+  void Pump(Task& task);
+  void EmitLine(Task& task, absl::string_view line);
+  void ReapAll();
+  void StopAll(const std::string& reason);
+  bool AllExited() const;
+  void CheckPsAfterWorkers();
+
+  const LaunchOptions& options_;
+  const ClusterSpec& spec_;
+  std::vector<Task> tasks_;
+  std::string failure_;       // first failure, named
+  int64_t stop_us_ = 0;       // when StopAll sent SIGTERM (monotonic), 0 before
+  bool killed_ = false;
+  int64_t workers_done_us_ = 0;
+};
+
+SpawnOptions Supervisor::SpawnFor(const TaskId& id) const {
+  SpawnOptions s;
+  const bool is_ps = id.type == TaskType::kPs;
+  s.binary = absl::StrCat(options_.bin_dir, is_ps ? "/ps_server" : "/worker");
+  s.args = is_ps ? options_.ps_args : options_.worker_args;
+  if (!is_ps) {
+    auto it = options_.straggler_delay_ms.find(id.ToString());
+    if (it != options_.straggler_delay_ms.end()) {
+      s.args.push_back(absl::StrCat("--straggler_delay_ms=", it->second));
+    }
+  }
+  s.extra_env.push_back(absl::StrCat("TF_CONFIG=", spec_.ToTfConfig(id)));
+  return s;
+}
+
+absl::Status Supervisor::StartAll() {
+  RETURN_IF_ERROR(MakeDirs(options_.run_dir + "/logs"));
+  // ps tasks first, so that workers find them listening.
+  std::vector<TaskId> order;
+  for (const TaskId& id : spec_.AllTasks()) {
+    if (id.type == TaskType::kPs) order.push_back(id);
+  }
+  for (const TaskId& id : spec_.AllTasks()) {
+    if (id.type == TaskType::kChief || id.type == TaskType::kWorker) order.push_back(id);
+  }
+  for (const TaskId& id : order) {
+    const std::string log_path = absl::StrCat(options_.run_dir, "/logs/",
+                                              absl::StrReplaceAll(id.ToString(), {{":", "-"}}), ".log");
+    auto log = std::make_unique<std::ofstream>(log_path);
+    if (!*log) return absl::InternalError(absl::StrCat(log_path, ": cannot create"));
+    auto process = ChildProcess::Spawn(SpawnFor(id));
+    if (!process.ok()) {
+      StopAll(absl::StrCat("cannot start ", id.ToString(), ": ", process.status().message()));
+      return absl::InternalError(failure_);
+    }
+    if (options_.echo != EchoMode::kNone) {
+      std::printf("pstrain: started %s (pid %d)\n", id.ToString().c_str(), process->pid());
+    }
+    tasks_.push_back({id, *std::move(process), "", std::move(log), id.type == TaskType::kPs});
+  }
+  return absl::OkStatus();
+}
+
+void Supervisor::EmitLine(Task& task, absl::string_view line) {
+  *task.log << line << '\n';
+  task.log->flush();
+  const bool echo = options_.echo == EchoMode::kAll ||
+                    (options_.echo == EchoMode::kProgress && IsProgressLine(task, line));
+  if (echo) std::printf("[%s] %.*s\n", task.id.ToString().c_str(), static_cast<int>(line.size()), line.data());
+}
+
+void Supervisor::Pump(Task& task) {
+  char buf[8192];
+  const ssize_t n = read(task.process.output_fd(), buf, sizeof(buf));
+  if (n <= 0) {
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (!task.pending.empty()) EmitLine(task, task.pending);
+    task.pending.clear();
+    task.process.CloseOutput();
+    return;
+  }
+  task.pending.append(buf, static_cast<size_t>(n));
+  size_t start = 0;
+  for (size_t nl; (nl = task.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+    EmitLine(task, absl::string_view(task.pending).substr(start, nl - start));
+  }
+  task.pending.erase(0, start);
+  std::fflush(stdout);
+}
+
+void Supervisor::StopAll(const std::string& reason) {
+  if (failure_.empty()) failure_ = reason;
+  if (stop_us_ != 0) return;
+  stop_us_ = MonotonicMicros();
+  for (Task& t : tasks_) t.process.Signal(SIGTERM);
+}
+
+void Supervisor::ReapAll() {
+  for (Task& t : tasks_) {
+    if (t.process.exited() || !t.process.Reap()) continue;
+    const int code = t.process.exit_code();
+    if (code != 0 && stop_us_ == 0) {
+      StopAll(absl::StrCat(t.id.ToString(), " failed (", DescribeExit(code), "); see ",
+                           options_.run_dir, "/logs/", absl::StrReplaceAll(t.id.ToString(), {{":", "-"}}),
+                           ".log"));
+    }
+  }
+}
+
+bool Supervisor::AllExited() const {
+  for (const Task& t : tasks_) {
+    if (!t.process.exited() || t.process.output_fd() >= 0) return false;
+  }
+  return true;
+}
+
+void Supervisor::CheckPsAfterWorkers() {
+  if (stop_us_ != 0) return;
+  for (const Task& t : tasks_) {
+    if (!t.is_ps && !t.process.exited()) return;
+  }
+  if (workers_done_us_ == 0) workers_done_us_ = MonotonicMicros();
+  if (SecondsSince(workers_done_us_) > options_.ps_exit_grace_s) {
+    StopAll(absl::StrCat("the workers finished but a ps did not exit within ",
+                         options_.ps_exit_grace_s, " s (the chief never shut it down?)"));
+  }
+}
+
+absl::Status Supervisor::Wait() {
+  while (!AllExited()) {
+    std::vector<pollfd> fds;
+    std::vector<Task*> owners;
+    for (Task& t : tasks_) {
+      if (t.process.output_fd() < 0) continue;
+      fds.push_back({t.process.output_fd(), POLLIN, 0});
+      owners.push_back(&t);
+    }
+    const int r = poll(fds.data(), fds.size(), kPollMs);
+    for (size_t i = 0; r > 0 && i < fds.size(); ++i) {
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) Pump(*owners[i]);
+    }
+    ReapAll();
+    if (const int sig = ShutdownSignal(); sig != 0 && stop_us_ == 0) {
+      StopAll(absl::StrCat("interrupted by signal ", sig));
+    }
+    CheckPsAfterWorkers();
+    if (stop_us_ != 0 && !killed_ && SecondsSince(stop_us_) > options_.stop_grace_s) {
+      for (Task& t : tasks_) t.process.Signal(SIGKILL);
+      killed_ = true;
+    }
+  }
+  if (ShutdownSignal() != 0) return absl::CancelledError(failure_);
+  if (!failure_.empty()) return absl::AbortedError(failure_);
+  return absl::OkStatus();
+}
+
+absl::Status WriteLauncherFields(const LaunchOptions& options, const ClusterSpec& spec,
+                                 double wall_seconds, LaunchResult* result) {
+  const std::string path = options.run_dir + "/summary.json";
+  auto text = ReadFileToString(path);
+  if (!text.ok()) {
+    return absl::DataLossError(absl::StrCat("every task exited 0 but the chief wrote no ", path));
+  }
+  RETURN_IF_ERROR(ParseJsonMessage(*text, path, &result->summary));
+  result->summary.set_wall_seconds(wall_seconds);
+  result->summary.set_command(options.command_line);
+  for (const TaskId& id : spec.AllTasks()) {
+    proto::TaskExit* e = result->summary.add_tasks();
+    e->set_task(id.ToString());
+    e->set_exit_code(0);
+  }
+  result->wall_seconds = wall_seconds;
+  return WriteFileAtomic(path, ToJson(result->summary));
+}
+
+}  // namespace
+
+absl::StatusOr<ClusterSpec> WithFreePorts(const ClusterSpec& spec) {
+  std::vector<std::vector<std::string>> by_type;
+  std::vector<int> reserved;
+  absl::Status status;
+  for (TaskType type : kJsonOrder) {
+    by_type.emplace_back();
+    for (const std::string& address : spec.Addresses(type)) {
+      auto hp = ParseHostPort(address);
+      if (hp.ok() && IsLocal(hp->host) && status.ok()) {
+        auto port = ReserveFreePort();
+        if (!port.ok()) {
+          status = port.status();
+        } else {
+          reserved.push_back(port->first);
+          hp->port = port->second;
+        }
+      }
+      by_type.back().push_back(hp.ok() ? hp->ToString() : address);
+    }
+  }
+  for (int fd : reserved) close(fd);
+  RETURN_IF_ERROR(status);
+  return ClusterSpec::FromJson(JsonFromAddresses(by_type), "free-port spec");
+}
+
+std::string ClusterJson(const ClusterSpec& spec) {
+  std::vector<std::vector<std::string>> by_type;
+  for (TaskType type : kJsonOrder) by_type.push_back(spec.Addresses(type));
+  return JsonFromAddresses(by_type);
+}
+
+absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
+  ASSIGN_OR_RETURN(const std::string text, ReadFileToString(options.cluster_spec_path));
+  ASSIGN_OR_RETURN(ClusterSpec spec, ClusterSpec::FromJson(text, options.cluster_spec_path));
+  if (options.free_ports) {
+    ASSIGN_OR_RETURN(spec, WithFreePorts(spec));
+  }
+  for (const auto& [task, delay] : options.straggler_delay_ms) {
+    const auto colon = task.find(':');
+    const TaskId id{*ParseTaskType(task.substr(0, colon)), std::stoi(task.substr(colon + 1))};
+    if (!spec.Contains(id)) {
+      return absl::InvalidArgumentError(absl::StrCat("--straggler: ", task, " is not in ",
+                                                     options.cluster_spec_path));
+    }
+  }
+  for (const char* binary : {"/ps_server", "/worker"}) {
+    const std::string path = options.bin_dir + binary;
+    if (access(path.c_str(), X_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat(path, ": not found or not executable (build first)"));
+    }
+  }
+  RETURN_IF_ERROR(MakeDirs(options.run_dir));
+  RETURN_IF_ERROR(WriteFileAtomic(options.run_dir + "/cluster_spec.json", ClusterJson(spec)));
+  (void)std::remove((options.run_dir + "/summary.json").c_str());
+  const int64_t start = MonotonicMicros();
+  Supervisor supervisor(options, spec);
+  const absl::Status started = supervisor.StartAll();
+  // Wait even when a start failed: the tasks already running are stopped
+  // and reaped there.
+  const absl::Status waited = supervisor.Wait();
+  RETURN_IF_ERROR(started);
+  RETURN_IF_ERROR(waited);
+  LaunchResult result;
+  RETURN_IF_ERROR(WriteLauncherFields(options, spec, SecondsSince(start), &result));
+  return result;
+}
+
+}  // namespace pstrain

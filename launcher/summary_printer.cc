@@ -1,0 +1,33 @@
+#include "launcher/summary_printer.h"
+
+#include "absl/strings/str_format.h"
+
+namespace pstrain {
+namespace {
+
+std::string SecondsOrNever(double s) {
+  return s < 0 ? std::string("not reached") : absl::StrFormat("%.1f s", s);
+}
+
+}  // namespace
+
+void PrintSummary(const proto::RunSummary& s, const std::string& run_dir, std::FILE* out) {
+  absl::FPrintF(out, "\n== pstrain summary: %s ==\n", run_dir);
+  absl::FPrintF(out, "mode %s | %d ps | %d workers | model %s on %s | global batch %d | lr %g | momentum %g\n",
+                s.mode(), s.num_ps(), s.num_workers(), s.model(), s.device(), s.global_batch(),
+                s.learning_rate(), s.momentum());
+  absl::FPrintF(out, "final test accuracy %.4f (loss %.4f) after %d epoch(s), %d steps per worker\n",
+                s.final_test_accuracy(), s.final_test_loss(), s.epochs(), s.steps_per_worker());
+  absl::FPrintF(out, "train images/s %.0f | train time %.1f s | wall time %.1f s\n",
+                s.train_images_per_sec(), s.train_seconds(), s.wall_seconds());
+  absl::FPrintF(out, "time to 95%% %s | to 97%% %s\n", SecondsOrNever(s.seconds_to_95()),
+                SecondsOrNever(s.seconds_to_97()));
+  absl::FPrintF(out, "updates applied %d | gradients %d | stale dropped %d | late dropped %d | "
+                "mean staleness %.2f (p99 %d, max %d)\n",
+                s.updates_applied(), s.gradients_received(), s.stale_gradients_dropped(),
+                s.late_gradients_dropped(), s.mean_staleness(), s.p99_staleness(), s.max_staleness());
+  absl::FPrintF(out, "metrics: %s/{summary.json,epochs.csv,evals.csv,steps_worker*.csv,logs/}\n", run_dir);
+  std::fflush(out);
+}
+
+}  // namespace pstrain

@@ -1,0 +1,61 @@
+// ps_server: serves one shard of the parameters for a cluster.
+//
+//   TF_CONFIG='{"cluster": {...}, "task": {"type": "ps", "index": 0}}' ps_server
+//   ps_server --cluster_spec=cluster_specs/local_2ps_2w.json --task_type=ps --task_index=0
+
+#include <cstdlib>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
+#include "common/logging.h"
+#include "common/signals.h"
+#include "common/task_flags.h"
+#include "ps_server/ps_server.h"
+
+ABSL_FLAG(double, peer_timeout_s, 60.0,
+          "A registered worker silent (no heartbeat) this long is presumed dead");
+ABSL_FLAG(double, register_timeout_s, 600.0,
+          "Every worker must register within this many seconds of the chief's INIT");
+ABSL_FLAG(std::string, bind, "",
+          "Endpoint to bind instead of the spec's address, e.g. tcp://0.0.0.0:2222");
+ABSL_FLAG(int64_t, max_message_mb, 1024, "Largest message accepted from a peer, in MiB");
+
+namespace {
+
+absl::Status RunServer(const char* tf_config) {
+  auto cluster = pstrain::ResolveTaskConfig(pstrain::TaskConfigSourcesFromFlags(tf_config));
+  if (!cluster.ok()) return cluster.status();
+  if (cluster->task()->type != pstrain::TaskType::kPs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ps_server runs ps tasks, but the configuration names ", cluster->task()->ToString(),
+        " (start it with the worker binary)"));
+  }
+  pstrain::PsServerOptions options;
+  options.peer_timeout_s = absl::GetFlag(FLAGS_peer_timeout_s);
+  options.register_timeout_s = absl::GetFlag(FLAGS_register_timeout_s);
+  options.bind_endpoint = absl::GetFlag(FLAGS_bind);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_mb) << 20;
+  if (!(options.peer_timeout_s > 0) || !(options.register_timeout_s > 0) ||
+      options.max_message_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        "--peer_timeout_s, --register_timeout_s and --max_message_mb must be > 0");
+  }
+  auto server = pstrain::PsServer::Create(*cluster, options);
+  if (!server.ok()) return server.status();
+  return (*server)->Run();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Serves one parameter shard. Configure with $TF_CONFIG or --cluster_spec, "
+      "--task_type=ps, --task_index=I.");
+  absl::ParseCommandLine(argc, argv);
+  pstrain::InitLogging(argv[0]);
+  pstrain::InstallShutdownHandlers();
+  return pstrain::ExitWith("ps_server", RunServer(std::getenv("TF_CONFIG")));
+}

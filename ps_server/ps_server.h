@@ -1,0 +1,82 @@
+#pragma once
+
+// A ps task: binds a ROUTER socket at its address from the cluster spec and
+// serves one shard of the parameters until the chief says training is over.
+//
+//   ASSIGN_OR_RETURN(auto server, PsServer::Create(cluster, options));
+//   return server->Run();
+//
+// Liveness: every worker sends HEARTBEATs. A registered worker silent for
+// peer_timeout_s, or a worker that has not registered register_timeout_s
+// after the chief's INIT, fails the job: every parked and later request is
+// answered with an Aborted error naming the worker, and after a short grace
+// (so that the workers hear why) Run returns that error.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/cluster_spec.h"
+#include "common/transport.h"
+#include "ps_server/request_handler.h"
+
+namespace pstrain {
+
+struct PsServerOptions {
+  // A registered worker silent this long (no heartbeat, no request) is dead.
+  double peer_timeout_s = 60.0;
+  // Every worker must register within this long after the chief's INIT.
+  double register_timeout_s = 600.0;
+  // After a failure, keep answering with the error this long before exiting.
+  double failure_grace_s = 5.0;
+  // Largest message accepted (ZMQ_MAXMSGSIZE).
+  int64_t max_message_bytes = int64_t{1} << 30;
+  // How long queued replies (the SHUTDOWN ack) may take to leave at exit.
+  int linger_ms = 2000;
+  // Overrides the bind endpoint derived from the spec ("tcp://0.0.0.0:2222").
+  std::string bind_endpoint;
+};
+
+class PsServer {
+ public:
+  // Binds the socket. Unavailable when the address is in use or cannot be
+  // bound. REQUIRES: cluster.task() is a ps task.
+  static absl::StatusOr<std::unique_ptr<PsServer>> Create(const ClusterSpec& cluster,
+                                                          const PsServerOptions& options);
+
+  // Serves until SHUTDOWN from the chief (OK), SIGINT/SIGTERM (Cancelled), or
+  // a job failure (Aborted).
+  absl::Status Run();
+
+  const std::string& endpoint() const { return endpoint_; }
+  proto::ShardStats Stats() const { return handler_.Stats(); }
+
+ private:
+  PsServer(const ClusterSpec& cluster, const PsServerOptions& options, zmq::context_t context,
+           zmq::socket_t socket, std::string endpoint);
+
+  void ServeReadable();
+  void Process(RoutedMessage routed);
+  void Send(std::vector<Reply>* replies);
+  void NoteAlive(const Message& m);
+  void CheckLiveness();
+  absl::Status Finish(absl::Status status);
+
+  ClusterSpec cluster_;
+  TaskId task_;
+  PsServerOptions options_;
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  RequestHandler handler_;
+  std::vector<int64_t> last_seen_us_;  // per worker rank, monotonic
+  int64_t init_us_ = 0;
+  int64_t started_us_ = 0;
+  int64_t failed_us_ = 0;
+  int64_t last_wait_log_us_ = 0;
+  int64_t send_failures_ = 0;
+};
+
+}  // namespace pstrain

@@ -1,0 +1,65 @@
+#include "ps_server/shard_store.h"
+
+#include <cmath>
+
+#include "Eigen/Core"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+namespace {
+
+using Vec = Eigen::Map<Eigen::VectorXf>;
+using ConstVec = Eigen::Map<const Eigen::VectorXf>;
+
+}  // namespace
+
+absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {
+  if (!(config.momentum >= 0.0 && config.momentum < 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("momentum must be in [0, 1), got ", config.momentum));
+  }
+  if (!(config.weight_decay >= 0.0) || !std::isfinite(config.weight_decay)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight_decay must be >= 0, got ", config.weight_decay));
+  }
+  if (config.nesterov && config.momentum == 0.0) {
+    return absl::InvalidArgumentError("nesterov needs momentum > 0");
+  }
+  return absl::OkStatus();
+}
+
+ShardStore::ShardStore(std::vector<float> initial_params, const OptimizerConfig& config)
+    : params_(std::move(initial_params)),
+      momentum_(params_.size(), 0.0f),
+      scratch_(params_.size(), 0.0f),
+      config_(config) {
+  CHECK(ValidateOptimizerConfig(config).ok());
+}
+
+void ShardStore::Apply(absl::Span<const float> grad, float grad_scale, float lr) {
+  CHECK_EQ(static_cast<int64_t>(grad.size()), size());
+  const Eigen::Index n = size();
+  Vec p(params_.data(), n);
+  Vec buf(momentum_.data(), n);
+  Vec g(scratch_.data(), n);
+  g = ConstVec(grad.data(), n) * grad_scale;
+  if (config_.weight_decay != 0.0) g += static_cast<float>(config_.weight_decay) * p;
+  const float mu = static_cast<float>(config_.momentum);
+  if (mu != 0.0f) {
+    if (updates_ == 0) {
+      buf = g;
+    } else {
+      buf = mu * buf + g;
+    }
+    if (config_.nesterov) {
+      g += mu * buf;
+    } else {
+      g = buf;
+    }
+  }
+  p -= lr * g;
+  ++updates_;
+}
+
+}  // namespace pstrain

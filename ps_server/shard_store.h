@@ -1,0 +1,56 @@
+#pragma once
+
+// One ps shard's parameters and optimizer state: a contiguous range of the
+// model's flat parameter vector, its SGD momentum buffer, and the update.
+//
+// SGD follows PyTorch's torch.optim.SGD exactly (dampening 0):
+//   g   = grad + weight_decay * p
+//   buf = g                      on the first update
+//   buf = momentum * buf + g     afterwards
+//   g   = g + momentum * buf     if nesterov, else g = buf
+//   p  -= lr * g
+//
+// Thread safety: none; the ps's single event loop owns it.
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace pstrain {
+
+struct OptimizerConfig {
+  double momentum = 0.0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+};
+
+// InvalidArgument naming the field when a value is out of range
+// (momentum outside [0, 1), negative weight decay, nesterov without momentum).
+absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
+
+class ShardStore {
+ public:
+  // REQUIRES: ValidateOptimizerConfig(config).ok().
+  ShardStore(std::vector<float> initial_params, const OptimizerConfig& config);
+
+  int64_t size() const { return static_cast<int64_t>(params_.size()); }
+  absl::Span<const float> params() const { return params_; }
+  absl::Span<const float> momentum_buffer() const { return momentum_; }
+  int64_t updates() const { return updates_; }
+
+  // Applies one optimizer step with gradient `grad` scaled by `grad_scale`
+  // (an average's 1/weight) and learning rate `lr`.
+  // REQUIRES: grad.size() == size().
+  void Apply(absl::Span<const float> grad, float grad_scale, float lr);
+
+ private:
+  std::vector<float> params_;
+  std::vector<float> momentum_;
+  std::vector<float> scratch_;  // g, so Apply allocates nothing
+  OptimizerConfig config_;
+  int64_t updates_ = 0;
+};
+
+}  // namespace pstrain

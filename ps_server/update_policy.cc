@@ -1,0 +1,137 @@
+#include "ps_server/update_policy.h"
+
+#include <algorithm>
+
+#include "Eigen/Core"
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+namespace {
+
+class SyncPolicy final : public UpdatePolicy {
+ public:
+  SyncPolicy(const proto::JobConfig& job, std::unique_ptr<ShardStore> store)
+      : UpdatePolicy(std::move(store)),
+        lr_(static_cast<float>(job.learning_rate())),
+        backup_(job.backup_workers()),
+        needed_(job.num_workers() - job.backup_workers()),
+        pushed_(job.num_workers(), false),
+        accum_(store_->size(), 0.0f) {}
+
+  absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
+                                   absl::Span<const float> grad, int num_examples) override {
+    if (version < version_) {
+      const bool late = backup_ > 0 && version == version_ - 1;
+      return PushOutcome{late ? PushResult::kLate : PushResult::kStale, version_ - version};
+    }
+    if (version > version_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient computed on version ", version, " but the shard is at version ", version_));
+    }
+    if (pushed_[rank]) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("rank ", rank, " already pushed a gradient for version ", version));
+    }
+    Accumulate(grad, num_examples);
+    pushed_[rank] = true;
+    if (++num_pushed_ < needed_) return PushOutcome{PushResult::kAccumulated, 0};
+    ApplyAverage();
+    return PushOutcome{PushResult::kApplied, 0};
+  }
+
+  bool CanServe(const PullRequest& pull) const override { return version_ >= pull.min_version; }
+  int64_t MinClock() const override { return version_; }
+
+ private:
+  void Accumulate(absl::Span<const float> grad, int num_examples) {
+    Eigen::Map<Eigen::VectorXf> acc(accum_.data(), static_cast<Eigen::Index>(accum_.size()));
+    acc += static_cast<float>(num_examples) *
+           Eigen::Map<const Eigen::VectorXf>(grad.data(), static_cast<Eigen::Index>(grad.size()));
+    weight_ += num_examples;
+  }
+
+  // Weighted average over the version's examples: with the same global
+  // batch, exactly the gradient one process would compute.
+  void ApplyAverage() {
+    store_->Apply(accum_, weight_ > 0 ? 1.0f / static_cast<float>(weight_) : 0.0f, lr_);
+    std::fill(accum_.begin(), accum_.end(), 0.0f);
+    std::fill(pushed_.begin(), pushed_.end(), false);
+    weight_ = 0;
+    num_pushed_ = 0;
+    ++version_;
+  }
+
+  float lr_;
+  int backup_;
+  int needed_;
+  std::vector<bool> pushed_;
+  int num_pushed_ = 0;
+  int64_t weight_ = 0;
+  std::vector<float> accum_;
+};
+
+class AsyncPolicy final : public UpdatePolicy {
+ public:
+  AsyncPolicy(const proto::JobConfig& job, std::unique_ptr<ShardStore> store, int64_t bound)
+      : UpdatePolicy(std::move(store)),
+        lr_(static_cast<float>(job.learning_rate())),
+        staleness_lr_(job.staleness_lr()),
+        bound_(bound),
+        clocks_(job.num_workers(), 0) {}
+
+  absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
+                                   absl::Span<const float> grad, int num_examples) override {
+    if (version > version_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient computed on version ", version, " but the shard is at version ", version_));
+    }
+    clocks_[rank] = std::max(clocks_[rank], step + 1);
+    const int64_t staleness = version_ - version;
+    if (num_examples == 0) return PushOutcome{PushResult::kEmpty, staleness};
+    // Zhang et al. 2016, "Staleness-aware async-SGD": lr / staleness.
+    const float lr = staleness_lr_ && staleness > 1 ? lr_ / static_cast<float>(staleness) : lr_;
+    store_->Apply(grad, 1.0f, lr);
+    ++version_;
+    return PushOutcome{PushResult::kApplied, staleness};
+  }
+
+  bool CanServe(const PullRequest& pull) const override {
+    return bound_ < 0 || pull.step - MinClock() <= bound_;
+  }
+
+  int64_t MinClock() const override { return *std::min_element(clocks_.begin(), clocks_.end()); }
+
+ private:
+  float lr_;
+  bool staleness_lr_;
+  int64_t bound_;  // -1: none (async)
+  std::vector<int64_t> clocks_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UpdatePolicy>> CreateUpdatePolicy(
+    const proto::JobConfig& job, std::unique_ptr<ShardStore> store) {
+  if (job.num_workers() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("num_workers must be >= 1, got ", job.num_workers()));
+  }
+  if (job.backup_workers() < 0 || job.backup_workers() >= job.num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat("backup_workers must be in [0, num_workers=",
+                                                   job.num_workers(), "), got ", job.backup_workers()));
+  }
+  if (job.staleness() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("staleness must be >= 0, got ", job.staleness()));
+  }
+  switch (job.mode()) {
+    case proto::SYNC:
+      return std::unique_ptr<UpdatePolicy>(new SyncPolicy(job, std::move(store)));
+    case proto::ASYNC:
+      return std::unique_ptr<UpdatePolicy>(new AsyncPolicy(job, std::move(store), -1));
+    case proto::SSP:
+      return std::unique_ptr<UpdatePolicy>(new AsyncPolicy(job, std::move(store), job.staleness()));
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown update mode ", job.mode()));
+  }
+}
+
+}  // namespace pstrain

@@ -1,0 +1,84 @@
+#pragma once
+
+// When a shard applies a pushed gradient, and when it may answer a pull:
+// the consistency model. One interface, two implementations:
+//
+//  - SyncPolicy (sync, s = 0): version v accumulates the gradients of the
+//    workers computed on v, weighted by their example counts; once
+//    num_workers - backup_workers have arrived it applies their weighted
+//    average once and moves to v + 1. A gradient computed on an older
+//    version is dropped (stale; with backup workers, one version behind is
+//    "late"). Pulls for version > current wait.
+//  - AsyncPolicy (async, s = infinity; ssp, 0 <= s < infinity): every
+//    gradient is applied on arrival and the version moves by one; its
+//    staleness (current version - version it was computed on) is recorded
+//    and, with staleness_lr, divides the learning rate. With a bound s, a
+//    worker about to compute step t waits until the slowest worker has
+//    finished at least t - s steps (stale synchronous parallel).
+//
+// Thread safety: none; the ps's single event loop owns it.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "proto/pstrain.pb.h"
+#include "ps_server/shard_store.h"
+
+namespace pstrain {
+
+enum class PushResult {
+  kAccumulated,  // sync: counted toward the current version, not applied yet
+  kApplied,      // applied (sync: this push completed the version)
+  kStale,        // dropped: computed on a version already passed
+  kLate,         // dropped: sync with backup workers, arrived after the cut
+  kEmpty,        // async: zero examples, nothing to apply
+};
+
+struct PushOutcome {
+  PushResult result = PushResult::kAccumulated;
+  int64_t staleness = 0;  // version at arrival - version computed on
+};
+
+struct PullRequest {
+  int rank = 0;
+  int64_t step = 0;         // steps the worker has finished (its clock)
+  int64_t min_version = 0;  // the version it needs at least
+};
+
+class UpdatePolicy {
+ public:
+  virtual ~UpdatePolicy() = default;
+
+  // Applies or accumulates the gradient of worker `rank` for its step
+  // `step`, computed on `version`, averaged over `num_examples` examples.
+  // InvalidArgument for a version from the future; AlreadyExists for a
+  // second push by the same worker to the same sync version.
+  // REQUIRES: grad.size() == store size, 0 <= rank < num_workers.
+  virtual absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
+                                           absl::Span<const float> grad, int num_examples) = 0;
+
+  // Whether `pull` may be answered with the current parameters now.
+  virtual bool CanServe(const PullRequest& pull) const = 0;
+
+  // The slowest worker's clock (steps finished), for SSP; 0 in sync.
+  virtual int64_t MinClock() const = 0;
+
+  int64_t version() const { return version_; }
+  const ShardStore& store() const { return *store_; }
+
+ protected:
+  explicit UpdatePolicy(std::unique_ptr<ShardStore> store) : store_(std::move(store)) {}
+
+  std::unique_ptr<ShardStore> store_;
+  int64_t version_ = 0;
+};
+
+// Builds the policy for `job`'s mode. InvalidArgument for an inconsistent
+// job (unknown mode, backup_workers >= num_workers, negative staleness).
+absl::StatusOr<std::unique_ptr<UpdatePolicy>> CreateUpdatePolicy(
+    const proto::JobConfig& job, std::unique_ptr<ShardStore> store);
+
+}  // namespace pstrain

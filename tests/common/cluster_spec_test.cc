@@ -1,0 +1,249 @@
+#include "common/cluster_spec.h"
+
+#include <string>
+
+#include "common/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kGood[] = R"({"cluster": {"chief": ["localhost:2220"],
+  "worker": ["localhost:2222", "localhost:2223"], "ps": ["localhost:2230", "localhost:2231"]},
+  "task": {"type": "worker", "index": 1}, "environment": "cloud"})";
+
+TEST(ClusterSpec, ParsesTensorFlowStyleConfig) {
+  auto spec = ClusterSpec::FromJson(kGood, "TF_CONFIG");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->num_ps(), 2);
+  EXPECT_EQ(spec->num_workers(), 3);
+  EXPECT_TRUE(spec->has_chief());
+  ASSERT_TRUE(spec->task().has_value());
+  EXPECT_EQ(spec->task()->ToString(), "worker:1");
+  EXPECT_EQ(spec->Address({TaskType::kPs, 1}), "localhost:2231");
+}
+
+TEST(ClusterSpec, ChiefIsRankZeroAndWorkersFollow) {
+  auto spec = ClusterSpec::FromJson(kGood, "TF_CONFIG");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->WorkerRank({TaskType::kChief, 0}), 0);
+  EXPECT_EQ(spec->WorkerRank({TaskType::kWorker, 0}), 1);
+  EXPECT_EQ(spec->TaskForRank(2).ToString(), "worker:1");
+  EXPECT_TRUE(spec->IsChief({TaskType::kChief, 0}));
+  EXPECT_FALSE(spec->IsChief({TaskType::kWorker, 0}));
+}
+
+TEST(ClusterSpec, WorkerZeroIsChiefWithoutChiefTask) {
+  auto spec = ClusterSpec::FromJson(
+      R"({"cluster": {"worker": ["a:1", "b:2"], "ps": ["c:3"]}})", "spec");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->ChiefTask().ToString(), "worker:0");
+  EXPECT_EQ(spec->WorkerRank({TaskType::kWorker, 1}), 1);
+  EXPECT_FALSE(spec->task().has_value());
+}
+
+TEST(ClusterSpec, AcceptsMasterAsChiefAndIgnoresUnknownTopLevelKeys) {
+  auto spec = ClusterSpec::FromJson(
+      R"({"cluster": {"master": ["m:1"], "ps": ["p:2"], "evaluator": ["e:3"]},
+          "task": {"type": "master", "index": 0}, "rpc_layer": "grpc",
+          "session_master": "", "environment": "cloud"})",
+      "TFJob");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->task()->type, TaskType::kChief);
+  EXPECT_EQ(spec->num_workers(), 1);
+  EXPECT_EQ(spec->Addresses(TaskType::kEvaluator).size(), 1u);
+}
+
+TEST(ClusterSpec, AcceptsIpv6Addresses) {
+  auto spec = ClusterSpec::FromJson(R"({"cluster": {"worker": ["[::1]:2222"], "ps": ["[::1]:2223"]}})",
+                                    "spec");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto hp = ParseHostPort(spec->Address({TaskType::kPs, 0}));
+  ASSERT_TRUE(hp.ok());
+  EXPECT_EQ(hp->host, "::1");
+  EXPECT_EQ(hp->port, 2223);
+}
+
+TEST(ClusterSpec, JobIdDependsOnAddressesOnly) {
+  auto a = ClusterSpec::FromJson(R"({"cluster": {"worker": ["h:1"], "ps": ["h:2"]},
+                                     "task": {"type": "worker", "index": 0}})", "a");
+  auto b = ClusterSpec::FromJson(R"({"cluster": {"worker": ["h:1"], "ps": ["h:2"]},
+                                     "task": {"type": "ps", "index": 0}})", "b");
+  auto c = ClusterSpec::FromJson(R"({"cluster": {"worker": ["h:1"], "ps": ["h:3"]}})", "c");
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->JobId(), b->JobId());
+  EXPECT_NE(a->JobId(), c->JobId());
+}
+
+TEST(ClusterSpec, ToTfConfigRoundTrips) {
+  auto spec = ClusterSpec::FromJson(kGood, "TF_CONFIG");
+  ASSERT_TRUE(spec.ok());
+  auto again = ClusterSpec::FromJson(spec->ToTfConfig({TaskType::kPs, 1}), "round trip");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->task()->ToString(), "ps:1");
+  EXPECT_EQ(again->JobId(), spec->JobId());
+}
+
+// Each malformed TF_CONFIG must be refused with InvalidArgument whose message
+// names the offending field.
+struct BadCase {
+  const char* name;
+  const char* json;
+  const char* field;  // expected in the message
+};
+
+class MalformedTfConfig : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(MalformedTfConfig, IsRefusedNamingTheField) {
+  const BadCase& c = GetParam();
+  auto spec = ClusterSpec::FromJson(c.json, "TF_CONFIG");
+  ASSERT_FALSE(spec.ok()) << c.name << " was accepted";
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr(c.field)) << spec.status();
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("TF_CONFIG"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ClusterSpec, MalformedTfConfig,
+    ::testing::Values(
+        BadCase{"NotJson", "this is not json", "not valid JSON"},
+        BadCase{"Empty", "   ", "empty"},
+        BadCase{"TrailingGarbage", R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}} x)", "not valid JSON"},
+        BadCase{"TopLevelList", R"([1, 2])", "must be a JSON object"},
+        BadCase{"NoCluster", R"({"task": {"type": "ps", "index": 0}})", "cluster"},
+        BadCase{"ClusterNotObject", R"({"cluster": ["a:1"]})", "cluster"},
+        BadCase{"NoPs", R"({"cluster": {"worker": ["a:1"]}})", "cluster.ps"},
+        BadCase{"EmptyPs", R"({"cluster": {"worker": ["a:1"], "ps": []}})", "cluster.ps"},
+        BadCase{"NoWorkerNoChief", R"({"cluster": {"ps": ["a:1"]}})", "cluster.worker"},
+        BadCase{"TaskListNotList", R"({"cluster": {"worker": "a:1", "ps": ["b:2"]}})", "cluster.worker"},
+        BadCase{"AddressNotString", R"({"cluster": {"worker": [2222], "ps": ["b:2"]}})", "cluster.worker[0]"},
+        BadCase{"UnknownTaskType", R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"], "trainer": ["c:3"]}})",
+                "cluster.trainer"},
+        BadCase{"TwoChiefs", R"({"cluster": {"chief": ["a:1", "a:2"], "ps": ["b:2"]}})", "cluster.chief"},
+        BadCase{"ChiefAndMaster", R"({"cluster": {"chief": ["a:1"], "master": ["a:2"], "ps": ["b:2"]}})",
+                "cluster.master"},
+        BadCase{"DuplicateAddress", R"({"cluster": {"worker": ["a:1"], "ps": ["a:1"]}})", "duplicate address"},
+        BadCase{"DuplicateViaLocalhostAlias",
+                R"({"cluster": {"worker": ["localhost:5"], "ps": ["127.0.0.1:5"]}})", "duplicate address"},
+        BadCase{"NoPort", R"({"cluster": {"worker": ["a"], "ps": ["b:2"]}})", "cluster.worker[0]"},
+        BadCase{"PortZero", R"({"cluster": {"worker": ["a:0"], "ps": ["b:2"]}})", "invalid port"},
+        BadCase{"PortTooBig", R"({"cluster": {"worker": ["a:70000"], "ps": ["b:2"]}})", "invalid port"},
+        BadCase{"PortNotNumber", R"({"cluster": {"worker": ["a:http"], "ps": ["b:2"]}})", "invalid port"},
+        BadCase{"NegativePort", R"({"cluster": {"worker": ["a:-1"], "ps": ["b:2"]}})", "invalid port"},
+        BadCase{"EmptyHost", R"({"cluster": {"worker": [":1"], "ps": ["b:2"]}})", "empty host"},
+        BadCase{"BadHostCharacter", R"({"cluster": {"worker": ["a b:1"], "ps": ["b:2"]}})", "invalid character"},
+        BadCase{"UnbracketedIpv6", R"({"cluster": {"worker": ["::1:1"], "ps": ["b:2"]}})", "brackets"},
+        BadCase{"TaskNotObject", R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": "worker"})", "task"},
+        BadCase{"TaskMissingType", R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"index": 0}})",
+                "task.type"},
+        BadCase{"TaskTypeNotString",
+                R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": 1, "index": 0}})",
+                "task.type"},
+        BadCase{"TaskTypeUnknown",
+                R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "gpu", "index": 0}})",
+                "task.type"},
+        BadCase{"TaskMissingIndex", R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "ps"}})",
+                "task.index"},
+        BadCase{"TaskIndexString",
+                R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "ps", "index": "0"}})",
+                "task.index"},
+        BadCase{"TaskIndexNegative",
+                R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "ps", "index": -1}})",
+                "task.index"},
+        BadCase{"TaskIndexFraction",
+                R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "ps", "index": 0.5}})",
+                "task.index"},
+        BadCase{"TaskIndexOutOfRange",
+                R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "ps", "index": 1}})",
+                "ps:1 is not in the cluster"},
+        BadCase{"TaskTypeNotInCluster",
+                R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "chief", "index": 0}})",
+                "chief:0 is not in the cluster"},
+        BadCase{"DuplicateKey", R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"], "ps": ["c:3"]}})",
+                "not valid JSON"},
+        BadCase{"TwoEvaluators", R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"], "evaluator": ["c:3", "c:4"]}})",
+                "cluster.evaluator"}),
+    [](const ::testing::TestParamInfo<BadCase>& p) { return std::string(p.param.name); });
+
+TEST(ResolveTaskConfig, FlagsOverrideTheJsonTask) {
+  TaskConfigSources s;
+  s.tf_config = kGood;
+  s.task_type = "ps";
+  s.task_index = 1;
+  auto spec = ResolveTaskConfig(s);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->task()->ToString(), "ps:1");
+}
+
+TEST(ResolveTaskConfig, ClusterSpecFileWinsOverTfConfig) {
+  const std::string path = ::testing::TempDir() + "/spec.json";
+  ASSERT_TRUE(WriteFileAtomic(path, R"({"cluster": {"worker": ["x:1"], "ps": ["x:2"]}})").ok());
+  TaskConfigSources s;
+  s.tf_config = kGood;
+  s.cluster_spec_path = path;
+  s.task_type = "worker";
+  s.task_index = 0;
+  auto spec = ResolveTaskConfig(s);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->num_ps(), 1);
+}
+
+TEST(ResolveTaskConfig, RefusesMissingConfiguration) {
+  auto spec = ResolveTaskConfig(TaskConfigSources{});
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("TF_CONFIG"));
+}
+
+TEST(ResolveTaskConfig, RefusesSpecWithoutTask) {
+  TaskConfigSources s;
+  s.tf_config = R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}})";
+  auto spec = ResolveTaskConfig(s);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("task"));
+}
+
+TEST(ResolveTaskConfig, MissingFileIsNotFound) {
+  TaskConfigSources s;
+  s.cluster_spec_path = "/nonexistent/spec.json";
+  auto spec = ResolveTaskConfig(s);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("/nonexistent/spec.json"));
+}
+
+TEST(ResolveTaskConfig, FlagTaskOutOfRangeIsRefused) {
+  TaskConfigSources s;
+  s.tf_config = kGood;
+  s.task_type = "worker";
+  s.task_index = 7;
+  auto spec = ResolveTaskConfig(s);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("worker:7"));
+}
+
+TEST(ResolveTaskConfig, UnknownFlagTaskTypeIsRefused) {
+  TaskConfigSources s;
+  s.tf_config = kGood;
+  s.task_type = "driver";
+  s.task_index = 0;
+  auto spec = ResolveTaskConfig(s);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("--task_type"));
+}
+
+TEST(ClusterSpec, ShippedSpecsAreValid) {
+  for (const char* name : {"local_1ps_1w", "local_1ps_2w", "local_2ps_2w", "local_2ps_4w",
+                           "local_4ps_8w"}) {
+    const std::string path = std::string(PSTRAIN_SOURCE_DIR) + "/cluster_specs/" + name + ".json";
+    auto text = ReadFileToString(path);
+    ASSERT_TRUE(text.ok()) << text.status();
+    auto spec = ClusterSpec::FromJson(*text, path);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+  }
+}
+
+}  // namespace
+}  // namespace pstrain

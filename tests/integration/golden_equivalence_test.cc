@@ -1,0 +1,93 @@
+// The golden run: N synchronous workers must reproduce one process training
+// with the same global batch. 2 workers with batch 64 each and 1 worker with
+// batch 128, same seed and learning rate, dropout ON (its masks are keyed by
+// example, not by position in a batch), 20 steps of real MNIST through real
+// ps and worker processes: the final parameters must agree to float
+// rounding.
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "gtest/gtest.h"
+#include "models/model.h"
+#include "models/net_spec.h"
+#include "tests/test_util/process_runner.h"
+
+namespace pstrain {
+namespace {
+
+constexpr int kSteps = 20;
+
+std::vector<float> RunAndReadParams(int num_workers, int batch_size, int seed) {
+  const std::string dir = testing::MakeTempDir("golden");
+  const std::string spec = testing::WriteLocalSpec(dir, 2, num_workers);
+  const testing::ClusterRun run = testing::RunLocalCluster(
+      spec, 2, num_workers,
+      {"--mode=sync", absl::StrCat("--batch_size=", batch_size), "--lr=0.01", "--momentum=0.5",
+       absl::StrCat("--max_steps=", kSteps), absl::StrCat("--seed=", seed), "--device=cpu",
+       "--data_dir=" + testing::SourcePath("data/mnist"), "--run_dir=" + dir,
+       "--log_every_steps=0"},
+      240);
+  EXPECT_TRUE(run.all_ok()) << run.AllOutput();
+  auto bytes = ReadFileToString(dir + "/final_params.f32");
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  std::vector<float> params(bytes.ok() ? bytes->size() / sizeof(float) : 0);
+  if (!params.empty()) std::memcpy(params.data(), bytes->data(), params.size() * sizeof(float));
+  return params;
+}
+
+struct Difference {
+  double max_abs = 0;       // max_i |a_i - b_i|
+  double max_relative = 0;  // max_i |a_i - b_i| / |b_i| over |b_i| > 1e-4
+  double relative_l2 = 0;   // ||a - b|| / ||b||
+};
+
+Difference Compare(const std::vector<float>& a, const std::vector<float>& b) {
+  Difference d;
+  double diff2 = 0, norm2 = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double e = static_cast<double>(a[i]) - b[i];
+    d.max_abs = std::max(d.max_abs, std::fabs(e));
+    if (std::fabs(b[i]) > 1e-4) d.max_relative = std::max(d.max_relative, std::fabs(e / b[i]));
+    diff2 += e * e;
+    norm2 += static_cast<double>(b[i]) * b[i];
+  }
+  d.relative_l2 = std::sqrt(diff2 / norm2);
+  return d;
+}
+
+TEST(GoldenEquivalence, TwoSyncWorkersReproduceOneProcessWithTheSameGlobalBatch) {
+  const std::vector<float> one = RunAndReadParams(1, 128, 1);
+  const std::vector<float> two = RunAndReadParams(2, 64, 1);
+  ASSERT_EQ(one.size(), 21840u);
+  ASSERT_EQ(two.size(), one.size());
+
+  // How far training moved the parameters, to put the difference in scale.
+  auto specs = models::NetParamSpecs(*models::GetNetSpec("mnist_cnn"));
+  ASSERT_TRUE(specs.ok());
+  std::vector<float> init(one.size());
+  models::InitParams(*specs, 1, init.data());
+  const Difference moved = Compare(one, init);
+  const Difference golden = Compare(two, one);
+  std::printf(
+      "RESULT golden steps=%d max_abs_diff=%.3g max_relative_diff=%.3g relative_l2_diff=%.3g "
+      "update_max_abs=%.3g\n",
+      kSteps, golden.max_abs, golden.max_relative, golden.relative_l2, moved.max_abs);
+
+  EXPECT_GT(moved.max_abs, 1e-3) << "training did not move the parameters";
+  // Float rounding only: summation order differs (two half-batch means
+  // averaged on the ps vs one mean), nothing else.
+  EXPECT_LT(golden.relative_l2, 1e-5);
+  EXPECT_LT(golden.max_abs, 1e-5);
+  EXPECT_LT(golden.max_relative, 1e-3);
+
+  // And the comparison can fail: another data order gives other parameters.
+  const std::vector<float> other = RunAndReadParams(2, 64, 2);
+  ASSERT_EQ(other.size(), one.size());
+  EXPECT_GT(Compare(other, one).relative_l2, 1e-3);
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,285 @@
+// Hostile and dead peers against real processes.
+//
+// A live ps_server gets garbage at every layer (raw TCP bytes that are not
+// ZeroMQ, a ZMTP frame cut off mid-way, well-framed messages that are not
+// pstrain, pstrain messages with a truncated payload) and must answer or
+// drop each, count it, and keep serving correct requests. A worker or a ps
+// killed mid-training must stop the job with a message naming it, within
+// seconds.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/transport.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util/process_runner.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::BinaryPath;
+using testing::RunningProcess;
+
+constexpr int kShard = 16;  // floats this test's "model" has
+
+// Speaks the pstrain protocol as the chief (rank 0) of a one-worker job.
+class ProtocolClient {
+ public:
+  ProtocolClient(int port, uint64_t job_id) : job_id_(job_id) {
+    auto s = ConnectDealer(context_, absl::StrCat("tcp://127.0.0.1:", port), SocketOptions{});
+    EXPECT_TRUE(s.ok()) << s.status();
+    socket_ = *std::move(s);
+  }
+
+  proto::Header Header(proto::MessageType type) {
+    proto::Header h;
+    h.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
+    h.set_job_id(job_id_);
+    h.set_type(type);
+    h.mutable_sender()->set_type(proto::WORKER);
+    h.set_rank(0);
+    h.set_request_id(++request_id_);
+    h.set_plan_fingerprint(0xF00D);
+    h.set_range_begin(0);
+    h.set_range_end(kShard);
+    h.set_encoding(proto::F32);
+    h.set_num_shards(1);
+    return h;
+  }
+
+  void SendRaw(std::vector<std::string> frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      zmq::message_t m(frames[i]);
+      socket_.send(m, i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+
+  absl::StatusOr<Message> Call(const proto::Header& h, const std::vector<float>& payload = {}) {
+    if (auto s = SendRequest(socket_, h, payload, false); !s.ok()) return s;
+    return Receive();
+  }
+
+  absl::StatusOr<Message> Receive() {
+    zmq::socket_t* sockets[] = {&socket_};
+    for (int i = 0; i < 100; ++i) {  // 10 s at most
+      auto r = PollReadable(sockets, 100);
+      if (r.ok() && (*r)[0]) return ReceiveReply(socket_);
+    }
+    return absl::DeadlineExceededError("no reply in 10 s");
+  }
+
+ private:
+  zmq::context_t context_{1};
+  zmq::socket_t socket_;
+  uint64_t job_id_;
+  uint64_t request_id_ = 0;
+};
+
+int ConnectTcp(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
+void WriteAll(int fd, const std::string& bytes) {
+  EXPECT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+}
+
+// A ZMTP 3.0 greeting and READY (NULL mechanism, DEALER), so that the next
+// bytes are read as message frames.
+std::string ZmtpHandshake() {
+  std::string g(64, '\0');
+  g[0] = '\xff';
+  g[9] = '\x7f';
+  g[10] = 3;
+  g.replace(12, 4, "NULL");
+  std::string body = "\x05READY";
+  body += "\x0bSocket-Type";
+  body += std::string("\0\0\0\x06", 4) + "DEALER";
+  return g + "\x04" + static_cast<char>(body.size()) + body;
+}
+
+class LivePs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string dir = testing::MakeTempDir("hostile");
+    const std::string spec = testing::WriteLocalSpec(dir, 1, 1);
+    const std::string tf_config = testing::TfConfigFor(spec, "ps", 0);
+    port_ = std::stoi(tf_config.substr(tf_config.rfind("localhost:") + 10));
+    auto parsed = ClusterSpec::FromJson(tf_config, "tf_config");
+    ASSERT_TRUE(parsed.ok());
+    job_id_ = parsed->JobId();
+    ps_ = RunningProcess::Start(BinaryPath("ps_server"), {"--peer_timeout_s=60"}, tf_config);
+    ASSERT_NE(ps_, nullptr);
+    ASSERT_TRUE(ps_->WaitForOutput("listening on", 10)) << ps_->output();
+    client_ = std::make_unique<ProtocolClient>(port_, job_id_);
+    proto::Header init = client_->Header(proto::INIT);
+    init.mutable_job()->set_mode(proto::SYNC);
+    init.mutable_job()->set_num_workers(1);
+    init.mutable_job()->set_learning_rate(0.1);
+    auto reply = client_->Call(init, std::vector<float>(kShard, 1.0f));
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    ASSERT_EQ(reply->header.error().code(), 0) << reply->header.error().message();
+  }
+
+  // The ps still answers a correct PULL with the right parameters.
+  void ExpectStillServing() {
+    auto pull = client_->Call(client_->Header(proto::PULL));
+    ASSERT_TRUE(pull.ok()) << pull.status();
+    EXPECT_EQ(pull->header.error().code(), 0) << pull->header.error().message();
+    EXPECT_EQ(pull->payload_floats(), static_cast<size_t>(kShard));
+  }
+
+  proto::ShardStats Stats() {
+    auto r = client_->Call(client_->Header(proto::STATS));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->header.stats() : proto::ShardStats();
+  }
+
+  void TearDown() override {
+    if (client_ == nullptr) return;
+    auto r = client_->Call(client_->Header(proto::SHUTDOWN));
+    EXPECT_TRUE(r.ok());
+    auto code = ps_->Wait(10);
+    ASSERT_TRUE(code.ok()) << ps_->output();
+    EXPECT_EQ(*code, 0) << "the ps must survive everything above and exit cleanly\n" << ps_->output();
+  }
+
+  int port_ = 0;
+  uint64_t job_id_ = 0;
+  std::unique_ptr<RunningProcess> ps_;
+  std::unique_ptr<ProtocolClient> client_;
+};
+
+TEST_F(LivePs, SurvivesRawTcpGarbage) {
+  for (int i = 0; i < 20; ++i) {
+    const int fd = ConnectTcp(port_);
+    std::string junk(4096, '\0');
+    for (size_t j = 0; j < junk.size(); ++j) junk[j] = static_cast<char>((j * 2654435761u + i) >> 7);
+    (void)write(fd, junk.data(), junk.size());
+    close(fd);
+  }
+  ExpectStillServing();
+}
+
+TEST_F(LivePs, SurvivesAZmtpFrameCutOffMidway) {
+  const int fd = ConnectTcp(port_);
+  WriteAll(fd, ZmtpHandshake());
+  // A long frame announcing 1 MiB, of which 100 bytes arrive before the
+  // connection drops.
+  std::string frame = "\x02";
+  frame += std::string("\0\0\0\0\0\x10\0\0", 8);
+  frame += std::string(100, 'x');
+  WriteAll(fd, frame);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  close(fd);
+  ExpectStillServing();
+}
+
+TEST_F(LivePs, AnswersGarbageMessagesAndCountsThem) {
+  client_->SendRaw({"\x08\xff\xff\xff\xff\xff garbage that is not a header"});
+  auto r = client_->Receive();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->header.error().message(), HasSubstr("malformed"));
+
+  client_->SendRaw({"a", "b", "c", "d"});
+  r = client_->Receive();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->header.error().message(), HasSubstr("got 4"));
+
+  const proto::ShardStats s = Stats();
+  EXPECT_EQ(s.malformed_requests(), 2);
+  ExpectStillServing();
+}
+
+TEST_F(LivePs, RefusesTruncatedPayloadsAndCountsThem) {
+  // PUSH whose payload frame is missing.
+  auto r = client_->Call(client_->Header(proto::PUSH));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->header.error().message(), HasSubstr("payload of 0 bytes"));
+  // PUSH whose payload stops short of the range.
+  r = client_->Call(client_->Header(proto::PUSH), std::vector<float>(kShard / 2, 0.5f));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->header.error().message(), HasSubstr("payload of 32 bytes"));
+  // Payload bytes that are not whole floats.
+  std::string header_bytes = client_->Header(proto::PUSH).SerializeAsString();
+  client_->SendRaw({header_bytes, std::string(63, '\x01')});
+  r = client_->Receive();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->header.error().message(), HasSubstr("not whole f32"));
+
+  const proto::ShardStats s = Stats();
+  EXPECT_EQ(s.rejected_requests(), 2);
+  EXPECT_EQ(s.malformed_requests(), 1);
+  EXPECT_EQ(s.updates_applied(), 0);  // nothing reached the parameters
+  ExpectStillServing();
+}
+
+// Two workers and one ps training for long; one process is killed.
+class DeadPeer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("deadpeer");
+    spec_ = testing::WriteLocalSpec(dir_, 1, 2);
+    ps_ = RunningProcess::Start(BinaryPath("ps_server"), {"--peer_timeout_s=3"},
+                                testing::TfConfigFor(spec_, "ps", 0));
+    for (int w = 0; w < 2; ++w) {
+      workers_.push_back(RunningProcess::Start(
+          BinaryPath("worker"),
+          {"--data_dir=" + testing::SourcePath("data/mnist"), "--epochs=5", "--peer_timeout_s=3",
+           "--heartbeat_interval_s=0.5", "--log_every_steps=10"},
+          testing::TfConfigFor(spec_, "worker", w)));
+    }
+    ASSERT_NE(ps_, nullptr);
+    for (auto& w : workers_) ASSERT_NE(w, nullptr);
+    // Training is under way once a worker reports progress.
+    ASSERT_TRUE(workers_[1]->WaitForOutput("step 10/", 60)) << workers_[1]->output();
+  }
+
+  std::string dir_, spec_;
+  std::unique_ptr<RunningProcess> ps_;
+  std::vector<std::unique_ptr<RunningProcess>> workers_;
+};
+
+TEST_F(DeadPeer, AKilledWorkerStopsTheJobNamingIt) {
+  workers_[1]->Signal(SIGKILL);
+  const int64_t start = MonotonicMicros();
+  auto chief = workers_[0]->Wait(30);
+  ASSERT_TRUE(chief.ok()) << workers_[0]->output();
+  EXPECT_EQ(*chief, 1);
+  EXPECT_THAT(workers_[0]->output(), HasSubstr("worker:1"));
+  EXPECT_THAT(workers_[0]->output(), HasSubstr("presumed dead"));
+  auto ps = ps_->Wait(30);
+  ASSERT_TRUE(ps.ok()) << ps_->output();
+  EXPECT_EQ(*ps, 1);
+  EXPECT_THAT(ps_->output(), HasSubstr("worker:1"));
+  // peer timeout 3 s + failure grace 5 s, with room for a slow machine.
+  EXPECT_LT(SecondsSince(start), 25);
+}
+
+TEST_F(DeadPeer, AKilledPsStopsTheWorkersNamingIt) {
+  ps_->Signal(SIGKILL);
+  for (auto& w : workers_) {
+    auto code = w->Wait(30);
+    ASSERT_TRUE(code.ok()) << w->output();
+    EXPECT_EQ(*code, 1);
+    EXPECT_THAT(w->output(), HasSubstr("ps:0 (localhost:"));
+    EXPECT_THAT(w->output(), HasSubstr("presumed dead"));
+  }
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,368 @@
+// The ps's protocol logic without sockets: each test drives one shard with
+// requests from several "workers" (peers) and checks the replies it gets
+// back, parked ones included.
+
+#include "ps_server/request_handler.h"
+
+#include <numeric>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kJob = 0x10b;
+constexpr uint64_t kPlan = 0x91a4;
+constexpr int kSize = 4;  // floats in the shard
+
+std::string Peer(int rank) { return "peer" + std::to_string(rank); }
+
+class RequestHandlerTest : public ::testing::Test {
+ protected:
+  proto::Header Base(proto::MessageType type, int rank) {
+    proto::Header h;
+    h.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
+    h.set_job_id(kJob);
+    h.set_type(type);
+    h.mutable_sender()->set_type(rank == 0 ? proto::CHIEF : proto::WORKER);
+    h.mutable_sender()->set_index(rank);
+    h.set_rank(rank);
+    h.set_request_id(++request_id_);
+    h.set_plan_fingerprint(kPlan);
+    h.set_range_begin(0);
+    h.set_range_end(kSize);
+    h.set_encoding(proto::F32);
+    h.set_num_shards(1);
+    return h;
+  }
+
+  static Message WithPayload(proto::Header h, const std::vector<float>& payload) {
+    Message m;
+    m.header = std::move(h);
+    if (!payload.empty()) {
+      m.payload = zmq::message_t(payload.data(), payload.size() * sizeof(float));
+      m.has_payload = true;
+    }
+    return m;
+  }
+
+  std::vector<Reply> Send(int rank, Message m) {
+    std::vector<Reply> out;
+    handler_.Handle(Peer(rank), m, &out);
+    return out;
+  }
+
+  std::vector<Reply> Init(proto::UpdateMode mode, int workers, int staleness = 0, int backup = 0,
+                          bool staleness_lr = false) {
+    proto::Header h = Base(proto::INIT, 0);
+    proto::JobConfig* job = h.mutable_job();
+    job->set_mode(mode);
+    job->set_num_workers(workers);
+    job->set_learning_rate(0.5);
+    job->set_momentum(0.0);
+    job->set_staleness(staleness);
+    job->set_backup_workers(backup);
+    job->set_staleness_lr(staleness_lr);
+    return Send(0, WithPayload(h, {1.0f, 1.0f, 1.0f, 1.0f}));
+  }
+
+  void RegisterAll(int workers) {
+    for (int r = 1; r < workers; ++r) ASSERT_EQ(Send(r, WithPayload(Base(proto::REGISTER, r), {})).size(), 1u);
+  }
+
+  std::vector<Reply> Push(int rank, int64_t step, int64_t version, float value, int n = 1,
+                          bool then_pull = true) {
+    proto::Header h = Base(then_pull ? proto::PUSH_PULL : proto::PUSH, rank);
+    h.set_step(step);
+    h.set_version(version);
+    h.set_num_examples(n);
+    return Send(rank, WithPayload(h, std::vector<float>(kSize, value)));
+  }
+
+  std::vector<Reply> Pull(int rank, int64_t step, int64_t min_version) {
+    proto::Header h = Base(proto::PULL, rank);
+    h.set_step(step);
+    h.set_version(min_version);
+    return Send(rank, WithPayload(h, {}));
+  }
+
+  static bool IsError(const Reply& r) { return r.header.error().code() != 0; }
+
+  RequestHandler handler_{{kJob, 0, 1}};
+  uint64_t request_id_ = 0;
+};
+
+TEST_F(RequestHandlerTest, RegisterIsParkedUntilTheChiefsInit) {
+  EXPECT_TRUE(Send(1, WithPayload(Base(proto::REGISTER, 1), {})).empty());
+  std::vector<Reply> out = Init(proto::SYNC, 2);
+  ASSERT_EQ(out.size(), 2u);  // INIT's reply and the parked REGISTER's
+  EXPECT_EQ(out[1].peer, Peer(1));
+  EXPECT_FALSE(IsError(out[1]));
+  EXPECT_EQ(out[1].header.job().num_workers(), 2);
+  EXPECT_TRUE(handler_.registered()[1]);
+}
+
+TEST_F(RequestHandlerTest, SyncParksPullUntilAllWorkersPushed) {
+  Init(proto::SYNC, 3);
+  RegisterAll(3);
+  EXPECT_TRUE(Push(0, 0, 0, 1.0f).empty());
+  EXPECT_TRUE(Push(1, 0, 0, 2.0f).empty());
+  EXPECT_TRUE(Pull(1, 1, 1).empty());  // wants version 1: parked too
+  std::vector<Reply> out = Push(2, 0, 0, 3.0f);
+  ASSERT_EQ(out.size(), 4u);  // three PUSH_PULL replies and the parked PULL
+  for (const Reply& r : out) {
+    EXPECT_FALSE(IsError(r));
+    EXPECT_TRUE(r.with_params);
+    EXPECT_EQ(r.header.version(), 1);
+  }
+  // Average (1+2+3)/3 = 2, lr 0.5: 1 - 0.5*2 = 0.
+  EXPECT_FLOAT_EQ(handler_.params()[0], 0.0f);
+  EXPECT_EQ(handler_.Stats().updates_applied(), 1);
+}
+
+TEST_F(RequestHandlerTest, SyncAveragesWeightedByExamples) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  Push(0, 0, 0, 1.0f, /*n=*/3);
+  Push(1, 0, 0, 5.0f, /*n=*/1);
+  // (3*1 + 1*5) / 4 = 2 -> 1 - 0.5*2 = 0.
+  EXPECT_FLOAT_EQ(handler_.params()[0], 0.0f);
+}
+
+TEST_F(RequestHandlerTest, SyncDropsStalePushesAndCountsThem) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  Push(0, 0, 0, 1.0f);
+  Push(1, 0, 0, 1.0f);
+  ASSERT_EQ(handler_.version(), 1);
+  std::vector<Reply> out = Push(1, 0, 0, 100.0f);  // computed on version 0: stale
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(IsError(out[0]));
+  EXPECT_TRUE(out[0].header.dropped());
+  EXPECT_TRUE(out[0].with_params);  // the newest parameters, at once
+  EXPECT_FLOAT_EQ(handler_.params()[0], 0.5f);  // the stale gradient never reached them
+  const proto::ShardStats s = handler_.Stats();
+  EXPECT_EQ(s.stale_gradients_dropped(), 1);
+  EXPECT_EQ(s.gradients_received(), 3);
+  EXPECT_EQ(s.gradients_applied(), 2);
+}
+
+TEST_F(RequestHandlerTest, SyncRefusesDuplicateAndFutureGradients) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  Push(0, 0, 0, 1.0f, 1, /*then_pull=*/false);
+  std::vector<Reply> dup = Push(0, 0, 0, 1.0f, 1, false);
+  ASSERT_EQ(dup.size(), 1u);
+  EXPECT_EQ(dup[0].header.error().code(), static_cast<int>(absl::StatusCode::kAlreadyExists));
+  std::vector<Reply> future = Push(1, 0, 5, 1.0f, 1, false);
+  ASSERT_EQ(future.size(), 1u);
+  EXPECT_THAT(future[0].header.error().message(), HasSubstr("version 5"));
+}
+
+TEST_F(RequestHandlerTest, BackupWorkersApplyWithoutTheSlowestAndDropItLater) {
+  Init(proto::SYNC, 3, 0, /*backup=*/1);
+  RegisterAll(3);
+  Push(0, 0, 0, 1.0f);
+  std::vector<Reply> out = Push(1, 0, 0, 3.0f);
+  ASSERT_EQ(out.size(), 2u);  // applied after 2 of 3: nobody waits for rank 2
+  EXPECT_EQ(handler_.version(), 1);
+  EXPECT_FLOAT_EQ(handler_.params()[0], 0.0f);  // average of 1 and 3
+  std::vector<Reply> late = Push(2, 0, 0, 50.0f);
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_TRUE(late[0].header.dropped());
+  EXPECT_FLOAT_EQ(handler_.params()[0], 0.0f);
+  const proto::ShardStats s = handler_.Stats();
+  EXPECT_EQ(s.late_gradients_dropped(), 1);
+  EXPECT_EQ(s.gradients_received(), s.gradients_applied() + s.late_gradients_dropped() +
+                                        s.stale_gradients_dropped());
+}
+
+TEST_F(RequestHandlerTest, AsyncAppliesOnArrivalAndRecordsStaleness) {
+  Init(proto::ASYNC, 2);
+  RegisterAll(2);
+  std::vector<Reply> a = Push(0, 0, 0, 1.0f);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].header.staleness(), 0);
+  EXPECT_EQ(a[0].header.version(), 1);
+  std::vector<Reply> b = Push(1, 0, 0, 1.0f);  // computed on 0, shard at 1
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].header.staleness(), 1);
+  EXPECT_FLOAT_EQ(handler_.params()[0], 0.0f);  // 1 - 0.5 - 0.5
+  const proto::ShardStats s = handler_.Stats();
+  EXPECT_EQ(s.updates_applied(), 2);
+  ASSERT_EQ(s.staleness_histogram_size(), 2);
+  EXPECT_EQ(s.staleness_histogram(0), 1);
+  EXPECT_EQ(s.staleness_histogram(1), 1);
+  EXPECT_EQ(s.max_staleness(), 1);
+}
+
+TEST_F(RequestHandlerTest, StalenessAwareLearningRateDividesTheStep) {
+  Init(proto::ASYNC, 3, 0, 0, /*staleness_lr=*/true);
+  RegisterAll(3);
+  Push(0, 0, 0, 1.0f);  // staleness 0: full step, 1 -> 0.5
+  Push(1, 0, 0, 1.0f);  // staleness 1: full step, 0.5 -> 0
+  Push(2, 0, 0, 1.0f);  // staleness 2: half step, 0 -> -0.25
+  EXPECT_FLOAT_EQ(handler_.params()[0], -0.25f);
+}
+
+TEST_F(RequestHandlerTest, SspParksAWorkerTooFarAheadOfTheSlowest) {
+  Init(proto::SSP, 2, /*staleness=*/1);
+  RegisterAll(2);
+  // Rank 0 finishes steps 0 and 1 while rank 1 has finished none.
+  EXPECT_EQ(Push(0, 0, 0, 0.1f).size(), 1u);  // next step 1: 1 - 0 <= 1, served
+  EXPECT_TRUE(Push(0, 1, 1, 0.1f).empty());   // next step 2: 2 - 0 > 1, parked
+  EXPECT_EQ(handler_.Stats().ssp_waits(), 1);
+  std::vector<Reply> out = Push(1, 0, 0, 0.1f);  // the slowest finishes step 0
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].peer, Peer(0));  // rank 0 released
+  EXPECT_EQ(out[1].header.step(), 1);  // the slowest worker's clock it was served at
+}
+
+TEST_F(RequestHandlerTest, CountersAddUp) {
+  Init(proto::SYNC, 2, 0, 1);
+  RegisterAll(2);
+  for (int step = 0; step < 5; ++step) {
+    Push(0, step, step, 1.0f);
+    Push(1, step, step, 1.0f);  // always late: the version moved on after rank 0
+  }
+  const proto::ShardStats s = handler_.Stats();
+  EXPECT_EQ(s.gradients_received(), 10);
+  EXPECT_EQ(s.gradients_received(), s.gradients_applied() + s.stale_gradients_dropped() +
+                                        s.late_gradients_dropped());
+  EXPECT_EQ(s.pushes_by_rank(0), 5);
+  EXPECT_EQ(s.pushes_by_rank(1), 5);
+}
+
+TEST_F(RequestHandlerTest, BarrierAnswersWhenEveryWorkerArrived) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  proto::Header b0 = Base(proto::BARRIER, 0);
+  b0.set_barrier_name("done");
+  b0.mutable_report()->set_images(128);
+  EXPECT_TRUE(Send(0, WithPayload(b0, {})).empty());
+  proto::Header b1 = Base(proto::BARRIER, 1);
+  b1.set_barrier_name("done");
+  b1.mutable_report()->set_images(64);
+  EXPECT_EQ(Send(1, WithPayload(b1, {})).size(), 2u);
+  const proto::ShardStats s = handler_.Stats();
+  ASSERT_EQ(s.workers_size(), 2);
+  EXPECT_EQ(s.workers(0).images() + s.workers(1).images(), 192);
+  // A barrier is single-use per name and rank: the same name starts afresh.
+  EXPECT_TRUE(Send(0, WithPayload(b0, {})).empty());
+}
+
+TEST_F(RequestHandlerTest, RefusesRequestsOfAnotherJobPlanOrProtocol) {
+  Init(proto::SYNC, 2);
+  proto::Header h = Base(proto::PULL, 1);
+  h.set_job_id(kJob + 1);
+  std::vector<Reply> out = Send(1, WithPayload(h, {}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("another cluster spec"));
+
+  h = Base(proto::PULL, 1);
+  h.set_plan_fingerprint(kPlan + 1);
+  out = Send(1, WithPayload(h, {}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("plan fingerprint"));
+
+  h = Base(proto::PULL, 1);
+  h.set_protocol_version(99);
+  out = Send(1, WithPayload(h, {}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("protocol version 99"));
+  EXPECT_EQ(handler_.Stats().rejected_requests(), 3);
+}
+
+TEST_F(RequestHandlerTest, RefusesBadRangesPayloadsAndRanks) {
+  Init(proto::SYNC, 2);
+  proto::Header h = Base(proto::PUSH, 1);
+  h.set_range_end(kSize + 1);
+  EXPECT_THAT(Send(1, WithPayload(h, std::vector<float>(kSize + 1)))[0].header.error().message(),
+              HasSubstr("range"));
+  h = Base(proto::PUSH, 1);
+  EXPECT_THAT(Send(1, WithPayload(h, std::vector<float>(kSize - 1)))[0].header.error().message(),
+              HasSubstr("payload of 12 bytes"));
+  h = Base(proto::PUSH, 1);
+  EXPECT_THAT(Send(1, WithPayload(h, {}))[0].header.error().message(), HasSubstr("payload of 0"));
+  h = Base(proto::PULL, 5);
+  EXPECT_THAT(Send(5, WithPayload(h, {}))[0].header.error().message(), HasSubstr("rank 5"));
+  h = Base(static_cast<proto::MessageType>(77), 1);
+  EXPECT_THAT(Send(1, WithPayload(h, {}))[0].header.error().message(), HasSubstr("unknown message type"));
+  EXPECT_EQ(handler_.version(), 0);
+}
+
+TEST_F(RequestHandlerTest, DropsNonFiniteGradients) {
+  Init(proto::ASYNC, 1);
+  proto::Header h = Base(proto::PUSH, 0);
+  std::vector<float> grad(kSize, 1.0f);
+  grad[2] = std::nanf("");
+  std::vector<Reply> out = Send(0, WithPayload(h, grad));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("non-finite value at offset 2"));
+  EXPECT_FLOAT_EQ(handler_.params()[2], 1.0f);
+  EXPECT_EQ(handler_.Stats().nonfinite_gradients_dropped(), 1);
+}
+
+TEST_F(RequestHandlerTest, RefusesTrainingBeforeInitAndASecondInit) {
+  std::vector<Reply> out = Pull(1, 0, 0);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("not been initialised"));
+  Init(proto::SYNC, 2);
+  out = Init(proto::SYNC, 2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("already initialised"));
+}
+
+TEST_F(RequestHandlerTest, InitFromANonChiefIsRefused) {
+  proto::Header h = Base(proto::INIT, 1);
+  h.mutable_job()->set_mode(proto::SYNC);
+  h.mutable_job()->set_num_workers(2);
+  h.mutable_job()->set_learning_rate(0.1);
+  std::vector<Reply> out = Send(1, WithPayload(h, std::vector<float>(kSize, 0.0f)));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("chief"));
+  EXPECT_FALSE(handler_.initialized());
+}
+
+TEST_F(RequestHandlerTest, MalformedMessagesAreAnsweredAndCounted) {
+  std::vector<Reply> out;
+  handler_.HandleMalformed("junk", absl::InvalidArgumentError("bad header"), &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].peer, "junk");
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("malformed"));
+  EXPECT_EQ(handler_.Stats().malformed_requests(), 1);
+}
+
+TEST_F(RequestHandlerTest, FailureAnswersParkedAndLaterRequests) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  EXPECT_TRUE(Push(0, 0, 0, 1.0f).empty());
+  std::vector<Reply> out;
+  handler_.Fail(absl::AbortedError("worker:1 presumed dead"), &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("worker:1 presumed dead"));
+  out = Pull(0, 1, 1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("worker:1 presumed dead"));
+  // STATS still works, so a user can see what happened.
+  proto::Header stats = Base(proto::STATS, 0);
+  out = Send(0, WithPayload(stats, {}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(IsError(out[0]));
+}
+
+TEST_F(RequestHandlerTest, OnlyTheChiefShutsTheShardDown) {
+  Init(proto::SYNC, 2);
+  std::vector<Reply> out = Send(1, WithPayload(Base(proto::SHUTDOWN, 1), {}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(IsError(out[0]));
+  EXPECT_FALSE(handler_.shutdown_requested());
+  out = Send(0, WithPayload(Base(proto::SHUTDOWN, 0), {}));
+  EXPECT_TRUE(handler_.shutdown_requested());
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,193 @@
+#include "tests/test_util/process_runner.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/cluster_spec.h"
+#include "common/file_util.h"
+#include "gtest/gtest.h"
+
+namespace pstrain::testing {
+
+std::string BinaryPath(const std::string& name) { return absl::StrCat(PSTRAIN_BIN_DIR, "/", name); }
+
+std::string SourcePath(const std::string& relative) {
+  return absl::StrCat(PSTRAIN_SOURCE_DIR, "/", relative);
+}
+
+std::string MakeTempDir(const std::string& prefix) {
+  std::string pattern = absl::StrCat(::testing::TempDir(), "/", prefix, "XXXXXX");
+  char* dir = mkdtemp(pattern.data());
+  return dir == nullptr ? ::testing::TempDir() : std::string(dir);
+}
+
+std::unique_ptr<RunningProcess> RunningProcess::Start(const std::string& binary,
+                                                      std::vector<std::string> args,
+                                                      const std::string& tf_config) {
+  SpawnOptions options;
+  options.binary = binary;
+  options.args = std::move(args);
+  if (!tf_config.empty()) options.extra_env.push_back("TF_CONFIG=" + tf_config);
+  auto child = ChildProcess::Spawn(options);
+  if (!child.ok()) {
+    ADD_FAILURE() << "cannot start " << binary << ": " << child.status();
+    return nullptr;
+  }
+  return std::unique_ptr<RunningProcess>(new RunningProcess(*std::move(child)));
+}
+
+RunningProcess::~RunningProcess() {
+  if (!process_.Reap()) {
+    process_.Signal(SIGKILL);
+    (void)Wait(10.0);
+  }
+}
+
+void RunningProcess::ReadAvailable(int timeout_ms) {
+  if (process_.output_fd() < 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(timeout_ms, 20)));
+    return;
+  }
+  pollfd fd = {process_.output_fd(), POLLIN, 0};
+  if (poll(&fd, 1, timeout_ms) <= 0) return;
+  char buf[8192];
+  const ssize_t n = read(process_.output_fd(), buf, sizeof(buf));
+  if (n > 0) {
+    output_.append(buf, static_cast<size_t>(n));
+  } else if (n == 0) {
+    process_.CloseOutput();
+  }
+}
+
+absl::StatusOr<int> RunningProcess::Wait(double timeout_s) {
+  const int64_t start = MonotonicMicros();
+  while (SecondsSince(start) < timeout_s) {
+    ReadAvailable(50);
+    if (process_.Reap()) {
+      while (process_.output_fd() >= 0) ReadAvailable(50);
+      return process_.exit_code();
+    }
+  }
+  return absl::DeadlineExceededError(absl::StrCat("still running after ", timeout_s, " s"));
+}
+
+bool RunningProcess::WaitForOutput(const std::string& text, double timeout_s) {
+  const int64_t start = MonotonicMicros();
+  while (SecondsSince(start) < timeout_s) {
+    if (output_.find(text) != std::string::npos) return true;
+    if (process_.exited() && process_.output_fd() < 0) return false;
+    ReadAvailable(50);
+    process_.Reap();
+  }
+  return output_.find(text) != std::string::npos;
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string WriteLocalSpec(const std::string& dir, int num_ps, int num_workers) {
+  std::vector<int> ports;
+  std::vector<int> fds;
+  // Hold every port until all are chosen so that none repeats.
+  for (int i = 0; i < num_ps + num_workers; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr = {};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    ports.push_back(ntohs(addr.sin_port));
+    fds.push_back(fd);
+  }
+  for (int fd : fds) close(fd);
+  std::string workers, ps;
+  for (int i = 0; i < num_workers; ++i) {
+    absl::StrAppend(&workers, i ? ", " : "", "\"localhost:", ports[num_ps + i], "\"");
+  }
+  for (int i = 0; i < num_ps; ++i) absl::StrAppend(&ps, i ? ", " : "", "\"localhost:", ports[i], "\"");
+  const std::string path = absl::StrCat(dir, "/spec.json");
+  std::ofstream(path) << "{\"cluster\": {\"worker\": [" << workers << "], \"ps\": [" << ps << "]}}\n";
+  return path;
+}
+
+std::string TfConfigFor(const std::string& spec_path, const std::string& type, int index) {
+  auto text = ReadFileToString(spec_path);
+  if (!text.ok()) return "";
+  auto spec = ClusterSpec::FromJson(*text, spec_path);
+  if (!spec.ok()) return "";
+  return spec->ToTfConfig({*ParseTaskType(type), index});
+}
+
+bool ProcessGone(pid_t pid) {
+  if (kill(pid, 0) != 0) return true;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string pid_str, comm, state;
+  stat >> pid_str >> comm >> state;
+  return state == "Z" || state == "X";
+}
+
+}  // namespace pstrain::testing
+
+namespace pstrain::testing {
+
+bool ClusterRun::all_ok() const {
+  for (int c : exit_codes) {
+    if (c != 0) return false;
+  }
+  return !exit_codes.empty();
+}
+
+std::string ClusterRun::AllOutput() const {
+  std::string out;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    absl::StrAppend(&out, "---- task ", i, " (exit ", exit_codes[i], ")\n", outputs[i]);
+  }
+  return out;
+}
+
+ClusterRun RunLocalCluster(const std::string& spec_path, int num_ps, int num_workers,
+                           const std::vector<std::string>& worker_flags, double timeout_s) {
+  std::vector<std::unique_ptr<RunningProcess>> tasks;
+  for (int k = 0; k < num_ps; ++k) {
+    tasks.push_back(RunningProcess::Start(BinaryPath("ps_server"), {"--peer_timeout_s=30"},
+                                          TfConfigFor(spec_path, "ps", k)));
+  }
+  for (int w = 0; w < num_workers; ++w) {
+    tasks.push_back(RunningProcess::Start(BinaryPath("worker"), worker_flags,
+                                          TfConfigFor(spec_path, "worker", w)));
+  }
+  ClusterRun run;
+  const int64_t start = MonotonicMicros();
+  for (auto& t : tasks) {
+    if (t == nullptr) {
+      run.exit_codes.push_back(-1);
+      run.outputs.push_back("not started");
+      continue;
+    }
+    auto code = t->Wait(std::max(1.0, timeout_s - SecondsSince(start)));
+    run.exit_codes.push_back(code.ok() ? *code : -1000);
+    run.outputs.push_back(code.ok() ? t->output() : t->output() + "\n[timed out]");
+  }
+  return run;
+}
+
+}  // namespace pstrain::testing

@@ -1,0 +1,78 @@
+#pragma once
+
+// Real processes for tests: start a pstrain binary, collect its output,
+// wait for it with a bound, and never leave it running (the destructor
+// kills what is still alive).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "launcher/child_process.h"
+
+namespace pstrain::testing {
+
+// Absolute path of a built binary ("worker", "ps_server", "pstrain").
+std::string BinaryPath(const std::string& name);
+// The repository root (for data/, cluster_specs/).
+std::string SourcePath(const std::string& relative);
+// A fresh empty directory under the test temp dir.
+std::string MakeTempDir(const std::string& prefix);
+
+class RunningProcess {
+ public:
+  // Starts `binary` with `args`; `tf_config` (if not empty) becomes TF_CONFIG.
+  static std::unique_ptr<RunningProcess> Start(const std::string& binary,
+                                               std::vector<std::string> args,
+                                               const std::string& tf_config = "");
+  ~RunningProcess();  // SIGKILL and reap if still running
+
+  // Waits up to `timeout_s` for exit, reading output meanwhile. Returns the
+  // exit code (-N for signal N), or DeadlineExceeded.
+  absl::StatusOr<int> Wait(double timeout_s);
+  // Waits until the output contains `text` or the process exits.
+  bool WaitForOutput(const std::string& text, double timeout_s);
+  void Signal(int signo) const { process_.Signal(signo); }
+  pid_t pid() const { return process_.pid(); }
+  const std::string& output() const { return output_; }
+
+ private:
+  explicit RunningProcess(ChildProcess process) : process_(std::move(process)) {}
+  void ReadAvailable(int timeout_ms);
+
+  ChildProcess process_;
+  std::string output_;
+};
+
+// A free TCP port on 127.0.0.1 (bound then released).
+int FreePort();
+
+// Writes a cluster spec with `num_ps` ps and `num_workers` workers on free
+// localhost ports; returns its path.
+std::string WriteLocalSpec(const std::string& dir, int num_ps, int num_workers);
+
+// TF_CONFIG for one task of the spec at `spec_path`.
+std::string TfConfigFor(const std::string& spec_path, const std::string& type, int index);
+
+// True if no process with this pid exists any more (or it is a zombie).
+bool ProcessGone(pid_t pid);
+
+}  // namespace pstrain::testing
+
+namespace pstrain::testing {
+
+struct ClusterRun {
+  std::vector<int> exit_codes;      // ps tasks first, then workers
+  std::vector<std::string> outputs;
+  bool all_ok() const;
+  std::string AllOutput() const;
+};
+
+// Starts `num_ps` ps_server and `num_workers` worker processes for the spec
+// at `spec_path`, each with its TF_CONFIG, workers with `worker_flags`;
+// waits up to `timeout_s` for all of them (killing stragglers after).
+ClusterRun RunLocalCluster(const std::string& spec_path, int num_ps, int num_workers,
+                           const std::vector<std::string>& worker_flags, double timeout_s);
+
+}  // namespace pstrain::testing

@@ -1,0 +1,116 @@
+#include "worker/heartbeat.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/transport.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+
+HeartbeatMonitor::HeartbeatMonitor(zmq::context_t& context, std::vector<HeartbeatTarget> targets,
+                                   const proto::Header& base, const HeartbeatOptions& options)
+    : context_(context),
+      targets_(std::move(targets)),
+      base_(base),
+      options_(options),
+      last_answer_us_(targets_.size(), 0),
+      thread_([this] { Loop(); }) {}
+
+HeartbeatMonitor::~HeartbeatMonitor() {
+  stop_ = true;
+  thread_.join();
+}
+
+absl::Status HeartbeatMonitor::status() const {
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+std::vector<std::string> HeartbeatMonitor::Unanswered() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    if (last_answer_us_[i] == 0) out.push_back(targets_[i].name);
+  }
+  return out;
+}
+
+void HeartbeatMonitor::Latch(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (status_.ok()) status_ = status;
+}
+
+void HeartbeatMonitor::Loop() {
+  SocketOptions socket_options;
+  socket_options.max_message_bytes = options_.max_message_bytes;
+  // Beats are not queued while a ps is unreachable: no burst on reconnect.
+  socket_options.immediate = true;
+  std::vector<zmq::socket_t> sockets;
+  for (const HeartbeatTarget& t : targets_) {
+    auto s = ConnectDealer(context_, t.endpoint, socket_options);
+    if (!s.ok()) {
+      Latch(absl::InvalidArgumentError(absl::StrCat(t.name, ": ", s.status().message())));
+      return;
+    }
+    sockets.push_back(*std::move(s));
+  }
+  const int interval_ms = std::max(10, static_cast<int>(options_.interval_s * 1000));
+  for (uint64_t id = 1; !stop_; ++id) {
+    SendAll(sockets, id);
+    // Wait out the interval in short slices so that stopping is prompt.
+    const int64_t until = MonotonicMicros() + int64_t{interval_ms} * 1000;
+    while (!stop_ && MonotonicMicros() < until) ReceiveAll(sockets, 50);
+    CheckSilence();
+  }
+}
+
+void HeartbeatMonitor::SendAll(std::vector<zmq::socket_t>& sockets, uint64_t request_id) {
+  proto::Header h = base_;
+  h.set_type(proto::HEARTBEAT);
+  h.set_request_id(request_id);
+  // A ps not connected yet refuses the send; ZeroMQ keeps reconnecting with
+  // backoff (100 ms doubling to 2 s) and a later beat gets through.
+  for (zmq::socket_t& s : sockets) (void)SendRequest(s, h, {}, false);
+}
+
+void HeartbeatMonitor::ReceiveAll(std::vector<zmq::socket_t>& sockets, int timeout_ms) {
+  std::vector<zmq::socket_t*> ptrs;
+  for (zmq::socket_t& s : sockets) ptrs.push_back(&s);
+  auto readable = PollReadable(ptrs, timeout_ms);
+  if (!readable.ok()) return;
+  for (size_t i = 0; i < sockets.size(); ++i) {
+    if (!(*readable)[i]) continue;
+    for (;;) {
+      auto reply = ReceiveReply(sockets[i]);
+      if (!reply.ok()) break;
+      const proto::ErrorStatus& e = reply->header.error();
+      if (e.code() != 0) {
+        Latch(absl::Status(static_cast<absl::StatusCode>(e.code()),
+                           absl::StrCat(targets_[i].name, ": ", e.message())));
+      }
+      absl::MutexLock lock(&mu_);
+      last_answer_us_[i] = MonotonicMicros();
+    }
+  }
+}
+
+void HeartbeatMonitor::CheckSilence() {
+  const int64_t now = MonotonicMicros();
+  std::vector<std::string> dead;
+  {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < targets_.size(); ++i) {
+      if (last_answer_us_[i] != 0 && (now - last_answer_us_[i]) * 1e-6 > options_.peer_timeout_s) {
+        dead.push_back(targets_[i].name);
+      }
+    }
+  }
+  for (const std::string& name : dead) {
+    Latch(absl::UnavailableError(absl::StrCat(name, " stopped answering (no heartbeat reply for ",
+                                              options_.peer_timeout_s, " s): presumed dead")));
+  }
+}
+
+}  // namespace pstrain

@@ -1,0 +1,293 @@
+#include "worker/ps_client.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/clock.h"
+#include "common/signals.h"
+#include "common/status_macros.h"
+#include "common/transport.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+namespace {
+
+constexpr int kPollSliceMs = 100;
+
+proto::TaskType ProtoTaskType(TaskType t) {
+  switch (t) {
+    case TaskType::kChief:
+      return proto::CHIEF;
+    case TaskType::kWorker:
+      return proto::WORKER;
+    case TaskType::kPs:
+      return proto::PS;
+    case TaskType::kEvaluator:
+      return proto::EVALUATOR;
+  }
+  return proto::TASK_TYPE_UNSPECIFIED;
+}
+
+int64_t DeadlineFrom(double timeout_s) {
+  return timeout_s > 0 ? MonotonicMicros() + static_cast<int64_t>(timeout_s * 1e6) : INT64_MAX;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterSpec& cluster,
+                                                           const TaskId& self,
+                                                           const ShardPlan& plan,
+                                                           const PsClientOptions& options) {
+  if (plan.num_shards() != cluster.num_ps()) {
+    return absl::InvalidArgumentError(absl::StrCat("the shard plan has ", plan.num_shards(),
+                                                   " shards for ", cluster.num_ps(), " ps tasks"));
+  }
+  std::unique_ptr<PsClient> client(new PsClient(cluster, self, plan, options));
+  SocketOptions socket_options;
+  socket_options.max_message_bytes = options.max_message_bytes;
+  std::vector<HeartbeatTarget> targets;
+  for (int k = 0; k < cluster.num_ps(); ++k) {
+    ASSIGN_OR_RETURN(const HostPort hp, ParseHostPort(cluster.Address({TaskType::kPs, k})));
+    const std::string endpoint = ConnectEndpoint(hp);
+    ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(client->context_, endpoint, socket_options));
+    client->sockets_.push_back(std::move(s));
+    targets.push_back({client->ShardName(k), endpoint});
+  }
+  HeartbeatOptions hb;
+  hb.interval_s = options.heartbeat_interval_s;
+  hb.peer_timeout_s = options.peer_timeout_s;
+  client->heartbeat_ = std::make_unique<HeartbeatMonitor>(
+      client->context_, std::move(targets), client->BaseHeader(proto::HEARTBEAT, 0), hb);
+  return client;
+}
+
+PsClient::PsClient(const ClusterSpec& cluster, const TaskId& self, const ShardPlan& plan,
+                   const PsClientOptions& options)
+    : cluster_(cluster),
+      self_(self),
+      rank_(cluster.WorkerRank(self)),
+      plan_(plan),
+      options_(options),
+      context_(1) {}
+
+PsClient::~PsClient() = default;
+
+std::string PsClient::ShardName(int shard) const {
+  const TaskId ps{TaskType::kPs, shard};
+  return absl::StrCat(ps.ToString(), " (", cluster_.Address(ps), ")");
+}
+
+proto::Header PsClient::BaseHeader(proto::MessageType type, int shard) const {
+  proto::Header h;
+  h.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
+  h.set_job_id(cluster_.JobId());
+  h.set_type(type);
+  h.mutable_sender()->set_type(ProtoTaskType(self_.type));
+  h.mutable_sender()->set_index(self_.index);
+  h.set_rank(rank_);
+  h.set_plan_fingerprint(plan_.fingerprint());
+  h.set_shard_index(shard);
+  h.set_num_shards(plan_.num_shards());
+  h.set_range_begin(static_cast<uint64_t>(plan_.range(shard).begin));
+  h.set_range_end(static_cast<uint64_t>(plan_.range(shard).end));
+  h.set_encoding(proto::F32);
+  return h;
+}
+
+absl::Status PsClient::WaitForServers() {
+  const int64_t start = MonotonicMicros();
+  int64_t last_log = start;
+  for (;;) {
+    RETURN_IF_ERROR(heartbeat_->status());
+    const std::vector<std::string> missing = heartbeat_->Unanswered();
+    if (missing.empty()) return absl::OkStatus();
+    if (ShutdownSignal() != 0) return absl::CancelledError("interrupted while connecting");
+    const double waited = SecondsSince(start);
+    if (waited > options_.connect_timeout_s) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot reach ", absl::StrJoin(missing, ", "), " after ",
+          static_cast<int>(options_.connect_timeout_s), " s of retries (is the ps running, and is "
+          "the address right?)"));
+    }
+    if (MonotonicMicros() - last_log > 5'000'000) {
+      LOG(INFO) << "waiting for " << absl::StrJoin(missing, ", ") << " (" << static_cast<int>(waited)
+                << " s of " << static_cast<int>(options_.connect_timeout_s) << " s)";
+      last_log = MonotonicMicros();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+absl::Status PsClient::CheckWaiting(int64_t deadline_us, const char* what) const {
+  if (ShutdownSignal() != 0) return absl::CancelledError(absl::StrCat("interrupted during ", what));
+  RETURN_IF_ERROR(heartbeat_->status());
+  if (MonotonicMicros() > deadline_us) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(what, " got no answer within --rpc_timeout_s=", options_.rpc_timeout_s));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
+  call.header.set_request_id(next_request_id_++);
+  const std::string type = proto::MessageType_Name(call.header.type());
+  for (int64_t backoff_us = 1000;; backoff_us = std::min<int64_t>(backoff_us * 2, 100'000)) {
+    const absl::Status s = SendRequest(sockets_[call.shard], call.header, call.payload, true);
+    if (s.ok()) return s;
+    if (!absl::IsUnavailable(s)) {
+      return absl::Status(s.code(), absl::StrCat(ShardName(call.shard), ": ", type, ": ", s.message()));
+    }
+    // Queue full: the heartbeat decides when to give up.
+    if (absl::Status w = CheckWaiting(deadline_us, type.c_str()); !w.ok()) {
+      return absl::Status(w.code(), absl::StrCat(ShardName(call.shard), ": ", w.message()));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(backoff_us));
+  }
+}
+
+absl::Status PsClient::TakeReply(Call& call, const Message& m) {
+  const proto::Header& h = m.header;
+  const std::string what =
+      absl::StrCat(ShardName(call.shard), " ", proto::MessageType_Name(call.header.type()));
+  if (h.error().code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(h.error().code()),
+                        absl::StrCat(what, " refused: ", h.error().message()));
+  }
+  if (!call.params.empty()) {
+    const ShardRange r = plan_.range(call.shard);
+    if (m.payload_floats() != static_cast<size_t>(r.size())) {
+      return absl::DataLossError(absl::StrCat(what, ": reply carries ", m.payload_bytes(),
+                                              " bytes for ", r.size(), " floats"));
+    }
+    m.CopyPayloadTo(call.params.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size())));
+  }
+  call.reply = h;
+  call.done = true;
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us) {
+  std::vector<zmq::socket_t*> sockets;
+  for (const Call& c : *calls) sockets.push_back(&sockets_[c.shard]);
+  for (;;) {
+    if (std::all_of(calls->begin(), calls->end(), [](const Call& c) { return c.done; })) {
+      return absl::OkStatus();
+    }
+    const std::string what = proto::MessageType_Name(calls->front().header.type());
+    RETURN_IF_ERROR(CheckWaiting(deadline_us, what.c_str()));
+    auto readable = PollReadable(sockets, kPollSliceMs);
+    if (!readable.ok()) {
+      if (absl::IsCancelled(readable.status())) continue;  // EINTR: re-check the signal
+      return readable.status();
+    }
+    for (size_t i = 0; i < calls->size(); ++i) {
+      Call& call = (*calls)[i];
+      while ((*readable)[i] && !call.done) {
+        auto m = ReceiveReply(sockets_[call.shard]);
+        if (!m.ok()) {
+          if (absl::IsUnavailable(m.status())) break;
+          return absl::DataLossError(absl::StrCat(ShardName(call.shard), ": ", m.status().message()));
+        }
+        // A reply to an earlier, abandoned request is skipped.
+        if (m->header.request_id() != call.header.request_id()) continue;
+        RETURN_IF_ERROR(TakeReply(call, *m));
+      }
+    }
+  }
+}
+
+absl::Status PsClient::Exchange(std::vector<Call>* calls) {
+  const int64_t deadline = DeadlineFrom(options_.rpc_timeout_s);
+  for (Call& c : *calls) RETURN_IF_ERROR(SendCall(c, deadline));
+  return WaitReplies(calls, deadline);
+}
+
+std::vector<PsClient::Call> PsClient::ShardCalls(proto::MessageType type, int64_t step,
+                                                 absl::Span<const int64_t> versions) {
+  std::vector<Call> calls(plan_.num_shards());
+  for (int k = 0; k < plan_.num_shards(); ++k) {
+    calls[k].shard = k;
+    calls[k].header = BaseHeader(type, k);
+    calls[k].header.set_step(step);
+    if (!versions.empty()) calls[k].header.set_version(versions[k]);
+  }
+  return calls;
+}
+
+void PsClient::CollectReplies(const std::vector<Call>& calls, std::vector<ShardReply>* replies) {
+  if (replies == nullptr) return;
+  replies->resize(calls.size());
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const proto::Header& r = calls[k].reply;
+    (*replies)[k] = {r.version(), r.step(), r.staleness(), r.dropped()};
+  }
+}
+
+absl::Status PsClient::Init(const proto::JobConfig& job, absl::Span<const float> params) {
+  CHECK_EQ(static_cast<int64_t>(params.size()), plan_.total_size());
+  std::vector<Call> calls = ShardCalls(proto::INIT, 0, {});
+  for (Call& c : calls) {
+    *c.header.mutable_job() = job;
+    const ShardRange r = plan_.range(c.shard);
+    c.payload = params.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size()));
+  }
+  return Exchange(&calls);
+}
+
+absl::StatusOr<proto::JobConfig> PsClient::Register() {
+  std::vector<Call> calls = ShardCalls(proto::REGISTER, 0, {});
+  RETURN_IF_ERROR(Exchange(&calls));
+  return calls.front().reply.job();
+}
+
+absl::Status PsClient::Pull(int64_t step, absl::Span<const int64_t> min_versions,
+                            absl::Span<float> params, std::vector<ShardReply>* replies) {
+  CHECK_EQ(static_cast<int64_t>(params.size()), plan_.total_size());
+  std::vector<Call> calls = ShardCalls(proto::PULL, step, min_versions);
+  for (Call& c : calls) c.params = params;
+  RETURN_IF_ERROR(Exchange(&calls));
+  CollectReplies(calls, replies);
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::PushPull(int64_t step, absl::Span<const int64_t> computed_on,
+                                int num_examples, absl::Span<const float> grads,
+                                absl::Span<float> params, std::vector<ShardReply>* replies) {
+  CHECK_EQ(static_cast<int64_t>(grads.size()), plan_.total_size());
+  CHECK_EQ(static_cast<int64_t>(params.size()), plan_.total_size());
+  std::vector<Call> calls = ShardCalls(proto::PUSH_PULL, step, computed_on);
+  for (Call& c : calls) {
+    const ShardRange r = plan_.range(c.shard);
+    c.header.set_num_examples(num_examples);
+    c.payload = grads.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size()));
+    c.params = params;
+  }
+  RETURN_IF_ERROR(Exchange(&calls));
+  CollectReplies(calls, replies);
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::Barrier(const std::string& name, const proto::WorkerReport* report) {
+  std::vector<Call> calls(1);
+  calls[0].header = BaseHeader(proto::BARRIER, 0);
+  calls[0].header.set_barrier_name(name);
+  if (report != nullptr) *calls[0].header.mutable_report() = *report;
+  return Exchange(&calls);
+}
+
+absl::StatusOr<std::vector<proto::ShardStats>> PsClient::Stats() {
+  std::vector<Call> calls = ShardCalls(proto::STATS, 0, {});
+  RETURN_IF_ERROR(Exchange(&calls));
+  std::vector<proto::ShardStats> out;
+  for (const Call& c : calls) out.push_back(c.reply.stats());
+  return out;
+}
+
+absl::Status PsClient::Shutdown() {
+  std::vector<Call> calls = ShardCalls(proto::SHUTDOWN, 0, {});
+  return Exchange(&calls);
+}
+
+}  // namespace pstrain

@@ -1,0 +1,129 @@
+#pragma once
+
+// A worker's connection to every ps of the cluster: one DEALER socket per
+// shard, requests to all shards in flight at once, replies matched by
+// request id. Every call returns a Status that names the ps and the request
+// when something goes wrong: a ps that cannot be reached, a refusal, a dead
+// peer (from the HeartbeatMonitor), SIGINT/SIGTERM (Cancelled).
+//
+// Payload lifetime: gradients are sent without copying. A span passed to
+// PushPull must stay alive and unchanged until the call returns; after a
+// call fails, destroy the client before reusing the span.
+//
+// Thread safety: none; one training thread drives it.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/cluster_spec.h"
+#include "common/shard_plan.h"
+#include "common/transport.h"
+#include "proto/pstrain.pb.h"
+#include "worker/heartbeat.h"
+#include "zmq.hpp"
+
+namespace pstrain {
+
+struct PsClientOptions {
+  // Every ps must answer within this long of WaitForServers' start.
+  double connect_timeout_s = 60.0;
+  double heartbeat_interval_s = 1.0;
+  // A ps that stops answering heartbeats for this long is dead.
+  double peer_timeout_s = 60.0;
+  // Upper bound on one request's wait (0: none beyond the liveness checks;
+  // sync requests legitimately wait for the slowest worker).
+  double rpc_timeout_s = 0.0;
+  int64_t max_message_bytes = int64_t{1} << 30;
+};
+
+// What one shard said in a reply.
+struct ShardReply {
+  int64_t version = 0;    // the shard's version of the returned parameters
+  int64_t min_clock = 0;  // the slowest worker's finished steps (SSP)
+  int64_t staleness = 0;  // PUSH: the gradient's staleness at arrival
+  bool dropped = false;   // PUSH: the gradient was not applied
+};
+
+class PsClient {
+ public:
+  // Connects sockets and starts the heartbeat thread. `self` is this
+  // worker's task; `plan` the shard plan it computed from its model.
+  static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ClusterSpec& cluster,
+                                                          const TaskId& self,
+                                                          const ShardPlan& plan,
+                                                          const PsClientOptions& options);
+  ~PsClient();
+
+  // Waits until every ps answers, logging who is missing. Unavailable
+  // naming each unreachable ps and its address after connect_timeout_s.
+  absl::Status WaitForServers();
+
+  // Chief only: sends every shard its slice of `params` and the job.
+  absl::Status Init(const proto::JobConfig& job, absl::Span<const float> params);
+
+  // Non-chief: registers with every shard and returns the chief's job
+  // config (waits until the chief has initialised the shards).
+  absl::StatusOr<proto::JobConfig> Register();
+
+  // Fetches every shard's parameters at version >= min_versions[k] into
+  // `params` (the full flat vector). `step` is this worker's clock.
+  absl::Status Pull(int64_t step, absl::Span<const int64_t> min_versions, absl::Span<float> params,
+                    std::vector<ShardReply>* replies);
+
+  // Pushes `grads` (computed at `step` on versions `computed_on`, averaged
+  // over `num_examples`) and receives the parameters that follow.
+  absl::Status PushPull(int64_t step, absl::Span<const int64_t> computed_on, int num_examples,
+                        absl::Span<const float> grads, absl::Span<float> params,
+                        std::vector<ShardReply>* replies);
+
+  // Waits at the barrier `name` on shard 0 until every worker reached it.
+  absl::Status Barrier(const std::string& name, const proto::WorkerReport* report);
+
+  // Every shard's counters.
+  absl::StatusOr<std::vector<proto::ShardStats>> Stats();
+
+  // Chief only: tells every shard that training is over.
+  absl::Status Shutdown();
+
+  int num_shards() const { return plan_.num_shards(); }
+
+ private:
+  struct Call {
+    int shard = 0;
+    proto::Header header;
+    absl::Span<const float> payload;  // sent
+    absl::Span<float> params;         // reply payload lands here (may be empty)
+    proto::Header reply;
+    bool done = false;
+  };
+
+  PsClient(const ClusterSpec& cluster, const TaskId& self, const ShardPlan& plan,
+           const PsClientOptions& options);
+
+  proto::Header BaseHeader(proto::MessageType type, int shard) const;
+  absl::Status Exchange(std::vector<Call>* calls);
+  absl::Status SendCall(Call& call, int64_t deadline_us);
+  absl::Status WaitReplies(std::vector<Call>* calls, int64_t deadline_us);
+  absl::Status TakeReply(Call& call, const Message& m);
+  absl::Status CheckWaiting(int64_t deadline_us, const char* what) const;
+  std::string ShardName(int shard) const;
+  std::vector<Call> ShardCalls(proto::MessageType type, int64_t step,
+                               absl::Span<const int64_t> versions);
+  static void CollectReplies(const std::vector<Call>& calls, std::vector<ShardReply>* replies);
+
+  ClusterSpec cluster_;
+  TaskId self_;
+  int rank_;
+  ShardPlan plan_;
+  PsClientOptions options_;
+  uint64_t next_request_id_ = 1;
+  zmq::context_t context_;
+  std::vector<zmq::socket_t> sockets_;
+  std::unique_ptr<HeartbeatMonitor> heartbeat_;
+};
+
+}  // namespace pstrain

@@ -1,0 +1,79 @@
+#include "worker/train_options.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/shard_plan.h"
+
+namespace pstrain {
+namespace {
+
+absl::Status Bad(absl::string_view flag, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", what));
+}
+
+}  // namespace
+
+absl::StatusOr<proto::UpdateMode> ParseUpdateMode(const std::string& name) {
+  if (name == "sync") return proto::SYNC;
+  if (name == "async") return proto::ASYNC;
+  if (name == "ssp") return proto::SSP;
+  return Bad("mode", absl::StrCat("\"", name, "\" (expected sync, async or ssp)"));
+}
+
+std::string UpdateModeName(proto::UpdateMode mode) {
+  switch (mode) {
+    case proto::SYNC:
+      return "sync";
+    case proto::ASYNC:
+      return "async";
+    case proto::SSP:
+      return "ssp";
+    default:
+      return "unknown";
+  }
+}
+
+absl::Status ValidateTrainOptions(const TrainOptions& o) {
+  if (o.epochs < 1) return Bad("epochs", absl::StrCat("must be >= 1, got ", o.epochs));
+  if (o.batch_size < 1 || o.batch_size > 65536) {
+    return Bad("batch_size", absl::StrCat("must be in 1..65536, got ", o.batch_size));
+  }
+  if (o.lr < 0 || !std::isfinite(o.lr)) return Bad("lr", absl::StrCat("must be >= 0, got ", o.lr));
+  if (!(o.momentum >= 0 && o.momentum < 1)) {
+    return Bad("momentum", absl::StrCat("must be in [0, 1), got ", o.momentum));
+  }
+  if (o.nesterov && o.momentum == 0) return Bad("nesterov", "needs --momentum > 0");
+  if (!(o.weight_decay >= 0)) return Bad("weight_decay", "must be >= 0");
+  if (o.max_steps < 0) return Bad("max_steps", "must be >= 0");
+  if (o.staleness < 0) return Bad("staleness", "must be >= 0");
+  if (o.backup_workers < 0) return Bad("backup_workers", "must be >= 0");
+  if (o.backup_workers > 0 && o.mode != proto::SYNC) {
+    return Bad("backup_workers", "only applies to --mode=sync");
+  }
+  if (o.eval_every_steps < 0) return Bad("eval_every_steps", "must be >= 0");
+  if (o.log_every_steps < 0) return Bad("log_every_steps", "must be >= 0");
+  if (!(o.straggler_delay_ms >= 0) || o.straggler_delay_ms > 600000) {
+    return Bad("straggler_delay_ms", "must be in [0, 600000]");
+  }
+  if (o.dataset != "mnist" && o.dataset != "fashion_mnist") {
+    return Bad("dataset", absl::StrCat("\"", o.dataset, "\" (expected mnist or fashion_mnist)"));
+  }
+  if (auto s = ParseShardStrategy(o.shard_strategy); !s.ok()) {
+    return Bad("shard_strategy", s.status().message());
+  }
+  if (!(o.connect_timeout_s > 0) || !(o.peer_timeout_s > 0) || !(o.heartbeat_interval_s > 0) ||
+      !(o.rpc_timeout_s >= 0)) {
+    return Bad("connect_timeout_s/peer_timeout_s/heartbeat_interval_s", "must be > 0");
+  }
+  if (o.heartbeat_interval_s * 2 > o.peer_timeout_s) {
+    return Bad("peer_timeout_s", "must be at least twice --heartbeat_interval_s");
+  }
+  return absl::OkStatus();
+}
+
+double EffectiveLearningRate(const TrainOptions& options, int num_workers) {
+  return options.lr > 0 ? options.lr : 0.01 * num_workers;
+}
+
+}  // namespace pstrain

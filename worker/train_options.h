@@ -1,0 +1,56 @@
+#pragma once
+
+// Everything a worker needs to know about a training run, with the seed's
+// defaults. The same flags drive `worker` and `pstrain launch` (which passes
+// them through), see train_flags.h.
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/pstrain.pb.h"
+
+namespace pstrain {
+
+struct TrainOptions {
+  proto::UpdateMode mode = proto::SYNC;  // --mode=sync|async|ssp
+  int staleness = 2;                     // ssp bound s (steps a worker may run ahead)
+  int backup_workers = 0;                // sync: apply after N - B gradients
+  bool staleness_lr = false;             // async/ssp: lr / staleness
+  int epochs = 1;
+  int batch_size = 128;                  // per worker
+  double lr = 0.0;                       // 0: 0.01 x number of workers (the seed's rule)
+  double momentum = 0.5;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  int64_t max_steps = 0;                 // per worker; 0: epochs x steps per epoch
+  uint64_t seed = 1;
+  std::string model = "mnist_cnn";
+  std::string device = "auto";           // auto | cpu | cuda | cuda:I
+  std::string data_dir = "data/mnist";
+  std::string dataset = "mnist";         // mnist | fashion_mnist (normalisation constants)
+  std::string run_dir;                   // "": write no files
+  std::string shard_strategy = "balanced";
+  int64_t eval_every_steps = 0;          // chief: also evaluate every N steps (0: epoch ends only)
+  int64_t log_every_steps = 100;         // progress line every N steps
+  double straggler_delay_ms = 0.0;       // slow this worker down on purpose (experiments)
+
+  // Connection and liveness.
+  double connect_timeout_s = 60.0;
+  double peer_timeout_s = 60.0;
+  double heartbeat_interval_s = 1.0;
+  double rpc_timeout_s = 0.0;
+};
+
+// "sync" -> SYNC, ...; InvalidArgument otherwise.
+absl::StatusOr<proto::UpdateMode> ParseUpdateMode(const std::string& name);
+std::string UpdateModeName(proto::UpdateMode mode);
+
+// InvalidArgument naming the flag for any value out of range.
+absl::Status ValidateTrainOptions(const TrainOptions& options);
+
+// The learning rate actually used: options.lr, or 0.01 x num_workers.
+double EffectiveLearningRate(const TrainOptions& options, int num_workers);
+
+}  // namespace pstrain

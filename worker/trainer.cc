@@ -1,0 +1,408 @@
+#include "worker/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "models/dropout_mask.h"
+
+namespace pstrain {
+namespace {
+
+constexpr int kMinEvalBatch = 256;
+
+std::vector<TensorSlot> Slots(const std::vector<models::ParamSpec>& specs) {
+  std::vector<TensorSlot> slots;
+  for (const auto& s : specs) slots.push_back({s.name, s.size});
+  return slots;
+}
+
+absl::Status Mismatch(absl::string_view flag, absl::string_view mine, absl::string_view chiefs) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--", flag, "=", mine, " but the chief started the job with ", chiefs,
+      "; start every worker with the same training flags"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ClusterSpec& cluster,
+                                                         const TrainOptions& options) {
+  RETURN_IF_ERROR(ValidateTrainOptions(options));
+  CHECK(cluster.task().has_value());
+  const TaskType type = cluster.task()->type;
+  if (type != TaskType::kChief && type != TaskType::kWorker) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the worker binary runs chief and worker tasks, not ", cluster.task()->ToString()));
+  }
+  std::unique_ptr<Trainer> trainer(new Trainer(cluster, options));
+  RETURN_IF_ERROR(trainer->Setup());
+  return trainer;
+}
+
+Trainer::Trainer(const ClusterSpec& cluster, const TrainOptions& options)
+    : cluster_(cluster),
+      task_(*cluster.task()),
+      options_(options),
+      rank_(cluster.WorkerRank(*cluster.task())),
+      num_workers_(cluster.num_workers()),
+      is_chief_(rank_ == 0),
+      start_us_(MonotonicMicros()) {
+  if (options.dataset == "fashion_mnist") norm_ = {0.2860f, 0.3530f};
+}
+
+absl::Status Trainer::Setup() {
+  ASSIGN_OR_RETURN(train_, LoadMnist(options_.data_dir, Split::kTrain));
+  if (is_chief_) {
+    ASSIGN_OR_RETURN(test_, LoadMnist(options_.data_dir, Split::kTest));
+  }
+  models::ModelOptions mo;
+  mo.name = options_.model;
+  mo.device = options_.device;
+  mo.max_batch = is_chief_ ? std::max(options_.batch_size, kMinEvalBatch) : options_.batch_size;
+  mo.seed = options_.seed;
+  ASSIGN_OR_RETURN(model_, models::CreateModel(mo));
+  const models::Shape in = model_->net().input;
+  if (in.h != train_.rows || in.w != train_.cols || in.c != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("model ", options_.model, " takes ", in.h, "x",
+                                                   in.w, " images; the data has ", train_.rows,
+                                                   "x", train_.cols));
+  }
+  ASSIGN_OR_RETURN(const ShardStrategy strategy, ParseShardStrategy(options_.shard_strategy));
+  ASSIGN_OR_RETURN(ShardPlan plan, ShardPlan::Create(options_.model, Slots(model_->param_specs()),
+                                                     cluster_.num_ps(), strategy));
+  plan_ = std::make_unique<ShardPlan>(std::move(plan));
+  sharder_ = std::make_unique<DataSharder>(train_.size, num_workers_, rank_, options_.batch_size,
+                                           options_.seed);
+  const int64_t per_run = options_.epochs * sharder_->steps_per_epoch();
+  total_steps_ = options_.max_steps > 0 ? std::min(options_.max_steps, per_run) : per_run;
+  params_.assign(model_->num_params(), 0.0f);
+  grads_.assign(model_->num_params(), 0.0f);
+  const int64_t pixels = int64_t{train_.rows} * train_.cols;
+  batch_images_.resize(static_cast<size_t>(std::max(options_.batch_size, mo.max_batch) * pixels));
+  batch_labels_.resize(mo.max_batch);
+  batch_keys_.resize(mo.max_batch);
+  versions_.assign(plan_->num_shards(), 0);
+  PsClientOptions co;
+  co.connect_timeout_s = options_.connect_timeout_s;
+  co.peer_timeout_s = options_.peer_timeout_s;
+  co.heartbeat_interval_s = options_.heartbeat_interval_s;
+  co.rpc_timeout_s = options_.rpc_timeout_s;
+  ASSIGN_OR_RETURN(client_, PsClient::Create(cluster_, task_, *plan_, co));
+  RETURN_IF_ERROR(OpenMetrics());
+  LOG(INFO) << task_.ToString() << " (rank " << rank_ << " of " << num_workers_ << ", "
+            << (is_chief_ ? "chief, " : "") << model_->device_description() << "): "
+            << options_.model << " " << model_->num_params() << " params over "
+            << plan_->num_shards() << " ps, " << UpdateModeName(options_.mode) << ", batch "
+            << options_.batch_size << ", " << sharder_->steps_per_epoch() << " steps/epoch, "
+            << total_steps_ << " steps";
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::OpenMetrics() {
+  if (options_.run_dir.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(MakeDirs(options_.run_dir));
+  ASSIGN_OR_RETURN(steps_csv_, CsvWriter::Open(
+      absl::StrCat(options_.run_dir, "/steps_worker", rank_, ".csv"),
+      {"step", "epoch", "unix_time", "elapsed_s", "loss", "examples", "version", "min_clock",
+       "staleness", "dropped", "compute_ms", "comm_ms"}));
+  if (!is_chief_) return absl::OkStatus();
+  ASSIGN_OR_RETURN(evals_csv_, CsvWriter::Open(
+      absl::StrCat(options_.run_dir, "/evals.csv"),
+      {"step", "epoch", "train_seconds", "test_loss", "test_accuracy", "epoch_end"}));
+  ASSIGN_OR_RETURN(epochs_csv_, CsvWriter::Open(
+      absl::StrCat(options_.run_dir, "/epochs.csv"),
+      {"epoch", "steps", "train_seconds", "train_loss", "test_loss", "test_accuracy",
+       "images_per_sec"}));
+  return absl::OkStatus();
+}
+
+proto::JobConfig Trainer::MakeJobConfig() const {
+  proto::JobConfig job;
+  job.set_mode(options_.mode);
+  job.set_num_workers(num_workers_);
+  job.set_learning_rate(EffectiveLearningRate(options_, num_workers_));
+  job.set_momentum(options_.momentum);
+  job.set_nesterov(options_.nesterov);
+  job.set_weight_decay(options_.weight_decay);
+  job.set_staleness(options_.staleness);
+  job.set_backup_workers(options_.backup_workers);
+  job.set_staleness_lr(options_.staleness_lr);
+  job.set_seed(options_.seed);
+  job.set_steps_per_epoch(sharder_->steps_per_epoch());
+  job.set_epochs(options_.epochs);
+  job.set_batch_size(options_.batch_size);
+  job.set_model(options_.model);
+  job.set_total_steps(total_steps_);
+  return job;
+}
+
+absl::Status Trainer::CheckJobMatches(const proto::JobConfig& job) const {
+  const proto::JobConfig mine = MakeJobConfig();
+  if (job.mode() != mine.mode()) {
+    return Mismatch("mode", UpdateModeName(mine.mode()), UpdateModeName(job.mode()));
+  }
+  if (job.model() != mine.model()) return Mismatch("model", mine.model(), job.model());
+  if (job.batch_size() != mine.batch_size()) {
+    return Mismatch("batch_size", absl::StrCat(mine.batch_size()), absl::StrCat(job.batch_size()));
+  }
+  if (job.total_steps() != mine.total_steps()) {
+    return Mismatch("epochs/max_steps", absl::StrCat(mine.total_steps(), " steps"),
+                    absl::StrCat(job.total_steps(), " steps"));
+  }
+  if (job.seed() != mine.seed()) {
+    return Mismatch("seed", absl::StrCat(mine.seed()), absl::StrCat(job.seed()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::JoinJob() {
+  if (is_chief_) {
+    models::InitParams(model_->param_specs(), options_.seed, params_.data());
+    RETURN_IF_ERROR(client_->Init(MakeJobConfig(), params_));
+    LOG(INFO) << "initialised " << plan_->num_shards() << " shards:\n" << plan_->DebugString();
+    return absl::OkStatus();
+  }
+  LOG(INFO) << "registering; waiting for the chief (" << cluster_.ChiefTask().ToString()
+            << ") to initialise the parameters";
+  ASSIGN_OR_RETURN(const proto::JobConfig job, client_->Register());
+  return CheckJobMatches(job);
+}
+
+absl::Status Trainer::Run() {
+  RETURN_IF_ERROR(client_->WaitForServers());
+  RETURN_IF_ERROR(JoinJob());
+  RETURN_IF_ERROR(client_->Pull(0, versions_, absl::MakeSpan(params_), &replies_));
+  UpdateVersions(replies_);
+  RETURN_IF_ERROR(TrainLoop());
+  return Finish();
+}
+
+void Trainer::UpdateVersions(const std::vector<ShardReply>& replies) {
+  for (size_t k = 0; k < replies.size(); ++k) versions_[k] = replies[k].version;
+}
+
+double Trainer::TrainSeconds() const {
+  if (first_step_us_ == 0) return 0.0;
+  return SecondsSince(first_step_us_) - eval_seconds_;
+}
+
+absl::Status Trainer::TrainLoop() {
+  for (int epoch = 0; epoch < options_.epochs && global_step_ < total_steps_; ++epoch) {
+    epoch_start_step_ = global_step_;
+    epoch_start_train_s_ = TrainSeconds();
+    epoch_loss_sum_ = 0;
+    epoch_loss_count_ = 0;
+    for (int64_t s = 0; s < sharder_->steps_per_epoch() && global_step_ < total_steps_; ++s) {
+      RETURN_IF_ERROR(Step(epoch, s));
+      const bool epoch_end = s + 1 == sharder_->steps_per_epoch() || global_step_ == total_steps_;
+      if (is_chief_ && !epoch_end && options_.eval_every_steps > 0 &&
+          global_step_ % options_.eval_every_steps == 0) {
+        RETURN_IF_ERROR(Evaluate(epoch, /*epoch_end=*/false));
+      }
+    }
+    if (is_chief_) RETURN_IF_ERROR(EndEpoch(epoch));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::ComputeGradients(int epoch, int64_t step_in_epoch, float* loss) {
+  sharder_->BatchIndices(epoch, step_in_epoch, &indices_);
+  const int n = static_cast<int>(indices_.size());
+  if (n == 0) {
+    // The last global batch had fewer examples than workers: push a zero
+    // gradient of weight 0 so that the version still completes.
+    std::fill(grads_.begin(), grads_.end(), 0.0f);
+    *loss = std::nanf("");
+    return absl::OkStatus();
+  }
+  GatherBatch(train_, indices_, norm_, batch_images_.data(), batch_labels_.data());
+  for (int i = 0; i < n; ++i) {
+    batch_keys_[i] = models::MakeExampleKey(static_cast<uint32_t>(epoch),
+                                            static_cast<uint32_t>(indices_[i]));
+  }
+  RETURN_IF_ERROR(model_->SetParams(params_));
+  const models::Batch batch{n, batch_images_.data(), batch_labels_.data(), batch_keys_.data()};
+  ASSIGN_OR_RETURN(*loss, model_->ForwardBackward(batch, absl::MakeSpan(grads_)));
+  if (!std::isfinite(*loss)) {
+    return absl::InternalError(absl::StrCat("loss is ", *loss, " at step ", global_step_,
+                                            ": training diverged (try a smaller --lr)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
+  const int64_t t0 = MonotonicMicros();
+  if (first_step_us_ == 0) {
+    first_step_us_ = t0;
+    first_step_unix_us_ = UnixMicros();
+  }
+  float loss = 0;
+  RETURN_IF_ERROR(ComputeGradients(epoch, step_in_epoch, &loss));
+  if (options_.straggler_delay_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(
+        static_cast<int64_t>(options_.straggler_delay_ms * 1000)));
+  }
+  const int64_t t1 = MonotonicMicros();
+  const int n = static_cast<int>(indices_.size());
+  const std::vector<int64_t> computed_on = versions_;
+  RETURN_IF_ERROR(client_->PushPull(global_step_, computed_on, n, grads_, absl::MakeSpan(params_),
+                                    &replies_));
+  const int64_t t2 = MonotonicMicros();
+  last_step_unix_us_ = UnixMicros();
+  UpdateVersions(replies_);
+  int64_t staleness = 0;
+  bool dropped = false;
+  for (const ShardReply& r : replies_) {
+    staleness = std::max(staleness, r.staleness);
+    dropped = dropped || r.dropped;
+  }
+  if (steps_csv_) {
+    RETURN_IF_ERROR(steps_csv_->Row(
+        {absl::StrCat(global_step_), absl::StrCat(epoch), absl::StrFormat("%.6f", last_step_unix_us_ * 1e-6),
+         CsvNumber(SecondsSince(start_us_)), CsvNumber(loss), absl::StrCat(n),
+         absl::StrCat(computed_on.front()), absl::StrCat(replies_.front().min_clock),
+         absl::StrCat(staleness), dropped ? "1" : "0", CsvNumber((t1 - t0) * 1e-3),
+         CsvNumber((t2 - t1) * 1e-3)}));
+  }
+  ++global_step_;
+  images_ += n;
+  if (n > 0) {
+    epoch_loss_sum_ += loss;
+    ++epoch_loss_count_;
+  }
+  LogProgress(epoch, step_in_epoch, loss);
+  return absl::OkStatus();
+}
+
+void Trainer::LogProgress(int epoch, int64_t step_in_epoch, float loss) {
+  if (options_.log_every_steps <= 0 || global_step_ % options_.log_every_steps != 0) return;
+  const double seconds = TrainSeconds();
+  LOG(INFO) << absl::StrFormat("epoch %d/%d step %d/%d loss %.4f  %.0f img/s (this worker)",
+                               epoch + 1, options_.epochs, step_in_epoch + 1,
+                               sharder_->steps_per_epoch(), loss,
+                               seconds > 0 ? images_ / seconds : 0.0);
+}
+
+absl::Status Trainer::Evaluate(int epoch, bool epoch_end) {
+  const int64_t t0 = MonotonicMicros();
+  if (options_.mode != proto::SYNC) {
+    // Others kept training: evaluate the newest parameters, not ours.
+    RETURN_IF_ERROR(client_->Pull(global_step_, versions_, absl::MakeSpan(params_), &replies_));
+    UpdateVersions(replies_);
+  }
+  RETURN_IF_ERROR(model_->SetParams(params_));
+  const int chunk = std::max(options_.batch_size, kMinEvalBatch);
+  models::EvalResult total;
+  for (int64_t begin = 0; begin < test_.size; begin += chunk) {
+    indices_.clear();
+    for (int64_t i = begin; i < std::min<int64_t>(begin + chunk, test_.size); ++i) indices_.push_back(i);
+    GatherBatch(test_, indices_, norm_, batch_images_.data(), batch_labels_.data());
+    const models::Batch batch{static_cast<int>(indices_.size()), batch_images_.data(),
+                              batch_labels_.data(), nullptr};
+    ASSIGN_OR_RETURN(const models::EvalResult r, model_->Evaluate(batch));
+    total.loss_sum += r.loss_sum;
+    total.correct += r.correct;
+    total.count += r.count;
+  }
+  const bool last = global_step_ == total_steps_ && epoch_end;
+  if (!last) eval_seconds_ += SecondsSince(t0);  // inside the training window
+  const EvalPoint point{global_step_, TrainSeconds() - (last ? SecondsSince(t0) : 0.0),
+                        static_cast<double>(total.correct) / std::max<int64_t>(1, total.count),
+                        total.loss_sum / std::max<int64_t>(1, total.count)};
+  evals_.push_back(point);
+  if (evals_csv_) {
+    RETURN_IF_ERROR(evals_csv_->Row({absl::StrCat(point.step), absl::StrCat(epoch),
+                                     CsvNumber(point.train_seconds), CsvNumber(point.loss),
+                                     CsvNumber(point.accuracy), epoch_end ? "1" : "0"}));
+    RETURN_IF_ERROR(evals_csv_->Flush());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::EndEpoch(int epoch) {
+  const double epoch_seconds = TrainSeconds() - epoch_start_train_s_;
+  const int64_t steps = global_step_ - epoch_start_step_;
+  RETURN_IF_ERROR(Evaluate(epoch, /*epoch_end=*/true));
+  const EvalPoint& e = evals_.back();
+  const double images = static_cast<double>(sharder_->ImagesInSteps(steps));
+  const double rate = epoch_seconds > 0 ? images / epoch_seconds : 0.0;
+  const double train_loss = epoch_loss_count_ > 0 ? epoch_loss_sum_ / epoch_loss_count_ : 0.0;
+  LOG(INFO) << absl::StrFormat(
+      "epoch %d/%d done: test accuracy %.4f, test loss %.4f, train loss %.4f, %.0f images/s "
+      "(all %d workers), %.1f s",
+      epoch + 1, options_.epochs, e.accuracy, e.loss, train_loss, rate, num_workers_, epoch_seconds);
+  if (epochs_csv_) {
+    RETURN_IF_ERROR(epochs_csv_->Row({absl::StrCat(epoch + 1), absl::StrCat(steps),
+                                      CsvNumber(e.train_seconds), CsvNumber(train_loss),
+                                      CsvNumber(e.loss), CsvNumber(e.accuracy), CsvNumber(rate)}));
+    RETURN_IF_ERROR(epochs_csv_->Flush());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Finish() {
+  if (steps_csv_) RETURN_IF_ERROR(steps_csv_->Flush());
+  proto::WorkerReport report;
+  report.set_rank(rank_);
+  report.set_steps(global_step_);
+  report.set_images(images_);
+  report.set_first_step_unix_us(first_step_unix_us_);
+  report.set_last_step_unix_us(last_step_unix_us_);
+  report.set_eval_seconds(eval_seconds_);
+  RETURN_IF_ERROR(client_->Barrier("done", &report));
+  if (!is_chief_) {
+    LOG(INFO) << "training done: " << global_step_ << " steps, " << images_ << " images";
+    return absl::OkStatus();
+  }
+  // Every worker has pushed its last gradient: these are the final parameters.
+  RETURN_IF_ERROR(client_->Pull(global_step_, versions_, absl::MakeSpan(params_), &replies_));
+  ASSIGN_OR_RETURN(const std::vector<proto::ShardStats> stats, client_->Stats());
+  summary_.set_mode(UpdateModeName(options_.mode));
+  summary_.set_num_ps(cluster_.num_ps());
+  summary_.set_num_workers(num_workers_);
+  summary_.set_epochs(options_.epochs);
+  summary_.set_batch_size(options_.batch_size);
+  summary_.set_global_batch(options_.batch_size * num_workers_);
+  summary_.set_learning_rate(EffectiveLearningRate(options_, num_workers_));
+  summary_.set_momentum(options_.momentum);
+  summary_.set_model(options_.model);
+  summary_.set_device(model_->device_description());
+  summary_.set_seed(static_cast<uint32_t>(options_.seed));
+  summary_.set_staleness_bound(options_.mode == proto::SSP ? options_.staleness : -1);
+  summary_.set_backup_workers(options_.backup_workers);
+  summary_.set_staleness_lr(options_.staleness_lr);
+  summary_.set_shard_strategy(options_.shard_strategy);
+  summary_.set_steps_per_worker(static_cast<int32_t>(global_step_));
+  summary_.set_steps_per_epoch(static_cast<int32_t>(sharder_->steps_per_epoch()));
+  summary_.set_wall_seconds(SecondsSince(start_us_));
+  summary_.set_started_at(absl::FormatTime(absl::RFC3339_sec,
+                                           absl::Now() - absl::Seconds(SecondsSince(start_us_)),
+                                           absl::UTCTimeZone()));
+  // Only in sync mode (and ssp, where the bound soon stops the others) does
+  // everybody wait while the chief evaluates.
+  const double stopped_s = options_.mode == proto::ASYNC ? 0.0 : eval_seconds_;
+  FillSummaryResults(evals_, stats, stopped_s, &summary_);
+  if (!options_.run_dir.empty()) {
+    RETURN_IF_ERROR(WriteFileAtomic(
+        absl::StrCat(options_.run_dir, "/final_params.f32"),
+        absl::string_view(reinterpret_cast<const char*>(params_.data()), params_.size() * sizeof(float))));
+    RETURN_IF_ERROR(WriteFileAtomic(absl::StrCat(options_.run_dir, "/summary.json"), ToJson(summary_)));
+  }
+  LOG(INFO) << absl::StrFormat(
+      "training done: test accuracy %.4f, %.0f images/s, %d updates, %d stale dropped, "
+      "mean staleness %.2f",
+      summary_.final_test_accuracy(), summary_.train_images_per_sec(), summary_.updates_applied(),
+      summary_.stale_gradients_dropped(), summary_.mean_staleness());
+  return client_->Shutdown();
+}
+
+}  // namespace pstrain
