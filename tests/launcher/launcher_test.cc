@@ -1,0 +1,166 @@
+// `pstrain launch` as a user runs it: a real cluster of child processes,
+// their prefixed logs, the run directory, and how it ends — success, a bad
+// spec, a task that dies, SIGTERM, and the launcher itself killed. No case
+// may leave a process behind.
+
+#include <signal.h>
+
+#include <map>
+#include <regex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/run_summary.pb.h"
+#include "tests/test_util/process_runner.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::BinaryPath;
+using testing::RunningProcess;
+
+std::unique_ptr<RunningProcess> StartLaunch(const std::string& run_dir,
+                                            std::vector<std::string> extra) {
+  std::vector<std::string> args = {
+      "launch", "--cluster_spec=" + testing::SourcePath("cluster_specs/local_1ps_2w.json"),
+      "--free_ports", "--run_dir=" + run_dir, "--data_dir=" + testing::SourcePath("data/mnist"),
+      "--device=cpu", "--log_every_steps=5"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return RunningProcess::Start(BinaryPath("pstrain"), args);
+}
+
+// The pids the launcher reported for its tasks ("pstrain: started ps:0 (pid 12)").
+std::map<std::string, pid_t> TaskPids(const std::string& output) {
+  std::map<std::string, pid_t> pids;
+  const std::regex re(R"(pstrain: started (\S+) \(pid (\d+)\))");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), re); it != std::sregex_iterator();
+       ++it) {
+    pids[(*it)[1]] = static_cast<pid_t>(std::stoi((*it)[2]));
+  }
+  return pids;
+}
+
+void ExpectAllGone(const std::map<std::string, pid_t>& pids, double within_s) {
+  const int64_t start = MonotonicMicros();
+  for (const auto& [task, pid] : pids) {
+    while (!testing::ProcessGone(pid) && SecondsSince(start) < within_s) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(testing::ProcessGone(pid)) << task << " (pid " << pid << ") was left running";
+  }
+}
+
+TEST(Launch, TrainsAndWritesTheRunDirectory) {
+  const std::string dir = testing::MakeTempDir("launch");
+  auto p = StartLaunch(dir, {"--mode=sync", "--max_steps=30", "--echo=all"});
+  ASSERT_NE(p, nullptr);
+  auto code = p->Wait(240);
+  ASSERT_TRUE(code.ok()) << p->output();
+  EXPECT_EQ(*code, 0) << p->output();
+  EXPECT_THAT(p->output(), HasSubstr("[ps:0] "));
+  EXPECT_THAT(p->output(), HasSubstr("[worker:1] "));
+  EXPECT_THAT(p->output(), HasSubstr("epoch 1/1 done: test accuracy"));
+  EXPECT_THAT(p->output(), HasSubstr("== pstrain summary"));
+
+  auto text = ReadFileToString(dir + "/summary.json");
+  ASSERT_TRUE(text.ok()) << text.status();
+  proto::RunSummary s;
+  ASSERT_TRUE(ParseJsonMessage(*text, "summary.json", &s).ok());
+  EXPECT_EQ(s.mode(), "sync");
+  EXPECT_EQ(s.num_ps(), 1);
+  EXPECT_EQ(s.num_workers(), 2);
+  EXPECT_EQ(s.epochs(), 1);
+  EXPECT_EQ(s.global_batch(), 256);
+  EXPECT_GT(s.final_test_accuracy(), 0.1);
+  EXPECT_LE(s.final_test_accuracy(), 1.0);
+  EXPECT_GT(s.wall_seconds(), s.train_seconds());
+  EXPECT_GT(s.train_images_per_sec(), 0);
+  EXPECT_EQ(s.updates_applied(), 30);
+  EXPECT_EQ(s.stale_gradients_dropped(), 0);
+  EXPECT_EQ(s.mean_staleness(), 0);
+  EXPECT_EQ(s.tasks_size(), 3);
+  EXPECT_THAT(s.command(), HasSubstr("launch"));
+  for (const char* f : {"/cluster_spec.json", "/logs/ps-0.log", "/logs/worker-0.log",
+                        "/logs/worker-1.log", "/steps_worker0.csv", "/steps_worker1.csv",
+                        "/epochs.csv", "/evals.csv", "/final_params.f32"}) {
+    EXPECT_TRUE(FileExists(dir + f)) << f;
+  }
+  ExpectAllGone(TaskPids(p->output()), 5);
+}
+
+TEST(Launch, BadSpecExitsTwoAndStartsNothing) {
+  const std::string dir = testing::MakeTempDir("badspec");
+  ASSERT_TRUE(WriteFileAtomic(dir + "/spec.json", R"({"cluster": {"worker": ["localhost:1"]}})").ok());
+  auto p = RunningProcess::Start(BinaryPath("pstrain"),
+                                 {"launch", "--cluster_spec=" + dir + "/spec.json", "--run_dir=" + dir});
+  ASSERT_NE(p, nullptr);
+  auto code = p->Wait(30);
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 2);
+  EXPECT_THAT(p->output(), HasSubstr("cluster.ps"));
+  EXPECT_TRUE(TaskPids(p->output()).empty());
+}
+
+TEST(Launch, UnknownCommandAndBadFlagsExitTwo) {
+  auto p = RunningProcess::Start(BinaryPath("pstrain"), {"lunch"});
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(*p->Wait(30), 2);
+  EXPECT_THAT(p->output(), HasSubstr("unknown command \"lunch\""));
+  p = RunningProcess::Start(BinaryPath("pstrain"),
+                            {"launch", "--cluster_spec=x.json", "--mode=fast"});
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(*p->Wait(30), 2);
+  EXPECT_THAT(p->output(), HasSubstr("--mode: \"fast\""));
+}
+
+// A cluster that trains for long enough to be interfered with.
+class LongLaunch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("longlaunch");
+    launcher_ = StartLaunch(dir_, {"--mode=sync", "--epochs=20", "--echo=all"});
+    ASSERT_NE(launcher_, nullptr);
+    ASSERT_TRUE(launcher_->WaitForOutput("step 10/", 120)) << launcher_->output();
+    pids_ = TaskPids(launcher_->output());
+    ASSERT_EQ(pids_.size(), 3u) << launcher_->output();
+  }
+
+  std::string dir_;
+  std::unique_ptr<RunningProcess> launcher_;
+  std::map<std::string, pid_t> pids_;
+};
+
+TEST_F(LongLaunch, ADeadTaskStopsTheRestAndIsNamed) {
+  ASSERT_EQ(kill(pids_["worker:1"], SIGKILL), 0);
+  auto code = launcher_->Wait(30);
+  ASSERT_TRUE(code.ok()) << launcher_->output();
+  EXPECT_EQ(*code, 1);
+  EXPECT_THAT(launcher_->output(), HasSubstr("worker:1 failed (killed by signal 9"));
+  ExpectAllGone(pids_, 10);
+}
+
+TEST_F(LongLaunch, SigtermStopsEverythingWithinFiveSeconds) {
+  const int64_t start = MonotonicMicros();
+  launcher_->Signal(SIGTERM);
+  auto code = launcher_->Wait(30);
+  ASSERT_TRUE(code.ok()) << launcher_->output();
+  EXPECT_EQ(*code, 130);
+  EXPECT_LT(SecondsSince(start), 5.0);
+  EXPECT_THAT(launcher_->output(), HasSubstr("interrupted by signal 15"));
+  ExpectAllGone(pids_, 1);
+}
+
+TEST_F(LongLaunch, AKilledLauncherLeavesNoOrphans) {
+  launcher_->Signal(SIGKILL);
+  ASSERT_TRUE(launcher_->Wait(30).ok());
+  ExpectAllGone(pids_, 10);
+}
+
+}  // namespace
+}  // namespace pstrain

