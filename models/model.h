@@ -4,7 +4,9 @@
 // The worker hands in host memory and gets host memory back; a backend
 // copies to and from its device as it needs to.
 //
-//   ASSIGN_OR_RETURN(auto model, CreateModel({.name = "mnist_cnn", ...}));
+//   ModelOptions options;
+//   options.device = "auto";
+//   ASSIGN_OR_RETURN(auto model, CreateModel(options));
 //   RETURN_IF_ERROR(model->SetParams(params));
 //   ASSIGN_OR_RETURN(float loss, model->ForwardBackward(batch, grads));
 //

