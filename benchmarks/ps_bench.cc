@@ -19,7 +19,7 @@
 #include "ps_server/ps_server.h"
 #include "ps_server/request_handler.h"
 #include "ps_server/shard_store.h"
-#include "tests/test_util/process_runner.h"
+#include "launcher/launcher.h"
 #include "worker/ps_client.h"
 
 namespace pstrain {
@@ -99,11 +99,13 @@ BENCHMARK(BM_SyncVersionInHandler)->Args({10920, 2})->Args({669706, 2})->Args({1
 // One worker and one ps in this process, over loopback TCP.
 void BM_PushPullRoundTrip(benchmark::State& state) {
   const int64_t n = state.range(0);
-  const std::string dir = testing::MakeTempDir("psbench");
-  auto spec = ClusterSpec::FromJson(
-      absl::StrCat(R"({"cluster": {"worker": ["localhost:)", testing::FreePort(),
-                   R"("], "ps": ["localhost:)", testing::FreePort(), R"("]}})"),
-      "bench");
+  auto local = ClusterSpec::FromJson(
+      R"({"cluster": {"worker": ["localhost:1"], "ps": ["localhost:2"]}})", "bench");
+  auto spec = WithFreePorts(*local);
+  if (!spec.ok()) {
+    state.SkipWithError(std::string(spec.status().message()).c_str());
+    return;
+  }
   ClusterSpec ps_spec = *spec;
   ps_spec.set_task({TaskType::kPs, 0});
   auto server = PsServer::Create(ps_spec, PsServerOptions{});
