@@ -158,6 +158,7 @@ void Supervisor::EmitLine(Task& task, absl::string_view line) {
   const bool echo = options_.echo == EchoMode::kAll ||
                     (options_.echo == EchoMode::kProgress && IsProgressLine(task, line));
   if (echo) std::printf("[%s] %.*s\n", task.id.ToString().c_str(), static_cast<int>(line.size()), line.data());
+  if (options_.on_line) options_.on_line(task.id, line);
 }
 
 void Supervisor::Pump(Task& task) {

@@ -9,11 +9,13 @@
 // SIGINT/SIGTERM, every other task gets SIGTERM and, after stop_grace_s,
 // SIGKILL; Run then names the task and how it ended. Nothing is left behind.
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/cluster_spec.h"
 #include "proto/run_summary.pb.h"
 
@@ -40,6 +42,9 @@ struct LaunchOptions {
   // After the last worker exits, how long the ps tasks may take to exit.
   double ps_exit_grace_s = 10.0;
   std::string command_line;                  // recorded in the summary
+  // Called with every line of every task's output, whatever `echo` says, on
+  // the thread that called Launch (experiments draw progress from it).
+  std::function<void(const TaskId& task, absl::string_view line)> on_line;
 };
 
 struct LaunchResult {

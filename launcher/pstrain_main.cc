@@ -4,6 +4,12 @@
 //
 // starts every task of the spec on this machine and prints their logs, the
 // per-epoch test accuracy and a final summary; RUN_DIR holds the rest.
+//
+//   pstrain compare --cluster_spec=... --modes=sync,async,ssp:2 --out=DIR
+//   pstrain scale --workers=1,2,4 --ps=1,2 --mode=sync --out=DIR
+//
+// run experiments of several launches each and write DIR/report.md with
+// plots (docs/experiments.md).
 
 #include <unistd.h>
 
@@ -25,7 +31,10 @@
 #include "common/signals.h"
 #include "common/status_macros.h"
 #include "common/task_flags.h"
+#include "launcher/compare.h"
 #include "launcher/launcher.h"
+#include "launcher/mode_spec.h"
+#include "launcher/scale.h"
 #include "launcher/straggler.h"
 #include "launcher/summary_printer.h"
 #include "worker/train_flags.h"
@@ -36,6 +45,16 @@ ABSL_FLAG(std::vector<std::string>, straggler, {},
           "Slow a worker on purpose: worker:1:delay_ms=40 (comma-separated list)");
 ABSL_FLAG(std::string, echo, "all", "Task output to show: all, progress or none");
 ABSL_FLAG(double, stop_grace_s, 4.0, "Seconds between SIGTERM and SIGKILL when stopping tasks");
+ABSL_FLAG(std::string, modes, "sync,async,ssp:2",
+          "compare: update modes, comma-separated: sync, sync+backup:B, async, ssp:S (+slr: "
+          "staleness-aware lr, for async and ssp)");
+ABSL_FLAG(std::string, out, "", "compare/scale: output directory ('': runs/<command>-<time>)");
+ABSL_FLAG(std::string, workers, "1,2,4", "scale: worker counts, comma-separated");
+ABSL_FLAG(std::string, ps, "1", "scale: ps counts, comma-separated");
+ABSL_FLAG(int, eval_points, 10,
+          "compare/scale: about this many test evaluations per run when --eval_every_steps is 0");
+ABSL_FLAG(double, target_accuracy, 0.97, "scale: the test accuracy of the time-to-accuracy plot");
+ABSL_FLAG(std::string, gnuplot, "gnuplot", "compare/scale: the gnuplot program that draws the plots");
 
 namespace pstrain {
 namespace {
@@ -43,10 +62,17 @@ namespace {
 constexpr char kUsage[] =
     "pstrain <command> [flags]\n\n"
     "commands:\n"
-    "  launch   start every task of --cluster_spec on this machine and train\n\n"
+    "  launch   start every task of --cluster_spec on this machine and train\n"
+    "  compare  train the same spec in several update modes; report and plots\n"
+    "  scale    train over a matrix of ps and worker counts; report and plots\n\n"
     "  pstrain launch --cluster_spec=FILE --mode=sync|async|ssp --epochs=N [--batch_size=128]\n"
     "                 [--lr=..] [--momentum=..] [--max_steps=N] [--seed=S] [--run_dir=DIR]\n"
-    "                 [--data_dir=DIR] [--model=mnist_cnn] [--free_ports] [--echo=progress]\n";
+    "                 [--data_dir=DIR] [--model=mnist_cnn] [--free_ports] [--echo=progress]\n"
+    "  pstrain compare --cluster_spec=FILE --modes=sync,async,ssp:2 [--epochs=N]\n"
+    "                 [--straggler=worker:1:delay_ms=40] [--out=DIR] [training flags]\n"
+    "  pstrain scale --workers=1,2,4,8 --ps=1,2 --mode=sync|async [--epochs=N] [--out=DIR]\n"
+    "                 [training flags]\n"
+    "  See docs/experiments.md.\n";
 
 std::string BinDir() {
   char path[PATH_MAX];
@@ -103,6 +129,72 @@ absl::Status RunLaunch(int argc, char** argv) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<ExperimentOptions> ExperimentOptionsFromFlags(const TrainOptions& train,
+                                                              const std::string& command, int argc,
+                                                              char** argv) {
+  ExperimentOptions x;
+  x.out_dir = absl::GetFlag(FLAGS_out);
+  if (x.out_dir.empty()) {
+    x.out_dir = absl::StrCat("runs/", command, "-",
+                             absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
+  }
+  x.bin_dir = BinDir();
+  x.worker_args = TrainFlagArgs();
+  x.ps_args = {absl::StrCat("--peer_timeout_s=", train.peer_timeout_s)};
+  x.straggler_items = absl::GetFlag(FLAGS_straggler);
+  ASSIGN_OR_RETURN(x.straggler_delay_ms, ParseStragglerItems(x.straggler_items));
+  x.epochs = train.epochs;
+  x.batch_size = train.batch_size;
+  x.max_steps = train.max_steps;
+  x.eval_every_steps = train.eval_every_steps;
+  x.eval_points = absl::GetFlag(FLAGS_eval_points);
+  if (x.eval_points < 1) return absl::InvalidArgumentError("--eval_points must be >= 1");
+  x.gnuplot = absl::GetFlag(FLAGS_gnuplot);
+  x.command_line = absl::StrJoin(std::vector<std::string>(argv, argv + argc), " ");
+  x.progress = stdout;
+  x.rewrite_progress = isatty(STDOUT_FILENO) != 0;
+  return x;
+}
+
+absl::Status RunCompareCommand(int argc, char** argv) {
+  ASSIGN_OR_RETURN(const TrainOptions train, TrainOptionsFromFlags());
+  CompareOptions o;
+  ASSIGN_OR_RETURN(o.experiment, ExperimentOptionsFromFlags(train, "compare", argc, argv));
+  o.cluster_spec_path = ClusterSpecFlag();
+  if (o.cluster_spec_path.empty()) return absl::InvalidArgumentError("compare needs --cluster_spec=FILE");
+  ASSIGN_OR_RETURN(o.modes, ParseModeList(absl::GetFlag(FLAGS_modes)));
+  o.lr_given = train.lr > 0;
+  std::printf("pstrain compare: %zu runs of %s, output in %s\n", o.modes.size(), o.cluster_spec_path.c_str(),
+              o.experiment.out_dir.c_str());
+  return RunCompare(o);
+}
+
+// The mode of `train` in compare's syntax ("ssp:2", "sync+backup:1").
+absl::StatusOr<ModeSpec> ModeOf(const TrainOptions& train) {
+  std::string text = UpdateModeName(train.mode);
+  if (train.mode == proto::SSP) absl::StrAppend(&text, ":", train.staleness);
+  if (train.backup_workers > 0) absl::StrAppend(&text, "+backup:", train.backup_workers);
+  if (train.staleness_lr && train.mode != proto::SYNC) absl::StrAppend(&text, "+slr");
+  return ParseModeSpec(text);
+}
+
+absl::Status RunScaleCommand(int argc, char** argv) {
+  ASSIGN_OR_RETURN(const TrainOptions train, TrainOptionsFromFlags());
+  ScaleOptions o;
+  ASSIGN_OR_RETURN(o.experiment, ExperimentOptionsFromFlags(train, "scale", argc, argv));
+  ASSIGN_OR_RETURN(o.workers, ParseCountList(absl::GetFlag(FLAGS_workers), "workers", 256));
+  ASSIGN_OR_RETURN(o.ps, ParseCountList(absl::GetFlag(FLAGS_ps), "ps", 64));
+  ASSIGN_OR_RETURN(o.mode, ModeOf(train));
+  o.target_accuracy = absl::GetFlag(FLAGS_target_accuracy);
+  if (!(o.target_accuracy > 0 && o.target_accuracy <= 1)) {
+    return absl::InvalidArgumentError("--target_accuracy must be in (0, 1]");
+  }
+  o.lr_given = train.lr > 0;
+  std::printf("pstrain scale: %zu runs (%s), output in %s\n", o.ps.size() * o.workers.size(),
+              o.mode.label.c_str(), o.experiment.out_dir.c_str());
+  return RunScale(o);
+}
+
 }  // namespace
 }  // namespace pstrain
 
@@ -121,6 +213,8 @@ int main(int argc, char** argv) {
         absl::StrCat("unexpected argument \"", positional[2], "\"")));
   }
   if (command == "launch") return pstrain::ExitWith("pstrain", pstrain::RunLaunch(argc, argv));
+  if (command == "compare") return pstrain::ExitWith("pstrain", pstrain::RunCompareCommand(argc, argv));
+  if (command == "scale") return pstrain::ExitWith("pstrain", pstrain::RunScaleCommand(argc, argv));
   return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(absl::StrCat(
-      "unknown command \"", command, "\" (expected launch)")));
+      "unknown command \"", command, "\" (expected launch, compare or scale)")));
 }

@@ -43,6 +43,11 @@ struct ModelOptions {
   std::string device = "cpu";      // "cpu", "cuda", "cuda:I", or "auto"
   int max_batch = 128;             // largest n a Batch may have
   uint64_t seed = 1;               // mixed into dropout keys
+  // Index of this process among those sharing the machine's GPUs (a
+  // worker's rank): "cuda" and "auto" pick GPU local_rank mod the number of
+  // GPUs, so the workers of one machine spread over its GPUs (several may
+  // share one). Ignored for "cpu" and "cuda:I". Must be >= 0.
+  int local_rank = 0;
 };
 
 class Model {
@@ -70,13 +75,18 @@ class Model {
   virtual absl::StatusOr<EvalResult> Evaluate(const Batch& batch) = 0;
 };
 
-// Builds the model on the requested device. "auto" picks the first GPU when
-// the CUDA backend is built and a device is present, else the CPU.
-// NotFound for an unknown model name, InvalidArgument for a bad device
-// string, FailedPrecondition when CUDA is asked for and unavailable.
+// Builds the model on the requested device. "auto" is "cuda" when the CUDA
+// backend is built and the driver reports a GPU, else "cpu"; "cuda" is
+// "cuda:I" with I = local_rank mod the number of GPUs. NotFound for an
+// unknown model name, InvalidArgument for a bad device string or a negative
+// local_rank, FailedPrecondition when CUDA is asked for and unavailable
+// ("no CUDA device ...", also for a "cuda:I" beyond the machine's GPUs or a
+// build without the CUDA backend), ResourceExhausted when the model does
+// not fit in the GPU's memory.
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options);
 
-// Whether this build has the CUDA backend and the driver reports a GPU.
+// Number of GPUs usable by this build: 0 without the CUDA backend, without a
+// driver or without a device. Cheap, prints nothing, creates no context.
 int CudaDeviceCount();
 
 }  // namespace pstrain::models

@@ -14,19 +14,25 @@ class SyncPolicy final : public UpdatePolicy {
       : UpdatePolicy(std::move(store)),
         lr_(static_cast<float>(job.learning_rate())),
         backup_(job.backup_workers()),
+        total_steps_(job.total_steps()),
         needed_(job.num_workers() - job.backup_workers()),
         pushed_(job.num_workers(), false),
         accum_(store_->size(), 0.0f) {}
 
   absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
                                    absl::Span<const float> grad, int num_examples) override {
-    if (version < version_) {
-      const bool late = backup_ > 0 && version == version_ - 1;
-      return PushOutcome{late ? PushResult::kLate : PushResult::kStale, version_ - version};
-    }
     if (version > version_) {
       return absl::InvalidArgumentError(absl::StrCat(
           "gradient computed on version ", version, " but the shard is at version ", version_));
+    }
+    // After the job's last version nothing may change the parameters (a
+    // straggler that saw another shard finish may still push here).
+    const bool finished = total_steps_ > 0 && version_ >= total_steps_;
+    if (version < version_ || finished) {
+      // With backup workers every gradient that missed its version's cut is
+      // late, however far behind (TF's SyncReplicasOptimizer drops them all).
+      const bool late = backup_ > 0 || finished;
+      return PushOutcome{late ? PushResult::kLate : PushResult::kStale, version_ - version};
     }
     if (pushed_[rank]) {
       return absl::AlreadyExistsError(
@@ -63,6 +69,7 @@ class SyncPolicy final : public UpdatePolicy {
 
   float lr_;
   int backup_;
+  int64_t total_steps_;  // versions the job applies; 0: no limit
   int needed_;
   std::vector<bool> pushed_;
   int num_pushed_ = 0;

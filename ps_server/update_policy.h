@@ -7,8 +7,10 @@
 //    workers computed on v, weighted by their example counts; once
 //    num_workers - backup_workers have arrived it applies their weighted
 //    average once and moves to v + 1. A gradient computed on an older
-//    version is dropped (stale; with backup workers, one version behind is
-//    "late"). Pulls for version > current wait.
+//    version is dropped: "late" with backup workers (it missed its
+//    version's cut, however far behind), "stale" without. Once the job's
+//    last version (JobConfig.total_steps, if set) is applied, every push is
+//    dropped as late. Pulls for version > current wait.
 //  - AsyncPolicy (async, s = infinity; ssp, 0 <= s < infinity): every
 //    gradient is applied on arrival and the version moves by one; its
 //    staleness (current version - version it was computed on) is recorded

@@ -69,6 +69,7 @@ absl::Status Trainer::Setup() {
   mo.device = options_.device;
   mo.max_batch = is_chief_ ? std::max(options_.batch_size, kMinEvalBatch) : options_.batch_size;
   mo.seed = options_.seed;
+  mo.local_rank = rank_;
   ASSIGN_OR_RETURN(model_, models::CreateModel(mo));
   const models::Shape in = model_->net().input;
   if (in.h != train_.rows || in.w != train_.cols || in.c != 1) {
@@ -195,15 +196,25 @@ double Trainer::TrainSeconds() const {
   return SecondsSince(first_step_us_) - eval_seconds_;
 }
 
+bool Trainer::TrainingDone() const {
+  if (global_step_ >= total_steps_) return true;
+  // Sync with backup workers: the job is done once every shard applied its
+  // last version. A straggler whose gradients were dropped has run fewer
+  // steps; finishing its own count would make everybody wait for it in the
+  // final barrier, which is what backup workers are there to avoid.
+  return options_.backup_workers > 0 &&
+         *std::min_element(versions_.begin(), versions_.end()) >= total_steps_;
+}
+
 absl::Status Trainer::TrainLoop() {
-  for (int epoch = 0; epoch < options_.epochs && global_step_ < total_steps_; ++epoch) {
+  for (int epoch = 0; epoch < options_.epochs && !TrainingDone(); ++epoch) {
     epoch_start_step_ = global_step_;
     epoch_start_train_s_ = TrainSeconds();
     epoch_loss_sum_ = 0;
     epoch_loss_count_ = 0;
-    for (int64_t s = 0; s < sharder_->steps_per_epoch() && global_step_ < total_steps_; ++s) {
+    for (int64_t s = 0; s < sharder_->steps_per_epoch() && !TrainingDone(); ++s) {
       RETURN_IF_ERROR(Step(epoch, s));
-      const bool epoch_end = s + 1 == sharder_->steps_per_epoch() || global_step_ == total_steps_;
+      const bool epoch_end = s + 1 == sharder_->steps_per_epoch() || TrainingDone();
       if (is_chief_ && !epoch_end && options_.eval_every_steps > 0 &&
           global_step_ % options_.eval_every_steps == 0) {
         RETURN_IF_ERROR(Evaluate(epoch, /*epoch_end=*/false));
@@ -313,7 +324,7 @@ absl::Status Trainer::Evaluate(int epoch, bool epoch_end) {
     total.correct += r.correct;
     total.count += r.count;
   }
-  const bool last = global_step_ == total_steps_ && epoch_end;
+  const bool last = TrainingDone() && epoch_end;
   if (!last) eval_seconds_ += SecondsSince(t0);  // inside the training window
   const EvalPoint point{global_step_, TrainSeconds() - (last ? SecondsSince(t0) : 0.0),
                         static_cast<double>(total.correct) / std::max<int64_t>(1, total.count),

@@ -56,6 +56,7 @@ class Trainer {
   absl::Status JoinJob();
   absl::Status CheckJobMatches(const proto::JobConfig& job) const;
   absl::Status TrainLoop();
+  bool TrainingDone() const;
   absl::Status Step(int epoch, int64_t step_in_epoch);
   absl::Status ComputeGradients(int epoch, int64_t step_in_epoch, float* loss);
   absl::Status Evaluate(int epoch, bool epoch_end);

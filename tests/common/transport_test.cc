@@ -3,6 +3,11 @@
 
 #include "common/transport.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -133,18 +138,24 @@ TEST(Transport, BindingAPortInUseFailsWithTheAddress) {
 }
 
 TEST(Transport, ImmediateDealerRefusesSendsWhileNothingListens) {
+  // A port bound but never listening: connections to it are refused, and
+  // holding it keeps anybody else from listening there during the test.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   zmq::context_t context(1);
   SocketOptions options;
   options.immediate = true;
-  // A port the OS just handed out and nobody listens on.
-  auto probe = BindRouter(context, "tcp://127.0.0.1:*", SocketOptions{});
-  ASSERT_TRUE(probe.ok());
-  const std::string endpoint = probe->get(zmq::sockopt::last_endpoint);
-  probe->close();
-  auto dealer = ConnectDealer(context, endpoint, options);
+  auto dealer = ConnectDealer(context, "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)),
+                              options);
   ASSERT_TRUE(dealer.ok());
   const absl::Status s = SendRequest(*dealer, proto::Header(), {}, false);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  close(fd);
 }
 
 TEST(Transport, EndpointsForLoopbackAndOtherHosts) {

@@ -56,7 +56,7 @@ class RequestHandlerTest : public ::testing::Test {
   }
 
   std::vector<Reply> Init(proto::UpdateMode mode, int workers, int staleness = 0, int backup = 0,
-                          bool staleness_lr = false) {
+                          bool staleness_lr = false, int64_t total_steps = 0) {
     proto::Header h = Base(proto::INIT, 0);
     proto::JobConfig* job = h.mutable_job();
     job->set_mode(mode);
@@ -66,6 +66,7 @@ class RequestHandlerTest : public ::testing::Test {
     job->set_staleness(staleness);
     job->set_backup_workers(backup);
     job->set_staleness_lr(staleness_lr);
+    job->set_total_steps(total_steps);
     return Send(0, WithPayload(h, {1.0f, 1.0f, 1.0f, 1.0f}));
   }
 
@@ -180,6 +181,40 @@ TEST_F(RequestHandlerTest, BackupWorkersApplyWithoutTheSlowestAndDropItLater) {
                                         s.stale_gradients_dropped());
 }
 
+TEST_F(RequestHandlerTest, BackupWorkersDropEveryLateGradientHoweverFarBehind) {
+  Init(proto::SYNC, 3, 0, /*backup=*/1);
+  RegisterAll(3);
+  for (int v = 0; v < 3; ++v) {  // ranks 0 and 1 make three versions
+    Push(0, v, v, 1.0f);
+    Push(1, v, v, 1.0f);
+  }
+  ASSERT_EQ(handler_.version(), 3);
+  std::vector<Reply> out = Push(2, 0, 0, 50.0f);  // the straggler, three versions behind
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].header.dropped());
+  EXPECT_EQ(out[0].header.version(), 3);  // served the current version at once
+  const proto::ShardStats s = handler_.Stats();
+  EXPECT_EQ(s.late_gradients_dropped(), 1);
+  EXPECT_EQ(s.stale_gradients_dropped(), 0);
+}
+
+TEST_F(RequestHandlerTest, SyncDropsPushesAfterTheJobsLastVersion) {
+  Init(proto::SYNC, 3, 0, /*backup=*/1, false, /*total_steps=*/1);
+  RegisterAll(3);
+  Push(0, 0, 0, 1.0f);
+  Push(1, 0, 0, 1.0f);
+  ASSERT_EQ(handler_.version(), 1);
+  // A straggler that saw version 1 on this shard (but not yet on another)
+  // pushes once more: nothing is left to apply, and nobody would ever join
+  // it, so it is dropped and answered at once instead of parked.
+  std::vector<Reply> out = Push(2, 1, 1, 50.0f);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].header.dropped());
+  EXPECT_EQ(handler_.version(), 1);
+  EXPECT_FLOAT_EQ(handler_.params()[0], 0.5f);  // 1 - 0.5 x mean(1, 1)
+  EXPECT_EQ(handler_.Stats().late_gradients_dropped(), 1);
+}
+
 TEST_F(RequestHandlerTest, AsyncAppliesOnArrivalAndRecordsStaleness) {
   Init(proto::ASYNC, 2);
   RegisterAll(2);
@@ -204,6 +239,15 @@ TEST_F(RequestHandlerTest, StalenessAwareLearningRateDividesTheStep) {
   RegisterAll(3);
   Push(0, 0, 0, 1.0f);  // staleness 0: full step, 1 -> 0.5
   Push(1, 0, 0, 1.0f);  // staleness 1: full step, 0.5 -> 0
+  Push(2, 0, 0, 1.0f);  // staleness 2: half step, 0 -> -0.25
+  EXPECT_FLOAT_EQ(handler_.params()[0], -0.25f);
+}
+
+TEST_F(RequestHandlerTest, SspAlsoDividesTheStepByStaleness) {
+  Init(proto::SSP, 3, /*staleness=*/2, 0, /*staleness_lr=*/true);
+  RegisterAll(3);
+  Push(0, 0, 0, 1.0f);  // staleness 0: 1 -> 0.5
+  Push(1, 0, 0, 1.0f);  // staleness 1: 0.5 -> 0
   Push(2, 0, 0, 1.0f);  // staleness 2: half step, 0 -> -0.25
   EXPECT_FLOAT_EQ(handler_.params()[0], -0.25f);
 }

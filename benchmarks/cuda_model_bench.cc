@@ -1,0 +1,178 @@
+// Training throughput of the seed's CNN (mnist_cnn) on the GPU, against the
+// CPU backend at the same batch sizes: one ForwardBackward as the worker
+// calls it (the batch copied in from host memory, forward, loss, backward,
+// the gradient copied back to host memory), in images per second of wall
+// time. ForwardBackward returns only when the gradient is on the host, so
+// timing the call times the whole step (Google Benchmark's real time).
+//
+//   cuda_model_bench [--benchmark_filter=cuda] [--benchmark_repetitions=5]
+//
+// Before timing, each case checks one step of its backend against the CPU
+// backend on the same parameters and batch (loss within 1e-4, gradient
+// within 1e-2 overall: loose enough for max-pool near-ties, which route a
+// gradient differently on either side, tight enough for any real bug) and
+// skips with an error otherwise; a CUDA case also skips, with the reason,
+// where there is no GPU. Output: Google Benchmark's table, then one line per
+// result, as benchmarks/model_bench.cc:
+//   RESULT model=mnist_cnn backend=cuda op=forward_backward batch=128 images_per_sec=N
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "benchmark/benchmark.h"
+#include "common/random.h"
+#include "models/dropout_mask.h"
+#include "models/model.h"
+#include "models/net_spec.h"
+
+namespace pstrain::models {
+namespace {
+
+constexpr uint64_t kSeed = 7;
+
+// A model with initialised parameters and one batch of synthetic data.
+struct Setup {
+  std::unique_ptr<Model> model;
+  std::vector<float> params, images, grads;
+  std::vector<int32_t> labels;
+  std::vector<uint64_t> keys;
+  Batch batch;
+};
+
+absl::StatusOr<std::unique_ptr<Setup>> MakeSetup(const std::string& name, const std::string& device,
+                                                 int n) {
+  auto s = std::make_unique<Setup>();
+  ModelOptions options;
+  options.name = name;
+  options.device = device;
+  options.max_batch = n;
+  options.seed = kSeed;
+  absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(options);
+  if (!model.ok()) return model.status();
+  s->model = std::move(model).value();
+  s->params.resize(s->model->num_params());
+  InitParams(s->model->param_specs(), kSeed, s->params.data());
+  if (absl::Status status = s->model->SetParams(s->params); !status.ok()) return status;
+  SplitMix64 rng(11);
+  s->images.resize(s->model->net().input.size() * n);
+  for (float& v : s->images) v = rng.Uniform(-0.4242f, 2.8215f);  // MNIST's normalised range
+  for (int i = 0; i < n; ++i) {
+    s->labels.push_back(static_cast<int32_t>(rng.Below(s->model->net().num_classes)));
+    s->keys.push_back(MakeExampleKey(0, static_cast<uint32_t>(i)));
+  }
+  s->grads.resize(s->model->num_params());
+  s->batch = {n, s->images.data(), s->labels.data(), s->keys.data()};
+  return s;
+}
+
+double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+    norm += double{b[i]} * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+// The result check that precedes timing: an error message, or "" when the
+// step agrees with the CPU backend's on the same parameters and batch.
+std::string CheckStep(Setup& s) {
+  absl::StatusOr<float> loss = s.model->ForwardBackward(s.batch, absl::MakeSpan(s.grads));
+  if (!loss.ok()) return loss.status().ToString();
+  absl::StatusOr<std::unique_ptr<Setup>> reference =
+      MakeSetup(s.model->net().name, "cpu", s.batch.n);
+  if (!reference.ok()) return reference.status().ToString();
+  Setup& cpu = **reference;
+  absl::StatusOr<float> cpu_loss = cpu.model->ForwardBackward(cpu.batch, absl::MakeSpan(cpu.grads));
+  if (!cpu_loss.ok()) return cpu_loss.status().ToString();
+  if (!std::isfinite(*loss) || std::abs(*loss - *cpu_loss) > 1e-4 * *cpu_loss) {
+    return absl::StrCat("loss ", *loss, " against the CPU's ", *cpu_loss);
+  }
+  const double error = RelativeError(s.grads, cpu.grads);
+  if (!(error <= 1e-2)) return absl::StrCat("gradient off the CPU's by ", error, " (relative)");
+  return "";
+}
+
+void BM_ForwardBackward(benchmark::State& state, const std::string& name,
+                        const std::string& device) {
+  absl::StatusOr<std::unique_ptr<Setup>> s =
+      MakeSetup(name, device, static_cast<int>(state.range(0)));
+  const std::string error = s.ok() ? CheckStep(**s) : s.status().ToString();
+  if (!error.empty()) return state.SkipWithError(error.c_str());
+  Setup& setup = **s;
+  state.SetLabel(setup.model->device_description());
+  for (auto _ : state) {
+    // A step that fails while timed (a device fault, say) must not be
+    // reported as a fast one.
+    const absl::StatusOr<float> loss =
+        setup.model->ForwardBackward(setup.batch, absl::MakeSpan(setup.grads));
+    if (!loss.ok()) {
+      state.SkipWithError(loss.status().ToString().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(*loss);
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+// Named "<model>/<backend>/<op>" with the batch as the argument. The CPU at
+// 4096 takes about a second a step, so it runs few iterations.
+void RegisterAll() {
+  for (int batch : {128, 1024, 4096}) {
+    benchmark::RegisterBenchmark("mnist_cnn/cuda/forward_backward", BM_ForwardBackward, "mnist_cnn",
+                                 "cuda")
+        ->Arg(batch)
+        ->UseRealTime();
+  }
+  for (int batch : {128, 4096}) {
+    benchmark::RegisterBenchmark("mnist_cnn/cpu/forward_backward", BM_ForwardBackward, "mnist_cnn",
+                                 "cpu")
+        ->Arg(batch)
+        ->UseRealTime();
+  }
+}
+
+// Console output plus one RESULT line per successful run (and per
+// aggregate, stat=mean|median|stddev, under --benchmark_repetitions).
+class ResultReporter : public benchmark::ConsoleReporter {
+ public:
+  // No colour: escape codes would land at the start of RESULT lines.
+  ResultReporter() : ConsoleReporter(OO_None) {}
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      const auto rate = run.counters.find("items_per_second");
+      if (run.error_occurred || rate == run.counters.end()) continue;
+      if (run.aggregate_name == "cv") continue;  // a ratio, not images/s
+      const std::vector<std::string> name = absl::StrSplit(run.run_name.function_name, '/');
+      if (name.size() != 3) continue;
+      const std::string stat =
+          run.run_type == Run::RT_Aggregate ? absl::StrCat(" stat=", run.aggregate_name) : "";
+      const std::vector<std::string> args = absl::StrSplit(run.run_name.args, '/');
+      GetOutputStream() << "RESULT model=" << name[0] << " backend=" << name[1] << " op=" << name[2]
+                        << " batch=" << args[0] << stat
+                        << " images_per_sec=" << std::llround(rate->second.value) << std::endl;
+    }
+  }
+};
+
+}  // namespace
+}  // namespace pstrain::models
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  pstrain::models::RegisterAll();
+  pstrain::models::ResultReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}

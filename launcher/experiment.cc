@@ -1,0 +1,145 @@
+#include "launcher/experiment.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/cluster_spec.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+#include "launcher/launcher.h"
+#include "launcher/progress.h"
+
+namespace pstrain {
+namespace {
+
+// "--name=value" -> "name"; "" for anything else.
+absl::string_view FlagName(absl::string_view arg) {
+  if (!absl::ConsumePrefix(&arg, "--")) return "";
+  return arg.substr(0, arg.find('='));
+}
+
+absl::StatusOr<TaskId> ChiefOf(const std::string& spec_path) {
+  ASSIGN_OR_RETURN(const std::string text, ReadFileToString(spec_path));
+  ASSIGN_OR_RETURN(const ClusterSpec spec, ClusterSpec::FromJson(text, spec_path));
+  return spec.ChiefTask();
+}
+
+}  // namespace
+
+MachineInfo ReadMachineInfo() {
+  MachineInfo m{"unknown CPU", static_cast<int>(std::thread::hardware_concurrency())};
+  absl::StatusOr<std::string> cpuinfo = ReadFileToString("/proc/cpuinfo");
+  if (!cpuinfo.ok()) return m;
+  for (absl::string_view line : absl::StrSplit(*cpuinfo, '\n')) {
+    if (!absl::StartsWith(line, "model name")) continue;
+    const size_t colon = line.find(':');
+    if (colon != absl::string_view::npos) m.cpu_model = std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+    break;
+  }
+  return m;
+}
+
+std::string DescribeMachine(const MachineInfo& machine) {
+  return absl::StrCat(machine.cores, machine.cores == 1 ? " core" : " cores", " (", machine.cpu_model, ")");
+}
+
+int64_t StepsPerWorker(const ExperimentOptions& options, int num_workers) {
+  const int64_t global = int64_t{options.batch_size} * std::max(1, num_workers);
+  const int64_t steps = options.epochs * ((kTrainImages + global - 1) / global);
+  return options.max_steps > 0 ? std::min(steps, options.max_steps) : steps;
+}
+
+int64_t EvalEverySteps(const ExperimentOptions& options, int64_t steps) {
+  if (options.eval_every_steps > 0) return options.eval_every_steps;
+  const int points = std::max(1, options.eval_points);
+  return std::max<int64_t>(1, (steps + points - 1) / points);
+}
+
+std::vector<std::string> OverrideFlags(std::vector<std::string> args,
+                                       const std::vector<std::string>& overrides) {
+  for (const std::string& o : overrides) {
+    auto same = [&](const std::string& a) { return FlagName(a) == FlagName(o); };
+    auto it = std::find_if(args.begin(), args.end(), same);
+    if (it == args.end()) {
+      args.push_back(o);
+    } else {
+      *it = o;
+    }
+  }
+  return args;
+}
+
+ExperimentRun MakeRun(const ExperimentOptions& options, const std::string& label, const std::string& prefix,
+                      const std::string& spec_path, const std::string& run_dir,
+                      std::vector<std::string> mode_flags, int64_t eval_every_steps) {
+  ExperimentRun run;
+  run.label = label;
+  run.prefix = prefix;
+  run.spec_path = spec_path;
+  run.run_dir = run_dir;
+  run.eval_every_steps = eval_every_steps;
+  mode_flags.push_back("--run_dir=" + run_dir);
+  mode_flags.push_back(absl::StrCat("--eval_every_steps=", eval_every_steps));
+  run.worker_args = OverrideFlags(options.worker_args, mode_flags);
+  run.straggler_delay_ms = options.straggler_delay_ms;
+  return run;
+}
+
+absl::StatusOr<RunRecord> RunExperiment(const ExperimentOptions& options, const ExperimentRun& run) {
+  RunRecord record;
+  record.label = run.label;
+  record.run_dir = run.run_dir;
+  record.eval_every_steps = run.eval_every_steps;
+  RunProgress progress(options.progress, options.rewrite_progress, run.prefix);
+  absl::StatusOr<TaskId> chief = ChiefOf(run.spec_path);
+  if (!chief.ok()) {
+    record.status = chief.status();
+    progress.Finish(record.status, 0, 0);
+    return record;
+  }
+  LaunchOptions launch;
+  launch.cluster_spec_path = run.spec_path;
+  launch.free_ports = true;
+  launch.run_dir = run.run_dir;
+  launch.bin_dir = options.bin_dir;
+  launch.worker_args = run.worker_args;
+  launch.ps_args = options.ps_args;
+  launch.straggler_delay_ms = run.straggler_delay_ms;
+  launch.echo = EchoMode::kNone;
+  launch.command_line = options.command_line;
+  launch.on_line = [&](const TaskId& task, absl::string_view line) {
+    if (task == *chief) progress.OnChiefLine(line);
+  };
+  absl::StatusOr<LaunchResult> result = Launch(launch);
+  if (!result.ok() && result.status().code() == absl::StatusCode::kCancelled) {
+    progress.Finish(result.status(), 0, 0);
+    return result.status();
+  }
+  record.status = result.ok() ? ReadRunDir(run.run_dir, &record) : result.status();
+  progress.Finish(record.status, record.summary.final_test_accuracy(), record.throughput.images_per_sec);
+  return record;
+}
+
+absl::Status FinishExperiment(const ExperimentOptions& options, const std::string& report,
+                              const std::vector<std::string>& notes, const std::vector<std::string>& failed,
+                              size_t runs) {
+  const std::string path = options.out_dir + "/report.md";
+  RETURN_IF_ERROR(WriteFileAtomic(path, report));
+  absl::FPrintF(options.progress, "report: %s\n", path);
+  for (const std::string& n : notes) absl::FPrintF(options.progress, "note: %s\n", n);
+  if (failed.empty()) return absl::OkStatus();
+  return absl::AbortedError(absl::StrCat(failed.size(), " of ", runs, " runs failed (",
+                                         absl::StrJoin(failed, "; "), "); see ", path));
+}
+
+std::string SecondsOrNotReached(const std::optional<double>& seconds) {
+  return seconds ? absl::StrFormat("%.1f s", *seconds) : std::string("not reached");
+}
+
+}  // namespace pstrain

@@ -1,0 +1,93 @@
+#pragma once
+
+// What `pstrain compare` and `pstrain scale` share: running one cluster of
+// an experiment with a progress line and reading back what it left, and the
+// facts every report states (the machine, the evaluation interval).
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "launcher/run_record.h"
+
+namespace pstrain {
+
+// MNIST and Fashion-MNIST both train on 60,000 images.
+inline constexpr int64_t kTrainImages = 60000;
+
+struct ExperimentOptions {
+  std::string out_dir;                      // created if missing
+  std::string bin_dir;                      // holds ps_server and worker
+  std::vector<std::string> worker_args;     // the training flags, forwarded
+  std::vector<std::string> ps_args;
+  std::vector<std::string> straggler_items; // as given, for the report
+  std::map<std::string, double> straggler_delay_ms;
+  // The training flags an experiment needs to know about.
+  int epochs = 1;
+  int batch_size = 128;                     // per worker
+  int64_t max_steps = 0;                    // 0: no limit
+  int64_t eval_every_steps = 0;             // 0: chosen from eval_points
+  int eval_points = 10;                     // evaluations per run (about)
+  std::string gnuplot = "gnuplot";          // the plotting program
+  std::string command_line;                 // the experiment's, for the report
+  std::FILE* progress = stdout;
+  bool rewrite_progress = false;            // progress on a terminal
+};
+
+struct MachineInfo {
+  std::string cpu_model;  // /proc/cpuinfo's "model name", or "unknown CPU"
+  int cores = 0;          // hardware threads
+};
+MachineInfo ReadMachineInfo();
+std::string DescribeMachine(const MachineInfo& machine);  // "2 cores (Intel Xeon ...)"
+
+// Steps each worker runs: epochs x ceil(kTrainImages / (batch x workers)),
+// capped by max_steps.
+int64_t StepsPerWorker(const ExperimentOptions& options, int num_workers);
+
+// The evaluation interval for a run of `steps` steps per worker: the given
+// one, else about eval_points evaluations per run (at least every step).
+int64_t EvalEverySteps(const ExperimentOptions& options, int64_t steps);
+
+// `args` with each "--name=value" of `overrides` replacing the argument of
+// the same name (appended if absent).
+std::vector<std::string> OverrideFlags(std::vector<std::string> args,
+                                       const std::vector<std::string>& overrides);
+
+// One run of an experiment.
+struct ExperimentRun {
+  std::string label;        // "ssp:2"
+  std::string prefix;       // progress prefix, "[2/3] ssp:2"
+  std::string spec_path;
+  std::string run_dir;
+  std::vector<std::string> worker_args;  // complete, mode flags included
+  int64_t eval_every_steps = 0;
+  std::map<std::string, double> straggler_delay_ms;  // by task, "worker:1"
+};
+
+// A run of `label` into RUN_DIR: the forwarded training flags overridden
+// by `mode_flags`, --run_dir and --eval_every_steps, and the straggler.
+ExperimentRun MakeRun(const ExperimentOptions& options, const std::string& label, const std::string& prefix,
+                      const std::string& spec_path, const std::string& run_dir,
+                      std::vector<std::string> mode_flags, int64_t eval_every_steps);
+
+// Launches the run (free ports, no task output echoed, a progress line) and
+// reads its run directory. A run that fails comes back as a record with
+// its status set; only Cancelled (SIGINT/SIGTERM) is returned as an error,
+// so that an experiment stops there.
+absl::StatusOr<RunRecord> RunExperiment(const ExperimentOptions& options, const ExperimentRun& run);
+
+// Writes OUT/report.md and prints where it is and `notes`. Then Aborted
+// naming the `failed` runs (of `runs`), if any.
+absl::Status FinishExperiment(const ExperimentOptions& options, const std::string& report,
+                              const std::vector<std::string>& notes, const std::vector<std::string>& failed,
+                              size_t runs);
+
+// "12.3 s", or "not reached".
+std::string SecondsOrNotReached(const std::optional<double>& seconds);
+
+}  // namespace pstrain

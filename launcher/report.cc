@@ -1,0 +1,190 @@
+#include "launcher/report.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+
+namespace pstrain {
+namespace {
+
+std::string Cell(const std::string& text) { return absl::StrReplaceAll(text, {{"|", "\\|"}, {"\n", " "}}); }
+
+std::string Accuracy(double a) { return absl::StrFormat("%.4f", a); }
+
+// The run with the largest `key` among finished ones, if any has one.
+template <typename Key>
+const RunRecord* Best(const std::vector<RunRecord>& runs, Key key) {
+  const RunRecord* best = nullptr;
+  std::optional<double> best_value;
+  for (const RunRecord& r : runs) {
+    if (!r.status.ok()) continue;
+    const std::optional<double> v = key(r);
+    if (v && (!best_value || *v > *best_value)) {
+      best = &r;
+      best_value = v;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string MarkdownTable(const std::vector<std::string>& header,
+                          const std::vector<std::vector<std::string>>& rows) {
+  auto line = [](const std::vector<std::string>& cells) {
+    std::vector<std::string> escaped;
+    for (const std::string& c : cells) escaped.push_back(Cell(c));
+    return absl::StrCat("| ", absl::StrJoin(escaped, " | "), " |\n");
+  };
+  std::string out = line(header);
+  out += line(std::vector<std::string>(header.size(), "---"));
+  for (const auto& row : rows) out += line(row);
+  return out;
+}
+
+std::string ReportPreamble(const std::string& title, const std::string& command_line,
+                           const MachineInfo& machine, const std::vector<std::string>& facts) {
+  std::string out = absl::StrCat("# ", title, "\n\nMade by:\n\n```\n", command_line, "\n```\n\n");
+  absl::StrAppend(&out, "- Machine: ", DescribeMachine(machine), "\n");
+  for (const std::string& f : facts) absl::StrAppend(&out, "- ", f, "\n");
+  return out + "\n";
+}
+
+std::string FiguresSection(const std::vector<Figure>& figures, const std::vector<std::string>& notes) {
+  std::string out = "## Figures\n\n";
+  for (const Figure& f : figures) absl::StrAppend(&out, "![", f.caption, "](", f.path, ")\n\n*", f.caption, "*\n\n");
+  for (const std::string& n : notes) absl::StrAppend(&out, "> ", n, "\n\n");
+  return out;
+}
+
+std::string DescribeLearningRate(const proto::RunSummary& s, bool lr_given) {
+  if (lr_given) return absl::StrFormat("%g (--lr)", s.learning_rate());
+  return absl::StrFormat("%g (0.01 x %d workers, the default)", s.learning_rate(), s.num_workers());
+}
+
+std::string DescribeStraggler(const ExperimentOptions& options) {
+  if (options.straggler_delay_ms.empty()) return "none";
+  std::vector<std::string> parts;
+  for (const auto& [task, delay] : options.straggler_delay_ms) {
+    parts.push_back(absl::StrFormat("%s slowed by %g ms per step", task, delay));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string CompareTable(const std::vector<RunRecord>& runs) {
+  std::vector<std::vector<std::string>> rows;
+  for (const RunRecord& r : runs) {
+    if (!r.status.ok()) {
+      rows.push_back({r.label, "failed", "", "", "", "", "", "", "", "", ""});
+      continue;
+    }
+    const proto::RunSummary& s = r.summary;
+    rows.push_back({r.label, Accuracy(s.final_test_accuracy()),
+                    SecondsOrNotReached(SecondsToAccuracy(r.evals, 0.95)),
+                    SecondsOrNotReached(SecondsToAccuracy(r.evals, 0.97)),
+                    absl::StrFormat("%.0f", r.throughput.images_per_sec), absl::StrCat(s.updates_applied()),
+                    absl::StrCat(s.stale_gradients_dropped()), absl::StrCat(s.late_gradients_dropped()),
+                    absl::StrFormat("%.2f", s.mean_staleness()), absl::StrCat(s.p99_staleness()),
+                    absl::StrFormat("%g", s.learning_rate())});
+  }
+  return MarkdownTable({"mode", "final test acc", "time to 95%", "time to 97%", "train images/s",
+                        "updates applied", "stale dropped", "late dropped", "mean staleness",
+                        "p99 staleness", "lr"},
+                       rows);
+}
+
+std::vector<std::string> CompareHighlights(const std::vector<RunRecord>& runs) {
+  std::vector<std::string> out;
+  if (const RunRecord* r = Best(runs, [](const RunRecord& x) {
+        return std::optional<double>(x.summary.final_test_accuracy());
+      })) {
+    out.push_back(absl::StrFormat("Highest final test accuracy: %s (%.4f).", r->label,
+                                  r->summary.final_test_accuracy()));
+  }
+  for (double target : {0.95, 0.97}) {
+    const RunRecord* r = Best(runs, [&](const RunRecord& x) -> std::optional<double> {
+      const std::optional<double> s = SecondsToAccuracy(x.evals, target);
+      return s ? std::optional<double>(-*s) : std::nullopt;
+    });
+    out.push_back(r ? absl::StrFormat("Fastest to %.0f%%: %s (%.1f s).", target * 100, r->label,
+                                      *SecondsToAccuracy(r->evals, target))
+                    : absl::StrFormat("No mode reached %.0f%% test accuracy.", target * 100));
+  }
+  if (const RunRecord* r = Best(runs, [](const RunRecord& x) {
+        return std::optional<double>(x.throughput.images_per_sec);
+      })) {
+    out.push_back(absl::StrFormat("Highest throughput: %s (%.0f images/s).", r->label,
+                                  r->throughput.images_per_sec));
+  }
+  for (const RunRecord& r : runs) {
+    if (!r.status.ok()) out.push_back(absl::StrCat(r.label, " failed: ", r.status.message()));
+  }
+  return out;
+}
+
+std::string EvaluationCost(const std::vector<RunRecord>& runs) {
+  std::string out = "Evaluation pauses (the chief's; left out of the times and of images/s):\n\n";
+  for (const RunRecord& r : runs) {
+    if (!r.status.ok()) continue;
+    const Throughput& t = r.throughput;
+    const double added = r.evals.empty() ? 0.0 : r.evals.back().seconds - r.evals.back().train_seconds;
+    absl::StrAppend(&out, absl::StrFormat(
+        "- %s: %d evaluations, %.1f s in all (%.0f%% of the %.1f s of training); the other workers "
+        "applied %d of the %d gradients meanwhile, which adds %.1f s to the time axis\n",
+        r.label, r.evals.size(), t.pause_seconds,
+        t.train_seconds > 0 ? 100 * t.pause_seconds / t.train_seconds : 0.0, t.train_seconds,
+        t.gradients_during_pauses, t.gradients, added));
+  }
+  return out + "\n";
+}
+
+LineChart AccuracyChart(const std::vector<RunRecord>& runs) {
+  LineChart c;
+  c.name = "accuracy_vs_time";
+  c.title = "Test accuracy against training time";
+  c.x_label = "training seconds (evaluation pauses left out)";
+  c.y_label = "test accuracy (10k images)";
+  c.y_max = 1.0;
+  c.y_marks = {{0.95, "95%"}, {0.97, "97%"}};
+  for (const RunRecord& r : runs) {
+    Series s{r.label, {}, false, 0};
+    for (const EvalSample& e : r.evals) s.points.push_back({e.seconds, e.accuracy});
+    c.series.push_back(std::move(s));
+  }
+  return c;
+}
+
+std::string HowToRead(bool with_staleness) {
+  std::string out =
+      "## How to read this\n\n"
+      "- Times (time to 95%/97%, the x axis of the accuracy plots) are training seconds: the "
+      "chief's, from its first step, with its evaluation pauses left out. Where other workers "
+      "kept training through a pause (async; ssp for up to S steps), the gradients they applied "
+      "then are charged as the time they take at the run's pause-free rate, so that no mode "
+      "gains from the chief's evaluations (\"Evaluation pauses\" lists what was added). Time "
+      "to X% is the first evaluation at or above X%, as fine as the evaluation interval.\n"
+      "- Train images/s: images all workers trained on over the training window (first step of "
+      "any worker to the last), the evaluation pauses and the steps inside them left out in every "
+      "mode, so that it does not depend on how often the chief evaluates. (summary.json's "
+      "train_images_per_sec leaves the pauses out only in sync and ssp, and its seconds_to_95/97 "
+      "do not charge async for the others' progress during pauses.)\n";
+  if (with_staleness) {
+    absl::StrAppend(
+        &out,
+        "- Staleness of a gradient: the updates applied to its shard between the version the "
+        "worker computed on and the one it was applied to (0 in sync). Mean and p99 are over "
+        "applied gradients, all shards.\n"
+        "- Updates applied: optimizer steps per shard. Stale dropped: gradients computed on a "
+        "version already passed. Late dropped: sync with backup workers, gradients that missed "
+        "their version's cut (the slowest B of each version).\n"
+        "- Training loss: per-worker step on the x axis (in async every step of every worker is "
+        "an update, in sync one step of all workers is one update); mean over the workers, "
+        "smoothed by a moving average.\n");
+  }
+  return out;
+}
+
+}  // namespace pstrain

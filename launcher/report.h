@@ -1,0 +1,53 @@
+#pragma once
+
+// Markdown reports of experiments: the facts every report states, tables,
+// figures, and `pstrain compare`'s results. Pure functions of what the runs
+// left, so tests can check the text.
+
+#include <string>
+#include <vector>
+
+#include "launcher/experiment.h"
+#include "launcher/plot.h"
+#include "launcher/run_record.h"
+
+namespace pstrain {
+
+// A GitHub-flavoured markdown table; cells may not hold '|' (escaped).
+std::string MarkdownTable(const std::vector<std::string>& header,
+                          const std::vector<std::vector<std::string>>& rows);
+
+// "# title", the command that made the report, the machine, then `facts`
+// as a bullet list.
+std::string ReportPreamble(const std::string& title, const std::string& command_line,
+                           const MachineInfo& machine, const std::vector<std::string>& facts);
+
+// "## Figures": each figure as an image with its caption, then `notes` (why
+// a figure is missing).
+std::string FiguresSection(const std::vector<Figure>& figures, const std::vector<std::string>& notes);
+
+// "0.02 (0.01 x 2 workers, the default)" or "0.05 (--lr)".
+std::string DescribeLearningRate(const proto::RunSummary& summary, bool lr_given);
+
+// The sentence on --straggler: "worker:1 slowed by 40 ms per step" or "none".
+std::string DescribeStraggler(const ExperimentOptions& options);
+
+// `pstrain compare`'s table: one row per mode; a failed run's row says so.
+std::string CompareTable(const std::vector<RunRecord>& runs);
+
+// A few plain facts from the table: the best final accuracy, the fastest to
+// 95% and 97%, the highest throughput.
+std::vector<std::string> CompareHighlights(const std::vector<RunRecord>& runs);
+
+// "Evaluation pauses:" one line per run: how long the chief's evaluations
+// paused it and how many gradients the others applied meanwhile.
+std::string EvaluationCost(const std::vector<RunRecord>& runs);
+
+// Test accuracy against the chief's training seconds, one line per run,
+// with the 95% and 97% marks.
+LineChart AccuracyChart(const std::vector<RunRecord>& runs);
+
+// What the columns and axes mean (shared by both commands' reports).
+std::string HowToRead(bool with_staleness);
+
+}  // namespace pstrain

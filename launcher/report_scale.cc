@@ -1,0 +1,120 @@
+#include "launcher/report_scale.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "launcher/report.h"
+
+namespace pstrain {
+namespace {
+
+std::optional<double> ImagesPerSec(const ScaleCell& c) {
+  if (!c.record.status.ok() || !(c.record.throughput.images_per_sec > 0)) return std::nullopt;
+  return c.record.throughput.images_per_sec;
+}
+
+std::string Times(const std::optional<double>& v, const char* format) {
+  return v ? absl::StrFormat(format, *v) : std::string("-");
+}
+
+}  // namespace
+
+std::vector<Scaling> ComputeScaling(const std::vector<ScaleCell>& cells) {
+  std::map<int, const ScaleCell*> baseline;  // by ps: the cell with the fewest workers
+  for (const ScaleCell& c : cells) {
+    auto [it, inserted] = baseline.emplace(c.ps, &c);
+    if (!inserted && c.workers < it->second->workers) it->second = &c;
+  }
+  std::vector<Scaling> out;
+  for (const ScaleCell& c : cells) {
+    const ScaleCell& base = *baseline[c.ps];
+    Scaling s;
+    s.baseline_workers = base.workers;
+    const std::optional<double> mine = ImagesPerSec(c), theirs = ImagesPerSec(base);
+    if (mine && theirs) {
+      s.speedup = *mine / *theirs;
+      s.efficiency = *s.speedup * base.workers / c.workers;
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::string CoreNote(int ps, int workers, int cores) {
+  if (cores <= 0) return "";
+  if (workers > cores) return absl::StrFormat("%d workers > %d cores", workers, cores);
+  if (ps + workers > cores) {
+    return absl::StrFormat("%d ps + %d worker%s > %d cores", ps, workers, workers == 1 ? "" : "s", cores);
+  }
+  return "";
+}
+
+std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores) {
+  const std::vector<Scaling> scaling = ComputeScaling(cells);
+  std::vector<std::vector<std::string>> rows;
+  bool all_from_one = true;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const ScaleCell& c = cells[i];
+    const proto::RunSummary& s = c.record.summary;
+    all_from_one = all_from_one && scaling[i].baseline_workers == 1;
+    std::string note = CoreNote(c.ps, c.workers, cores);
+    if (!c.record.status.ok()) {
+      rows.push_back({absl::StrCat(c.ps), absl::StrCat(c.workers), "", "failed", "", "", "", "", "",
+                      note.empty() ? "see below" : note});
+      continue;
+    }
+    if (scaling[i].baseline_workers != 1) absl::StrAppend(&note, note.empty() ? "" : "; ", "speedup over ",
+                                                          scaling[i].baseline_workers, " workers");
+    rows.push_back({absl::StrCat(c.ps), absl::StrCat(c.workers), absl::StrFormat("%g", s.learning_rate()),
+                    absl::StrFormat("%.0f", c.record.throughput.images_per_sec), Times(scaling[i].speedup, "%.2fx"),
+                    Times(scaling[i].efficiency, "%.2f"),
+                    SecondsOrNotReached(SecondsToAccuracy(c.record.evals, 0.95)),
+                    SecondsOrNotReached(SecondsToAccuracy(c.record.evals, 0.97)),
+                    absl::StrFormat("%.4f", s.final_test_accuracy()), note});
+  }
+  return MarkdownTable({"ps", "workers", "lr", "train images/s",
+                        all_from_one ? "speedup over 1 worker" : "speedup", "efficiency",
+                        "time to 95%", "time to 97%", "final test acc", "note"},
+                       rows);
+}
+
+std::vector<std::string> ScaleSummary(const std::vector<ScaleCell>& cells, const MachineInfo& machine) {
+  std::vector<std::string> out;
+  std::vector<std::string> crowded;
+  for (const ScaleCell& c : cells) {
+    if (c.workers > machine.cores) crowded.push_back(absl::StrFormat("%d ps/%d workers", c.ps, c.workers));
+  }
+  if (!crowded.empty()) {
+    out.push_back(absl::StrFormat(
+        "This machine has %s. In %s the workers outnumber the cores: they take turns on the CPU "
+        "(with the ps processes too), so those rows measure an oversubscribed machine, not how "
+        "training scales with more hardware.",
+        DescribeMachine(machine), absl::StrJoin(crowded, ", ")));
+  } else {
+    out.push_back(absl::StrFormat("This machine has %s; no run has more workers than cores.",
+                                  DescribeMachine(machine)));
+  }
+  const std::vector<Scaling> scaling = ComputeScaling(cells);
+  std::map<int, size_t> widest;  // by ps: the finished cell with the most workers
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (!scaling[i].speedup) continue;
+    auto [it, inserted] = widest.emplace(cells[i].ps, i);
+    if (!inserted && cells[i].workers > cells[it->second].workers) it->second = i;
+  }
+  for (const auto& [ps, i] : widest) {
+    const ScaleCell& c = cells[i];
+    out.push_back(absl::StrFormat(
+        "With %d ps, %d workers train %.0f images/s: %.2fx the throughput of %d worker%s, "
+        "scaling efficiency %.2f.",
+        ps, c.workers, c.record.throughput.images_per_sec, *scaling[i].speedup,
+        scaling[i].baseline_workers, scaling[i].baseline_workers == 1 ? "" : "s", *scaling[i].efficiency));
+  }
+  for (const ScaleCell& c : cells) {
+    if (!c.record.status.ok()) out.push_back(absl::StrCat(c.record.label, " failed: ", c.record.status.message()));
+  }
+  return out;
+}
+
+}  // namespace pstrain

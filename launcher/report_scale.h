@@ -1,0 +1,45 @@
+#pragma once
+
+// `pstrain scale`'s numbers and tables: speedup and scaling efficiency over
+// the fewest workers with the same number of ps, and the notes that say
+// when the workers outnumber the machine's cores.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/experiment.h"
+#include "launcher/run_record.h"
+
+namespace pstrain {
+
+// One cell of the (ps, workers) matrix and the run that measured it.
+struct ScaleCell {
+  int ps = 1;
+  int workers = 1;
+  RunRecord record;
+};
+
+struct Scaling {
+  int baseline_workers = 0;           // the fewest workers with the same ps
+  std::optional<double> speedup;      // images/s over the baseline's
+  std::optional<double> efficiency;   // speedup / (workers / baseline_workers)
+};
+
+// Scaling of each cell (same order). A cell whose run or baseline failed,
+// or whose baseline measured no throughput, has no speedup.
+std::vector<Scaling> ComputeScaling(const std::vector<ScaleCell>& cells);
+
+// "" when the cell fits the machine, else what oversubscribes it:
+// "4 workers > 2 cores" or "1 ps + 2 workers > 2 cores".
+std::string CoreNote(int ps, int workers, int cores);
+
+// The table: ps, workers, lr, images/s, speedup, efficiency, time to 95%
+// and 97%, final accuracy, note.
+std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores);
+
+// Plain sentences: the machine, the cells that oversubscribe it, and per ps
+// count the throughput and speedup at the most workers.
+std::vector<std::string> ScaleSummary(const std::vector<ScaleCell>& cells, const MachineInfo& machine);
+
+}  // namespace pstrain

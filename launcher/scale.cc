@@ -1,0 +1,215 @@
+#include "launcher/scale.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+#include "launcher/plot.h"
+#include "launcher/report.h"
+#include "launcher/report_scale.h"
+
+namespace pstrain {
+namespace {
+
+constexpr int kFirstPlaceholderPort = 20000;
+
+// A chart against the worker count, with a vertical line at the machine's
+// core count when the axis spans it.
+LineChart WorkerChart(const ScaleOptions& options, const std::string& name, const std::string& title,
+                      const std::string& y_label) {
+  LineChart c;
+  c.name = name;
+  c.title = title;
+  c.x_label = "workers";
+  c.y_label = y_label;
+  c.y_min = 0.0;
+  c.x_tics.assign(options.workers.begin(), options.workers.end());
+  c.x_min = options.workers.front() - 0.5;
+  c.x_max = options.workers.back() + 0.5;
+  const int cores = ReadMachineInfo().cores;
+  if (cores >= options.workers.front() && cores <= options.workers.back()) {
+    c.x_marks.push_back({cores, absl::StrCat(cores, " cores (this machine)")});
+  }
+  return c;
+}
+
+// Images/s against workers, one line per ps count, each with its ideal
+// (linear from its fewest workers) dashed.
+LineChart ThroughputChart(const ScaleOptions& options, const std::vector<ScaleCell>& cells) {
+  LineChart c = WorkerChart(options, "throughput", "Training throughput against workers", "train images/s");
+  const std::vector<Scaling> scaling = ComputeScaling(cells);
+  for (size_t p = 0; p < options.ps.size(); ++p) {
+    Series measured{absl::StrCat(options.ps[p], " ps"), {}, false, static_cast<int>(p) + 1};
+    Series ideal{absl::StrCat(options.ps[p], " ps, linear"), {}, true, static_cast<int>(p) + 1};
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (cells[i].ps != options.ps[p] || !scaling[i].speedup) continue;
+      const double ips = cells[i].record.throughput.images_per_sec;
+      measured.points.push_back({static_cast<double>(cells[i].workers), ips});
+      ideal.points.push_back({static_cast<double>(cells[i].workers), ips / *scaling[i].efficiency});
+    }
+    c.series.push_back(std::move(measured));
+    c.series.push_back(std::move(ideal));
+  }
+  return c;
+}
+
+LineChart TimeToAccuracyChart(const ScaleOptions& options, const std::vector<ScaleCell>& cells) {
+  const double pct = options.target_accuracy * 100;
+  LineChart c = WorkerChart(options, "time_to_accuracy",
+                            absl::StrFormat("Time to %g%% test accuracy against workers", pct),
+                            absl::StrFormat("training seconds to %g%%", pct));
+  for (size_t p = 0; p < options.ps.size(); ++p) {
+    Series s{absl::StrCat(options.ps[p], " ps"), {}, false, static_cast<int>(p) + 1};
+    for (const ScaleCell& cell : cells) {
+      if (cell.ps != options.ps[p] || !cell.record.status.ok()) continue;
+      if (auto t = SecondsToAccuracy(cell.record.evals, options.target_accuracy)) {
+        s.points.push_back({static_cast<double>(cell.workers), *t});
+      }
+    }
+    c.series.push_back(std::move(s));
+  }
+  return c;
+}
+
+std::vector<std::string> Facts(const ScaleOptions& options, const std::vector<ScaleCell>& cells) {
+  const ExperimentOptions& x = options.experiment;
+  std::vector<std::string> facts = {
+      absl::StrCat("Mode: ", options.mode.Describe()),
+      absl::StrFormat("Matrix: %s ps x %s workers, every task a process on this machine",
+                      absl::StrJoin(options.ps, ","), absl::StrJoin(options.workers, ",")),
+      absl::StrCat("Straggler: ", DescribeStraggler(x),
+                   x.straggler_delay_ms.empty() ? "" : " (in the cells that have that worker)")};
+  for (const ScaleCell& c : cells) {
+    if (!c.record.status.ok()) continue;
+    const proto::RunSummary& s = c.record.summary;
+    facts.push_back(absl::StrFormat(
+        "Training: %s on %s, %d epoch(s), batch %d per worker, seed %d, momentum %g; learning rate %s",
+        s.model(), s.device(), s.epochs(), s.batch_size(), s.seed(), s.momentum(),
+        options.lr_given ? "as --lr (column lr)" : "0.01 x workers, the default (column lr)"));
+    break;
+  }
+  std::map<int, int64_t> every;  // by worker count
+  for (const ScaleCell& c : cells) every[c.workers] = c.record.eval_every_steps;
+  std::vector<std::string> evals;
+  for (const auto& [workers, steps] : every) evals.push_back(absl::StrCat(steps, " (", workers, "w)"));
+  facts.push_back(absl::StrFormat("Evaluation: the chief tests on the 10,000 test images every %s steps "
+                                  "and at each epoch end",
+                                  absl::StrJoin(evals, ", ")));
+  facts.push_back(absl::StrCat("Run directories: ", x.out_dir, "/ps<P>_w<W>/; specs: ", x.out_dir, "/specs/"));
+  return facts;
+}
+
+std::string Report(const ScaleOptions& options, const std::vector<ScaleCell>& cells,
+                   const FigureDrawer& figures) {
+  const MachineInfo machine = ReadMachineInfo();
+  std::string out = ReportPreamble(absl::StrCat("pstrain scale: ", options.mode.label),
+                                   options.experiment.command_line, machine, Facts(options, cells));
+  absl::StrAppend(&out, "## Results\n\n", ScaleTable(cells, machine.cores), "\n");
+  for (const std::string& s : ScaleSummary(cells, machine)) absl::StrAppend(&out, "- ", s, "\n");
+  std::vector<RunRecord> runs;
+  for (const ScaleCell& c : cells) runs.push_back(c.record);
+  absl::StrAppend(&out, "\n", EvaluationCost(runs), FiguresSection(figures.figures(), figures.notes()), HowToRead(false),
+                  "- Speedup: images/s over those of the fewest workers with the same ps count; "
+                  "efficiency = speedup / (workers / that count). The dashed lines are linear "
+                  "scaling.\n");
+  return out;
+}
+
+// Throughput, time to accuracy (when a run reached it), every accuracy curve.
+FigureDrawer DrawFigures(const ScaleOptions& options, const std::vector<ScaleCell>& cells) {
+  std::vector<RunRecord> finished;
+  for (const ScaleCell& c : cells) {
+    if (c.record.status.ok()) finished.push_back(c.record);
+  }
+  FigureDrawer figures(options.experiment.out_dir + "/plots", "plots", options.experiment.gnuplot);
+  figures.Add(ThroughputChart(options, cells), "Training throughput against the worker count");
+  const LineChart time_chart = TimeToAccuracyChart(options, cells);
+  if (HasData(time_chart)) {
+    figures.Add(time_chart, absl::StrFormat("Time to %g%% test accuracy against the worker count",
+                                            options.target_accuracy * 100));
+  } else {
+    figures.AddNote(absl::StrFormat("No time-to-accuracy plot: no run reached %g%% test accuracy "
+                                    "(--target_accuracy; train longer with --epochs).",
+                                    options.target_accuracy * 100));
+  }
+  figures.Add(AccuracyChart(finished), "Test accuracy against training time, every run");
+  return figures;
+}
+
+absl::StatusOr<ScaleCell> RunCell(const ScaleOptions& options, int ps, int workers, int index, int total) {
+  const ExperimentOptions& x = options.experiment;
+  const std::string name = absl::StrFormat("ps%d_w%d", ps, workers);
+  const std::string spec_path = absl::StrCat(x.out_dir, "/specs/", name, ".json");
+  RETURN_IF_ERROR(WriteFileAtomic(spec_path, LocalSpecJson(ps, workers)));
+  const std::string label = absl::StrFormat("%d ps, %d worker%s", ps, workers, workers == 1 ? "" : "s");
+  ExperimentRun run = MakeRun(x, label, absl::StrFormat("[%d/%d] %s", index, total, label), spec_path,
+                              absl::StrCat(x.out_dir, "/", name), options.mode.Flags(),
+                              EvalEverySteps(x, StepsPerWorker(x, workers)));
+  // The generated specs have workers only; a straggler the cell does not
+  // have (worker:1 of a 1-worker cell) is left out.
+  run.straggler_delay_ms.clear();
+  for (const auto& [task, delay] : x.straggler_delay_ms) {
+    absl::string_view rank_text = task;
+    int rank = -1;
+    if (absl::ConsumePrefix(&rank_text, "worker:") && absl::SimpleAtoi(rank_text, &rank) && rank < workers) {
+      run.straggler_delay_ms[task] = delay;
+    }
+  }
+  ASSIGN_OR_RETURN(RunRecord record, RunExperiment(x, run));
+  return ScaleCell{ps, workers, std::move(record)};
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int>> ParseCountList(absl::string_view text, absl::string_view flag, int max) {
+  std::vector<int> out;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    int n = 0;
+    if (!absl::SimpleAtoi(item, &n) || n < 1 || n > max) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": \"", item, "\" (expected counts in 1..", max, ")"));
+    }
+    out.push_back(n);
+  }
+  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, ": empty list"));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string LocalSpecJson(int ps, int workers) {
+  std::vector<std::string> w, p;
+  for (int i = 0; i < workers; ++i) w.push_back(absl::StrCat("\"localhost:", kFirstPlaceholderPort + i, "\""));
+  for (int i = 0; i < ps; ++i) p.push_back(absl::StrCat("\"localhost:", kFirstPlaceholderPort + workers + i, "\""));
+  return absl::StrCat("{\n  \"cluster\": {\n    \"worker\": [", absl::StrJoin(w, ", "), "],\n    \"ps\": [",
+                      absl::StrJoin(p, ", "), "]\n  }\n}\n");
+}
+
+absl::Status RunScale(const ScaleOptions& options) {
+  const ExperimentOptions& x = options.experiment;
+  if (options.mode.backup_workers >= options.workers.front()) {
+    return absl::InvalidArgumentError(absl::StrCat(options.mode.label, " needs more than ",
+                                                   options.mode.backup_workers, " workers in every cell"));
+  }
+  RETURN_IF_ERROR(MakeDirs(x.out_dir + "/specs"));
+  std::vector<ScaleCell> cells;
+  std::vector<std::string> failed;
+  const int total = static_cast<int>(options.ps.size() * options.workers.size());
+  for (int ps : options.ps) {
+    for (int workers : options.workers) {
+      ASSIGN_OR_RETURN(ScaleCell cell, RunCell(options, ps, workers, static_cast<int>(cells.size()) + 1, total));
+      if (!cell.record.status.ok()) failed.push_back(cell.record.label);
+      cells.push_back(std::move(cell));
+    }
+  }
+  const FigureDrawer figures = DrawFigures(options, cells);
+  return FinishExperiment(x, Report(options, cells, figures), figures.notes(), failed, cells.size());
+}
+
+}  // namespace pstrain

@@ -1,0 +1,101 @@
+#pragma once
+
+// 2-D convolution on the GPU with cuDNN, the same contract as
+// models/cpu/conv2d.h: stride 1, no padding, a bias; PyTorch's
+// nn.Conv2d(cin, cout, k).
+//
+//   x [n, cin, h, w], weight [cout, cin, k, k], bias [cout]
+//     -> y [n, cout, h-k+1, w-k+1]                              (all NCHW)
+//   y[i,o,p,q]  = b[o] + sum_{c,u,v} w[o,c,u,v] * x[i,c,p+u,q+v]
+//   dw[o,c,u,v] = sum_{i,p,q} dy[i,o,p,q] * x[i,c,p+u,q+v]
+//   db[o]       = sum_{i,p,q} dy[i,o,p,q]
+//   dx[i,c,s,t] = sum_{o,u,v} dy[i,o,s-u,t-v] * w[o,c,u,v]   (terms in range)
+//
+// With cuDNN's legacy convolution API: cudnnConvolutionForward then
+// cudnnAddTensor (the bias added after the sum, as on the CPU);
+// cudnnConvolutionBackwardFilter, cudnnConvolutionBackwardBias and
+// cudnnConvolutionBackwardData. CUDNN_CROSS_CORRELATION (PyTorch's
+// convolution does not flip the kernel), CUDNN_FMA_MATH (no TF32).
+//
+// Algorithms are chosen once, in Create, for max_batch, from cuDNN's
+// heuristics (cudnnGetConvolution*Algorithm_v7: no benchmarking, so every run
+// and every worker makes the same choice): in cuDNN's order, deterministic
+// algorithms first, only the GEMM family (FFT and Winograd round through
+// their transforms, well above a direct sum's error, which would break the
+// 1e-5 parity with the CPU) and no tensor-op ones, the first whose workspace
+// is at most kMaxWorkspaceBytes and whose trial run on zeroed scratch
+// succeeds. Their workspace is reserved in the context's shared workspace.
+// A batch of another size reuses the algorithms; its workspace need is
+// checked once per size (Internal if it were ever larger than what was
+// reserved).
+//
+// Parameters in params() order: weight [cout, cin, k, k], then bias [cout].
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/cuda/cuda_layer.h"
+#include "models/cuda/cuda_resources.h"
+
+namespace pstrain::models::cuda {
+
+class Conv2d final : public CudaLayer {
+ public:
+  // The most workspace one algorithm of one pass may use.
+  static constexpr size_t kMaxWorkspaceBytes = size_t{256} << 20;
+
+  // Internal when cuDNN offers no usable algorithm for a pass;
+  // ResourceExhausted when the device is out of memory.
+  // REQUIRES: out_channels >= 1, 1 <= kernel <= min(input.h, input.w),
+  // max_batch >= 1; `context` outlives the layer.
+  static absl::StatusOr<std::unique_ptr<Conv2d>> Create(CudaContext& context, std::string name,
+                                                        Shape input, int out_channels, int kernel,
+                                                        int max_batch);
+
+  std::vector<ParamSpec> params() const override;
+  absl::Status Forward(const BatchContext& ctx, const float* params, const float* x,
+                       float* y) override;
+  absl::Status Backward(const BatchContext& ctx, const float* params, const float* x,
+                        const float* y, const float* dy, float* dx, float* dparams) override;
+
+  // "fwd=1 bwd_data=1 bwd_filter=1": cuDNN's enum values of the chosen
+  // algorithms, for logs and benchmarks.
+  std::string algorithms() const;
+
+ private:
+  struct Scratch;
+
+  Conv2d(CudaContext& context, std::string name, Shape input, int out_channels, int kernel,
+         int max_batch);
+
+  absl::Status CreateDescriptors();
+  absl::Status ChooseAlgorithms();
+  absl::Status ChooseForward(const Scratch& scratch);
+  absl::Status ChooseBackwardData(const Scratch& scratch);
+  absl::Status ChooseBackwardFilter(const Scratch& scratch);
+  // Sets the x and y descriptors to batch n and checks, once per n, that the
+  // chosen algorithms' workspace fits the reserved one.
+  absl::Status SetBatch(int n);
+  absl::Status RunForward(cudnnConvolutionFwdAlgo_t algo, const float* w, const float* x, float* y);
+  absl::Status RunBackwardData(cudnnConvolutionBwdDataAlgo_t algo, const float* w, const float* dy,
+                               float* dx);
+  absl::Status RunBackwardFilter(cudnnConvolutionBwdFilterAlgo_t algo, const float* x,
+                                 const float* dy, float* dw);
+
+  int kernel_;
+  int64_t weights_;  // cout * cin * k * k: the bias's offset in params
+  TensorDescriptor x_desc_;
+  TensorDescriptor y_desc_;
+  TensorDescriptor bias_desc_;
+  FilterDescriptor w_desc_;
+  ConvolutionDescriptor conv_desc_;
+  int batch_ = 0;  // the n x_desc_ and y_desc_ are set and checked for
+  cudnnConvolutionFwdAlgo_t fwd_algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnConvolutionBwdDataAlgo_t bwd_data_algo_ = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo_ = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+};
+
+}  // namespace pstrain::models::cuda

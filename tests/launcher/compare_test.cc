@@ -1,0 +1,194 @@
+// `pstrain compare`'s pieces without processes: the mode syntax, the
+// figures a report derives from a run's CSVs, and the report's text.
+
+#include "launcher/compare.h"
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/experiment.h"
+#include "launcher/progress.h"
+#include "launcher/report.h"
+#include "launcher/run_record.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(ModeSpec, ParsesEveryModeOfTheSpectrum) {
+  auto modes = ParseModeList("sync, async,ssp:2,ssp:0,sync+backup:1,ssp:3+slr,async+slr");
+  ASSERT_TRUE(modes.ok()) << modes.status();
+  ASSERT_EQ(modes->size(), 7u);
+  EXPECT_EQ((*modes)[2].mode, "ssp");
+  EXPECT_EQ((*modes)[2].staleness, 2);
+  EXPECT_EQ((*modes)[3].staleness, 0);
+  EXPECT_EQ((*modes)[4].backup_workers, 1);
+  EXPECT_EQ((*modes)[4].DirName(), "sync_backup-1");
+  EXPECT_TRUE((*modes)[5].staleness_lr);
+  EXPECT_EQ((*modes)[5].label, "ssp:3+slr");
+  EXPECT_THAT((*modes)[4].Flags(), ElementsAre("--mode=sync", "--staleness=0", "--backup_workers=1",
+                                               "--staleness_lr=off"));
+  EXPECT_THAT((*modes)[6].Flags(), ElementsAre("--mode=async", "--staleness=0", "--backup_workers=0",
+                                               "--staleness_lr=on"));
+}
+
+TEST(ModeSpec, RejectsWhatNoModeMeans) {
+  for (const char* bad : {"", "ssp", "ssp:", "ssp:-1", "ssp:x", "bsp", "async+backup:1", "sync+slr",
+                          "sync+backup:0", "sync+fast", "sync,sync"}) {
+    EXPECT_FALSE(ParseModeList(bad).ok()) << bad;
+  }
+  EXPECT_THAT(std::string(ParseModeList("ssp:x").status().message()), HasSubstr("ssp:x"));
+}
+
+TEST(ModeSpec, DescribesSspZeroAsBulkSynchronousWithoutAveraging) {
+  const std::string d = ParseModeSpec("ssp:0")->Describe();
+  EXPECT_THAT(d, HasSubstr("no worker starts step t before every worker finished step t-1"));
+  EXPECT_THAT(d, HasSubstr("one by one"));
+}
+
+TEST(Experiment, OverrideFlagsReplacesByNameAndAppendsTheRest) {
+  const std::vector<std::string> args = {"--mode=sync", "--lr=0", "--run_dir="};
+  EXPECT_THAT(OverrideFlags(args, {"--run_dir=/x", "--mode=ssp", "--eval_every_steps=5"}),
+              ElementsAre("--mode=ssp", "--lr=0", "--run_dir=/x", "--eval_every_steps=5"));
+}
+
+TEST(Experiment, EvaluatesAboutEvalPointsTimesPerRun) {
+  ExperimentOptions o;
+  o.epochs = 3;
+  o.batch_size = 128;
+  EXPECT_EQ(StepsPerWorker(o, 2), 3 * 235);  // ceil(60000 / 256) = 235
+  EXPECT_EQ(EvalEverySteps(o, 705), 71);
+  o.max_steps = 40;
+  EXPECT_EQ(StepsPerWorker(o, 2), 40);
+  o.eval_every_steps = 7;
+  EXPECT_EQ(EvalEverySteps(o, 40), 7);  // given: kept
+  o.eval_every_steps = 0;
+  o.eval_points = 100;
+  EXPECT_EQ(EvalEverySteps(o, 40), 1);
+}
+
+TEST(RunRecord, TimeToAccuracyIsTheFirstEvaluationAtOrAboveTheTarget) {
+  const std::vector<EvalSample> evals = {{10, 1.0, 0.90, 0, 1.0}, {20, 2.0, 0.95, 0, 2.0},
+                                         {30, 3.0, 0.94, 0, 3.0}, {40, 3.5, 0.971, 0, 4.0}};
+  EXPECT_EQ(SecondsToAccuracy(evals, 0.95), 2.0);
+  EXPECT_EQ(SecondsToAccuracy(evals, 0.97), 4.0);  // on the adjusted time axis
+  EXPECT_FALSE(SecondsToAccuracy(evals, 0.98).has_value());
+  EXPECT_EQ(SecondsOrNotReached(std::nullopt), "not reached");
+  EXPECT_EQ(SecondsOrNotReached(12.34), "12.3 s");
+}
+
+TEST(RunRecord, MeanLossSkipsNonFiniteAndAveragesWorkers) {
+  const double nan = std::nan("");
+  const std::vector<std::vector<StepRow>> steps = {{{0, 0, 2.0, 128}, {1, 0, 1.0, 128}},
+                                                   {{0, 0, 4.0, 128}, {1, 0, nan, 0}}};
+  const std::vector<LossSample> loss = MeanLossByStep(steps);
+  ASSERT_EQ(loss.size(), 2u);
+  EXPECT_DOUBLE_EQ(loss[0].loss, 3.0);
+  EXPECT_DOUBLE_EQ(loss[1].loss, 1.0);
+  const std::vector<LossSample> avg = MovingAverage({{0, 1}, {1, 3}, {2, 5}, {3, 7}}, 2);
+  ASSERT_EQ(avg.size(), 4u);
+  EXPECT_DOUBLE_EQ(avg[0].loss, 1);
+  EXPECT_DOUBLE_EQ(avg[1].loss, 2);
+  EXPECT_DOUBLE_EQ(avg[3].loss, 6);
+}
+
+// Two workers, 1 s steps of 100 images each; the chief evaluates for 2 s
+// after its step 1. Worker 1 trains on through the pause (async).
+TEST(RunRecord, ThroughputLeavesEvaluationPausesOutInEveryMode) {
+  std::vector<std::vector<StepRow>> steps(2);
+  steps[0] = {{0, 1.0, 1, 100, 1000, 0}, {1, 2.0, 1, 100, 1000, 0}, {2, 5.0, 1, 100, 1000, 0}};
+  for (int i = 0; i < 5; ++i) steps[1].push_back({i, 1.0 + i, 1, 100, 1000, 0});
+  std::vector<EvalSample> evals = {{2, 2.0, 0.5, 1, 0}, {3, 3.0, 0.6, 1, 0}};
+  const Throughput t = MeasureThroughput(steps, evals);
+  EXPECT_DOUBLE_EQ(t.pause_seconds, 2.0);  // from 2.0 (end of step 1) to 4.0 (start of step 2)
+  EXPECT_EQ(t.gradients, 8);
+  EXPECT_EQ(t.gradients_during_pauses, 2);  // worker 1's steps in [2, 3] and [3, 4]
+  EXPECT_DOUBLE_EQ(t.train_seconds, 3.0);   // 0.0 .. 5.0 less the pause
+  EXPECT_DOUBLE_EQ(t.images_per_sec, 600.0 / 3.0);
+  EXPECT_DOUBLE_EQ(t.gradients_per_sec, 2.0);
+  // The two free gradients cost 1 s at 2 gradients/s, from the evaluation
+  // after the pause on; the pause's own evaluation is unchanged.
+  AdjustForPauses(steps, t, &evals);
+  EXPECT_DOUBLE_EQ(evals[0].seconds, 2.0);
+  EXPECT_DOUBLE_EQ(evals[1].seconds, 4.0);
+}
+
+// Sync: worker 1 waits out the pause for the chief's gradient; nothing is
+// free and the time axis is the chief's training seconds.
+TEST(RunRecord, SyncGainsNothingFromPauses) {
+  std::vector<std::vector<StepRow>> steps(2);
+  steps[0] = {{0, 1.0, 1, 100, 1000, 0}, {1, 2.0, 1, 100, 1000, 0}, {2, 5.0, 1, 100, 1000, 0}};
+  steps[1] = {{0, 1.0, 1, 100, 900, 100}, {1, 2.0, 1, 100, 900, 100}, {2, 5.0, 1, 100, 900, 2100}};
+  std::vector<EvalSample> evals = {{2, 2.0, 0.5, 1, 0}, {3, 3.0, 0.6, 1, 0}};
+  const Throughput t = MeasureThroughput(steps, evals);
+  EXPECT_EQ(t.gradients_during_pauses, 0);
+  EXPECT_DOUBLE_EQ(t.images_per_sec, 600.0 / 3.0);
+  AdjustForPauses(steps, t, &evals);
+  EXPECT_DOUBLE_EQ(evals[1].seconds, 3.0);
+}
+
+RunRecord Finished(const std::string& label, double accuracy, double images_per_sec,
+                   std::vector<EvalSample> evals) {
+  RunRecord r;
+  r.label = label;
+  r.summary.set_final_test_accuracy(accuracy);
+  r.summary.set_updates_applied(100);
+  r.summary.set_late_gradients_dropped(7);
+  r.summary.set_mean_staleness(1.234);
+  r.summary.set_p99_staleness(4);
+  r.summary.set_learning_rate(0.02);
+  r.throughput.images_per_sec = images_per_sec;
+  r.evals = std::move(evals);
+  return r;
+}
+
+TEST(Report, CompareTableHasOneRowPerModeAndSaysNotReached) {
+  RunRecord failed;
+  failed.label = "ssp:2";
+  failed.status = absl::AbortedError("worker:1 failed");
+  const std::string table =
+      CompareTable({Finished("sync", 0.9812, 12000.4, {{10, 5.0, 0.96, 0, 5.0}}), failed});
+  const std::vector<std::string> lines = absl::StrSplit(table, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_THAT(lines[0], HasSubstr("| mode | final test acc | time to 95% | time to 97% | train images/s"));
+  EXPECT_EQ(lines[2], "| sync | 0.9812 | 5.0 s | not reached | 12000 | 100 | 0 | 7 | 1.23 | 4 | 0.02 |");
+  EXPECT_THAT(lines[3], HasSubstr("| ssp:2 | failed |"));
+}
+
+TEST(Report, HighlightsNameTheBestOfEachColumn) {
+  const std::vector<RunRecord> runs = {Finished("sync", 0.98, 10000, {{10, 8.0, 0.97, 0, 8.0}}),
+                                       Finished("async", 0.97, 15000, {{10, 5.0, 0.97, 0, 6.0}})};
+  EXPECT_THAT(CompareHighlights(runs),
+              ElementsAre("Highest final test accuracy: sync (0.9800).", "Fastest to 95%: async (6.0 s).",
+                          "Fastest to 97%: async (6.0 s).", "Highest throughput: async (15000 images/s)."));
+}
+
+TEST(Report, MarkdownTableEscapesPipes) {
+  EXPECT_EQ(MarkdownTable({"a", "b"}, {{"x|y", "z"}}), "| a | b |\n| --- | --- |\n| x\\|y | z |\n");
+}
+
+TEST(Report, PreambleStatesCommandAndMachine) {
+  const std::string p = ReportPreamble("t", "pstrain compare --modes=sync", {"Xeon", 2}, {"Straggler: none"});
+  EXPECT_THAT(p, HasSubstr("pstrain compare --modes=sync"));
+  EXPECT_THAT(p, HasSubstr("- Machine: 2 cores (Xeon)"));
+  EXPECT_THAT(p, HasSubstr("- Straggler: none"));
+}
+
+TEST(Progress, ParsesTheChiefsEpochAndStepLines) {
+  ProgressEvent e = ParseProgressLine(
+      "I 14:25:23.569 trainer.cc:339] epoch 2/3 done: test accuracy 0.9712, test loss 0.1");
+  EXPECT_EQ(e.kind, ProgressEvent::Kind::kEpochDone);
+  EXPECT_EQ(e.epoch, 2);
+  EXPECT_EQ(e.epochs, 3);
+  EXPECT_DOUBLE_EQ(e.accuracy, 0.9712);
+  e = ParseProgressLine("I 14:25:23.569 trainer.cc:300] epoch 1/3 step 100/235 loss 0.5  100 img/s");
+  EXPECT_EQ(e.kind, ProgressEvent::Kind::kStep);
+  EXPECT_EQ(e.step, 100);
+  EXPECT_EQ(e.steps, 235);
+  EXPECT_EQ(ParseProgressLine("W 14:25:23.569 ps_server.cc:1] refused").kind, ProgressEvent::Kind::kNone);
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,82 @@
+// How CUDA, cuDNN and cuBLAS results become absl::Status, and what the CUDA
+// backend reports on a machine without a GPU. Host-side only: these run
+// everywhere, GPU or not (the status functions format library error codes,
+// which needs no device).
+
+#include "models/cuda/cuda_status.h"
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "models/cuda/cuda_context.h"
+#include "models/cuda/cuda_resources.h"
+
+namespace pstrain::models::cuda {
+namespace {
+
+absl::Status FailingCudaCall() {
+  CUDA_RETURN_IF_ERROR(cudaErrorMemoryAllocation);
+  return absl::OkStatus();
+}
+
+TEST(CudaStatus, NamesTheCallAndMapsOutOfMemoryToResourceExhausted) {
+  EXPECT_TRUE(CudaStatus(cudaSuccess, "cudaFree(p)").ok());
+  const absl::Status oom = CudaStatus(cudaErrorMemoryAllocation, "cudaMalloc(params, 87360 bytes)");
+  EXPECT_EQ(oom.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StartsWith(oom.message(), "cudaMalloc(params, 87360 bytes): ")) << oom;
+  EXPECT_TRUE(absl::StrContains(oom.message(), "cudaErrorMemoryAllocation")) << oom;
+  EXPECT_EQ(CudaStatus(cudaErrorNoDevice, "x").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CudaStatus(cudaErrorInsufficientDriver, "x").code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CudaStatus(cudaErrorIllegalAddress, "x").code(), absl::StatusCode::kInternal);
+}
+
+TEST(CudaStatus, MacrosReturnTheStatusWithTheExpressionAsContext) {
+  const absl::Status status = FailingCudaCall();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StartsWith(status.message(), "cudaErrorMemoryAllocation: ")) << status;
+}
+
+TEST(CudnnStatus, MapsAllocationFailuresToResourceExhausted) {
+  EXPECT_TRUE(CudnnStatus(CUDNN_STATUS_SUCCESS, "cudnnCreate(&h)").ok());
+  const absl::Status device = CudnnStatus(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+                                          "cudnnConvolutionForward(...)");
+  EXPECT_EQ(device.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StartsWith(device.message(), "cudnnConvolutionForward(...): ")) << device;
+  EXPECT_EQ(CudnnStatus(CUDNN_STATUS_BAD_PARAM, "x").code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(CudnnStatus(CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH, "x").code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(CublasStatus, MapsAllocationFailuresToResourceExhausted) {
+  EXPECT_TRUE(CublasStatus(CUBLAS_STATUS_SUCCESS, "cublasCreate(&h)").ok());
+  const absl::Status alloc = CublasStatus(CUBLAS_STATUS_ALLOC_FAILED, "cublasCreate(&h)");
+  EXPECT_EQ(alloc.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(alloc.message(), "CUBLAS_STATUS_ALLOC_FAILED")) << alloc;
+  EXPECT_EQ(CublasStatus(CUBLAS_STATUS_EXECUTION_FAILED, "x").code(), absl::StatusCode::kInternal);
+}
+
+TEST(CudaArray, OfSizeZeroOwnsNothing) {
+  absl::StatusOr<DeviceArray<float>> empty = DeviceArray<float>::Create("empty", 0);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->data(), nullptr);
+  EXPECT_EQ(empty->bytes(), 0u);
+}
+
+// Without a GPU: DeviceCount is 0 and says nothing; CountDevices and a
+// context say why, as FailedPrecondition "no CUDA device (...)".
+TEST(CudaDevices, WithoutAGpuThereIsNoDeviceAndACleanError) {
+  if (DeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU";
+  const absl::StatusOr<int> count = CountDevices();
+  ASSERT_FALSE(count.ok());
+  EXPECT_EQ(count.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StartsWith(count.status().message(), "no CUDA device")) << count.status();
+  const absl::StatusOr<std::unique_ptr<CudaContext>> context = CudaContext::Create(0);
+  ASSERT_FALSE(context.ok());
+  EXPECT_EQ(context.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(DeviceCount(), 0);  // asking twice is as quiet as once
+}
+
+}  // namespace
+}  // namespace pstrain::models::cuda
