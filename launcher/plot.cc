@@ -31,7 +31,7 @@ std::string Preamble(const std::string& name, const std::string& title, const st
       "set terminal pngcairo size 900,540 font 'sans,10' noenhanced\n",
       "set output ", GnuplotQuote(name + ".png"), "\n", "set title ", GnuplotQuote(title), "\n",
       "set xlabel ", GnuplotQuote(x_label), "\n", "set ylabel ", GnuplotQuote(y_label), "\n",
-      "set grid\nset key below\n");
+      "set grid\nset key below reverse Left samplen 2 spacing 1.2 width 2\n");
 }
 
 std::string Range(const std::optional<double>& lo, const std::optional<double>& hi) {
