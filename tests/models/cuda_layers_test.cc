@@ -121,8 +121,8 @@ Outputs RunCuda(Layer& layer, const Inputs& in) {
   auto dparams = ToDevice(std::vector<float>(1 + in.params.size()));
   const BatchContext ctx{in.n, in.training, in.seed, keys.data()};
   PSTRAIN_EXPECT_OK(layer.Forward(ctx, params.data() + 1, x.data(), y.data()));
-  PSTRAIN_EXPECT_OK(layer.Backward(ctx, params.data() + 1, x.data(), y.data(), dy.data(),
-                                   dx.data(), dparams.data() + 1));
+  PSTRAIN_EXPECT_OK(layer.Backward(ctx, params.data() + 1, x.data(), y.data(), dy.data(), dx.data(),
+                                   dparams.data() + 1));
   std::vector<float> grads = ToHost(dparams, dparams.size());
   grads.erase(grads.begin());
   return {ToHost(y, y.size()), ToHost(dx, dx.size()), std::move(grads)};
