@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "models/model_checks.h"
 
 namespace pstrain::models::cpu {
 
@@ -28,11 +29,7 @@ CpuLayer::CpuLayer(std::string name, Shape input, Shape output, int max_batch)
 }
 
 absl::Status CpuLayer::CheckBatch(const BatchContext& ctx) const {
-  if (ctx.n < 1 || ctx.n > max_batch_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name_, ": batch of ", ctx.n, " examples outside [1, ", max_batch_, "]"));
-  }
-  return absl::OkStatus();
+  return CheckBatchSize(name_, ctx.n, max_batch_);
 }
 
 }  // namespace pstrain::models::cpu

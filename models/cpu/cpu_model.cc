@@ -11,6 +11,7 @@
 #include "models/cpu/linear.h"
 #include "models/cpu/max_pool2d.h"
 #include "models/cpu/relu.h"
+#include "models/model_checks.h"
 
 namespace pstrain::models::cpu {
 namespace {
@@ -100,34 +101,16 @@ absl::Status CpuModel::BuildLayers() {
 }
 
 absl::Status CpuModel::SetParams(absl::Span<const float> params) {
-  if (params.size() != params_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(net_.name, ": SetParams with ", params.size(),
-                                                   " floats, expected ", params_.size()));
-  }
+  RETURN_IF_ERROR(CheckFloatCount(net_.name, "SetParams", static_cast<int64_t>(params.size()),
+                                  static_cast<int64_t>(params_.size())));
   std::copy(params.begin(), params.end(), params_.begin());
   return absl::OkStatus();
 }
 
-absl::Status CpuModel::CheckBatch(const Batch& batch, bool training) const {
-  if (batch.n < 1 || batch.n > max_batch_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(net_.name, ": batch of ", batch.n, " examples outside [1, ", max_batch_, "]"));
-  }
-  if (batch.images == nullptr || batch.labels == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(net_.name, ": batch without images or labels"));
-  }
-  if (training && batch.example_keys == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(net_.name, ": training batch without keys"));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<float> CpuModel::ForwardBackward(const Batch& batch, absl::Span<float> grads) {
-  RETURN_IF_ERROR(CheckBatch(batch, /*training=*/true));
-  if (grads.size() != params_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(net_.name, ": gradient buffer of ", grads.size(),
-                                                   " floats, expected ", params_.size()));
-  }
+  RETURN_IF_ERROR(CheckBatch(net_.name, batch, max_batch_, /*training=*/true));
+  RETURN_IF_ERROR(CheckFloatCount(net_.name, "gradient buffer", static_cast<int64_t>(grads.size()),
+                                  static_cast<int64_t>(params_.size())));
   const BatchContext ctx{batch.n, /*training=*/true, seed_, batch.example_keys};
   RETURN_IF_ERROR(Forward(ctx, batch.images));
   ASSIGN_OR_RETURN(const double loss, loss_.Forward(batch.n, activations_.back().data(),
@@ -138,7 +121,7 @@ absl::StatusOr<float> CpuModel::ForwardBackward(const Batch& batch, absl::Span<f
 }
 
 absl::StatusOr<EvalResult> CpuModel::Evaluate(const Batch& batch) {
-  RETURN_IF_ERROR(CheckBatch(batch, /*training=*/false));
+  RETURN_IF_ERROR(CheckBatch(net_.name, batch, max_batch_, /*training=*/false));
   const BatchContext ctx{batch.n, /*training=*/false, seed_, batch.example_keys};
   RETURN_IF_ERROR(Forward(ctx, batch.images));
   const float* logits = activations_.back().data();

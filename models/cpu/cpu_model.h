@@ -49,7 +49,6 @@ class CpuModel final : public Model {
   CpuModel(NetSpec net, std::vector<ParamSpec> specs, const ModelOptions& options);
 
   absl::Status BuildLayers();
-  absl::Status CheckBatch(const Batch& batch, bool training) const;
   // Runs every layer; the logits end up in activations_.back().
   absl::Status Forward(const BatchContext& ctx, const float* images);
   // From dlogits in grad_[0]; writes every layer's parameter gradient.

@@ -12,6 +12,7 @@
 #include "models/cuda/linear.h"
 #include "models/cuda/max_pool2d.h"
 #include "models/cuda/relu.h"
+#include "models/model_checks.h"
 
 namespace pstrain::models::cuda {
 namespace {
@@ -160,10 +161,8 @@ absl::Status CudaModel::AllocateBuffers(int64_t largest_activation) {
 // may still read the parameters after a failed step), and the staging
 // buffer for the previous upload out of it.
 absl::Status CudaModel::SetParams(absl::Span<const float> params) {
-  if (static_cast<int64_t>(params.size()) != params_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(net_.name, ": SetParams with ", params.size(),
-                                                   " floats, expected ", params_.size()));
-  }
+  RETURN_IF_ERROR(CheckFloatCount(net_.name, "SetParams", static_cast<int64_t>(params.size()),
+                                  params_.size()));
   RETURN_IF_ERROR(context_->Activate());
   CUDA_RETURN_IF_ERROR(cudaEventSynchronize(params_uploaded_.get()));
   std::copy(params.begin(), params.end(), params_staging_.data());
@@ -176,26 +175,10 @@ absl::Status CudaModel::SetParams(absl::Span<const float> params) {
   return absl::OkStatus();
 }
 
-absl::Status CudaModel::CheckBatch(const Batch& batch, bool training) const {
-  if (batch.n < 1 || batch.n > max_batch_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(net_.name, ": batch of ", batch.n, " examples outside [1, ", max_batch_, "]"));
-  }
-  if (batch.images == nullptr || batch.labels == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(net_.name, ": batch without images or labels"));
-  }
-  if (training && batch.example_keys == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(net_.name, ": training batch without keys"));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<float> CudaModel::ForwardBackward(const Batch& batch, absl::Span<float> grads) {
-  RETURN_IF_ERROR(CheckBatch(batch, /*training=*/true));
-  if (static_cast<int64_t>(grads.size()) != grads_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(net_.name, ": gradient buffer of ", grads.size(),
-                                                   " floats, expected ", grads_.size()));
-  }
+  RETURN_IF_ERROR(CheckBatch(net_.name, batch, max_batch_, /*training=*/true));
+  RETURN_IF_ERROR(CheckFloatCount(net_.name, "gradient buffer", static_cast<int64_t>(grads.size()),
+                                  grads_.size()));
   RETURN_IF_ERROR(loss_.CheckLabels(batch.n, batch.labels));
   RETURN_IF_ERROR(context_->Activate());
   RETURN_IF_ERROR(Upload(batch, /*training=*/true));
@@ -214,7 +197,7 @@ absl::StatusOr<float> CudaModel::ForwardBackward(const Batch& batch, absl::Span<
 }
 
 absl::StatusOr<EvalResult> CudaModel::Evaluate(const Batch& batch) {
-  RETURN_IF_ERROR(CheckBatch(batch, /*training=*/false));
+  RETURN_IF_ERROR(CheckBatch(net_.name, batch, max_batch_, /*training=*/false));
   RETURN_IF_ERROR(loss_.CheckLabels(batch.n, batch.labels));
   RETURN_IF_ERROR(context_->Activate());
   RETURN_IF_ERROR(Upload(batch, /*training=*/false));

@@ -75,7 +75,6 @@ class CudaModel final : public Model {
   absl::Status Init();
   absl::Status BuildLayers();
   absl::Status AllocateBuffers(int64_t largest_activation);
-  absl::Status CheckBatch(const Batch& batch, bool training) const;
   // Stages the batch and queues its upload; the compute stream waits for it.
   absl::Status Upload(const Batch& batch, bool training);
   // Runs every layer; the logits end up in activations_.back().
