@@ -90,6 +90,14 @@ absl::StatusOr<ShardPlan> ShardPlan::Create(const std::string& model_name,
   return plan;
 }
 
+std::string ShardPlan::Summary() const {
+  std::string out;
+  for (const ShardRange& r : ranges_) {
+    absl::StrAppend(&out, out.empty() ? "" : " ", "[", r.begin, ", ", r.end, ")");
+  }
+  return out;
+}
+
 std::string ShardPlan::DebugString() const {
   std::string out;
   for (int k = 0; k < num_shards(); ++k) {

@@ -61,6 +61,8 @@ class ShardPlan {
 
   // One line per shard: "shard 0: [0, 10920) 10920 floats".
   std::string DebugString() const;
+  // All shards on one line: "[0, 10920) [10920, 21840)".
+  std::string Summary() const;
 
  private:
   std::vector<ShardRange> ranges_;

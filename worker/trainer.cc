@@ -169,7 +169,7 @@ absl::Status Trainer::JoinJob() {
   if (is_chief_) {
     models::InitParams(model_->param_specs(), options_.seed, params_.data());
     RETURN_IF_ERROR(client_->Init(MakeJobConfig(), params_));
-    LOG(INFO) << "initialised " << plan_->num_shards() << " shards:\n" << plan_->DebugString();
+    LOG(INFO) << "initialised " << plan_->num_shards() << " shards: " << plan_->Summary();
     return absl::OkStatus();
   }
   LOG(INFO) << "registering; waiting for the chief (" << cluster_.ChiefTask().ToString()
@@ -184,7 +184,15 @@ absl::Status Trainer::Run() {
   RETURN_IF_ERROR(client_->Pull(0, versions_, absl::MakeSpan(params_), &replies_));
   UpdateVersions(replies_);
   RETURN_IF_ERROR(TrainLoop());
-  return Finish();
+  RETURN_IF_ERROR(ReportDone());
+  if (!is_chief_) {
+    LOG(INFO) << "training done: " << global_step_ << " steps, " << images_ << " images";
+    return absl::OkStatus();
+  }
+  // Only now, with every worker's last gradient in (async and ssp workers
+  // may finish long after the chief), is the model final.
+  RETURN_IF_ERROR(EndEpoch(last_epoch_));
+  return FinishChief();
 }
 
 void Trainer::UpdateVersions(const std::vector<ShardReply>& replies) {
@@ -220,7 +228,8 @@ absl::Status Trainer::TrainLoop() {
         RETURN_IF_ERROR(Evaluate(epoch, /*epoch_end=*/false));
       }
     }
-    if (is_chief_) RETURN_IF_ERROR(EndEpoch(epoch));
+    last_epoch_ = epoch;
+    if (is_chief_ && !TrainingDone()) RETURN_IF_ERROR(EndEpoch(epoch));
   }
   return absl::OkStatus();
 }
@@ -305,8 +314,10 @@ void Trainer::LogProgress(int epoch, int64_t step_in_epoch, float loss) {
 
 absl::Status Trainer::Evaluate(int epoch, bool epoch_end) {
   const int64_t t0 = MonotonicMicros();
-  if (options_.mode != proto::SYNC) {
-    // Others kept training: evaluate the newest parameters, not ours.
+  const bool last = TrainingDone() && epoch_end;
+  if (options_.mode != proto::SYNC || last) {
+    // Others kept training: evaluate the newest parameters, not ours (and
+    // the final ones at the end).
     RETURN_IF_ERROR(client_->Pull(global_step_, versions_, absl::MakeSpan(params_), &replies_));
     UpdateVersions(replies_);
   }
@@ -324,7 +335,6 @@ absl::Status Trainer::Evaluate(int epoch, bool epoch_end) {
     total.correct += r.correct;
     total.count += r.count;
   }
-  const bool last = TrainingDone() && epoch_end;
   if (!last) eval_seconds_ += SecondsSince(t0);  // inside the training window
   const EvalPoint point{global_step_, TrainSeconds() - (last ? SecondsSince(t0) : 0.0),
                         static_cast<double>(total.correct) / std::max<int64_t>(1, total.count),
@@ -360,7 +370,7 @@ absl::Status Trainer::EndEpoch(int epoch) {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::Finish() {
+absl::Status Trainer::ReportDone() {
   if (steps_csv_) RETURN_IF_ERROR(steps_csv_->Flush());
   proto::WorkerReport report;
   report.set_rank(rank_);
@@ -369,13 +379,10 @@ absl::Status Trainer::Finish() {
   report.set_first_step_unix_us(first_step_unix_us_);
   report.set_last_step_unix_us(last_step_unix_us_);
   report.set_eval_seconds(eval_seconds_);
-  RETURN_IF_ERROR(client_->Barrier("done", &report));
-  if (!is_chief_) {
-    LOG(INFO) << "training done: " << global_step_ << " steps, " << images_ << " images";
-    return absl::OkStatus();
-  }
-  // Every worker has pushed its last gradient: these are the final parameters.
-  RETURN_IF_ERROR(client_->Pull(global_step_, versions_, absl::MakeSpan(params_), &replies_));
+  return client_->Barrier("done", &report);
+}
+
+absl::Status Trainer::FinishChief() {
   ASSIGN_OR_RETURN(const std::vector<proto::ShardStats> stats, client_->Stats());
   summary_.set_mode(UpdateModeName(options_.mode));
   summary_.set_num_ps(cluster_.num_ps());

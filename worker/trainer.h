@@ -8,8 +8,10 @@
 //     batch = this worker's slice of global batch s (DataSharder)
 //     grads = model.ForwardBackward(batch, params)
 //     params = PUSH_PULL(grads, computed on the versions of params)
-//   chief: evaluate on the test set after each epoch
-//   BARRIER "done" -> chief: STATS, summary.json, SHUTDOWN
+//   chief: evaluate on the test set after each epoch but the last
+//   BARRIER "done" (every worker has pushed its last gradient)
+//   chief: evaluate the final parameters, STATS, summary.json,
+//          final_params.f32, SHUTDOWN
 //
 // The chief is rank 0 (the spec's chief task, or worker 0 without one).
 
@@ -61,7 +63,10 @@ class Trainer {
   absl::Status ComputeGradients(int epoch, int64_t step_in_epoch, float* loss);
   absl::Status Evaluate(int epoch, bool epoch_end);
   absl::Status EndEpoch(int epoch);
-  absl::Status Finish();
+  // Every worker: the final BARRIER, carrying its report.
+  absl::Status ReportDone();
+  // The chief, after the final evaluation: STATS, summary.json, SHUTDOWN.
+  absl::Status FinishChief();
   void UpdateVersions(const std::vector<ShardReply>& replies);
   double TrainSeconds() const;
   void LogProgress(int epoch, int64_t step_in_epoch, float loss);
@@ -107,6 +112,7 @@ class Trainer {
   double epoch_loss_sum_ = 0;
   int64_t epoch_loss_count_ = 0;
   int64_t epoch_start_step_ = 0;
+  int last_epoch_ = 0;
   double epoch_start_train_s_ = 0;
   std::vector<EvalPoint> evals_;
   proto::RunSummary summary_;

@@ -2,6 +2,7 @@
 // processes, each configured by its own TF_CONFIG, train the seed CNN on
 // real MNIST for a bounded number of steps in each update mode.
 
+#include <cstring>
 #include <numeric>
 
 #include "absl/strings/numbers.h"
@@ -11,8 +12,10 @@
 #include "common/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/model.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
+#include "worker/mnist_dataset.h"
 
 namespace pstrain {
 namespace {
@@ -79,6 +82,64 @@ TEST_P(ClusterTraining, LossFallsAndTestAccuracyBeatsThreshold) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ClusterTraining, ::testing::Values("sync", "async"));
+
+// The test accuracy of the model in final_params.f32, evaluated here with
+// the CPU backend on the full test set.
+double EvaluateSavedParams(const std::string& path) {
+  auto bytes = ReadFileToString(path);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  std::vector<float> params(bytes.ok() ? bytes->size() / sizeof(float) : 0);
+  if (!params.empty()) std::memcpy(params.data(), bytes->data(), params.size() * sizeof(float));
+  models::ModelOptions mo;
+  mo.device = "cpu";
+  mo.max_batch = 1000;
+  auto model = models::CreateModel(mo);
+  EXPECT_TRUE(model.ok() && (*model)->SetParams(params).ok());
+  auto test = LoadMnist(testing::SourcePath("data/mnist"), Split::kTest);
+  EXPECT_TRUE(test.ok()) << test.status();
+  if (!model.ok() || !test.ok()) return -1;
+  std::vector<float> images(1000 * 784);
+  std::vector<int32_t> labels(1000);
+  int64_t correct = 0;
+  for (int64_t begin = 0; begin < test->size; begin += 1000) {
+    std::vector<int64_t> indices(1000);
+    std::iota(indices.begin(), indices.end(), begin);
+    GatherBatch(*test, indices, Normalization{}, images.data(), labels.data());
+    auto r = (*model)->Evaluate({1000, images.data(), labels.data(), nullptr});
+    EXPECT_TRUE(r.ok());
+    correct += r.ok() ? r->correct : 0;
+  }
+  return static_cast<double>(correct) / static_cast<double>(test->size);
+}
+
+// In async a slow worker goes on pushing after the chief's last step; the
+// reported accuracy must still be that of the final model, the one saved.
+TEST(ClusterTrainingWithStraggler, ReportsTheAccuracyOfTheFinalModel) {
+  const std::string dir = testing::MakeTempDir("straggler");
+  const std::string spec = testing::WriteLocalSpec(dir, 1, 2);
+  std::vector<std::unique_ptr<testing::RunningProcess>> tasks;
+  tasks.push_back(testing::RunningProcess::Start(testing::BinaryPath("ps_server"), {},
+                                                 testing::TfConfigFor(spec, "ps", 0)));
+  for (int w = 0; w < 2; ++w) {
+    std::vector<std::string> flags = {"--mode=async", "--max_steps=40", "--device=cpu",
+                                      "--data_dir=" + testing::SourcePath("data/mnist"),
+                                      "--run_dir=" + dir, "--log_every_steps=0"};
+    if (w == 1) flags.push_back("--straggler_delay_ms=30");
+    tasks.push_back(testing::RunningProcess::Start(testing::BinaryPath("worker"), flags,
+                                                   testing::TfConfigFor(spec, "worker", w)));
+  }
+  for (auto& t : tasks) {
+    ASSERT_NE(t, nullptr);
+    auto code = t->Wait(kTimeoutS);
+    ASSERT_TRUE(code.ok() && *code == 0) << t->output();
+  }
+  auto text = ReadFileToString(dir + "/summary.json");
+  ASSERT_TRUE(text.ok());
+  proto::RunSummary summary;
+  ASSERT_TRUE(ParseJsonMessage(*text, "summary.json", &summary).ok());
+  EXPECT_EQ(summary.updates_applied(), 80);  // both workers' 40 gradients
+  EXPECT_DOUBLE_EQ(summary.final_test_accuracy(), EvaluateSavedParams(dir + "/final_params.f32"));
+}
 
 }  // namespace
 }  // namespace pstrain
