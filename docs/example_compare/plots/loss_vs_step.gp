@@ -5,9 +5,10 @@ set title 'Training loss against step'
 set xlabel 'step (per worker)'
 set ylabel 'training loss (mean over workers, moving average)'
 set grid
-set key below
+set key below reverse Left samplen 2 spacing 1.2 width 2
 set xrange [*:*]
 set yrange [0:*]
-plot 'loss_vs_step.dat' index 0 using 1:2 with lines lw 2 lc 1 title 'sync (3-step average)', \
-     '' index 1 using 1:2 with lines lw 2 lc 2 title 'async (3-step average)', \
-     '' index 2 using 1:2 with lines lw 2 lc 3 title 'ssp:2 (3-step average)'
+plot 'loss_vs_step.dat' index 0 using 1:2 with lines lw 2 lc 1 title 'sync (11-step average)', \
+     '' index 1 using 1:2 with lines lw 2 lc 2 title 'async (11-step average)', \
+     '' index 2 using 1:2 with lines lw 2 lc 3 title 'ssp:2 (11-step average)', \
+     '' index 3 using 1:2 with lines lw 2 lc 4 title 'sync+backup:1 (11-step average)'
