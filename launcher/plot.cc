@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -165,7 +167,11 @@ absl::Status RunGnuplot(const std::string& gnuplot, const std::string& dir, cons
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return absl::InternalError(absl::StrCat("waitpid(gnuplot): ", std::strerror(errno)));
   }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    struct stat st;
+    if (stat(log.c_str(), &st) == 0 && st.st_size == 0) std::remove(log.c_str());  // nothing said
+    return absl::OkStatus();
+  }
   return absl::InternalError(absl::StrCat(gnuplot, " failed on ", dir, "/", script, " (",
                                           WIFEXITED(status) ? absl::StrCat("exit code ", WEXITSTATUS(status))
                                                             : "killed by a signal",
