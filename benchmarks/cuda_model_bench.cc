@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "benchmark/benchmark.h"
+#include "benchmarks/images_per_sec_reporter.h"
 #include "common/random.h"
 #include "models/dropout_mask.h"
 #include "models/model.h"
@@ -139,31 +140,6 @@ void RegisterAll() {
   }
 }
 
-// Console output plus one RESULT line per successful run (and per
-// aggregate, stat=mean|median|stddev, under --benchmark_repetitions).
-class ResultReporter : public benchmark::ConsoleReporter {
- public:
-  // No colour: escape codes would land at the start of RESULT lines.
-  ResultReporter() : ConsoleReporter(OO_None) {}
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      const auto rate = run.counters.find("items_per_second");
-      if (run.error_occurred || rate == run.counters.end()) continue;
-      if (run.aggregate_name == "cv") continue;  // a ratio, not images/s
-      const std::vector<std::string> name = absl::StrSplit(run.run_name.function_name, '/');
-      if (name.size() != 3) continue;
-      const std::string stat =
-          run.run_type == Run::RT_Aggregate ? absl::StrCat(" stat=", run.aggregate_name) : "";
-      const std::vector<std::string> args = absl::StrSplit(run.run_name.args, '/');
-      GetOutputStream() << "RESULT model=" << name[0] << " backend=" << name[1] << " op=" << name[2]
-                        << " batch=" << args[0] << stat
-                        << " images_per_sec=" << std::llround(rate->second.value) << std::endl;
-    }
-  }
-};
-
 }  // namespace
 }  // namespace pstrain::models
 
@@ -171,7 +147,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   pstrain::models::RegisterAll();
-  pstrain::models::ResultReporter reporter;
+  pstrain::ImagesPerSecReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   return 0;

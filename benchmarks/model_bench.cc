@@ -2,7 +2,7 @@
 // and Evaluate, in images per second on the calling thread. Eigen is built
 // without OpenMP, so this is one core.
 //
-//   model_bench [--benchmark_filter=mnist_cnn/forward_backward]
+//   model_bench [--benchmark_filter=mnist_cnn/cpu/forward_backward]
 //
 // Each case first checks one step (finite loss, finite and non-zero
 // gradient) and skips with an error otherwise. The figure is Google
@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "benchmark/benchmark.h"
+#include "benchmarks/images_per_sec_reporter.h"
 #include "common/random.h"
 #include "models/dropout_mask.h"
 #include "models/model.h"
@@ -103,39 +104,14 @@ void BM_Evaluate(benchmark::State& state, const std::string& name) {
 
 void RegisterAll() {
   for (int batch : {32, 128, 256}) {
-    benchmark::RegisterBenchmark("mnist_cnn/forward_backward", BM_ForwardBackward, "mnist_cnn")
+    benchmark::RegisterBenchmark("mnist_cnn/cpu/forward_backward", BM_ForwardBackward, "mnist_cnn")
         ->Arg(batch);
   }
-  benchmark::RegisterBenchmark("mnist_cnn/evaluate", BM_Evaluate, "mnist_cnn")->Arg(1000);
-  benchmark::RegisterBenchmark("mlp/forward_backward", BM_ForwardBackward, "mlp")->Arg(128);
-  benchmark::RegisterBenchmark("cnn_large/forward_backward", BM_ForwardBackward, "cnn_large")
+  benchmark::RegisterBenchmark("mnist_cnn/cpu/evaluate", BM_Evaluate, "mnist_cnn")->Arg(1000);
+  benchmark::RegisterBenchmark("mlp/cpu/forward_backward", BM_ForwardBackward, "mlp")->Arg(128);
+  benchmark::RegisterBenchmark("cnn_large/cpu/forward_backward", BM_ForwardBackward, "cnn_large")
       ->Arg(128);
 }
-
-// Console output plus one RESULT line per successful run (and per
-// aggregate, stat=mean|median|stddev, under --benchmark_repetitions). A
-// benchmark is named "<model>/<op>" with the batch as its argument.
-class ResultReporter : public benchmark::ConsoleReporter {
- public:
-  // No colour: escape codes would land at the start of RESULT lines.
-  ResultReporter() : ConsoleReporter(OO_None) {}
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      const auto rate = run.counters.find("items_per_second");
-      if (run.error_occurred || rate == run.counters.end()) continue;
-      if (run.aggregate_name == "cv") continue;  // a ratio, not images/s
-      const std::vector<std::string> name = absl::StrSplit(run.run_name.function_name, '/');
-      if (name.size() != 2) continue;
-      const std::string stat =
-          run.run_type == Run::RT_Aggregate ? absl::StrCat(" stat=", run.aggregate_name) : "";
-      GetOutputStream() << "RESULT model=" << name[0] << " backend=cpu op=" << name[1]
-                        << " batch=" << run.run_name.args << stat
-                        << " images_per_sec=" << std::llround(rate->second.value) << std::endl;
-    }
-  }
-};
 
 }  // namespace
 }  // namespace pstrain::models
@@ -144,7 +120,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   pstrain::models::RegisterAll();
-  pstrain::models::ResultReporter reporter;
+  pstrain::ImagesPerSecReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   return 0;

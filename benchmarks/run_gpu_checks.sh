@@ -61,7 +61,7 @@ done
 
 step cuda_model_bench "$build/bin/cuda_model_bench" --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true
-step model_bench "$build/bin/model_bench" --benchmark_filter='mnist_cnn/forward_backward'
+step model_bench "$build/bin/model_bench" --benchmark_filter='mnist_cnn/cpu/forward_backward'
 step pytorch_bench python3 benchmarks/pytorch_mnist_cnn_bench.py --batches=128,1024,4096
 
 printf '\n== relative errors against the CPU (worst 10 of %s)\n' \
