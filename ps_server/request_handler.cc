@@ -12,6 +12,11 @@ namespace {
 
 constexpr int kStalenessBuckets = 256;  // last bucket counts ">= 255"
 constexpr int kMaxExamplesPerPush = 1 << 24;
+// Bounds on what peers can make a shard hold: a worker has at most one
+// request in flight per shard, so these leave ample room for honest ones.
+constexpr int kMaxParkedPullsPerRank = 8;
+constexpr size_t kMaxParkedRegisters = 4096;
+constexpr size_t kMaxOpenBarriers = 16;
 
 void SetError(const absl::Status& status, proto::Header* h) {
   h->mutable_error()->set_code(static_cast<int>(status.code()));
@@ -193,6 +198,10 @@ void RequestHandler::HandleRegister(const std::string& peer, const Message& m,
     return Refuse(peer, m.header, absl::PermissionDeniedError("REGISTER from a non-worker"), out);
   }
   if (!initialized()) {
+    if (parked_registers_.size() >= kMaxParkedRegisters) {
+      return Refuse(peer, m.header, absl::ResourceExhaustedError(
+          "too many REGISTER requests waiting for the chief's INIT"), out);
+    }
     // Answered when the chief's INIT arrives.
     parked_registers_.push_back({peer, m.header});
     return;
@@ -330,6 +339,12 @@ void RequestHandler::HandlePull(const std::string& peer, const Message& m, std::
   if (h.step() < 0 || h.version() < 0) {
     return Refuse(peer, h, absl::InvalidArgumentError("negative step or version"), out);
   }
+  // A worker waits at most for the version its own push completes.
+  if (h.version() > policy_->version() + 1) {
+    return Refuse(peer, h, absl::InvalidArgumentError(absl::StrCat(
+        "PULL for version ", h.version(), " but the shard is at version ", policy_->version(),
+        "; at most the next version can be waited for")), out);
+  }
   ServeOrPark({peer, MakeReply(h)}, {h.rank(), h.step(), h.version()}, out);
 }
 
@@ -339,6 +354,16 @@ void RequestHandler::ServeOrPark(Parked parked, const PullRequest& pull, std::ve
     parked.reply.set_version(policy_->version());
     parked.reply.set_step(policy_->MinClock());
     out->push_back({std::move(parked.peer), std::move(parked.reply), true});
+    return;
+  }
+  const auto parked_by_rank = std::count_if(parked_pulls_.begin(), parked_pulls_.end(),
+                                            [&](const ParkedPull& p) { return p.pull.rank == pull.rank; });
+  if (parked_by_rank >= kMaxParkedPullsPerRank) {
+    stats_.set_rejected_requests(stats_.rejected_requests() + 1);
+    SetError(absl::ResourceExhaustedError(absl::StrCat(
+                 "rank ", pull.rank, " already has ", parked_by_rank, " requests waiting")),
+             &parked.reply);
+    out->push_back({std::move(parked.peer), std::move(parked.reply), false});
     return;
   }
   stats_.set_pulls_parked(stats_.pulls_parked() + 1);
@@ -367,6 +392,10 @@ void RequestHandler::HandleBarrier(const std::string& peer, const Message& m,
   if (absl::Status s = CheckWorkerRequest(m); !s.ok()) return Refuse(peer, h, s, out);
   if (h.barrier_name().empty() || h.barrier_name().size() > 64) {
     return Refuse(peer, h, absl::InvalidArgumentError("BARRIER needs a name of 1..64 bytes"), out);
+  }
+  if (barriers_.count(h.barrier_name()) == 0 && barriers_.size() >= kMaxOpenBarriers) {
+    return Refuse(peer, h, absl::ResourceExhaustedError(absl::StrCat(
+        kMaxOpenBarriers, " barriers are open already")), out);
   }
   BarrierState& b = barriers_[h.barrier_name()];
   if (b.arrived.empty()) b.arrived.assign(job_.num_workers(), false);

@@ -398,6 +398,32 @@ TEST_F(RequestHandlerTest, FailureAnswersParkedAndLaterRequests) {
   EXPECT_FALSE(IsError(out[0]));
 }
 
+TEST_F(RequestHandlerTest, BoundsWhatAPeerCanMakeItHold) {
+  // Pulls for a version no push could complete are refused outright.
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  std::vector<Reply> out = Pull(1, 0, 5);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("at most the next version"));
+  // Honest-looking pulls for the next version park, up to a bound per rank.
+  int refused = 0;
+  for (int i = 0; i < 20; ++i) {
+    out = Pull(1, 0, 1);
+    if (!out.empty()) {
+      EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, 12);
+  // Barriers: a bounded number open at once.
+  for (int i = 0; i < 20; ++i) {
+    proto::Header b = Base(proto::BARRIER, 1);
+    b.set_barrier_name("b" + std::to_string(i));
+    out = Send(1, WithPayload(b, {}));
+    EXPECT_EQ(out.empty(), i < 16) << i;
+  }
+}
+
 TEST_F(RequestHandlerTest, OnlyTheChiefShutsTheShardDown) {
   Init(proto::SYNC, 2);
   std::vector<Reply> out = Send(1, WithPayload(Base(proto::SHUTDOWN, 1), {}));
