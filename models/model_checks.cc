@@ -23,6 +23,18 @@ absl::Status CheckBatch(absl::string_view model, const Batch& batch, int max_bat
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<ParamSpec>> CheckModelOptions(const NetSpec& net,
+                                                         const ModelOptions& options) {
+  if (options.max_batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(net.name, ": max_batch must be >= 1, got ", options.max_batch));
+  }
+  if (net.num_classes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(net.name, ": no classes"));
+  }
+  return NetParamSpecs(net);
+}
+
 absl::Status CheckFloatCount(absl::string_view who, absl::string_view what, int64_t got,
                              int64_t want) {
   if (got != want) {

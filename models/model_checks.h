@@ -4,8 +4,10 @@
 // CUDA models refuse the same inputs with the same messages.
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "models/model.h"
 
@@ -19,6 +21,12 @@ absl::Status CheckBatchSize(absl::string_view who, int n, int max_batch);
 // Model::Evaluate: a size in [1, max_batch], images and labels, and, when
 // training, example keys. InvalidArgument naming `model` otherwise.
 absl::Status CheckBatch(absl::string_view model, const Batch& batch, int max_batch, bool training);
+
+// What every backend's Create checks first: max_batch >= 1 and a network
+// with classes and consistent layers. Returns the network's parameter
+// tensors (NetParamSpecs).
+absl::StatusOr<std::vector<ParamSpec>> CheckModelOptions(const NetSpec& net,
+                                                         const ModelOptions& options);
 
 // InvalidArgument "<who>: <what> of GOT floats, expected WANT" unless equal.
 absl::Status CheckFloatCount(absl::string_view who, absl::string_view what, int64_t got,

@@ -100,27 +100,37 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& layer, Shape in) {
   return absl::InternalError("unknown layer kind");
 }
 
+std::vector<ParamSpec> Conv2dParams(const std::string& name, int in_channels, int out_channels,
+                                    int kernel) {
+  const int fan_in = in_channels * kernel * kernel;
+  const int64_t weights = int64_t{fan_in} * out_channels;
+  return {{name + ".weight", {out_channels, in_channels, kernel, kernel}, 0, weights, fan_in},
+          {name + ".bias", {out_channels}, weights, out_channels, fan_in}};
+}
+
+std::vector<ParamSpec> LinearParams(const std::string& name, int in_features, int out_features) {
+  const int64_t weights = int64_t{out_features} * in_features;
+  return {{name + ".weight", {out_features, in_features}, 0, weights, in_features},
+          {name + ".bias", {out_features}, weights, out_features, in_features}};
+}
+
 absl::StatusOr<std::vector<ParamSpec>> NetParamSpecs(const NetSpec& net) {
   std::vector<ParamSpec> specs;
   int64_t offset = 0;
   Shape shape = net.input;
-  auto add = [&](std::string name, std::vector<int> dims, int fan_in) {
-    int64_t size = 1;
-    for (int d : dims) size *= d;
-    specs.push_back({std::move(name), std::move(dims), offset, size, fan_in});
-    offset += size;
-  };
   for (const LayerSpec& layer : net.layers) {
     ASSIGN_OR_RETURN(const Shape out, LayerOutputShape(layer, shape));
+    std::vector<ParamSpec> params;
     if (layer.kind == LayerKind::kConv2d) {
-      const int fan_in = shape.c * layer.kernel * layer.kernel;
-      add(layer.name + ".weight", {layer.out_channels, shape.c, layer.kernel, layer.kernel}, fan_in);
-      add(layer.name + ".bias", {layer.out_channels}, fan_in);
+      params = Conv2dParams(layer.name, shape.c, layer.out_channels, layer.kernel);
     } else if (layer.kind == LayerKind::kLinear) {
-      const int fan_in = static_cast<int>(shape.size());
-      add(layer.name + ".weight", {layer.out_channels, fan_in}, fan_in);
-      add(layer.name + ".bias", {layer.out_channels}, fan_in);
+      params = LinearParams(layer.name, static_cast<int>(shape.size()), layer.out_channels);
     }
+    for (ParamSpec& p : params) {
+      p.offset += offset;
+      specs.push_back(std::move(p));
+    }
+    if (!params.empty()) offset = specs.back().offset + specs.back().size;
     shape = out;
   }
   if (shape.size() != net.num_classes) {

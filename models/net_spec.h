@@ -55,6 +55,14 @@ std::vector<std::string> ModelNames();
 // layer does not fit (kernel larger than the input, ...).
 absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& layer, Shape input);
 
+// The parameter tensors of one layer, offsets relative to the layer:
+// conv2d weight [out, in, k, k] and bias [out]; linear weight [out, in] and
+// bias [out]. Every backend's layers and NetParamSpecs use these, so the
+// flat layout cannot differ between them.
+std::vector<ParamSpec> Conv2dParams(const std::string& name, int in_channels, int out_channels,
+                                    int kernel);
+std::vector<ParamSpec> LinearParams(const std::string& name, int in_features, int out_features);
+
 // Parameter tensors of the whole network in flat-buffer order, with
 // offsets; the same on every backend.
 absl::StatusOr<std::vector<ParamSpec>> NetParamSpecs(const NetSpec& net);

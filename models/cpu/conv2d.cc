@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "glog/logging.h"
+#include "models/net_spec.h"
 
 namespace pstrain::models::cpu {
 namespace {
@@ -115,10 +116,7 @@ Conv2d::Conv2d(std::string name, Shape input, int out_channels, int kernel, int 
 }
 
 std::vector<ParamSpec> Conv2d::params() const {
-  const int cout = output_shape().c, cin = input_shape().c;
-  const int64_t weights = int64_t{patch_} * cout;
-  return {{name() + ".weight", {cout, cin, kernel_, kernel_}, 0, weights, patch_},
-          {name() + ".bias", {cout}, weights, cout, patch_}};
+  return Conv2dParams(name(), input_shape().c, output_shape().c, kernel_);
 }
 
 absl::Status Conv2d::Forward(const BatchContext& ctx, const float* params, const float* x,

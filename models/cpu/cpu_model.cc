@@ -49,14 +49,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateCpuModel(const NetSpec& net,
 
 absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Create(const NetSpec& net,
                                                            const ModelOptions& options) {
-  if (options.max_batch < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(net.name, ": max_batch must be >= 1, got ", options.max_batch));
-  }
-  if (net.num_classes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(net.name, ": no classes"));
-  }
-  ASSIGN_OR_RETURN(std::vector<ParamSpec> specs, NetParamSpecs(net));
+  ASSIGN_OR_RETURN(std::vector<ParamSpec> specs, CheckModelOptions(net, options));
   std::unique_ptr<CpuModel> model(new CpuModel(net, std::move(specs), options));
   RETURN_IF_ERROR(model->BuildLayers());
   return model;

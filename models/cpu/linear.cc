@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "glog/logging.h"
+#include "models/net_spec.h"
 
 // Row-major [rows, cols] buffers are read as column-major [cols, rows]
 // matrices, so with X = x^T [in, n], Y = y^T [out, n] and Wt = W^T [in, out]
@@ -18,11 +19,7 @@ Linear::Linear(std::string name, Shape input, int out_features, int max_batch)
   CHECK_GE(out_features, 1) << this->name();
 }
 
-std::vector<ParamSpec> Linear::params() const {
-  const int64_t weights = int64_t{out_} * in_;
-  return {{name() + ".weight", {out_, in_}, 0, weights, in_},
-          {name() + ".bias", {out_}, weights, out_, in_}};
-}
+std::vector<ParamSpec> Linear::params() const { return LinearParams(name(), in_, out_); }
 
 absl::Status Linear::Forward(const BatchContext& ctx, const float* params, const float* x,
                              float* y) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "models/net_spec.h"
 #include "models/cuda/cuda_status.h"
 
 namespace pstrain::models::cuda {
@@ -118,10 +119,7 @@ Conv2d::Conv2d(CudaContext& context, std::string name, Shape input, int out_chan
 }
 
 std::vector<ParamSpec> Conv2d::params() const {
-  const int cout = output_shape().c, cin = input_shape().c;
-  const int fan_in = cin * kernel_ * kernel_;
-  return {{name() + ".weight", {cout, cin, kernel_, kernel_}, 0, weights_, fan_in},
-          {name() + ".bias", {cout}, weights_, cout, fan_in}};
+  return Conv2dParams(name(), input_shape().c, output_shape().c, kernel_);
 }
 
 std::string Conv2d::algorithms() const {

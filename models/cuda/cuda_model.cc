@@ -60,14 +60,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateCudaModel(const NetSpec& net,
 absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const NetSpec& net,
                                                              const ModelOptions& options,
                                                              int device) {
-  if (options.max_batch < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(net.name, ": max_batch must be >= 1, got ", options.max_batch));
-  }
-  if (net.num_classes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(net.name, ": no classes"));
-  }
-  ASSIGN_OR_RETURN(std::vector<ParamSpec> specs, NetParamSpecs(net));
+  ASSIGN_OR_RETURN(std::vector<ParamSpec> specs, CheckModelOptions(net, options));
   ASSIGN_OR_RETURN(std::unique_ptr<CudaContext> context, CudaContext::Create(device));
   std::unique_ptr<CudaModel> model(
       new CudaModel(net, std::move(specs), options, std::move(context)));

@@ -4,6 +4,7 @@
 
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "models/net_spec.h"
 #include "models/cuda/cuda_status.h"
 
 namespace pstrain::models::cuda {
@@ -30,11 +31,7 @@ Linear::Linear(CudaContext& context, std::string name, Shape input, int out_feat
   CHECK_GE(out_features, 1) << this->name();
 }
 
-std::vector<ParamSpec> Linear::params() const {
-  const int64_t weights = int64_t{out_} * in_;
-  return {{name() + ".weight", {out_, in_}, 0, weights, in_},
-          {name() + ".bias", {out_}, weights, out_, in_}};
-}
+std::vector<ParamSpec> Linear::params() const { return LinearParams(name(), in_, out_); }
 
 // Y [out, n] = Wt^T [out, in] X [in, n]; then Y += b [out, 1] 1^T [1, n].
 absl::Status Linear::Forward(const BatchContext& ctx, const float* params, const float* x,
