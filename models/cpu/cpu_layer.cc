@@ -1,10 +1,5 @@
 #include "models/cpu/cpu_layer.h"
 
-#include <utility>
-
-#include "absl/strings/str_cat.h"
-#include "glog/logging.h"
-#include "models/model_checks.h"
 
 namespace pstrain::models::cpu {
 
@@ -19,17 +14,6 @@ float DeterministicSum(const float* v, int64_t size) {
   float total = 0.0f;
   for (float lane : lanes) total += lane;
   return total;
-}
-
-CpuLayer::CpuLayer(std::string name, Shape input, Shape output, int max_batch)
-    : name_(std::move(name)), input_(input), output_(output), max_batch_(max_batch) {
-  CHECK_GE(max_batch, 1) << name_;
-  CHECK_GT(input.size(), 0) << name_;
-  CHECK_GT(output.size(), 0) << name_;
-}
-
-absl::Status CpuLayer::CheckBatch(const BatchContext& ctx) const {
-  return CheckBatchSize(name_, ctx.n, max_batch_);
 }
 
 }  // namespace pstrain::models::cpu

@@ -14,7 +14,7 @@
 
 #include "Eigen/Core"
 #include "absl/status/status.h"
-#include "models/layer.h"
+#include "models/layer_base.h"
 
 namespace pstrain::models::cpu {
 
@@ -32,26 +32,10 @@ using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 // alignment as Eigen's vectorised reductions do, yet still vectorises.
 float DeterministicSum(const float* v, int64_t size);
 
-class CpuLayer : public Layer {
- public:
-  const std::string& name() const override { return name_; }
-  Shape input_shape() const override { return input_; }
-  Shape output_shape() const override { return output_; }
-  std::vector<ParamSpec> params() const override { return {}; }
-  int max_batch() const { return max_batch_; }
-
+// The base of the CPU layers (host pointers throughout).
+class CpuLayer : public LayerBase {
  protected:
-  // REQUIRES: max_batch >= 1; input and output have positive sizes.
-  CpuLayer(std::string name, Shape input, Shape output, int max_batch);
-
-  // InvalidArgument (naming the layer) unless 0 < ctx.n <= max_batch().
-  absl::Status CheckBatch(const BatchContext& ctx) const;
-
- private:
-  std::string name_;
-  Shape input_;
-  Shape output_;
-  int max_batch_;
+  using LayerBase::LayerBase;
 };
 
 }  // namespace pstrain::models::cpu

@@ -16,39 +16,27 @@
 // thread-safe; one thread drives it.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "models/cuda/cuda_context.h"
-#include "models/layer.h"
+#include "models/layer_base.h"
 
 namespace pstrain::models::cuda {
 
-class CudaLayer : public Layer {
- public:
-  const std::string& name() const override { return name_; }
-  Shape input_shape() const override { return input_; }
-  Shape output_shape() const override { return output_; }
-  std::vector<ParamSpec> params() const override { return {}; }
-  int max_batch() const { return max_batch_; }
-
+// The base of the CUDA layers: device pointers, and the device's context.
+class CudaLayer : public LayerBase {
  protected:
-  // REQUIRES: max_batch >= 1; input and output have positive sizes;
-  // `context` outlives the layer.
-  CudaLayer(CudaContext& context, std::string name, Shape input, Shape output, int max_batch);
-
-  // InvalidArgument (naming the layer) unless 0 < ctx.n <= max_batch().
-  absl::Status CheckBatch(const BatchContext& ctx) const;
+  // REQUIRES: as LayerBase's; `context` outlives the layer.
+  CudaLayer(CudaContext& context, std::string name, Shape input, Shape output, int max_batch)
+      : LayerBase(std::move(name), input, output, max_batch), context_(context) {}
 
   CudaContext& context() const { return context_; }
   cudaStream_t stream() const { return context_.stream(); }
 
  private:
   CudaContext& context_;
-  std::string name_;
-  Shape input_;
-  Shape output_;
-  int max_batch_;
 };
 
 }  // namespace pstrain::models::cuda

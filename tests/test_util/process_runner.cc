@@ -1,10 +1,7 @@
 #include "tests/test_util/process_runner.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -15,6 +12,7 @@
 #include "common/cluster_spec.h"
 #include "common/file_util.h"
 #include "gtest/gtest.h"
+#include "launcher/launcher.h"
 
 namespace pstrain::testing {
 
@@ -91,41 +89,17 @@ bool RunningProcess::WaitForOutput(const std::string& text, double timeout_s) {
   return output_.find(text) != std::string::npos;
 }
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::string WriteLocalSpec(const std::string& dir, int num_ps, int num_workers) {
-  std::vector<int> ports;
-  std::vector<int> fds;
-  // Hold every port until all are chosen so that none repeats.
-  for (int i = 0; i < num_ps + num_workers; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr = {};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    ports.push_back(ntohs(addr.sin_port));
-    fds.push_back(fd);
-  }
-  for (int fd : fds) close(fd);
+  // Placeholder ports, replaced with free ones as `pstrain launch --free_ports` does.
   std::string workers, ps;
-  for (int i = 0; i < num_workers; ++i) {
-    absl::StrAppend(&workers, i ? ", " : "", "\"localhost:", ports[num_ps + i], "\"");
-  }
-  for (int i = 0; i < num_ps; ++i) absl::StrAppend(&ps, i ? ", " : "", "\"localhost:", ports[i], "\"");
+  for (int i = 0; i < num_workers; ++i) absl::StrAppend(&workers, i ? ", " : "", "\"localhost:", 1 + i, "\"");
+  for (int i = 0; i < num_ps; ++i) absl::StrAppend(&ps, i ? ", " : "", "\"localhost:", 1000 + i, "\"");
+  auto placeholder = ClusterSpec::FromJson(
+      absl::StrCat("{\"cluster\": {\"worker\": [", workers, "], \"ps\": [", ps, "]}}"), "test spec");
+  auto spec = placeholder.ok() ? WithFreePorts(*placeholder) : placeholder;
+  EXPECT_TRUE(spec.ok()) << spec.status();
   const std::string path = absl::StrCat(dir, "/spec.json");
-  std::ofstream(path) << "{\"cluster\": {\"worker\": [" << workers << "], \"ps\": [" << ps << "]}}\n";
+  std::ofstream(path) << (spec.ok() ? ClusterJson(*spec) : "");
   return path;
 }
 

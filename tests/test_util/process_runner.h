@@ -45,9 +45,6 @@ class RunningProcess {
   std::string output_;
 };
 
-// A free TCP port on 127.0.0.1 (bound then released).
-int FreePort();
-
 // Writes a cluster spec with `num_ps` ps and `num_workers` workers on free
 // localhost ports; returns its path.
 std::string WriteLocalSpec(const std::string& dir, int num_ps, int num_workers);
