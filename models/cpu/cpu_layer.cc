@@ -1,6 +1,5 @@
 #include "models/cpu/cpu_layer.h"
 
-
 namespace pstrain::models::cpu {
 
 float DeterministicSum(const float* v, int64_t size) {
