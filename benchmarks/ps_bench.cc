@@ -4,7 +4,9 @@
 //    without sockets: the protocol's own overhead.
 //  - PUSH_PULL round trip: a PsClient and a PsServer in this process over
 //    real loopback TCP, one worker, one ps: serialisation, ZeroMQ, the
-//    update and the reply.
+//    update and the reply; unencrypted (--insecure) and with CURVE
+//    (BM_PushPullRoundTripCurve), so that encryption's cost is measured
+//    side by side.
 // Each checks its result before it times and prints one RESULT line.
 
 #include <cmath>
@@ -29,13 +31,12 @@ void BM_ShardStoreApply(benchmark::State& state) {
   const int64_t n = state.range(0);
   ShardStore store(std::vector<float>(n, 1.0f), {0.5, false, 0.0});
   const std::vector<float> grad(n, 0.01f);
-  store.Apply(grad, 1.0f, 0.1f);
-  if (std::fabs(store.params()[0] - 0.999f) > 1e-6f) {
+  if (!store.Apply(grad, 1.0f, 0.1f).ok() || std::fabs(store.params()[0] - 0.999f) > 1e-6f) {
     state.SkipWithError("wrong update");
     return;
   }
   for (auto _ : state) {
-    store.Apply(grad, 1.0f, 0.1f);
+    (void)store.Apply(grad, 1.0f, 0.1f);
     benchmark::DoNotOptimize(store.params().data());
   }
   state.SetItemsProcessed(state.iterations() * n);  // floats per second
@@ -55,7 +56,7 @@ Message MakeMessage(proto::Header h, const std::vector<float>& payload) {
 void BM_SyncVersionInHandler(benchmark::State& state) {
   const int64_t n = state.range(0);
   const int workers = static_cast<int>(state.range(1));
-  RequestHandler handler({1, 0, 1});
+  RequestHandler handler({1, 0, 1, workers, {}, nullptr});
   proto::Header base;
   base.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
   base.set_job_id(1);
@@ -71,7 +72,7 @@ void BM_SyncVersionInHandler(benchmark::State& state) {
   init.mutable_job()->set_learning_rate(0.01);
   init.mutable_job()->set_momentum(0.5);
   std::vector<Reply> out;
-  handler.Handle("chief", MakeMessage(init, std::vector<float>(n, 0.0f)), &out);
+  handler.Handle({"chief", ""}, MakeMessage(init, std::vector<float>(n, 0.0f)), &out);
   const std::vector<float> grad(n, 0.5f);
   int64_t version = 0;
   for (auto _ : state) {
@@ -79,10 +80,11 @@ void BM_SyncVersionInHandler(benchmark::State& state) {
       proto::Header push = base;
       push.set_type(proto::PUSH_PULL);
       push.set_rank(r);
+      push.set_request_id(static_cast<uint64_t>(version + 1));
       push.set_version(version);
       push.set_num_examples(64);
       out.clear();
-      handler.Handle(absl::StrCat("w", r), MakeMessage(push, grad), &out);
+      handler.Handle({absl::StrCat("w", r), ""}, MakeMessage(push, grad), &out);
     }
     ++version;
   }
@@ -96,9 +98,12 @@ void BM_SyncVersionInHandler(benchmark::State& state) {
 }
 BENCHMARK(BM_SyncVersionInHandler)->Args({10920, 2})->Args({669706, 2})->Args({10920, 8});
 
-// One worker and one ps in this process, over loopback TCP.
-void BM_PushPullRoundTrip(benchmark::State& state) {
+// One worker and one ps in this process, over loopback TCP; with CURVE
+// when `curve` (keys from a fresh job secret).
+void PushPullRoundTrip(benchmark::State& state, bool curve) {
   const int64_t n = state.range(0);
+  TransportSecurity security;
+  if (curve) security.secret = JobSecret::Generate();
   auto local = ClusterSpec::FromJson(
       R"({"cluster": {"worker": ["localhost:1"], "ps": ["localhost:2"]}})", "bench");
   auto spec = WithFreePorts(*local);
@@ -108,14 +113,16 @@ void BM_PushPullRoundTrip(benchmark::State& state) {
   }
   ClusterSpec ps_spec = *spec;
   ps_spec.set_task({TaskType::kPs, 0});
-  auto server = PsServer::Create(ps_spec, PsServerOptions{});
+  auto server = PsServer::Create(ps_spec, PsServerOptions{}, security);
   if (!server.ok()) {
     state.SkipWithError(std::string(server.status().message()).c_str());
     return;
   }
   std::thread serve([&] { (void)(*server)->Run(); });
   auto plan = ShardPlan::Create("bench", {{"w", n}}, 1, ShardStrategy::kBalanced);
-  auto client = PsClient::Create(*spec, {TaskType::kWorker, 0}, *plan, PsClientOptions{});
+  PsClientOptions client_options;
+  client_options.security = security;
+  auto client = PsClient::Create(*spec, {TaskType::kWorker, 0}, *plan, client_options);
   proto::JobConfig job;
   job.set_mode(proto::SYNC);
   job.set_num_workers(1);
@@ -141,7 +148,11 @@ void BM_PushPullRoundTrip(benchmark::State& state) {
   (void)(*client)->Shutdown();
   serve.join();
 }
+
+void BM_PushPullRoundTrip(benchmark::State& state) { PushPullRoundTrip(state, false); }
+void BM_PushPullRoundTripCurve(benchmark::State& state) { PushPullRoundTrip(state, true); }
 BENCHMARK(BM_PushPullRoundTrip)->Arg(10920)->Arg(21840)->Arg(669706)->UseRealTime();
+BENCHMARK(BM_PushPullRoundTripCurve)->Arg(10920)->Arg(21840)->Arg(669706)->UseRealTime();
 
 // Console output plus one line per run: RESULT bench=ps case=<name/args>
 // ns_per_op=<real time> <counter>=<value>...

@@ -7,6 +7,11 @@ ABSL_FLAG(std::string, cluster_spec, "",
 ABSL_FLAG(std::string, task_type, "",
           "This process's task type (chief, master, worker, ps, evaluator); overrides the spec's task");
 ABSL_FLAG(int, task_index, -1, "This process's task index; overrides the spec's task");
+ABSL_FLAG(std::string, secret_file, "",
+          "The job's secret (64 hex digits; `pstrain keygen --out=FILE` makes one): every "
+          "socket is then authenticated and encrypted with CURVE keys derived from it");
+ABSL_FLAG(bool, insecure, false,
+          "Run without a job secret: no authentication, no encryption (trusted networks only)");
 
 namespace pstrain {
 
@@ -20,5 +25,12 @@ TaskConfigSources TaskConfigSourcesFromFlags(const char* tf_config_env) {
 }
 
 std::string ClusterSpecFlag() { return absl::GetFlag(FLAGS_cluster_spec); }
+
+absl::StatusOr<TransportSecurity> TransportSecurityFromFlags() {
+  return ResolveTransportSecurity(absl::GetFlag(FLAGS_secret_file), absl::GetFlag(FLAGS_insecure));
+}
+
+std::string SecretFileFlag() { return absl::GetFlag(FLAGS_secret_file); }
+bool InsecureFlag() { return absl::GetFlag(FLAGS_insecure); }
 
 }  // namespace pstrain

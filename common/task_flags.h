@@ -1,13 +1,16 @@
 #pragma once
 
 // The flags that place a process in a cluster, shared by ps_server and
-// worker: --cluster_spec=FILE, --task_type=T, --task_index=I. TF_CONFIG is
-// read in main() and handed in here.
+// worker: --cluster_spec=FILE, --task_type=T, --task_index=I, and how it
+// authenticates: --secret_file=FILE or --insecure. TF_CONFIG is read in
+// main() and handed in here.
 
 #include <optional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "common/cluster_spec.h"
+#include "common/security.h"
 
 namespace pstrain {
 
@@ -16,5 +19,12 @@ TaskConfigSources TaskConfigSourcesFromFlags(const char* tf_config_env);
 
 // The --cluster_spec flag's value (the launcher reads the same flag).
 std::string ClusterSpecFlag();
+
+// --secret_file and --insecure, resolved (see ResolveTransportSecurity).
+absl::StatusOr<TransportSecurity> TransportSecurityFromFlags();
+
+// The flags' raw values (the launcher forwards them).
+std::string SecretFileFlag();
+bool InsecureFlag();
 
 }  // namespace pstrain

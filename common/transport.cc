@@ -36,7 +36,33 @@ bool IsIpLiteral(const std::string& host) {
   return true;
 }
 
+zmq::const_buffer KeyBuffer(const CurveKey& key) { return zmq::buffer(key.data(), key.size()); }
+
+void ApplyCurve(zmq::socket_t& s, const SocketOptions& options) {
+  if (options.curve_server_keys) {
+    s.set(zmq::sockopt::curve_server, 1);
+    s.set(zmq::sockopt::curve_secretkey, KeyBuffer(options.curve_server_keys->secret_key));
+    s.set(zmq::sockopt::zap_domain, "pstrain");
+  }
+  if (options.curve_client_keys && options.curve_server_public_key) {
+    s.set(zmq::sockopt::curve_serverkey, KeyBuffer(*options.curve_server_public_key));
+    s.set(zmq::sockopt::curve_publickey, KeyBuffer(options.curve_client_keys->public_key));
+    s.set(zmq::sockopt::curve_secretkey, KeyBuffer(options.curve_client_keys->secret_key));
+  }
+}
+
+// The ZAP User-Id a frame arrived with, "" when the connection has none.
+std::string UserIdOf(zmq::message_t& frame) {
+  try {
+    const char* id = frame.gets("User-Id");
+    return id == nullptr ? std::string() : std::string(id);
+  } catch (const zmq::error_t&) {
+    return std::string();  // EINVAL: no such property (NULL mechanism)
+  }
+}
+
 void ApplyCommonOptions(zmq::socket_t& s, const SocketOptions& options, bool ipv6) {
+  ApplyCurve(s, options);
   s.set(zmq::sockopt::linger, options.linger_ms);
   s.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
   s.set(zmq::sockopt::tcp_keepalive, 1);
@@ -219,6 +245,7 @@ RoutedMessage ReceiveRouted(zmq::socket_t& router) {
     return out;
   }
   out.identity = std::move(drained->frames.front());
+  if (drained->frames.size() > 1) out.user_id = UserIdOf(drained->frames[1]);
   out.wire_bytes = drained->bytes - out.identity.size();
   out.message = ParseDrained(*std::move(drained), 1);
   return out;

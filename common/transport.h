@@ -11,12 +11,14 @@
 // safe to call concurrently on different sockets.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/cluster_spec.h"
+#include "common/job_secret.h"
 #include "proto/pstrain.pb.h"
 #include "zmq.hpp"
 
@@ -45,6 +47,9 @@ struct Message {
 // malformed (InvalidArgument, with what was wrong), the message.
 struct RoutedMessage {
   zmq::message_t identity;
+  // The peer's authenticated name (the ZAP handler's User-Id, e.g.
+  // "worker:1") on a CURVE socket; "" on an unauthenticated one.
+  std::string user_id;
   absl::StatusOr<Message> message = absl::UnknownError("not received");
   size_t wire_bytes = 0;  // all frames, identity excluded
 };
@@ -60,6 +65,13 @@ struct SocketOptions {
   // then also drops replies still unread when the peer disconnects, so
   // request sockets that must see a peer's last reply leave this off.
   bool immediate = false;
+  // CURVE (common/security.h sets these). A ROUTER with server keys is a
+  // CURVE server whose clients the ZAP handler of its context checks; a
+  // DEALER with client keys and the server's public key is a CURVE client.
+  // Without them a socket uses the NULL mechanism.
+  std::optional<CurveKeyPair> curve_server_keys;
+  std::optional<CurveKeyPair> curve_client_keys;
+  std::optional<CurveKey> curve_server_public_key;
 };
 
 // "tcp://ip:port" to bind for a task's address. Loopback names bind

@@ -110,6 +110,8 @@ absl::StatusOr<RunRecord> RunExperiment(const ExperimentOptions& options, const 
   launch.bin_dir = options.bin_dir;
   launch.worker_args = run.worker_args;
   launch.ps_args = options.ps_args;
+  launch.secret_file = options.secret_file;
+  launch.insecure = options.insecure;
   launch.straggler_delay_ms = run.straggler_delay_ms;
   launch.echo = EchoMode::kNone;
   launch.command_line = options.command_line;

@@ -24,6 +24,8 @@ struct ExperimentOptions {
   std::string bin_dir;                      // holds ps_server and worker
   std::vector<std::string> worker_args;     // the training flags, forwarded
   std::vector<std::string> ps_args;
+  std::string secret_file;                  // as LaunchOptions; "" = one per run directory
+  bool insecure = false;
   std::vector<std::string> straggler_items; // as given, for the report
   std::map<std::string, double> straggler_delay_ms;
   // The training flags an experiment needs to know about.

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -20,7 +21,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/clock.h"
+#include "glog/logging.h"
 #include "common/file_util.h"
+#include "common/job_secret.h"
 #include "common/json.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
@@ -298,6 +301,30 @@ std::string ClusterJson(const ClusterSpec& spec) {
   return JsonFromAddresses(by_type);
 }
 
+absl::StatusOr<std::string> TaskSecurityArg(const LaunchOptions& options) {
+  if (options.insecure) {
+    if (!options.secret_file.empty()) {
+      return absl::InvalidArgumentError("give --secret_file or --insecure, not both");
+    }
+    return std::string("--insecure");
+  }
+  std::string path = options.secret_file;
+  if (path.empty()) {
+    path = options.run_dir + "/job.secret";
+    if (!FileExists(path)) {
+      RETURN_IF_ERROR(MakeDirs(options.run_dir));
+      RETURN_IF_ERROR(JobSecret::Generate().WriteNewFile(path));
+      LOG(INFO) << "made a job secret for this run: " << path;
+    }
+  }
+  // Every task must read the same file, whatever its working directory.
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (!ec) path = absolute.string();
+  RETURN_IF_ERROR(JobSecret::Load(path).status());
+  return absl::StrCat("--secret_file=", path);
+}
+
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   ASSIGN_OR_RETURN(const std::string text, ReadFileToString(options.cluster_spec_path));
   ASSIGN_OR_RETURN(ClusterSpec spec, ClusterSpec::FromJson(text, options.cluster_spec_path));
@@ -321,8 +348,12 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   RETURN_IF_ERROR(MakeDirs(options.run_dir));
   RETURN_IF_ERROR(WriteFileAtomic(options.run_dir + "/cluster_spec.json", ClusterJson(spec)));
   (void)std::remove((options.run_dir + "/summary.json").c_str());
+  LaunchOptions with_security = options;
+  ASSIGN_OR_RETURN(const std::string security_arg, TaskSecurityArg(options));
+  with_security.ps_args.push_back(security_arg);
+  with_security.worker_args.push_back(security_arg);
   const int64_t start = MonotonicMicros();
-  Supervisor supervisor(options, spec);
+  Supervisor supervisor(with_security, spec);
   const absl::Status started = supervisor.StartAll();
   // Wait even when a start failed: the tasks already running are stopped
   // and reaped there.

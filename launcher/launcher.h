@@ -36,6 +36,10 @@ struct LaunchOptions {
   std::string bin_dir;                       // holds ps_server and worker
   std::vector<std::string> worker_args;      // forwarded to every worker
   std::vector<std::string> ps_args;          // forwarded to every ps
+  // The job secret every task gets (--secret_file). Empty: the launcher
+  // uses RUN_DIR/job.secret, making it (mode 0600) when it is missing.
+  std::string secret_file;
+  bool insecure = false;                     // --insecure to every task instead
   std::map<std::string, double> straggler_delay_ms;  // by task, "worker:1"
   EchoMode echo = EchoMode::kAll;
   double stop_grace_s = 4.0;                 // SIGTERM -> SIGKILL
@@ -56,6 +60,11 @@ struct LaunchResult {
 // task started), Aborted naming the task that failed, Cancelled on
 // SIGINT/SIGTERM, DataLoss if training "succeeded" without a summary.
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options);
+
+// The security flags every task of a launch gets: --insecure, or
+// --secret_file=ABSOLUTE_PATH (options.secret_file, else RUN_DIR/job.secret,
+// made when missing). InvalidArgument for both at once or a bad file.
+absl::StatusOr<std::string> TaskSecurityArg(const LaunchOptions& options);
 
 // A copy of `spec` whose localhost/127.0.0.1 ports are free ports chosen by
 // the OS.

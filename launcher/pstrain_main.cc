@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/exit_codes.h"
+#include "common/job_secret.h"
 #include "common/logging.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
@@ -48,7 +49,9 @@ ABSL_FLAG(double, stop_grace_s, 4.0, "Seconds between SIGTERM and SIGKILL when s
 ABSL_FLAG(std::string, modes, "sync,async,ssp:2",
           "compare: update modes, comma-separated: sync, sync+backup:B, async, ssp:S (+slr: "
           "staleness-aware lr, for async and ssp)");
-ABSL_FLAG(std::string, out, "", "compare/scale: output directory ('': runs/<command>-<time>)");
+ABSL_FLAG(std::string, out, "",
+          "compare/scale: output directory ('': runs/<command>-<time>); keygen: the secret file "
+          "to write");
 ABSL_FLAG(std::string, workers, "1,2,4", "scale: worker counts, comma-separated");
 ABSL_FLAG(std::string, ps, "1", "scale: ps counts, comma-separated");
 ABSL_FLAG(int, eval_points, 10,
@@ -64,7 +67,8 @@ constexpr char kUsage[] =
     "commands:\n"
     "  launch   start every task of --cluster_spec on this machine and train\n"
     "  compare  train the same spec in several update modes; report and plots\n"
-    "  scale    train over a matrix of ps and worker counts; report and plots\n\n"
+    "  scale    train over a matrix of ps and worker counts; report and plots\n"
+    "  keygen   write a fresh job secret (--out=FILE, mode 0600) for --secret_file\n\n"
     "  pstrain launch --cluster_spec=FILE --mode=sync|async|ssp --epochs=N [--batch_size=128]\n"
     "                 [--lr=..] [--momentum=..] [--max_steps=N] [--seed=S] [--run_dir=DIR]\n"
     "                 [--data_dir=DIR] [--model=mnist_cnn] [--free_ports] [--echo=progress]\n"
@@ -72,7 +76,9 @@ constexpr char kUsage[] =
     "                 [--straggler=worker:1:delay_ms=40] [--out=DIR] [training flags]\n"
     "  pstrain scale --workers=1,2,4,8 --ps=1,2 --mode=sync|async [--epochs=N] [--out=DIR]\n"
     "                 [training flags]\n"
-    "  See docs/experiments.md.\n";
+    "  pstrain keygen --out=FILE\n"
+    "  Every command that starts tasks takes --secret_file=FILE (default: a fresh secret in the\n"
+    "  run directory) or --insecure. See docs/experiments.md and README.md, \"Security\".\n";
 
 std::string BinDir() {
   char path[PATH_MAX];
@@ -107,12 +113,23 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
     if (absl::StartsWith(arg, "--run_dir=")) arg = "--run_dir=" + o.run_dir;
   }
   o.ps_args = {absl::StrCat("--peer_timeout_s=", train.peer_timeout_s)};
+  o.secret_file = SecretFileFlag();
+  o.insecure = InsecureFlag();
   ASSIGN_OR_RETURN(o.straggler_delay_ms, ParseStragglerItems(absl::GetFlag(FLAGS_straggler)));
   ASSIGN_OR_RETURN(o.echo, ParseEcho(absl::GetFlag(FLAGS_echo)));
   o.stop_grace_s = absl::GetFlag(FLAGS_stop_grace_s);
   std::vector<std::string> args(argv, argv + argc);
   o.command_line = absl::StrJoin(args, " ");
   return o;
+}
+
+absl::Status RunKeygen() {
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) return absl::InvalidArgumentError("keygen needs --out=FILE");
+  RETURN_IF_ERROR(JobSecret::Generate().WriteNewFile(out));
+  std::printf("pstrain: wrote a new job secret to %s (mode 0600); give every task of the job "
+              "--secret_file=%s\n", out.c_str(), out.c_str());
+  return absl::OkStatus();
 }
 
 absl::Status RunLaunch(int argc, char** argv) {
@@ -141,6 +158,8 @@ absl::StatusOr<ExperimentOptions> ExperimentOptionsFromFlags(const TrainOptions&
   x.bin_dir = BinDir();
   x.worker_args = TrainFlagArgs();
   x.ps_args = {absl::StrCat("--peer_timeout_s=", train.peer_timeout_s)};
+  x.secret_file = SecretFileFlag();
+  x.insecure = InsecureFlag();
   x.straggler_items = absl::GetFlag(FLAGS_straggler);
   ASSIGN_OR_RETURN(x.straggler_delay_ms, ParseStragglerItems(x.straggler_items));
   x.epochs = train.epochs;
@@ -215,6 +234,7 @@ int main(int argc, char** argv) {
   if (command == "launch") return pstrain::ExitWith("pstrain", pstrain::RunLaunch(argc, argv));
   if (command == "compare") return pstrain::ExitWith("pstrain", pstrain::RunCompareCommand(argc, argv));
   if (command == "scale") return pstrain::ExitWith("pstrain", pstrain::RunScaleCommand(argc, argv));
+  if (command == "keygen") return pstrain::ExitWith("pstrain", pstrain::RunKeygen());
   return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(absl::StrCat(
-      "unknown command \"", command, "\" (expected launch, compare or scale)")));
+      "unknown command \"", command, "\" (expected launch, compare, scale or keygen)")));
 }

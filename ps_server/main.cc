@@ -1,7 +1,8 @@
 // ps_server: serves one shard of the parameters for a cluster.
 //
 //   TF_CONFIG='{"cluster": {...}, "task": {"type": "ps", "index": 0}}' ps_server
-//   ps_server --cluster_spec=cluster_specs/local_2ps_2w.json --task_type=ps --task_index=0
+//   ps_server --cluster_spec=cluster_specs/local_2ps_2w.json --task_type=ps --task_index=0 \
+//             --secret_file=job.secret
 
 #include <cstdlib>
 
@@ -33,6 +34,8 @@ absl::Status RunServer(const char* tf_config) {
         "ps_server runs ps tasks, but the configuration names ", cluster->task()->ToString(),
         " (start it with the worker binary)"));
   }
+  auto security = pstrain::TransportSecurityFromFlags();
+  if (!security.ok()) return security.status();
   pstrain::PsServerOptions options;
   options.peer_timeout_s = absl::GetFlag(FLAGS_peer_timeout_s);
   options.register_timeout_s = absl::GetFlag(FLAGS_register_timeout_s);
@@ -43,7 +46,7 @@ absl::Status RunServer(const char* tf_config) {
     return absl::InvalidArgumentError(
         "--peer_timeout_s, --register_timeout_s and --max_message_mb must be > 0");
   }
-  auto server = pstrain::PsServer::Create(*cluster, options);
+  auto server = pstrain::PsServer::Create(*cluster, options, *security);
   if (!server.ok()) return server.status();
   return (*server)->Run();
 }

@@ -16,48 +16,85 @@ constexpr int64_t kWaitLogIntervalUs = 30'000'000;
 
 }  // namespace
 
+namespace {
+
+// The job's identities as the ps's ZAP handler and request handler see
+// them: every chief/worker/ps task of the spec, and the "client" tool.
+void AddPrincipals(const ClusterSpec& cluster, const TransportSecurity& security,
+                   HandshakeGuardOptions* guard, RequestHandlerOptions* handler) {
+  if (!security.secure()) return;
+  auto add = [&](const std::string& name, Principal who) {
+    guard->allowed_keys[security.secret->KeyPairFor(name).public_key] = name;
+    handler->principals[name] = who;
+  };
+  for (const TaskId& task : cluster.AllTasks()) {
+    if (task.type == TaskType::kPs) {
+      add(task.ToString(), {Role::kPs, -1});
+    } else if (task.type == TaskType::kChief || task.type == TaskType::kWorker) {
+      const int rank = cluster.WorkerRank(task);
+      add(task.ToString(), {rank == 0 ? Role::kChief : Role::kWorker, rank});
+    }
+  }
+  add(std::string(kClientIdentity), {Role::kClient, -1});
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cluster,
-                                                           const PsServerOptions& options) {
+                                                           const PsServerOptions& options,
+                                                           const TransportSecurity& security) {
   CHECK(cluster.task().has_value() && cluster.task()->type == TaskType::kPs);
   const TaskId task = *cluster.task();
   const std::string& address = cluster.Address(task);
   ASSIGN_OR_RETURN(const HostPort hp, ParseHostPort(address));
-  std::string endpoint = options.bind_endpoint.empty() ? BindEndpoint(hp) : options.bind_endpoint;
-  zmq::context_t context(1);
+  RequestHandlerOptions handler_options{cluster.JobId(), task.index, cluster.num_ps(),
+                                        cluster.num_workers(), {}, nullptr};
+  HandshakeGuardOptions guard_options;
+  AddPrincipals(cluster, security, &guard_options, &handler_options);
+  std::unique_ptr<PsServer> server(new PsServer(cluster, options, std::move(handler_options)));
+  // The ZAP handler first: libzmq admits CURVE clients unchecked while
+  // none is bound.
+  ASSIGN_OR_RETURN(server->guard_, HandshakeGuard::Create(server->context_, guard_options));
+  server->endpoint_ = options.bind_endpoint.empty() ? BindEndpoint(hp) : options.bind_endpoint;
   SocketOptions socket_options;
   socket_options.max_message_bytes = options.max_message_bytes;
   socket_options.linger_ms = options.linger_ms;
-  auto socket = BindRouter(context, endpoint, socket_options);
+  UseCurveServer(security, task.ToString(), &socket_options);
+  auto socket = BindRouter(server->context_, server->endpoint_, socket_options);
   if (!socket.ok()) {
     return absl::UnavailableError(
         absl::StrCat(task.ToString(), " (", address, "): ", socket.status().message()));
   }
-  return std::unique_ptr<PsServer>(new PsServer(cluster, options, std::move(context),
-                                                *std::move(socket), std::move(endpoint)));
+  server->socket_ = *std::move(socket);
+  RETURN_IF_ERROR(server->guard_->Watch(server->socket_));
+  LOG(INFO) << task.ToString()
+            << (security.secure() ? ": CURVE on (keys derived from the job secret)"
+                                  : ": --insecure: no authentication, no encryption");
+  return server;
 }
 
 PsServer::PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
-                   zmq::context_t context, zmq::socket_t socket, std::string endpoint)
+                   RequestHandlerOptions handler_options)
     : cluster_(cluster),
       task_(*cluster.task()),
       options_(options),
-      context_(std::move(context)),
-      socket_(std::move(socket)),
-      endpoint_(std::move(endpoint)),
-      handler_({cluster.JobId(), cluster.task()->index, cluster.num_ps()}),
-      last_seen_us_(cluster.num_workers(), 0) {}
+      handler_(handler_options) {}
 
 absl::Status PsServer::Run() {
   LOG(INFO) << task_.ToString() << " listening on " << endpoint_ << " (job "
             << absl::StrCat(absl::Hex(cluster_.JobId())) << ", " << cluster_.num_workers() << " workers, "
             << cluster_.num_ps() << " ps)";
   started_us_ = last_wait_log_us_ = MonotonicMicros();
-  zmq::socket_t* sockets[] = {&socket_};
+  std::vector<zmq::socket_t*> sockets = {&socket_};
+  for (zmq::socket_t* s : guard_->sockets()) sockets.push_back(s);
   for (;;) {
     if (const int sig = ShutdownSignal(); sig != 0) {
       return Finish(absl::CancelledError(absl::StrCat(task_.ToString(), " stopped by signal ", sig)));
     }
     auto readable = PollReadable(sockets, kPollMs);
+    // The guard first: a handshake waiting on ZAP holds a peer up.
+    guard_->Serve();
+    handler_.SetHandshakesRefused(guard_->refused());
     if (readable.ok() && (*readable)[0]) ServeReadable();
     CheckLiveness();
     if (handler_.shutdown_requested()) return Finish(absl::OkStatus());
@@ -80,15 +117,16 @@ void PsServer::ServeReadable() {
 }
 
 void PsServer::Process(RoutedMessage routed) {
-  const std::string peer = routed.identity.to_string();
+  const Peer peer{routed.identity.to_string(), std::move(routed.user_id)};
   std::vector<Reply> replies;
   handler_.CountBytes(static_cast<int64_t>(routed.wire_bytes), 0);
   if (!routed.message.ok()) {
     LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": malformed message ("
-                             << routed.wire_bytes << " bytes): " << routed.message.status().message();
+                             << routed.wire_bytes << " bytes"
+                             << (peer.user_id.empty() ? "" : " from " + peer.user_id)
+                             << "): " << routed.message.status().message();
     handler_.HandleMalformed(peer, routed.message.status(), &replies);
   } else {
-    NoteAlive(*routed.message);
     handler_.Handle(peer, *routed.message, &replies);
   }
   Send(&replies);
@@ -115,13 +153,12 @@ void PsServer::Send(std::vector<Reply>* replies) {
   }
 }
 
-void PsServer::NoteAlive(const Message& m) {
-  const proto::TaskId& s = m.header.sender();
-  if ((s.type() == proto::CHIEF || s.type() == proto::WORKER) && m.header.rank() >= 0 &&
-      m.header.rank() < static_cast<int>(last_seen_us_.size()) &&
-      m.header.job_id() == cluster_.JobId()) {
-    last_seen_us_[m.header.rank()] = MonotonicMicros();
-  }
+void PsServer::FailJob(const std::string& why) {
+  std::vector<Reply> replies;
+  handler_.Fail(absl::AbortedError(why), &replies);
+  failed_us_ = MonotonicMicros();
+  LOG(ERROR) << task_.ToString() << ": " << handler_.failure().message();
+  Send(&replies);
 }
 
 void PsServer::CheckLiveness() {
@@ -137,35 +174,25 @@ void PsServer::CheckLiveness() {
   }
   if (init_us_ == 0) init_us_ = now;
   if (!handler_.failure().ok()) return;
+  const WorkerTable& workers = handler_.workers();
   std::vector<std::string> missing;
-  const auto& registered = handler_.registered();
-  for (int rank = 0; rank < static_cast<int>(registered.size()); ++rank) {
-    const std::string name = cluster_.TaskForRank(rank).ToString();
-    if (!registered[rank]) {
-      missing.push_back(name);
+  for (int rank = 0; rank < workers.size(); ++rank) {
+    const TaskId task = cluster_.TaskForRank(rank);
+    if (!workers.registered(rank)) {
+      missing.push_back(task.ToString());
       continue;
     }
-    const double silent_s = (now - last_seen_us_[rank]) * 1e-6;
+    const double silent_s = workers.SilentSeconds(rank);
     if (silent_s > options_.peer_timeout_s) {
-      std::vector<Reply> replies;
-      handler_.Fail(absl::AbortedError(absl::StrCat(
-          name, " (", cluster_.Address(cluster_.TaskForRank(rank)), ") sent nothing for ",
-          static_cast<int>(silent_s), " s: presumed dead; the job cannot continue")), &replies);
-      failed_us_ = now;
-      LOG(ERROR) << task_.ToString() << ": " << handler_.failure().message();
-      Send(&replies);
-      return;
+      return FailJob(absl::StrCat(task.ToString(), " (", cluster_.Address(task), ") sent nothing for ",
+                                  static_cast<int>(silent_s),
+                                  " s: presumed dead; the job cannot continue"));
     }
   }
   if (missing.empty()) return;
   if ((now - init_us_) * 1e-6 > options_.register_timeout_s) {
-    std::vector<Reply> replies;
-    handler_.Fail(absl::AbortedError(absl::StrCat(
-        absl::StrJoin(missing, ", "), " did not register within ", options_.register_timeout_s,
-        " s of the chief's INIT; the job cannot continue")), &replies);
-    failed_us_ = now;
-    LOG(ERROR) << task_.ToString() << ": " << handler_.failure().message();
-    Send(&replies);
+    FailJob(absl::StrCat(absl::StrJoin(missing, ", "), " did not register within ",
+                         options_.register_timeout_s, " s of the chief's INIT; the job cannot continue"));
   } else if (now - last_wait_log_us_ > kWaitLogIntervalUs) {
     LOG(INFO) << task_.ToString() << ": waiting for " << absl::StrJoin(missing, ", ")
               << " to register";
@@ -174,6 +201,9 @@ void PsServer::CheckLiveness() {
 }
 
 absl::Status PsServer::Finish(absl::Status status) {
+  guard_->Serve();
+  guard_->FlushLogs();
+  handler_.SetHandshakesRefused(guard_->refused());
   std::vector<Reply> replies;
   if (!status.ok()) handler_.AbortParked(status, &replies);
   Send(&replies);
@@ -182,7 +212,9 @@ absl::Status PsServer::Finish(absl::Status status) {
             << s.updates_applied() << " updates, " << s.gradients_received()
             << " gradients received, " << s.stale_gradients_dropped() << " stale and "
             << s.late_gradients_dropped() << " late dropped, " << s.malformed_requests()
-            << " malformed and " << s.rejected_requests() << " rejected requests";
+            << " malformed and " << s.rejected_requests() << " rejected requests ("
+            << s.unauthorized_requests() << " unauthorised, " << s.duplicate_requests()
+            << " repeats), " << s.handshakes_refused() << " handshakes refused";
   return status;
 }
 

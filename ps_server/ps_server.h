@@ -6,7 +6,12 @@
 //   ASSIGN_OR_RETURN(auto server, PsServer::Create(cluster, options));
 //   return server->Run();
 //
-// Liveness: every worker sends HEARTBEATs. A registered worker silent for
+// Security: with a job secret the ROUTER is a CURVE server; a HandshakeGuard
+// admits only the keys of its spec's tasks (and the "client" key), and
+// every request is attributed to the authenticated task (common/security.h).
+//
+// Liveness: every worker sends HEARTBEATs; only authenticated, valid
+// traffic counts. A registered worker silent for
 // peer_timeout_s, or a worker that has not registered register_timeout_s
 // after the chief's INIT, fails the job: every parked and later request is
 // answered with an Aborted error naming the worker, and after a short grace
@@ -19,6 +24,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/cluster_spec.h"
+#include "common/handshake_guard.h"
+#include "common/security.h"
 #include "common/transport.h"
 #include "ps_server/request_handler.h"
 
@@ -44,7 +51,8 @@ class PsServer {
   // Binds the socket. Unavailable when the address is in use or cannot be
   // bound. REQUIRES: cluster.task() is a ps task.
   static absl::StatusOr<std::unique_ptr<PsServer>> Create(const ClusterSpec& cluster,
-                                                          const PsServerOptions& options);
+                                                          const PsServerOptions& options,
+                                                          const TransportSecurity& security);
 
   // Serves until SHUTDOWN from the chief (OK), SIGINT/SIGTERM (Cancelled), or
   // a job failure (Aborted).
@@ -54,24 +62,24 @@ class PsServer {
   proto::ShardStats Stats() const { return handler_.Stats(); }
 
  private:
-  PsServer(const ClusterSpec& cluster, const PsServerOptions& options, zmq::context_t context,
-           zmq::socket_t socket, std::string endpoint);
+  PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
+           RequestHandlerOptions handler_options);
 
   void ServeReadable();
   void Process(RoutedMessage routed);
   void Send(std::vector<Reply>* replies);
-  void NoteAlive(const Message& m);
   void CheckLiveness();
+  void FailJob(const std::string& why);
   absl::Status Finish(absl::Status status);
 
   ClusterSpec cluster_;
   TaskId task_;
   PsServerOptions options_;
-  zmq::context_t context_;
+  zmq::context_t context_{1};
+  std::unique_ptr<HandshakeGuard> guard_;  // before socket_: closed after it
   zmq::socket_t socket_;
   std::string endpoint_;
   RequestHandler handler_;
-  std::vector<int64_t> last_seen_us_;  // per worker rank, monotonic
   int64_t init_us_ = 0;
   int64_t started_us_ = 0;
   int64_t failed_us_ = 0;

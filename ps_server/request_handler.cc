@@ -17,6 +17,8 @@ constexpr int kMaxExamplesPerPush = 1 << 24;
 constexpr int kMaxParkedPullsPerRank = 8;
 constexpr size_t kMaxParkedRegisters = 4096;
 constexpr size_t kMaxOpenBarriers = 16;
+// Before INIT the ps knows no shard size: only INIT may carry more.
+constexpr size_t kMaxPayloadBeforeInit = 64 * 1024;
 
 void SetError(const absl::Status& status, proto::Header* h) {
   h->mutable_error()->set_code(static_cast<int>(status.code()));
@@ -27,12 +29,49 @@ bool IsWorkerSender(const proto::TaskId& t) {
   return t.type() == proto::CHIEF || t.type() == proto::WORKER;
 }
 
-// Index of the first non-finite value, or -1.
-int64_t FirstNonFinite(absl::Span<const float> v) {
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (!std::isfinite(v[i])) return static_cast<int64_t>(i);
+// Requests that change state: a repeat is answered again, never re-applied.
+bool IsTracked(proto::MessageType type) {
+  switch (type) {
+    case proto::REGISTER:
+    case proto::INIT:
+    case proto::PUSH:
+    case proto::PUSH_PULL:
+    case proto::BARRIER:
+    case proto::SAVE:
+    case proto::SHUTDOWN:
+      return true;
+    default:
+      return false;
   }
-  return -1;
+}
+
+bool WorkerMayDo(proto::MessageType type) {
+  switch (type) {
+    case proto::REGISTER:
+    case proto::PUSH:
+    case proto::PULL:
+    case proto::PUSH_PULL:
+    case proto::BARRIER:
+    case proto::HEARTBEAT:
+    case proto::STATS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kChief:
+      return "the chief";
+    case Role::kWorker:
+      return "a worker";
+    case Role::kPs:
+      return "a ps";
+    case Role::kClient:
+      return "a client";
+  }
+  return "?";
 }
 
 absl::Status ValidateJob(const proto::JobConfig& job) {
@@ -47,8 +86,23 @@ absl::Status ValidateJob(const proto::JobConfig& job) {
 
 }  // namespace
 
-RequestHandler::RequestHandler(const RequestHandlerOptions& options) : options_(options) {
+proto::Header ErrorReply(const proto::Header& request, const absl::Status& status) {
+  proto::Header r;
+  r.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
+  r.set_type(request.type());
+  r.set_is_reply(true);
+  r.set_rank(request.rank());
+  r.set_request_id(request.request_id());
+  SetError(status, &r);
+  return r;
+}
+
+RequestHandler::RequestHandler(const RequestHandlerOptions& options)
+    : options_(options),
+      clock_(options.clock != nullptr ? options.clock : RealClock()),
+      workers_(options.num_workers, clock_) {
   stats_.set_shard_index(options.shard_index);
+  stats_.mutable_pushes_by_rank()->Resize(workers_.size(), 0);
 }
 
 absl::Span<const float> RequestHandler::params() const {
@@ -81,18 +135,16 @@ proto::Header RequestHandler::MakeReply(const proto::Header& request) const {
 void RequestHandler::Refuse(const std::string& peer, const proto::Header& request,
                             const absl::Status& status, std::vector<Reply>* out) {
   stats_.set_rejected_requests(stats_.rejected_requests() + 1);
-  Reply reply{peer, MakeReply(request), false};
-  SetError(status, &reply.header);
-  out->push_back(std::move(reply));
+  out->push_back({peer, ErrorReply(request, status), false, /*record=*/true});
 }
 
-void RequestHandler::HandleMalformed(const std::string& peer, const absl::Status& error,
+void RequestHandler::HandleMalformed(const Peer& peer, const absl::Status& error,
                                      std::vector<Reply>* out) {
   stats_.set_malformed_requests(stats_.malformed_requests() + 1);
-  Reply reply{peer, MakeReply(proto::Header()), false};
-  SetError(absl::InvalidArgumentError(absl::StrCat("malformed message: ", error.message())),
-           &reply.header);
-  out->push_back(std::move(reply));
+  out->push_back({peer.route,
+                  ErrorReply(proto::Header(), absl::InvalidArgumentError(
+                                                  absl::StrCat("malformed message: ", error.message()))),
+                  false, false});
 }
 
 absl::Status RequestHandler::CheckEnvelope(const proto::Header& h) const {
@@ -102,10 +154,79 @@ absl::Status RequestHandler::CheckEnvelope(const proto::Header& h) const {
         absl::StrCat("protocol version ", h.protocol_version(), "; this ps speaks version ",
                      proto::PROTOCOL_VERSION_CURRENT));
   }
+  if (!proto::MessageType_IsValid(h.type()) || h.type() == proto::MESSAGE_TYPE_UNSPECIFIED) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown message type ", h.type()));
+  }
   if (h.job_id() != options_.job_id) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "request for job ", absl::Hex(h.job_id()), " but this ps serves job ",
-        absl::Hex(options_.job_id), " (started from another cluster spec?)"));
+        "request for job ", absl::Hex(h.job_id()),
+        ", which this ps does not serve (started from another cluster spec?)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Principal> RequestHandler::Authenticate(const Peer& peer,
+                                                       const proto::Header& h) const {
+  if (!options_.principals.empty()) {
+    auto it = options_.principals.find(peer.user_id);
+    if (it == options_.principals.end()) {
+      return absl::UnauthenticatedError("the peer is not an authenticated task of this job");
+    }
+    const Principal& who = it->second;
+    const bool trains = who.role == Role::kChief || who.role == Role::kWorker;
+    if (trains && h.rank() != who.rank) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the request claims rank ", h.rank(), " but comes from ", peer.user_id, " (rank ",
+          who.rank, ")"));
+    }
+    return who;
+  }
+  // --insecure: the header's word.
+  switch (h.sender().type()) {
+    case proto::CHIEF:
+    case proto::WORKER:
+      if (h.rank() < 0 || h.rank() >= workers_.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("rank ", h.rank(), " is not a worker rank of this job"));
+      }
+      return Principal{h.rank() == 0 ? Role::kChief : Role::kWorker, h.rank()};
+    case proto::PS:
+      return Principal{Role::kPs, -1};
+    case proto::CLIENT:
+      return Principal{Role::kClient, -1};
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown sender type ", h.sender().type()));
+  }
+}
+
+absl::Status RequestHandler::Authorize(const Principal& who, const proto::Header& h) const {
+  const proto::MessageType t = h.type();
+  const bool allowed = who.role == Role::kChief ||
+                       (who.role == Role::kWorker && WorkerMayDo(t)) ||
+                       (who.role == Role::kPs && (t == proto::STATS || t == proto::HEARTBEAT)) ||
+                       (who.role == Role::kClient && t == proto::STATS);
+  if (allowed) return absl::OkStatus();
+  if (t == proto::INIT || t == proto::SAVE || t == proto::SHUTDOWN) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("only the chief may ", proto::MessageType_Name(t), "; ", RoleName(who.role),
+                     " may not"));
+  }
+  return absl::PermissionDeniedError(absl::StrCat(RoleName(who.role), " may not send ",
+                                                  proto::MessageType_Name(t)));
+}
+
+absl::Status RequestHandler::CheckSize(const Message& m) const {
+  if (!initialized()) {
+    if (m.header.type() != proto::INIT && m.payload_bytes() > kMaxPayloadBeforeInit) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "payload of ", m.payload_bytes(), " bytes before INIT (at most ", kMaxPayloadBeforeInit,
+          ")"));
+    }
+    return absl::OkStatus();
+  }
+  if (m.payload_bytes() > static_cast<size_t>(range_.size()) * sizeof(float)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("payload of ", m.payload_bytes(), " bytes is larger than the shard"));
   }
   return absl::OkStatus();
 }
@@ -120,13 +241,12 @@ absl::Status RequestHandler::CheckWorkerRequest(const Message& m) const {
   }
   if (h.rank() < 0 || h.rank() >= job_.num_workers()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("rank ", h.rank(), " outside [0, ", job_.num_workers(), ")"));
+        absl::StrCat("rank ", h.rank(), " is not a worker rank of this job"));
   }
   if (h.plan_fingerprint() != fingerprint_) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "plan fingerprint ", absl::Hex(h.plan_fingerprint()), " does not match this job's ",
-        absl::Hex(fingerprint_), ": the worker was built with another model, ps count or shard "
-        "strategy than the chief"));
+        "plan fingerprint ", absl::Hex(h.plan_fingerprint()), " does not match the chief's: the "
+        "worker was built with another model, ps count or shard strategy than the chief"));
   }
   return absl::OkStatus();
 }
@@ -136,8 +256,7 @@ absl::Status RequestHandler::CheckPayload(const Message& m, bool want_payload) c
   if (h.range_begin() != static_cast<uint64_t>(range_.begin) ||
       h.range_end() != static_cast<uint64_t>(range_.end)) {
     return absl::InvalidArgumentError(absl::StrCat("range [", h.range_begin(), ", ", h.range_end(),
-                                                   ") but this shard holds [", range_.begin, ", ",
-                                                   range_.end, ")"));
+                                                   ") is not this shard's range"));
   }
   if (!want_payload) {
     if (m.has_payload) return absl::InvalidArgumentError("unexpected payload");
@@ -155,40 +274,114 @@ absl::Status RequestHandler::CheckPayload(const Message& m, bool want_payload) c
   return absl::OkStatus();
 }
 
-void RequestHandler::Handle(const std::string& peer, const Message& request,
-                            std::vector<Reply>* out) {
+void RequestHandler::Handle(const Peer& peer, const Message& request, std::vector<Reply>* out) {
+  const size_t first = out->size();
+  Dispatch(peer, request, out);
+  RecordReplies(*out, first);
+}
+
+void RequestHandler::Dispatch(const Peer& peer, const Message& request, std::vector<Reply>* out) {
   const proto::Header& h = request.header;
-  if (absl::Status s = CheckEnvelope(h); !s.ok()) return Refuse(peer, h, s, out);
-  if (!failure_.ok() && h.type() != proto::STATS && h.type() != proto::SHUTDOWN) {
-    return Refuse(peer, h, failure_, out);
+  auto refuse = [&](const absl::Status& s) {
+    stats_.set_rejected_requests(stats_.rejected_requests() + 1);
+    out->push_back({peer.route, ErrorReply(h, s), false, /*record=*/false});
+  };
+  if (absl::Status s = CheckEnvelope(h); !s.ok()) return refuse(s);
+  auto who = Authenticate(peer, h);
+  if (who.ok()) {
+    if (absl::Status s = Authorize(*who, h); !s.ok()) who = s;
   }
+  if (!who.ok()) {
+    stats_.set_unauthorized_requests(stats_.unauthorized_requests() + 1);
+    return refuse(who.status());
+  }
+  if (absl::Status s = CheckSize(request); !s.ok()) {
+    stats_.set_oversized_requests(stats_.oversized_requests() + 1);
+    return refuse(s);
+  }
+  if (who->rank >= 0) workers_.NoteAlive(who->rank);
+  if (!failure_.ok() && h.type() != proto::STATS && h.type() != proto::SHUTDOWN) {
+    return refuse(failure_);
+  }
+  if (who->rank >= 0 && IsTracked(h.type()) && AnswerRepeat(peer, h, out)) return;
   switch (h.type()) {
     case proto::HEARTBEAT:
     case proto::STATS: {
-      Reply reply{peer, MakeReply(h), false};
+      Reply reply{peer.route, MakeReply(h), false};
       if (h.type() == proto::STATS) *reply.header.mutable_stats() = Stats();
       out->push_back(std::move(reply));
       return;
     }
     case proto::REGISTER:
-      return HandleRegister(peer, request, out);
+      return HandleRegister(peer.route, request, out);
     case proto::INIT:
-      return HandleInit(peer, request, out);
+      return HandleInit(peer.route, request, out);
     case proto::PUSH:
-      return HandlePush(peer, request, /*then_pull=*/false, out);
+      return HandlePush(peer.route, request, /*then_pull=*/false, out);
     case proto::PUSH_PULL:
-      return HandlePush(peer, request, /*then_pull=*/true, out);
+      return HandlePush(peer.route, request, /*then_pull=*/true, out);
     case proto::PULL:
-      return HandlePull(peer, request, out);
+      return HandlePull(peer.route, request, out);
     case proto::BARRIER:
-      return HandleBarrier(peer, request, out);
+      return HandleBarrier(peer.route, request, out);
     case proto::SHUTDOWN:
-      return HandleShutdown(peer, request, out);
+      return HandleShutdown(peer.route, request, out);
     case proto::SAVE:
-      return Refuse(peer, h, absl::UnimplementedError("SAVE: checkpoints are not supported yet"), out);
-    default:
-      return Refuse(peer, h, absl::InvalidArgumentError(absl::StrCat("unknown message type ", h.type())),
+      return Refuse(peer.route, h, absl::UnimplementedError("SAVE: checkpoints are not supported yet"),
                     out);
+    default:  // HEARTBEAT ... SHUTDOWN are all above; CheckEnvelope refused the rest
+      return refuse(absl::InvalidArgumentError(absl::StrCat("unknown message type ", h.type())));
+  }
+}
+
+bool RequestHandler::AnswerRepeat(const Peer& peer, const proto::Header& h,
+                                  std::vector<Reply>* out) {
+  const RecordedReply* recorded = nullptr;
+  const WorkerTable::Seen seen = workers_.Lookup(h.rank(), h.session(), h.request_id(), &recorded);
+  if (seen == WorkerTable::Seen::kNew) return false;
+  stats_.set_duplicate_requests(stats_.duplicate_requests() + 1);
+  if (seen == WorkerTable::Seen::kCompleted) {
+    Reply again{peer.route, recorded->header, recorded->with_params, false};
+    if (again.with_params) again.header.set_version(version());
+    out->push_back(std::move(again));
+    return true;
+  }
+  if (Reroute(h.rank(), h.request_id(), peer.route)) return true;
+  stats_.set_rejected_requests(stats_.rejected_requests() + 1);
+  out->push_back({peer.route,
+                  ErrorReply(h, absl::AlreadyExistsError(absl::StrCat(
+                                    "request ", h.request_id(), " of rank ", h.rank(),
+                                    " was handled already; it is not applied again"))),
+                  false, false});
+  return true;
+}
+
+// A repeat of a parked request: answer it where the repeat came from (a
+// client that reconnected has a new routing id), and only once.
+bool RequestHandler::Reroute(int rank, uint64_t request_id, const std::string& peer) {
+  auto matches = [&](const Parked& p) {
+    return p.reply.rank() == rank && p.reply.request_id() == request_id;
+  };
+  for (Parked& p : parked_registers_) {
+    if (matches(p)) return p.peer = peer, true;
+  }
+  for (ParkedPull& p : parked_pulls_) {
+    if (matches(p.parked)) return p.parked.peer = peer, true;
+  }
+  for (auto& [name, b] : barriers_) {
+    for (Parked& p : b.waiting) {
+      if (matches(p)) return p.peer = peer, true;
+    }
+  }
+  return false;
+}
+
+void RequestHandler::RecordReplies(const std::vector<Reply>& out, size_t from) {
+  for (size_t i = from; i < out.size(); ++i) {
+    const Reply& r = out[i];
+    const int rank = r.header.rank();
+    if (!r.record || !IsTracked(r.header.type()) || rank < 0 || rank >= workers_.size()) continue;
+    workers_.Record(rank, r.header.request_id(), r.header, r.with_params);
   }
 }
 
@@ -207,8 +400,8 @@ void RequestHandler::HandleRegister(const std::string& peer, const Message& m,
     return;
   }
   if (absl::Status s = CheckWorkerRequest(m); !s.ok()) return Refuse(peer, m.header, s, out);
-  registered_[m.header.rank()] = true;
-  Reply reply{peer, MakeReply(m.header), false};
+  workers_.MarkRegistered(m.header.rank());
+  Reply reply{peer, MakeReply(m.header), false, /*record=*/true};
   *reply.header.mutable_job() = job_;
   out->push_back(std::move(reply));
 }
@@ -216,12 +409,12 @@ void RequestHandler::HandleRegister(const std::string& peer, const Message& m,
 void RequestHandler::HandleInit(const std::string& peer, const Message& m,
                                 std::vector<Reply>* out) {
   if (absl::Status s = Initialize(m); !s.ok()) return Refuse(peer, m.header, s, out);
-  registered_[0] = true;
+  workers_.MarkRegistered(0);
   LOG(INFO) << "initialised by the chief: shard " << options_.shard_index << " ["
             << range_.begin << ", " << range_.end << ") " << range_.size() << " floats, mode "
             << proto::UpdateMode_Name(job_.mode()) << ", " << job_.num_workers()
             << " workers, lr " << job_.learning_rate() << ", momentum " << job_.momentum();
-  Reply reply{peer, MakeReply(m.header), false};
+  Reply reply{peer, MakeReply(m.header), false, /*record=*/true};
   *reply.header.mutable_job() = job_;
   out->push_back(std::move(reply));
   std::vector<Parked> waiting = std::move(parked_registers_);
@@ -240,6 +433,12 @@ absl::Status RequestHandler::Initialize(const Message& m) {
     return absl::PermissionDeniedError("INIT from a non-worker");
   }
   if (h.rank() != 0) return absl::PermissionDeniedError("only the chief (rank 0) may INIT");
+  // The ps's own spec is the authority on the cluster's shape.
+  if (h.job().num_workers() != options_.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "INIT for ", h.job().num_workers(), " workers, but this ps's cluster spec has ",
+        options_.num_workers, " (were the tasks started from different specs?)"));
+  }
   if (h.shard_index() != options_.shard_index || h.num_shards() != options_.num_shards) {
     return absl::InvalidArgumentError(
         absl::StrCat("INIT for shard ", h.shard_index(), " of ", h.num_shards(), " sent to ps ",
@@ -257,8 +456,9 @@ absl::Status RequestHandler::Initialize(const Message& m) {
   }
   std::vector<float> initial(range.size());
   m.CopyPayloadTo(absl::MakeSpan(initial));
-  if (const int64_t bad = FirstNonFinite(initial); bad >= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("INIT: non-finite value at ", bad));
+  if (!IsFiniteInF32(initial)) {
+    return absl::InvalidArgumentError(
+        "INIT: parameters are not finite in f32 (a non-finite value, or a norm that overflows)");
   }
   auto store = std::make_unique<ShardStore>(
       std::move(initial), OptimizerConfig{h.job().momentum(), h.job().nesterov(), h.job().weight_decay()});
@@ -266,8 +466,6 @@ absl::Status RequestHandler::Initialize(const Message& m) {
   job_ = h.job();
   fingerprint_ = h.plan_fingerprint();
   range_ = range;
-  registered_.assign(job_.num_workers(), false);
-  stats_.mutable_pushes_by_rank()->Resize(job_.num_workers(), 0);
   return absl::OkStatus();
 }
 
@@ -282,6 +480,7 @@ void RequestHandler::RecordPush(int rank, const PushOutcome& outcome) {
       stats_.set_late_gradients_dropped(stats_.late_gradients_dropped() + 1);
       return;
     case PushResult::kEmpty:
+    case PushResult::kRefused:
       return;
     case PushResult::kAccumulated:
     case PushResult::kApplied:
@@ -306,22 +505,32 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
   }
   std::vector<float> grad(range_.size());  // aligned copy of the payload
   m.CopyPayloadTo(absl::MakeSpan(grad));
-  if (const int64_t bad = FirstNonFinite(grad); bad >= 0) {
+  if (!IsFiniteInF32(grad)) {
     stats_.set_nonfinite_gradients_dropped(stats_.nonfinite_gradients_dropped() + 1);
-    return Refuse(peer, h, absl::InvalidArgumentError(absl::StrCat(
-        "gradient has a non-finite value at offset ", range_.begin + bad,
-        " (training diverged?); dropped")), out);
+    return Refuse(peer, h, absl::InvalidArgumentError(
+        "gradient is not finite in f32 (a NaN or infinity, or a norm that overflows: training "
+        "diverged?); dropped"), out);
   }
   const int64_t version_before = policy_->version();
   auto outcome = policy_->Push(h.rank(), h.step(), h.version(), grad, h.num_examples());
   if (!outcome.ok()) return Refuse(peer, h, outcome.status(), out);
+  if (outcome->update_refused) {
+    stats_.set_refused_updates(stats_.refused_updates() + 1);
+    LOG_EVERY_N(WARNING, 100) << "an update would have made the shard non-finite in f32 and "
+                                 "was not applied (" << stats_.refused_updates() << " so far)";
+  }
+  if (outcome->result == PushResult::kRefused) {
+    return Refuse(peer, h, absl::InvalidArgumentError(
+        "the update this gradient leads to would make the parameters non-finite in f32; "
+        "not applied"), out);
+  }
   RecordPush(h.rank(), *outcome);
   const bool dropped = outcome->result == PushResult::kStale || outcome->result == PushResult::kLate;
   Parked parked{peer, MakeReply(h)};
   parked.reply.set_dropped(dropped);
   parked.reply.set_staleness(outcome->staleness);
   if (!then_pull) {
-    out->push_back({peer, parked.reply, false});
+    out->push_back({peer, parked.reply, false, /*record=*/true});
   } else {
     // The parameters this push leads to: in sync, the next version (or the
     // current one if the push was dropped); in async, whatever is current.
@@ -342,8 +551,7 @@ void RequestHandler::HandlePull(const std::string& peer, const Message& m, std::
   // A worker waits at most for the version its own push completes.
   if (h.version() > policy_->version() + 1) {
     return Refuse(peer, h, absl::InvalidArgumentError(absl::StrCat(
-        "PULL for version ", h.version(), " but the shard is at version ", policy_->version(),
-        "; at most the next version can be waited for")), out);
+        "PULL for version ", h.version(), ": at most the next version can be waited for")), out);
   }
   ServeOrPark({peer, MakeReply(h)}, {h.rank(), h.step(), h.version()}, out);
 }
@@ -353,17 +561,17 @@ void RequestHandler::ServeOrPark(Parked parked, const PullRequest& pull, std::ve
     stats_.set_pulls_served(stats_.pulls_served() + 1);
     parked.reply.set_version(policy_->version());
     parked.reply.set_step(policy_->MinClock());
-    out->push_back({std::move(parked.peer), std::move(parked.reply), true});
+    out->push_back({std::move(parked.peer), std::move(parked.reply), true, /*record=*/true});
     return;
   }
   const auto parked_by_rank = std::count_if(parked_pulls_.begin(), parked_pulls_.end(),
                                             [&](const ParkedPull& p) { return p.pull.rank == pull.rank; });
   if (parked_by_rank >= kMaxParkedPullsPerRank) {
     stats_.set_rejected_requests(stats_.rejected_requests() + 1);
-    SetError(absl::ResourceExhaustedError(absl::StrCat(
-                 "rank ", pull.rank, " already has ", parked_by_rank, " requests waiting")),
-             &parked.reply);
-    out->push_back({std::move(parked.peer), std::move(parked.reply), false});
+    out->push_back({std::move(parked.peer),
+                    ErrorReply(parked.reply, absl::ResourceExhaustedError(absl::StrCat(
+                        "rank ", pull.rank, " already has ", parked_by_rank, " requests waiting"))),
+                    false, /*record=*/true});
     return;
   }
   stats_.set_pulls_parked(stats_.pulls_parked() + 1);
@@ -381,7 +589,7 @@ void RequestHandler::ReleaseParkedPulls(std::vector<Reply>* out) {
     stats_.set_pulls_served(stats_.pulls_served() + 1);
     p.parked.reply.set_version(policy_->version());
     p.parked.reply.set_step(policy_->MinClock());
-    out->push_back({std::move(p.parked.peer), std::move(p.parked.reply), true});
+    out->push_back({std::move(p.parked.peer), std::move(p.parked.reply), true, /*record=*/true});
   }
   parked_pulls_ = std::move(still);
 }
@@ -407,26 +615,23 @@ void RequestHandler::HandleBarrier(const std::string& peer, const Message& m,
   if (h.has_report()) reports_[h.rank()] = h.report();
   b.waiting.push_back({peer, MakeReply(h)});
   if (std::count(b.arrived.begin(), b.arrived.end(), true) < job_.num_workers()) return;
-  for (Parked& p : b.waiting) out->push_back({std::move(p.peer), std::move(p.reply), false});
+  for (Parked& p : b.waiting) {
+    out->push_back({std::move(p.peer), std::move(p.reply), false, /*record=*/true});
+  }
   barriers_.erase(h.barrier_name());
 }
 
 void RequestHandler::HandleShutdown(const std::string& peer, const Message& m,
                                     std::vector<Reply>* out) {
-  const proto::Header& h = m.header;
-  const bool from_chief = IsWorkerSender(h.sender()) && h.rank() == 0;
-  if (!from_chief && h.sender().type() != proto::CLIENT) {
-    return Refuse(peer, h, absl::PermissionDeniedError("only the chief may shut a ps down"), out);
-  }
+  // Only the chief gets here (Authorize).
   shutdown_requested_ = true;
   AbortParked(absl::CancelledError("the ps is shutting down"), out);
-  out->push_back({peer, MakeReply(h), false});
+  out->push_back({peer, MakeReply(m.header), false, /*record=*/true});
 }
 
 void RequestHandler::AbortParked(const absl::Status& status, std::vector<Reply>* out) {
   auto abort = [&](Parked& p) {
-    SetError(status, &p.reply);
-    out->push_back({std::move(p.peer), std::move(p.reply), false});
+    out->push_back({std::move(p.peer), ErrorReply(p.reply, status), false, false});
   };
   for (Parked& p : parked_registers_) abort(p);
   for (ParkedPull& p : parked_pulls_) abort(p.parked);

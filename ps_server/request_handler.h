@@ -5,10 +5,25 @@
 // (a push that completes a sync version releases every parked pull), and a
 // request may cause no reply yet (it is parked).
 //
-// Every request is checked before it touches state: protocol version, job
-// id, message type, sender rank, plan fingerprint, shard range, payload size
-// and encoding, finite gradient values. A failed check is an error reply
-// and a counter, never an abort: these bytes come from the network.
+// Every request is checked before it touches state, in this order:
+//  1. envelope: not a reply, protocol version, job id;
+//  2. who sent it: on an authenticated socket the peer's task comes from
+//     its CURVE identity (Peer::user_id), never from the header; a header
+//     that claims another rank is refused. Without authentication the
+//     header's sender and rank are taken at their word (--insecure);
+//  3. what that role may do: only the chief INITs, SAVEs and SHUTs DOWN;
+//     workers train; a client reads STATS;
+//  4. size: before INIT nothing but INIT carries a payload over 64 KiB;
+//     after it nothing is larger than the shard;
+//  5. repeats: a (rank, session, request_id) seen before is answered again
+//     (or refused when too old), never applied twice;
+//  6. the request's own fields: plan fingerprint, shard range, payload size
+//     and encoding, gradients that are finite and whose update keeps the
+//     shard finite in f32.
+// A failed check is an error reply and a counter, never an abort: these
+// bytes come from the network. Error replies carry no job id, plan
+// fingerprint, shard range or version, and their messages never reveal
+// the ps's own values of them.
 //
 // Thread safety: none; the ps's single event loop owns it.
 
@@ -19,24 +34,45 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/cluster_spec.h"
+#include "common/clock.h"
 #include "common/shard_plan.h"
 #include "common/transport.h"
 #include "proto/pstrain.pb.h"
 #include "ps_server/update_policy.h"
+#include "ps_server/worker_table.h"
 
 namespace pstrain {
+
+// Who sent a request, as far as the transport can tell.
+struct Peer {
+  std::string route;    // ROUTER routing id: where replies go
+  std::string user_id;  // the authenticated task ("worker:1", "client"); "" if none
+};
+
+enum class Role { kChief, kWorker, kPs, kClient };
+
+// An authenticated identity: its role and, for the chief and workers, rank.
+struct Principal {
+  Role role = Role::kClient;
+  int rank = -1;
+};
 
 struct Reply {
   std::string peer;          // ROUTER identity of the receiver
   proto::Header header;
   bool with_params = false;  // attach the shard's current parameters
+  bool record = false;       // remember it for repeats of the request
 };
 
 struct RequestHandlerOptions {
   uint64_t job_id = 0;   // ClusterSpec::JobId() of the cluster this ps serves
   int shard_index = 0;   // this ps's index
-  int num_shards = 1;    // number of ps tasks
+  int num_shards = 1;    // number of ps tasks in its spec
+  int num_workers = 1;   // number of chief + worker tasks in its spec
+  // Authenticated peers by user id. Non-empty: every request must come
+  // from one of them (CURVE). Empty: the header's claims are trusted.
+  std::map<std::string, Principal> principals;
+  const Clock* clock = nullptr;  // null: the real clock
 };
 
 class RequestHandler {
@@ -44,11 +80,10 @@ class RequestHandler {
   explicit RequestHandler(const RequestHandlerOptions& options);
 
   // Handles one well-formed message from `peer`, appending replies to `out`.
-  void Handle(const std::string& peer, const Message& request, std::vector<Reply>* out);
+  void Handle(const Peer& peer, const Message& request, std::vector<Reply>* out);
 
   // Answers a message that could not be parsed (counted as malformed).
-  void HandleMalformed(const std::string& peer, const absl::Status& error,
-                       std::vector<Reply>* out);
+  void HandleMalformed(const Peer& peer, const absl::Status& error, std::vector<Reply>* out);
 
   // Answers every parked request with `status` (a dead peer, shutdown).
   void AbortParked(const absl::Status& status, std::vector<Reply>* out);
@@ -61,6 +96,8 @@ class RequestHandler {
 
   // Adds transport byte counts to the STATS figures.
   void CountBytes(int64_t received, int64_t sent);
+  // Adds peers refused at the handshake to the STATS figures.
+  void SetHandshakesRefused(int64_t refused) { stats_.set_handshakes_refused(refused); }
 
   bool initialized() const { return policy_ != nullptr; }
   bool shutdown_requested() const { return shutdown_requested_; }
@@ -68,8 +105,8 @@ class RequestHandler {
   const proto::JobConfig& job() const { return job_; }
   absl::Span<const float> params() const;
   int64_t version() const;
-  // Per worker rank (sized at INIT): whether it has registered.
-  const std::vector<bool>& registered() const { return registered_; }
+  // Every worker rank of the spec: registration and liveness.
+  const WorkerTable& workers() const { return workers_; }
 
   proto::ShardStats Stats() const;
 
@@ -88,8 +125,14 @@ class RequestHandler {
   };
 
   absl::Status CheckEnvelope(const proto::Header& h) const;
+  absl::StatusOr<Principal> Authenticate(const Peer& peer, const proto::Header& h) const;
+  absl::Status Authorize(const Principal& who, const proto::Header& h) const;
+  absl::Status CheckSize(const Message& m) const;
   absl::Status CheckWorkerRequest(const Message& m) const;
   absl::Status CheckPayload(const Message& m, bool want_payload) const;
+  bool AnswerRepeat(const Peer& peer, const proto::Header& h, std::vector<Reply>* out);
+  bool Reroute(int rank, uint64_t request_id, const std::string& peer);
+  void Dispatch(const Peer& peer, const Message& request, std::vector<Reply>* out);
 
   void HandleRegister(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleInit(const std::string& peer, const Message& m, std::vector<Reply>* out);
@@ -102,16 +145,18 @@ class RequestHandler {
   void ServeOrPark(Parked parked, const PullRequest& pull, std::vector<Reply>* out);
   void ReleaseParkedPulls(std::vector<Reply>* out);
   void RecordPush(int rank, const PushOutcome& outcome);
+  void RecordReplies(const std::vector<Reply>& out, size_t from);
   proto::Header MakeReply(const proto::Header& request) const;
   void Refuse(const std::string& peer, const proto::Header& request, const absl::Status& status,
               std::vector<Reply>* out);
 
   RequestHandlerOptions options_;
+  const Clock* clock_;
   proto::JobConfig job_;
   uint64_t fingerprint_ = 0;
   ShardRange range_;
   std::unique_ptr<UpdatePolicy> policy_;
-  std::vector<bool> registered_;
+  WorkerTable workers_;
   std::vector<Parked> parked_registers_;
   std::vector<ParkedPull> parked_pulls_;
   std::map<std::string, BarrierState> barriers_;
@@ -120,5 +165,9 @@ class RequestHandler {
   absl::Status failure_;
   proto::ShardStats stats_;
 };
+
+// A reply to a refused request: the request's type and id and the error,
+// nothing about the shard or the job.
+proto::Header ErrorReply(const proto::Header& request, const absl::Status& status);
 
 }  // namespace pstrain

@@ -10,6 +10,12 @@
 //   g   = g + momentum * buf     if nesterov, else g = buf
 //   p  -= lr * g
 //
+// An update is applied only when the new parameters and momentum are
+// finite in f32 arithmetic: every value finite and the squared L2 norm
+// below FLT_MAX (so |p| < 1.8e19). A huge but finite gradient (3e38) would
+// otherwise leave values that overflow the next forward pass; such an
+// update leaves the shard as it was.
+//
 // Thread safety: none; the ps's single event loop owns it.
 
 #include <cstdint>
@@ -26,6 +32,11 @@ struct OptimizerConfig {
   double weight_decay = 0.0;
 };
 
+// True when every value is finite and the squared L2 norm, summed in
+// double, is below FLT_MAX: what the ps accepts as gradients and keeps as
+// parameters.
+bool IsFiniteInF32(absl::Span<const float> values);
+
 // InvalidArgument naming the field when a value is out of range
 // (momentum outside [0, 1), negative weight decay, nesterov without momentum).
 absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
@@ -41,14 +52,19 @@ class ShardStore {
   int64_t updates() const { return updates_; }
 
   // Applies one optimizer step with gradient `grad` scaled by `grad_scale`
-  // (an average's 1/weight) and learning rate `lr`.
+  // (an average's 1/weight) and learning rate `lr`. FailedPrecondition,
+  // and nothing changed, when the result would not be IsFiniteInF32.
   // REQUIRES: grad.size() == size().
-  void Apply(absl::Span<const float> grad, float grad_scale, float lr);
+  absl::Status Apply(absl::Span<const float> grad, float grad_scale, float lr);
 
  private:
   std::vector<float> params_;
   std::vector<float> momentum_;
-  std::vector<float> scratch_;  // g, so Apply allocates nothing
+  // The candidate update, swapped in when it is finite; so Apply
+  // allocates nothing and a refused update leaves no trace.
+  std::vector<float> next_params_;
+  std::vector<float> next_momentum_;
+  std::vector<float> scratch_;  // g
   OptimizerConfig config_;
   int64_t updates_ = 0;
 };

@@ -22,8 +22,8 @@ class SyncPolicy final : public UpdatePolicy {
   absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
                                    absl::Span<const float> grad, int num_examples) override {
     if (version > version_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient computed on version ", version, " but the shard is at version ", version_));
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient computed on version ", version, ", a version from the future"));
     }
     // After the job's last version nothing may change the parameters (a
     // straggler that saw another shard finish may still push here).
@@ -41,8 +41,8 @@ class SyncPolicy final : public UpdatePolicy {
     Accumulate(grad, num_examples);
     pushed_[rank] = true;
     if (++num_pushed_ < needed_) return PushOutcome{PushResult::kAccumulated, 0};
-    ApplyAverage();
-    return PushOutcome{PushResult::kApplied, 0};
+    const bool applied = ApplyAverage();
+    return PushOutcome{PushResult::kApplied, 0, !applied};
   }
 
   bool CanServe(const PullRequest& pull) const override { return version_ >= pull.min_version; }
@@ -57,14 +57,17 @@ class SyncPolicy final : public UpdatePolicy {
   }
 
   // Weighted average over the version's examples: with the same global
-  // batch, exactly the gradient one process would compute.
-  void ApplyAverage() {
-    store_->Apply(accum_, weight_ > 0 ? 1.0f / static_cast<float>(weight_) : 0.0f, lr_);
+  // batch, exactly the gradient one process would compute. False when the
+  // update was refused (the version moves on all the same).
+  bool ApplyAverage() {
+    const bool applied =
+        store_->Apply(accum_, weight_ > 0 ? 1.0f / static_cast<float>(weight_) : 0.0f, lr_).ok();
     std::fill(accum_.begin(), accum_.end(), 0.0f);
     std::fill(pushed_.begin(), pushed_.end(), false);
     weight_ = 0;
     num_pushed_ = 0;
     ++version_;
+    return applied;
   }
 
   float lr_;
@@ -89,15 +92,15 @@ class AsyncPolicy final : public UpdatePolicy {
   absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
                                    absl::Span<const float> grad, int num_examples) override {
     if (version > version_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient computed on version ", version, " but the shard is at version ", version_));
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient computed on version ", version, ", a version from the future"));
     }
     clocks_[rank] = std::max(clocks_[rank], step + 1);
     const int64_t staleness = version_ - version;
     if (num_examples == 0) return PushOutcome{PushResult::kEmpty, staleness};
     // Zhang et al. 2016, "Staleness-aware async-SGD": lr / staleness.
     const float lr = staleness_lr_ && staleness > 1 ? lr_ / static_cast<float>(staleness) : lr_;
-    store_->Apply(grad, 1.0f, lr);
+    if (!store_->Apply(grad, 1.0f, lr).ok()) return PushOutcome{PushResult::kRefused, staleness, true};
     ++version_;
     return PushOutcome{PushResult::kApplied, staleness};
   }

@@ -37,11 +37,16 @@ enum class PushResult {
   kStale,        // dropped: computed on a version already passed
   kLate,         // dropped: sync with backup workers, arrived after the cut
   kEmpty,        // async: zero examples, nothing to apply
+  kRefused,      // async: the update would make the shard non-finite; not applied
 };
 
 struct PushOutcome {
   PushResult result = PushResult::kAccumulated;
   int64_t staleness = 0;  // version at arrival - version computed on
+  // The update this push led to was not applied: it would have made the
+  // shard non-finite (async: with kRefused; sync: the version still
+  // advances, its average unapplied, so that training goes on).
+  bool update_refused = false;
 };
 
 struct PullRequest {
@@ -65,7 +70,8 @@ class UpdatePolicy {
   // Whether `pull` may be answered with the current parameters now.
   virtual bool CanServe(const PullRequest& pull) const = 0;
 
-  // The slowest worker's clock (steps finished), for SSP; 0 in sync.
+  // The slowest worker's clock (steps finished), for SSP; the version in
+  // sync (every worker has finished that many steps).
   virtual int64_t MinClock() const = 0;
 
   int64_t version() const { return version_; }

@@ -18,7 +18,7 @@ say() { echo "setup: $*"; }
 die() { echo "setup: error: $*" >&2; exit 1; }
 
 readonly PACKAGES=(cmake g++ make pkg-config zlib1g-dev
-                   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler
+                   libzmq3-dev libsodium-dev cppzmq-dev libprotobuf-dev protobuf-compiler
                    libeigen3-dev libabsl-dev libgoogle-glog-dev
                    libgtest-dev libgmock-dev googletest libbenchmark-dev gnuplot-nox)
 

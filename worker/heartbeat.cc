@@ -1,6 +1,7 @@
 #include "worker/heartbeat.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
@@ -16,6 +17,7 @@ HeartbeatMonitor::HeartbeatMonitor(zmq::context_t& context, std::vector<Heartbea
       base_(base),
       options_(options),
       last_answer_us_(targets_.size(), 0),
+      disconnected_us_(targets_.size(), 0),
       thread_([this] { Loop(); }) {}
 
 HeartbeatMonitor::~HeartbeatMonitor() {
@@ -37,32 +39,86 @@ std::vector<std::string> HeartbeatMonitor::Unanswered() const {
   return out;
 }
 
-void HeartbeatMonitor::Latch(const absl::Status& status) {
+bool HeartbeatMonitor::Latch(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
-  if (status_.ok()) status_ = status;
+  if (!status_.ok()) return false;
+  status_ = status;
+  return true;
 }
 
-void HeartbeatMonitor::Loop() {
-  SocketOptions socket_options;
-  socket_options.max_message_bytes = options_.max_message_bytes;
-  // Beats are not queued while a ps is unreachable: no burst on reconnect.
-  socket_options.immediate = true;
-  std::vector<zmq::socket_t> sockets;
-  for (const HeartbeatTarget& t : targets_) {
+// One DEALER per ps, and a PAIR reading each one's connection events.
+bool HeartbeatMonitor::Connect(std::vector<zmq::socket_t>* sockets,
+                               std::vector<zmq::socket_t>* events) {
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    const HeartbeatTarget& t = targets_[i];
+    SocketOptions socket_options = t.socket;
+    socket_options.max_message_bytes = options_.max_message_bytes;
+    // Beats are not queued while a ps is unreachable: no burst on reconnect.
+    socket_options.immediate = true;
     auto s = ConnectDealer(context_, t.endpoint, socket_options);
     if (!s.ok()) {
       Latch(absl::InvalidArgumentError(absl::StrCat(t.name, ": ", s.status().message())));
-      return;
+      return false;
     }
-    sockets.push_back(*std::move(s));
+    const std::string monitor =
+        absl::StrCat("inproc://pstrain-heartbeat-", reinterpret_cast<uintptr_t>(this), "-", i);
+    try {
+      if (zmq_socket_monitor(s->handle(), monitor.c_str(),
+                             ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0) {
+        throw zmq::error_t();
+      }
+      zmq::socket_t e(context_, zmq::socket_type::pair);
+      e.set(zmq::sockopt::linger, 0);
+      e.connect(monitor);
+      events->push_back(std::move(e));
+    } catch (const zmq::error_t& e) {
+      Latch(absl::InternalError(absl::StrCat(t.name, ": cannot watch the connection: ", e.what())));
+      return false;
+    }
+    sockets->push_back(*std::move(s));
   }
+  return true;
+}
+
+void HeartbeatMonitor::Loop() {
+  std::vector<zmq::socket_t> sockets;
+  std::vector<zmq::socket_t> events;
+  if (!Connect(&sockets, &events)) return;
   const int interval_ms = std::max(10, static_cast<int>(options_.interval_s * 1000));
   for (uint64_t id = 1; !stop_; ++id) {
     SendAll(sockets, id);
     // Wait out the interval in short slices so that stopping is prompt.
     const int64_t until = MonotonicMicros() + int64_t{interval_ms} * 1000;
-    while (!stop_ && MonotonicMicros() < until) ReceiveAll(sockets, 50);
+    while (!stop_ && MonotonicMicros() < until) {
+      ReceiveAll(sockets, 50);
+      ReadEvents(events);
+    }
     CheckSilence();
+  }
+}
+
+void HeartbeatMonitor::ReadEvents(std::vector<zmq::socket_t>& events) {
+  for (size_t i = 0; i < events.size(); ++i) {
+    for (;;) {
+      zmq::message_t head;
+      zmq::message_t address;
+      try {
+        if (!events[i].recv(head, zmq::recv_flags::dontwait)) break;
+        if (head.more()) (void)events[i].recv(address, zmq::recv_flags::dontwait);
+      } catch (const zmq::error_t&) {
+        break;
+      }
+      if (head.size() != 6) continue;
+      uint16_t event = 0;
+      std::memcpy(&event, head.data(), sizeof(event));
+      absl::MutexLock lock(&mu_);
+      if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        disconnected_us_[i] = 0;
+      } else if (event == ZMQ_EVENT_DISCONNECTED && last_answer_us_[i] != 0 &&
+                 disconnected_us_[i] == 0) {
+        disconnected_us_[i] = MonotonicMicros();
+      }
+    }
   }
 }
 
@@ -92,6 +148,7 @@ void HeartbeatMonitor::ReceiveAll(std::vector<zmq::socket_t>& sockets, int timeo
       }
       absl::MutexLock lock(&mu_);
       last_answer_us_[i] = MonotonicMicros();
+      disconnected_us_[i] = 0;
     }
   }
 }
@@ -102,14 +159,21 @@ void HeartbeatMonitor::CheckSilence() {
   {
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < targets_.size(); ++i) {
-      if (last_answer_us_[i] != 0 && (now - last_answer_us_[i]) * 1e-6 > options_.peer_timeout_s) {
-        dead.push_back(targets_[i].name);
+      const bool silent = last_answer_us_[i] != 0 &&
+                          (now - last_answer_us_[i]) * 1e-6 > options_.peer_timeout_s;
+      const double gone_s = disconnected_us_[i] == 0 ? 0 : (now - disconnected_us_[i]) * 1e-6;
+      if (disconnected_us_[i] != 0 && (silent || gone_s > options_.disconnect_grace_s)) {
+        dead.push_back(absl::StrCat(targets_[i].name, " closed its connection ",
+                                    static_cast<int>(gone_s + 0.5), " s ago and has not come back: "
+                                    "the ps is gone"));
+      } else if (silent) {
+        dead.push_back(absl::StrCat(targets_[i].name, " stopped answering (no heartbeat reply for ",
+                                    options_.peer_timeout_s, " s): presumed dead"));
       }
     }
   }
-  for (const std::string& name : dead) {
-    Latch(absl::UnavailableError(absl::StrCat(name, " stopped answering (no heartbeat reply for ",
-                                              options_.peer_timeout_s, " s): presumed dead")));
+  for (const std::string& why : dead) {
+    if (Latch(absl::UnavailableError(why))) LOG(ERROR) << why;
   }
 }
 

@@ -8,9 +8,13 @@
 // alive. The monitor latches an error, which the training thread checks
 // while it waits on the ps:
 //  - a ps that answered before and has not answered for peer_timeout_s;
+//  - a ps that answered before whose connection closed (the process
+//    exited) and has not come back for disconnect_grace_s: a vanished ps
+//    is named within seconds, not after the whole peer timeout;
 //  - a ps whose reply carries an error (the job failed, e.g. another worker
 //    died; or this ps serves another job).
-// A ps that never answered is the caller's to judge (WaitForAll's deadline).
+// A ps that never answered is the caller's to judge (PsClient's
+// WaitForServers deadline).
 
 #include <atomic>
 #include <cstdint>
@@ -20,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/transport.h"
 #include "proto/pstrain.pb.h"
 #include "zmq.hpp"
 
@@ -28,11 +33,13 @@ namespace pstrain {
 struct HeartbeatTarget {
   std::string name;      // "ps:1 (localhost:2241)"
   std::string endpoint;  // "tcp://127.0.0.1:2241"
+  SocketOptions socket;  // CURVE keys for this ps (common/security.h)
 };
 
 struct HeartbeatOptions {
   double interval_s = 1.0;
   double peer_timeout_s = 60.0;
+  double disconnect_grace_s = 5.0;
   int64_t max_message_bytes = int64_t{1} << 20;
 };
 
@@ -55,10 +62,13 @@ class HeartbeatMonitor {
 
  private:
   void Loop();
+  bool Connect(std::vector<zmq::socket_t>* sockets, std::vector<zmq::socket_t>* events);
   void SendAll(std::vector<zmq::socket_t>& sockets, uint64_t request_id);
   void ReceiveAll(std::vector<zmq::socket_t>& sockets, int timeout_ms);
+  void ReadEvents(std::vector<zmq::socket_t>& events);
   void CheckSilence();
-  void Latch(const absl::Status& status);
+  // Latches `status` unless an error is latched already; true if it did.
+  bool Latch(const absl::Status& status);
 
   zmq::context_t& context_;
   const std::vector<HeartbeatTarget> targets_;
@@ -69,6 +79,7 @@ class HeartbeatMonitor {
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> last_answer_us_ ABSL_GUARDED_BY(mu_);  // 0: never
+  std::vector<int64_t> disconnected_us_ ABSL_GUARDED_BY(mu_);  // 0: connected
 
   std::thread thread_;  // last: starts after every member is ready
 };

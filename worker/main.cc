@@ -21,7 +21,9 @@ absl::Status RunWorker(const char* tf_config) {
   if (!cluster.ok()) return cluster.status();
   auto options = pstrain::TrainOptionsFromFlags();
   if (!options.ok()) return options.status();
-  auto trainer = pstrain::Trainer::Create(*cluster, *options);
+  auto security = pstrain::TransportSecurityFromFlags();
+  if (!security.ok()) return security.status();
+  auto trainer = pstrain::Trainer::Create(*cluster, *options, *security);
   if (!trainer.ok()) return trainer.status();
   return (*trainer)->Run();
 }

@@ -1,6 +1,7 @@
 #include "worker/ps_client.h"
 
 #include <algorithm>
+#include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -45,19 +46,22 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterSpec& cl
                                                    " shards for ", cluster.num_ps(), " ps tasks"));
   }
   std::unique_ptr<PsClient> client(new PsClient(cluster, self, plan, options));
-  SocketOptions socket_options;
-  socket_options.max_message_bytes = options.max_message_bytes;
   std::vector<HeartbeatTarget> targets;
   for (int k = 0; k < cluster.num_ps(); ++k) {
-    ASSIGN_OR_RETURN(const HostPort hp, ParseHostPort(cluster.Address({TaskType::kPs, k})));
+    const TaskId ps{TaskType::kPs, k};
+    ASSIGN_OR_RETURN(const HostPort hp, ParseHostPort(cluster.Address(ps)));
     const std::string endpoint = ConnectEndpoint(hp);
+    SocketOptions socket_options;
+    socket_options.max_message_bytes = options.max_message_bytes;
+    UseCurveClient(options.security, self.ToString(), ps.ToString(), &socket_options);
     ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(client->context_, endpoint, socket_options));
     client->sockets_.push_back(std::move(s));
-    targets.push_back({client->ShardName(k), endpoint});
+    targets.push_back({client->ShardName(k), endpoint, socket_options});
   }
   HeartbeatOptions hb;
   hb.interval_s = options.heartbeat_interval_s;
   hb.peer_timeout_s = options.peer_timeout_s;
+  hb.disconnect_grace_s = std::min(options.disconnect_grace_s, options.peer_timeout_s);
   client->heartbeat_ = std::make_unique<HeartbeatMonitor>(
       client->context_, std::move(targets), client->BaseHeader(proto::HEARTBEAT, 0), hb);
   return client;
@@ -70,6 +74,7 @@ PsClient::PsClient(const ClusterSpec& cluster, const TaskId& self, const ShardPl
       rank_(cluster.WorkerRank(self)),
       plan_(plan),
       options_(options),
+      session_(std::random_device{}() | (uint64_t{std::random_device{}()} << 32)),
       context_(1) {}
 
 PsClient::~PsClient() = default;
@@ -87,6 +92,7 @@ proto::Header PsClient::BaseHeader(proto::MessageType type, int shard) const {
   h.mutable_sender()->set_type(ProtoTaskType(self_.type));
   h.mutable_sender()->set_index(self_.index);
   h.set_rank(rank_);
+  h.set_session(session_);
   h.set_plan_fingerprint(plan_.fingerprint());
   h.set_shard_index(shard);
   h.set_num_shards(plan_.num_shards());

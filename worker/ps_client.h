@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/cluster_spec.h"
+#include "common/security.h"
 #include "common/shard_plan.h"
 #include "common/transport.h"
 #include "proto/pstrain.pb.h"
@@ -38,6 +39,11 @@ struct PsClientOptions {
   // sync requests legitimately wait for the slowest worker).
   double rpc_timeout_s = 0.0;
   int64_t max_message_bytes = int64_t{1} << 30;
+  // CURVE keys from the job secret, or none (--insecure).
+  TransportSecurity security;
+  // A ps whose connection closed and has not come back for this long is
+  // gone (capped by peer_timeout_s).
+  double disconnect_grace_s = 5.0;
 };
 
 // What one shard said in a reply.
@@ -120,6 +126,7 @@ class PsClient {
   int rank_;
   ShardPlan plan_;
   PsClientOptions options_;
+  uint64_t session_ = 0;  // random: names this client's requests on the ps
   uint64_t next_request_id_ = 1;
   zmq::context_t context_;
   std::vector<zmq::socket_t> sockets_;

@@ -40,6 +40,13 @@ void FillCounters(const std::vector<proto::ShardStats>& shards, proto::RunSummar
     summary->set_max_staleness(std::max<int32_t>(summary->max_staleness(), s.max_staleness()));
     summary->set_malformed_requests(summary->malformed_requests() + s.malformed_requests());
     summary->set_rejected_requests(summary->rejected_requests() + s.rejected_requests());
+    summary->set_handshakes_refused(summary->handshakes_refused() + s.handshakes_refused());
+    summary->set_unauthorized_requests(summary->unauthorized_requests() + s.unauthorized_requests());
+    summary->set_duplicate_requests(summary->duplicate_requests() + s.duplicate_requests());
+    summary->set_nonfinite_gradients_dropped(summary->nonfinite_gradients_dropped() +
+                                             s.nonfinite_gradients_dropped());
+    summary->set_refused_updates(summary->refused_updates() + s.refused_updates());
+    summary->set_oversized_requests(summary->oversized_requests() + s.oversized_requests());
     staleness_sum += s.staleness_sum();
     applied += static_cast<double>(s.gradients_applied());
     if (histogram.size() < static_cast<size_t>(s.staleness_histogram_size())) {

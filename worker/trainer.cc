@@ -35,7 +35,8 @@ absl::Status Mismatch(absl::string_view flag, absl::string_view mine, absl::stri
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ClusterSpec& cluster,
-                                                         const TrainOptions& options) {
+                                                         const TrainOptions& options,
+                                                         const TransportSecurity& security) {
   RETURN_IF_ERROR(ValidateTrainOptions(options));
   CHECK(cluster.task().has_value());
   const TaskType type = cluster.task()->type;
@@ -43,15 +44,17 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ClusterSpec& clus
     return absl::InvalidArgumentError(absl::StrCat(
         "the worker binary runs chief and worker tasks, not ", cluster.task()->ToString()));
   }
-  std::unique_ptr<Trainer> trainer(new Trainer(cluster, options));
+  std::unique_ptr<Trainer> trainer(new Trainer(cluster, options, security));
   RETURN_IF_ERROR(trainer->Setup());
   return trainer;
 }
 
-Trainer::Trainer(const ClusterSpec& cluster, const TrainOptions& options)
+Trainer::Trainer(const ClusterSpec& cluster, const TrainOptions& options,
+                 const TransportSecurity& security)
     : cluster_(cluster),
       task_(*cluster.task()),
       options_(options),
+      security_(security),
       rank_(cluster.WorkerRank(*cluster.task())),
       num_workers_(cluster.num_workers()),
       is_chief_(rank_ == 0),
@@ -97,6 +100,7 @@ absl::Status Trainer::Setup() {
   co.peer_timeout_s = options_.peer_timeout_s;
   co.heartbeat_interval_s = options_.heartbeat_interval_s;
   co.rpc_timeout_s = options_.rpc_timeout_s;
+  co.security = security_;
   ASSIGN_OR_RETURN(client_, PsClient::Create(cluster_, task_, *plan_, co));
   RETURN_IF_ERROR(OpenMetrics());
   LOG(INFO) << task_.ToString() << " (rank " << rank_ << " of " << num_workers_ << ", "

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/cluster_spec.h"
+#include "common/security.h"
 #include "common/csv.h"
 #include "common/shard_plan.h"
 #include "models/model.h"
@@ -39,8 +40,10 @@ class Trainer {
   // ps tasks. NotFound / DataLoss for missing or corrupt data,
   // InvalidArgument for bad options. REQUIRES: cluster.task() is a chief or
   // worker task.
+  // `security` says how the sockets to the ps tasks authenticate.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const ClusterSpec& cluster,
-                                                         const TrainOptions& options);
+                                                         const TrainOptions& options,
+                                                         const TransportSecurity& security);
 
   // Trains to the end. OK only if training finished (and, on the chief, the
   // summary was written and the ps tasks were shut down).
@@ -50,7 +53,8 @@ class Trainer {
   const proto::RunSummary& summary() const { return summary_; }
 
  private:
-  Trainer(const ClusterSpec& cluster, const TrainOptions& options);
+  Trainer(const ClusterSpec& cluster, const TrainOptions& options,
+          const TransportSecurity& security);
 
   absl::Status Setup();
   absl::Status OpenMetrics();
@@ -74,6 +78,7 @@ class Trainer {
   ClusterSpec cluster_;
   TaskId task_;
   TrainOptions options_;
+  TransportSecurity security_;
   int rank_ = 0;
   int num_workers_ = 1;
   bool is_chief_ = false;

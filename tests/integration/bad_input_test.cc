@@ -62,6 +62,40 @@ TEST(BadInput, NoConfigurationAtAllExitsTwo) {
   EXPECT_THAT(p->output(), HasSubstr("set TF_CONFIG or pass --cluster_spec"));
 }
 
+TEST(BadInput, NoSecretExitsTwoSayingHowToMakeOne) {
+  const std::string dir = testing::MakeTempDir("nosecret");
+  const std::string spec = testing::WriteLocalSpec(dir, 1, 1);
+  for (const char* binary : {"ps_server", "worker"}) {
+    const bool ps = std::string(binary) == "ps_server";
+    auto p = RunningProcess::Start(BinaryPath(binary),
+                                   ps ? std::vector<std::string>{}
+                                      : std::vector<std::string>{"--data_dir=" + MnistDir()},
+                                   testing::TfConfigFor(spec, ps ? "ps" : "worker", 0));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(RunToExit(*p), 2) << binary;
+    EXPECT_THAT(p->output(), HasSubstr("pstrain keygen --out=FILE")) << binary;
+    EXPECT_THAT(p->output(), HasSubstr("--insecure")) << binary;
+  }
+}
+
+TEST(BadInput, AMalformedOrMissingSecretFileExitsTwoNamingIt) {
+  const std::string dir = testing::MakeTempDir("badsecret");
+  const std::string spec = testing::WriteLocalSpec(dir, 1, 1);
+  ASSERT_TRUE(WriteFileAtomic(dir + "/bad.secret", "not hex at all\n").ok());
+  for (const std::string& file : {dir + "/bad.secret", dir + "/missing.secret"}) {
+    auto p = RunningProcess::Start(BinaryPath("ps_server"), {"--secret_file=" + file},
+                                   testing::TfConfigFor(spec, "ps", 0));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(RunToExit(*p), 2) << file;
+    EXPECT_THAT(p->output(), HasSubstr(file));
+  }
+  auto both = RunningProcess::Start(BinaryPath("ps_server"), {testing::SecretFlag(), "--insecure"},
+                                    testing::TfConfigFor(spec, "ps", 0));
+  ASSERT_NE(both, nullptr);
+  EXPECT_EQ(RunToExit(*both), 2);
+  EXPECT_THAT(both->output(), HasSubstr("not both"));
+}
+
 TEST(BadInput, WrongTaskTypeForTheBinaryExitsTwo) {
   const std::string dir = testing::MakeTempDir("badtype");
   const std::string spec = testing::WriteLocalSpec(dir, 1, 1);
@@ -74,7 +108,7 @@ TEST(BadInput, WrongTaskTypeForTheBinaryExitsTwo) {
 TEST(BadInput, MissingMnistExitsTwoNamingTheFile) {
   const std::string dir = testing::MakeTempDir("nomnist");
   const std::string spec = testing::WriteLocalSpec(dir, 1, 1);
-  auto p = RunningProcess::Start(BinaryPath("worker"), {"--data_dir=" + dir},
+  auto p = RunningProcess::Start(BinaryPath("worker"), {"--data_dir=" + dir, testing::SecretFlag()},
                                  testing::TfConfigFor(spec, "worker", 0));
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(RunToExit(*p), 2);
@@ -93,7 +127,7 @@ TEST(BadInput, CorruptMnistExitsTwoNamingTheFile) {
   ASSERT_TRUE(images.ok());
   // Truncated: the header promises 60000 images, the file holds about half.
   ASSERT_TRUE(WriteFileAtomic(dir + "/train-images-idx3-ubyte", images->substr(0, 20'000'000)).ok());
-  auto p = RunningProcess::Start(BinaryPath("worker"), {"--data_dir=" + dir},
+  auto p = RunningProcess::Start(BinaryPath("worker"), {"--data_dir=" + dir, testing::SecretFlag()},
                                  testing::TfConfigFor(spec, "worker", 0));
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(RunToExit(*p), 2);
@@ -104,7 +138,8 @@ TEST(BadInput, UnreachablePsFailsNamingTheAddressAfterRetrying) {
   const std::string dir = testing::MakeTempDir("noserver");
   const std::string spec = testing::WriteLocalSpec(dir, 1, 1);  // nothing listens on ps:0
   auto p = RunningProcess::Start(BinaryPath("worker"),
-                                 {"--data_dir=" + MnistDir(), "--connect_timeout_s=3"},
+                                 {"--data_dir=" + MnistDir(), "--connect_timeout_s=3",
+                                  testing::SecretFlag()},
                                  testing::TfConfigFor(spec, "worker", 0));
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(RunToExit(*p), 1) << p->output();
@@ -125,7 +160,7 @@ TEST(BadInput, PortAlreadyInUseFailsNamingIt) {
   const std::string tf_config = absl::StrCat(
       R"({"cluster": {"worker": ["localhost:1"], "ps": ["localhost:)", port,
       R"("]}, "task": {"type": "ps", "index": 0}})");
-  auto p = RunningProcess::Start(BinaryPath("ps_server"), {}, tf_config);
+  auto p = RunningProcess::Start(BinaryPath("ps_server"), {testing::SecretFlag()}, tf_config);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(RunToExit(*p), 1);
   EXPECT_THAT(p->output(), HasSubstr(absl::StrCat("ps:0 (localhost:", port, ")")));
@@ -139,9 +174,11 @@ class MismatchedWorker : public ::testing::Test {
   void StartPsAndChief() {
     dir_ = testing::MakeTempDir("mismatch");
     spec_ = testing::WriteLocalSpec(dir_, 1, 2);
-    ps_ = RunningProcess::Start(BinaryPath("ps_server"), {}, testing::TfConfigFor(spec_, "ps", 0));
+    ps_ = RunningProcess::Start(BinaryPath("ps_server"), {testing::SecretFlag()},
+                                testing::TfConfigFor(spec_, "ps", 0));
     chief_ = RunningProcess::Start(BinaryPath("worker"),
-                                   {"--data_dir=" + MnistDir(), "--max_steps=5", "--log_every_steps=0"},
+                                   {"--data_dir=" + MnistDir(), "--max_steps=5", "--log_every_steps=0",
+                                    testing::SecretFlag()},
                                    testing::TfConfigFor(spec_, "worker", 0));
     ASSERT_NE(ps_, nullptr);
     ASSERT_NE(chief_, nullptr);
@@ -149,6 +186,7 @@ class MismatchedWorker : public ::testing::Test {
 
   std::unique_ptr<RunningProcess> StartWorker(std::vector<std::string> flags) {
     flags.push_back("--data_dir=" + MnistDir());
+    flags.push_back(testing::SecretFlag());
     return RunningProcess::Start(BinaryPath("worker"), flags, testing::TfConfigFor(spec_, "worker", 1));
   }
 

@@ -118,12 +118,14 @@ TEST(ClusterTrainingWithStraggler, ReportsTheAccuracyOfTheFinalModel) {
   const std::string dir = testing::MakeTempDir("straggler");
   const std::string spec = testing::WriteLocalSpec(dir, 1, 2);
   std::vector<std::unique_ptr<testing::RunningProcess>> tasks;
-  tasks.push_back(testing::RunningProcess::Start(testing::BinaryPath("ps_server"), {},
+  tasks.push_back(testing::RunningProcess::Start(testing::BinaryPath("ps_server"),
+                                                 {testing::SecretFlag()},
                                                  testing::TfConfigFor(spec, "ps", 0)));
   for (int w = 0; w < 2; ++w) {
     std::vector<std::string> flags = {"--mode=async", "--max_steps=40", "--device=cpu",
                                       "--data_dir=" + testing::SourcePath("data/mnist"),
-                                      "--run_dir=" + dir, "--log_every_steps=0"};
+                                      "--run_dir=" + dir, "--log_every_steps=0",
+                                      testing::SecretFlag()};
     if (w == 1) flags.push_back("--straggler_delay_ms=30");
     tasks.push_back(testing::RunningProcess::Start(testing::BinaryPath("worker"), flags,
                                                    testing::TfConfigFor(spec, "worker", w)));

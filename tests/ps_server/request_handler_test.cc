@@ -4,6 +4,8 @@
 
 #include "ps_server/request_handler.h"
 
+#include <map>
+#include <memory>
 #include <numeric>
 
 #include "gmock/gmock.h"
@@ -49,14 +51,24 @@ class RequestHandlerTest : public ::testing::Test {
     return m;
   }
 
-  std::vector<Reply> Send(int rank, Message m) {
+  // The handler, made on first use for a spec of spec_workers_ workers.
+  RequestHandler& H() {
+    if (handler_ == nullptr) {
+      RequestHandlerOptions o{kJob, 0, 1, spec_workers_, principals_, &clock_};
+      handler_ = std::make_unique<RequestHandler>(o);
+    }
+    return *handler_;
+  }
+
+  std::vector<Reply> Send(int rank, const Message& m) {
     std::vector<Reply> out;
-    handler_.Handle(Peer(rank), m, &out);
+    H().Handle({Peer(rank), user_id_}, m, &out);
     return out;
   }
 
   std::vector<Reply> Init(proto::UpdateMode mode, int workers, int staleness = 0, int backup = 0,
                           bool staleness_lr = false, int64_t total_steps = 0) {
+    if (handler_ == nullptr) spec_workers_ = workers;
     proto::Header h = Base(proto::INIT, 0);
     proto::JobConfig* job = h.mutable_job();
     job->set_mode(mode);
@@ -92,7 +104,11 @@ class RequestHandlerTest : public ::testing::Test {
 
   static bool IsError(const Reply& r) { return r.header.error().code() != 0; }
 
-  RequestHandler handler_{{kJob, 0, 1}};
+  int spec_workers_ = 2;
+  std::map<std::string, Principal> principals_;  // empty: --insecure
+  std::string user_id_;                          // what the transport authenticated
+  FakeClock clock_;
+  std::unique_ptr<RequestHandler> handler_;
   uint64_t request_id_ = 0;
 };
 
@@ -103,7 +119,7 @@ TEST_F(RequestHandlerTest, RegisterIsParkedUntilTheChiefsInit) {
   EXPECT_EQ(out[1].peer, Peer(1));
   EXPECT_FALSE(IsError(out[1]));
   EXPECT_EQ(out[1].header.job().num_workers(), 2);
-  EXPECT_TRUE(handler_.registered()[1]);
+  EXPECT_TRUE(H().workers().registered(1));
 }
 
 TEST_F(RequestHandlerTest, SyncParksPullUntilAllWorkersPushed) {
@@ -120,8 +136,8 @@ TEST_F(RequestHandlerTest, SyncParksPullUntilAllWorkersPushed) {
     EXPECT_EQ(r.header.version(), 1);
   }
   // Average (1+2+3)/3 = 2, lr 0.5: 1 - 0.5*2 = 0.
-  EXPECT_FLOAT_EQ(handler_.params()[0], 0.0f);
-  EXPECT_EQ(handler_.Stats().updates_applied(), 1);
+  EXPECT_FLOAT_EQ(H().params()[0], 0.0f);
+  EXPECT_EQ(H().Stats().updates_applied(), 1);
 }
 
 TEST_F(RequestHandlerTest, SyncAveragesWeightedByExamples) {
@@ -130,7 +146,7 @@ TEST_F(RequestHandlerTest, SyncAveragesWeightedByExamples) {
   Push(0, 0, 0, 1.0f, /*n=*/3);
   Push(1, 0, 0, 5.0f, /*n=*/1);
   // (3*1 + 1*5) / 4 = 2 -> 1 - 0.5*2 = 0.
-  EXPECT_FLOAT_EQ(handler_.params()[0], 0.0f);
+  EXPECT_FLOAT_EQ(H().params()[0], 0.0f);
 }
 
 TEST_F(RequestHandlerTest, SyncDropsStalePushesAndCountsThem) {
@@ -138,14 +154,14 @@ TEST_F(RequestHandlerTest, SyncDropsStalePushesAndCountsThem) {
   RegisterAll(2);
   Push(0, 0, 0, 1.0f);
   Push(1, 0, 0, 1.0f);
-  ASSERT_EQ(handler_.version(), 1);
+  ASSERT_EQ(H().version(), 1);
   std::vector<Reply> out = Push(1, 0, 0, 100.0f);  // computed on version 0: stale
   ASSERT_EQ(out.size(), 1u);
   EXPECT_FALSE(IsError(out[0]));
   EXPECT_TRUE(out[0].header.dropped());
   EXPECT_TRUE(out[0].with_params);  // the newest parameters, at once
-  EXPECT_FLOAT_EQ(handler_.params()[0], 0.5f);  // the stale gradient never reached them
-  const proto::ShardStats s = handler_.Stats();
+  EXPECT_FLOAT_EQ(H().params()[0], 0.5f);  // the stale gradient never reached them
+  const proto::ShardStats s = H().Stats();
   EXPECT_EQ(s.stale_gradients_dropped(), 1);
   EXPECT_EQ(s.gradients_received(), 3);
   EXPECT_EQ(s.gradients_applied(), 2);
@@ -169,13 +185,13 @@ TEST_F(RequestHandlerTest, BackupWorkersApplyWithoutTheSlowestAndDropItLater) {
   Push(0, 0, 0, 1.0f);
   std::vector<Reply> out = Push(1, 0, 0, 3.0f);
   ASSERT_EQ(out.size(), 2u);  // applied after 2 of 3: nobody waits for rank 2
-  EXPECT_EQ(handler_.version(), 1);
-  EXPECT_FLOAT_EQ(handler_.params()[0], 0.0f);  // average of 1 and 3
+  EXPECT_EQ(H().version(), 1);
+  EXPECT_FLOAT_EQ(H().params()[0], 0.0f);  // average of 1 and 3
   std::vector<Reply> late = Push(2, 0, 0, 50.0f);
   ASSERT_EQ(late.size(), 1u);
   EXPECT_TRUE(late[0].header.dropped());
-  EXPECT_FLOAT_EQ(handler_.params()[0], 0.0f);
-  const proto::ShardStats s = handler_.Stats();
+  EXPECT_FLOAT_EQ(H().params()[0], 0.0f);
+  const proto::ShardStats s = H().Stats();
   EXPECT_EQ(s.late_gradients_dropped(), 1);
   EXPECT_EQ(s.gradients_received(), s.gradients_applied() + s.late_gradients_dropped() +
                                         s.stale_gradients_dropped());
@@ -188,12 +204,12 @@ TEST_F(RequestHandlerTest, BackupWorkersDropEveryLateGradientHoweverFarBehind) {
     Push(0, v, v, 1.0f);
     Push(1, v, v, 1.0f);
   }
-  ASSERT_EQ(handler_.version(), 3);
+  ASSERT_EQ(H().version(), 3);
   std::vector<Reply> out = Push(2, 0, 0, 50.0f);  // the straggler, three versions behind
   ASSERT_EQ(out.size(), 1u);
   EXPECT_TRUE(out[0].header.dropped());
   EXPECT_EQ(out[0].header.version(), 3);  // served the current version at once
-  const proto::ShardStats s = handler_.Stats();
+  const proto::ShardStats s = H().Stats();
   EXPECT_EQ(s.late_gradients_dropped(), 1);
   EXPECT_EQ(s.stale_gradients_dropped(), 0);
 }
@@ -203,16 +219,16 @@ TEST_F(RequestHandlerTest, SyncDropsPushesAfterTheJobsLastVersion) {
   RegisterAll(3);
   Push(0, 0, 0, 1.0f);
   Push(1, 0, 0, 1.0f);
-  ASSERT_EQ(handler_.version(), 1);
+  ASSERT_EQ(H().version(), 1);
   // A straggler that saw version 1 on this shard (but not yet on another)
   // pushes once more: nothing is left to apply, and nobody would ever join
   // it, so it is dropped and answered at once instead of parked.
   std::vector<Reply> out = Push(2, 1, 1, 50.0f);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_TRUE(out[0].header.dropped());
-  EXPECT_EQ(handler_.version(), 1);
-  EXPECT_FLOAT_EQ(handler_.params()[0], 0.5f);  // 1 - 0.5 x mean(1, 1)
-  EXPECT_EQ(handler_.Stats().late_gradients_dropped(), 1);
+  EXPECT_EQ(H().version(), 1);
+  EXPECT_FLOAT_EQ(H().params()[0], 0.5f);  // 1 - 0.5 x mean(1, 1)
+  EXPECT_EQ(H().Stats().late_gradients_dropped(), 1);
 }
 
 TEST_F(RequestHandlerTest, AsyncAppliesOnArrivalAndRecordsStaleness) {
@@ -225,8 +241,8 @@ TEST_F(RequestHandlerTest, AsyncAppliesOnArrivalAndRecordsStaleness) {
   std::vector<Reply> b = Push(1, 0, 0, 1.0f);  // computed on 0, shard at 1
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0].header.staleness(), 1);
-  EXPECT_FLOAT_EQ(handler_.params()[0], 0.0f);  // 1 - 0.5 - 0.5
-  const proto::ShardStats s = handler_.Stats();
+  EXPECT_FLOAT_EQ(H().params()[0], 0.0f);  // 1 - 0.5 - 0.5
+  const proto::ShardStats s = H().Stats();
   EXPECT_EQ(s.updates_applied(), 2);
   ASSERT_EQ(s.staleness_histogram_size(), 2);
   EXPECT_EQ(s.staleness_histogram(0), 1);
@@ -240,7 +256,7 @@ TEST_F(RequestHandlerTest, StalenessAwareLearningRateDividesTheStep) {
   Push(0, 0, 0, 1.0f);  // staleness 0: full step, 1 -> 0.5
   Push(1, 0, 0, 1.0f);  // staleness 1: full step, 0.5 -> 0
   Push(2, 0, 0, 1.0f);  // staleness 2: half step, 0 -> -0.25
-  EXPECT_FLOAT_EQ(handler_.params()[0], -0.25f);
+  EXPECT_FLOAT_EQ(H().params()[0], -0.25f);
 }
 
 TEST_F(RequestHandlerTest, SspAlsoDividesTheStepByStaleness) {
@@ -249,7 +265,7 @@ TEST_F(RequestHandlerTest, SspAlsoDividesTheStepByStaleness) {
   Push(0, 0, 0, 1.0f);  // staleness 0: 1 -> 0.5
   Push(1, 0, 0, 1.0f);  // staleness 1: 0.5 -> 0
   Push(2, 0, 0, 1.0f);  // staleness 2: half step, 0 -> -0.25
-  EXPECT_FLOAT_EQ(handler_.params()[0], -0.25f);
+  EXPECT_FLOAT_EQ(H().params()[0], -0.25f);
 }
 
 TEST_F(RequestHandlerTest, SspParksAWorkerTooFarAheadOfTheSlowest) {
@@ -258,7 +274,7 @@ TEST_F(RequestHandlerTest, SspParksAWorkerTooFarAheadOfTheSlowest) {
   // Rank 0 finishes steps 0 and 1 while rank 1 has finished none.
   EXPECT_EQ(Push(0, 0, 0, 0.1f).size(), 1u);  // next step 1: 1 - 0 <= 1, served
   EXPECT_TRUE(Push(0, 1, 1, 0.1f).empty());   // next step 2: 2 - 0 > 1, parked
-  EXPECT_EQ(handler_.Stats().ssp_waits(), 1);
+  EXPECT_EQ(H().Stats().ssp_waits(), 1);
   std::vector<Reply> out = Push(1, 0, 0, 0.1f);  // the slowest finishes step 0
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[1].peer, Peer(0));  // rank 0 released
@@ -272,7 +288,7 @@ TEST_F(RequestHandlerTest, CountersAddUp) {
     Push(0, step, step, 1.0f);
     Push(1, step, step, 1.0f);  // always late: the version moved on after rank 0
   }
-  const proto::ShardStats s = handler_.Stats();
+  const proto::ShardStats s = H().Stats();
   EXPECT_EQ(s.gradients_received(), 10);
   EXPECT_EQ(s.gradients_received(), s.gradients_applied() + s.stale_gradients_dropped() +
                                         s.late_gradients_dropped());
@@ -291,11 +307,13 @@ TEST_F(RequestHandlerTest, BarrierAnswersWhenEveryWorkerArrived) {
   b1.set_barrier_name("done");
   b1.mutable_report()->set_images(64);
   EXPECT_EQ(Send(1, WithPayload(b1, {})).size(), 2u);
-  const proto::ShardStats s = handler_.Stats();
+  const proto::ShardStats s = H().Stats();
   ASSERT_EQ(s.workers_size(), 2);
   EXPECT_EQ(s.workers(0).images() + s.workers(1).images(), 192);
   // A barrier is single-use per name and rank: the same name starts afresh.
-  EXPECT_TRUE(Send(0, WithPayload(b0, {})).empty());
+  proto::Header again = Base(proto::BARRIER, 0);
+  again.set_barrier_name(b0.barrier_name());
+  EXPECT_TRUE(Send(0, WithPayload(again, {})).empty());
 }
 
 TEST_F(RequestHandlerTest, RefusesRequestsOfAnotherJobPlanOrProtocol) {
@@ -317,15 +335,18 @@ TEST_F(RequestHandlerTest, RefusesRequestsOfAnotherJobPlanOrProtocol) {
   out = Send(1, WithPayload(h, {}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("protocol version 99"));
-  EXPECT_EQ(handler_.Stats().rejected_requests(), 3);
+  EXPECT_EQ(H().Stats().rejected_requests(), 3);
 }
 
 TEST_F(RequestHandlerTest, RefusesBadRangesPayloadsAndRanks) {
   Init(proto::SYNC, 2);
   proto::Header h = Base(proto::PUSH, 1);
   h.set_range_end(kSize + 1);
-  EXPECT_THAT(Send(1, WithPayload(h, std::vector<float>(kSize + 1)))[0].header.error().message(),
+  EXPECT_THAT(Send(1, WithPayload(h, std::vector<float>(kSize)))[0].header.error().message(),
               HasSubstr("range"));
+  h = Base(proto::PUSH, 1);
+  EXPECT_THAT(Send(1, WithPayload(h, std::vector<float>(kSize + 1)))[0].header.error().message(),
+              HasSubstr("larger than the shard"));
   h = Base(proto::PUSH, 1);
   EXPECT_THAT(Send(1, WithPayload(h, std::vector<float>(kSize - 1)))[0].header.error().message(),
               HasSubstr("payload of 12 bytes"));
@@ -335,7 +356,7 @@ TEST_F(RequestHandlerTest, RefusesBadRangesPayloadsAndRanks) {
   EXPECT_THAT(Send(5, WithPayload(h, {}))[0].header.error().message(), HasSubstr("rank 5"));
   h = Base(static_cast<proto::MessageType>(77), 1);
   EXPECT_THAT(Send(1, WithPayload(h, {}))[0].header.error().message(), HasSubstr("unknown message type"));
-  EXPECT_EQ(handler_.version(), 0);
+  EXPECT_EQ(H().version(), 0);
 }
 
 TEST_F(RequestHandlerTest, DropsNonFiniteGradients) {
@@ -345,9 +366,9 @@ TEST_F(RequestHandlerTest, DropsNonFiniteGradients) {
   grad[2] = std::nanf("");
   std::vector<Reply> out = Send(0, WithPayload(h, grad));
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_THAT(out[0].header.error().message(), HasSubstr("non-finite value at offset 2"));
-  EXPECT_FLOAT_EQ(handler_.params()[2], 1.0f);
-  EXPECT_EQ(handler_.Stats().nonfinite_gradients_dropped(), 1);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("not finite in f32"));
+  EXPECT_FLOAT_EQ(H().params()[2], 1.0f);
+  EXPECT_EQ(H().Stats().nonfinite_gradients_dropped(), 1);
 }
 
 TEST_F(RequestHandlerTest, RefusesTrainingBeforeInitAndASecondInit) {
@@ -368,16 +389,16 @@ TEST_F(RequestHandlerTest, InitFromANonChiefIsRefused) {
   std::vector<Reply> out = Send(1, WithPayload(h, std::vector<float>(kSize, 0.0f)));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("chief"));
-  EXPECT_FALSE(handler_.initialized());
+  EXPECT_FALSE(H().initialized());
 }
 
 TEST_F(RequestHandlerTest, MalformedMessagesAreAnsweredAndCounted) {
   std::vector<Reply> out;
-  handler_.HandleMalformed("junk", absl::InvalidArgumentError("bad header"), &out);
+  H().HandleMalformed({"junk", ""}, absl::InvalidArgumentError("bad header"), &out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].peer, "junk");
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("malformed"));
-  EXPECT_EQ(handler_.Stats().malformed_requests(), 1);
+  EXPECT_EQ(H().Stats().malformed_requests(), 1);
 }
 
 TEST_F(RequestHandlerTest, FailureAnswersParkedAndLaterRequests) {
@@ -385,7 +406,7 @@ TEST_F(RequestHandlerTest, FailureAnswersParkedAndLaterRequests) {
   RegisterAll(2);
   EXPECT_TRUE(Push(0, 0, 0, 1.0f).empty());
   std::vector<Reply> out;
-  handler_.Fail(absl::AbortedError("worker:1 presumed dead"), &out);
+  H().Fail(absl::AbortedError("worker:1 presumed dead"), &out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("worker:1 presumed dead"));
   out = Pull(0, 1, 1);
@@ -429,9 +450,190 @@ TEST_F(RequestHandlerTest, OnlyTheChiefShutsTheShardDown) {
   std::vector<Reply> out = Send(1, WithPayload(Base(proto::SHUTDOWN, 1), {}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_TRUE(IsError(out[0]));
-  EXPECT_FALSE(handler_.shutdown_requested());
+  EXPECT_FALSE(H().shutdown_requested());
   out = Send(0, WithPayload(Base(proto::SHUTDOWN, 0), {}));
-  EXPECT_TRUE(handler_.shutdown_requested());
+  EXPECT_TRUE(H().shutdown_requested());
+}
+
+
+// --- Issue 7: roles bound to identity, repeats, poison, sizes, leaks. ---
+
+class AuthenticatedHandlerTest : public RequestHandlerTest {
+ protected:
+  AuthenticatedHandlerTest() {
+    principals_["chief:0"] = {Role::kChief, 0};
+    principals_["worker:0"] = {Role::kWorker, 1};
+    principals_["ps:0"] = {Role::kPs, -1};
+    principals_["client"] = {Role::kClient, -1};
+  }
+  std::vector<Reply> SendAs(const std::string& who, int rank, const Message& m) {
+    user_id_ = who;
+    return Send(rank, m);
+  }
+};
+
+TEST_F(AuthenticatedHandlerTest, RolesComeFromTheIdentityNotTheHeader) {
+  user_id_ = "chief:0";
+  Init(proto::SYNC, 2);
+  // worker:0 (rank 1) claiming rank 0 may neither train as it nor shut down.
+  std::vector<Reply> out = SendAs("worker:0", 0, WithPayload(Base(proto::SHUTDOWN, 0), {}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("claims rank 0"));
+  out = SendAs("worker:0", 1, WithPayload(Base(proto::SHUTDOWN, 1), {}));
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("only the chief may SHUTDOWN"));
+  EXPECT_FALSE(H().shutdown_requested());
+  // A client reads counters and nothing else.
+  proto::Header client = Base(proto::STATS, 0);
+  client.mutable_sender()->set_type(proto::CLIENT);
+  EXPECT_FALSE(IsError(SendAs("client", 0, WithPayload(client, {}))[0]));
+  client.set_type(proto::SHUTDOWN);
+  EXPECT_TRUE(IsError(SendAs("client", 0, WithPayload(client, {}))[0]));
+  client.set_type(proto::PULL);
+  EXPECT_TRUE(IsError(SendAs("client", 0, WithPayload(client, {}))[0]));
+  // Someone the transport did not authenticate never gets in.
+  EXPECT_TRUE(IsError(SendAs("", 0, WithPayload(Base(proto::STATS, 0), {}))[0]));
+  EXPECT_EQ(H().Stats().unauthorized_requests(), 5);
+  EXPECT_FALSE(IsError(SendAs("chief:0", 0, WithPayload(Base(proto::SHUTDOWN, 0), {})).back()));
+  EXPECT_TRUE(H().shutdown_requested());
+}
+
+TEST_F(AuthenticatedHandlerTest, OnlyTheChiefMayInit) {
+  proto::Header h = Base(proto::INIT, 1);
+  h.mutable_job()->set_mode(proto::SYNC);
+  h.mutable_job()->set_num_workers(2);
+  h.mutable_job()->set_learning_rate(0.1);
+  std::vector<Reply> out = SendAs("worker:0", 1, WithPayload(h, std::vector<float>(kSize, 0.0f)));
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("only the chief may INIT"));
+  EXPECT_FALSE(H().initialized());
+}
+
+TEST_F(RequestHandlerTest, InitMustAgreeWithTheSpecsWorkerCount) {
+  spec_workers_ = 2;
+  H();
+  std::vector<Reply> out = Init(proto::SYNC, 9);  // a crafted INIT: more workers than the spec
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("cluster spec has 2"));
+  EXPECT_FALSE(H().initialized());
+  // Liveness and registration stay sized by the spec whatever INIT said.
+  EXPECT_EQ(H().workers().size(), 2);
+}
+
+TEST_F(RequestHandlerTest, ARepeatedPushIsAnsweredAgainButNeverAppliedTwice) {
+  Init(proto::ASYNC, 1);
+  proto::Header h = Base(proto::PUSH, 0);
+  h.set_num_examples(1);
+  const Message push = WithPayload(h, std::vector<float>(kSize, 1.0f));
+  std::vector<Reply> first = Send(0, push);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_FALSE(IsError(first[0]));
+  EXPECT_FLOAT_EQ(H().params()[0], 0.5f);  // 1 - 0.5 * 1
+  std::vector<Reply> again = Send(0, push);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_FALSE(IsError(again[0]));
+  EXPECT_EQ(again[0].header.request_id(), h.request_id());
+  EXPECT_FLOAT_EQ(H().params()[0], 0.5f);
+  EXPECT_EQ(H().Stats().updates_applied(), 1);
+  EXPECT_EQ(H().Stats().duplicate_requests(), 1);
+  // Long forgotten: refused, still not applied.
+  for (int i = 0; i < 10; ++i) {
+    proto::Header b = Base(proto::BARRIER, 0);
+    b.set_barrier_name("x" + std::to_string(i % 8));
+    Send(0, WithPayload(b, {}));
+  }
+  again = Send(0, push);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].header.error().code(), static_cast<int>(absl::StatusCode::kAlreadyExists));
+  EXPECT_EQ(H().Stats().updates_applied(), 1);
+}
+
+TEST_F(RequestHandlerTest, ARepeatOfAParkedRequestIsAnsweredOnceWhereTheRepeatCameFrom) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  proto::Header h = Base(proto::PUSH_PULL, 0);
+  h.set_num_examples(1);
+  const Message push = WithPayload(h, std::vector<float>(kSize, 1.0f));
+  EXPECT_TRUE(Send(0, push).empty());  // parked until rank 1 pushes
+  std::vector<Reply> out;
+  H().Handle({"reconnected", ""}, push, &out);
+  EXPECT_TRUE(out.empty());
+  out = Push(1, 0, 0, 1.0f);
+  ASSERT_EQ(out.size(), 2u);
+  const bool rerouted = out[0].peer == "reconnected" || out[1].peer == "reconnected";
+  EXPECT_TRUE(rerouted);
+  EXPECT_EQ(H().Stats().updates_applied(), 1);
+  EXPECT_EQ(H().Stats().gradients_received(), 2);
+}
+
+TEST_F(RequestHandlerTest, AHugeFiniteGradientIsRefusedAndTheShardUnchanged) {
+  Init(proto::ASYNC, 1);
+  proto::Header h = Base(proto::PUSH, 0);
+  h.set_num_examples(1);
+  std::vector<Reply> out = Send(0, WithPayload(h, std::vector<float>(kSize, 3e38f)));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("not finite in f32"));
+  EXPECT_FLOAT_EQ(H().params()[0], 1.0f);
+  EXPECT_EQ(H().version(), 0);
+  EXPECT_EQ(H().Stats().nonfinite_gradients_dropped(), 1);
+}
+
+TEST_F(RequestHandlerTest, AnUpdateThatWouldOverflowTheParametersIsRefused) {
+  Init(proto::ASYNC, 1);
+  // Each gradient passes alone (squared norm 3.24e38 < FLT_MAX) and moves
+  // p by 4.5e18; the third would leave parameters whose squared norm
+  // overflows f32 (4 x 1.35e19^2), so it is refused and nothing changes.
+  std::vector<Reply> out;
+  for (int i = 0; i < 3; ++i) {
+    proto::Header h = Base(proto::PUSH, 0);
+    h.set_num_examples(1);
+    out = Send(0, WithPayload(h, std::vector<float>(kSize, -9e18f)));
+    ASSERT_EQ(out.size(), 1u);
+    if (i < 2) EXPECT_FALSE(IsError(out[0])) << i;
+  }
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("non-finite in f32"));
+  EXPECT_FLOAT_EQ(H().params()[0], 1.0f + 9e18f);
+  EXPECT_EQ(H().version(), 2);
+  EXPECT_EQ(H().Stats().refused_updates(), 1);
+}
+
+TEST_F(RequestHandlerTest, BeforeInitOnlyInitMayBeLarge) {
+  proto::Header h = Base(proto::REGISTER, 1);
+  std::vector<Reply> out = Send(1, WithPayload(h, std::vector<float>(20000, 0.0f)));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("before INIT"));
+  EXPECT_EQ(H().Stats().oversized_requests(), 1);
+}
+
+TEST_F(RequestHandlerTest, RefusalsCarryNoJobIdFingerprintRangeOrVersion) {
+  Init(proto::SYNC, 2);
+  proto::Header h = Base(proto::PULL, 1);
+  h.set_job_id(kJob + 1);
+  std::vector<Reply> out = Send(1, WithPayload(h, {}));
+  out.push_back(Send(1, WithPayload(Base(proto::PUSH, 1), {}))[0]);
+  std::vector<Reply> malformed;
+  H().HandleMalformed({"junk", ""}, absl::InvalidArgumentError("bad"), &malformed);
+  out.push_back(malformed[0]);
+  for (const Reply& r : out) {
+    ASSERT_TRUE(IsError(r));
+    EXPECT_EQ(r.header.job_id(), 0u);
+    EXPECT_EQ(r.header.plan_fingerprint(), 0u);
+    EXPECT_EQ(r.header.range_end(), 0u);
+    EXPECT_EQ(r.header.version(), 0);
+    EXPECT_FALSE(r.header.has_sender());
+    EXPECT_THAT(r.header.error().message(), ::testing::Not(HasSubstr("10b")));
+  }
+}
+
+TEST_F(RequestHandlerTest, OnlyValidTrafficKeepsAWorkerAlive) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  clock_.AdvanceSeconds(30);
+  proto::Header bad = Base(proto::HEARTBEAT, 1);
+  bad.set_job_id(kJob + 1);
+  Send(1, WithPayload(bad, {}));
+  EXPECT_GE(H().workers().SilentSeconds(1), 30.0);
+  Send(1, WithPayload(Base(proto::HEARTBEAT, 1), {}));
+  EXPECT_EQ(H().workers().SilentSeconds(1), 0.0);
 }
 
 }  // namespace

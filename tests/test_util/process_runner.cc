@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/cluster_spec.h"
 #include "common/file_util.h"
+#include "common/job_secret.h"
 #include "gtest/gtest.h"
 #include "launcher/launcher.h"
 
@@ -27,6 +28,18 @@ std::string MakeTempDir(const std::string& prefix) {
   char* dir = mkdtemp(pattern.data());
   return dir == nullptr ? ::testing::TempDir() : std::string(dir);
 }
+
+std::string TestSecretFile() {
+  static const std::string path = [] {
+    const std::string file = MakeTempDir("secret") + "/job.secret";
+    const absl::Status s = JobSecret::Generate().WriteNewFile(file);
+    if (!s.ok()) ADD_FAILURE() << s;
+    return file;
+  }();
+  return path;
+}
+
+std::string SecretFlag() { return "--secret_file=" + TestSecretFile(); }
 
 std::unique_ptr<RunningProcess> RunningProcess::Start(const std::string& binary,
                                                       std::vector<std::string> args,
@@ -142,11 +155,14 @@ ClusterRun RunLocalCluster(const std::string& spec_path, int num_ps, int num_wor
                            const std::vector<std::string>& worker_flags, double timeout_s) {
   std::vector<std::unique_ptr<RunningProcess>> tasks;
   for (int k = 0; k < num_ps; ++k) {
-    tasks.push_back(RunningProcess::Start(BinaryPath("ps_server"), {"--peer_timeout_s=30"},
+    tasks.push_back(RunningProcess::Start(BinaryPath("ps_server"),
+                                          {"--peer_timeout_s=30", SecretFlag()},
                                           TfConfigFor(spec_path, "ps", k)));
   }
+  std::vector<std::string> flags = worker_flags;
+  flags.push_back(SecretFlag());
   for (int w = 0; w < num_workers; ++w) {
-    tasks.push_back(RunningProcess::Start(BinaryPath("worker"), worker_flags,
+    tasks.push_back(RunningProcess::Start(BinaryPath("worker"), flags,
                                           TfConfigFor(spec_path, "worker", w)));
   }
   ClusterRun run;

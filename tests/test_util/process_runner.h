@@ -20,6 +20,11 @@ std::string SourcePath(const std::string& relative);
 // A fresh empty directory under the test temp dir.
 std::string MakeTempDir(const std::string& prefix);
 
+// A job secret file made once per test process (every task a test starts
+// shares it, as the tasks of one job do), and the flag that names it.
+std::string TestSecretFile();
+std::string SecretFlag();
+
 class RunningProcess {
  public:
   // Starts `binary` with `args`; `tf_config` (if not empty) becomes TF_CONFIG.

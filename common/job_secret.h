@@ -1,0 +1,71 @@
+#pragma once
+
+// One secret per job, from which every task derives its CURVE key pair.
+//
+// The secret is 32 random bytes, kept in a file as one line of 64 hex
+// digits (`pstrain keygen --out=FILE` writes one with mode 0600; under
+// Kubernetes it is a Secret mounted into every replica). A task's key pair
+// is a pure function of the secret and the task's name:
+//
+//   secret_key = BLAKE2b-256(key = secret, "pstrain/curve25519/v1/" + name)
+//   public_key = X25519(secret_key, basepoint)
+//
+// with names "chief:0", "worker:1", "ps:0" (ClusterSpec task names) and
+// "client" (tools that only read counters). So a ps knows every public key
+// of its job from its own spec, and a worker knows every ps's, with nothing
+// exchanged. Whoever holds the secret can derive every key of the job: the
+// secret is the trust boundary (docs/design_notes.md, "Security").
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace pstrain {
+
+inline constexpr size_t kCurveKeyBytes = 32;
+using CurveKey = std::array<uint8_t, kCurveKeyBytes>;
+
+struct CurveKeyPair {
+  CurveKey public_key;
+  CurveKey secret_key;
+};
+
+// The identity name of tools (stats readers) that are not cluster tasks.
+inline constexpr absl::string_view kClientIdentity = "client";
+
+class JobSecret {
+ public:
+  // 32 fresh random bytes from the OS (libsodium's randombytes).
+  static JobSecret Generate();
+
+  // Reads a secret file. NotFound when missing; InvalidArgument naming the
+  // file when it is not 64 hex digits (surrounding whitespace allowed).
+  static absl::StatusOr<JobSecret> Load(const std::string& path);
+
+  // Parses the file format (64 hex digits, whitespace around allowed).
+  static absl::StatusOr<JobSecret> Parse(absl::string_view text, absl::string_view origin);
+
+  // Writes the secret to a new file with mode 0600 (AlreadyExists when the
+  // file exists: a secret is never overwritten by accident).
+  absl::Status WriteNewFile(const std::string& path) const;
+
+  // "0123...ef\n": the file's contents.
+  std::string ToFileContents() const;
+
+  // The CURVE key pair of the task (or tool) called `name`.
+  CurveKeyPair KeyPairFor(absl::string_view name) const;
+
+ private:
+  explicit JobSecret(const std::array<uint8_t, 32>& bytes) : bytes_(bytes) {}
+
+  std::array<uint8_t, 32> bytes_;
+};
+
+// True when a file is readable by its group or others (a warning, not an
+// error: Kubernetes mounts Secrets 0644 unless told otherwise).
+bool SecretFileIsShared(const std::string& path);
+
+}  // namespace pstrain

@@ -1,0 +1,387 @@
+// Issue 7's attacks, each against a live ps_server process (and one against
+// a whole training job): what a stranger on the network, an authenticated
+// but misbehaving task, and a flood can do. After each the ps must still be
+// up and serving, the parameters untouched by anything refused, and the
+// counters must say what was refused.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/clock.h"
+#include "common/cluster_spec.h"
+#include "common/file_util.h"
+#include "common/job_secret.h"
+#include "common/json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/run_summary.pb.h"
+#include "tests/test_util/process_runner.h"
+#include "tests/test_util/protocol_client.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::BinaryPath;
+using testing::ProtocolClient;
+using testing::ProtocolClientOptions;
+using testing::RunningProcess;
+
+constexpr int kShard = 16;
+
+int CountLines(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) n += absl::StrContains(line, needle);
+  return n;
+}
+
+// Peak resident memory of a process, in MiB (VmHWM), or -1.
+double PeakRssMib(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, "VmHWM:")) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return -1;
+}
+
+class AttackedPs : public ::testing::Test {
+ protected:
+  // A ps for a spec of one ps and two workers; `flags` add to its own.
+  void StartPs(std::vector<std::string> flags, bool init = true) {
+    const std::string dir = testing::MakeTempDir("attack");
+    spec_ = testing::WriteLocalSpec(dir, 1, 2);
+    const std::string tf_config = testing::TfConfigFor(spec_, "ps", 0);
+    port_ = std::stoi(tf_config.substr(tf_config.rfind("localhost:") + 10));
+    auto parsed = ClusterSpec::FromJson(tf_config, "tf_config");
+    ASSERT_TRUE(parsed.ok());
+    job_id_ = parsed->JobId();
+    flags.push_back("--peer_timeout_s=120");
+    insecure_ = std::find(flags.begin(), flags.end(), "--insecure") != flags.end();
+    if (!insecure_) flags.push_back(testing::SecretFlag());
+    ps_ = RunningProcess::Start(BinaryPath("ps_server"), flags, tf_config);
+    ASSERT_NE(ps_, nullptr);
+    ASSERT_TRUE(ps_->WaitForOutput("listening on", 10)) << ps_->output();
+    auto secret = JobSecret::Load(testing::TestSecretFile());
+    ASSERT_TRUE(secret.ok());
+    secret_ = *secret;
+    chief_ = std::make_unique<ProtocolClient>(As("worker:0", 0));
+    if (init) ASSERT_EQ(Init(*chief_, 2), "");
+  }
+
+  // Options to speak as task `name` (rank `rank`): authenticated unless
+  // the ps runs --insecure.
+  ProtocolClientOptions As(const std::string& name, int rank) {
+    ProtocolClientOptions o;
+    if (!insecure_) o = testing::AuthenticatedAs(*secret_, name, port_, job_id_);
+    o.port = port_;
+    o.job_id = job_id_;
+    o.rank = rank;
+    o.shard_floats = kShard;
+    return o;
+  }
+
+  // A stranger: no keys at all, but the right job id (it is a hash of the
+  // spec's addresses, so anyone can compute it).
+  ProtocolClientOptions Stranger() {
+    ProtocolClientOptions o;
+    o.port = port_;
+    o.job_id = job_id_;
+    o.shard_floats = kShard;
+    return o;
+  }
+
+  // INIT for an async job; "" or the error message.
+  std::string Init(ProtocolClient& client, int workers) {
+    proto::Header init = client.Header(proto::INIT);
+    init.mutable_job()->set_mode(proto::ASYNC);
+    init.mutable_job()->set_num_workers(workers);
+    init.mutable_job()->set_learning_rate(0.1);
+    auto r = client.Call(init, std::vector<float>(kShard, 1.0f));
+    if (!r.ok()) return std::string(r.status().message());
+    return r->header.error().message();
+  }
+
+  // The chief's PULL: the shard's parameters, which must be intact.
+  std::vector<float> Params() {
+    auto r = chief_->Call(chief_->Header(proto::PULL));
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok() || r->header.error().code() != 0) {
+      ADD_FAILURE() << (r.ok() ? r->header.error().message() : "");
+      return {};
+    }
+    std::vector<float> p(r->payload_floats());
+    r->CopyPayloadTo(absl::MakeSpan(p));
+    return p;
+  }
+
+  proto::ShardStats Stats() {
+    auto r = chief_->Call(chief_->Header(proto::STATS));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->header.stats() : proto::ShardStats();
+  }
+
+  // Expects that `client`'s request gets no answer at all.
+  static void ExpectNoAnswer(ProtocolClient& client, const proto::Header& h,
+                             const std::vector<float>& payload = {}) {
+    auto r = client.Call(h, payload, /*timeout_s=*/1.0);
+    EXPECT_FALSE(r.ok()) << "answered " << proto::MessageType_Name(h.type()) << ": "
+                         << r->header.DebugString();
+  }
+
+  // The chief shuts the ps down; it must exit 0, having survived.
+  void ShutDownAndExpectCleanExit() {
+    auto r = chief_->Call(chief_->Header(proto::SHUTDOWN));
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto code = ps_->Wait(20);
+    ASSERT_TRUE(code.ok()) << ps_->output();
+    EXPECT_EQ(*code, 0) << ps_->output();
+  }
+
+  std::string spec_;
+  int port_ = 0;
+  uint64_t job_id_ = 0;
+  bool insecure_ = false;
+  std::optional<JobSecret> secret_;
+  std::unique_ptr<RunningProcess> ps_;
+  std::unique_ptr<ProtocolClient> chief_;
+};
+
+TEST_F(AttackedPs, StrangersAreRefusedAtTheHandshakeAndNeverAnswered) {
+  StartPs({});
+  ProtocolClient plain(Stranger());
+  ProtocolClientOptions wrong_secret = testing::AuthenticatedAs(JobSecret::Generate(), "worker:0",
+                                                                port_, job_id_);
+  ProtocolClient other_job(wrong_secret);
+  // Knows the ps's public key (it is not secret), but its own key is no
+  // task's: the ZAP handler refuses it.
+  ProtocolClientOptions leaked = Stranger();
+  leaked.keys = JobSecret::Generate().KeyPairFor("worker:0");
+  leaked.server_key = secret_->KeyPairFor("ps:0").public_key;
+  ProtocolClient with_server_key(leaked);
+  for (ProtocolClient* stranger : {&plain, &other_job, &with_server_key}) {
+    ExpectNoAnswer(*stranger, stranger->Header(proto::SHUTDOWN));
+    ExpectNoAnswer(*stranger, stranger->Header(proto::PULL));
+    proto::Header push = stranger->Header(proto::PUSH);
+    push.set_num_examples(1);
+    ExpectNoAnswer(*stranger, push, std::vector<float>(kShard, 3e38f));
+  }
+  EXPECT_EQ(Params(), std::vector<float>(kShard, 1.0f));
+  const proto::ShardStats s = Stats();
+  EXPECT_GE(s.handshakes_refused(), 3);
+  EXPECT_EQ(s.updates_applied(), 0);
+  EXPECT_EQ(s.malformed_requests() + s.rejected_requests(), 0);  // none reached the handler
+  ShutDownAndExpectCleanExit();
+  // Logged once for the address, not once per attempt (ZeroMQ retried
+  // each stranger's connection several times).
+  EXPECT_EQ(CountLines(ps_->output(), "refused a connection from 127.0.0.1"), 1) << ps_->output();
+}
+
+TEST_F(AttackedPs, ARepeatedRequestIsAnsweredAgainButAppliedOnce) {
+  StartPs({});
+  proto::Header push = chief_->Header(proto::PUSH);
+  push.set_num_examples(1);
+  for (int i = 0; i < 3; ++i) {
+    auto r = chief_->Call(push, std::vector<float>(kShard, 1.0f));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->header.error().code(), 0) << r->header.error().message();
+    EXPECT_EQ(r->header.request_id(), push.request_id());
+  }
+  EXPECT_EQ(Params(), std::vector<float>(kShard, 0.9f));  // 1 - 0.1 * 1, once
+  const proto::ShardStats s = Stats();
+  EXPECT_EQ(s.updates_applied(), 1);
+  EXPECT_EQ(s.duplicate_requests(), 2);
+  ShutDownAndExpectCleanExit();
+}
+
+TEST_F(AttackedPs, AnAuthenticatedWorkerCannotActAsAnotherRankOrTheChief) {
+  StartPs({});
+  ProtocolClientOptions as_rank0 = As("worker:1", 0);  // worker:1's keys, rank 0 in the header
+  ProtocolClient impostor(as_rank0);
+  proto::Header push = impostor.Header(proto::PUSH);
+  push.set_num_examples(1);
+  auto r = impostor.Call(push, std::vector<float>(kShard, 5.0f));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->header.error().message(), HasSubstr("comes from worker:1"));
+  r = impostor.Call(impostor.Header(proto::SHUTDOWN));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->header.error().code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  ProtocolClient worker1(As("worker:1", 1));
+  r = worker1.Call(worker1.Header(proto::SHUTDOWN));
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->header.error().message(), HasSubstr("only the chief may SHUTDOWN"));
+  EXPECT_NE(Init(worker1, 2), "");
+  // A client tool reads counters, and nothing else.
+  ProtocolClientOptions client_options = As("client", 0);
+  client_options.sender = proto::CLIENT;
+  ProtocolClient client(client_options);
+  r = client.Call(client.Header(proto::STATS));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->header.error().code(), 0);
+  r = client.Call(client.Header(proto::PULL));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->header.error().code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_EQ(r->payload_floats(), 0u);
+  EXPECT_EQ(Params(), std::vector<float>(kShard, 1.0f));
+  EXPECT_EQ(Stats().unauthorized_requests(), 5);
+  ShutDownAndExpectCleanExit();
+}
+
+TEST_F(AttackedPs, ACraftedInitCannotReshapeOrCrashThePs) {
+  for (const bool insecure : {false, true}) {
+    SCOPED_TRACE(insecure ? "insecure" : "CURVE");
+    StartPs(insecure ? std::vector<std::string>{"--insecure"} : std::vector<std::string>{},
+            /*init=*/false);
+    // More workers than the spec: the old ps indexed its liveness table
+    // past its end and aborted in CheckLiveness.
+    EXPECT_THAT(Init(*chief_, 9), HasSubstr("cluster spec has 2"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few liveness checks
+    EXPECT_EQ(Init(*chief_, 2), "");
+    EXPECT_THAT(Init(*chief_, 2), HasSubstr("already initialised"));
+    EXPECT_EQ(Params(), std::vector<float>(kShard, 1.0f));
+    ShutDownAndExpectCleanExit();
+  }
+}
+
+TEST_F(AttackedPs, AHugeFiniteGradientCannotPoisonTheModel) {
+  for (const bool insecure : {false, true}) {
+    SCOPED_TRACE(insecure ? "insecure" : "CURVE");
+    StartPs(insecure ? std::vector<std::string>{"--insecure"} : std::vector<std::string>{});
+    ProtocolClient worker1(As("worker:1", 1));
+    proto::Header push = worker1.Header(proto::PUSH);
+    push.set_num_examples(1);
+    auto r = worker1.Call(push, std::vector<float>(kShard, 3e38f));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_THAT(r->header.error().message(), HasSubstr("not finite in f32"));
+    EXPECT_EQ(r->header.job_id(), 0u);  // a refusal says nothing about the job
+    EXPECT_EQ(Params(), std::vector<float>(kShard, 1.0f));
+    EXPECT_EQ(Stats().nonfinite_gradients_dropped(), 1);
+    ShutDownAndExpectCleanExit();
+  }
+}
+
+TEST_F(AttackedPs, WithoutASecretAClientStillCannotStopThePs) {
+  StartPs({"--insecure"});
+  ProtocolClientOptions o = Stranger();
+  o.sender = proto::CLIENT;
+  ProtocolClient client(o);
+  auto r = client.Call(client.Header(proto::SHUTDOWN));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->header.error().code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  client.SendRaw({"garbage"});
+  r = client.Receive();
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->header.error().message(), HasSubstr("malformed"));
+  EXPECT_EQ(r->header.job_id(), 0u);
+  EXPECT_EQ(r->header.range_end(), 0u);
+  EXPECT_EQ(r->header.version(), 0);
+  EXPECT_EQ(Params(), std::vector<float>(kShard, 1.0f));
+  ShutDownAndExpectCleanExit();
+  EXPECT_THAT(ps_->output(), HasSubstr("--insecure"));
+}
+
+TEST_F(AttackedPs, AFloodOfAThousandIdentitiesLeavesThePsServing) {
+  StartPs({});
+  const int64_t start = MonotonicMicros();
+  for (int batch = 0; batch < 10; ++batch) {
+    std::vector<std::unique_ptr<ProtocolClient>> flood;
+    for (int i = 0; i < 100; ++i) {
+      ProtocolClientOptions o = Stranger();
+      o.routing_id = absl::StrCat("flood-", batch, "-", i);
+      if (i % 2 == 1) {  // half try CURVE with keys of their own
+        o.keys = JobSecret::Generate().KeyPairFor("worker:0");
+        o.server_key = secret_->KeyPairFor("ps:0").public_key;
+      }
+      flood.push_back(std::make_unique<ProtocolClient>(o));
+      (void)flood.back()->Send(flood.back()->Header(proto::SHUTDOWN));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(Params(), std::vector<float>(kShard, 1.0f));
+  // Every one of them was refused (events arrive a little after the fact).
+  int64_t refused = 0;
+  for (int i = 0; i < 100 && refused < 1000; ++i) {
+    refused = Stats().handshakes_refused();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GE(refused, 1000);
+  EXPECT_LT(SecondsSince(start), 60);
+  ShutDownAndExpectCleanExit();
+  EXPECT_LE(CountLines(ps_->output(), "refused a connection from"), 2) << ps_->output();
+}
+
+TEST_F(AttackedPs, A200MegabyteFrameIsDroppedWithoutBeingHeld) {
+  StartPs({"--max_message_mb=64"});
+  const std::string big(200u << 20, 'x');
+  ProtocolClient stranger(Stranger());
+  stranger.SendRaw({big});
+  // The chief itself (authenticated) cannot make the ps buffer it either:
+  // ZeroMQ drops the connection once the frame passes --max_message_mb.
+  chief_->SendRaw({chief_->Header(proto::PUSH).SerializeAsString(), big});
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(Params(), std::vector<float>(kShard, 1.0f));  // the chief reconnected
+  const double peak = PeakRssMib(ps_->pid());
+  EXPECT_GT(peak, 0);
+  EXPECT_LT(peak, 150) << "the ps held the frame";
+  ShutDownAndExpectCleanExit();
+}
+
+// A real job (1 ps, 2 workers, sync) trains while strangers attack it.
+TEST(AttackedJob, FinishesWithItsUsualAccuracy) {
+  const std::string dir = testing::MakeTempDir("attackedjob");
+  const std::string spec = testing::WriteLocalSpec(dir, 1, 2);
+  const std::string ps_config = testing::TfConfigFor(spec, "ps", 0);
+  const int port = std::stoi(ps_config.substr(ps_config.rfind("localhost:") + 10));
+  const uint64_t job_id = ClusterSpec::FromJson(ps_config, "tf_config")->JobId();
+  auto ps = RunningProcess::Start(BinaryPath("ps_server"), {testing::SecretFlag()}, ps_config);
+  ASSERT_NE(ps, nullptr);
+  std::vector<std::unique_ptr<RunningProcess>> workers;
+  for (int w = 0; w < 2; ++w) {
+    workers.push_back(RunningProcess::Start(
+        BinaryPath("worker"),
+        {"--data_dir=" + testing::SourcePath("data/mnist"), "--max_steps=150", "--run_dir=" + dir,
+         "--log_every_steps=0", "--device=cpu", testing::SecretFlag()},
+        testing::TfConfigFor(spec, "worker", w)));
+    ASSERT_NE(workers.back(), nullptr);
+  }
+  std::atomic<bool> done{false};
+  std::thread attacker([&] {
+    for (int round = 0; round < 200 && !done; ++round) {
+      ProtocolClientOptions o;
+      o.port = port;
+      o.job_id = job_id;
+      o.rank = round % 2;
+      ProtocolClient stranger(o);
+      (void)stranger.Send(stranger.Header(proto::SHUTDOWN));
+      proto::Header push = stranger.Header(proto::PUSH);
+      push.set_num_examples(128);
+      (void)stranger.Send(push, std::vector<float>(64, 3e38f));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  for (auto& w : workers) {
+    auto code = w->Wait(300);
+    EXPECT_TRUE(code.ok() && *code == 0) << w->output();
+  }
+  done = true;
+  attacker.join();
+  auto code = ps->Wait(30);
+  EXPECT_TRUE(code.ok() && *code == 0) << ps->output();
+  auto text = ReadFileToString(dir + "/summary.json");
+  ASSERT_TRUE(text.ok()) << text.status();
+  proto::RunSummary summary;
+  ASSERT_TRUE(ParseJsonMessage(*text, "summary.json", &summary).ok());
+  EXPECT_GT(summary.final_test_accuracy(), 0.8);
+  EXPECT_EQ(summary.updates_applied(), 150);
+  EXPECT_GT(summary.handshakes_refused(), 0);
+  EXPECT_EQ(summary.rejected_requests(), 0);
+}
+
+}  // namespace
+}  // namespace pstrain
