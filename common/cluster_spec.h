@@ -16,10 +16,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace pstrain {
 
@@ -49,6 +49,12 @@ struct HostPort {
 
 // Parses "host:port" or "[v6]:port". Port must be 1..65535.
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view address);
+
+// Whether `host` names this machine's loopback interface: "localhost", any
+// 127.x.y.z literal, or "::1" (case-insensitive). The one definition every part of
+// pstrain uses: loopback names bind 127.0.0.1 (or ::1), two of them with the
+// same port are one endpoint, and `--free_ports` replaces their ports.
+bool IsLoopbackHost(absl::string_view host);
 
 class ClusterSpec {
  public:
@@ -86,10 +92,20 @@ class ClusterSpec {
   // ps is refused.
   uint64_t JobId() const;
 
-  // TF_CONFIG JSON for `task` (one line).
+  // The cluster as JSON without a task (RUN_DIR/cluster_spec.json), one
+  // line ending in a newline; FromJson reads it back to an equal spec.
+  std::string ToJson() const;
+  // TF_CONFIG JSON for `task` (one line, no newline): ToJson's cluster plus
+  // the "task" key.
   std::string ToTfConfig(const TaskId& task) const;
 
+  // Replaces the address of `task`. REQUIRES: Contains(task). Does not
+  // validate; re-parse ToJson() when the new address comes from outside.
+  void set_address(const TaskId& task, std::string address);
+
  private:
+  std::string JsonWithTask(const std::optional<TaskId>& task) const;
+
   std::vector<std::string> addresses_[4];  // indexed by TaskType
   std::optional<TaskId> task_;
 };

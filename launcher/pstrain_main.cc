@@ -22,7 +22,6 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -94,6 +93,14 @@ std::string DefaultRunDir(const TrainOptions& o) {
                       "-", UpdateModeName(o.mode));
 }
 
+// The ps tasks' options: the defaults, but for --peer_timeout_s, which
+// `pstrain` takes as a training flag and gives to both sides.
+PsServerOptions PsOptionsFor(const TrainOptions& train) {
+  PsServerOptions ps;
+  ps.peer_timeout_s = train.peer_timeout_s;
+  return ps;
+}
+
 absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   ASSIGN_OR_RETURN(TrainOptions train, TrainOptionsFromFlags());
   LaunchOptions o;
@@ -102,11 +109,8 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   o.free_ports = absl::GetFlag(FLAGS_free_ports);
   o.run_dir = train.run_dir.empty() ? DefaultRunDir(train) : train.run_dir;
   o.bin_dir = BinDir();
-  o.worker_args = TrainFlagArgs();
-  for (std::string& arg : o.worker_args) {
-    if (absl::StartsWith(arg, "--run_dir=")) arg = "--run_dir=" + o.run_dir;
-  }
-  o.ps_args = {absl::StrCat("--peer_timeout_s=", train.peer_timeout_s)};
+  o.train = train;
+  o.ps = PsOptionsFor(train);
   ASSIGN_OR_RETURN(o.straggler_delay_ms, ParseStragglerItems(absl::GetFlag(FLAGS_straggler)));
   ASSIGN_OR_RETURN(o.echo, ParseEcho(absl::GetFlag(FLAGS_echo)));
   o.stop_grace_s = absl::GetFlag(FLAGS_stop_grace_s);
@@ -139,14 +143,10 @@ absl::StatusOr<ExperimentOptions> ExperimentOptionsFromFlags(const TrainOptions&
                              absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
   }
   x.bin_dir = BinDir();
-  x.worker_args = TrainFlagArgs();
-  x.ps_args = {absl::StrCat("--peer_timeout_s=", train.peer_timeout_s)};
+  x.train = train;
+  x.ps = PsOptionsFor(train);
   x.straggler_items = absl::GetFlag(FLAGS_straggler);
   ASSIGN_OR_RETURN(x.straggler_delay_ms, ParseStragglerItems(x.straggler_items));
-  x.epochs = train.epochs;
-  x.batch_size = train.batch_size;
-  x.max_steps = train.max_steps;
-  x.eval_every_steps = train.eval_every_steps;
   x.eval_points = absl::GetFlag(FLAGS_eval_points);
   if (x.eval_points < 1) return absl::InvalidArgumentError("--eval_points must be >= 1");
   x.gnuplot = absl::GetFlag(FLAGS_gnuplot);

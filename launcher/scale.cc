@@ -150,7 +150,7 @@ absl::StatusOr<ScaleCell> RunCell(const ScaleOptions& options, int ps, int worke
   RETURN_IF_ERROR(WriteFileAtomic(spec_path, LocalSpecJson(ps, workers)));
   const std::string label = absl::StrFormat("%d ps, %d worker%s", ps, workers, workers == 1 ? "" : "s");
   ExperimentRun run = MakeRun(x, label, absl::StrFormat("[%d/%d] %s", index, total, label), spec_path,
-                              absl::StrCat(x.out_dir, "/", name), options.mode.Flags(),
+                              absl::StrCat(x.out_dir, "/", name), options.mode,
                               EvalEverySteps(x, StepsPerWorker(x, workers)));
   // The generated specs have workers only; a straggler the cell does not
   // have (worker:1 of a 1-worker cell) is left out.

@@ -36,9 +36,11 @@ namespace pstrain {
 class Trainer {
  public:
   // Loads the data, builds the model and the shard plan, connects to the
-  // ps tasks. NotFound / DataLoss for missing or corrupt data,
-  // InvalidArgument for bad options. REQUIRES: cluster.task() is a chief or
-  // worker task.
+  // ps tasks, opens the metrics CSVs in options.run_dir; before that the
+  // chief (with options.clean_run_dir) removes the outputs an earlier run
+  // left there (RemoveStaleRunOutputs, one log line). NotFound for missing
+  // data, InvalidArgument for corrupt data or bad options. REQUIRES:
+  // cluster.task() is a chief or worker task.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const ClusterSpec& cluster,
                                                          const TrainOptions& options);
 
@@ -53,6 +55,7 @@ class Trainer {
   Trainer(const ClusterSpec& cluster, const TrainOptions& options);
 
   absl::Status Setup();
+  absl::Status CleanRunDir();
   absl::Status OpenMetrics();
   proto::JobConfig MakeJobConfig() const;
   absl::Status JoinJob();

@@ -11,8 +11,8 @@
 #include "common/clock.h"
 #include "common/cluster_spec.h"
 #include "common/file_util.h"
+#include "common/free_ports.h"
 #include "gtest/gtest.h"
-#include "launcher/launcher.h"
 
 namespace pstrain::testing {
 
@@ -99,7 +99,7 @@ std::string WriteLocalSpec(const std::string& dir, int num_ps, int num_workers) 
   auto spec = placeholder.ok() ? WithFreePorts(*placeholder) : placeholder;
   EXPECT_TRUE(spec.ok()) << spec.status();
   const std::string path = absl::StrCat(dir, "/spec.json");
-  std::ofstream(path) << (spec.ok() ? ClusterJson(*spec) : "");
+  std::ofstream(path) << (spec.ok() ? spec->ToJson() : "");
   return path;
 }
 
