@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "absl/status/status.h"
+#include "common/signals.h"
 
 namespace pstrain {
 
@@ -20,33 +21,34 @@ inline constexpr int kExitBadConfig = 2;
 // reports for Ctrl-C), not 128 + the signal's number.
 inline constexpr int kExitInterrupted = 130;
 
-// kExitOk for OK; kExitBadConfig for InvalidArgument and NotFound, the codes
-// for what the user gave being wrong or missing (a data file the user gave
-// that is corrupt is InvalidArgument); kExitInterrupted for Cancelled;
-// kExitFailure for everything else, DataLoss (bytes lost or corrupted at run
-// time) included.
-inline int ExitCodeFor(const absl::Status& status) {
+// kExitOk for OK; kExitInterrupted for any error once `interrupted` (the
+// process got SIGINT/SIGTERM: what failed after that failed because of it);
+// kExitBadConfig for InvalidArgument and NotFound, the codes for what the
+// user gave being wrong or missing (a data file the user gave that is
+// corrupt is InvalidArgument); kExitFailure for everything else: DataLoss
+// (bytes lost or corrupted at run time) and a Cancelled that no signal
+// caused (a peer's "shutting down" reply) included.
+inline int ExitCodeFor(const absl::Status& status, bool interrupted) {
+  if (status.ok()) return kExitOk;
+  if (interrupted) return kExitInterrupted;
   switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return kExitOk;
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound:
       return kExitBadConfig;
-    case absl::StatusCode::kCancelled:
-      return kExitInterrupted;
     default:
       return kExitFailure;
   }
 }
 
 // Prints "program: error: message" on stderr (nothing for OK) and returns
-// ExitCodeFor(status). For main()'s last line.
+// ExitCodeFor(status, whether a shutdown signal arrived). For main()'s last
+// line, after InstallShutdownHandlers.
 inline int ExitWith(const char* program, const absl::Status& status) {
   if (!status.ok()) {
     std::fprintf(stderr, "%s: error: %.*s\n", program, static_cast<int>(status.message().size()),
                  status.message().data());
   }
-  return ExitCodeFor(status);
+  return ExitCodeFor(status, ShutdownSignal() != 0);
 }
 
 }  // namespace pstrain

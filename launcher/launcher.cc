@@ -85,7 +85,7 @@ class Supervisor {
   bool killed_ = false;
   int64_t workers_done_us_ = 0;
   bool chief_done_ = false;    // the chief exited 0: training is done
-  std::string early_ps_exit_;  // a ps that exited 0 before that, named
+  std::string early_ps_exit_;  // the first ps that exited 0 before that, named
   int64_t early_ps_exit_us_ = 0;
 };
 
@@ -171,19 +171,14 @@ void Supervisor::ReapAll() {
 }
 
 void Supervisor::OnExit(const Task& t) {
-  if (stop_us_ != 0) return;
   const int code = t.process.exit_code();
   if (code != 0) {
-    std::string why = absl::StrCat(t.id.ToString(), " failed (", DescribeExit(code), "); see ",
-                                   LogPath(options_, t.id));
-    // A ps that left first is the cause; the task that failed is its victim.
-    if (!early_ps_exit_.empty()) why = absl::StrCat(early_ps_exit_, "; then ", why);
-    StopAll(why);
-    return;
-  }
-  if (spec_.IsChief(t.id)) {
+    if (stop_us_ == 0) {
+      StopAll(absl::StrCat(t.id.ToString(), " failed (", DescribeExit(code), "); see ",
+                           LogPath(options_, t.id)));
+    }
+  } else if (spec_.IsChief(t.id)) {
     chief_done_ = true;
-    early_ps_exit_.clear();
   } else if (t.is_ps && !chief_done_ && early_ps_exit_.empty()) {
     early_ps_exit_ = absl::StrCat(t.id.ToString(), " exited (code 0) before training finished; see ",
                                   LogPath(options_, t.id));
@@ -192,7 +187,7 @@ void Supervisor::OnExit(const Task& t) {
 }
 
 void Supervisor::CheckEarlyPsExit() {
-  if (stop_us_ == 0 && !early_ps_exit_.empty() &&
+  if (stop_us_ == 0 && !chief_done_ && !early_ps_exit_.empty() &&
       SecondsSince(early_ps_exit_us_) > options_.chief_exit_grace_s) {
     StopAll(early_ps_exit_);
   }
@@ -240,6 +235,11 @@ absl::Status Supervisor::Wait() {
       for (Task& t : tasks_) t.process.Signal(SIGKILL);
       killed_ = true;
     }
+  }
+  // A task that failed first may have been the victim of a ps that left
+  // (its requests refused as the ps shut down): name both.
+  if (!chief_done_ && !early_ps_exit_.empty() && !failure_.empty() && failure_ != early_ps_exit_) {
+    absl::StrAppend(&failure_, "; ", early_ps_exit_);
   }
   if (ShutdownSignal() != 0) return absl::CancelledError(failure_);
   if (!failure_.empty()) return absl::AbortedError(failure_);

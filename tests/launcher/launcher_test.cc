@@ -1,6 +1,7 @@
 // `pstrain launch` as a user runs it: a real cluster of child processes,
-// their prefixed logs, the run directory, and how it ends — success, a bad
-// spec, a task that dies, SIGTERM, and the launcher itself killed. No case
+// their prefixed logs, the run directory (an earlier run's outputs removed),
+// and how it ends — success, a bad spec, a task that dies, a ps that exits 0
+// before training is done, SIGTERM, and the launcher itself killed. No case
 // may leave a process behind.
 
 #include <signal.h>
@@ -11,8 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/cluster_spec.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "common/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/run_summary.pb.h"
@@ -94,6 +97,34 @@ TEST(Launch, TrainsAndWritesTheRunDirectory) {
   ExpectAllGone(TaskPids(p->output()), 5);
 }
 
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(Launch, RemovesAnEarlierRunsOutputsOnceAndSaysSo) {
+  const std::string dir = testing::MakeTempDir("rerun");
+  for (const char* f : {"/summary.json", "/final_params.f32", "/epochs.csv", "/evals.csv",
+                        "/steps_worker1.csv", "/steps_worker5.csv", "/notes.txt"}) {
+    ASSERT_TRUE(WriteFileAtomic(dir + f, "stale").ok());
+  }
+  auto p = StartLaunch(dir, {"--mode=sync", "--max_steps=3", "--echo=all"});
+  ASSERT_NE(p, nullptr);
+  auto code = p->Wait(240);
+  ASSERT_TRUE(code.ok()) << p->output();
+  EXPECT_EQ(*code, 0) << p->output();
+  EXPECT_THAT(p->output(), HasSubstr(absl::StrCat(
+      "pstrain: removed the outputs of an earlier run from ", dir,
+      ": epochs.csv, evals.csv, final_params.f32, steps_worker1.csv, steps_worker5.csv, summary.json")));
+  EXPECT_EQ(Count(p->output(), "removed the outputs of an earlier run"), 1) << p->output();
+  EXPECT_FALSE(FileExists(dir + "/steps_worker5.csv"));
+  EXPECT_EQ(*ReadFileToString(dir + "/notes.txt"), "stale");
+  proto::RunSummary s;
+  ASSERT_TRUE(ParseJsonMessage(*ReadFileToString(dir + "/summary.json"), "summary.json", &s).ok());
+  EXPECT_EQ(s.steps_per_worker(), 3);
+}
+
 TEST(Launch, BadSpecExitsTwoAndStartsNothing) {
   const std::string dir = testing::MakeTempDir("badspec");
   ASSERT_TRUE(WriteFileAtomic(dir + "/spec.json", R"({"cluster": {"worker": ["localhost:1"]}})").ok());
@@ -142,6 +173,42 @@ TEST_F(LongLaunch, ADeadTaskStopsTheRestAndIsNamed) {
   ASSERT_TRUE(code.ok()) << launcher_->output();
   EXPECT_EQ(*code, 1);
   EXPECT_THAT(launcher_->output(), HasSubstr("worker:1 failed (killed by signal 9"));
+  ExpectAllGone(pids_, 10);
+}
+
+// Tells ps:0 to shut down as a tool may (a CLIENT's SHUTDOWN): it exits 0
+// while the chief is still training.
+void ShutDownPs0(const std::string& run_dir) {
+  auto text = ReadFileToString(run_dir + "/cluster_spec.json");
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto spec = ClusterSpec::FromJson(*text, "cluster_spec.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  zmq::context_t context(1);
+  auto socket = ConnectDealer(context, ConnectEndpoint(*ParseHostPort(spec->Address({TaskType::kPs, 0}))),
+                              SocketOptions{});
+  ASSERT_TRUE(socket.ok()) << socket.status();
+  proto::Header h;
+  h.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
+  h.set_job_id(spec->JobId());
+  h.set_type(proto::SHUTDOWN);
+  h.mutable_sender()->set_type(proto::CLIENT);
+  h.set_request_id(1);
+  ASSERT_TRUE(SendRequest(*socket, h, {}, false).ok());
+  zmq::socket_t* sockets[] = {&*socket};
+  auto readable = PollReadable(sockets, 10000);
+  ASSERT_TRUE(readable.ok() && (*readable)[0]) << "ps:0 did not answer SHUTDOWN";
+  auto reply = ReceiveReply(*socket);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->header.error().code(), 0) << reply->header.error().message();
+}
+
+TEST_F(LongLaunch, APsExitingZeroBeforeTrainingIsDoneFailsTheLaunchNamingIt) {
+  ShutDownPs0(dir_);
+  auto code = launcher_->Wait(60);
+  ASSERT_TRUE(code.ok()) << launcher_->output();
+  EXPECT_EQ(*code, 1) << launcher_->output();
+  EXPECT_THAT(launcher_->output(), HasSubstr("ps:0 exited (code 0) before training finished"));
+  EXPECT_FALSE(FileExists(dir_ + "/summary.json"));
   ExpectAllGone(pids_, 10);
 }
 
