@@ -25,8 +25,9 @@ inline constexpr int64_t kTrainImages = 60000;
 struct ExperimentOptions {
   std::string out_dir;                      // created if missing
   std::string bin_dir;                      // holds ps_server and worker
-  // Every run's training options, but for what a run sets itself (the
-  // mode, run_dir, eval_every_steps when 0: chosen from eval_points).
+  // Every run's training options, but for what MakeRun sets: the mode,
+  // run_dir, and eval_every_steps (this one when > 0, else chosen from
+  // eval_points).
   TrainOptions train;
   PsServerOptions ps;
   std::vector<std::string> straggler_items; // as given, for the report

@@ -38,8 +38,8 @@ enum class EchoMode {
 
 struct LaunchOptions {
   std::string cluster_spec_path;
-  // Replace each localhost port of the spec with a free one the OS picks
-  // (so several runs, or a busy machine, never collide).
+  // Replace each loopback address's port (IsLoopbackHost) with a free one
+  // the OS picks (so several runs, or a busy machine, never collide).
   bool free_ports = false;
   std::string run_dir;                       // created if missing
   std::string bin_dir;                       // holds ps_server and worker

@@ -39,7 +39,7 @@
 #include "worker/train_flags.h"
 
 ABSL_FLAG(bool, free_ports, false,
-          "Give every localhost task of the spec a free port chosen by the OS");
+          "Give every loopback task of the spec (localhost, 127.x, ::1) a free port chosen by the OS");
 ABSL_FLAG(std::vector<std::string>, straggler, {},
           "Slow a worker on purpose: worker:1:delay_ms=40 (comma-separated list)");
 ABSL_FLAG(std::string, echo, "all", "Task output to show: all, progress or none");
