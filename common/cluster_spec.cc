@@ -248,6 +248,21 @@ absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(absl::string_view json, absl::
   return spec;
 }
 
+ClusterSpec ClusterSpec::Local(int num_ps, int num_workers, int first_port) {
+  CHECK(num_ps >= 1 && num_workers >= 1 && first_port >= 1 &&
+        first_port + num_workers + num_ps - 1 <= 65535)
+      << num_ps << " ps, " << num_workers << " workers from port " << first_port;
+  ClusterSpec spec;
+  int port = first_port;
+  for (int i = 0; i < num_workers; ++i) {
+    spec.addresses_[static_cast<int>(TaskType::kWorker)].push_back(absl::StrCat("localhost:", port++));
+  }
+  for (int i = 0; i < num_ps; ++i) {
+    spec.addresses_[static_cast<int>(TaskType::kPs)].push_back(absl::StrCat("localhost:", port++));
+  }
+  return spec;
+}
+
 const std::vector<std::string>& ClusterSpec::Addresses(TaskType type) const {
   return addresses_[static_cast<int>(type)];
 }
@@ -303,24 +318,27 @@ uint64_t ClusterSpec::JobId() const {
   return h;
 }
 
-std::string ClusterSpec::JsonWithTask(const std::optional<TaskId>& task) const {
+std::string ClusterSpec::Json(const std::optional<TaskId>& task, bool multiline) const {
   std::vector<std::string> jobs;
   for (TaskType type : kAllTypes) {
     if (Addresses(type).empty()) continue;
     jobs.push_back(absl::StrCat("\"", TaskTypeName(type), "\": [\"",
                                 absl::StrJoin(Addresses(type), "\", \""), "\"]"));
   }
-  std::string json = absl::StrCat("{\"cluster\": {", absl::StrJoin(jobs, ", "), "}");
+  const char* open = multiline ? "{\n  \"cluster\": {\n    " : "{\"cluster\": {";
+  const char* between = multiline ? ",\n    " : ", ";
+  const char* close = multiline ? "\n  }" : "}";
+  std::string json = absl::StrCat(open, absl::StrJoin(jobs, between), close);
   if (task.has_value()) {
     absl::StrAppend(&json, ", \"task\": {\"type\": \"", TaskTypeName(task->type),
                     "\", \"index\": ", task->index, "}");
   }
-  return json + "}";
+  return absl::StrCat(json, multiline ? "\n}\n" : "}");
 }
 
-std::string ClusterSpec::ToJson() const { return JsonWithTask(std::nullopt) + "\n"; }
+std::string ClusterSpec::ToJson() const { return Json(std::nullopt, /*multiline=*/true); }
 
-std::string ClusterSpec::ToTfConfig(const TaskId& task) const { return JsonWithTask(task); }
+std::string ClusterSpec::ToTfConfig(const TaskId& task) const { return Json(task, /*multiline=*/false); }
 
 void ClusterSpec::set_address(const TaskId& task, std::string address) {
   CHECK(Contains(task)) << task.ToString();

@@ -62,6 +62,12 @@ class ClusterSpec {
   // ("TF_CONFIG", a file path). The "task" key is optional here.
   static absl::StatusOr<ClusterSpec> FromJson(absl::string_view json, absl::string_view origin);
 
+  // `num_workers` workers then `num_ps` ps on localhost, at ports
+  // first_port, first_port + 1, ...; no chief, no task. For generated local
+  // specs (with placeholder ports for WithFreePorts to replace). REQUIRES:
+  // num_ps >= 1, num_workers >= 1, 1 <= first_port and the last port <= 65535.
+  static ClusterSpec Local(int num_ps, int num_workers, int first_port);
+
   // Addresses of every task of `type`, in index order (empty if none).
   const std::vector<std::string>& Addresses(TaskType type) const;
   // REQUIRES: the task exists in the spec.
@@ -92,11 +98,12 @@ class ClusterSpec {
   // ps is refused.
   uint64_t JobId() const;
 
-  // The cluster as JSON without a task (RUN_DIR/cluster_spec.json), one
-  // line ending in a newline; FromJson reads it back to an equal spec.
+  // The cluster as JSON without a task, for files (RUN_DIR/cluster_spec.json,
+  // generated specs): one line per task type, ending in a newline. FromJson
+  // reads it back to an equal spec.
   std::string ToJson() const;
-  // TF_CONFIG JSON for `task` (one line, no newline): ToJson's cluster plus
-  // the "task" key.
+  // TF_CONFIG JSON for `task`, on one line: the same cluster plus the
+  // "task" key.
   std::string ToTfConfig(const TaskId& task) const;
 
   // Replaces the address of `task`. REQUIRES: Contains(task). Does not
@@ -104,7 +111,9 @@ class ClusterSpec {
   void set_address(const TaskId& task, std::string address);
 
  private:
-  std::string JsonWithTask(const std::optional<TaskId>& task) const;
+  // The one JSON writer: the cluster, then `task` if given; `multiline`
+  // puts each task type on its own line.
+  std::string Json(const std::optional<TaskId>& task, bool multiline) const;
 
   std::vector<std::string> addresses_[4];  // indexed by TaskType
   std::optional<TaskId> task_;

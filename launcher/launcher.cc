@@ -45,7 +45,7 @@ std::string LogPath(const LaunchOptions& options, const TaskId& id) {
 TrainOptions WorkerOptions(const LaunchOptions& options, const TaskId& id) {
   TrainOptions t = options.train;
   t.run_dir = options.run_dir;
-  t.clean_run_dir = false;  // Launch did it, before any task started
+  t.clean_run_dir = false;  // Launch did it (if asked), before any task started
   auto it = options.straggler_delay_ms.find(id.ToString());
   t.straggler_delay_ms = it == options.straggler_delay_ms.end() ? 0.0 : it->second;
   return t;
@@ -288,9 +288,11 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
     }
   }
   RETURN_IF_ERROR(MakeDirs(options.run_dir));
-  ASSIGN_OR_RETURN(const std::vector<std::string> removed,
-                   RemoveStaleRunOutputs(options.run_dir, /*live_ranks=*/{}));
-  if (!removed.empty()) std::printf("pstrain: %s\n", DescribeRemoved(options.run_dir, removed).c_str());
+  if (options.train.clean_run_dir) {
+    ASSIGN_OR_RETURN(const std::vector<std::string> removed,
+                     RemoveStaleRunOutputs(options.run_dir, /*live_ranks=*/{}));
+    if (!removed.empty()) std::printf("pstrain: %s\n", DescribeRemoved(options.run_dir, removed).c_str());
+  }
   RETURN_IF_ERROR(WriteFileAtomic(options.run_dir + "/cluster_spec.json", spec.ToJson()));
   const int64_t start = MonotonicMicros();
   Supervisor supervisor(options, spec);

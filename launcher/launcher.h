@@ -5,7 +5,8 @@
 // and kept in RUN_DIR/logs/<task>.log.
 //
 // Before any task starts, the outputs an earlier run left in RUN_DIR are
-// removed (RemoveStaleRunOutputs), with one line naming them.
+// removed (RemoveStaleRunOutputs), with one line naming them, unless
+// train.clean_run_dir is false.
 //
 // Ending: success when every task exits 0 and the chief wrote
 // RUN_DIR/summary.json. Training is done when the chief has exited 0; the
@@ -44,8 +45,8 @@ struct LaunchOptions {
   std::string run_dir;                       // created if missing
   std::string bin_dir;                       // holds ps_server and worker
   // What every worker is started with (ToArgs), but for run_dir (the one
-  // above), clean_run_dir (false: Launch cleans) and straggler_delay_ms
-  // (the map below).
+  // above), clean_run_dir (false: Launch cleans, if this one says so) and
+  // straggler_delay_ms (the map below).
   TrainOptions train;
   PsServerOptions ps;                        // what every ps is started with
   std::map<std::string, double> straggler_delay_ms;  // by task, "worker:1"

@@ -38,7 +38,7 @@ ABSL_FLAG(std::string, data_dir, Defaults().data_dir, "Directory with the four I
 ABSL_FLAG(std::string, dataset, Defaults().dataset, "mnist or fashion_mnist (normalisation constants)");
 ABSL_FLAG(std::string, run_dir, Defaults().run_dir, "Directory for metrics and the summary ('' for none)");
 ABSL_FLAG(bool, clean_run_dir, Defaults().clean_run_dir,
-          "Chief: remove an earlier run's outputs from --run_dir first (pstrain launch does it itself)");
+          "Remove an earlier run's outputs from --run_dir first (pstrain launch, else the chief)");
 ABSL_FLAG(std::string, shard_strategy, Defaults().shard_strategy, "balanced or tensor_aligned");
 ABSL_FLAG(int64_t, eval_every_steps, Defaults().eval_every_steps,
           "Chief: also evaluate every N steps (0: epoch ends)");

@@ -35,9 +35,9 @@ struct TrainOptions {
   std::string data_dir = "data/mnist";
   std::string dataset = "mnist";         // mnist | fashion_mnist (normalisation constants)
   std::string run_dir;                   // "": write no files
-  // Chief: first remove the outputs an earlier run left in run_dir
-  // (RemoveStaleRunOutputs). `pstrain launch` does that itself and passes
-  // false.
+  // First remove the outputs an earlier run left in run_dir
+  // (RemoveStaleRunOutputs): `pstrain launch` before it starts any task
+  // (passing false to the workers it starts), else the chief.
   bool clean_run_dir = true;
   std::string shard_strategy = "balanced";
   int64_t eval_every_steps = 0;          // chief: also evaluate every N steps (0: epoch ends only)

@@ -102,6 +102,15 @@ TEST(ClusterSpec, ToJsonIsTheClusterWithoutItsTaskAndRoundTrips) {
   EXPECT_EQ(again->ToTfConfig({TaskType::kChief, 0}), spec->ToTfConfig({TaskType::kChief, 0}));
 }
 
+TEST(ClusterSpec, LocalPutsWorkersThenPsOnConsecutiveLocalhostPorts) {
+  const ClusterSpec spec = ClusterSpec::Local(2, 3, 100);
+  EXPECT_EQ(spec.Addresses(TaskType::kWorker),
+            (std::vector<std::string>{"localhost:100", "localhost:101", "localhost:102"}));
+  EXPECT_EQ(spec.Addresses(TaskType::kPs), (std::vector<std::string>{"localhost:103", "localhost:104"}));
+  EXPECT_FALSE(spec.has_chief());
+  EXPECT_TRUE(ClusterSpec::FromJson(spec.ToJson(), "local").ok());
+}
+
 TEST(IsLoopbackHost, KnowsEveryLoopbackSpellingAndNothingElse) {
   for (const char* host : {"localhost", "LocalHost", "127.0.0.1", "127.1.2.3", "::1"}) {
     EXPECT_TRUE(IsLoopbackHost(host)) << host;
