@@ -43,10 +43,12 @@ ABSL_FLAG(std::string, shard_strategy, Defaults().shard_strategy, "balanced or t
 ABSL_FLAG(int64_t, eval_every_steps, Defaults().eval_every_steps,
           "Chief: also evaluate every N steps (0: epoch ends)");
 ABSL_FLAG(int64_t, log_every_steps, Defaults().log_every_steps, "Progress line every N steps (0: none)");
-ABSL_FLAG(double, straggler_delay_ms, Defaults().straggler_delay_ms, "Slow this worker by this much per step");
+ABSL_FLAG(double, straggler_delay_ms, Defaults().straggler_delay_ms,
+          "Slow this worker by this much per step");
 ABSL_FLAG(double, connect_timeout_s, Defaults().connect_timeout_s,
           "Give up if a ps cannot be reached for this long");
-ABSL_FLAG(double, peer_timeout_s, Defaults().peer_timeout_s, "A ps that stops answering for this long is dead");
+ABSL_FLAG(double, peer_timeout_s, Defaults().peer_timeout_s,
+          "A ps that stops answering for this long is dead");
 ABSL_FLAG(double, heartbeat_interval_s, Defaults().heartbeat_interval_s, "Seconds between heartbeats");
 ABSL_FLAG(double, rpc_timeout_s, Defaults().rpc_timeout_s, "Upper bound on one request (0: none)");
 

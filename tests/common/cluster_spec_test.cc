@@ -121,7 +121,8 @@ TEST(IsLoopbackHost, KnowsEveryLoopbackSpellingAndNothingElse) {
 }
 
 TEST(ClusterSpec, AnyTwoLoopbackSpellingsOfOnePortAreADuplicate) {
-  auto spec = ClusterSpec::FromJson(R"({"cluster": {"worker": ["127.0.0.2:5"], "ps": ["LOCALHOST:5"]}})", "t");
+  auto spec =
+      ClusterSpec::FromJson(R"({"cluster": {"worker": ["127.0.0.2:5"], "ps": ["LOCALHOST:5"]}})", "t");
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(std::string(spec.status().message()), HasSubstr("duplicate address"));
 }
