@@ -253,7 +253,9 @@ absl::Status WriteLauncherFields(const LaunchOptions& options, const ClusterSpec
   if (!text.ok()) {
     return absl::DataLossError(absl::StrCat("every task exited 0 but the chief wrote no ", path));
   }
-  RETURN_IF_ERROR(ParseJsonMessage(*text, path, &result->summary));
+  if (absl::Status s = ParseJsonMessage(*text, path, &result->summary); !s.ok()) {
+    return absl::DataLossError(s.message());  // the chief's output, not the user's input
+  }
   result->summary.set_wall_seconds(wall_seconds);
   result->summary.set_command(options.command_line);
   for (const TaskId& id : spec.AllTasks()) {

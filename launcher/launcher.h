@@ -69,7 +69,8 @@ struct LaunchResult {
 
 // Launches and waits. Errors: InvalidArgument/NotFound for a bad spec (no
 // task started), Aborted naming the task that failed, Cancelled on
-// SIGINT/SIGTERM, DataLoss if training "succeeded" without a summary.
+// SIGINT/SIGTERM, DataLoss if training "succeeded" without a readable
+// summary.
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options);
 
 }  // namespace pstrain
