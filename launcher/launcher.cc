@@ -269,6 +269,18 @@ absl::Status WriteLauncherFields(const LaunchOptions& options, const ClusterSpec
 
 }  // namespace
 
+const char* EchoModeName(EchoMode mode) {
+  switch (mode) {
+    case EchoMode::kAll:
+      return "all";
+    case EchoMode::kProgress:
+      return "progress";
+    case EchoMode::kNone:
+      return "none";
+  }
+  return "?";
+}
+
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   ASSIGN_OR_RETURN(const std::string text, ReadFileToString(options.cluster_spec_path));
   ASSIGN_OR_RETURN(ClusterSpec spec, ClusterSpec::FromJson(text, options.cluster_spec_path));

@@ -37,6 +37,9 @@ enum class EchoMode {
   kNone,
 };
 
+// "all", "progress", "none": the values of `pstrain --echo`.
+const char* EchoModeName(EchoMode mode);
+
 struct LaunchOptions {
   std::string cluster_spec_path;
   // Replace each loopback address's port (IsLoopbackHost) with a free one

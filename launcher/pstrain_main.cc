@@ -38,22 +38,42 @@
 #include "launcher/summary_printer.h"
 #include "worker/train_flags.h"
 
-ABSL_FLAG(bool, free_ports, false,
+namespace {
+
+// The defaults of the flags below that are options' fields: those of a
+// default LaunchOptions, ExperimentOptions and ScaleOptions (the training
+// flags take theirs from TrainOptions, in train_flags.cc).
+const pstrain::LaunchOptions& LaunchDefaults() {
+  static const pstrain::LaunchOptions* const defaults = new pstrain::LaunchOptions();
+  return *defaults;
+}
+const pstrain::ScaleOptions& ScaleDefaults() {
+  static const pstrain::ScaleOptions* const defaults = new pstrain::ScaleOptions();
+  return *defaults;
+}
+
+}  // namespace
+
+ABSL_FLAG(bool, free_ports, LaunchDefaults().free_ports,
           "Give every loopback task of the spec (localhost, 127.x, ::1) a free port chosen by the OS");
 ABSL_FLAG(std::vector<std::string>, straggler, {},
           "Slow a worker on purpose: worker:1:delay_ms=40 (comma-separated list)");
-ABSL_FLAG(std::string, echo, "all", "Task output to show: all, progress or none");
-ABSL_FLAG(double, stop_grace_s, 4.0, "Seconds between SIGTERM and SIGKILL when stopping tasks");
+ABSL_FLAG(std::string, echo, pstrain::EchoModeName(LaunchDefaults().echo),
+          "Task output to show: all, progress or none");
+ABSL_FLAG(double, stop_grace_s, LaunchDefaults().stop_grace_s,
+          "Seconds between SIGTERM and SIGKILL when stopping tasks");
 ABSL_FLAG(std::string, modes, "sync,async,ssp:2",
           "compare: update modes, comma-separated: sync, sync+backup:B, async, ssp:S (+slr: "
           "staleness-aware lr, for async and ssp)");
 ABSL_FLAG(std::string, out, "", "compare/scale: output directory ('': runs/<command>-<time>)");
 ABSL_FLAG(std::string, workers, "1,2,4", "scale: worker counts, comma-separated");
 ABSL_FLAG(std::string, ps, "1", "scale: ps counts, comma-separated");
-ABSL_FLAG(int, eval_points, 10,
+ABSL_FLAG(int, eval_points, ScaleDefaults().experiment.eval_points,
           "compare/scale: about this many test evaluations per run when --eval_every_steps is 0");
-ABSL_FLAG(double, target_accuracy, 0.97, "scale: the test accuracy of the time-to-accuracy plot");
-ABSL_FLAG(std::string, gnuplot, "gnuplot", "compare/scale: the gnuplot program that draws the plots");
+ABSL_FLAG(double, target_accuracy, ScaleDefaults().target_accuracy,
+          "scale: the test accuracy of the time-to-accuracy plot");
+ABSL_FLAG(std::string, gnuplot, ScaleDefaults().experiment.gnuplot,
+          "compare/scale: the gnuplot program that draws the plots");
 
 namespace pstrain {
 namespace {
