@@ -8,7 +8,9 @@
 
 #include <map>
 #include <regex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
@@ -24,6 +26,7 @@
 namespace pstrain {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using testing::BinaryPath;
 using testing::RunningProcess;
@@ -166,6 +169,31 @@ class LongLaunch : public ::testing::Test {
   std::unique_ptr<RunningProcess> launcher_;
   std::map<std::string, pid_t> pids_;
 };
+
+// The argv of a running process, from /proc.
+std::vector<std::string> CommandLine(pid_t pid) {
+  auto text = ReadFileToString(absl::StrCat("/proc/", pid, "/cmdline"));
+  std::vector<std::string> args;
+  if (!text.ok()) return args;
+  for (size_t start = 0, end; start < text->size(); start = end + 1) {
+    end = text->find('\0', start);
+    if (end == std::string::npos) end = text->size();
+    args.push_back(text->substr(start, end - start));
+  }
+  return args;
+}
+
+TEST_F(LongLaunch, StartsEachTaskWithItsOptionsAsFlags) {
+  const std::vector<std::string> chief = CommandLine(pids_["worker:0"]);
+  EXPECT_THAT(chief, Contains("--mode=sync"));
+  EXPECT_THAT(chief, Contains("--epochs=20"));
+  EXPECT_THAT(chief, Contains("--run_dir=" + dir_));
+  EXPECT_THAT(chief, Contains("--clean_run_dir=false"));  // the launcher cleaned RUN_DIR
+  EXPECT_THAT(chief, Contains("--straggler_delay_ms=0"));
+  const std::vector<std::string> ps = CommandLine(pids_["ps:0"]);
+  EXPECT_THAT(ps, Contains("--peer_timeout_s=60"));
+  EXPECT_THAT(ps, Contains("--max_message_mb=1024"));
+}
 
 TEST_F(LongLaunch, ADeadTaskStopsTheRestAndIsNamed) {
   ASSERT_EQ(kill(pids_["worker:1"], SIGKILL), 0);
