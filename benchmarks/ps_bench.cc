@@ -17,11 +17,11 @@
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "common/cluster_spec.h"
+#include "common/free_ports.h"
 #include "common/shard_plan.h"
 #include "ps_server/ps_server.h"
 #include "ps_server/request_handler.h"
 #include "ps_server/shard_store.h"
-#include "launcher/launcher.h"
 #include "worker/ps_client.h"
 
 namespace pstrain {

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,11 +28,10 @@ absl::Status FieldError(absl::string_view origin, absl::string_view field, absl:
 }
 
 // Same endpoint spelled two ways ("localhost" and "127.0.0.1") is still a
-// duplicate.
+// duplicate: every loopback name binds the same socket (transport.h).
 std::string CanonicalEndpoint(const HostPort& hp) {
-  std::string host = absl::AsciiStrToLower(hp.host);
-  if (host == "localhost" || host == "127.0.0.1" || host == "::1") host = "loopback";
-  return absl::StrCat(host, ":", hp.port);
+  if (IsLoopbackHost(hp.host)) return absl::StrCat("loopback:", hp.port);
+  return absl::StrCat(absl::AsciiStrToLower(hp.host), ":", hp.port);
 }
 
 absl::StatusOr<int> ParseIndex(const Value& v, absl::string_view origin, absl::string_view field) {
@@ -163,6 +163,17 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
   return HostPort{std::string(host), port_number};
 }
 
+bool IsLoopbackHost(absl::string_view host) {
+  const std::string h = absl::AsciiStrToLower(host);
+  if (h == "localhost" || h == "::1") return true;
+  // 127.0.0.0/8, written as an IPv4 literal (not a name such as "127.example").
+  if (!absl::StartsWith(h, "127.")) return false;
+  for (char c : h) {
+    if (!absl::ascii_isdigit(c) && c != '.') return false;
+  }
+  return true;
+}
+
 absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(absl::string_view json, absl::string_view origin) {
   ASSIGN_OR_RETURN(const Value root, ParseJson(json, origin));
   if (root.kind_case() != Value::kStructValue) {
@@ -237,6 +248,21 @@ absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(absl::string_view json, absl::
   return spec;
 }
 
+ClusterSpec ClusterSpec::Local(int num_ps, int num_workers, int first_port) {
+  CHECK(num_ps >= 1 && num_workers >= 1 && first_port >= 1 &&
+        first_port + num_workers + num_ps - 1 <= 65535)
+      << num_ps << " ps, " << num_workers << " workers from port " << first_port;
+  ClusterSpec spec;
+  int port = first_port;
+  for (int i = 0; i < num_workers; ++i) {
+    spec.addresses_[static_cast<int>(TaskType::kWorker)].push_back(absl::StrCat("localhost:", port++));
+  }
+  for (int i = 0; i < num_ps; ++i) {
+    spec.addresses_[static_cast<int>(TaskType::kPs)].push_back(absl::StrCat("localhost:", port++));
+  }
+  return spec;
+}
+
 const std::vector<std::string>& ClusterSpec::Addresses(TaskType type) const {
   return addresses_[static_cast<int>(type)];
 }
@@ -292,15 +318,31 @@ uint64_t ClusterSpec::JobId() const {
   return h;
 }
 
-std::string ClusterSpec::ToTfConfig(const TaskId& task) const {
+std::string ClusterSpec::Json(const std::optional<TaskId>& task, bool multiline) const {
   std::vector<std::string> jobs;
   for (TaskType type : kAllTypes) {
     if (Addresses(type).empty()) continue;
     jobs.push_back(absl::StrCat("\"", TaskTypeName(type), "\": [\"",
                                 absl::StrJoin(Addresses(type), "\", \""), "\"]"));
   }
-  return absl::StrCat("{\"cluster\": {", absl::StrJoin(jobs, ", "), "}, \"task\": {\"type\": \"",
-                      TaskTypeName(task.type), "\", \"index\": ", task.index, "}}");
+  const char* open = multiline ? "{\n  \"cluster\": {\n    " : "{\"cluster\": {";
+  const char* between = multiline ? ",\n    " : ", ";
+  const char* close = multiline ? "\n  }" : "}";
+  std::string json = absl::StrCat(open, absl::StrJoin(jobs, between), close);
+  if (task.has_value()) {
+    absl::StrAppend(&json, ", \"task\": {\"type\": \"", TaskTypeName(task->type),
+                    "\", \"index\": ", task->index, "}");
+  }
+  return absl::StrCat(json, multiline ? "\n}\n" : "}");
+}
+
+std::string ClusterSpec::ToJson() const { return Json(std::nullopt, /*multiline=*/true); }
+
+std::string ClusterSpec::ToTfConfig(const TaskId& task) const { return Json(task, /*multiline=*/false); }
+
+void ClusterSpec::set_address(const TaskId& task, std::string address) {
+  CHECK(Contains(task)) << task.ToString();
+  addresses_[static_cast<int>(task.type)][task.index] = std::move(address);
 }
 
 absl::StatusOr<ClusterSpec> ResolveTaskConfig(const TaskConfigSources& sources) {

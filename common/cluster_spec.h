@@ -16,10 +16,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace pstrain {
 
@@ -50,11 +50,23 @@ struct HostPort {
 // Parses "host:port" or "[v6]:port". Port must be 1..65535.
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view address);
 
+// Whether `host` names this machine's loopback interface: "localhost", any
+// 127.x.y.z literal, or "::1" (case-insensitive). The one definition every part of
+// pstrain uses: loopback names bind 127.0.0.1 (or ::1), two of them with the
+// same port are one endpoint, and `--free_ports` replaces their ports.
+bool IsLoopbackHost(absl::string_view host);
+
 class ClusterSpec {
  public:
   // Parses and validates TF_CONFIG JSON. `origin` names the source in errors
   // ("TF_CONFIG", a file path). The "task" key is optional here.
   static absl::StatusOr<ClusterSpec> FromJson(absl::string_view json, absl::string_view origin);
+
+  // `num_workers` workers then `num_ps` ps on localhost, at ports
+  // first_port, first_port + 1, ...; no chief, no task. For generated local
+  // specs (with placeholder ports for WithFreePorts to replace). REQUIRES:
+  // num_ps >= 1, num_workers >= 1, 1 <= first_port and the last port <= 65535.
+  static ClusterSpec Local(int num_ps, int num_workers, int first_port);
 
   // Addresses of every task of `type`, in index order (empty if none).
   const std::vector<std::string>& Addresses(TaskType type) const;
@@ -86,10 +98,23 @@ class ClusterSpec {
   // ps is refused.
   uint64_t JobId() const;
 
-  // TF_CONFIG JSON for `task` (one line).
+  // The cluster as JSON without a task, for files (RUN_DIR/cluster_spec.json,
+  // generated specs): one line per task type, ending in a newline. FromJson
+  // reads it back to an equal spec.
+  std::string ToJson() const;
+  // TF_CONFIG JSON for `task`, on one line: the same cluster plus the
+  // "task" key.
   std::string ToTfConfig(const TaskId& task) const;
 
+  // Replaces the address of `task`. REQUIRES: Contains(task). Does not
+  // validate; re-parse ToJson() when the new address comes from outside.
+  void set_address(const TaskId& task, std::string address);
+
  private:
+  // The one JSON writer: the cluster, then `task` if given; `multiline`
+  // puts each task type on its own line.
+  std::string Json(const std::optional<TaskId>& task, bool multiline) const;
+
   std::vector<std::string> addresses_[4];  // indexed by TaskType
   std::optional<TaskId> task_;
 };

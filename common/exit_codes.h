@@ -5,44 +5,50 @@
 #include <cstdio>
 
 #include "absl/status/status.h"
+#include "common/signals.h"
 
 namespace pstrain {
 
 inline constexpr int kExitOk = 0;
 // Training or serving failed at run time: a dead peer, a refused request,
-// a socket that cannot bind, a file that cannot be written.
+// a corrupt reply, a socket that cannot bind, a file that cannot be written,
+// a run that ended without its summary.
 inline constexpr int kExitFailure = 1;
 // Bad configuration or input given by the user: malformed cluster spec,
 // invalid flag value, missing or corrupt data files.
 inline constexpr int kExitBadConfig = 2;
-// Stopped by SIGINT / SIGTERM (128 + signal number is used for the detail).
+// Stopped by SIGINT or SIGTERM: 130 for either (128 + SIGINT, what a shell
+// reports for Ctrl-C), not 128 + the signal's number.
 inline constexpr int kExitInterrupted = 130;
 
-// kExitOk for OK, kExitBadConfig for InvalidArgument / NotFound / DataLoss
-// (what the user gave is wrong or missing), kExitFailure otherwise.
-inline int ExitCodeFor(const absl::Status& status) {
+// kExitOk for OK; kExitInterrupted for any error once `interrupted` (the
+// process got SIGINT/SIGTERM: what failed after that failed because of it);
+// kExitBadConfig for InvalidArgument and NotFound, the codes for what the
+// user gave being wrong or missing (a data file the user gave that is
+// corrupt is InvalidArgument); kExitFailure for everything else: DataLoss
+// (bytes lost or corrupted at run time) and a Cancelled that no signal
+// caused (a peer's "shutting down" reply) included.
+inline int ExitCodeFor(const absl::Status& status, bool interrupted) {
+  if (status.ok()) return kExitOk;
+  if (interrupted) return kExitInterrupted;
   switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return kExitOk;
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kDataLoss:
       return kExitBadConfig;
-    case absl::StatusCode::kCancelled:
-      return kExitInterrupted;
     default:
       return kExitFailure;
   }
 }
 
 // Prints "program: error: message" on stderr (nothing for OK) and returns
-// ExitCodeFor(status). For main()'s last line.
+// ExitCodeFor(status, whether a shutdown signal arrived). For main()'s last
+// line, after InstallShutdownHandlers.
 inline int ExitWith(const char* program, const absl::Status& status) {
   if (!status.ok()) {
     std::fprintf(stderr, "%s: error: %.*s\n", program, static_cast<int>(status.message().size()),
                  status.message().data());
   }
-  return ExitCodeFor(status);
+  return ExitCodeFor(status, ShutdownSignal() != 0);
 }
 
 }  // namespace pstrain

@@ -3,17 +3,22 @@
 // Small file helpers with Status errors that name the path.
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace pstrain {
 
 // NotFound when `path` does not exist, Internal on a read error.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
-// Writes `contents` to `path` atomically (a temporary file, then rename), so
-// a reader never sees half a file.
+// Writes `contents` to `path` atomically and durably: a temporary file
+// beside it (PATH.tmp.<pid>), written in full and fsynced, renamed over
+// `path`, then the directory fsynced. A reader sees the old file or the
+// whole new one, never half, even after a crash. On error `path` is
+// unchanged and the temporary file removed; the message names `path` and
+// the OS error. ResourceExhausted for a full disk or quota, Internal
+// otherwise (a missing directory included).
 absl::Status WriteFileAtomic(const std::string& path, absl::string_view contents);
 
 // mkdir -p. OK when the directory exists already.

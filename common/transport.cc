@@ -18,11 +18,6 @@ absl::Status ZmqError(const zmq::error_t& e, absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
 }
 
-bool IsLoopbackName(const std::string& host) {
-  const std::string h = absl::AsciiStrToLower(host);
-  return h == "localhost" || h == "::1" || absl::StartsWith(h, "127.");
-}
-
 bool IsIpLiteral(const std::string& host) {
   if (host.find(':') != std::string::npos) return true;  // IPv6
   std::vector<std::string> parts = absl::StrSplit(host, '.');
@@ -83,7 +78,7 @@ void Message::CopyPayloadTo(absl::Span<float> out) const {
 }
 
 std::string BindEndpoint(const HostPort& address) {
-  if (IsLoopbackName(address.host)) {
+  if (IsLoopbackHost(address.host)) {
     return absl::StrCat("tcp://", address.host == "::1" ? "[::1]" : "127.0.0.1", ":", address.port);
   }
   if (IsIpLiteral(address.host)) return absl::StrCat("tcp://", address.ToString());

@@ -127,7 +127,7 @@ absl::Status RunCompare(const CompareOptions& options) {
     const ModeSpec& m = options.modes[i];
     const ExperimentRun run = MakeRun(x, m.label, absl::StrFormat("[%d/%d] %s", i + 1, options.modes.size(), m.label),
                                       options.cluster_spec_path, absl::StrCat(x.out_dir, "/", m.DirName()),
-                                      m.Flags(), eval_every);
+                                      m, eval_every);
     ASSIGN_OR_RETURN(RunRecord record, RunExperiment(x, run));
     if (record.status.ok()) finished.push_back(record);
     if (!record.status.ok()) failed.push_back(m.label);

@@ -18,12 +18,6 @@
 namespace pstrain {
 namespace {
 
-// "--name=value" -> "name"; "" for anything else.
-absl::string_view FlagName(absl::string_view arg) {
-  if (!absl::ConsumePrefix(&arg, "--")) return "";
-  return arg.substr(0, arg.find('='));
-}
-
 absl::StatusOr<TaskId> ChiefOf(const std::string& spec_path) {
   ASSIGN_OR_RETURN(const std::string text, ReadFileToString(spec_path));
   ASSIGN_OR_RETURN(const ClusterSpec spec, ClusterSpec::FromJson(text, spec_path));
@@ -50,43 +44,30 @@ std::string DescribeMachine(const MachineInfo& machine) {
 }
 
 int64_t StepsPerWorker(const ExperimentOptions& options, int num_workers) {
-  const int64_t global = int64_t{options.batch_size} * std::max(1, num_workers);
-  const int64_t steps = options.epochs * ((kTrainImages + global - 1) / global);
-  return options.max_steps > 0 ? std::min(steps, options.max_steps) : steps;
+  const TrainOptions& t = options.train;
+  const int64_t global = int64_t{t.batch_size} * std::max(1, num_workers);
+  const int64_t steps = t.epochs * ((kTrainImages + global - 1) / global);
+  return t.max_steps > 0 ? std::min(steps, t.max_steps) : steps;
 }
 
 int64_t EvalEverySteps(const ExperimentOptions& options, int64_t steps) {
-  if (options.eval_every_steps > 0) return options.eval_every_steps;
+  if (options.train.eval_every_steps > 0) return options.train.eval_every_steps;
   const int points = std::max(1, options.eval_points);
   return std::max<int64_t>(1, (steps + points - 1) / points);
 }
 
-std::vector<std::string> OverrideFlags(std::vector<std::string> args,
-                                       const std::vector<std::string>& overrides) {
-  for (const std::string& o : overrides) {
-    auto same = [&](const std::string& a) { return FlagName(a) == FlagName(o); };
-    auto it = std::find_if(args.begin(), args.end(), same);
-    if (it == args.end()) {
-      args.push_back(o);
-    } else {
-      *it = o;
-    }
-  }
-  return args;
-}
-
 ExperimentRun MakeRun(const ExperimentOptions& options, const std::string& label, const std::string& prefix,
-                      const std::string& spec_path, const std::string& run_dir,
-                      std::vector<std::string> mode_flags, int64_t eval_every_steps) {
+                      const std::string& spec_path, const std::string& run_dir, const ModeSpec& mode,
+                      int64_t eval_every_steps) {
   ExperimentRun run;
   run.label = label;
   run.prefix = prefix;
   run.spec_path = spec_path;
   run.run_dir = run_dir;
-  run.eval_every_steps = eval_every_steps;
-  mode_flags.push_back("--run_dir=" + run_dir);
-  mode_flags.push_back(absl::StrCat("--eval_every_steps=", eval_every_steps));
-  run.worker_args = OverrideFlags(options.worker_args, mode_flags);
+  run.train = options.train;
+  mode.ApplyTo(&run.train);
+  run.train.run_dir = run_dir;
+  run.train.eval_every_steps = eval_every_steps;
   run.straggler_delay_ms = options.straggler_delay_ms;
   return run;
 }
@@ -95,7 +76,7 @@ absl::StatusOr<RunRecord> RunExperiment(const ExperimentOptions& options, const 
   RunRecord record;
   record.label = run.label;
   record.run_dir = run.run_dir;
-  record.eval_every_steps = run.eval_every_steps;
+  record.eval_every_steps = run.train.eval_every_steps;
   RunProgress progress(options.progress, options.rewrite_progress, run.prefix);
   absl::StatusOr<TaskId> chief = ChiefOf(run.spec_path);
   if (!chief.ok()) {
@@ -108,8 +89,8 @@ absl::StatusOr<RunRecord> RunExperiment(const ExperimentOptions& options, const 
   launch.free_ports = true;
   launch.run_dir = run.run_dir;
   launch.bin_dir = options.bin_dir;
-  launch.worker_args = run.worker_args;
-  launch.ps_args = options.ps_args;
+  launch.train = run.train;
+  launch.ps = options.ps;
   launch.secret_file = options.secret_file;
   launch.insecure = options.insecure;
   launch.straggler_delay_ms = run.straggler_delay_ms;

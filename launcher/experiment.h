@@ -12,7 +12,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "launcher/mode_spec.h"
 #include "launcher/run_record.h"
+#include "ps_server/ps_server_options.h"
+#include "worker/train_options.h"
 
 namespace pstrain {
 
@@ -22,17 +25,15 @@ inline constexpr int64_t kTrainImages = 60000;
 struct ExperimentOptions {
   std::string out_dir;                      // created if missing
   std::string bin_dir;                      // holds ps_server and worker
-  std::vector<std::string> worker_args;     // the training flags, forwarded
-  std::vector<std::string> ps_args;
+  // Every run's training options, but for what MakeRun sets: the mode,
+  // run_dir, and eval_every_steps (this one when > 0, else chosen from
+  // eval_points).
+  TrainOptions train;
+  PsServerOptions ps;
   std::string secret_file;                  // as LaunchOptions; "" = one per run directory
   bool insecure = false;
   std::vector<std::string> straggler_items; // as given, for the report
   std::map<std::string, double> straggler_delay_ms;
-  // The training flags an experiment needs to know about.
-  int epochs = 1;
-  int batch_size = 128;                     // per worker
-  int64_t max_steps = 0;                    // 0: no limit
-  int64_t eval_every_steps = 0;             // 0: chosen from eval_points
   int eval_points = 10;                     // evaluations per run (about)
   std::string gnuplot = "gnuplot";          // the plotting program
   std::string command_line;                 // the experiment's, for the report
@@ -48,17 +49,12 @@ MachineInfo ReadMachineInfo();
 std::string DescribeMachine(const MachineInfo& machine);  // "2 cores (Intel Xeon ...)"
 
 // Steps each worker runs: epochs x ceil(kTrainImages / (batch x workers)),
-// capped by max_steps.
+// capped by max_steps (of options.train).
 int64_t StepsPerWorker(const ExperimentOptions& options, int num_workers);
 
 // The evaluation interval for a run of `steps` steps per worker: the given
 // one, else about eval_points evaluations per run (at least every step).
 int64_t EvalEverySteps(const ExperimentOptions& options, int64_t steps);
-
-// `args` with each "--name=value" of `overrides` replacing the argument of
-// the same name (appended if absent).
-std::vector<std::string> OverrideFlags(std::vector<std::string> args,
-                                       const std::vector<std::string>& overrides);
 
 // One run of an experiment.
 struct ExperimentRun {
@@ -66,16 +62,15 @@ struct ExperimentRun {
   std::string prefix;       // progress prefix, "[2/3] ssp:2"
   std::string spec_path;
   std::string run_dir;
-  std::vector<std::string> worker_args;  // complete, mode flags included
-  int64_t eval_every_steps = 0;
+  TrainOptions train;  // complete: mode, run_dir and eval_every_steps set
   std::map<std::string, double> straggler_delay_ms;  // by task, "worker:1"
 };
 
-// A run of `label` into RUN_DIR: the forwarded training flags overridden
-// by `mode_flags`, --run_dir and --eval_every_steps, and the straggler.
+// A run of `label` into RUN_DIR: options.train in `mode`, with run_dir and
+// eval_every_steps set, and the straggler.
 ExperimentRun MakeRun(const ExperimentOptions& options, const std::string& label, const std::string& prefix,
-                      const std::string& spec_path, const std::string& run_dir,
-                      std::vector<std::string> mode_flags, int64_t eval_every_steps);
+                      const std::string& spec_path, const std::string& run_dir, const ModeSpec& mode,
+                      int64_t eval_every_steps);
 
 // Launches the run (free ports, no task output echoed, a progress line) and
 // reads its run directory. A run that fails comes back as a record with

@@ -1,11 +1,7 @@
 #include "launcher/launcher.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,19 +11,19 @@
 #include <fstream>
 #include <memory>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/child_process.h"
 #include "common/clock.h"
 #include "glog/logging.h"
 #include "common/file_util.h"
+#include "common/free_ports.h"
 #include "common/job_secret.h"
 #include "common/json.h"
+#include "common/run_dir.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
-#include "launcher/child_process.h"
 
 namespace pstrain {
 namespace {
@@ -42,41 +38,20 @@ struct Task {
   bool is_ps = false;
 };
 
-// Binds a loopback socket to port 0 and returns it with the port the OS
-// chose. The caller keeps the socket open until every port is chosen, so
-// that no port is handed out twice.
-absl::StatusOr<std::pair<int, int>> ReserveFreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::InternalError(absl::StrCat("cannot pick a free port: ", std::strerror(err)));
-  }
-  return std::make_pair(fd, static_cast<int>(ntohs(addr.sin_port)));
+// RUN_DIR/logs/<task>.log, "ps:1" as "ps-1".
+std::string LogPath(const LaunchOptions& options, const TaskId& id) {
+  return absl::StrCat(options.run_dir, "/logs/", absl::StrReplaceAll(id.ToString(), {{":", "-"}}),
+                      ".log");
 }
 
-constexpr TaskType kJsonOrder[] = {TaskType::kChief, TaskType::kWorker, TaskType::kPs,
-                                   TaskType::kEvaluator};
-
-std::string JsonFromAddresses(const std::vector<std::vector<std::string>>& by_type) {
-  std::vector<std::string> jobs;
-  for (size_t t = 0; t < by_type.size(); ++t) {
-    if (by_type[t].empty()) continue;
-    jobs.push_back(absl::StrCat("    \"", TaskTypeName(kJsonOrder[t]), "\": [\"",
-                                absl::StrJoin(by_type[t], "\", \""), "\"]"));
-  }
-  return absl::StrCat("{\n  \"cluster\": {\n", absl::StrJoin(jobs, ",\n"), "\n  }\n}\n");
-}
-
-bool IsLocal(const std::string& host) {
-  const std::string h = absl::AsciiStrToLower(host);
-  return h == "localhost" || absl::StartsWith(h, "127.");
+// What the worker `id` is started with.
+TrainOptions WorkerOptions(const LaunchOptions& options, const TaskId& id) {
+  TrainOptions t = options.train;
+  t.run_dir = options.run_dir;
+  t.clean_run_dir = false;  // Launch did it (if asked), before any task started
+  auto it = options.straggler_delay_ms.find(id.ToString());
+  t.straggler_delay_ms = it == options.straggler_delay_ms.end() ? 0.0 : it->second;
+  return t;
 }
 
 // Whether a task's line belongs in the progress view.
@@ -88,8 +63,9 @@ bool IsProgressLine(const Task& task, absl::string_view line) {
 
 class Supervisor {
  public:
-  Supervisor(const LaunchOptions& options, const ClusterSpec& spec)
-      : options_(options), spec_(spec) {}
+  // `security_arg` (--secret_file=... or --insecure) goes to every task.
+  Supervisor(const LaunchOptions& options, const ClusterSpec& spec, std::string security_arg)
+      : options_(options), spec_(spec), security_arg_(std::move(security_arg)) {}
 
   absl::Status StartAll();
   absl::Status Wait();
@@ -99,30 +75,35 @@ class Supervisor {
   void Pump(Task& task);
   void EmitLine(Task& task, absl::string_view line);
   void ReapAll();
+  void OnExit(const Task& task);
   void StopAll(const std::string& reason);
   bool AllExited() const;
+  void CheckEarlyPsExit();
   void CheckPsAfterWorkers();
 
   const LaunchOptions& options_;
   const ClusterSpec& spec_;
+  const std::string security_arg_;
   std::vector<Task> tasks_;
   std::string failure_;       // first failure, named
   int64_t stop_us_ = 0;       // when StopAll sent SIGTERM (monotonic), 0 before
   bool killed_ = false;
   int64_t workers_done_us_ = 0;
+  bool chief_done_ = false;    // the chief exited 0: training is done
+  std::string early_ps_exit_;  // the first ps that exited 0 before that, named
+  int64_t early_ps_exit_us_ = 0;
 };
 
 SpawnOptions Supervisor::SpawnFor(const TaskId& id) const {
   SpawnOptions s;
-  const bool is_ps = id.type == TaskType::kPs;
-  s.binary = absl::StrCat(options_.bin_dir, is_ps ? "/ps_server" : "/worker");
-  s.args = is_ps ? options_.ps_args : options_.worker_args;
-  if (!is_ps) {
-    auto it = options_.straggler_delay_ms.find(id.ToString());
-    if (it != options_.straggler_delay_ms.end()) {
-      s.args.push_back(absl::StrCat("--straggler_delay_ms=", it->second));
-    }
+  if (id.type == TaskType::kPs) {
+    s.binary = options_.bin_dir + "/ps_server";
+    s.args = options_.ps.ToArgs();
+  } else {
+    s.binary = options_.bin_dir + "/worker";
+    s.args = WorkerOptions(options_, id).ToArgs();
   }
+  s.args.push_back(security_arg_);
   s.extra_env.push_back(absl::StrCat("TF_CONFIG=", spec_.ToTfConfig(id)));
   return s;
 }
@@ -138,8 +119,7 @@ absl::Status Supervisor::StartAll() {
     if (id.type == TaskType::kChief || id.type == TaskType::kWorker) order.push_back(id);
   }
   for (const TaskId& id : order) {
-    const std::string log_path = absl::StrCat(options_.run_dir, "/logs/",
-                                              absl::StrReplaceAll(id.ToString(), {{":", "-"}}), ".log");
+    const std::string log_path = LogPath(options_, id);
     auto log = std::make_unique<std::ofstream>(log_path);
     if (!*log) return absl::InternalError(absl::StrCat(log_path, ": cannot create"));
     auto process = ChildProcess::Spawn(SpawnFor(id));
@@ -192,13 +172,30 @@ void Supervisor::StopAll(const std::string& reason) {
 
 void Supervisor::ReapAll() {
   for (Task& t : tasks_) {
-    if (t.process.exited() || !t.process.Reap()) continue;
-    const int code = t.process.exit_code();
-    if (code != 0 && stop_us_ == 0) {
+    if (!t.process.exited() && t.process.Reap()) OnExit(t);
+  }
+}
+
+void Supervisor::OnExit(const Task& t) {
+  const int code = t.process.exit_code();
+  if (code != 0) {
+    if (stop_us_ == 0) {
       StopAll(absl::StrCat(t.id.ToString(), " failed (", DescribeExit(code), "); see ",
-                           options_.run_dir, "/logs/", absl::StrReplaceAll(t.id.ToString(), {{":", "-"}}),
-                           ".log"));
+                           LogPath(options_, t.id)));
     }
+  } else if (spec_.IsChief(t.id)) {
+    chief_done_ = true;
+  } else if (t.is_ps && !chief_done_ && early_ps_exit_.empty()) {
+    early_ps_exit_ = absl::StrCat(t.id.ToString(), " exited (code 0) before training finished; see ",
+                                  LogPath(options_, t.id));
+    early_ps_exit_us_ = MonotonicMicros();
+  }
+}
+
+void Supervisor::CheckEarlyPsExit() {
+  if (stop_us_ == 0 && !chief_done_ && !early_ps_exit_.empty() &&
+      SecondsSince(early_ps_exit_us_) > options_.chief_exit_grace_s) {
+    StopAll(early_ps_exit_);
   }
 }
 
@@ -238,11 +235,17 @@ absl::Status Supervisor::Wait() {
     if (const int sig = ShutdownSignal(); sig != 0 && stop_us_ == 0) {
       StopAll(absl::StrCat("interrupted by signal ", sig));
     }
+    CheckEarlyPsExit();
     CheckPsAfterWorkers();
     if (stop_us_ != 0 && !killed_ && SecondsSince(stop_us_) > options_.stop_grace_s) {
       for (Task& t : tasks_) t.process.Signal(SIGKILL);
       killed_ = true;
     }
+  }
+  // A task that failed first may have been the victim of a ps that left
+  // (its requests refused as the ps shut down): name both.
+  if (!chief_done_ && !early_ps_exit_.empty() && !failure_.empty() && failure_ != early_ps_exit_) {
+    absl::StrAppend(&failure_, "; ", early_ps_exit_);
   }
   if (ShutdownSignal() != 0) return absl::CancelledError(failure_);
   if (!failure_.empty()) return absl::AbortedError(failure_);
@@ -256,7 +259,9 @@ absl::Status WriteLauncherFields(const LaunchOptions& options, const ClusterSpec
   if (!text.ok()) {
     return absl::DataLossError(absl::StrCat("every task exited 0 but the chief wrote no ", path));
   }
-  RETURN_IF_ERROR(ParseJsonMessage(*text, path, &result->summary));
+  if (absl::Status s = ParseJsonMessage(*text, path, &result->summary); !s.ok()) {
+    return absl::DataLossError(s.message());  // the chief's output, not the user's input
+  }
   result->summary.set_wall_seconds(wall_seconds);
   result->summary.set_command(options.command_line);
   for (const TaskId& id : spec.AllTasks()) {
@@ -270,35 +275,16 @@ absl::Status WriteLauncherFields(const LaunchOptions& options, const ClusterSpec
 
 }  // namespace
 
-absl::StatusOr<ClusterSpec> WithFreePorts(const ClusterSpec& spec) {
-  std::vector<std::vector<std::string>> by_type;
-  std::vector<int> reserved;
-  absl::Status status;
-  for (TaskType type : kJsonOrder) {
-    by_type.emplace_back();
-    for (const std::string& address : spec.Addresses(type)) {
-      auto hp = ParseHostPort(address);
-      if (hp.ok() && IsLocal(hp->host) && status.ok()) {
-        auto port = ReserveFreePort();
-        if (!port.ok()) {
-          status = port.status();
-        } else {
-          reserved.push_back(port->first);
-          hp->port = port->second;
-        }
-      }
-      by_type.back().push_back(hp.ok() ? hp->ToString() : address);
-    }
+const char* EchoModeName(EchoMode mode) {
+  switch (mode) {
+    case EchoMode::kAll:
+      return "all";
+    case EchoMode::kProgress:
+      return "progress";
+    case EchoMode::kNone:
+      return "none";
   }
-  for (int fd : reserved) close(fd);
-  RETURN_IF_ERROR(status);
-  return ClusterSpec::FromJson(JsonFromAddresses(by_type), "free-port spec");
-}
-
-std::string ClusterJson(const ClusterSpec& spec) {
-  std::vector<std::vector<std::string>> by_type;
-  for (TaskType type : kJsonOrder) by_type.push_back(spec.Addresses(type));
-  return JsonFromAddresses(by_type);
+  return "?";
 }
 
 absl::StatusOr<std::string> TaskSecurityArg(const LaunchOptions& options) {
@@ -346,14 +332,15 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
     }
   }
   RETURN_IF_ERROR(MakeDirs(options.run_dir));
-  RETURN_IF_ERROR(WriteFileAtomic(options.run_dir + "/cluster_spec.json", ClusterJson(spec)));
-  (void)std::remove((options.run_dir + "/summary.json").c_str());
-  LaunchOptions with_security = options;
+  if (options.train.clean_run_dir) {
+    ASSIGN_OR_RETURN(const std::vector<std::string> removed,
+                     RemoveStaleRunOutputs(options.run_dir, /*live_ranks=*/{}));
+    if (!removed.empty()) std::printf("pstrain: %s\n", DescribeRemoved(options.run_dir, removed).c_str());
+  }
+  RETURN_IF_ERROR(WriteFileAtomic(options.run_dir + "/cluster_spec.json", spec.ToJson()));
   ASSIGN_OR_RETURN(const std::string security_arg, TaskSecurityArg(options));
-  with_security.ps_args.push_back(security_arg);
-  with_security.worker_args.push_back(security_arg);
   const int64_t start = MonotonicMicros();
-  Supervisor supervisor(with_security, spec);
+  Supervisor supervisor(options, spec, security_arg);
   const absl::Status started = supervisor.StartAll();
   // Wait even when a start failed: the tasks already running are stopped
   // and reaped there.

@@ -4,10 +4,18 @@
 // process with its own TF_CONFIG, its output prefixed ("[worker:1] ...")
 // and kept in RUN_DIR/logs/<task>.log.
 //
+// Before any task starts, the outputs an earlier run left in RUN_DIR are
+// removed (RemoveStaleRunOutputs), with one line naming them, unless
+// train.clean_run_dir is false.
+//
 // Ending: success when every task exits 0 and the chief wrote
-// RUN_DIR/summary.json. When a task dies (non-zero exit or a signal), or on
-// SIGINT/SIGTERM, every other task gets SIGTERM and, after stop_grace_s,
-// SIGKILL; Run then names the task and how it ended. Nothing is left behind.
+// RUN_DIR/summary.json. Training is done when the chief has exited 0; the
+// chief's SHUTDOWN makes the ps tasks exit just before it does, so a ps that
+// exits 0 earlier is a failure only if the chief has not exited 0 within
+// chief_exit_grace_s of it. When a task fails (non-zero exit, a signal, or
+// that early ps exit), or on SIGINT/SIGTERM, every other task gets SIGTERM
+// and, after stop_grace_s, SIGKILL; Launch then names the task and how it
+// ended. Nothing is left behind.
 
 #include <functional>
 #include <map>
@@ -18,6 +26,8 @@
 #include "absl/strings/string_view.h"
 #include "common/cluster_spec.h"
 #include "proto/run_summary.pb.h"
+#include "ps_server/ps_server_options.h"
+#include "worker/train_options.h"
 
 namespace pstrain {
 
@@ -27,15 +37,21 @@ enum class EchoMode {
   kNone,
 };
 
+// "all", "progress", "none": the values of `pstrain --echo`.
+const char* EchoModeName(EchoMode mode);
+
 struct LaunchOptions {
   std::string cluster_spec_path;
-  // Replace each localhost port of the spec with a free one the OS picks
-  // (so several runs, or a busy machine, never collide).
+  // Replace each loopback address's port (IsLoopbackHost) with a free one
+  // the OS picks (so several runs, or a busy machine, never collide).
   bool free_ports = false;
   std::string run_dir;                       // created if missing
   std::string bin_dir;                       // holds ps_server and worker
-  std::vector<std::string> worker_args;      // forwarded to every worker
-  std::vector<std::string> ps_args;          // forwarded to every ps
+  // What every worker is started with (ToArgs), but for run_dir (the one
+  // above), clean_run_dir (false: Launch cleans, if this one says so) and
+  // straggler_delay_ms (the map below).
+  TrainOptions train;
+  PsServerOptions ps;                        // what every ps is started with
   // The job secret every task gets (--secret_file). Empty: the launcher
   // uses RUN_DIR/job.secret, making it (mode 0600) when it is missing.
   std::string secret_file;
@@ -45,6 +61,8 @@ struct LaunchOptions {
   double stop_grace_s = 4.0;                 // SIGTERM -> SIGKILL
   // After the last worker exits, how long the ps tasks may take to exit.
   double ps_exit_grace_s = 10.0;
+  // After a ps exits 0, how long the chief may take to exit 0 (see above).
+  double chief_exit_grace_s = 5.0;
   std::string command_line;                  // recorded in the summary
   // Called with every line of every task's output, whatever `echo` says, on
   // the thread that called Launch (experiments draw progress from it).
@@ -58,19 +76,13 @@ struct LaunchResult {
 
 // Launches and waits. Errors: InvalidArgument/NotFound for a bad spec (no
 // task started), Aborted naming the task that failed, Cancelled on
-// SIGINT/SIGTERM, DataLoss if training "succeeded" without a summary.
+// SIGINT/SIGTERM, DataLoss if training "succeeded" without a readable
+// summary.
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options);
 
-// The security flags every task of a launch gets: --insecure, or
+// The security flag every task of a launch gets: --insecure, or
 // --secret_file=ABSOLUTE_PATH (options.secret_file, else RUN_DIR/job.secret,
 // made when missing). InvalidArgument for both at once or a bad file.
 absl::StatusOr<std::string> TaskSecurityArg(const LaunchOptions& options);
-
-// A copy of `spec` whose localhost/127.0.0.1 ports are free ports chosen by
-// the OS.
-absl::StatusOr<ClusterSpec> WithFreePorts(const ClusterSpec& spec);
-
-// The cluster JSON (no task) of `spec`, for RUN_DIR/cluster_spec.json.
-std::string ClusterJson(const ClusterSpec& spec);
 
 }  // namespace pstrain

@@ -7,6 +7,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "glog/logging.h"
 
 namespace pstrain {
 namespace {
@@ -47,10 +48,13 @@ std::string ModeSpec::DirName() const {
   return absl::StrReplaceAll(label, {{":", "-"}, {"+", "_"}});
 }
 
-std::vector<std::string> ModeSpec::Flags() const {
-  return {absl::StrCat("--mode=", mode), absl::StrCat("--staleness=", staleness),
-          absl::StrCat("--backup_workers=", backup_workers),
-          absl::StrCat("--staleness_lr=", staleness_lr ? "on" : "off")};
+void ModeSpec::ApplyTo(TrainOptions* options) const {
+  absl::StatusOr<proto::UpdateMode> parsed = ParseUpdateMode(mode);
+  CHECK(parsed.ok()) << "ModeSpec not made by ParseModeSpec: " << parsed.status();
+  options->mode = *parsed;
+  options->staleness = staleness;
+  options->backup_workers = backup_workers;
+  options->staleness_lr = staleness_lr;
 }
 
 std::string ModeSpec::Describe() const {

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "worker/train_options.h"
 
 namespace pstrain {
 
@@ -31,9 +32,9 @@ struct ModeSpec {
 
   // A file name for the label: "ssp-2", "sync_backup-1", "async_slr".
   std::string DirName() const;
-  // The training flags that select this mode (--mode, --staleness,
-  // --backup_workers, --staleness_lr), to override the forwarded ones.
-  std::vector<std::string> Flags() const;
+  // Sets the training options that select this mode: mode, staleness,
+  // backup_workers, staleness_lr.
+  void ApplyTo(TrainOptions* options) const;
   // One sentence on what the mode does, for reports.
   std::string Describe() const;
 };

@@ -22,7 +22,6 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -40,12 +39,30 @@
 #include "launcher/summary_printer.h"
 #include "worker/train_flags.h"
 
-ABSL_FLAG(bool, free_ports, false,
-          "Give every localhost task of the spec a free port chosen by the OS");
+namespace {
+
+// The defaults of the flags below that are options' fields: those of a
+// default LaunchOptions, ExperimentOptions and ScaleOptions (the training
+// flags take theirs from TrainOptions, in train_flags.cc).
+const pstrain::LaunchOptions& LaunchDefaults() {
+  static const pstrain::LaunchOptions* const defaults = new pstrain::LaunchOptions();
+  return *defaults;
+}
+const pstrain::ScaleOptions& ScaleDefaults() {
+  static const pstrain::ScaleOptions* const defaults = new pstrain::ScaleOptions();
+  return *defaults;
+}
+
+}  // namespace
+
+ABSL_FLAG(bool, free_ports, LaunchDefaults().free_ports,
+          "Give every loopback task of the spec (localhost, 127.x, ::1) a free port chosen by the OS");
 ABSL_FLAG(std::vector<std::string>, straggler, {},
           "Slow a worker on purpose: worker:1:delay_ms=40 (comma-separated list)");
-ABSL_FLAG(std::string, echo, "all", "Task output to show: all, progress or none");
-ABSL_FLAG(double, stop_grace_s, 4.0, "Seconds between SIGTERM and SIGKILL when stopping tasks");
+ABSL_FLAG(std::string, echo, pstrain::EchoModeName(LaunchDefaults().echo),
+          "Task output to show: all, progress or none");
+ABSL_FLAG(double, stop_grace_s, LaunchDefaults().stop_grace_s,
+          "Seconds between SIGTERM and SIGKILL when stopping tasks");
 ABSL_FLAG(std::string, modes, "sync,async,ssp:2",
           "compare: update modes, comma-separated: sync, sync+backup:B, async, ssp:S (+slr: "
           "staleness-aware lr, for async and ssp)");
@@ -54,10 +71,12 @@ ABSL_FLAG(std::string, out, "",
           "to write");
 ABSL_FLAG(std::string, workers, "1,2,4", "scale: worker counts, comma-separated");
 ABSL_FLAG(std::string, ps, "1", "scale: ps counts, comma-separated");
-ABSL_FLAG(int, eval_points, 10,
+ABSL_FLAG(int, eval_points, ScaleDefaults().experiment.eval_points,
           "compare/scale: about this many test evaluations per run when --eval_every_steps is 0");
-ABSL_FLAG(double, target_accuracy, 0.97, "scale: the test accuracy of the time-to-accuracy plot");
-ABSL_FLAG(std::string, gnuplot, "gnuplot", "compare/scale: the gnuplot program that draws the plots");
+ABSL_FLAG(double, target_accuracy, ScaleDefaults().target_accuracy,
+          "scale: the test accuracy of the time-to-accuracy plot");
+ABSL_FLAG(std::string, gnuplot, ScaleDefaults().experiment.gnuplot,
+          "compare/scale: the gnuplot program that draws the plots");
 
 namespace pstrain {
 namespace {
@@ -100,6 +119,14 @@ std::string DefaultRunDir(const TrainOptions& o) {
                       "-", UpdateModeName(o.mode));
 }
 
+// The ps tasks' options: the defaults, but for --peer_timeout_s, which
+// `pstrain` takes as a training flag and gives to both sides.
+PsServerOptions PsOptionsFor(const TrainOptions& train) {
+  PsServerOptions ps;
+  ps.peer_timeout_s = train.peer_timeout_s;
+  return ps;
+}
+
 absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   ASSIGN_OR_RETURN(TrainOptions train, TrainOptionsFromFlags());
   LaunchOptions o;
@@ -108,11 +135,8 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   o.free_ports = absl::GetFlag(FLAGS_free_ports);
   o.run_dir = train.run_dir.empty() ? DefaultRunDir(train) : train.run_dir;
   o.bin_dir = BinDir();
-  o.worker_args = TrainFlagArgs();
-  for (std::string& arg : o.worker_args) {
-    if (absl::StartsWith(arg, "--run_dir=")) arg = "--run_dir=" + o.run_dir;
-  }
-  o.ps_args = {absl::StrCat("--peer_timeout_s=", train.peer_timeout_s)};
+  o.train = train;
+  o.ps = PsOptionsFor(train);
   o.secret_file = SecretFileFlag();
   o.insecure = InsecureFlag();
   ASSIGN_OR_RETURN(o.straggler_delay_ms, ParseStragglerItems(absl::GetFlag(FLAGS_straggler)));
@@ -156,16 +180,12 @@ absl::StatusOr<ExperimentOptions> ExperimentOptionsFromFlags(const TrainOptions&
                              absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
   }
   x.bin_dir = BinDir();
-  x.worker_args = TrainFlagArgs();
-  x.ps_args = {absl::StrCat("--peer_timeout_s=", train.peer_timeout_s)};
+  x.train = train;
+  x.ps = PsOptionsFor(train);
   x.secret_file = SecretFileFlag();
   x.insecure = InsecureFlag();
   x.straggler_items = absl::GetFlag(FLAGS_straggler);
   ASSIGN_OR_RETURN(x.straggler_delay_ms, ParseStragglerItems(x.straggler_items));
-  x.epochs = train.epochs;
-  x.batch_size = train.batch_size;
-  x.max_steps = train.max_steps;
-  x.eval_every_steps = train.eval_every_steps;
   x.eval_points = absl::GetFlag(FLAGS_eval_points);
   if (x.eval_points < 1) return absl::InvalidArgumentError("--eval_points must be >= 1");
   x.gnuplot = absl::GetFlag(FLAGS_gnuplot);

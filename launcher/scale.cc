@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/cluster_spec.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "launcher/plot.h"
@@ -150,7 +151,7 @@ absl::StatusOr<ScaleCell> RunCell(const ScaleOptions& options, int ps, int worke
   RETURN_IF_ERROR(WriteFileAtomic(spec_path, LocalSpecJson(ps, workers)));
   const std::string label = absl::StrFormat("%d ps, %d worker%s", ps, workers, workers == 1 ? "" : "s");
   ExperimentRun run = MakeRun(x, label, absl::StrFormat("[%d/%d] %s", index, total, label), spec_path,
-                              absl::StrCat(x.out_dir, "/", name), options.mode.Flags(),
+                              absl::StrCat(x.out_dir, "/", name), options.mode,
                               EvalEverySteps(x, StepsPerWorker(x, workers)));
   // The generated specs have workers only; a straggler the cell does not
   // have (worker:1 of a 1-worker cell) is left out.
@@ -184,11 +185,7 @@ absl::StatusOr<std::vector<int>> ParseCountList(absl::string_view text, absl::st
 }
 
 std::string LocalSpecJson(int ps, int workers) {
-  std::vector<std::string> w, p;
-  for (int i = 0; i < workers; ++i) w.push_back(absl::StrCat("\"localhost:", kFirstPlaceholderPort + i, "\""));
-  for (int i = 0; i < ps; ++i) p.push_back(absl::StrCat("\"localhost:", kFirstPlaceholderPort + workers + i, "\""));
-  return absl::StrCat("{\n  \"cluster\": {\n    \"worker\": [", absl::StrJoin(w, ", "), "],\n    \"ps\": [",
-                      absl::StrJoin(p, ", "), "]\n  }\n}\n");
+  return ClusterSpec::Local(ps, workers, kFirstPlaceholderPort).ToJson();
 }
 
 absl::Status RunScale(const ScaleOptions& options) {

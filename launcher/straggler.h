@@ -11,9 +11,11 @@
 
 namespace pstrain {
 
-// Parses "worker:I:delay_ms=D" or "chief:0:delay_ms=D" items into delays by
-// task. The map's key is the item's task as "worker:1"; the launcher turns it
-// into a rank with the spec. InvalidArgument naming the bad item.
+// Parses "worker:I:delay_ms=D" or "chief:0:delay_ms=D" items ("master" is
+// read as "chief") into delays by task, keyed by TaskId::ToString()
+// ("worker:1"). The launcher checks each task against the spec and starts
+// that worker with --straggler_delay_ms=D. InvalidArgument naming the bad
+// item.
 absl::StatusOr<std::map<std::string, double>> ParseStragglerItems(
     const std::vector<std::string>& items);
 

@@ -16,15 +16,35 @@
 #include "common/task_flags.h"
 #include "ps_server/ps_server.h"
 
-ABSL_FLAG(double, peer_timeout_s, 60.0,
+namespace {
+
+// The flags' defaults: a default PsServerOptions.
+const pstrain::PsServerOptions& Defaults() {
+  static const pstrain::PsServerOptions* const defaults = new pstrain::PsServerOptions();
+  return *defaults;
+}
+
+}  // namespace
+
+ABSL_FLAG(double, peer_timeout_s, Defaults().peer_timeout_s,
           "A registered worker silent (no heartbeat) this long is presumed dead");
-ABSL_FLAG(double, register_timeout_s, 600.0,
+ABSL_FLAG(double, register_timeout_s, Defaults().register_timeout_s,
           "Every worker must register within this many seconds of the chief's INIT");
-ABSL_FLAG(std::string, bind, "",
+ABSL_FLAG(std::string, bind, Defaults().bind_endpoint,
           "Endpoint to bind instead of the spec's address, e.g. tcp://0.0.0.0:2222");
-ABSL_FLAG(int64_t, max_message_mb, 1024, "Largest message accepted from a peer, in MiB");
+ABSL_FLAG(int64_t, max_message_mb, Defaults().max_message_bytes >> 20,
+          "Largest message accepted from a peer, in MiB");
 
 namespace {
+
+pstrain::PsServerOptions PsServerOptionsFromFlags() {
+  pstrain::PsServerOptions options;
+  options.peer_timeout_s = absl::GetFlag(FLAGS_peer_timeout_s);
+  options.register_timeout_s = absl::GetFlag(FLAGS_register_timeout_s);
+  options.bind_endpoint = absl::GetFlag(FLAGS_bind);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_mb) << 20;
+  return options;
+}
 
 absl::Status RunServer(const char* tf_config) {
   auto cluster = pstrain::ResolveTaskConfig(pstrain::TaskConfigSourcesFromFlags(tf_config));
@@ -36,16 +56,8 @@ absl::Status RunServer(const char* tf_config) {
   }
   auto security = pstrain::TransportSecurityFromFlags();
   if (!security.ok()) return security.status();
-  pstrain::PsServerOptions options;
-  options.peer_timeout_s = absl::GetFlag(FLAGS_peer_timeout_s);
-  options.register_timeout_s = absl::GetFlag(FLAGS_register_timeout_s);
-  options.bind_endpoint = absl::GetFlag(FLAGS_bind);
-  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_mb) << 20;
-  if (!(options.peer_timeout_s > 0) || !(options.register_timeout_s > 0) ||
-      options.max_message_bytes <= 0) {
-    return absl::InvalidArgumentError(
-        "--peer_timeout_s, --register_timeout_s and --max_message_mb must be > 0");
-  }
+  const pstrain::PsServerOptions options = PsServerOptionsFromFlags();
+  if (absl::Status s = pstrain::ValidatePsServerOptions(options); !s.ok()) return s;
   auto server = pstrain::PsServer::Create(*cluster, options, *security);
   if (!server.ok()) return server.status();
   return (*server)->Run();

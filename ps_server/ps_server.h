@@ -27,24 +27,10 @@
 #include "common/handshake_guard.h"
 #include "common/security.h"
 #include "common/transport.h"
+#include "ps_server/ps_server_options.h"
 #include "ps_server/request_handler.h"
 
 namespace pstrain {
-
-struct PsServerOptions {
-  // A registered worker silent this long (no heartbeat, no request) is dead.
-  double peer_timeout_s = 60.0;
-  // Every worker must register within this long after the chief's INIT.
-  double register_timeout_s = 600.0;
-  // After a failure, keep answering with the error this long before exiting.
-  double failure_grace_s = 5.0;
-  // Largest message accepted (ZMQ_MAXMSGSIZE).
-  int64_t max_message_bytes = int64_t{1} << 30;
-  // How long queued replies (the SHUTDOWN ack) may take to leave at exit.
-  int linger_ms = 2000;
-  // Overrides the bind endpoint derived from the spec ("tcp://0.0.0.0:2222").
-  std::string bind_endpoint;
-};
 
 class PsServer {
  public:

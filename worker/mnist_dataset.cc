@@ -57,7 +57,7 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   }
   struct stat st;
   if (::fstat(::fileno(file.get()), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return absl::InternalError(absl::StrCat(path, ": not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   }
   std::string bytes(static_cast<size_t>(st.st_size), '\0');
   bytes.resize(std::fread(bytes.data(), 1, bytes.size(), file.get()));
@@ -66,7 +66,7 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
 }
 
 // A gzip stream (one or more concatenated members, as `cat a.gz b.gz`
-// makes) decoded from memory. Errors are DataLoss and name the file.
+// makes) decoded from memory. Errors are InvalidArgument and name the file.
 class GzipStream {
  public:
   GzipStream(const std::string& path, absl::string_view compressed) : path_(path) {
@@ -114,7 +114,7 @@ class GzipStream {
   }
 
   absl::Status Error(absl::string_view what) const {
-    return absl::DataLossError(absl::StrCat(path_, ": corrupt gzip stream: ", what,
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": corrupt gzip stream: ", what,
                                             zs_.msg ? absl::StrCat(" (", zs_.msg, ")") : ""));
   }
 
@@ -131,7 +131,7 @@ class GzipStream {
 absl::StatusOr<std::string> Gunzip(const std::string& path, absl::string_view compressed,
                                    uint64_t limit) {
   if (compressed.size() > UINT32_MAX) {
-    return absl::DataLossError(absl::StrCat(path, ": gzip file larger than 4 GiB"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": gzip file larger than 4 GiB"));
   }
   GzipStream stream(path, compressed);
   std::string out(std::min<uint64_t>(limit, std::max<uint64_t>(6 * compressed.size(), 4096)), '\0');
@@ -148,10 +148,10 @@ absl::StatusOr<std::string> Gunzip(const std::string& path, absl::string_view co
 
 absl::Status CheckImageDims(const std::string& path, uint32_t n, uint32_t rows, uint32_t cols) {
   if (rows < 1 || rows > kMaxSide || cols < 1 || cols > kMaxSide) {
-    return absl::DataLossError(absl::StrCat(path, ": unsupported image dimensions ", rows, "x",
+    return absl::InvalidArgumentError(absl::StrCat(path, ": unsupported image dimensions ", rows, "x",
                                             cols, " (rows and cols must be 1..", kMaxSide, ")"));
   }
-  if (n == 0) return absl::DataLossError(absl::StrCat(path, ": holds no images"));
+  if (n == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": holds no images"));
   return absl::OkStatus();
 }
 
@@ -161,19 +161,19 @@ absl::Status CheckImageDims(const std::string& path, uint32_t n, uint32_t rows, 
 absl::StatusOr<IdxHeader> ParseHeader(const std::string& path, absl::string_view bytes,
                                       uint32_t magic) {
   if (bytes.size() < 4) {
-    return absl::DataLossError(
+    return absl::InvalidArgumentError(
         absl::StrCat(path, ": truncated: ", bytes.size(), " bytes, too short for an IDX header"));
   }
   const uint32_t found = ReadBigEndian32(bytes, 0);
   if (found != magic) {
-    return absl::DataLossError(
+    return absl::InvalidArgumentError(
         absl::StrFormat("%s: bad magic number 0x%08x (expected 0x%08x)", path, found, magic));
   }
   IdxHeader header;
   const size_t num_dims = magic & 0xff;
   header.header_bytes = 4 + 4 * num_dims;
   if (bytes.size() < header.header_bytes) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated: ", bytes.size(),
+    return absl::InvalidArgumentError(absl::StrCat(path, ": truncated: ", bytes.size(),
                                             " bytes, header needs ", header.header_bytes));
   }
   for (size_t d = 0; d < num_dims; ++d) header.dims[d] = ReadBigEndian32(bytes, 4 + 4 * d);
@@ -199,11 +199,11 @@ absl::StatusOr<std::string> ReadIdxBytes(const std::string& path, uint32_t magic
 absl::Status CheckSize(const std::string& path, const IdxHeader& header, size_t actual) {
   const uint64_t expected = header.header_bytes + header.payload_bytes;
   if (actual < expected) {
-    return absl::DataLossError(
+    return absl::InvalidArgumentError(
         absl::StrCat(path, ": truncated: header declares ", expected, " bytes, file has ", actual));
   }
   if (actual > expected) {
-    return absl::DataLossError(absl::StrCat(path, ": trailing bytes: header declares ", expected,
+    return absl::InvalidArgumentError(absl::StrCat(path, ": trailing bytes: header declares ", expected,
                                             " bytes, file has more"));
   }
   return absl::OkStatus();
@@ -229,7 +229,7 @@ absl::Status ReadLabels(const std::string& path, Dataset* dataset) {
   for (size_t i = 0; i < header.payload_bytes; ++i) {
     const uint8_t label = static_cast<uint8_t>(bytes[header.header_bytes + i]);
     if (label >= kNumClasses) {
-      return absl::DataLossError(absl::StrCat(path, ": label ", int{label}, " of example ", i,
+      return absl::InvalidArgumentError(absl::StrCat(path, ": label ", int{label}, " of example ", i,
                                               " is outside 0..", kNumClasses - 1));
     }
     dataset->labels[i] = label;
@@ -254,7 +254,7 @@ absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::strin
   RETURN_IF_ERROR(ReadImages(images_path, &dataset));
   RETURN_IF_ERROR(ReadLabels(labels_path, &dataset));
   if (static_cast<int64_t>(dataset.labels.size()) != dataset.size) {
-    return absl::DataLossError(absl::StrCat(images_path, " holds ", dataset.size, " images but ",
+    return absl::InvalidArgumentError(absl::StrCat(images_path, " holds ", dataset.size, " images but ",
                                             labels_path, " holds ", dataset.labels.size(),
                                             " labels"));
   }

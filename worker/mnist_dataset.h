@@ -33,10 +33,11 @@ struct Normalization {
 };
 
 // Reads an IDX image file and its label file. Errors name the file:
-// NotFound when a file is missing; DataLoss for a bad magic number, a
-// truncated or oversized file, dimensions that are not 28x28-like (rows and
-// cols must be 1..1024), a bad gzip stream, a label outside 0..9, or label
-// and image counts that differ.
+// NotFound when a file is missing; InvalidArgument (bad input the user gave,
+// exit code 2) for something that is not a regular file, a bad magic number,
+// a truncated or oversized file, dimensions that are not 28x28-like (rows
+// and cols must be 1..1024), a bad gzip stream, a label outside 0..9, or
+// label and image counts that differ.
 absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::string& labels_path);
 
 // Loads `split` from `data_dir`: train-images-idx3-ubyte / train-labels-idx1-ubyte

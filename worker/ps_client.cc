@@ -158,8 +158,13 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m) {
   const std::string what =
       absl::StrCat(ShardName(call.shard), " ", proto::MessageType_Name(call.header.type()));
   if (h.error().code() != 0) {
-    return absl::Status(static_cast<absl::StatusCode>(h.error().code()),
-                        absl::StrCat(what, " refused: ", h.error().message()));
+    // The ps's code judges our request from its side; here a refusal is a
+    // run-time failure (exit 1), never bad input the user gave (exit 2).
+    auto code = static_cast<absl::StatusCode>(h.error().code());
+    if (code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound) {
+      code = absl::StatusCode::kFailedPrecondition;
+    }
+    return absl::Status(code, absl::StrCat(what, " refused: ", h.error().message()));
   }
   if (!call.params.empty()) {
     const ShardRange r = plan_.range(call.shard);

@@ -1,49 +1,59 @@
 #include "worker/train_flags.h"
 
 #include "absl/flags/flag.h"
-#include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-ABSL_FLAG(std::string, mode, "sync", "Update mode: sync, async or ssp");
-ABSL_FLAG(int, staleness, 2, "ssp: how many steps a worker may run ahead of the slowest");
-ABSL_FLAG(int, backup_workers, 0,
+namespace {
+
+// The flags' defaults: a default TrainOptions (a function, so that its
+// construction never races other files' static initialisation).
+const pstrain::TrainOptions& Defaults() {
+  static const pstrain::TrainOptions* const defaults = new pstrain::TrainOptions();
+  return *defaults;
+}
+
+const char* OnOff(bool on) { return on ? "on" : "off"; }
+
+}  // namespace
+
+ABSL_FLAG(std::string, mode, pstrain::UpdateModeName(Defaults().mode), "Update mode: sync, async or ssp");
+ABSL_FLAG(int, staleness, Defaults().staleness,
+          "ssp: how many steps a worker may run ahead of the slowest");
+ABSL_FLAG(int, backup_workers, Defaults().backup_workers,
           "sync: apply each version once N-B gradients arrived; drop the late ones");
-ABSL_FLAG(std::string, staleness_lr, "off", "async/ssp: divide the step by the staleness (on|off)");
-ABSL_FLAG(int, epochs, 1, "Passes over the training set");
-ABSL_FLAG(int, batch_size, 128, "Examples per worker per step");
-ABSL_FLAG(double, lr, 0.0, "Learning rate (0: 0.01 x number of workers, the seed's rule)");
-ABSL_FLAG(double, momentum, 0.5, "SGD momentum (PyTorch's definition)");
-ABSL_FLAG(bool, nesterov, false, "Nesterov momentum");
-ABSL_FLAG(double, weight_decay, 0.0, "L2 weight decay");
-ABSL_FLAG(int64_t, max_steps, 0, "Stop each worker after this many steps (0: no limit)");
-ABSL_FLAG(uint64_t, seed, 1, "Seed for initialisation, data order and dropout");
-ABSL_FLAG(std::string, model, "mnist_cnn", "Network: mnist_cnn, mlp or cnn_large");
-ABSL_FLAG(std::string, device, "auto", "auto, cpu, cuda or cuda:I");
-ABSL_FLAG(std::string, data_dir, "data/mnist", "Directory with the four IDX files (raw or .gz)");
-ABSL_FLAG(std::string, dataset, "mnist", "mnist or fashion_mnist (normalisation constants)");
-ABSL_FLAG(std::string, run_dir, "", "Directory for metrics and the summary ('' for none)");
-ABSL_FLAG(std::string, shard_strategy, "balanced", "balanced or tensor_aligned");
-ABSL_FLAG(int64_t, eval_every_steps, 0, "Chief: also evaluate every N steps (0: epoch ends)");
-ABSL_FLAG(int64_t, log_every_steps, 100, "Progress line every N steps (0: none)");
-ABSL_FLAG(double, straggler_delay_ms, 0.0, "Slow this worker by this much per step");
-ABSL_FLAG(double, connect_timeout_s, 60.0, "Give up if a ps cannot be reached for this long");
-ABSL_FLAG(double, peer_timeout_s, 60.0, "A ps that stops answering for this long is dead");
-ABSL_FLAG(double, heartbeat_interval_s, 1.0, "Seconds between heartbeats");
-ABSL_FLAG(double, rpc_timeout_s, 0.0, "Upper bound on one request (0: none)");
+ABSL_FLAG(std::string, staleness_lr, OnOff(Defaults().staleness_lr),
+          "async/ssp: divide the step by the staleness (on|off)");
+ABSL_FLAG(int, epochs, Defaults().epochs, "Passes over the training set");
+ABSL_FLAG(int, batch_size, Defaults().batch_size, "Examples per worker per step");
+ABSL_FLAG(double, lr, Defaults().lr, "Learning rate (0: 0.01 x number of workers, the seed's rule)");
+ABSL_FLAG(double, momentum, Defaults().momentum, "SGD momentum (PyTorch's definition)");
+ABSL_FLAG(bool, nesterov, Defaults().nesterov, "Nesterov momentum");
+ABSL_FLAG(double, weight_decay, Defaults().weight_decay, "L2 weight decay");
+ABSL_FLAG(int64_t, max_steps, Defaults().max_steps, "Stop each worker after this many steps (0: no limit)");
+ABSL_FLAG(uint64_t, seed, Defaults().seed, "Seed for initialisation, data order and dropout");
+ABSL_FLAG(std::string, model, Defaults().model, "Network: mnist_cnn, mlp or cnn_large");
+ABSL_FLAG(std::string, device, Defaults().device, "auto, cpu, cuda or cuda:I");
+ABSL_FLAG(std::string, data_dir, Defaults().data_dir, "Directory with the four IDX files (raw or .gz)");
+ABSL_FLAG(std::string, dataset, Defaults().dataset, "mnist or fashion_mnist (normalisation constants)");
+ABSL_FLAG(std::string, run_dir, Defaults().run_dir, "Directory for metrics and the summary ('' for none)");
+ABSL_FLAG(bool, clean_run_dir, Defaults().clean_run_dir,
+          "Remove an earlier run's outputs from --run_dir first (pstrain launch, else the chief)");
+ABSL_FLAG(std::string, shard_strategy, Defaults().shard_strategy, "balanced or tensor_aligned");
+ABSL_FLAG(int64_t, eval_every_steps, Defaults().eval_every_steps,
+          "Chief: also evaluate every N steps (0: epoch ends)");
+ABSL_FLAG(int64_t, log_every_steps, Defaults().log_every_steps, "Progress line every N steps (0: none)");
+ABSL_FLAG(double, straggler_delay_ms, Defaults().straggler_delay_ms,
+          "Slow this worker by this much per step");
+ABSL_FLAG(double, connect_timeout_s, Defaults().connect_timeout_s,
+          "Give up if a ps cannot be reached for this long");
+ABSL_FLAG(double, peer_timeout_s, Defaults().peer_timeout_s,
+          "A ps that stops answering for this long is dead");
+ABSL_FLAG(double, heartbeat_interval_s, Defaults().heartbeat_interval_s, "Seconds between heartbeats");
+ABSL_FLAG(double, rpc_timeout_s, Defaults().rpc_timeout_s, "Upper bound on one request (0: none)");
 
 namespace pstrain {
 namespace {
-
-// Flags a launcher forwards to every worker (straggler_delay_ms is per
-// worker and set by the launcher itself).
-constexpr const char* kForwarded[] = {
-    "mode",           "staleness",         "backup_workers",    "staleness_lr",
-    "epochs",         "batch_size",        "lr",                "momentum",
-    "nesterov",       "weight_decay",      "max_steps",         "seed",
-    "model",          "device",            "data_dir",          "dataset",
-    "run_dir",        "shard_strategy",    "eval_every_steps",  "log_every_steps",
-    "connect_timeout_s", "peer_timeout_s", "heartbeat_interval_s", "rpc_timeout_s"};
 
 absl::StatusOr<bool> ParseOnOff(const std::string& flag, const std::string& value) {
   if (value == "on" || value == "true" || value == "1") return true;
@@ -72,6 +82,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.dataset = absl::GetFlag(FLAGS_dataset);
   o.run_dir = absl::GetFlag(FLAGS_run_dir);
+  o.clean_run_dir = absl::GetFlag(FLAGS_clean_run_dir);
   o.shard_strategy = absl::GetFlag(FLAGS_shard_strategy);
   o.eval_every_steps = absl::GetFlag(FLAGS_eval_every_steps);
   o.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
@@ -82,15 +93,6 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.rpc_timeout_s = absl::GetFlag(FLAGS_rpc_timeout_s);
   RETURN_IF_ERROR(ValidateTrainOptions(o));
   return o;
-}
-
-std::vector<std::string> TrainFlagArgs() {
-  std::vector<std::string> args;
-  for (const char* name : kForwarded) {
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag != nullptr) args.push_back(absl::StrCat("--", name, "=", flag->CurrentValue()));
-  }
-  return args;
 }
 
 }  // namespace pstrain

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/flags/marshalling.h"
 #include "absl/strings/str_cat.h"
 #include "common/shard_plan.h"
 
@@ -10,6 +11,12 @@ namespace {
 
 absl::Status Bad(absl::string_view flag, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", what));
+}
+
+// "--name=value" with the value as the flag would print it (exact doubles).
+template <typename T>
+std::string Arg(absl::string_view name, const T& value) {
+  return absl::StrCat("--", name, "=", absl::UnparseFlag(value));
 }
 
 }  // namespace
@@ -70,6 +77,35 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return Bad("peer_timeout_s", "must be at least twice --heartbeat_interval_s");
   }
   return absl::OkStatus();
+}
+
+std::vector<std::string> TrainOptions::ToArgs() const {
+  return {Arg("mode", UpdateModeName(mode)),
+          Arg("staleness", staleness),
+          Arg("backup_workers", backup_workers),
+          Arg("staleness_lr", std::string(staleness_lr ? "on" : "off")),
+          Arg("epochs", epochs),
+          Arg("batch_size", batch_size),
+          Arg("lr", lr),
+          Arg("momentum", momentum),
+          Arg("nesterov", nesterov),
+          Arg("weight_decay", weight_decay),
+          Arg("max_steps", max_steps),
+          Arg("seed", seed),
+          Arg("model", model),
+          Arg("device", device),
+          Arg("data_dir", data_dir),
+          Arg("dataset", dataset),
+          Arg("run_dir", run_dir),
+          Arg("clean_run_dir", clean_run_dir),
+          Arg("shard_strategy", shard_strategy),
+          Arg("eval_every_steps", eval_every_steps),
+          Arg("log_every_steps", log_every_steps),
+          Arg("straggler_delay_ms", straggler_delay_ms),
+          Arg("connect_timeout_s", connect_timeout_s),
+          Arg("peer_timeout_s", peer_timeout_s),
+          Arg("heartbeat_interval_s", heartbeat_interval_s),
+          Arg("rpc_timeout_s", rpc_timeout_s)};
 }
 
 double EffectiveLearningRate(const TrainOptions& options, int num_workers) {

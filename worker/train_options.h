@@ -1,11 +1,14 @@
 #pragma once
 
 // Everything a worker needs to know about a training run, with the seed's
-// defaults. The same flags drive `worker` and `pstrain launch` (which passes
-// them through), see train_flags.h.
+// defaults. The defaults are written here and only here: the flags of
+// `worker` and `pstrain` (train_flags.h) take theirs from a default
+// TrainOptions, and `pstrain launch` hands a TrainOptions to each worker it
+// starts through ToArgs().
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -13,6 +16,7 @@
 
 namespace pstrain {
 
+// Each field is the flag of the same name (--mode, --staleness, ...).
 struct TrainOptions {
   proto::UpdateMode mode = proto::SYNC;  // --mode=sync|async|ssp
   int staleness = 2;                     // ssp bound s (steps a worker may run ahead)
@@ -31,6 +35,10 @@ struct TrainOptions {
   std::string data_dir = "data/mnist";
   std::string dataset = "mnist";         // mnist | fashion_mnist (normalisation constants)
   std::string run_dir;                   // "": write no files
+  // First remove the outputs an earlier run left in run_dir
+  // (RemoveStaleRunOutputs): `pstrain launch` before it starts any task
+  // (passing false to the workers it starts), else the chief.
+  bool clean_run_dir = true;
   std::string shard_strategy = "balanced";
   int64_t eval_every_steps = 0;          // chief: also evaluate every N steps (0: epoch ends only)
   int64_t log_every_steps = 100;         // progress line every N steps
@@ -41,6 +49,11 @@ struct TrainOptions {
   double peer_timeout_s = 60.0;
   double heartbeat_interval_s = 1.0;
   double rpc_timeout_s = 0.0;
+
+  // "--name=value" for every field, in declaration order, such that the
+  // flags of train_flags.h parse them back to an equal TrainOptions (doubles
+  // round-trip exactly).
+  std::vector<std::string> ToArgs() const;
 };
 
 // "sync" -> SYNC, ...; InvalidArgument otherwise.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "common/run_dir.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "models/dropout_mask.h"
@@ -112,9 +114,21 @@ absl::Status Trainer::Setup() {
   return absl::OkStatus();
 }
 
+absl::Status Trainer::CleanRunDir() {
+  // The other workers of a run started by hand may have opened their steps
+  // CSVs already (each truncates its own): only theirs are kept.
+  std::set<int> others;
+  for (int rank = 1; rank < num_workers_; ++rank) others.insert(rank);
+  ASSIGN_OR_RETURN(const std::vector<std::string> removed,
+                   RemoveStaleRunOutputs(options_.run_dir, others));
+  if (!removed.empty()) LOG(INFO) << DescribeRemoved(options_.run_dir, removed);
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::OpenMetrics() {
   if (options_.run_dir.empty()) return absl::OkStatus();
   RETURN_IF_ERROR(MakeDirs(options_.run_dir));
+  if (is_chief_ && options_.clean_run_dir) RETURN_IF_ERROR(CleanRunDir());
   ASSIGN_OR_RETURN(steps_csv_, CsvWriter::Open(
       absl::StrCat(options_.run_dir, "/steps_worker", rank_, ".csv"),
       {"step", "epoch", "unix_time", "elapsed_s", "loss", "examples", "version", "min_clock",

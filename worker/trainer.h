@@ -37,9 +37,11 @@ namespace pstrain {
 class Trainer {
  public:
   // Loads the data, builds the model and the shard plan, connects to the
-  // ps tasks. NotFound / DataLoss for missing or corrupt data,
-  // InvalidArgument for bad options. REQUIRES: cluster.task() is a chief or
-  // worker task.
+  // ps tasks, opens the metrics CSVs in options.run_dir; before that the
+  // chief (with options.clean_run_dir) removes the outputs an earlier run
+  // left there (RemoveStaleRunOutputs, one log line). NotFound for missing
+  // data, InvalidArgument for corrupt data or bad options. REQUIRES:
+  // cluster.task() is a chief or worker task.
   // `security` says how the sockets to the ps tasks authenticate.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const ClusterSpec& cluster,
                                                          const TrainOptions& options,
@@ -57,6 +59,7 @@ class Trainer {
           const TransportSecurity& security);
 
   absl::Status Setup();
+  absl::Status CleanRunDir();
   absl::Status OpenMetrics();
   proto::JobConfig MakeJobConfig() const;
   absl::Status JoinJob();

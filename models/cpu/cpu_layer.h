@@ -1,8 +1,9 @@
 #pragma once
 
-// Plumbing shared by the CPU layers: the name, the shapes, the largest batch
-// and the check every Forward/Backward starts with. Also the Eigen views the
-// layers use over flat float buffers.
+// What the CPU layers share beyond models::LayerBase (models/layer_base.h,
+// which holds every backend's name, shapes, largest batch and the batch
+// check each Forward/Backward starts with): the Eigen views they use over
+// flat float buffers, and a sum whose order does not depend on alignment.
 //
 // Every CPU layer sizes its scratch for `max_batch` examples at construction
 // and never allocates inside Forward/Backward. A layer is not thread-safe;

@@ -1,9 +1,9 @@
 #pragma once
 
-// Plumbing shared by the CUDA layers, as models/cpu/cpu_layer.h is for the
-// CPU ones: the name, the shapes, the largest batch, the check every
-// Forward/Backward starts with, and the CudaContext (stream, cuDNN and
-// cuBLAS handles, shared workspace) the layer borrows.
+// What the CUDA layers share beyond models::LayerBase (models/layer_base.h,
+// which holds every backend's name, shapes, largest batch and the batch
+// check each Forward/Backward starts with): the CudaContext (stream, cuDNN
+// and cuBLAS handles, shared workspace) the layer borrows.
 //
 // Pointers passed to Forward/Backward are device pointers, including
 // BatchContext::example_keys. Both calls only queue work on

@@ -1,8 +1,10 @@
 #include "common/cluster_spec.h"
 
+#include <set>
 #include <string>
 
 #include "common/file_util.h"
+#include "common/free_ports.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -85,6 +87,65 @@ TEST(ClusterSpec, ToTfConfigRoundTrips) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->task()->ToString(), "ps:1");
   EXPECT_EQ(again->JobId(), spec->JobId());
+}
+
+TEST(ClusterSpec, ToJsonIsTheClusterWithoutItsTaskAndRoundTrips) {
+  auto spec = ClusterSpec::FromJson(kGood, "TF_CONFIG");
+  ASSERT_TRUE(spec.ok());
+  const std::string json = spec->ToJson();
+  EXPECT_EQ(json.back(), '\n');
+  EXPECT_EQ(json.find("\"task\""), std::string::npos);
+  auto again = ClusterSpec::FromJson(json, "round trip");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->task().has_value());
+  EXPECT_EQ(again->JobId(), spec->JobId());
+  EXPECT_EQ(again->ToTfConfig({TaskType::kChief, 0}), spec->ToTfConfig({TaskType::kChief, 0}));
+}
+
+TEST(ClusterSpec, LocalPutsWorkersThenPsOnConsecutiveLocalhostPorts) {
+  const ClusterSpec spec = ClusterSpec::Local(2, 3, 100);
+  EXPECT_EQ(spec.Addresses(TaskType::kWorker),
+            (std::vector<std::string>{"localhost:100", "localhost:101", "localhost:102"}));
+  EXPECT_EQ(spec.Addresses(TaskType::kPs), (std::vector<std::string>{"localhost:103", "localhost:104"}));
+  EXPECT_FALSE(spec.has_chief());
+  EXPECT_TRUE(ClusterSpec::FromJson(spec.ToJson(), "local").ok());
+}
+
+TEST(IsLoopbackHost, KnowsEveryLoopbackSpellingAndNothingElse) {
+  for (const char* host : {"localhost", "LocalHost", "127.0.0.1", "127.1.2.3", "::1"}) {
+    EXPECT_TRUE(IsLoopbackHost(host)) << host;
+  }
+  for (const char* host : {"127.example.com", "10.0.0.1", "0.0.0.0", "::", "ps-0.svc", "localhost2"}) {
+    EXPECT_FALSE(IsLoopbackHost(host)) << host;
+  }
+}
+
+TEST(ClusterSpec, AnyTwoLoopbackSpellingsOfOnePortAreADuplicate) {
+  auto spec =
+      ClusterSpec::FromJson(R"({"cluster": {"worker": ["127.0.0.2:5"], "ps": ["LOCALHOST:5"]}})", "t");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("duplicate address"));
+}
+
+TEST(WithFreePorts, ReplacesLoopbackPortsWithDistinctFreeOnesAndKeepsOtherHosts) {
+  auto spec = ClusterSpec::FromJson(
+      R"({"cluster": {"chief": ["localhost:1"], "worker": ["127.0.0.1:2", "far-host:3"], "ps": ["[::1]:4"]},
+          "task": {"type": "ps", "index": 0}})",
+      "t");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto free = WithFreePorts(*spec);
+  ASSERT_TRUE(free.ok()) << free.status();
+  EXPECT_EQ(free->Address({TaskType::kWorker, 1}), "far-host:3");
+  std::set<int> ports;
+  for (const TaskId& id :
+       {TaskId{TaskType::kChief, 0}, TaskId{TaskType::kWorker, 0}, TaskId{TaskType::kPs, 0}}) {
+    auto hp = ParseHostPort(free->Address(id));
+    ASSERT_TRUE(hp.ok());
+    EXPECT_EQ(hp->host, ParseHostPort(spec->Address(id))->host) << id.ToString();
+    EXPECT_GT(hp->port, 1024) << id.ToString();
+    ports.insert(hp->port);
+  }
+  EXPECT_EQ(ports.size(), 3u);
 }
 
 // Each malformed TF_CONFIG must be refused with InvalidArgument whose message

@@ -20,6 +20,8 @@
 namespace pstrain {
 namespace {
 
+using ::testing::HasSubstr;
+
 constexpr int kSteps = 120;
 // Generous: a busy 2-core CI machine runs this in well under a minute.
 constexpr double kTimeoutS = 240;
@@ -40,15 +42,29 @@ double Mean(const std::vector<double>& v, size_t begin, size_t end) {
 
 class ClusterTraining : public ::testing::TestWithParam<std::string> {};
 
+// Started by hand into the run directory of an earlier, failed run: the
+// chief removes that run's outputs (not the other worker's steps CSV, which
+// it may have opened already) and says so, and the run writes its own.
 TEST_P(ClusterTraining, LossFallsAndTestAccuracyBeatsThreshold) {
   const std::string dir = testing::MakeTempDir("cluster");
   const std::string spec = testing::WriteLocalSpec(dir, 2, 2);
+  for (const char* f : {"/summary.json", "/final_params.f32", "/epochs.csv", "/evals.csv",
+                        "/steps_worker1.csv", "/steps_worker5.csv"}) {
+    ASSERT_TRUE(WriteFileAtomic(dir + f, "stale").ok());
+  }
   const std::vector<std::string> train_flags = {
       "--mode=" + GetParam(), absl::StrCat("--max_steps=", kSteps), "--epochs=1",
       "--data_dir=" + testing::SourcePath("data/mnist"), "--run_dir=" + dir, "--device=cpu",
       "--log_every_steps=0", "--peer_timeout_s=30"};
   const testing::ClusterRun run = testing::RunLocalCluster(spec, 2, 2, train_flags, kTimeoutS);
   ASSERT_TRUE(run.all_ok()) << run.AllOutput();
+  EXPECT_THAT(run.outputs[2], HasSubstr(absl::StrCat(  // the chief, after 2 ps
+      "removed the outputs of an earlier run from ", dir,
+      ": epochs.csv, evals.csv, final_params.f32, steps_worker5.csv, summary.json")));
+  EXPECT_FALSE(FileExists(dir + "/steps_worker5.csv"));
+  auto other = ReadCsv(dir + "/steps_worker1.csv");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->rows.size(), static_cast<size_t>(kSteps));
 
   // The loss falls: the last 20 steps average well below the first 20.
   auto steps = ReadCsv(dir + "/steps_worker0.csv");

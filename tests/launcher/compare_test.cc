@@ -28,10 +28,24 @@ TEST(ModeSpec, ParsesEveryModeOfTheSpectrum) {
   EXPECT_EQ((*modes)[4].DirName(), "sync_backup-1");
   EXPECT_TRUE((*modes)[5].staleness_lr);
   EXPECT_EQ((*modes)[5].label, "ssp:3+slr");
-  EXPECT_THAT((*modes)[4].Flags(), ElementsAre("--mode=sync", "--staleness=0", "--backup_workers=1",
-                                               "--staleness_lr=off"));
-  EXPECT_THAT((*modes)[6].Flags(), ElementsAre("--mode=async", "--staleness=0", "--backup_workers=0",
-                                               "--staleness_lr=on"));
+}
+
+TEST(ModeSpec, SetsTheModeOptionsAndNothingElse) {
+  TrainOptions o;
+  o.staleness = 5;
+  o.staleness_lr = true;
+  o.epochs = 3;
+  ParseModeSpec("sync+backup:1")->ApplyTo(&o);
+  EXPECT_EQ(o.mode, proto::SYNC);
+  EXPECT_EQ(o.staleness, 0);
+  EXPECT_EQ(o.backup_workers, 1);
+  EXPECT_FALSE(o.staleness_lr);
+  EXPECT_EQ(o.epochs, 3);
+  ParseModeSpec("ssp:2+slr")->ApplyTo(&o);
+  EXPECT_EQ(o.mode, proto::SSP);
+  EXPECT_EQ(o.staleness, 2);
+  EXPECT_EQ(o.backup_workers, 0);
+  EXPECT_TRUE(o.staleness_lr);
 }
 
 TEST(ModeSpec, RejectsWhatNoModeMeans) {
@@ -48,23 +62,32 @@ TEST(ModeSpec, DescribesSspZeroAsBulkSynchronousWithoutAveraging) {
   EXPECT_THAT(d, HasSubstr("one by one"));
 }
 
-TEST(Experiment, OverrideFlagsReplacesByNameAndAppendsTheRest) {
-  const std::vector<std::string> args = {"--mode=sync", "--lr=0", "--run_dir="};
-  EXPECT_THAT(OverrideFlags(args, {"--run_dir=/x", "--mode=ssp", "--eval_every_steps=5"}),
-              ElementsAre("--mode=ssp", "--lr=0", "--run_dir=/x", "--eval_every_steps=5"));
+TEST(Experiment, ARunIsTheExperimentsOptionsInItsModeAndDirectory) {
+  ExperimentOptions x;
+  x.train.lr = 0.05;
+  x.train.run_dir = "elsewhere";
+  x.straggler_delay_ms["worker:1"] = 40;
+  const ExperimentRun run = MakeRun(x, "ssp:2", "[1/1] ssp:2", "spec.json", "out/ssp-2",
+                                    *ParseModeSpec("ssp:2"), 7);
+  EXPECT_EQ(run.train.mode, proto::SSP);
+  EXPECT_EQ(run.train.staleness, 2);
+  EXPECT_EQ(run.train.lr, 0.05);
+  EXPECT_EQ(run.train.run_dir, "out/ssp-2");
+  EXPECT_EQ(run.train.eval_every_steps, 7);
+  EXPECT_EQ(run.straggler_delay_ms.at("worker:1"), 40);
 }
 
 TEST(Experiment, EvaluatesAboutEvalPointsTimesPerRun) {
   ExperimentOptions o;
-  o.epochs = 3;
-  o.batch_size = 128;
+  o.train.epochs = 3;
+  o.train.batch_size = 128;
   EXPECT_EQ(StepsPerWorker(o, 2), 3 * 235);  // ceil(60000 / 256) = 235
   EXPECT_EQ(EvalEverySteps(o, 705), 71);
-  o.max_steps = 40;
+  o.train.max_steps = 40;
   EXPECT_EQ(StepsPerWorker(o, 2), 40);
-  o.eval_every_steps = 7;
+  o.train.eval_every_steps = 7;
   EXPECT_EQ(EvalEverySteps(o, 40), 7);  // given: kept
-  o.eval_every_steps = 0;
+  o.train.eval_every_steps = 0;
   o.eval_points = 100;
   EXPECT_EQ(EvalEverySteps(o, 40), 1);
 }

@@ -1,26 +1,34 @@
 // `pstrain launch` as a user runs it: a real cluster of child processes,
-// their prefixed logs, the run directory, and how it ends — success, a bad
-// spec, a task that dies, SIGTERM, and the launcher itself killed. No case
+// their prefixed logs, the run directory (an earlier run's outputs removed),
+// and how it ends — success, a bad spec, a task that dies, a ps that exits 0
+// before training is done, SIGTERM, and the launcher itself killed. No case
 // may leave a process behind.
 
 #include <signal.h>
 
 #include <map>
 #include <regex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/cluster_spec.h"
 #include "common/file_util.h"
+#include "common/job_secret.h"
 #include "common/json.h"
+#include "common/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
+#include "tests/test_util/protocol_client.h"
 
 namespace pstrain {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using testing::BinaryPath;
 using testing::RunningProcess;
@@ -94,6 +102,34 @@ TEST(Launch, TrainsAndWritesTheRunDirectory) {
   ExpectAllGone(TaskPids(p->output()), 5);
 }
 
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(Launch, RemovesAnEarlierRunsOutputsOnceAndSaysSo) {
+  const std::string dir = testing::MakeTempDir("rerun");
+  for (const char* f : {"/summary.json", "/final_params.f32", "/epochs.csv", "/evals.csv",
+                        "/steps_worker1.csv", "/steps_worker5.csv", "/notes.txt"}) {
+    ASSERT_TRUE(WriteFileAtomic(dir + f, "stale").ok());
+  }
+  auto p = StartLaunch(dir, {"--mode=sync", "--max_steps=3", "--echo=all"});
+  ASSERT_NE(p, nullptr);
+  auto code = p->Wait(240);
+  ASSERT_TRUE(code.ok()) << p->output();
+  EXPECT_EQ(*code, 0) << p->output();
+  EXPECT_THAT(p->output(), HasSubstr(absl::StrCat(
+      "pstrain: removed the outputs of an earlier run from ", dir,
+      ": epochs.csv, evals.csv, final_params.f32, steps_worker1.csv, steps_worker5.csv, summary.json")));
+  EXPECT_EQ(Count(p->output(), "removed the outputs of an earlier run"), 1) << p->output();
+  EXPECT_FALSE(FileExists(dir + "/steps_worker5.csv"));
+  EXPECT_EQ(*ReadFileToString(dir + "/notes.txt"), "stale");
+  proto::RunSummary s;
+  ASSERT_TRUE(ParseJsonMessage(*ReadFileToString(dir + "/summary.json"), "summary.json", &s).ok());
+  EXPECT_EQ(s.steps_per_worker(), 3);
+}
+
 TEST(Launch, BadSpecExitsTwoAndStartsNothing) {
   const std::string dir = testing::MakeTempDir("badspec");
   ASSERT_TRUE(WriteFileAtomic(dir + "/spec.json", R"({"cluster": {"worker": ["localhost:1"]}})").ok());
@@ -136,12 +172,63 @@ class LongLaunch : public ::testing::Test {
   std::map<std::string, pid_t> pids_;
 };
 
+// The argv of a running process, from /proc.
+std::vector<std::string> CommandLine(pid_t pid) {
+  auto text = ReadFileToString(absl::StrCat("/proc/", pid, "/cmdline"));
+  std::vector<std::string> args;
+  if (!text.ok()) return args;
+  for (size_t start = 0, end; start < text->size(); start = end + 1) {
+    end = text->find('\0', start);
+    if (end == std::string::npos) end = text->size();
+    args.push_back(text->substr(start, end - start));
+  }
+  return args;
+}
+
+TEST_F(LongLaunch, StartsEachTaskWithItsOptionsAsFlags) {
+  const std::vector<std::string> chief = CommandLine(pids_["worker:0"]);
+  EXPECT_THAT(chief, Contains("--mode=sync"));
+  EXPECT_THAT(chief, Contains("--epochs=20"));
+  EXPECT_THAT(chief, Contains("--run_dir=" + dir_));
+  EXPECT_THAT(chief, Contains("--clean_run_dir=false"));  // the launcher cleaned RUN_DIR
+  EXPECT_THAT(chief, Contains("--straggler_delay_ms=0"));
+  const std::vector<std::string> ps = CommandLine(pids_["ps:0"]);
+  EXPECT_THAT(ps, Contains("--peer_timeout_s=60"));
+  EXPECT_THAT(ps, Contains("--max_message_mb=1024"));
+}
+
 TEST_F(LongLaunch, ADeadTaskStopsTheRestAndIsNamed) {
   ASSERT_EQ(kill(pids_["worker:1"], SIGKILL), 0);
   auto code = launcher_->Wait(30);
   ASSERT_TRUE(code.ok()) << launcher_->output();
   EXPECT_EQ(*code, 1);
   EXPECT_THAT(launcher_->output(), HasSubstr("worker:1 failed (killed by signal 9"));
+  ExpectAllGone(pids_, 10);
+}
+
+// Tells ps:0 to shut down as its chief would (with the run's job secret,
+// which the launcher made): it exits 0 while the chief is still training.
+void ShutDownPs0(const std::string& run_dir) {
+  auto text = ReadFileToString(run_dir + "/cluster_spec.json");
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto spec = ClusterSpec::FromJson(*text, "cluster_spec.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto secret = JobSecret::Load(run_dir + "/job.secret");
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  const int port = ParseHostPort(spec->Address({TaskType::kPs, 0}))->port;
+  testing::ProtocolClient chief(testing::AuthenticatedAs(*secret, "worker:0", port, spec->JobId()));
+  auto reply = chief.Call(chief.Header(proto::SHUTDOWN));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->header.error().code(), 0) << reply->header.error().message();
+}
+
+TEST_F(LongLaunch, APsExitingZeroBeforeTrainingIsDoneFailsTheLaunchNamingIt) {
+  ShutDownPs0(dir_);
+  auto code = launcher_->Wait(60);
+  ASSERT_TRUE(code.ok()) << launcher_->output();
+  EXPECT_EQ(*code, 1) << launcher_->output();
+  EXPECT_THAT(launcher_->output(), HasSubstr("ps:0 exited (code 0) before training finished"));
+  EXPECT_FALSE(FileExists(dir_ + "/summary.json"));
   ExpectAllGone(pids_, 10);
 }
 

@@ -11,9 +11,9 @@
 #include "common/clock.h"
 #include "common/cluster_spec.h"
 #include "common/file_util.h"
+#include "common/free_ports.h"
 #include "common/job_secret.h"
 #include "gtest/gtest.h"
-#include "launcher/launcher.h"
 
 namespace pstrain::testing {
 
@@ -104,15 +104,10 @@ bool RunningProcess::WaitForOutput(const std::string& text, double timeout_s) {
 
 std::string WriteLocalSpec(const std::string& dir, int num_ps, int num_workers) {
   // Placeholder ports, replaced with free ones as `pstrain launch --free_ports` does.
-  std::string workers, ps;
-  for (int i = 0; i < num_workers; ++i) absl::StrAppend(&workers, i ? ", " : "", "\"localhost:", 1 + i, "\"");
-  for (int i = 0; i < num_ps; ++i) absl::StrAppend(&ps, i ? ", " : "", "\"localhost:", 1000 + i, "\"");
-  auto placeholder = ClusterSpec::FromJson(
-      absl::StrCat("{\"cluster\": {\"worker\": [", workers, "], \"ps\": [", ps, "]}}"), "test spec");
-  auto spec = placeholder.ok() ? WithFreePorts(*placeholder) : placeholder;
+  auto spec = WithFreePorts(ClusterSpec::Local(num_ps, num_workers, 1));
   EXPECT_TRUE(spec.ok()) << spec.status();
   const std::string path = absl::StrCat(dir, "/spec.json");
-  std::ofstream(path) << (spec.ok() ? ClusterJson(*spec) : "");
+  std::ofstream(path) << (spec.ok() ? spec->ToJson() : "");
   return path;
 }
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "launcher/child_process.h"
+#include "common/child_process.h"
 
 namespace pstrain::testing {
 

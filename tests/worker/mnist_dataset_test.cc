@@ -224,57 +224,57 @@ TEST_F(MnistFilesTest, MissingFilesAreNotFound) {
 
 TEST_F(MnistFilesTest, RejectsABadMagicNumber) {
   WriteFile(images_, LabelsIdx({1, 2, 3}));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "bad magic number 0x00000801");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "bad magic number 0x00000801");
   WriteFile(images_, ImagesIdx(3, 2, 3, kPixels));
   WriteFile(labels_, ImagesIdx(3, 2, 3, kPixels));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, labels_, "bad magic number 0x00000803");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, labels_, "bad magic number 0x00000803");
 }
 
 TEST_F(MnistFilesTest, RejectsUnsupportedDimensions) {
   WriteFile(images_, ImagesIdx(3, 0, 3, ""));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "dimensions 0x3");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "dimensions 0x3");
   WriteFile(images_, ImagesIdx(3, 28, 1025, std::string(3 * 28 * 1025, '\0')));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "dimensions 28x1025");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "dimensions 28x1025");
   WriteFile(images_, Gzip(ImagesIdx(3, 2000, 2, std::string(3 * 2000 * 2, '\0'))));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "dimensions 2000x2");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "dimensions 2000x2");
   WriteFile(images_, ImagesIdx(0, 2, 3, ""));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "no images");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "no images");
 }
 
 TEST_F(MnistFilesTest, RejectsTruncatedImages) {
   WriteFile(images_, ImagesIdx(3, 2, 3, kPixels.substr(1)));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "truncated");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "truncated");
   WriteFile(images_, ImagesIdx(3, 2, 3, "").substr(0, 10));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "truncated");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "truncated");
 }
 
 TEST_F(MnistFilesTest, RejectsTruncatedLabels) {
   WriteFile(labels_, LabelsIdx({7, 0, 9}).substr(0, 10));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, labels_, "truncated");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, labels_, "truncated");
   WriteFile(labels_, Gzip(LabelsIdx({7, 0, 9}).substr(0, 10)));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, labels_, "truncated");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, labels_, "truncated");
 }
 
 TEST_F(MnistFilesTest, RejectsTrailingBytes) {
   WriteFile(images_, ImagesIdx(3, 2, 3, kPixels + "x"));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "trailing bytes");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "trailing bytes");
   WriteFile(images_, ImagesIdx(3, 2, 3, kPixels));
   WriteFile(labels_, Gzip(LabelsIdx({7, 0, 9}) + "xyz"));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, labels_, "trailing bytes");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, labels_, "trailing bytes");
 }
 
 TEST_F(MnistFilesTest, RejectsLabelAndImageCountsThatDiffer) {
   WriteFile(labels_, LabelsIdx({7, 0}));
   const absl::Status status = Load();
-  ExpectError(status, absl::StatusCode::kDataLoss, images_, "3 images");
+  ExpectError(status, absl::StatusCode::kInvalidArgument, images_, "3 images");
   EXPECT_THAT(std::string(status.message()), HasSubstr(labels_ + " holds 2 labels"));
 }
 
 TEST_F(MnistFilesTest, RejectsALabelOutOfRange) {
   WriteFile(labels_, LabelsIdx({7, 10, 9}));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, labels_, "label 10 of example 1");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, labels_, "label 10 of example 1");
   WriteFile(labels_, LabelsIdx({7, 0, 255}));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, labels_, "label 255 of example 2");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, labels_, "label 255 of example 2");
 }
 
 TEST_F(MnistFilesTest, RejectsCorruptGzip) {
@@ -282,21 +282,21 @@ TEST_F(MnistFilesTest, RejectsCorruptGzip) {
   std::string flipped = gzip;
   flipped[gzip.size() - 6] ^= 0x55;  // inside the CRC-32 trailer
   WriteFile(images_, flipped);
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "corrupt gzip");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "corrupt gzip");
   WriteFile(images_, gzip.substr(0, gzip.size() - 4));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "unexpected end of file");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "unexpected end of file");
   WriteFile(images_, gzip + "garbage");
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "trailing garbage");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "trailing garbage");
   WriteFile(images_, gzip.substr(0, 12) + std::string(40, '\xa5'));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "corrupt gzip");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "corrupt gzip");
 }
 
 TEST_F(MnistFilesTest, RejectsEmptyFiles) {
   WriteFile(images_, "");
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "truncated");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "truncated");
   WriteFile(images_, ImagesIdx(3, 2, 3, kPixels));
   WriteFile(labels_, "");
-  ExpectError(Load(), absl::StatusCode::kDataLoss, labels_, "truncated");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, labels_, "truncated");
 }
 
 // A header that claims 2^32 x 1024 x 1024 bytes must be checked against the
@@ -304,12 +304,12 @@ TEST_F(MnistFilesTest, RejectsEmptyFiles) {
 TEST_F(MnistFilesTest, RejectsHostileHeadersWithoutAllocatingForThem) {
   const std::string huge = ImagesIdx(0xffffffffu, 1024, 1024, std::string(100, '\0'));
   WriteFile(images_, huge);
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "truncated");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "truncated");
   WriteFile(images_, Gzip(huge));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, images_, "truncated");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, images_, "truncated");
   WriteFile(images_, ImagesIdx(3, 2, 3, kPixels));
   WriteFile(labels_, Gzip(BigEndian32(0x801) + BigEndian32(0xffffffffu) + "\x01\x02"));
-  ExpectError(Load(), absl::StatusCode::kDataLoss, labels_, "truncated");
+  ExpectError(Load(), absl::StatusCode::kInvalidArgument, labels_, "truncated");
 }
 
 // ---------------------------------------------------------------------------

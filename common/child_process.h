@@ -1,10 +1,11 @@
 #pragma once
 
-// A child process whose stdout and stderr come back through one pipe.
+// A child process whose stdout and stderr come back through one pipe (the
+// launcher's tasks, and the processes tests start).
 //
-// No orphans: the child asks the kernel to SIGKILL it when the launcher dies
+// No orphans: the child asks the kernel to SIGKILL it when its parent dies
 // (PR_SET_PDEATHSIG), so even a SIGKILLed launcher leaves nothing behind;
-// and every child runs in its own process group so that the launcher alone
+// and every child runs in its own process group so that the parent alone
 // decides how a Ctrl-C reaches it.
 
 #include <sys/types.h>
@@ -19,7 +20,7 @@ namespace pstrain {
 struct SpawnOptions {
   std::string binary;                    // absolute path
   std::vector<std::string> args;         // without argv[0]
-  std::vector<std::string> extra_env;    // "NAME=value", added to the launcher's environment
+  std::vector<std::string> extra_env;    // "NAME=value", added to the parent's environment
 };
 
 class ChildProcess {

@@ -1,4 +1,4 @@
-#include "launcher/child_process.h"
+#include "common/child_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -21,12 +21,12 @@ namespace {
 [[noreturn]] void ExecChild(const SpawnOptions& options, pid_t parent, int write_fd,
                             char* const* argv, char* const* envp) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(127);  // the launcher died before prctl
+  if (getppid() != parent) _exit(127);  // the parent died before prctl
   setpgid(0, 0);
   dup2(write_fd, STDOUT_FILENO);
   dup2(write_fd, STDERR_FILENO);
   if (write_fd > STDERR_FILENO) close(write_fd);
-  // Default dispositions for the signals the launcher handles itself.
+  // Default dispositions for the signals the parent may handle itself.
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
   signal(SIGCHLD, SIG_DFL);

@@ -1,0 +1,24 @@
+#include "ps_server/ps_server_options.h"
+
+#include "absl/flags/marshalling.h"
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+
+std::vector<std::string> PsServerOptions::ToArgs() const {
+  return {absl::StrCat("--peer_timeout_s=", absl::UnparseFlag(peer_timeout_s)),
+          absl::StrCat("--register_timeout_s=", absl::UnparseFlag(register_timeout_s)),
+          absl::StrCat("--max_message_mb=", max_message_bytes >> 20),
+          absl::StrCat("--bind=", bind_endpoint)};
+}
+
+absl::Status ValidatePsServerOptions(const PsServerOptions& options) {
+  if (!(options.peer_timeout_s > 0) || !(options.register_timeout_s > 0) ||
+      options.max_message_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        "--peer_timeout_s, --register_timeout_s and --max_message_mb must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain

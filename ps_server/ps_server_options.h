@@ -1,0 +1,43 @@
+#pragma once
+
+// How a ps task runs, with its defaults. The defaults are written here and
+// only here: ps_server's flags (ps_server/main.cc) take theirs from a default
+// PsServerOptions, and `pstrain launch` hands one to each ps it starts
+// through ToArgs(). A small library of its own, so that the launcher needs
+// none of the server.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace pstrain {
+
+struct PsServerOptions {
+  // A registered worker silent this long (no heartbeat, no request) is dead.
+  // Flag --peer_timeout_s.
+  double peer_timeout_s = 60.0;
+  // Every worker must register within this long after the chief's INIT.
+  // Flag --register_timeout_s.
+  double register_timeout_s = 600.0;
+  // After a failure, keep answering with the error this long before exiting.
+  double failure_grace_s = 5.0;
+  // Largest message accepted (ZMQ_MAXMSGSIZE). Flag --max_message_mb, in MiB.
+  int64_t max_message_bytes = int64_t{1} << 30;
+  // How long queued replies (the SHUTDOWN ack) may take to leave at exit.
+  int linger_ms = 2000;
+  // Overrides the bind endpoint derived from the spec ("tcp://0.0.0.0:2222").
+  // Flag --bind.
+  std::string bind_endpoint;
+
+  // "--name=value" for every field that has a flag (max_message_bytes in
+  // whole MiB, rounded down), such that ps_server parses them back to these
+  // values.
+  std::vector<std::string> ToArgs() const;
+};
+
+// InvalidArgument naming the flag for a value out of range.
+absl::Status ValidatePsServerOptions(const PsServerOptions& options);
+
+}  // namespace pstrain

@@ -1,0 +1,36 @@
+// PsServerOptions' command-line form, as `pstrain launch` hands it to each
+// ps (ps_server's flags take their defaults from a default PsServerOptions).
+
+#include "ps_server/ps_server_options.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(PsServerOptions, ToArgsRendersEveryFlagBackedField) {
+  EXPECT_THAT(PsServerOptions().ToArgs(),
+              ElementsAre("--peer_timeout_s=60", "--register_timeout_s=600", "--max_message_mb=1024",
+                          "--bind="));
+  PsServerOptions o;
+  o.peer_timeout_s = 0.1 + 0.2;
+  o.max_message_bytes = (int64_t{3} << 20) + 5;  // whole MiB, rounded down
+  o.bind_endpoint = "tcp://0.0.0.0:2222";
+  EXPECT_THAT(o.ToArgs(), ElementsAre("--peer_timeout_s=0.30000000000000004", "--register_timeout_s=600",
+                                      "--max_message_mb=3", "--bind=tcp://0.0.0.0:2222"));
+}
+
+TEST(PsServerOptions, ValidationNamesTheFlags) {
+  EXPECT_TRUE(ValidatePsServerOptions(PsServerOptions()).ok());
+  PsServerOptions o;
+  o.register_timeout_s = 0;
+  const absl::Status s = ValidatePsServerOptions(o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("--register_timeout_s"));
+}
+
+}  // namespace
+}  // namespace pstrain

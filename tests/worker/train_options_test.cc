@@ -1,0 +1,87 @@
+// The training options' one set of defaults and their command-line form:
+// the flags default to a default TrainOptions, and ToArgs() parses back to
+// the options it came from (what `pstrain launch` relies on).
+
+#include "worker/train_options.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/train_flags.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::Contains;
+
+// Parses `args` as this process's command line into TrainOptions. Flags
+// not in `args` keep their current values, so each test passes all of them.
+absl::StatusOr<TrainOptions> Parse(const std::vector<std::string>& args) {
+  std::vector<char*> argv = {const_cast<char*>("train_options_test")};
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  absl::ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+  return TrainOptionsFromFlags();
+}
+
+void ExpectSame(const TrainOptions& a, const TrainOptions& b) {
+  EXPECT_EQ(a.ToArgs(), b.ToArgs());
+  EXPECT_EQ(a.mode, b.mode);
+  EXPECT_EQ(a.lr, b.lr);  // exactly: doubles must round-trip
+  EXPECT_EQ(a.momentum, b.momentum);
+  EXPECT_EQ(a.run_dir, b.run_dir);
+  EXPECT_EQ(a.clean_run_dir, b.clean_run_dir);
+  EXPECT_EQ(a.straggler_delay_ms, b.straggler_delay_ms);
+  EXPECT_EQ(a.seed, b.seed);
+}
+
+TEST(TrainOptions, EveryFieldIsAFlagWhoseDefaultIsTheFieldsDefault) {
+  const std::vector<std::string> args = TrainOptions().ToArgs();
+  EXPECT_EQ(args.size(), 26u);  // one per field
+  for (const std::string& arg : args) {
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(2, eq - 2);
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    ASSERT_NE(flag, nullptr) << name;
+    EXPECT_EQ(flag->DefaultValue(), arg.substr(eq + 1)) << name;
+  }
+}
+
+TEST(TrainOptions, ToArgsParsesBackToTheSameOptions) {
+  TrainOptions o;
+  o.mode = proto::SSP;
+  o.staleness = 3;
+  o.staleness_lr = true;
+  o.epochs = 2;
+  o.batch_size = 64;
+  o.lr = 0.1 + 0.2;  // 0.30000000000000004: not what 6 digits would print
+  o.momentum = 0.9;
+  o.nesterov = true;
+  o.weight_decay = 1e-4;
+  o.max_steps = 40;
+  o.seed = 18446744073709551615u;
+  o.model = "mlp";
+  o.device = "cpu";
+  o.data_dir = "/data/a b";
+  o.run_dir = "runs/x";
+  o.clean_run_dir = false;
+  o.shard_strategy = "tensor_aligned";
+  o.eval_every_steps = 7;
+  o.log_every_steps = 0;
+  o.straggler_delay_ms = 12.5;
+  o.connect_timeout_s = 3;
+  o.peer_timeout_s = 9;
+  o.heartbeat_interval_s = 0.25;
+  o.rpc_timeout_s = 1.5;
+  ASSERT_TRUE(ValidateTrainOptions(o).ok());
+  EXPECT_THAT(o.ToArgs(), Contains("--lr=0.30000000000000004"));
+  auto parsed = Parse(o.ToArgs());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ExpectSame(*parsed, o);
+}
+
+}  // namespace
+}  // namespace pstrain
