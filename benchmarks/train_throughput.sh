@@ -8,6 +8,10 @@
 #   SPEC   cluster spec (default cluster_specs/local_2ps_2w.json)
 #   STEPS  training steps per worker (default 235: one epoch at 2 workers x 128)
 #   MODES  default: sync async
+# Environment:
+#   SECURITY="curve insecure"  run each mode with CURVE (a fresh job secret,
+#                              the default) and/or --insecure, alternating,
+#   ROUNDS=N                   N times over (default 1), to see the spread.
 # Needs a build (tools/setup.sh). Run it on a quiet machine: the figure is
 # wall-clock throughput.
 set -euo pipefail
@@ -21,13 +25,22 @@ modes=("$@")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-for mode in "${modes[@]}"; do
-  "$bin/pstrain" launch --cluster_spec="$spec" --mode="$mode" --max_steps="$steps" --epochs=100 \
-    --free_ports --device=cpu --echo=none --run_dir="$out/$mode" --data_dir="$root/data/mnist" >/dev/null
-  f="$out/$mode/summary.json"
-  field() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$f" | head -n 1; }
-  printf 'RESULT bench=train spec=%s mode=%s workers=%s ps=%s steps=%s images_per_sec=%.0f train_seconds=%.2f test_accuracy=%.4f mean_staleness=%.2f\n' \
-    "$(basename "$spec" .json)" "$mode" "$(field num_workers)" "$(field num_ps)" \
-    "$(field steps_per_worker)" "$(field train_images_per_sec)" "$(field train_seconds)" \
-    "$(field final_test_accuracy)" "$(field mean_staleness)"
+read -r -a securities <<< "${SECURITY:-curve}"
+for round in $(seq "${ROUNDS:-1}"); do
+  for mode in "${modes[@]}"; do
+    for security in "${securities[@]}"; do
+      flags=()
+      [[ $security == insecure ]] && flags=(--insecure)
+      dir="$out/$round-$mode-$security"
+      "$bin/pstrain" launch --cluster_spec="$spec" --mode="$mode" --max_steps="$steps" --epochs=100 \
+        --free_ports --device=cpu --echo=none --run_dir="$dir" --data_dir="$root/data/mnist" \
+        "${flags[@]}" >/dev/null 2>&1
+      f="$dir/summary.json"
+      field() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$f" | head -n 1; }
+      printf 'RESULT bench=train spec=%s mode=%s security=%s workers=%s ps=%s steps=%s images_per_sec=%.0f train_seconds=%.2f test_accuracy=%.4f mean_staleness=%.2f\n' \
+        "$(basename "$spec" .json)" "$mode" "$security" "$(field num_workers)" "$(field num_ps)" \
+        "$(field steps_per_worker)" "$(field train_images_per_sec)" "$(field train_seconds)" \
+        "$(field final_test_accuracy)" "$(field mean_staleness)"
+    done
+  done
 done

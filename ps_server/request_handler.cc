@@ -12,6 +12,9 @@ namespace {
 
 constexpr int kStalenessBuckets = 256;  // last bucket counts ">= 255"
 constexpr int kMaxExamplesPerPush = 1 << 24;
+// Steps and versions beyond this are lies (2^48 steps is millennia of
+// training); refusing them keeps step + 1 and version + 1 from overflowing.
+constexpr int64_t kMaxStepOrVersion = int64_t{1} << 48;
 // Bounds on what peers can make a shard hold: a worker has at most one
 // request in flight per shard, so these leave ample room for honest ones.
 constexpr int kMaxParkedPullsPerRank = 8;
@@ -500,8 +503,8 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
   if (absl::Status s = CheckWorkerRequest(m); !s.ok()) return Refuse(peer, h, s, out);
   if (absl::Status s = CheckPayload(m, /*want_payload=*/true); !s.ok()) return Refuse(peer, h, s, out);
   if (h.num_examples() < 0 || h.num_examples() > kMaxExamplesPerPush || h.step() < 0 ||
-      h.version() < 0) {
-    return Refuse(peer, h, absl::InvalidArgumentError("negative step/version or bad num_examples"), out);
+      h.version() < 0 || h.step() > kMaxStepOrVersion || h.version() > kMaxStepOrVersion) {
+    return Refuse(peer, h, absl::InvalidArgumentError("step, version or num_examples out of range"), out);
   }
   std::vector<float> grad(range_.size());  // aligned copy of the payload
   m.CopyPayloadTo(absl::MakeSpan(grad));
@@ -545,8 +548,9 @@ void RequestHandler::HandlePull(const std::string& peer, const Message& m, std::
   const proto::Header& h = m.header;
   if (absl::Status s = CheckWorkerRequest(m); !s.ok()) return Refuse(peer, h, s, out);
   if (absl::Status s = CheckPayload(m, /*want_payload=*/false); !s.ok()) return Refuse(peer, h, s, out);
-  if (h.step() < 0 || h.version() < 0) {
-    return Refuse(peer, h, absl::InvalidArgumentError("negative step or version"), out);
+  if (h.step() < 0 || h.version() < 0 || h.step() > kMaxStepOrVersion ||
+      h.version() > kMaxStepOrVersion) {
+    return Refuse(peer, h, absl::InvalidArgumentError("step or version out of range"), out);
   }
   // A worker waits at most for the version its own push completes.
   if (h.version() > policy_->version() + 1) {
