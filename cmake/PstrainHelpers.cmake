@@ -11,13 +11,47 @@ function(pstrain_set_warnings)
   if(PSTRAIN_NATIVE)
     add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=native>)
   endif()
+  pstrain_set_sanitizers()
+endfunction()
+
+# Sanitizers for every target of the project (libraries, binaries, tests,
+# generated protobuf code): compile options for C and C++ and link options,
+# set before any subdirectory is added. An undefined-behaviour report aborts
+# the process (-fno-sanitize-recover) instead of printing and going on, so a
+# test cannot pass with one. PSTRAIN_FUZZ adds libFuzzer's coverage
+# instrumentation with address and undefined; it needs clang.
+function(pstrain_set_sanitizers)
+  set(_sans "")
   if(PSTRAIN_SANITIZE)
     string(REPLACE "," ";" _sans "${PSTRAIN_SANITIZE}")
-    foreach(_s IN LISTS _sans)
-      add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${_s}>)
-      add_link_options(-fsanitize=${_s})
-    endforeach()
-    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>)
+  endif()
+  if(PSTRAIN_FUZZ)
+    if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+      message(FATAL_ERROR "PSTRAIN_FUZZ=ON needs clang (libFuzzer), not ${CMAKE_CXX_COMPILER_ID}: "
+              "configure with -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang "
+              "(Debian: apt-get install clang libclang-rt-dev)")
+    endif()
+    if("thread" IN_LIST _sans)
+      message(FATAL_ERROR "PSTRAIN_FUZZ=ON builds with address,undefined; it cannot take PSTRAIN_SANITIZE=thread")
+    endif()
+    list(APPEND _sans address undefined)
+    add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link>)
+  endif()
+  list(REMOVE_DUPLICATES _sans)
+  foreach(_s IN LISTS _sans)
+    add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=${_s}>)
+    add_link_options(-fsanitize=${_s})
+  endforeach()
+  if("undefined" IN_LIST _sans)
+    add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=undefined>)
+    add_link_options(-fno-sanitize-recover=undefined)
+  endif()
+  if("thread" IN_LIST _sans)
+    # Debian's libprotobuf is not built with TSan; keep its ABI (see the header).
+    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:SHELL:-include ${CMAKE_SOURCE_DIR}/common/protobuf_tsan_abi.h>)
+  endif()
+  if(_sans)
+    add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>)
   endif()
 endfunction()
 
@@ -59,6 +93,17 @@ function(pstrain_test name)
     list(APPEND _props LABELS "${ARG_LABELS}")
   endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${_props})
+endfunction()
+
+# pstrain_fuzzer(NAME SRCS x.cc DEPS lib...)
+# A libFuzzer binary (PSTRAIN_FUZZ=ON): the harness defines
+# LLVMFuzzerTestOneInput; libFuzzer supplies main.
+function(pstrain_fuzzer name)
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SRCS})
+  target_compile_options(${name} PRIVATE ${PSTRAIN_WARNING_FLAGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  target_link_options(${name} PRIVATE -fsanitize=fuzzer)
 endfunction()
 
 # pstrain_benchmark(NAME SRCS x_bench.cc DEPS lib...)
