@@ -224,11 +224,11 @@ void RequestHandler::HandleInit(const std::string& peer, const Message& m,
   Reply reply{peer, MakeReply(m.header), false};
   *reply.header.mutable_job() = job_;
   out->push_back(std::move(reply));
-  std::vector<Parked> waiting = std::move(parked_registers_);
+  std::vector<ParkedRegister> waiting = std::move(parked_registers_);
   parked_registers_.clear();
-  for (Parked& p : waiting) {
+  for (ParkedRegister& p : waiting) {
     Message reg;
-    reg.header = p.reply;
+    reg.header = std::move(p.request);
     HandleRegister(p.peer, reg, out);
   }
 }
@@ -428,7 +428,11 @@ void RequestHandler::AbortParked(const absl::Status& status, std::vector<Reply>*
     SetError(status, &p.reply);
     out->push_back({std::move(p.peer), std::move(p.reply), false});
   };
-  for (Parked& p : parked_registers_) abort(p);
+  for (ParkedRegister& p : parked_registers_) {
+    Reply reply{std::move(p.peer), MakeReply(p.request), false};
+    SetError(status, &reply.header);
+    out->push_back(std::move(reply));
+  }
   for (ParkedPull& p : parked_pulls_) abort(p.parked);
   for (auto& [name, b] : barriers_) {
     for (Parked& p : b.waiting) abort(p);

@@ -78,6 +78,12 @@ class RequestHandler {
     std::string peer;
     proto::Header reply;
   };
+  // A REGISTER that came before INIT: its request, answered at INIT (or
+  // refused by AbortParked) with a reply made then.
+  struct ParkedRegister {
+    std::string peer;
+    proto::Header request;
+  };
   struct ParkedPull {
     Parked parked;
     PullRequest pull;
@@ -112,7 +118,7 @@ class RequestHandler {
   ShardRange range_;
   std::unique_ptr<UpdatePolicy> policy_;
   std::vector<bool> registered_;
-  std::vector<Parked> parked_registers_;
+  std::vector<ParkedRegister> parked_registers_;
   std::vector<ParkedPull> parked_pulls_;
   std::map<std::string, BarrierState> barriers_;
   std::map<int, proto::WorkerReport> reports_;

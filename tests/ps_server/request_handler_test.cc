@@ -106,6 +106,20 @@ TEST_F(RequestHandlerTest, RegisterIsParkedUntilTheChiefsInit) {
   EXPECT_TRUE(handler_.registered()[1]);
 }
 
+// Found by fuzz_request: a REGISTER parked before INIT was aborted with the
+// worker's own request header (is_reply unset, the worker as sender).
+TEST_F(RequestHandlerTest, AbortedParkedRegisterGetsAReplyFromThePs) {
+  EXPECT_TRUE(Send(1, WithPayload(Base(proto::REGISTER, 1), {})).empty());
+  std::vector<Reply> out;
+  handler_.AbortParked(absl::CancelledError("shutting down"), &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].peer, Peer(1));
+  EXPECT_TRUE(out[0].header.is_reply());
+  EXPECT_EQ(out[0].header.sender().type(), proto::PS);
+  EXPECT_EQ(out[0].header.type(), proto::REGISTER);
+  EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kCancelled));
+}
+
 TEST_F(RequestHandlerTest, SyncParksPullUntilAllWorkersPushed) {
   Init(proto::SYNC, 3);
   RegisterAll(3);
