@@ -14,6 +14,7 @@
 #include "common/transport.h"
 #include "fuzz/request_frames.h"
 #include "glog/logging.h"
+#include "google/protobuf/stubs/logging.h"
 #include "ps_server/request_handler.h"
 
 namespace pstrain::fuzz {
@@ -24,7 +25,10 @@ namespace {
 // options) is adapted here in a few lines.
 class HandlerUnderTest {
  public:
-  HandlerUnderTest() : handler_(RequestHandlerOptions{kJobId, /*shard_index=*/0, /*num_shards=*/1}) {}
+  // `setup.num_workers` is the cluster's worker count (the valid INIT says
+  // the same), for the options once they carry the spec's count.
+  explicit HandlerUnderTest(const Setup& setup)
+      : handler_(RequestHandlerOptions{kJobId, /*shard_index=*/0, /*num_shards=*/1}) {}
 
   void Deliver(const std::string& peer, std::vector<zmq::message_t> frames,
                std::vector<Reply>* out) {
@@ -73,7 +77,7 @@ void Consume(const HandlerUnderTest& target, std::vector<Reply>* replies) {
 void Run(const uint8_t* data, size_t size) {
   if (size == 0) return;
   const Setup setup = Setup::FromByte(data[0]);
-  HandlerUnderTest target;
+  HandlerUnderTest target(setup);
   std::vector<Reply> replies;
   if (setup.init_first) {
     const FuzzMessage init = ValidInit(setup);
@@ -96,8 +100,10 @@ void Run(const uint8_t* data, size_t size) {
 }  // namespace pstrain::fuzz
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  // The handler logs each INIT; keep the fuzzer's output to its own lines.
+  // The handler logs each INIT, and protobuf one line per header with a
+  // string that is not UTF-8: keep the fuzzer's output to its own lines.
   FLAGS_minloglevel = google::GLOG_WARNING;
+  google::protobuf::SetLogHandler(nullptr);
   return 0;
 }
 
