@@ -145,6 +145,10 @@ void PsServer::CheckLiveness() {
       missing.push_back(name);
       continue;
     }
+    // A worker past its final report exits while the chief evaluates the
+    // final model, which may take longer than the timeout. The chief itself
+    // stays watched: the job ends with its SHUTDOWN.
+    if (rank != 0 && handler_.reported_done(rank)) continue;
     const double silent_s = (now - last_seen_us_[rank]) * 1e-6;
     if (silent_s > options_.peer_timeout_s) {
       std::vector<Reply> replies;

@@ -70,6 +70,9 @@ class RequestHandler {
   int64_t version() const;
   // Per worker rank (sized at INIT): whether it has registered.
   const std::vector<bool>& registered() const { return registered_; }
+  // Whether `rank` has sent its final report (the BARRIER "done"): the job
+  // needs nothing more from it, and it may exit while the chief finishes.
+  bool reported_done(int rank) const { return reports_.count(rank) > 0; }
 
   proto::ShardStats Stats() const;
 

@@ -312,6 +312,21 @@ TEST_F(RequestHandlerTest, BarrierAnswersWhenEveryWorkerArrived) {
   EXPECT_TRUE(Send(0, WithPayload(b0, {})).empty());
 }
 
+// Seen under ASan on a busy machine: the chief's final evaluation outlasted
+// the ps's peer timeout, and the ps failed the job naming a worker that had
+// finished and exited. A worker's final report tells the ps it may go.
+TEST_F(RequestHandlerTest, KnowsWhichWorkersSentTheirFinalReport) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  EXPECT_FALSE(handler_.reported_done(1));
+  proto::Header b1 = Base(proto::BARRIER, 1);
+  b1.set_barrier_name("done");
+  b1.mutable_report()->set_images(64);
+  EXPECT_TRUE(Send(1, WithPayload(b1, {})).empty());
+  EXPECT_TRUE(handler_.reported_done(1));
+  EXPECT_FALSE(handler_.reported_done(0));
+}
+
 TEST_F(RequestHandlerTest, RefusesRequestsOfAnotherJobPlanOrProtocol) {
   Init(proto::SYNC, 2);
   proto::Header h = Base(proto::PULL, 1);
