@@ -89,14 +89,14 @@ stage_asan() {
   run_ctest "$root/build-asan"
 }
 
-# The TSan stage builds the targets of the tests labelled tsan (and the
-# binaries they start) only.
+# The TSan stage builds only the targets of the tests labelled integration
+# or tsan, and the binaries they start.
 stage_tsan() {
   build "$root/build-tsan" ps_server worker pstrain cluster_spec_test \
       transport_test request_handler_test shard_store_test launcher_test compare_test scale_test \
       plot_test cluster_training_test golden_equivalence_test bad_input_test hostile_peer_test \
       consistency_test experiment_commands_test -- "${SAN_FLAGS[@]}" -DPSTRAIN_SANITIZE=thread
-  run_ctest "$root/build-tsan" -L tsan
+  run_ctest "$root/build-tsan" -L '^(integration|tsan)$'
 }
 
 stage_fuzz() {
