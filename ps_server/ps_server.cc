@@ -182,6 +182,10 @@ void PsServer::CheckLiveness() {
       missing.push_back(task.ToString());
       continue;
     }
+    // A worker past its final report exits while the chief evaluates the
+    // final model, which may take longer than the timeout. The chief itself
+    // stays watched: the job ends with its SHUTDOWN.
+    if (rank != 0 && handler_.reported_done(rank)) continue;
     const double silent_s = workers.SilentSeconds(rank);
     if (silent_s > options_.peer_timeout_s) {
       return FailJob(absl::StrCat(task.ToString(), " (", cluster_.Address(task), ") sent nothing for ",

@@ -365,8 +365,8 @@ bool RequestHandler::Reroute(int rank, uint64_t request_id, const std::string& p
   auto matches = [&](const Parked& p) {
     return p.reply.rank() == rank && p.reply.request_id() == request_id;
   };
-  for (Parked& p : parked_registers_) {
-    if (matches(p)) return p.peer = peer, true;
+  for (ParkedRegister& p : parked_registers_) {
+    if (p.request.rank() == rank && p.request.request_id() == request_id) return p.peer = peer, true;
   }
   for (ParkedPull& p : parked_pulls_) {
     if (matches(p.parked)) return p.parked.peer = peer, true;
@@ -420,11 +420,11 @@ void RequestHandler::HandleInit(const std::string& peer, const Message& m,
   Reply reply{peer, MakeReply(m.header), false, /*record=*/true};
   *reply.header.mutable_job() = job_;
   out->push_back(std::move(reply));
-  std::vector<Parked> waiting = std::move(parked_registers_);
+  std::vector<ParkedRegister> waiting = std::move(parked_registers_);
   parked_registers_.clear();
-  for (Parked& p : waiting) {
+  for (ParkedRegister& p : waiting) {
     Message reg;
-    reg.header = p.reply;
+    reg.header = std::move(p.request);
     HandleRegister(p.peer, reg, out);
   }
 }
@@ -637,7 +637,9 @@ void RequestHandler::AbortParked(const absl::Status& status, std::vector<Reply>*
   auto abort = [&](Parked& p) {
     out->push_back({std::move(p.peer), ErrorReply(p.reply, status), false, false});
   };
-  for (Parked& p : parked_registers_) abort(p);
+  for (ParkedRegister& p : parked_registers_) {
+    out->push_back({std::move(p.peer), ErrorReply(p.request, status), false, false});
+  }
   for (ParkedPull& p : parked_pulls_) abort(p.parked);
   for (auto& [name, b] : barriers_) {
     for (Parked& p : b.waiting) abort(p);

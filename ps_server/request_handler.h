@@ -107,6 +107,9 @@ class RequestHandler {
   int64_t version() const;
   // Every worker rank of the spec: registration and liveness.
   const WorkerTable& workers() const { return workers_; }
+  // Whether `rank` has sent its final report (the BARRIER "done"): the job
+  // needs nothing more from it, and it may exit while the chief finishes.
+  bool reported_done(int rank) const { return reports_.count(rank) > 0; }
 
   proto::ShardStats Stats() const;
 
@@ -114,6 +117,12 @@ class RequestHandler {
   struct Parked {
     std::string peer;
     proto::Header reply;
+  };
+  // A REGISTER that came before INIT: its request, answered at INIT (or
+  // refused by AbortParked) with a reply made then.
+  struct ParkedRegister {
+    std::string peer;
+    proto::Header request;
   };
   struct ParkedPull {
     Parked parked;
@@ -157,7 +166,7 @@ class RequestHandler {
   ShardRange range_;
   std::unique_ptr<UpdatePolicy> policy_;
   WorkerTable workers_;
-  std::vector<Parked> parked_registers_;
+  std::vector<ParkedRegister> parked_registers_;
   std::vector<ParkedPull> parked_pulls_;
   std::map<std::string, BarrierState> barriers_;
   std::map<int, proto::WorkerReport> reports_;

@@ -22,30 +22,9 @@ readonly PACKAGES=(cmake g++ make pkg-config zlib1g-dev
                    libeigen3-dev libabsl-dev libgoogle-glog-dev
                    libgtest-dev libgmock-dev googletest libbenchmark-dev gnuplot-nox)
 
-missing_packages() {
-  local p
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
-  done
-}
-
-install_packages() {
-  local missing
-  mapfile -t missing < <(missing_packages "$@")
-  [[ ${#missing[@]} -eq 0 ]] && return 0
-  say "installing ${missing[*]}"
-  local sudo=()
-  if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null 2>&1 || die "missing packages ${missing[*]}; run as root or install them"
-    sudo=(sudo)
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  if ! "${sudo[@]}" apt-get install -y -q "${missing[@]}" >/dev/null; then
-    "${sudo[@]}" apt-get update -q >/dev/null
-    "${sudo[@]}" apt-get install -y -q "${missing[@]}" >/dev/null ||
-      die "apt-get install ${missing[*]} failed"
-  fi
-}
+PROG=setup
+# shellcheck source=tools/lib/apt.sh
+source "$root/tools/lib/apt.sh"
 
 command -v dpkg-query >/dev/null 2>&1 || die "this script needs a Debian-based system (dpkg)"
 install_packages "${PACKAGES[@]}"

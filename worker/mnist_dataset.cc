@@ -185,15 +185,16 @@ absl::StatusOr<IdxHeader> ParseHeader(const std::string& path, absl::string_view
   return header;
 }
 
-// The file's bytes, gunzipped when it is gzip. A gzip stream is decoded only
-// one byte past what its header declares, so a hostile header or a gzip bomb
-// costs no more memory than the file's honest size. Errors name `path`.
-absl::StatusOr<std::string> ReadIdxBytes(const std::string& path, uint32_t magic) {
-  absl::StatusOr<std::string> raw = ReadWholeFile(path);
-  if (!raw.ok() || !IsGzip(*raw)) return raw;
-  ASSIGN_OR_RETURN(const std::string head, Gunzip(path, *raw, kMaxHeaderBytes));
+// `raw` gunzipped when it is gzip, else `raw` itself. A gzip stream is
+// decoded only one byte past what its header declares, so a hostile header or
+// a gzip bomb costs no more memory than the file's honest size. Errors name
+// `path`.
+absl::StatusOr<std::string> DecodeIdxBytes(const std::string& path, std::string raw,
+                                           uint32_t magic) {
+  if (!IsGzip(raw)) return raw;
+  ASSIGN_OR_RETURN(const std::string head, Gunzip(path, raw, kMaxHeaderBytes));
   ASSIGN_OR_RETURN(const IdxHeader header, ParseHeader(path, head, magic));
-  return Gunzip(path, *raw, header.header_bytes + header.payload_bytes + 1);
+  return Gunzip(path, raw, header.header_bytes + header.payload_bytes + 1);
 }
 
 absl::Status CheckSize(const std::string& path, const IdxHeader& header, size_t actual) {
@@ -209,8 +210,8 @@ absl::Status CheckSize(const std::string& path, const IdxHeader& header, size_t 
   return absl::OkStatus();
 }
 
-absl::Status ReadImages(const std::string& path, Dataset* dataset) {
-  ASSIGN_OR_RETURN(const std::string bytes, ReadIdxBytes(path, kImagesMagic));
+absl::Status ParseImages(const std::string& path, std::string raw, Dataset* dataset) {
+  ASSIGN_OR_RETURN(const std::string bytes, DecodeIdxBytes(path, std::move(raw), kImagesMagic));
   ASSIGN_OR_RETURN(const IdxHeader header, ParseHeader(path, bytes, kImagesMagic));
   RETURN_IF_ERROR(CheckSize(path, header, bytes.size()));
   dataset->size = header.dims[0];
@@ -221,8 +222,8 @@ absl::Status ReadImages(const std::string& path, Dataset* dataset) {
   return absl::OkStatus();
 }
 
-absl::Status ReadLabels(const std::string& path, Dataset* dataset) {
-  ASSIGN_OR_RETURN(const std::string bytes, ReadIdxBytes(path, kLabelsMagic));
+absl::Status ParseLabels(const std::string& path, std::string raw, Dataset* dataset) {
+  ASSIGN_OR_RETURN(const std::string bytes, DecodeIdxBytes(path, std::move(raw), kLabelsMagic));
   ASSIGN_OR_RETURN(const IdxHeader header, ParseHeader(path, bytes, kLabelsMagic));
   RETURN_IF_ERROR(CheckSize(path, header, bytes.size()));
   dataset->labels.resize(header.payload_bytes);
@@ -249,16 +250,23 @@ absl::StatusOr<std::string> RawOrGzip(const std::string& base) {
 
 }  // namespace
 
-absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::string& labels_path) {
+absl::StatusOr<Dataset> ParseIdx(std::string images, std::string labels,
+                                 const std::string& images_name, const std::string& labels_name) {
   Dataset dataset;
-  RETURN_IF_ERROR(ReadImages(images_path, &dataset));
-  RETURN_IF_ERROR(ReadLabels(labels_path, &dataset));
+  RETURN_IF_ERROR(ParseImages(images_name, std::move(images), &dataset));
+  RETURN_IF_ERROR(ParseLabels(labels_name, std::move(labels), &dataset));
   if (static_cast<int64_t>(dataset.labels.size()) != dataset.size) {
-    return absl::InvalidArgumentError(absl::StrCat(images_path, " holds ", dataset.size, " images but ",
-                                            labels_path, " holds ", dataset.labels.size(),
+    return absl::InvalidArgumentError(absl::StrCat(images_name, " holds ", dataset.size, " images but ",
+                                            labels_name, " holds ", dataset.labels.size(),
                                             " labels"));
   }
   return dataset;
+}
+
+absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::string& labels_path) {
+  ASSIGN_OR_RETURN(std::string images, ReadWholeFile(images_path));
+  ASSIGN_OR_RETURN(std::string labels, ReadWholeFile(labels_path));
+  return ParseIdx(std::move(images), std::move(labels), images_path, labels_path);
 }
 
 absl::StatusOr<Dataset> LoadMnist(const std::string& data_dir, Split split) {

@@ -40,6 +40,12 @@ struct Normalization {
 // label and image counts that differ.
 absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::string& labels_path);
 
+// LoadIdx on the files' bytes (each raw or gzip), with the same checks and
+// errors; `images_name` and `labels_name` stand for the paths in messages.
+// LoadIdx reads both files and calls this, so this is what it parses.
+absl::StatusOr<Dataset> ParseIdx(std::string images, std::string labels,
+                                 const std::string& images_name, const std::string& labels_name);
+
 // Loads `split` from `data_dir`: train-images-idx3-ubyte / train-labels-idx1-ubyte
 // or t10k-*, each raw or with a ".gz" suffix (raw preferred when both exist).
 absl::StatusOr<Dataset> LoadMnist(const std::string& data_dir, Split split);

@@ -281,10 +281,11 @@ absl::Status PsClient::PushPull(int64_t step, absl::Span<const int64_t> computed
 }
 
 absl::Status PsClient::Barrier(const std::string& name, const proto::WorkerReport* report) {
-  std::vector<Call> calls(1);
-  calls[0].header = BaseHeader(proto::BARRIER, 0);
-  calls[0].header.set_barrier_name(name);
-  if (report != nullptr) *calls[0].header.mutable_report() = *report;
+  std::vector<Call> calls = ShardCalls(proto::BARRIER, 0, {});
+  for (Call& c : calls) {
+    c.header.set_barrier_name(name);
+    if (report != nullptr) *c.header.mutable_report() = *report;
+  }
   return Exchange(&calls);
 }
 

@@ -86,7 +86,11 @@ class PsClient {
                         absl::Span<const float> grads, absl::Span<float> params,
                         std::vector<ShardReply>* replies);
 
-  // Waits at the barrier `name` on shard 0 until every worker reached it.
+  // Waits at the barrier `name` on every shard until every worker reached
+  // it. `report` (may be null), the worker's final figures, goes to every
+  // shard: shard 0's STATS carries them to the chief, and a shard holding a
+  // worker's report no longer expects heartbeats from it (it may exit while
+  // the chief evaluates).
   absl::Status Barrier(const std::string& name, const proto::WorkerReport* report);
 
   // Every shard's counters.

@@ -156,6 +156,9 @@ class AttackedPs : public ::testing::Test {
 TEST_F(AttackedPs, StrangersAreRefusedAtTheHandshakeAndNeverAnswered) {
   StartPs({});
   ProtocolClient plain(Stranger());
+  ProtocolClientOptions other_id = Stranger();
+  other_id.job_id = job_id_ + 1;
+  ProtocolClient wrong_job_id(other_id);
   ProtocolClientOptions wrong_secret = testing::AuthenticatedAs(JobSecret::Generate(), "worker:0",
                                                                 port_, job_id_);
   ProtocolClient other_job(wrong_secret);
@@ -165,7 +168,7 @@ TEST_F(AttackedPs, StrangersAreRefusedAtTheHandshakeAndNeverAnswered) {
   leaked.keys = JobSecret::Generate().KeyPairFor("worker:0");
   leaked.server_key = secret_->KeyPairFor("ps:0").public_key;
   ProtocolClient with_server_key(leaked);
-  for (ProtocolClient* stranger : {&plain, &other_job, &with_server_key}) {
+  for (ProtocolClient* stranger : {&plain, &wrong_job_id, &other_job, &with_server_key}) {
     ExpectNoAnswer(*stranger, stranger->Header(proto::SHUTDOWN));
     ExpectNoAnswer(*stranger, stranger->Header(proto::PULL));
     proto::Header push = stranger->Header(proto::PUSH);
@@ -174,7 +177,7 @@ TEST_F(AttackedPs, StrangersAreRefusedAtTheHandshakeAndNeverAnswered) {
   }
   EXPECT_EQ(Params(), std::vector<float>(kShard, 1.0f));
   const proto::ShardStats s = Stats();
-  EXPECT_GE(s.handshakes_refused(), 3);
+  EXPECT_GE(s.handshakes_refused(), 4);
   EXPECT_EQ(s.updates_applied(), 0);
   EXPECT_EQ(s.malformed_requests() + s.rejected_requests(), 0);  // none reached the handler
   ShutDownAndExpectCleanExit();

@@ -122,6 +122,21 @@ TEST_F(RequestHandlerTest, RegisterIsParkedUntilTheChiefsInit) {
   EXPECT_TRUE(H().workers().registered(1));
 }
 
+// Found by fuzz_request: a REGISTER parked before INIT was aborted with the
+// worker's own request header (is_reply unset, the worker as sender).
+TEST_F(RequestHandlerTest, AbortedParkedRegisterGetsAReplyFromThePs) {
+  EXPECT_TRUE(Send(1, WithPayload(Base(proto::REGISTER, 1), {})).empty());
+  std::vector<Reply> out;
+  H().AbortParked(absl::CancelledError("shutting down"), &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].peer, Peer(1));
+  EXPECT_TRUE(out[0].header.is_reply());
+  EXPECT_FALSE(out[0].header.has_sender());  // an error reply names no task, shard or job
+  EXPECT_EQ(out[0].header.job_id(), 0u);
+  EXPECT_EQ(out[0].header.type(), proto::REGISTER);
+  EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kCancelled));
+}
+
 TEST_F(RequestHandlerTest, SyncParksPullUntilAllWorkersPushed) {
   Init(proto::SYNC, 3);
   RegisterAll(3);
@@ -314,6 +329,21 @@ TEST_F(RequestHandlerTest, BarrierAnswersWhenEveryWorkerArrived) {
   proto::Header again = Base(proto::BARRIER, 0);
   again.set_barrier_name(b0.barrier_name());
   EXPECT_TRUE(Send(0, WithPayload(again, {})).empty());
+}
+
+// Seen under ASan on a busy machine: the chief's final evaluation outlasted
+// the ps's peer timeout, and the ps failed the job naming a worker that had
+// finished and exited. A worker's final report tells the ps it may go.
+TEST_F(RequestHandlerTest, KnowsWhichWorkersSentTheirFinalReport) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  EXPECT_FALSE(H().reported_done(1));
+  proto::Header b1 = Base(proto::BARRIER, 1);
+  b1.set_barrier_name("done");
+  b1.mutable_report()->set_images(64);
+  EXPECT_TRUE(Send(1, WithPayload(b1, {})).empty());
+  EXPECT_TRUE(H().reported_done(1));
+  EXPECT_FALSE(H().reported_done(0));
 }
 
 TEST_F(RequestHandlerTest, RefusesRequestsOfAnotherJobPlanOrProtocol) {

@@ -1,0 +1,108 @@
+// Writes fuzz_request's seed corpus: real protocol messages (the headers a
+// worker and the chief send) in the harness's frame format, a few valid
+// conversations and a few invalid ones. Usage: make_request_seeds DIR
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fuzz/request_frames.h"
+
+namespace pstrain::fuzz {
+namespace {
+
+std::string Floats(std::vector<float> v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+FuzzMessage Request(proto::MessageType type, int rank, int64_t step = 0, int64_t version = 0) {
+  proto::Header h = RequestHeader(type, rank);
+  h.set_step(step);
+  h.set_version(version);
+  FuzzMessage m{rank, {}};
+  if (type == proto::PUSH || type == proto::PUSH_PULL) {
+    h.set_num_examples(32);
+    m.frames = {h.SerializeAsString(), Floats({0.1f, -0.2f, 0.3f, 0.0f})};
+  } else {
+    m.frames = {h.SerializeAsString()};
+  }
+  return m;
+}
+
+FuzzMessage Barrier(int rank, const std::string& name, bool with_report) {
+  proto::Header h = RequestHeader(proto::BARRIER, rank);
+  h.set_barrier_name(name);
+  if (with_report) {
+    h.mutable_report()->set_rank(rank);
+    h.mutable_report()->set_steps(8);
+    h.mutable_report()->set_images(1024);
+  }
+  return {rank, {h.SerializeAsString()}};
+}
+
+std::string Input(const Setup& setup, const std::vector<FuzzMessage>& messages) {
+  std::string out(1, static_cast<char>(setup.ToByte()));
+  for (const FuzzMessage& m : messages) out += JoinMessage(m);
+  return out;
+}
+
+struct Seed {
+  const char* name;
+  std::string bytes;
+};
+
+std::vector<Seed> Seeds() {
+  const Setup sync2{true, 0, 2, false};
+  const Setup async2{true, 1, 2, false};
+  const Setup ssp3{true, 2, 3, false};
+  const Setup backup3{true, 3, 3, false};
+  const Setup none{false, 0, 1, false};
+  proto::Header other_job = RequestHeader(proto::PULL, 1);
+  other_job.set_job_id(kJobId + 1);
+  proto::Header reply = RequestHeader(proto::STATS, 1);
+  reply.set_is_reply(true);
+  const std::string header = RequestHeader(proto::PUSH, 1).SerializeAsString();
+  return {
+      {"valid_sync_round", Input(sync2, {Request(proto::REGISTER, 1), Request(proto::PUSH_PULL, 0),
+                                         Request(proto::PUSH_PULL, 1), Request(proto::PULL, 0, 1, 1),
+                                         Barrier(0, "done", true), Barrier(1, "done", true),
+                                         Request(proto::STATS, 1), Request(proto::SHUTDOWN, 0)})},
+      {"valid_init_after_register", Input(none, {Request(proto::REGISTER, 1), ValidInit(sync2),
+                                                 Request(proto::HEARTBEAT, 1)})},
+      {"valid_async_pushes", Input(async2, {Request(proto::PUSH, 1), Request(proto::PUSH, 0),
+                                            Request(proto::PUSH_PULL, 1, 1, 0), Request(proto::PULL, 0, 1, 0),
+                                            Request(proto::STATS, 0)})},
+      {"valid_ssp_wait", Input(ssp3, {Request(proto::PUSH_PULL, 0), Request(proto::PUSH_PULL, 0, 1, 1),
+                                      Request(proto::PUSH_PULL, 0, 2, 2), Request(proto::PUSH_PULL, 1),
+                                      Request(proto::PUSH_PULL, 2)})},
+      {"valid_sync_backup", Input(backup3, {Request(proto::PUSH_PULL, 0), Request(proto::PUSH_PULL, 1),
+                                            Request(proto::PUSH_PULL, 2), Request(proto::STATS, 2)})},
+      {"invalid_other_job_and_reply", Input(sync2, {{1, {other_job.SerializeAsString()}},
+                                                    {1, {reply.SerializeAsString()}}})},
+      {"invalid_frames", Input(sync2, {{1, {}}, {1, {""}}, {1, {header, "abc"}},
+                                       {1, {header, "", ""}}, {2, {"\xff\xff\xff"}}})},
+      {"invalid_push_before_init", Input(none, {Request(proto::PUSH_PULL, 1), Request(proto::INIT, 1)})},
+      {"invalid_after_failure", Input({true, 0, 2, true}, {Request(proto::PUSH_PULL, 1),
+                                                          Request(proto::STATS, 0)})},
+  };
+}
+
+}  // namespace
+}  // namespace pstrain::fuzz
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_request_seeds DIR\n");
+    return 2;
+  }
+  for (const auto& seed : pstrain::fuzz::Seeds()) {
+    const std::string path = std::string(argv[1]) + "/" + seed.name;
+    std::ofstream(path, std::ios::binary) << seed.bytes;
+    if (!std::ofstream(path, std::ios::app)) {
+      std::fprintf(stderr, "cannot write %s\n", path.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The CI stages after the normal suite (.ci/run runs them after tools/test.sh):
+#
+#   asan  the whole suite built with -fsanitize=address,undefined (build-asan/)
+#   tsan  the tests with threads or child processes (ps server, clients,
+#         heartbeats, launcher, integration) built with -fsanitize=thread;
+#         their child processes are the TSan-built binaries too (build-tsan/)
+#   fuzz  the libFuzzer targets (clang), each run for FUZZ_SECONDS from its
+#         seed corpus in fuzz/corpus/ (build-fuzz/)
+#
+# Usage: tools/ci_stages.sh [asan] [tsan] [fuzz]   (default: all three)
+# Environment:
+#   FUZZ_SECONDS=60    how long each fuzzer runs
+#   PSTRAIN_WERROR=ON  warnings as errors (CI sets it)
+#   JOBS=N             build and ctest parallelism (default: nproc)
+#
+# Any sanitizer report fails its stage: reports go to files under
+# <build dir>/sanitizer-reports/ (children's too, whoever captures their
+# stderr), every sanitizer stops the process at its first report, and the
+# stage fails when a test fails or a report file exists. Each stage prints
+# its wall time. Needs the packages of tools/setup.sh and, for fuzz, clang
+# and libclang-rt-dev (installed here when missing).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+PROG=ci
+die() { echo "ci: error: $*" >&2; exit 1; }
+# shellcheck source=tools/lib/apt.sh
+source "$root/tools/lib/apt.sh"
+
+jobs=${JOBS:-$(nproc)}
+fuzz_seconds=${FUZZ_SECONDS:-60}
+werror=${PSTRAIN_WERROR:-OFF}
+readonly FUZZERS=(fuzz_cluster_spec fuzz_idx fuzz_request)
+# Sanitizer builds: optimised as the shipped build (-O2, NDEBUG: at -O1 with
+# Eigen's assertions the integration tests ran 10x slower and timed out),
+# with line tables for readable reports.
+readonly SAN_FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+                    -DPSTRAIN_CUDA=OFF -DPSTRAIN_BUILD_BENCHMARKS=OFF -DPSTRAIN_NATIVE=OFF
+                    "-DPSTRAIN_WERROR=$werror")
+
+# usage: build DIR TARGET... -- CMAKE_ARG...
+build() {
+  local dir=$1; shift
+  local targets=()
+  while [[ $1 != -- ]]; do targets+=("$1"); shift; done
+  shift
+  mkdir -p "$dir"
+  cmake -S "$root" -B "$dir" "$@" >"$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; die "configure $dir failed"; }
+  local target_args=()
+  for t in "${targets[@]}"; do target_args+=(--target "$t"); done
+  if ! cmake --build "$dir" -j "$jobs" "${target_args[@]}" >"$dir/build.log" 2>&1; then
+    grep -E "error|Error" -A3 "$dir/build.log" | head -60 >&2 || tail -n 60 "$dir/build.log" >&2
+    die "build of $dir failed; see $dir/build.log"
+  fi
+}
+
+# Sanitizer options for everything the stage runs; `dir` receives reports.
+sanitizer_env() {
+  local dir=$1
+  rm -rf "$dir" && mkdir -p "$dir"
+  export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:log_path=$dir/asan"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$dir/ubsan"
+  export LSAN_OPTIONS="log_path=$dir/lsan"
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:log_path=$dir/tsan"
+}
+
+# Fails when any sanitizer wrote a report under `dir`, printing them.
+check_reports() {
+  local dir=$1
+  local reports
+  mapfile -t reports < <(find "$dir" -type f | sort)
+  [[ ${#reports[@]} -eq 0 ]] && return 0
+  for r in "${reports[@]}"; do echo "== $r"; head -n 60 "$r"; done >&2
+  die "${#reports[@]} sanitizer report(s) in $dir"
+}
+
+run_ctest() {
+  local dir=$1; shift
+  sanitizer_env "$dir/sanitizer-reports"
+  local rc=0
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" "$@" || rc=$?
+  check_reports "$dir/sanitizer-reports"
+  [[ $rc -eq 0 ]] || die "ctest in $dir failed"
+}
+
+stage_asan() {
+  build "$root/build-asan" all -- "${SAN_FLAGS[@]}" -DPSTRAIN_SANITIZE=address,undefined
+  run_ctest "$root/build-asan"
+}
+
+# The TSan stage builds only the targets of the tests labelled integration
+# or tsan, and the binaries they start.
+stage_tsan() {
+  build "$root/build-tsan" ps_server worker pstrain cluster_spec_test \
+      transport_test request_handler_test shard_store_test launcher_test compare_test scale_test \
+      plot_test cluster_training_test golden_equivalence_test bad_input_test hostile_peer_test \
+      consistency_test experiment_commands_test -- "${SAN_FLAGS[@]}" -DPSTRAIN_SANITIZE=thread
+  run_ctest "$root/build-tsan" -L '^(integration|tsan)$'
+}
+
+stage_fuzz() {
+  # libFuzzer reads the sanitizers' reports on stderr.
+  unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS
+  install_packages clang libclang-rt-dev
+  # -O1 with assertions on, as the long runs of docs/fuzzing.md.
+  build "$root/build-fuzz" fuzzers -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DPSTRAIN_CUDA=OFF -DPSTRAIN_BUILD_BENCHMARKS=OFF \
+      -DPSTRAIN_NATIVE=OFF "-DPSTRAIN_WERROR=$werror" -DPSTRAIN_FUZZ=ON -DPSTRAIN_BUILD_TESTS=OFF \
+      -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
+  local reports="$root/build-fuzz/fuzz-out"
+  rm -rf "$reports" && mkdir -p "$reports"
+  for f in "${FUZZERS[@]}"; do
+    # A scratch corpus, so the committed seeds stay as they are.
+    mkdir -p "$reports/$f.corpus"
+    echo "ci: fuzzing $f for $fuzz_seconds s"
+    if ! "$root/build-fuzz/bin/$f" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+        -print_final_stats=1 -artifact_prefix="$reports/$f-" "$reports/$f.corpus" \
+        "$root/fuzz/corpus/$f" >"$reports/$f.log" 2>&1; then
+      tail -n 80 "$reports/$f.log" >&2
+      die "$f found a crash; the input is in $reports"
+    fi
+    grep -E "^#[0-9]+.*DONE|stat::number_of_executed_units" "$reports/$f.log" || true
+  done
+}
+
+stages=("$@")
+[[ ${#stages[@]} -eq 0 ]] && stages=(asan tsan fuzz)
+for s in "${stages[@]}"; do
+  case $s in
+    asan|tsan|fuzz) ;;
+    *) die "unknown stage $s (expected asan, tsan or fuzz)" ;;
+  esac
+  start=$SECONDS
+  echo "ci: stage $s"
+  "stage_$s"
+  echo "ci: stage $s passed in $((SECONDS - start)) s"
+done
