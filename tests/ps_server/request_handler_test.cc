@@ -54,7 +54,7 @@ class RequestHandlerTest : public ::testing::Test {
   // The handler, made on first use for a spec of spec_workers_ workers.
   RequestHandler& H() {
     if (handler_ == nullptr) {
-      RequestHandlerOptions o{kJob, 0, 1, spec_workers_, principals_, &clock_};
+      RequestHandlerOptions o{kJob, 0, 1, spec_workers_, principals_, &clock_, checkpoint_dir_};
       handler_ = std::make_unique<RequestHandler>(o);
     }
     return *handler_;
@@ -108,6 +108,7 @@ class RequestHandlerTest : public ::testing::Test {
   std::map<std::string, Principal> principals_;  // empty: --insecure
   std::string user_id_;                          // what the transport authenticated
   FakeClock clock_;
+  std::string checkpoint_dir_;  // empty: SAVE and RESTORE refused
   std::unique_ptr<RequestHandler> handler_;
   uint64_t request_id_ = 0;
 };
