@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/checkpoint_dir.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/json.h"
@@ -466,6 +467,7 @@ absl::Status Trainer::FinishChief() {
   summary_.set_backup_workers(options_.backup_workers);
   summary_.set_staleness_lr(options_.staleness_lr);
   summary_.set_shard_strategy(options_.shard_strategy);
+  if (options_.restore) summary_.set_resumed_from(CheckpointName(start_step_));
   summary_.set_steps_per_worker(static_cast<int32_t>(global_step_));
   summary_.set_steps_per_epoch(static_cast<int32_t>(sharder_->steps_per_epoch()));
   summary_.set_wall_seconds(SecondsSince(start_us_));
