@@ -13,8 +13,11 @@
 namespace pstrain {
 namespace {
 
-// Flags a resumed run may give other values: how long it trains.
-bool MayDiffer(absl::string_view name) { return name == "epochs" || name == "max_steps"; }
+// Flags a resumed run may give other values: how long it trains, and what
+// it prints (which changes nothing in the job).
+bool MayDiffer(absl::string_view name) {
+  return name == "epochs" || name == "max_steps" || name == "echo" || name == "log_every_steps";
+}
 
 // Applies one recorded "--name=value".
 absl::Status ApplyFlag(const std::string& arg, const std::string& path,

@@ -8,8 +8,9 @@
 // command line does not give is set to its recorded value through the flag
 // registry, so the ordinary flag parsing that follows yields the options of
 // the original launch; a flag the command line gives must agree with the
-// record, or it is refused naming it. Only the run's length
-// (--epochs, --max_steps) may change: a run may be resumed to train longer.
+// record, or it is refused naming it. Only the run's length (--epochs,
+// --max_steps: a run may be resumed to train longer) and what it prints
+// (--echo, --log_every_steps) may change.
 
 #include <set>
 #include <string>
