@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -22,6 +23,24 @@ int64_t StepOf(absl::string_view name) {
     return -1;
   }
   return step;
+}
+
+// Removes `name` and its temporaries (name.tmp.<pid>) from `path`.
+absl::Status RemoveOwnFiles(const std::string& path, const std::string& name) {
+  const std::string tmp_prefix = name + ".tmp.";
+  std::error_code ec;
+  std::filesystem::directory_iterator it(path, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string file = it->path().filename().string();
+    if (file != name && file.rfind(tmp_prefix, 0) != 0) continue;
+    std::error_code rm;
+    std::filesystem::remove(it->path(), rm);
+    if (rm) return absl::InternalError(absl::StrCat(it->path().string(), ": cannot remove: ", rm.message()));
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return absl::InternalError(absl::StrCat(path, ": cannot list: ", ec.message()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -63,9 +82,8 @@ absl::StatusOr<std::vector<int64_t>> PruneCheckpoints(const std::string& dir, in
   const int64_t old = static_cast<int64_t>(steps->size()) - keep;
   for (int64_t i = 0; i < old; ++i) {
     const std::string path = CheckpointPath(dir, (*steps)[i]);
+    RETURN_IF_ERROR(RemoveOwnFiles(path, file_in_checkpoint));
     std::error_code ec;
-    std::filesystem::remove(absl::StrCat(path, "/", file_in_checkpoint), ec);
-    if (ec) return absl::InternalError(absl::StrCat(path, "/", file_in_checkpoint, ": cannot remove: ", ec.message()));
     std::filesystem::remove(path, ec);  // fails, harmlessly, while others' files remain
     pruned.push_back((*steps)[i]);
   }

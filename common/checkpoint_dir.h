@@ -33,8 +33,9 @@ std::string ManifestFileName(int64_t step);
 absl::StatusOr<std::vector<int64_t>> ListCheckpointSteps(const std::string& dir);
 
 // Keeps the newest `keep` checkpoints of `dir`: in every older ckpt-<step>
-// directory, removes the files named `file_in_checkpoint` (e.g.
-// "manifest.json" for the chief, "shard-0-of-2.ckpt" for ps 0) and then the
+// directory, removes the file named `file_in_checkpoint` (e.g.
+// "manifest.json" for the chief, "shard-0-of-2.ckpt" for ps 0) and the
+// temporaries of it a killed writer may have left (NAME.tmp.<pid>), then the
 // directory itself if it is empty (the chief and the ps tasks may share
 // `dir`, each removing its own files; whoever is last removes the
 // directory). Returns the steps it pruned. REQUIRES: keep >= 1.

@@ -52,6 +52,8 @@ TEST(CheckpointDir, ListsCheckpointsInNumericOrderAndIgnoresEverythingElse) {
 TEST(CheckpointDir, KeepsTheNewestKWhenChiefAndPsTasksShareTheDirectory) {
   const std::string dir = testing::MakeTempDir("ckptdir");
   for (int64_t step : {10, 20, 30, 40, 50}) MakeCheckpoint(dir, step);
+  // A writer killed mid-write left its temporary behind.
+  ASSERT_TRUE(WriteFileAtomic(dir + "/" + ShardFileName(10, 1, 2) + ".tmp.4242", "x").ok());
   // Each ps prunes its own shard files, then the chief its manifests: the
   // last one to leave a directory removes it.
   for (const char* own : {"shard-0-of-2.ckpt", "shard-1-of-2.ckpt", "manifest.json"}) {
