@@ -98,7 +98,10 @@ absl::Status CheckManifest(const proto::CheckpointManifest& m, const Checkpointe
 }
 
 Checkpointer::Checkpointer(CheckpointerOptions options, PsClient* client)
-    : options_(std::move(options)), client_(client), last_us_(MonotonicMicros()) {
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : RealClock()),
+      client_(client),
+      last_us_(clock_->NowMicros()) {
   CHECK_GE(options_.keep, 1);
 }
 
@@ -106,7 +109,7 @@ bool Checkpointer::Due(int64_t step, bool done) const {
   if (step == last_step_ || (options_.every_steps <= 0 && options_.every_s <= 0)) return false;
   if (done) return true;
   if (options_.every_steps > 0 && step % options_.every_steps == 0) return true;
-  return options_.every_s > 0 && SecondsSince(last_us_) >= options_.every_s;
+  return options_.every_s > 0 && (clock_->NowMicros() - last_us_) * 1e-6 >= options_.every_s;
 }
 
 proto::CheckpointManifest Checkpointer::MakeManifest(
@@ -138,7 +141,7 @@ proto::CheckpointManifest Checkpointer::MakeManifest(
 
 absl::Status Checkpointer::Save(int64_t step) {
   last_step_ = step;
-  last_us_ = MonotonicMicros();
+  last_us_ = clock_->NowMicros();
   const std::string name = CheckpointName(step);
   auto saved = client_->Save(step, options_.keep);
   if (!saved.ok()) {

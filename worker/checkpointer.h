@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 #include "proto/checkpoint.pb.h"
 #include "worker/ps_client.h"
 
@@ -37,6 +38,7 @@ struct CheckpointerOptions {
   uint64_t plan_fingerprint = 0;
   int64_t num_params = 0;
   int num_shards = 1;
+  const Clock* clock = nullptr;  // for every_s; null: the real clock
 };
 
 // Reads and parses DIR/ckpt-<step>/manifest.json. NotFound or DataLoss
@@ -75,6 +77,7 @@ class Checkpointer {
   absl::Status TryRestore(int64_t step);
 
   CheckpointerOptions options_;
+  const Clock* clock_;
   PsClient* client_;
   int64_t last_step_ = -1;
   int64_t last_us_ = 0;  // monotonic time of the last save (or of construction)

@@ -70,6 +70,19 @@ TEST(Checkpointer, SavesEveryNStepsAndOnceAtTheEnd) {
   EXPECT_FALSE(off.Due(10, true));
 }
 
+TEST(Checkpointer, SavesEveryTSecondsOfTheClock) {
+  FakeClock clock;
+  CheckpointerOptions o = Job();
+  o.every_s = 30;
+  o.clock = &clock;
+  Checkpointer c(o, nullptr);
+  EXPECT_FALSE(c.Due(7, false));
+  clock.AdvanceSeconds(29.9);
+  EXPECT_FALSE(c.Due(8, false));
+  clock.AdvanceSeconds(0.1);
+  EXPECT_TRUE(c.Due(9, false));
+}
+
 TEST(Checkpointer, AManifestReadsBackAndMatchesItsJob) {
   const std::string dir = TempDir();
   const CheckpointerOptions o = Job();
