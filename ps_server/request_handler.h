@@ -146,7 +146,8 @@ class RequestHandler {
   void FinishInit(const std::string& peer, const proto::Header& h, std::vector<Reply>* out);
   // Checkpoints (ps_server/shard_checkpoint.h): SAVE writes the shard at its
   // current version; RESTORE initialises it from its file instead of INIT's
-  // payload, or only checks that file.
+  // payload, or only checks that file. Both read and write on the event
+  // loop: for this model's shards a few milliseconds, fsyncs included.
   void HandleSave(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleRestore(const std::string& peer, const Message& m, std::vector<Reply>* out);
   absl::StatusOr<proto::SavedShard> Save(int64_t step, int keep);

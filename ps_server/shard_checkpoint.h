@@ -27,7 +27,8 @@ struct ShardCheckpoint {
   std::vector<float> momentum;  // same size as params
 };
 
-// FNV-1a 64 of the bytes of `values` (little-endian f32 on every supported host).
+// FNV-1a 64 of the payload: the bytes of `params`, then of `momentum`
+// (little-endian f32 on every supported host).
 uint64_t PayloadChecksum(absl::Span<const float> params, absl::Span<const float> momentum);
 
 // The file's bytes. Sets header.format_version, encoding, payload_bytes and
