@@ -162,5 +162,54 @@ TEST(Resume, ARunResumedToTrainLongerSkipsADamagedCheckpointAndRefusesOtherFlags
   EXPECT_THAT(*ListCheckpointSteps(dir + "/checkpoints"), ElementsAre(20, 30, 40));
 }
 
+// Tasks started by hand, as on several hosts: each ps with its own
+// --checkpoint_dir, the chief with another; worker 1 gets no checkpoint flag.
+// Returns every task's exit code (ps tasks first).
+std::vector<int> RunByHand(const std::string& dir, const std::string& spec,
+                           const std::vector<std::string>& chief_flags, int64_t steps) {
+  std::vector<std::unique_ptr<RunningProcess>> tasks;
+  for (int k = 0; k < 2; ++k) {
+    tasks.push_back(RunningProcess::Start(
+        testing::BinaryPath("ps_server"),
+        {testing::SecretFlag(), absl::StrCat("--checkpoint_dir=", dir, "/ps", k)},
+        testing::TfConfigFor(spec, "ps", k)));
+  }
+  const std::vector<std::string> common = {
+      testing::SecretFlag(), "--mode=sync", "--device=cpu", "--log_every_steps=0",
+      absl::StrCat("--max_steps=", steps), "--data_dir=" + testing::SourcePath("data/mnist")};
+  std::vector<std::string> chief = common;
+  chief.insert(chief.end(), chief_flags.begin(), chief_flags.end());
+  tasks.push_back(RunningProcess::Start(testing::BinaryPath("worker"), chief,
+                                        testing::TfConfigFor(spec, "worker", 0)));
+  tasks.push_back(RunningProcess::Start(testing::BinaryPath("worker"), common,
+                                        testing::TfConfigFor(spec, "worker", 1)));
+  std::vector<int> codes;
+  for (auto& t : tasks) {
+    auto code = t->Wait(240);
+    codes.push_back(code.ok() ? *code : -1000);
+    EXPECT_TRUE(code.ok() && *code == 0) << t->output();
+  }
+  return codes;
+}
+
+TEST(Resume, TasksStartedByHandContinueWithCheckpointDirAndRestore) {
+  const std::vector<float> reference = UninterruptedParams(40);
+  const std::string dir = testing::MakeTempDir("byhand");
+  const std::string spec = testing::WriteLocalSpec(dir, 2, 2);
+  const std::vector<std::string> chief = {"--run_dir=" + dir + "/run",
+                                          "--checkpoint_dir=" + dir + "/chief"};
+  std::vector<std::string> first = chief;
+  first.push_back("--checkpoint_every_steps=10");
+  EXPECT_THAT(RunByHand(dir, spec, first, 20), ElementsAre(0, 0, 0, 0));
+  EXPECT_THAT(*ListCheckpointSteps(dir + "/ps1"), ElementsAre(10, 20));
+  EXPECT_TRUE(FileExists(dir + "/chief/" + ManifestFileName(20)));
+
+  std::vector<std::string> again = chief;
+  again.push_back("--restore");
+  EXPECT_THAT(RunByHand(dir, spec, again, 40), ElementsAre(0, 0, 0, 0));
+  EXPECT_EQ(ResumedFrom(dir + "/run"), "ckpt-20");
+  EXPECT_EQ(MaxAbsDifference(ReadParams(dir + "/run"), reference, "by_hand"), 0.0);
+}
+
 }  // namespace
 }  // namespace pstrain
