@@ -56,7 +56,7 @@ Message MakeMessage(proto::Header h, const std::vector<float>& payload) {
 void BM_SyncVersionInHandler(benchmark::State& state) {
   const int64_t n = state.range(0);
   const int workers = static_cast<int>(state.range(1));
-  RequestHandler handler({1, 0, 1, workers, {}, nullptr});
+  RequestHandler handler({1, 0, 1, workers, {}, nullptr, ""});
   proto::Header base;
   base.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
   base.set_job_id(1);

@@ -14,12 +14,14 @@
 namespace pstrain {
 
 absl::StatusOr<std::unique_ptr<CsvWriter>> CsvWriter::Open(const std::string& path,
-                                                           const std::vector<std::string>& columns) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
+                                                           const std::vector<std::string>& columns,
+                                                           bool append) {
+  std::FILE* f = std::fopen(path.c_str(), append ? "a" : "w");
   if (f == nullptr) {
     return absl::InternalError(absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
   }
   std::unique_ptr<CsvWriter> w(new CsvWriter(path, f, columns.size()));
+  if (append && std::fseek(f, 0, SEEK_END) == 0 && std::ftell(f) > 0) return w;  // has its header
   RETURN_IF_ERROR(w->Row(columns));
   RETURN_IF_ERROR(w->Flush());
   return w;

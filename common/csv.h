@@ -16,9 +16,12 @@ namespace pstrain {
 
 class CsvWriter {
  public:
-  // Creates (truncates) `path` and writes the header. Errors name the path.
+  // Creates (truncates) `path` and writes the header. With `append`, a
+  // non-empty `path` is kept and rows are added after its own (a resumed
+  // run). Errors name the path.
   static absl::StatusOr<std::unique_ptr<CsvWriter>> Open(const std::string& path,
-                                                         const std::vector<std::string>& columns);
+                                                         const std::vector<std::string>& columns,
+                                                         bool append = false);
   ~CsvWriter();
 
   // REQUIRES: values.size() == number of columns.

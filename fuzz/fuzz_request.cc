@@ -51,7 +51,8 @@ class HandlerUnderTest {
 
  private:
   static RequestHandlerOptions Options(const Setup& setup) {
-    RequestHandlerOptions o{kJobId, /*shard_index=*/0, /*num_shards=*/1, setup.num_workers, {}, nullptr};
+    RequestHandlerOptions o{kJobId, /*shard_index=*/0, /*num_shards=*/1, setup.num_workers, {}, nullptr,
+                            /*checkpoint_dir=*/""};
     if (!setup.authenticated) return o;
     for (int r = 0; r < setup.num_workers; ++r) {
       o.principals[UserId(r)] = {r == 0 ? Role::kChief : Role::kWorker, r};

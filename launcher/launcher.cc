@@ -49,6 +49,8 @@ TrainOptions WorkerOptions(const LaunchOptions& options, const TaskId& id) {
   TrainOptions t = options.train;
   t.run_dir = options.run_dir;
   t.clean_run_dir = false;  // Launch did it (if asked), before any task started
+  if (t.checkpoint_dir.empty()) t.checkpoint_dir = options.run_dir + "/checkpoints";
+  t.restore = options.resume;
   auto it = options.straggler_delay_ms.find(id.ToString());
   t.straggler_delay_ms = it == options.straggler_delay_ms.end() ? 0.0 : it->second;
   return t;
@@ -98,7 +100,9 @@ SpawnOptions Supervisor::SpawnFor(const TaskId& id) const {
   SpawnOptions s;
   if (id.type == TaskType::kPs) {
     s.binary = options_.bin_dir + "/ps_server";
-    s.args = options_.ps.ToArgs();
+    PsServerOptions ps = options_.ps;
+    if (ps.checkpoint_dir.empty()) ps.checkpoint_dir = WorkerOptions(options_, id).checkpoint_dir;
+    s.args = ps.ToArgs();
   } else {
     s.binary = options_.bin_dir + "/worker";
     s.args = WorkerOptions(options_, id).ToArgs();
@@ -252,6 +256,18 @@ absl::Status Supervisor::Wait() {
   return absl::OkStatus();
 }
 
+// A resumed run keeps its metrics but not the results of the part it
+// continues: until it finishes, the directory must not look finished.
+absl::Status RemoveRunResults(const std::string& run_dir) {
+  for (const char* name : {"/summary.json", "/final_params.f32"}) {
+    const std::string path = run_dir + name;
+    if (std::remove(path.c_str()) != 0 && errno != ENOENT) {
+      return absl::InternalError(absl::StrCat(path, ": cannot remove: ", std::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WriteLauncherFields(const LaunchOptions& options, const ClusterSpec& spec,
                                  double wall_seconds, LaunchResult* result) {
   const std::string path = options.run_dir + "/summary.json";
@@ -332,7 +348,9 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
     }
   }
   RETURN_IF_ERROR(MakeDirs(options.run_dir));
-  if (options.train.clean_run_dir) {
+  if (options.resume) {
+    RETURN_IF_ERROR(RemoveRunResults(options.run_dir));
+  } else if (options.train.clean_run_dir) {
     ASSIGN_OR_RETURN(const std::vector<std::string> removed,
                      RemoveStaleRunOutputs(options.run_dir, /*live_ranks=*/{}));
     if (!removed.empty()) std::printf("pstrain: %s\n", DescribeRemoved(options.run_dir, removed).c_str());

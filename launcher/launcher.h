@@ -6,7 +6,11 @@
 //
 // Before any task starts, the outputs an earlier run left in RUN_DIR are
 // removed (RemoveStaleRunOutputs), with one line naming them, unless
-// train.clean_run_dir is false.
+// train.clean_run_dir is false or the launch resumes the run.
+//
+// Checkpoints: every task gets --checkpoint_dir=RUN_DIR/checkpoints (unless
+// train.checkpoint_dir names another); the chief saves as
+// train.checkpoint_every_steps/_s say.
 //
 // Ending: success when every task exits 0 and the chief wrote
 // RUN_DIR/summary.json. Training is done when the chief has exited 0; the
@@ -46,6 +50,10 @@ struct LaunchOptions {
   // the OS picks (so several runs, or a busy machine, never collide).
   bool free_ports = false;
   std::string run_dir;                       // created if missing
+  // Continue the run in run_dir from its newest usable checkpoint: nothing
+  // is cleaned but summary.json and final_params.f32, the chief is started
+  // with --restore and every worker appends to its metrics.
+  bool resume = false;
   std::string bin_dir;                       // holds ps_server and worker
   // What every worker is started with (ToArgs), but for run_dir (the one
   // above), clean_run_dir (false: Launch cleans, if this one says so) and

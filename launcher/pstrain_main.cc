@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/marshalling.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,7 @@
 #include "common/status_macros.h"
 #include "common/task_flags.h"
 #include "launcher/compare.h"
+#include "launcher/launch_record.h"
 #include "launcher/launcher.h"
 #include "launcher/mode_spec.h"
 #include "launcher/scale.h"
@@ -63,6 +65,9 @@ ABSL_FLAG(std::string, echo, pstrain::EchoModeName(LaunchDefaults().echo),
           "Task output to show: all, progress or none");
 ABSL_FLAG(double, stop_grace_s, LaunchDefaults().stop_grace_s,
           "Seconds between SIGTERM and SIGKILL when stopping tasks");
+ABSL_FLAG(std::string, resume, "",
+          "launch: continue the run in this run directory from its newest usable checkpoint, "
+          "with the flags it was launched with (RUN_DIR/launch.json)");
 ABSL_FLAG(std::string, modes, "sync,async,ssp:2",
           "compare: update modes, comma-separated: sync, sync+backup:B, async, ssp:S (+slr: "
           "staleness-aware lr, for async and ssp)");
@@ -91,6 +96,8 @@ constexpr char kUsage[] =
     "  pstrain launch --cluster_spec=FILE --mode=sync|async|ssp --epochs=N [--batch_size=128]\n"
     "                 [--lr=..] [--momentum=..] [--max_steps=N] [--seed=S] [--run_dir=DIR]\n"
     "                 [--data_dir=DIR] [--model=mnist_cnn] [--free_ports] [--echo=progress]\n"
+    "                 [--checkpoint_every_steps=N] [--checkpoint_every_s=T] [--keep_checkpoints=3]\n"
+    "  pstrain launch --resume=RUN_DIR [--max_steps=N | --epochs=N]\n"
     "  pstrain compare --cluster_spec=FILE --modes=sync,async,ssp:2 [--epochs=N]\n"
     "                 [--straggler=worker:1:delay_ms=40] [--out=DIR] [training flags]\n"
     "  pstrain scale --workers=1,2,4,8 --ps=1,2 --mode=sync|async [--epochs=N] [--out=DIR]\n"
@@ -156,8 +163,42 @@ absl::Status RunKeygen() {
   return absl::OkStatus();
 }
 
+// Every flag of a launch as "--name=value", for RUN_DIR/launch.json.
+std::vector<std::string> LaunchFlags(const LaunchOptions& o) {
+  TrainOptions train = o.train;
+  train.run_dir = o.run_dir;
+  train.restore = false;
+  std::vector<std::string> flags = train.ToArgs();
+  flags.push_back(absl::StrCat("--cluster_spec=", ClusterSpecFlag()));
+  flags.push_back(absl::StrCat("--free_ports=", absl::UnparseFlag(o.free_ports)));
+  flags.push_back(absl::StrCat("--straggler=", absl::UnparseFlag(absl::GetFlag(FLAGS_straggler))));
+  flags.push_back(absl::StrCat("--echo=", EchoModeName(o.echo)));
+  flags.push_back(absl::StrCat("--stop_grace_s=", absl::UnparseFlag(o.stop_grace_s)));
+  flags.push_back(absl::StrCat("--secret_file=", o.secret_file));
+  flags.push_back(absl::StrCat("--insecure=", absl::UnparseFlag(o.insecure)));
+  return flags;
+}
+
+// `launch --resume=DIR`: the recorded flags, then the run directory's own
+// spec (its ports re-picked if the launch had --free_ports).
+absl::StatusOr<LaunchOptions> ResumeOptionsFromFlags(const std::string& run_dir, int argc,
+                                                     char** argv) {
+  RETURN_IF_ERROR(ApplyLaunchRecord(run_dir, FlagsOnCommandLine(argc, argv)));
+  ASSIGN_OR_RETURN(LaunchOptions o, LaunchOptionsFromFlags(argc, argv));
+  o.run_dir = run_dir;
+  o.train.run_dir = run_dir;
+  o.cluster_spec_path = run_dir + "/cluster_spec.json";
+  o.resume = true;
+  return o;
+}
+
 absl::Status RunLaunch(int argc, char** argv) {
-  ASSIGN_OR_RETURN(const LaunchOptions options, LaunchOptionsFromFlags(argc, argv));
+  const std::string resume = absl::GetFlag(FLAGS_resume);
+  ASSIGN_OR_RETURN(const LaunchOptions options, resume.empty()
+                                                    ? LaunchOptionsFromFlags(argc, argv)
+                                                    : ResumeOptionsFromFlags(resume, argc, argv));
+  RETURN_IF_ERROR(WriteLaunchRecord(options.run_dir, LaunchFlags(options), options.command_line));
+  if (options.resume) std::printf("pstrain: resuming the run in %s\n", options.run_dir.c_str());
   std::printf("pstrain: launching %s, run directory %s\n", options.cluster_spec_path.c_str(),
               options.run_dir.c_str());
   std::fflush(stdout);

@@ -18,6 +18,10 @@ void PrintSummary(const proto::RunSummary& s, const std::string& run_dir, std::F
                 s.learning_rate(), s.momentum());
   absl::FPrintF(out, "final test accuracy %.4f (loss %.4f) after %d epoch(s), %d steps per worker\n",
                 s.final_test_accuracy(), s.final_test_loss(), s.epochs(), s.steps_per_worker());
+  if (!s.resumed_from().empty()) {
+    absl::FPrintF(out, "resumed from checkpoint %s (the figures below cover the resumed part; the "
+                  "counters, the whole run)\n", s.resumed_from());
+  }
   absl::FPrintF(out, "train images/s %.0f | train time %.1f s | wall time %.1f s\n",
                 s.train_images_per_sec(), s.train_seconds(), s.wall_seconds());
   absl::FPrintF(out, "time to 95%% %s | to 97%% %s\n", SecondsOrNever(s.seconds_to_95()),

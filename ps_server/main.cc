@@ -32,6 +32,8 @@ ABSL_FLAG(double, register_timeout_s, Defaults().register_timeout_s,
           "Every worker must register within this many seconds of the chief's INIT");
 ABSL_FLAG(std::string, bind, Defaults().bind_endpoint,
           "Endpoint to bind instead of the spec's address, e.g. tcp://0.0.0.0:2222");
+ABSL_FLAG(std::string, checkpoint_dir, Defaults().checkpoint_dir,
+          "Directory for this ps's checkpoint files (SAVE writes, RESTORE reads); '' for none");
 ABSL_FLAG(int64_t, max_message_mb, Defaults().max_message_bytes >> 20,
           "Largest message accepted from a peer, in MiB");
 
@@ -42,6 +44,7 @@ pstrain::PsServerOptions PsServerOptionsFromFlags() {
   options.peer_timeout_s = absl::GetFlag(FLAGS_peer_timeout_s);
   options.register_timeout_s = absl::GetFlag(FLAGS_register_timeout_s);
   options.bind_endpoint = absl::GetFlag(FLAGS_bind);
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_mb) << 20;
   return options;
 }

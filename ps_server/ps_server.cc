@@ -48,7 +48,8 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
   const std::string& address = cluster.Address(task);
   ASSIGN_OR_RETURN(const HostPort hp, ParseHostPort(address));
   RequestHandlerOptions handler_options{cluster.JobId(), task.index, cluster.num_ps(),
-                                        cluster.num_workers(), {}, nullptr};
+                                        cluster.num_workers(), {}, nullptr,
+                                        options.checkpoint_dir};
   HandshakeGuardOptions guard_options;
   AddPrincipals(cluster, security, &guard_options, &handler_options);
   std::unique_ptr<PsServer> server(new PsServer(cluster, options, std::move(handler_options)));

@@ -9,7 +9,8 @@ std::vector<std::string> PsServerOptions::ToArgs() const {
   return {absl::StrCat("--peer_timeout_s=", absl::UnparseFlag(peer_timeout_s)),
           absl::StrCat("--register_timeout_s=", absl::UnparseFlag(register_timeout_s)),
           absl::StrCat("--max_message_mb=", max_message_bytes >> 20),
-          absl::StrCat("--bind=", bind_endpoint)};
+          absl::StrCat("--bind=", bind_endpoint),
+          absl::StrCat("--checkpoint_dir=", checkpoint_dir)};
 }
 
 absl::Status ValidatePsServerOptions(const PsServerOptions& options) {

@@ -30,6 +30,11 @@ struct PsServerOptions {
   // Overrides the bind endpoint derived from the spec ("tcp://0.0.0.0:2222").
   // Flag --bind.
   std::string bind_endpoint;
+  // Where SAVE writes this ps's shard files and RESTORE reads them
+  // (DIR/ckpt-<step>/shard-<k>-of-<n>.ckpt). Empty: no checkpoints; SAVE and
+  // RESTORE are refused. Flag --checkpoint_dir; `pstrain launch` gives every
+  // ps RUN_DIR/checkpoints.
+  std::string checkpoint_dir;
 
   // "--name=value" for every field that has a flag (max_message_bytes in
   // whole MiB, rounded down), such that ps_server parses them back to these

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint_dir.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -41,6 +42,7 @@ bool IsTracked(proto::MessageType type) {
     case proto::PUSH_PULL:
     case proto::BARRIER:
     case proto::SAVE:
+    case proto::RESTORE:
     case proto::SHUTDOWN:
       return true;
     default:
@@ -209,7 +211,7 @@ absl::Status RequestHandler::Authorize(const Principal& who, const proto::Header
                        (who.role == Role::kPs && (t == proto::STATS || t == proto::HEARTBEAT)) ||
                        (who.role == Role::kClient && t == proto::STATS);
   if (allowed) return absl::OkStatus();
-  if (t == proto::INIT || t == proto::SAVE || t == proto::SHUTDOWN) {
+  if (t == proto::INIT || t == proto::RESTORE || t == proto::SAVE || t == proto::SHUTDOWN) {
     return absl::PermissionDeniedError(
         absl::StrCat("only the chief may ", proto::MessageType_Name(t), "; ", RoleName(who.role),
                      " may not"));
@@ -330,8 +332,9 @@ void RequestHandler::Dispatch(const Peer& peer, const Message& request, std::vec
     case proto::SHUTDOWN:
       return HandleShutdown(peer.route, request, out);
     case proto::SAVE:
-      return Refuse(peer.route, h, absl::UnimplementedError("SAVE: checkpoints are not supported yet"),
-                    out);
+      return HandleSave(peer.route, request, out);
+    case proto::RESTORE:
+      return HandleRestore(peer.route, request, out);
     default:  // HEARTBEAT ... SHUTDOWN are all above; CheckEnvelope refused the rest
       return refuse(absl::InvalidArgumentError(absl::StrCat("unknown message type ", h.type())));
   }
@@ -406,18 +409,28 @@ void RequestHandler::HandleRegister(const std::string& peer, const Message& m,
   workers_.MarkRegistered(m.header.rank());
   Reply reply{peer, MakeReply(m.header), false, /*record=*/true};
   *reply.header.mutable_job() = job_;
+  // Where the worker resumes: the rank's clock on this shard (0 in a fresh
+  // run; a checkpoint's step after RESTORE).
+  reply.header.set_step(policy_->Clocks()[m.header.rank()]);
   out->push_back(std::move(reply));
 }
 
 void RequestHandler::HandleInit(const std::string& peer, const Message& m,
                                 std::vector<Reply>* out) {
   if (absl::Status s = Initialize(m); !s.ok()) return Refuse(peer, m.header, s, out);
+  FinishInit(peer, m.header, out);
+}
+
+void RequestHandler::FinishInit(const std::string& peer, const proto::Header& h,
+                                std::vector<Reply>* out) {
   workers_.MarkRegistered(0);
-  LOG(INFO) << "initialised by the chief: shard " << options_.shard_index << " ["
-            << range_.begin << ", " << range_.end << ") " << range_.size() << " floats, mode "
-            << proto::UpdateMode_Name(job_.mode()) << ", " << job_.num_workers()
+  LOG(INFO) << (h.type() == proto::RESTORE ? "restored from checkpoint " : "initialised ")
+            << (h.type() == proto::RESTORE ? CheckpointName(h.restore().step()) : std::string())
+            << " by the chief: shard " << options_.shard_index << " [" << range_.begin << ", "
+            << range_.end << ") " << range_.size() << " floats, version " << policy_->version()
+            << ", mode " << proto::UpdateMode_Name(job_.mode()) << ", " << job_.num_workers()
             << " workers, lr " << job_.learning_rate() << ", momentum " << job_.momentum();
-  Reply reply{peer, MakeReply(m.header), false, /*record=*/true};
+  Reply reply{peer, MakeReply(h), false, /*record=*/true};
   *reply.header.mutable_job() = job_;
   out->push_back(std::move(reply));
   std::vector<ParkedRegister> waiting = std::move(parked_registers_);
@@ -429,8 +442,7 @@ void RequestHandler::HandleInit(const std::string& peer, const Message& m,
   }
 }
 
-absl::Status RequestHandler::Initialize(const Message& m) {
-  const proto::Header& h = m.header;
+absl::Status RequestHandler::CheckInit(const proto::Header& h) const {
   if (initialized()) return absl::AlreadyExistsError("the ps is already initialised");
   if (h.sender().type() != proto::CHIEF && h.sender().type() != proto::WORKER) {
     return absl::PermissionDeniedError("INIT from a non-worker");
@@ -451,7 +463,12 @@ absl::Status RequestHandler::Initialize(const Message& m) {
     return absl::InvalidArgumentError(
         absl::StrCat("INIT: bad range [", h.range_begin(), ", ", h.range_end(), ")"));
   }
-  RETURN_IF_ERROR(ValidateJob(h.job()));
+  return ValidateJob(h.job());
+}
+
+absl::Status RequestHandler::Initialize(const Message& m) {
+  const proto::Header& h = m.header;
+  RETURN_IF_ERROR(CheckInit(h));
   const ShardRange range{static_cast<int64_t>(h.range_begin()), static_cast<int64_t>(h.range_end())};
   if (m.payload_floats() != static_cast<size_t>(range.size()) || h.encoding() != proto::F32) {
     return absl::InvalidArgumentError(absl::StrCat("INIT: payload of ", m.payload_bytes(),
@@ -465,11 +482,16 @@ absl::Status RequestHandler::Initialize(const Message& m) {
   }
   auto store = std::make_unique<ShardStore>(
       std::move(initial), OptimizerConfig{h.job().momentum(), h.job().nesterov(), h.job().weight_decay()});
-  ASSIGN_OR_RETURN(policy_, CreateUpdatePolicy(h.job(), std::move(store)));
+  ASSIGN_OR_RETURN(std::unique_ptr<UpdatePolicy> policy, CreateUpdatePolicy(h.job(), std::move(store)));
+  Install(h, std::move(policy));
+  return absl::OkStatus();
+}
+
+void RequestHandler::Install(const proto::Header& h, std::unique_ptr<UpdatePolicy> policy) {
+  policy_ = std::move(policy);
   job_ = h.job();
   fingerprint_ = h.plan_fingerprint();
-  range_ = range;
-  return absl::OkStatus();
+  range_ = {static_cast<int64_t>(h.range_begin()), static_cast<int64_t>(h.range_end())};
 }
 
 void RequestHandler::RecordPush(int rank, const PushOutcome& outcome) {

@@ -11,7 +11,8 @@
 //     its CURVE identity (Peer::user_id), never from the header; a header
 //     that claims another rank is refused. Without authentication the
 //     header's sender and rank are taken at their word (--insecure);
-//  3. what that role may do: only the chief INITs, SAVEs and SHUTs DOWN;
+//  3. what that role may do: only the chief INITs, RESTOREs, SAVEs and
+//     SHUTs DOWN;
 //     workers train; a client reads STATS;
 //  4. size: before INIT nothing but INIT carries a payload over 64 KiB;
 //     after it nothing is larger than the shard;
@@ -38,6 +39,7 @@
 #include "common/shard_plan.h"
 #include "common/transport.h"
 #include "proto/pstrain.pb.h"
+#include "ps_server/shard_checkpoint.h"
 #include "ps_server/update_policy.h"
 #include "ps_server/worker_table.h"
 
@@ -73,6 +75,9 @@ struct RequestHandlerOptions {
   // from one of them (CURVE). Empty: the header's claims are trusted.
   std::map<std::string, Principal> principals;
   const Clock* clock = nullptr;  // null: the real clock
+  // Where SAVE writes this shard's checkpoint files and RESTORE reads them
+  // (common/checkpoint_dir.h). Empty: both are refused.
+  std::string checkpoint_dir;
 };
 
 class RequestHandler {
@@ -145,7 +150,19 @@ class RequestHandler {
 
   void HandleRegister(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleInit(const std::string& peer, const Message& m, std::vector<Reply>* out);
+  absl::Status CheckInit(const proto::Header& h) const;
   absl::Status Initialize(const Message& m);
+  void FinishInit(const std::string& peer, const proto::Header& h, std::vector<Reply>* out);
+  // Checkpoints (ps_server/shard_checkpoint.h): SAVE writes the shard at its
+  // current version; RESTORE initialises it from its file instead of INIT's
+  // payload, or only checks that file. Both read and write on the event
+  // loop: for this model's shards a few milliseconds, fsyncs included.
+  void HandleSave(const std::string& peer, const Message& m, std::vector<Reply>* out);
+  void HandleRestore(const std::string& peer, const Message& m, std::vector<Reply>* out);
+  absl::StatusOr<proto::SavedShard> Save(int64_t step, int keep);
+  absl::StatusOr<ShardCheckpoint> LoadCheckpoint(const proto::Header& h) const;
+  absl::Status Restore(const proto::Header& h);
+  void Install(const proto::Header& h, std::unique_ptr<UpdatePolicy> policy);
   void HandlePush(const std::string& peer, const Message& m, bool then_pull, std::vector<Reply>* out);
   void HandlePull(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleBarrier(const std::string& peer, const Message& m, std::vector<Reply>* out);

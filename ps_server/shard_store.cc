@@ -49,6 +49,15 @@ ShardStore::ShardStore(std::vector<float> initial_params, const OptimizerConfig&
   CHECK(ValidateOptimizerConfig(config).ok());
 }
 
+ShardStore::ShardStore(std::vector<float> saved_params, std::vector<float> saved_momentum,
+                       int64_t updates, const OptimizerConfig& config)
+    : ShardStore(std::move(saved_params), config) {
+  CHECK_EQ(saved_momentum.size(), params_.size());
+  CHECK_GE(updates, 0);
+  momentum_ = std::move(saved_momentum);
+  updates_ = updates;
+}
+
 absl::Status ShardStore::Apply(absl::Span<const float> grad, float grad_scale, float lr) {
   CHECK_EQ(static_cast<int64_t>(grad.size()), size());
   const Eigen::Index n = size();

@@ -45,6 +45,11 @@ class ShardStore {
  public:
   // REQUIRES: ValidateOptimizerConfig(config).ok().
   ShardStore(std::vector<float> initial_params, const OptimizerConfig& config);
+  // The state a checkpoint recorded: parameters, momentum buffer and the
+  // number of updates taken (the first one sets the buffer to g).
+  // REQUIRES: as above, and momentum.size() == params.size(), updates >= 0.
+  ShardStore(std::vector<float> saved_params, std::vector<float> saved_momentum, int64_t updates,
+             const OptimizerConfig& config);
 
   int64_t size() const { return static_cast<int64_t>(params_.size()); }
   absl::Span<const float> params() const { return params_; }

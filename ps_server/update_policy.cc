@@ -47,6 +47,9 @@ class SyncPolicy final : public UpdatePolicy {
 
   bool CanServe(const PullRequest& pull) const override { return version_ >= pull.min_version; }
   int64_t MinClock() const override { return version_; }
+  std::vector<int64_t> Clocks() const override {
+    return std::vector<int64_t>(pushed_.size(), version_);
+  }
 
  private:
   void Accumulate(absl::Span<const float> grad, int num_examples) {
@@ -110,6 +113,12 @@ class AsyncPolicy final : public UpdatePolicy {
   }
 
   int64_t MinClock() const override { return *std::min_element(clocks_.begin(), clocks_.end()); }
+  std::vector<int64_t> Clocks() const override { return clocks_; }
+
+  void Resume(int64_t version, absl::Span<const int64_t> clocks) override {
+    version_ = version;
+    if (clocks.size() == clocks_.size()) clocks_.assign(clocks.begin(), clocks.end());
+  }
 
  private:
   float lr_;

@@ -74,6 +74,15 @@ class UpdatePolicy {
   // sync (every worker has finished that many steps).
   virtual int64_t MinClock() const = 0;
 
+  // Each worker rank's clock (steps finished) as this shard counts it:
+  // sync: the version for every rank; async/ssp: from the pushes.
+  virtual std::vector<int64_t> Clocks() const = 0;
+
+  // Continues from a checkpoint: the version and, for async/ssp, the
+  // clocks it recorded (ignored in sync, where they equal the version).
+  // Call before any push. REQUIRES: version >= 0; clocks empty or one per rank.
+  virtual void Resume(int64_t version, absl::Span<const int64_t> clocks) { version_ = version; }
+
   int64_t version() const { return version_; }
   const ShardStore& store() const { return *store_; }
 

@@ -247,10 +247,34 @@ absl::Status PsClient::Init(const proto::JobConfig& job, absl::Span<const float>
   return Exchange(&calls);
 }
 
-absl::StatusOr<proto::JobConfig> PsClient::Register() {
+absl::StatusOr<proto::JobConfig> PsClient::Register(int64_t* start_step) {
   std::vector<Call> calls = ShardCalls(proto::REGISTER, 0, {});
   RETURN_IF_ERROR(Exchange(&calls));
+  *start_step = calls.front().reply.step();
+  for (const Call& c : calls) *start_step = std::min(*start_step, c.reply.step());
   return calls.front().reply.job();
+}
+
+absl::Status PsClient::Restore(const proto::JobConfig& job, int64_t step,
+                               absl::Span<const uint64_t> checksums, bool verify_only) {
+  CHECK_EQ(static_cast<int>(checksums.size()), plan_.num_shards());
+  std::vector<Call> calls = ShardCalls(proto::RESTORE, 0, {});
+  for (Call& c : calls) {
+    *c.header.mutable_job() = job;
+    c.header.mutable_restore()->set_step(step);
+    c.header.mutable_restore()->set_checksum(checksums[c.shard]);
+    c.header.mutable_restore()->set_verify_only(verify_only);
+  }
+  return Exchange(&calls);
+}
+
+absl::StatusOr<std::vector<proto::SavedShard>> PsClient::Save(int64_t step, int keep) {
+  std::vector<Call> calls = ShardCalls(proto::SAVE, step, {});
+  for (Call& c : calls) c.header.set_keep_checkpoints(keep);
+  RETURN_IF_ERROR(Exchange(&calls));
+  std::vector<proto::SavedShard> saved;
+  for (const Call& c : calls) saved.push_back(c.reply.saved());
+  return saved;
 }
 
 absl::Status PsClient::Pull(int64_t step, absl::Span<const int64_t> min_versions,

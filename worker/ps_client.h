@@ -71,9 +71,22 @@ class PsClient {
   // Chief only: sends every shard its slice of `params` and the job.
   absl::Status Init(const proto::JobConfig& job, absl::Span<const float> params);
 
+  // Chief only: initialises every shard from its own file of checkpoint
+  // `step` (checksums[k]: the manifest's for shard k) instead of a payload;
+  // with `verify_only`, only has every shard check its file. The refusal
+  // names the ps and the file.
+  absl::Status Restore(const proto::JobConfig& job, int64_t step,
+                       absl::Span<const uint64_t> checksums, bool verify_only);
+
+  // Chief only: every shard writes checkpoint `step` and keeps the newest
+  // `keep`; returns what each wrote, by shard.
+  absl::StatusOr<std::vector<proto::SavedShard>> Save(int64_t step, int keep);
+
   // Non-chief: registers with every shard and returns the chief's job
   // config (waits until the chief has initialised the shards).
-  absl::StatusOr<proto::JobConfig> Register();
+  // `start_step` gets the step to continue from: 0 in a fresh job, the
+  // smallest clock of this rank over the shards after a RESTORE.
+  absl::StatusOr<proto::JobConfig> Register(int64_t* start_step);
 
   // Fetches every shard's parameters at version >= min_versions[k] into
   // `params` (the full flat vector). `step` is this worker's clock.

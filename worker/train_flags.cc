@@ -51,6 +51,15 @@ ABSL_FLAG(double, peer_timeout_s, Defaults().peer_timeout_s,
           "A ps that stops answering for this long is dead");
 ABSL_FLAG(double, heartbeat_interval_s, Defaults().heartbeat_interval_s, "Seconds between heartbeats");
 ABSL_FLAG(double, rpc_timeout_s, Defaults().rpc_timeout_s, "Upper bound on one request (0: none)");
+ABSL_FLAG(std::string, checkpoint_dir, Defaults().checkpoint_dir,
+          "Checkpoint directory: the chief's manifests (pstrain launch: RUN_DIR/checkpoints)");
+ABSL_FLAG(int64_t, checkpoint_every_steps, Defaults().checkpoint_every_steps,
+          "Chief: checkpoint every N steps (0: off)");
+ABSL_FLAG(double, checkpoint_every_s, Defaults().checkpoint_every_s,
+          "Chief: checkpoint every T seconds (0: off)");
+ABSL_FLAG(int, keep_checkpoints, Defaults().keep_checkpoints, "Keep the newest K checkpoints");
+ABSL_FLAG(bool, restore, Defaults().restore,
+          "Chief: RESTORE the ps tasks from the newest usable checkpoint in --checkpoint_dir and continue from it (others: append to the metrics)");
 
 namespace pstrain {
 namespace {
@@ -91,6 +100,11 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.peer_timeout_s = absl::GetFlag(FLAGS_peer_timeout_s);
   o.heartbeat_interval_s = absl::GetFlag(FLAGS_heartbeat_interval_s);
   o.rpc_timeout_s = absl::GetFlag(FLAGS_rpc_timeout_s);
+  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  o.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
+  o.checkpoint_every_s = absl::GetFlag(FLAGS_checkpoint_every_s);
+  o.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
+  o.restore = absl::GetFlag(FLAGS_restore);
   RETURN_IF_ERROR(ValidateTrainOptions(o));
   return o;
 }

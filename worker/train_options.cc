@@ -73,6 +73,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
       !(o.rpc_timeout_s >= 0)) {
     return Bad("connect_timeout_s/peer_timeout_s/heartbeat_interval_s", "must be > 0");
   }
+  if (o.checkpoint_every_steps < 0) return Bad("checkpoint_every_steps", "must be >= 0");
+  if (!(o.checkpoint_every_s >= 0)) return Bad("checkpoint_every_s", "must be >= 0");
+  if (o.keep_checkpoints < 1) return Bad("keep_checkpoints", "must be >= 1");
   if (o.heartbeat_interval_s * 2 > o.peer_timeout_s) {
     return Bad("peer_timeout_s", "must be at least twice --heartbeat_interval_s");
   }
@@ -105,7 +108,12 @@ std::vector<std::string> TrainOptions::ToArgs() const {
           Arg("connect_timeout_s", connect_timeout_s),
           Arg("peer_timeout_s", peer_timeout_s),
           Arg("heartbeat_interval_s", heartbeat_interval_s),
-          Arg("rpc_timeout_s", rpc_timeout_s)};
+          Arg("rpc_timeout_s", rpc_timeout_s),
+          Arg("checkpoint_dir", checkpoint_dir),
+          Arg("checkpoint_every_steps", checkpoint_every_steps),
+          Arg("checkpoint_every_s", checkpoint_every_s),
+          Arg("keep_checkpoints", keep_checkpoints),
+          Arg("restore", restore)};
 }
 
 double EffectiveLearningRate(const TrainOptions& options, int num_workers) {

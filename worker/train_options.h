@@ -50,6 +50,18 @@ struct TrainOptions {
   double heartbeat_interval_s = 1.0;
   double rpc_timeout_s = 0.0;
 
+  // Checkpoints (the chief asks every ps to SAVE, then writes the manifest;
+  // common/checkpoint_dir.h). `pstrain launch` sets checkpoint_dir to
+  // RUN_DIR/checkpoints for every task.
+  std::string checkpoint_dir;            // "": no checkpoints, no resume
+  int64_t checkpoint_every_steps = 0;    // chief: save every N of its steps (0: off)
+  double checkpoint_every_s = 0.0;       // chief: and/or every T seconds (0: off)
+  int keep_checkpoints = 3;              // the newest K are kept
+  // Chief: continue from the newest usable checkpoint in checkpoint_dir
+  // (RESTORE instead of INIT). The other workers learn their position when
+  // they register; for them it only means: append to the metrics CSVs.
+  bool restore = false;
+
   // "--name=value" for every field, in declaration order, such that the
   // flags of train_flags.h parse them back to an equal TrainOptions (doubles
   // round-trip exactly).

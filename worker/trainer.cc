@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/checkpoint_dir.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/json.h"
@@ -45,6 +46,13 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ClusterSpec& clus
   if (type != TaskType::kChief && type != TaskType::kWorker) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the worker binary runs chief and worker tasks, not ", cluster.task()->ToString()));
+  }
+  const bool checkpoints = options.checkpoint_every_steps > 0 || options.checkpoint_every_s > 0 ||
+                           (options.restore && cluster.WorkerRank(*cluster.task()) == 0);
+  if (checkpoints && options.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.restore ? "--restore" : "--checkpoint_every_steps/--checkpoint_every_s",
+        " needs --checkpoint_dir"));
   }
   std::unique_ptr<Trainer> trainer(new Trainer(cluster, options, security));
   RETURN_IF_ERROR(trainer->Setup());
@@ -104,6 +112,7 @@ absl::Status Trainer::Setup() {
   co.rpc_timeout_s = options_.rpc_timeout_s;
   co.security = security_;
   ASSIGN_OR_RETURN(client_, PsClient::Create(cluster_, task_, *plan_, co));
+  if (is_chief_ && !options_.checkpoint_dir.empty()) MakeCheckpointer();
   RETURN_IF_ERROR(OpenMetrics());
   LOG(INFO) << task_.ToString() << " (rank " << rank_ << " of " << num_workers_ << ", "
             << (is_chief_ ? "chief, " : "") << model_->device_description() << "): "
@@ -112,6 +121,20 @@ absl::Status Trainer::Setup() {
             << options_.batch_size << ", " << sharder_->steps_per_epoch() << " steps/epoch, "
             << total_steps_ << " steps";
   return absl::OkStatus();
+}
+
+void Trainer::MakeCheckpointer() {
+  CheckpointerOptions c;
+  c.dir = options_.checkpoint_dir;
+  c.every_steps = options_.checkpoint_every_steps;
+  c.every_s = options_.checkpoint_every_s;
+  c.keep = options_.keep_checkpoints;
+  c.job = MakeJobConfig();
+  c.flags = options_.ToArgs();
+  c.plan_fingerprint = plan_->fingerprint();
+  c.num_params = plan_->total_size();
+  c.num_shards = plan_->num_shards();
+  checkpointer_ = std::make_unique<Checkpointer>(std::move(c), client_.get());
 }
 
 absl::Status Trainer::CleanRunDir() {
@@ -128,19 +151,21 @@ absl::Status Trainer::CleanRunDir() {
 absl::Status Trainer::OpenMetrics() {
   if (options_.run_dir.empty()) return absl::OkStatus();
   RETURN_IF_ERROR(MakeDirs(options_.run_dir));
-  if (is_chief_ && options_.clean_run_dir) RETURN_IF_ERROR(CleanRunDir());
+  // A resumed run adds to the metrics of the run it continues.
+  const bool append = options_.restore;
+  if (is_chief_ && options_.clean_run_dir && !append) RETURN_IF_ERROR(CleanRunDir());
   ASSIGN_OR_RETURN(steps_csv_, CsvWriter::Open(
       absl::StrCat(options_.run_dir, "/steps_worker", rank_, ".csv"),
       {"step", "epoch", "unix_time", "elapsed_s", "loss", "examples", "version", "min_clock",
-       "staleness", "dropped", "compute_ms", "comm_ms"}));
+       "staleness", "dropped", "compute_ms", "comm_ms"}, append));
   if (!is_chief_) return absl::OkStatus();
   ASSIGN_OR_RETURN(evals_csv_, CsvWriter::Open(
       absl::StrCat(options_.run_dir, "/evals.csv"),
-      {"step", "epoch", "train_seconds", "test_loss", "test_accuracy", "epoch_end"}));
+      {"step", "epoch", "train_seconds", "test_loss", "test_accuracy", "epoch_end"}, append));
   ASSIGN_OR_RETURN(epochs_csv_, CsvWriter::Open(
       absl::StrCat(options_.run_dir, "/epochs.csv"),
       {"epoch", "steps", "train_seconds", "train_loss", "test_loss", "test_accuracy",
-       "images_per_sec"}));
+       "images_per_sec"}, append));
   return absl::OkStatus();
 }
 
@@ -184,6 +209,10 @@ absl::Status Trainer::CheckJobMatches(const proto::JobConfig& job) const {
 }
 
 absl::Status Trainer::JoinJob() {
+  if (is_chief_ && options_.restore) {
+    ASSIGN_OR_RETURN(start_step_, checkpointer_->Resume());
+    return absl::OkStatus();
+  }
   if (is_chief_) {
     models::InitParams(model_->param_specs(), options_.seed, params_.data());
     RETURN_IF_ERROR(client_->Init(MakeJobConfig(), params_));
@@ -192,7 +221,7 @@ absl::Status Trainer::JoinJob() {
   }
   LOG(INFO) << "registering; waiting for the chief (" << cluster_.ChiefTask().ToString()
             << ") to initialise the parameters";
-  ASSIGN_OR_RETURN(const proto::JobConfig job, client_->Register());
+  ASSIGN_OR_RETURN(const proto::JobConfig job, client_->Register(&start_step_));
   return CheckJobMatches(job);
 }
 
@@ -201,6 +230,13 @@ absl::Status Trainer::Run() {
   RETURN_IF_ERROR(JoinJob());
   RETURN_IF_ERROR(client_->Pull(0, versions_, absl::MakeSpan(params_), &replies_));
   UpdateVersions(replies_);
+  global_step_ = start_step_;
+  if (start_step_ > 0) {
+    LOG(INFO) << "continuing from step " << start_step_ << " (epoch "
+              << start_step_ / sharder_->steps_per_epoch() + 1 << ", step "
+              << start_step_ % sharder_->steps_per_epoch() + 1 << ") at version "
+              << *std::min_element(versions_.begin(), versions_.end());
+  }
   RETURN_IF_ERROR(TrainLoop());
   RETURN_IF_ERROR(ReportDone());
   if (!is_chief_) {
@@ -233,13 +269,18 @@ bool Trainer::TrainingDone() const {
 }
 
 absl::Status Trainer::TrainLoop() {
-  for (int epoch = 0; epoch < options_.epochs && !TrainingDone(); ++epoch) {
+  const int64_t per_epoch = sharder_->steps_per_epoch();
+  const int first_epoch = static_cast<int>(start_step_ / per_epoch);
+  last_epoch_ = std::min(first_epoch, options_.epochs - 1);
+  for (int epoch = first_epoch; epoch < options_.epochs && !TrainingDone(); ++epoch) {
     epoch_start_step_ = global_step_;
     epoch_start_train_s_ = TrainSeconds();
     epoch_loss_sum_ = 0;
     epoch_loss_count_ = 0;
-    for (int64_t s = 0; s < sharder_->steps_per_epoch() && !TrainingDone(); ++s) {
+    const int64_t first = epoch == first_epoch ? start_step_ % per_epoch : 0;
+    for (int64_t s = first; s < per_epoch && !TrainingDone(); ++s) {
       RETURN_IF_ERROR(Step(epoch, s));
+      MaybeCheckpoint();
       const bool epoch_end = s + 1 == sharder_->steps_per_epoch() || TrainingDone();
       if (is_chief_ && !epoch_end && options_.eval_every_steps > 0 &&
           global_step_ % options_.eval_every_steps == 0) {
@@ -250,6 +291,15 @@ absl::Status Trainer::TrainLoop() {
     if (is_chief_ && !TrainingDone()) RETURN_IF_ERROR(EndEpoch(epoch));
   }
   return absl::OkStatus();
+}
+
+void Trainer::MaybeCheckpoint() {
+  if (checkpointer_ == nullptr || !checkpointer_->Due(global_step_, TrainingDone())) return;
+  // A checkpoint that cannot be written costs the run nothing but that
+  // checkpoint: the previous ones stay, and a dead ps fails the next step.
+  if (absl::Status s = checkpointer_->Save(global_step_); !s.ok()) {
+    LOG(ERROR) << s.message() << "; training goes on";
+  }
 }
 
 absl::Status Trainer::ComputeGradients(int epoch, int64_t step_in_epoch, float* loss) {
@@ -417,6 +467,7 @@ absl::Status Trainer::FinishChief() {
   summary_.set_backup_workers(options_.backup_workers);
   summary_.set_staleness_lr(options_.staleness_lr);
   summary_.set_shard_strategy(options_.shard_strategy);
+  if (options_.restore) summary_.set_resumed_from(CheckpointName(start_step_));
   summary_.set_steps_per_worker(static_cast<int32_t>(global_step_));
   summary_.set_steps_per_epoch(static_cast<int32_t>(sharder_->steps_per_epoch()));
   summary_.set_wall_seconds(SecondsSince(start_us_));

@@ -2,12 +2,15 @@
 
 // A worker's training run, top to bottom:
 //
-//   wait for every ps -> chief: INIT the shards / others: REGISTER
+//   wait for every ps -> chief: INIT the shards (or, with --resume, RESTORE
+//                        them from the newest usable checkpoint)
+//                      / others: REGISTER (which says where to start)
 //   params = PULL(version 0)
-//   for each epoch, for each step:
+//   for each epoch, for each step from the start position:
 //     batch = this worker's slice of global batch s (DataSharder)
 //     grads = model.ForwardBackward(batch, params)
 //     params = PUSH_PULL(grads, computed on the versions of params)
+//     chief: every N steps (and at the end), SAVE + manifest (Checkpointer)
 //   chief: evaluate on the test set after each epoch but the last
 //   BARRIER "done" (every worker has pushed its last gradient)
 //   chief: evaluate the final parameters, STATS, summary.json,
@@ -26,6 +29,7 @@
 #include "common/csv.h"
 #include "common/shard_plan.h"
 #include "models/model.h"
+#include "worker/checkpointer.h"
 #include "worker/data_sharder.h"
 #include "worker/mnist_dataset.h"
 #include "worker/ps_client.h"
@@ -64,7 +68,9 @@ class Trainer {
   proto::JobConfig MakeJobConfig() const;
   absl::Status JoinJob();
   absl::Status CheckJobMatches(const proto::JobConfig& job) const;
+  void MakeCheckpointer();
   absl::Status TrainLoop();
+  void MaybeCheckpoint();
   bool TrainingDone() const;
   absl::Status Step(int epoch, int64_t step_in_epoch);
   absl::Status ComputeGradients(int epoch, int64_t step_in_epoch, float* loss);
@@ -104,6 +110,7 @@ class Trainer {
   std::vector<int64_t> versions_;
   std::vector<ShardReply> replies_;
   std::unique_ptr<PsClient> client_;
+  std::unique_ptr<Checkpointer> checkpointer_;  // chief with a checkpoint_dir
 
   std::unique_ptr<CsvWriter> steps_csv_;
   std::unique_ptr<CsvWriter> evals_csv_;
@@ -111,6 +118,7 @@ class Trainer {
 
   int64_t total_steps_ = 0;
   int64_t global_step_ = 0;
+  int64_t start_step_ = 0;           // where this run began (a checkpoint's step on resume)
   int64_t images_ = 0;
   int64_t start_us_ = 0;             // monotonic, Create
   int64_t first_step_us_ = 0;        // monotonic

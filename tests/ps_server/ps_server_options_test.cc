@@ -14,13 +14,14 @@ using ::testing::ElementsAre;
 TEST(PsServerOptions, ToArgsRendersEveryFlagBackedField) {
   EXPECT_THAT(PsServerOptions().ToArgs(),
               ElementsAre("--peer_timeout_s=60", "--register_timeout_s=600", "--max_message_mb=1024",
-                          "--bind="));
+                          "--bind=", "--checkpoint_dir="));
   PsServerOptions o;
   o.peer_timeout_s = 0.1 + 0.2;
   o.max_message_bytes = (int64_t{3} << 20) + 5;  // whole MiB, rounded down
   o.bind_endpoint = "tcp://0.0.0.0:2222";
   EXPECT_THAT(o.ToArgs(), ElementsAre("--peer_timeout_s=0.30000000000000004", "--register_timeout_s=600",
-                                      "--max_message_mb=3", "--bind=tcp://0.0.0.0:2222"));
+                                      "--max_message_mb=3", "--bind=tcp://0.0.0.0:2222",
+                                      "--checkpoint_dir="));
 }
 
 TEST(PsServerOptions, ValidationNamesTheFlags) {

@@ -4,6 +4,8 @@
 
 #include "ps_server/request_handler.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -54,7 +56,7 @@ class RequestHandlerTest : public ::testing::Test {
   // The handler, made on first use for a spec of spec_workers_ workers.
   RequestHandler& H() {
     if (handler_ == nullptr) {
-      RequestHandlerOptions o{kJob, 0, 1, spec_workers_, principals_, &clock_};
+      RequestHandlerOptions o{kJob, 0, 1, spec_workers_, principals_, &clock_, checkpoint_dir_};
       handler_ = std::make_unique<RequestHandler>(o);
     }
     return *handler_;
@@ -74,7 +76,7 @@ class RequestHandlerTest : public ::testing::Test {
     job->set_mode(mode);
     job->set_num_workers(workers);
     job->set_learning_rate(0.5);
-    job->set_momentum(0.0);
+    job->set_momentum(momentum_);
     job->set_staleness(staleness);
     job->set_backup_workers(backup);
     job->set_staleness_lr(staleness_lr);
@@ -108,6 +110,8 @@ class RequestHandlerTest : public ::testing::Test {
   std::map<std::string, Principal> principals_;  // empty: --insecure
   std::string user_id_;                          // what the transport authenticated
   FakeClock clock_;
+  std::string checkpoint_dir_;  // empty: SAVE and RESTORE refused
+  double momentum_ = 0.0;       // what Init asks for
   std::unique_ptr<RequestHandler> handler_;
   uint64_t request_id_ = 0;
 };
@@ -664,6 +668,116 @@ TEST_F(RequestHandlerTest, OnlyValidTrafficKeepsAWorkerAlive) {
   EXPECT_GE(H().workers().SilentSeconds(1), 30.0);
   Send(1, WithPayload(Base(proto::HEARTBEAT, 1), {}));
   EXPECT_EQ(H().workers().SilentSeconds(1), 0.0);
+}
+
+// Checkpoints: SAVE from the chief writes the shard; RESTORE on a fresh
+// handler continues from it exactly (parameters, momentum, version, each
+// rank's clock); damage is refused naming the file.
+class CheckpointRequestTest : public RequestHandlerTest {
+ protected:
+  void SetUp() override {
+    std::string pattern = ::testing::TempDir() + "/ckptXXXXXX";
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    checkpoint_dir_ = pattern;
+    momentum_ = 0.5;
+  }
+
+  std::vector<Reply> Save(int rank, int64_t step) {
+    proto::Header h = Base(proto::SAVE, rank);
+    h.set_step(step);
+    h.set_keep_checkpoints(3);
+    return Send(rank, WithPayload(h, {}));
+  }
+
+  std::vector<Reply> Restore(int64_t step, uint64_t checksum, bool verify_only) {
+    proto::Header h = Base(proto::RESTORE, 0);
+    h.mutable_job()->set_mode(proto::SYNC);
+    h.mutable_job()->set_num_workers(2);
+    h.mutable_job()->set_learning_rate(0.5);
+    h.mutable_job()->set_momentum(momentum_);
+    h.mutable_restore()->set_step(step);
+    h.mutable_restore()->set_checksum(checksum);
+    h.mutable_restore()->set_verify_only(verify_only);
+    return Send(0, WithPayload(h, {}));
+  }
+
+  // One sync version from both workers, pushing `value`.
+  void Version(int64_t v, float value) {
+    Push(0, v, v, value);
+    Push(1, v, v, value);
+    ASSERT_EQ(H().version(), v + 1);
+  }
+
+  std::vector<float> Params() { return {H().params().begin(), H().params().end()}; }
+};
+
+TEST_F(CheckpointRequestTest, SaveWritesTheShardAndRestoreContinuesFromItExactly) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  Version(0, 1.0f);
+  Version(1, 3.0f);
+  std::vector<Reply> out = Save(0, 2);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_FALSE(IsError(out[0])) << out[0].header.error().message();
+  const proto::SavedShard saved = out[0].header.saved();
+  EXPECT_EQ(saved.file(), "ckpt-2/shard-0-of-1.ckpt");
+  EXPECT_EQ(saved.version(), 2);
+  EXPECT_THAT(saved.worker_steps(), ::testing::ElementsAre(2, 2));
+  const std::vector<float> at_save = Params();
+  Version(2, -2.0f);
+  const std::vector<float> uninterrupted = Params();
+
+  handler_.reset();  // a new ps process, same checkpoint directory
+  out = Restore(2, saved.checksum(), /*verify_only=*/true);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(IsError(out[0])) << out[0].header.error().message();
+  EXPECT_FALSE(H().initialized());
+  out = Restore(2, saved.checksum(), /*verify_only=*/false);
+  ASSERT_FALSE(IsError(out[0])) << out[0].header.error().message();
+  EXPECT_EQ(H().version(), 2);
+  EXPECT_EQ(Params(), at_save);
+  out = Send(1, WithPayload(Base(proto::REGISTER, 1), {}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.step(), 2);  // where worker 1 continues
+  Version(2, -2.0f);
+  EXPECT_EQ(Params(), uninterrupted);  // momentum and update count came back too
+  EXPECT_EQ(H().Stats().gradients_received(), 6);  // counters go on
+}
+
+TEST_F(CheckpointRequestTest, OnlyTheChiefSavesAndOnlyIntoACheckpointDir) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  std::vector<Reply> out = Save(1, 0);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  handler_.reset();
+  checkpoint_dir_.clear();
+  Init(proto::SYNC, 2);
+  out = Save(0, 0);
+  EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("--checkpoint_dir"));
+}
+
+TEST_F(CheckpointRequestTest, ADamagedShardFileIsRefusedNamingItAndTheShardStaysFree) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  Version(0, 1.0f);
+  const proto::SavedShard saved = Save(0, 1)[0].header.saved();
+  const std::string path = checkpoint_dir_ + "/" + saved.file();
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  std::fseek(f, -2, SEEK_END);
+  std::fputc('!', f);
+  std::fclose(f);
+  handler_.reset();
+  for (bool verify_only : {true, false}) {
+    std::vector<Reply> out = Restore(1, saved.checksum(), verify_only);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kDataLoss));
+    EXPECT_THAT(out[0].header.error().message(), HasSubstr(path));
+  }
+  EXPECT_FALSE(H().initialized());
+  EXPECT_FALSE(IsError(Init(proto::SYNC, 2)[0]));  // an older checkpoint, or INIT, may follow
 }
 
 }  // namespace

@@ -1,0 +1,140 @@
+// RequestHandler's checkpoint requests, SAVE and RESTORE: kept apart from
+// request_handler.cc so that each file stays readable. The file format is
+// ps_server/shard_checkpoint.h; the directory layout common/checkpoint_dir.h.
+
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint_dir.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "ps_server/request_handler.h"
+
+namespace pstrain {
+namespace {
+
+constexpr int64_t kMaxCheckpointStep = int64_t{1} << 48;
+
+// "shard-0-of-2.ckpt": the file's name inside its ckpt-<step> directory.
+std::string BaseName(const std::string& relative) {
+  return relative.substr(relative.rfind('/') + 1);
+}
+
+}  // namespace
+
+void RequestHandler::HandleSave(const std::string& peer, const Message& m,
+                                std::vector<Reply>* out) {
+  const proto::Header& h = m.header;
+  if (!initialized()) {
+    return Refuse(peer, h, absl::FailedPreconditionError("SAVE before INIT: nothing to save"), out);
+  }
+  if (options_.checkpoint_dir.empty()) {
+    return Refuse(peer, h, absl::FailedPreconditionError(
+        "SAVE: this ps was started without --checkpoint_dir"), out);
+  }
+  if (h.step() < 0 || h.step() > kMaxCheckpointStep || h.keep_checkpoints() < 1 || m.has_payload) {
+    return Refuse(peer, h, absl::InvalidArgumentError(
+        "SAVE needs a step in [0, 2^48], keep_checkpoints >= 1 and no payload"), out);
+  }
+  auto saved = Save(h.step(), h.keep_checkpoints());
+  if (!saved.ok()) {
+    LOG(ERROR) << "SAVE of " << CheckpointName(h.step()) << " failed: " << saved.status().message();
+    return Refuse(peer, h, saved.status(), out);
+  }
+  Reply reply{peer, MakeReply(h), false, /*record=*/true};
+  *reply.header.mutable_saved() = *std::move(saved);
+  out->push_back(std::move(reply));
+}
+
+absl::StatusOr<proto::SavedShard> RequestHandler::Save(int64_t step, int keep) {
+  ShardCheckpoint c;
+  proto::ShardCheckpointHeader& hdr = c.header;
+  hdr.set_step(step);
+  hdr.set_shard_index(options_.shard_index);
+  hdr.set_num_shards(options_.num_shards);
+  hdr.set_range_begin(static_cast<uint64_t>(range_.begin));
+  hdr.set_range_end(static_cast<uint64_t>(range_.end));
+  hdr.set_version(policy_->version());
+  hdr.set_updates(policy_->store().updates());
+  hdr.set_plan_fingerprint(fingerprint_);
+  hdr.set_job_id(options_.job_id);
+  *hdr.mutable_job() = job_;
+  *hdr.mutable_stats() = Stats();
+  const std::vector<int64_t> clocks = policy_->Clocks();
+  *hdr.mutable_worker_clocks() = {clocks.begin(), clocks.end()};
+  const ShardStore& store = policy_->store();
+  c.params.assign(store.params().begin(), store.params().end());
+  c.momentum.assign(store.momentum_buffer().begin(), store.momentum_buffer().end());
+  const std::string file = ShardFileName(step, options_.shard_index, options_.num_shards);
+  RETURN_IF_ERROR(WriteShardCheckpoint(absl::StrCat(options_.checkpoint_dir, "/", file), &c));
+  RETURN_IF_ERROR(PruneCheckpoints(options_.checkpoint_dir, keep, BaseName(file)).status());
+  proto::SavedShard saved;
+  saved.set_shard_index(options_.shard_index);
+  saved.set_file(file);
+  saved.set_checksum(hdr.payload_checksum());
+  saved.set_version(hdr.version());
+  saved.set_payload_bytes(hdr.payload_bytes());
+  *saved.mutable_worker_steps() = hdr.worker_clocks();
+  LOG(INFO) << "saved " << file << " at version " << hdr.version();
+  return saved;
+}
+
+void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
+                                   std::vector<Reply>* out) {
+  const proto::Header& h = m.header;
+  if (options_.checkpoint_dir.empty()) {
+    return Refuse(peer, h, absl::FailedPreconditionError(
+        "RESTORE: this ps was started without --checkpoint_dir"), out);
+  }
+  if (h.restore().step() < 0 || h.restore().step() > kMaxCheckpointStep || m.has_payload) {
+    return Refuse(peer, h, absl::InvalidArgumentError(
+        "RESTORE needs a step in [0, 2^48] and no payload"), out);
+  }
+  if (h.restore().verify_only()) {
+    absl::Status s = CheckInit(h);
+    if (s.ok()) s = LoadCheckpoint(h).status();
+    if (!s.ok()) return Refuse(peer, h, s, out);
+    out->push_back({peer, MakeReply(h), false, /*record=*/true});
+    return;
+  }
+  if (absl::Status s = Restore(h); !s.ok()) {
+    LOG(ERROR) << "RESTORE of " << CheckpointName(h.restore().step()) << " refused: " << s.message();
+    return Refuse(peer, h, s, out);
+  }
+  FinishInit(peer, h, out);
+}
+
+absl::StatusOr<ShardCheckpoint> RequestHandler::LoadCheckpoint(const proto::Header& h) const {
+  const std::string path = absl::StrCat(
+      options_.checkpoint_dir, "/",
+      ShardFileName(h.restore().step(), options_.shard_index, options_.num_shards));
+  ASSIGN_OR_RETURN(ShardCheckpoint c, ReadShardCheckpoint(path));
+  const ShardCheckpointExpectation expected{options_.shard_index, options_.num_shards,
+                                            h.range_begin(),      h.range_end(),
+                                            h.plan_fingerprint(), h.restore().checksum(),
+                                            &h.job()};
+  RETURN_IF_ERROR(CheckShardCheckpoint(c, expected, path));
+  if (c.header.version() < 0 || c.header.version() > kMaxCheckpointStep || c.header.updates() < 0 ||
+      !IsFiniteInF32(c.params) || !IsFiniteInF32(c.momentum)) {
+    return absl::DataLossError(absl::StrCat(path, ": damaged checkpoint: a version, update count "
+                                                  "or value out of range"));
+  }
+  return c;
+}
+
+absl::Status RequestHandler::Restore(const proto::Header& h) {
+  RETURN_IF_ERROR(CheckInit(h));
+  ASSIGN_OR_RETURN(ShardCheckpoint c, LoadCheckpoint(h));
+  const OptimizerConfig optimizer{h.job().momentum(), h.job().nesterov(), h.job().weight_decay()};
+  auto store = std::make_unique<ShardStore>(std::move(c.params), std::move(c.momentum),
+                                            c.header.updates(), optimizer);
+  ASSIGN_OR_RETURN(std::unique_ptr<UpdatePolicy> policy, CreateUpdatePolicy(h.job(), std::move(store)));
+  policy->Resume(c.header.version(), c.header.worker_clocks());
+  Install(h, std::move(policy));
+  // The counters go on from where the checkpoint left them.
+  stats_ = c.header.stats();
+  stats_.set_shard_index(options_.shard_index);
+  stats_.clear_workers();
+  stats_.mutable_pushes_by_rank()->Resize(workers_.size(), 0);
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain

@@ -1,0 +1,82 @@
+// RUN_DIR/launch.json and `pstrain launch --resume`: recorded flags come
+// back when the command line leaves them out, a flag given again must agree
+// (after parsing), and only the run's length and its output may change.
+
+#include "launcher/launch_record.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/reflection.h"
+#include "common/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util/process_runner.h"
+#include "worker/train_flags.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+std::set<std::string> Given(std::vector<std::string> args) {
+  std::vector<char*> argv = {const_cast<char*>("pstrain")};
+  for (std::string& a : args) argv.push_back(a.data());
+  return FlagsOnCommandLine(static_cast<int>(argv.size()), argv.data());
+}
+
+class LaunchRecordTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("record");
+    ASSERT_TRUE(WriteLaunchRecord(dir_, {"--mode=async", "--lr=0.1", "--max_steps=20", "--seed=7"},
+                                  "pstrain launch ...").ok());
+  }
+  absl::FlagSaver saver_;  // each test's flag changes are undone
+  std::string dir_;
+};
+
+TEST(FlagsOnCommandLine, NamesEveryFlagGivenInAnyForm) {
+  EXPECT_THAT(Given({"launch", "--lr=0.1", "-seed", "3", "--nonesterov", "--", "--mode=async"}),
+              UnorderedElementsAre("lr", "seed", "nesterov"));
+}
+
+TEST_F(LaunchRecordTest, RecordedFlagsComeBackWhenNotGiven) {
+  ASSERT_TRUE(ApplyLaunchRecord(dir_, Given({"launch"})).ok());
+  auto o = TrainOptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->mode, proto::ASYNC);
+  EXPECT_EQ(o->lr, 0.1);
+  EXPECT_EQ(o->max_steps, 20);
+  EXPECT_EQ(o->seed, 7u);
+}
+
+TEST_F(LaunchRecordTest, AGivenFlagMustAgreeButTheRunMayGrowLonger) {
+  absl::FindCommandLineFlag("lr")->ParseFrom("0.10", nullptr);  // as parsed from argv
+  absl::FindCommandLineFlag("max_steps")->ParseFrom("40", nullptr);
+  ASSERT_TRUE(ApplyLaunchRecord(dir_, Given({"--lr=0.10", "--max_steps=40"})).ok());
+  EXPECT_EQ(TrainOptionsFromFlags()->max_steps, 40);
+
+  absl::FindCommandLineFlag("mode")->ParseFrom("sync", nullptr);
+  const absl::Status s = ApplyLaunchRecord(dir_, Given({"--mode=sync"}));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--mode=sync disagrees"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--mode=async"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr(LaunchRecordPath(dir_)));
+}
+
+TEST_F(LaunchRecordTest, AMissingOrDamagedRecordIsRefusedNamingTheFile) {
+  const absl::Status missing = ApplyLaunchRecord(dir_ + "/nothing", {});
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.message()), HasSubstr("launch.json"));
+  ASSERT_TRUE(WriteFileAtomic(LaunchRecordPath(dir_), "{\"flags\": [\"--lr\"]}").ok());
+  const absl::Status damaged = ApplyLaunchRecord(dir_, {});
+  EXPECT_EQ(damaged.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(damaged.message()), HasSubstr(LaunchRecordPath(dir_)));
+  ASSERT_TRUE(WriteFileAtomic(LaunchRecordPath(dir_), "{\"flags\": [\"--no_such_flag=1\"]}").ok());
+  EXPECT_THAT(std::string(ApplyLaunchRecord(dir_, {}).message()), HasSubstr("--no_such_flag"));
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,86 @@
+#pragma once
+
+// The chief's side of checkpoints (the ps side is ps_server/shard_checkpoint.h;
+// the layout common/checkpoint_dir.h):
+//
+//  - Save: every ps writes its shard (SAVE, at whatever version it has:
+//    in sync, after the chief's PUSH_PULL, all shards are at the chief's
+//    step); then the chief writes DIR/ckpt-<step>/manifest.json naming
+//    every shard file with its checksum, the plan fingerprint, the job and
+//    the flags, and each worker's data position; then keeps the newest K.
+//    The manifest is written last and atomically, so a checkpoint without
+//    one (a crash in between) does not exist.
+//  - Resume: the newest checkpoint whose manifest reads back, matches this
+//    job and whose shard files every ps accepts (RESTORE, verify_only), is
+//    restored on every ps; a damaged or mismatched one is skipped with a
+//    warning naming the file, and the one before it is tried.
+//
+// Thread safety: none; the training thread owns it.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "proto/checkpoint.pb.h"
+#include "worker/ps_client.h"
+
+namespace pstrain {
+
+struct CheckpointerOptions {
+  std::string dir;            // the chief's checkpoint directory
+  int64_t every_steps = 0;    // 0: not by steps
+  double every_s = 0.0;       // 0: not by time
+  int keep = 3;               // REQUIRES: >= 1
+  proto::JobConfig job;       // the chief's job (what RESTORE sends)
+  std::vector<std::string> flags;  // the chief's training flags, for the manifest
+  uint64_t plan_fingerprint = 0;
+  int64_t num_params = 0;
+  int num_shards = 1;
+  const Clock* clock = nullptr;  // for every_s; null: the real clock
+};
+
+// Reads and parses DIR/ckpt-<step>/manifest.json. NotFound or DataLoss
+// naming the file.
+absl::StatusOr<proto::CheckpointManifest> ReadManifest(const std::string& dir, int64_t step);
+
+// FailedPrecondition naming `path` and the field when the manifest is not a
+// checkpoint of this job: plan fingerprint, number of shards or workers,
+// mode, seed, batch size, steps per epoch or optimizer differ. DataLoss
+// when it is inconsistent in itself (missing shards or workers).
+absl::Status CheckManifest(const proto::CheckpointManifest& manifest,
+                           const CheckpointerOptions& job, const std::string& path);
+
+class Checkpointer {
+ public:
+  // `client` is borrowed and must outlive this.
+  Checkpointer(CheckpointerOptions options, PsClient* client);
+
+  // Whether the chief should save after finishing `step` steps: every
+  // every_steps steps, every every_s seconds, and once when training is
+  // `done` (if either is on); never twice at one step.
+  bool Due(int64_t step, bool done) const;
+
+  // Saves checkpoint `step`. A failure is logged and returned, and the
+  // previous checkpoints stay as they were.
+  absl::Status Save(int64_t step);
+
+  // Restores every ps from the newest usable checkpoint; returns its step
+  // (the chief's position). FailedPrecondition naming the directory when
+  // none is usable.
+  absl::StatusOr<int64_t> Resume();
+
+ private:
+  proto::CheckpointManifest MakeManifest(int64_t step,
+                                         const std::vector<proto::SavedShard>& shards) const;
+  absl::Status TryRestore(int64_t step);
+
+  CheckpointerOptions options_;
+  const Clock* clock_;
+  PsClient* client_;
+  int64_t last_step_ = -1;
+  int64_t last_us_ = 0;  // monotonic time of the last save (or of construction)
+};
+
+}  // namespace pstrain
