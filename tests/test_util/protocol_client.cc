@@ -37,6 +37,9 @@ proto::Header ProtocolClient::Header(proto::MessageType type) {
 }
 
 void ProtocolClient::SendRaw(const std::vector<std::string>& frames) {
+  // Bounded: a DEALER blocks while it has no pipe to the peer (a refused
+  // handshake tears it down), and a test must never hang on that.
+  socket_.set(zmq::sockopt::sndtimeo, 10000);
   for (size_t i = 0; i < frames.size(); ++i) {
     zmq::message_t m(frames[i]);
     (void)socket_.send(m, i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
