@@ -32,6 +32,11 @@ jobs=${JOBS:-$(nproc)}
 fuzz_seconds=${FUZZ_SECONDS:-60}
 werror=${PSTRAIN_WERROR:-OFF}
 readonly FUZZERS=(fuzz_cluster_spec fuzz_idx fuzz_request)
+# Left out of the sanitizer stages: `pstrain compare` and `pstrain scale`
+# run two or three whole trainings each (200 s apiece under ASan, a third of
+# the stage); the launcher code they drive is covered by the Compare, Scale,
+# Report and Launch tests, and the normal suite runs them.
+readonly SLOW_UNDER_SANITIZERS='^(CompareCommand|ScaleCommand)\.'
 # Sanitizer builds: optimised as the shipped build (-O2, NDEBUG: at -O1 with
 # Eigen's assertions the integration tests ran 10x slower and timed out),
 # with line tables for readable reports.
@@ -86,7 +91,7 @@ run_ctest() {
 
 stage_asan() {
   build "$root/build-asan" all -- "${SAN_FLAGS[@]}" -DPSTRAIN_SANITIZE=address,undefined
-  run_ctest "$root/build-asan"
+  run_ctest "$root/build-asan" -E "$SLOW_UNDER_SANITIZERS"
 }
 
 # The TSan stage builds only the targets of the tests labelled integration
@@ -96,7 +101,7 @@ stage_tsan() {
       transport_test request_handler_test shard_store_test launcher_test compare_test scale_test \
       plot_test cluster_training_test golden_equivalence_test bad_input_test hostile_peer_test \
       consistency_test experiment_commands_test -- "${SAN_FLAGS[@]}" -DPSTRAIN_SANITIZE=thread
-  run_ctest "$root/build-tsan" -L '^(integration|tsan)$'
+  run_ctest "$root/build-tsan" -L '^(integration|tsan)$' -E "$SLOW_UNDER_SANITIZERS"
 }
 
 stage_fuzz() {
