@@ -1,8 +1,8 @@
 // ps_server: serves one shard of the parameters for a cluster.
 //
 //   TF_CONFIG='{"cluster": {...}, "task": {"type": "ps", "index": 0}}' ps_server
-//   ps_server --cluster_spec=cluster_specs/local_2ps_2w.json --task_type=ps --task_index=0 \
-//             --secret_file=job.secret
+//   ps_server --cluster_spec=cluster_specs/local_2ps_2w.json --task_type=ps --task_index=0
+//             --secret_file=job.secret   (every task of the job gets the same file)
 
 #include <cstdlib>
 

@@ -72,7 +72,9 @@ class AttackedPs : public ::testing::Test {
     ASSERT_TRUE(secret.ok());
     secret_ = *secret;
     chief_ = std::make_unique<ProtocolClient>(As("worker:0", 0));
-    if (init) ASSERT_EQ(Init(*chief_, 2), "");
+    if (init) {
+      ASSERT_EQ(Init(*chief_, 2), "");
+    }
   }
 
   // Options to speak as task `name` (rank `rank`): authenticated unless

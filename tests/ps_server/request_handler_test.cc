@@ -622,7 +622,9 @@ TEST_F(RequestHandlerTest, AnUpdateThatWouldOverflowTheParametersIsRefused) {
     h.set_num_examples(1);
     out = Send(0, WithPayload(h, std::vector<float>(kSize, -9e18f)));
     ASSERT_EQ(out.size(), 1u);
-    if (i < 2) EXPECT_FALSE(IsError(out[0])) << i;
+    if (i < 2) {
+      EXPECT_FALSE(IsError(out[0])) << i;
+    }
   }
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("non-finite in f32"));
   EXPECT_FLOAT_EQ(H().params()[0], 1.0f + 9e18f);

@@ -45,7 +45,7 @@ TEST_P(ShardStoreMatchesPyTorchSgd, OverManySteps) {
       grad[i] = static_cast<float>(std::sin(step * 0.7 + i));
       ref[i].Step(grad[i]);
     }
-    store.Apply(grad, 1.0f, 0.05f);
+    ASSERT_TRUE(store.Apply(grad, 1.0f, 0.05f).ok());
   }
   for (size_t i = 0; i < init.size(); ++i) {
     EXPECT_NEAR(store.params()[i], ref[i].p, 1e-5) << "param " << i;
@@ -61,8 +61,8 @@ INSTANTIATE_TEST_SUITE_P(ShardStore, ShardStoreMatchesPyTorchSgd,
 TEST(ShardStore, GradScaleAveragesASum) {
   ShardStore a({1.0f, 2.0f}, {0.5, false, 0.0});
   ShardStore b({1.0f, 2.0f}, {0.5, false, 0.0});
-  a.Apply(std::vector<float>{4.0f, 8.0f}, 0.25f, 0.1f);
-  b.Apply(std::vector<float>{1.0f, 2.0f}, 1.0f, 0.1f);
+  ASSERT_TRUE(a.Apply(std::vector<float>{4.0f, 8.0f}, 0.25f, 0.1f).ok());
+  ASSERT_TRUE(b.Apply(std::vector<float>{1.0f, 2.0f}, 1.0f, 0.1f).ok());
   EXPECT_FLOAT_EQ(a.params()[0], b.params()[0]);
   EXPECT_FLOAT_EQ(a.params()[1], b.params()[1]);
 }
