@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <iomanip>
 #include <ostream>
+#include <string>
 
 #include "glog/logging.h"
+#include "google/protobuf/stubs/logging.h"
 
 namespace pstrain {
 namespace {
@@ -16,12 +18,27 @@ void ShortPrefix(std::ostream& s, const google::LogMessageInfo& l, void*) {
   s << buf << l.filename << ':' << l.line_number << ']';
 }
 
+// Protobuf logs an ERROR line for every string field with invalid UTF-8 it
+// parses, and a peer chooses those bytes: its lines go through glog, at
+// most one in 1000, so no peer can flood a task's log.
+void ProtobufToGlog(google::protobuf::LogLevel level, const char* filename, int line,
+                    const std::string& message) {
+  if (level < google::protobuf::LOGLEVEL_WARNING) return;
+  if (level >= google::protobuf::LOGLEVEL_FATAL) {
+    LOG(ERROR) << "protobuf " << filename << ":" << line << ": " << message;
+    return;
+  }
+  LOG_EVERY_N(WARNING, 1000) << "protobuf " << filename << ":" << line << ": " << message
+                             << " (" << google::COUNTER << " such lines; 1 in 1000 shown)";
+}
+
 }  // namespace
 
 void InitLogging(const char* argv0) {
   FLAGS_logtostderr = true;
   FLAGS_colorlogtostderr = false;
   google::InitGoogleLogging(argv0, &ShortPrefix, nullptr);
+  google::protobuf::SetLogHandler(&ProtobufToGlog);
   // Lines reach the launcher (a pipe) as they are written.
   std::setvbuf(stderr, nullptr, _IOLBF, 0);
 }

@@ -17,7 +17,9 @@
 
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/clock.h"
 #include "common/job_secret.h"
 #include "common/transport.h"
@@ -167,6 +169,30 @@ TEST_F(LivePs, AnswersGarbageMessagesAndCountsThem) {
   const proto::ShardStats s = Stats();
   EXPECT_EQ(s.malformed_requests(), 2);
   ExpectStillServing();
+}
+
+// Protobuf logs a line for every string field with invalid UTF-8; a peer
+// must not be able to flood the ps's log with them.
+TEST_F(LivePs, InvalidUtf8DoesNotFloodTheLog) {
+  proto::Header h = client_->Header(proto::BARRIER);
+  h.set_barrier_name("x");
+  std::string bytes = h.SerializeAsString();
+  bytes[bytes.rfind('x')] = '\xff';  // the name's one byte: not UTF-8
+  for (int i = 0; i < 300; ++i) {
+    client_->SendRaw({bytes});
+    auto r = client_->Receive();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_THAT(r->header.error().message(), HasSubstr("malformed"));
+  }
+  ExpectStillServing();
+  TearDown();
+  client_.reset();
+  int lines = 0;
+  for (absl::string_view line : absl::StrSplit(ps_->output(), '\n')) {
+    lines += absl::StrContains(line, "UTF-8");
+  }
+  EXPECT_GE(lines, 1) << ps_->output();  // the first is shown
+  EXPECT_LE(lines, 2) << ps_->output();
 }
 
 TEST_F(LivePs, RefusesTruncatedPayloadsAndCountsThem) {
