@@ -28,7 +28,8 @@ void Run(const uint8_t* data, size_t size) {
   }
   absl::StatusOr<Dataset> dataset = ParseIdx(images, labels, "images", "labels");
   if (!dataset.ok()) {
-    CHECK(absl::IsDataLoss(dataset.status())) << dataset.status();
+    // Corrupt input is the user's bad data: InvalidArgument naming the file (exit 2).
+    CHECK(absl::IsInvalidArgument(dataset.status())) << dataset.status();
     return;
   }
   // What the trainer does with a dataset: gather a batch (first and last).
