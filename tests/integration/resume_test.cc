@@ -31,7 +31,9 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::ExpectAllGone;
 using testing::RunningProcess;
+using testing::TaskPids;
 
 std::unique_ptr<RunningProcess> StartLaunch(std::vector<std::string> args) {
   return RunningProcess::Start(testing::BinaryPath("pstrain"), std::move(args));
@@ -79,26 +81,6 @@ double MaxAbsDifference(const std::vector<float>& a, const std::vector<float>& b
   std::printf("RESULT resume %s params=%zu max_abs_diff=%.3g bitwise_equal=%d\n", what, a.size(),
               max_abs, a == b ? 1 : 0);
   return max_abs;
-}
-
-std::map<std::string, pid_t> TaskPids(const std::string& output) {
-  std::map<std::string, pid_t> pids;
-  const std::regex re(R"(pstrain: started (\S+) \(pid (\d+)\))");
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), re); it != std::sregex_iterator();
-       ++it) {
-    pids[(*it)[1]] = static_cast<pid_t>(std::stoi((*it)[2]));
-  }
-  return pids;
-}
-
-void ExpectAllGone(const std::map<std::string, pid_t>& pids, double within_s) {
-  const int64_t start = MonotonicMicros();
-  for (const auto& [task, pid] : pids) {
-    while (!testing::ProcessGone(pid) && SecondsSince(start) < within_s) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    EXPECT_TRUE(testing::ProcessGone(pid)) << task << " (pid " << pid << ") was left running";
-  }
 }
 
 std::string ResumedFrom(const std::string& run_dir) {

@@ -31,6 +31,8 @@ namespace {
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using testing::BinaryPath;
+using testing::ExpectAllGone;
+using testing::TaskPids;
 using testing::RunningProcess;
 
 std::unique_ptr<RunningProcess> StartLaunch(const std::string& run_dir,
@@ -41,27 +43,6 @@ std::unique_ptr<RunningProcess> StartLaunch(const std::string& run_dir,
       "--device=cpu", "--log_every_steps=5"};
   args.insert(args.end(), extra.begin(), extra.end());
   return RunningProcess::Start(BinaryPath("pstrain"), args);
-}
-
-// The pids the launcher reported for its tasks ("pstrain: started ps:0 (pid 12)").
-std::map<std::string, pid_t> TaskPids(const std::string& output) {
-  std::map<std::string, pid_t> pids;
-  const std::regex re(R"(pstrain: started (\S+) \(pid (\d+)\))");
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), re); it != std::sregex_iterator();
-       ++it) {
-    pids[(*it)[1]] = static_cast<pid_t>(std::stoi((*it)[2]));
-  }
-  return pids;
-}
-
-void ExpectAllGone(const std::map<std::string, pid_t>& pids, double within_s) {
-  const int64_t start = MonotonicMicros();
-  for (const auto& [task, pid] : pids) {
-    while (!testing::ProcessGone(pid) && SecondsSince(start) < within_s) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    EXPECT_TRUE(testing::ProcessGone(pid)) << task << " (pid " << pid << ") was left running";
-  }
 }
 
 TEST(Launch, TrainsAndWritesTheRunDirectory) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -125,6 +126,26 @@ bool ProcessGone(pid_t pid) {
   std::string pid_str, comm, state;
   stat >> pid_str >> comm >> state;
   return state == "Z" || state == "X";
+}
+
+std::map<std::string, pid_t> TaskPids(const std::string& launcher_output) {
+  std::map<std::string, pid_t> pids;
+  const std::regex re(R"(pstrain: started (\S+) \(pid (\d+)\))");
+  for (auto it = std::sregex_iterator(launcher_output.begin(), launcher_output.end(), re);
+       it != std::sregex_iterator(); ++it) {
+    pids[(*it)[1]] = static_cast<pid_t>(std::stoi((*it)[2]));
+  }
+  return pids;
+}
+
+void ExpectAllGone(const std::map<std::string, pid_t>& pids, double within_s) {
+  const int64_t start = MonotonicMicros();
+  for (const auto& [task, pid] : pids) {
+    while (!ProcessGone(pid) && SecondsSince(start) < within_s) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(ProcessGone(pid)) << task << " (pid " << pid << ") was left running";
+  }
 }
 
 }  // namespace pstrain::testing

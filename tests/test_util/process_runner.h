@@ -4,6 +4,7 @@
 // wait for it with a bound, and never leave it running (the destructor
 // kills what is still alive).
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,13 @@ std::string TfConfigFor(const std::string& spec_path, const std::string& type, i
 
 // True if no process with this pid exists any more (or it is a zombie).
 bool ProcessGone(pid_t pid);
+
+// The pids `pstrain launch` reported for its tasks ("pstrain: started ps:0
+// (pid 12)"), by task name.
+std::map<std::string, pid_t> TaskPids(const std::string& launcher_output);
+
+// Expects every process of `pids` gone within `within_s` seconds.
+void ExpectAllGone(const std::map<std::string, pid_t>& pids, double within_s);
 
 }  // namespace pstrain::testing
 
