@@ -15,7 +15,7 @@ namespace pstrain {
 namespace {
 
 constexpr const char* kRunFiles[] = {"summary.json", "final_params.f32", "epochs.csv",
-                                     "evals.csv"};
+                                     "evals.csv", "recoveries.json"};
 
 // Whether `name` is steps_worker<r>.csv of a rank not in `live_ranks`.
 bool IsStaleStepsFile(absl::string_view name, const std::set<int>& live_ranks) {

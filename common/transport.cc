@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -75,6 +76,11 @@ zmq::message_t HeaderFrame(const proto::Header& header) {
 void Message::CopyPayloadTo(absl::Span<float> out) const {
   if (out.empty()) return;
   std::memcpy(out.data(), payload.data(), out.size() * sizeof(float));
+}
+
+uint64_t RandomId() {
+  std::random_device device;
+  return device() | (uint64_t{device()} << 32);
 }
 
 std::string BindEndpoint(const HostPort& address) {

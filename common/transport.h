@@ -78,6 +78,9 @@ struct SocketOptions {
 // 127.0.0.1, IP literals bind themselves, other host names bind every
 // interface (as TensorFlow's servers do), since a pod's DNS name may not map
 // to an interface.
+// 64 random bits from the OS: a client's session id, a ps's instance id.
+uint64_t RandomId();
+
 std::string BindEndpoint(const HostPort& address);
 // "tcp://host:port" to connect to.
 std::string ConnectEndpoint(const HostPort& address);

@@ -49,7 +49,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
   ASSIGN_OR_RETURN(const HostPort hp, ParseHostPort(address));
   RequestHandlerOptions handler_options{cluster.JobId(), task.index, cluster.num_ps(),
                                         cluster.num_workers(), {}, nullptr,
-                                        options.checkpoint_dir};
+                                        options.checkpoint_dir, RandomId()};
   HandshakeGuardOptions guard_options;
   AddPrincipals(cluster, security, &guard_options, &handler_options);
   std::unique_ptr<PsServer> server(new PsServer(cluster, options, std::move(handler_options)));
@@ -175,26 +175,27 @@ void PsServer::CheckLiveness() {
   }
   if (init_us_ == 0) init_us_ = now;
   if (!handler_.failure().ok()) return;
+  std::vector<Reply> replies;
+  for (int rank : handler_.DeclareSilentDead(options_.peer_timeout_s, &replies)) {
+    const TaskId task = cluster_.TaskForRank(rank);
+    LOG(WARNING) << task_.ToString() << ": " << task.ToString() << " (" << cluster_.Address(task)
+                 << ") sent nothing for " << options_.peer_timeout_s
+                 << " s: presumed dead; not waited for until it is heard from again";
+  }
+  Send(&replies);
   const WorkerTable& workers = handler_.workers();
+  all_dead_since_us_ = workers.num_alive() > 0 ? 0 : (all_dead_since_us_ ? all_dead_since_us_ : now);
+  if (all_dead_since_us_ != 0 && (now - all_dead_since_us_) * 1e-6 > options_.register_timeout_s) {
+    return FailJob(absl::StrCat("no worker has been alive for ", options_.register_timeout_s,
+                                " s; the job cannot continue"));
+  }
   std::vector<std::string> missing;
   for (int rank = 0; rank < workers.size(); ++rank) {
-    const TaskId task = cluster_.TaskForRank(rank);
-    if (!workers.registered(rank)) {
-      missing.push_back(task.ToString());
-      continue;
-    }
-    // A worker past its final report exits while the chief evaluates the
-    // final model, which may take longer than the timeout. The chief itself
-    // stays watched: the job ends with its SHUTDOWN.
-    if (rank != 0 && handler_.reported_done(rank)) continue;
-    const double silent_s = workers.SilentSeconds(rank);
-    if (silent_s > options_.peer_timeout_s) {
-      return FailJob(absl::StrCat(task.ToString(), " (", cluster_.Address(task), ") sent nothing for ",
-                                  static_cast<int>(silent_s),
-                                  " s: presumed dead; the job cannot continue"));
+    if (!workers.registered(rank) && !workers.dead(rank)) {
+      missing.push_back(cluster_.TaskForRank(rank).ToString());
     }
   }
-  if (missing.empty()) return;
+  if (missing.empty() || handler_.restored()) return;
   if ((now - init_us_) * 1e-6 > options_.register_timeout_s) {
     FailJob(absl::StrCat(absl::StrJoin(missing, ", "), " did not register within ",
                          options_.register_timeout_s, " s of the chief's INIT; the job cannot continue"));

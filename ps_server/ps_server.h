@@ -11,11 +11,18 @@
 // every request is attributed to the authenticated task (common/security.h).
 //
 // Liveness: every worker sends HEARTBEATs; only authenticated, valid
-// traffic counts. A registered worker silent for
-// peer_timeout_s, or a worker that has not registered register_timeout_s
-// after the chief's INIT, fails the job: every parked and later request is
-// answered with an Aborted error naming the worker, and after a short grace
-// (so that the workers hear why) Run returns that error.
+// traffic counts. A registered worker silent for peer_timeout_s is declared
+// dead (logged, counted): the shard stops waiting for it until it is heard
+// from again (RequestHandler::DeclareSilentDead), so a dead worker costs a
+// sync job seconds, and a restarted one rejoins. The job fails when a
+// worker has not registered register_timeout_s after the chief's INIT, or
+// when no worker at all has been alive for register_timeout_s: every parked
+// and later request is answered with an Aborted error naming the cause,
+// and after a short grace (so that the workers hear why) Run returns it.
+//
+// A restarted ps comes up empty and waits for the chief to RESTORE it from
+// the last checkpoint (worker/trainer.h); its random instance id, in every
+// reply, tells clients it restarted.
 
 #include <cstdint>
 #include <memory>
@@ -67,6 +74,7 @@ class PsServer {
   std::string endpoint_;
   RequestHandler handler_;
   int64_t init_us_ = 0;
+  int64_t all_dead_since_us_ = 0;  // 0: some worker is alive
   int64_t started_us_ = 0;
   int64_t failed_us_ = 0;
   int64_t last_wait_log_us_ = 0;

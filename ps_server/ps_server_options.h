@@ -15,10 +15,13 @@
 namespace pstrain {
 
 struct PsServerOptions {
-  // A registered worker silent this long (no heartbeat, no request) is dead.
+  // A registered worker silent this long (no heartbeat, no request) is
+  // declared dead: the shard stops waiting for it until it is heard from
+  // again. Seconds, so that a dead worker stalls sync training briefly.
   // Flag --peer_timeout_s.
-  double peer_timeout_s = 60.0;
-  // Every worker must register within this long after the chief's INIT.
+  double peer_timeout_s = 10.0;
+  // Every worker must register within this long after the chief's INIT;
+  // and the job fails when no worker at all has been alive this long.
   // Flag --register_timeout_s.
   double register_timeout_s = 600.0;
   // After a failure, keep answering with the error this long before exiting.

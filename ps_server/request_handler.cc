@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint_dir.h"
+#include "common/rejoin.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -99,6 +100,7 @@ proto::Header ErrorReply(const proto::Header& request, const absl::Status& statu
   r.set_rank(request.rank());
   r.set_request_id(request.request_id());
   SetError(status, &r);
+  r.set_rejoin(IsRejoin(status));
   return r;
 }
 
@@ -134,6 +136,7 @@ proto::Header RequestHandler::MakeReply(const proto::Header& request) const {
   r.set_range_end(static_cast<uint64_t>(range_.end));
   r.set_encoding(proto::F32);
   r.set_version(version());
+  r.set_generation(generation_);
   return r;
 }
 
@@ -239,7 +242,9 @@ absl::Status RequestHandler::CheckSize(const Message& m) const {
 absl::Status RequestHandler::CheckWorkerRequest(const Message& m) const {
   const proto::Header& h = m.header;
   if (!initialized()) {
-    return absl::FailedPreconditionError("the ps has not been initialised by the chief yet");
+    // A worker that trains before INIT is one that joined before this ps
+    // (re)started: it registers again and waits for the chief to restore.
+    return RejoinError("the ps has not been initialised by the chief yet (restarted?)");
   }
   if (!IsWorkerSender(h.sender())) {
     return absl::PermissionDeniedError("only chief and worker tasks may train");
@@ -283,6 +288,7 @@ void RequestHandler::Handle(const Peer& peer, const Message& request, std::vecto
   const size_t first = out->size();
   Dispatch(peer, request, out);
   RecordReplies(*out, first);
+  for (size_t i = first; i < out->size(); ++i) (*out)[i].header.set_ps_instance(options_.instance);
 }
 
 void RequestHandler::Dispatch(const Peer& peer, const Message& request, std::vector<Reply>* out) {
@@ -304,7 +310,10 @@ void RequestHandler::Dispatch(const Peer& peer, const Message& request, std::vec
     stats_.set_oversized_requests(stats_.oversized_requests() + 1);
     return refuse(s);
   }
-  if (who->rank >= 0) workers_.NoteAlive(who->rank);
+  if (who->rank >= 0) {
+    workers_.NoteAlive(who->rank);
+    if (workers_.dead(who->rank)) SetDead(who->rank, false, out);
+  }
   if (!failure_.ok() && h.type() != proto::STATS && h.type() != proto::SHUTDOWN) {
     return refuse(failure_);
   }
@@ -406,7 +415,9 @@ void RequestHandler::HandleRegister(const std::string& peer, const Message& m,
     return;
   }
   if (absl::Status s = CheckWorkerRequest(m); !s.ok()) return Refuse(peer, m.header, s, out);
-  workers_.MarkRegistered(m.header.rank());
+  if (workers_.MarkRegistered(m.header.rank(), m.header.session())) {
+    ForgetOldSession(m.header.rank());
+  }
   Reply reply{peer, MakeReply(m.header), false, /*record=*/true};
   *reply.header.mutable_job() = job_;
   // Where the worker resumes: the rank's clock on this shard (0 in a fresh
@@ -423,7 +434,7 @@ void RequestHandler::HandleInit(const std::string& peer, const Message& m,
 
 void RequestHandler::FinishInit(const std::string& peer, const proto::Header& h,
                                 std::vector<Reply>* out) {
-  workers_.MarkRegistered(0);
+  workers_.MarkRegistered(0, h.session());
   LOG(INFO) << (h.type() == proto::RESTORE ? "restored from checkpoint " : "initialised ")
             << (h.type() == proto::RESTORE ? CheckpointName(h.restore().step()) : std::string())
             << " by the chief: shard " << options_.shard_index << " [" << range_.begin << ", "
@@ -444,6 +455,10 @@ void RequestHandler::FinishInit(const std::string& peer, const proto::Header& h,
 
 absl::Status RequestHandler::CheckInit(const proto::Header& h) const {
   if (initialized()) return absl::AlreadyExistsError("the ps is already initialised");
+  return CheckInitFields(h);
+}
+
+absl::Status RequestHandler::CheckInitFields(const proto::Header& h) const {
   if (h.sender().type() != proto::CHIEF && h.sender().type() != proto::WORKER) {
     return absl::PermissionDeniedError("INIT from a non-worker");
   }
@@ -503,6 +518,9 @@ void RequestHandler::RecordPush(int rank, const PushOutcome& outcome) {
       return;
     case PushResult::kLate:
       stats_.set_late_gradients_dropped(stats_.late_gradients_dropped() + 1);
+      return;
+    case PushResult::kDuplicate:
+      stats_.set_duplicate_requests(stats_.duplicate_requests() + 1);
       return;
     case PushResult::kEmpty:
     case PushResult::kRefused:
@@ -640,11 +658,67 @@ void RequestHandler::HandleBarrier(const std::string& peer, const Message& m,
   b.arrived[h.rank()] = true;
   if (h.has_report()) reports_[h.rank()] = h.report();
   b.waiting.push_back({peer, MakeReply(h)});
-  if (std::count(b.arrived.begin(), b.arrived.end(), true) < job_.num_workers()) return;
+  MaybeReleaseBarrier(h.barrier_name(), out);
+}
+
+void RequestHandler::MaybeReleaseBarrier(const std::string& name, std::vector<Reply>* out) {
+  auto it = barriers_.find(name);
+  if (it == barriers_.end()) return;
+  BarrierState& b = it->second;
+  for (int rank = 0; rank < static_cast<int>(b.arrived.size()); ++rank) {
+    if (!b.arrived[rank] && !workers_.dead(rank)) return;
+  }
   for (Parked& p : b.waiting) {
     out->push_back({std::move(p.peer), std::move(p.reply), false, /*record=*/true});
   }
-  barriers_.erase(h.barrier_name());
+  barriers_.erase(it);
+}
+
+std::vector<int> RequestHandler::DeclareSilentDead(double peer_timeout_s, std::vector<Reply>* out) {
+  std::vector<int> declared;
+  if (!initialized() || !failure_.ok()) return declared;
+  for (int rank = 0; rank < workers_.size(); ++rank) {
+    if (workers_.dead(rank) || reported_done(rank)) continue;
+    if (!workers_.registered(rank) && !restored_) continue;
+    if (workers_.SilentSeconds(rank) <= peer_timeout_s) continue;
+    SetDead(rank, true, out);
+    declared.push_back(rank);
+  }
+  return declared;
+}
+
+void RequestHandler::SetDead(int rank, bool dead, std::vector<Reply>* out) {
+  workers_.set_dead(rank, dead);
+  if (dead) {
+    stats_.set_workers_declared_dead(stats_.workers_declared_dead() + 1);
+  } else {
+    stats_.set_workers_rejoined(stats_.workers_rejoined() + 1);
+    LOG(INFO) << "rank " << rank << " is back: waited for again";
+  }
+  if (!initialized()) return;
+  bool refused = false;
+  if (policy_->SetActive(rank, !dead, &refused)) {
+    if (refused) stats_.set_refused_updates(stats_.refused_updates() + 1);
+    ReleaseParkedPulls(out);
+  }
+  if (job_.mode() == proto::SSP) ReleaseParkedPulls(out);
+  if (!dead) return;
+  std::vector<std::string> names;
+  for (const auto& [name, b] : barriers_) names.push_back(name);
+  for (const std::string& name : names) MaybeReleaseBarrier(name, out);
+}
+
+void RequestHandler::ForgetOldSession(int rank) {
+  parked_pulls_.erase(std::remove_if(parked_pulls_.begin(), parked_pulls_.end(),
+                                     [&](const ParkedPull& p) { return p.pull.rank == rank; }),
+                      parked_pulls_.end());
+  for (auto& [name, b] : barriers_) {
+    b.waiting.erase(std::remove_if(b.waiting.begin(), b.waiting.end(),
+                                   [&](const Parked& p) { return p.reply.rank() == rank; }),
+                    b.waiting.end());
+    if (rank < static_cast<int>(b.arrived.size())) b.arrived[rank] = false;
+  }
+  reports_.erase(rank);
 }
 
 void RequestHandler::HandleShutdown(const std::string& peer, const Message& m,
@@ -688,6 +762,8 @@ proto::ShardStats RequestHandler::Stats() const {
   s.set_range_end(static_cast<uint64_t>(range_.end));
   s.set_version(version());
   s.set_updates_applied(initialized() ? policy_->store().updates() : 0);
+  s.set_initialized(initialized());
+  s.set_generation(generation_);
   // Trim trailing empty histogram buckets to keep the reply small.
   while (s.staleness_histogram_size() > 0 &&
          s.staleness_histogram(s.staleness_histogram_size() - 1) == 0) {

@@ -21,6 +21,15 @@
 //  6. the request's own fields: plan fingerprint, shard range, payload size
 //     and encoding, gradients that are finite and whose update keeps the
 //     shard finite in f32.
+//
+// Recovery (issue 8): a rank silent for the peer timeout is declared dead
+// (DeclareSilentDead): sync versions, barriers and SSP stop waiting for it,
+// and it is waited for again as soon as it is heard from. A REGISTER from a
+// new session of a rank (a restarted worker) drops what its old session
+// left parked. A training request before INIT/RESTORE (a restarted ps) and
+// a parked request when the chief rolls the shard back (RESTORE with
+// rollback) are refused with Header.rejoin (common/rejoin.h): the worker
+// registers again instead of failing.
 // A failed check is an error reply and a counter, never an abort: these
 // bytes come from the network. Error replies carry no job id, plan
 // fingerprint, shard range or version, and their messages never reveal
@@ -78,6 +87,9 @@ struct RequestHandlerOptions {
   // Where SAVE writes this shard's checkpoint files and RESTORE reads them
   // (common/checkpoint_dir.h). Empty: both are refused.
   std::string checkpoint_dir;
+  // A random id of this ps process, in every reply (Header.ps_instance):
+  // how a client tells a restarted ps from a reconnected one.
+  uint64_t instance = 0;
 };
 
 class RequestHandler {
@@ -99,12 +111,22 @@ class RequestHandler {
   void Fail(const absl::Status& status, std::vector<Reply>* out);
   const absl::Status& failure() const { return failure_; }
 
+  // Declares dead every rank silent for longer than `peer_timeout_s` (once
+  // initialised; ranks past their final report excepted, and, after a
+  // fresh INIT, ranks that never registered: PsServer's register timeout
+  // covers them). Returns the ranks newly declared dead; `out` gets the
+  // replies their absence releases.
+  std::vector<int> DeclareSilentDead(double peer_timeout_s, std::vector<Reply>* out);
+
   // Adds transport byte counts to the STATS figures.
   void CountBytes(int64_t received, int64_t sent);
   // Adds peers refused at the handshake to the STATS figures.
   void SetHandshakesRefused(int64_t refused) { stats_.set_handshakes_refused(refused); }
 
   bool initialized() const { return policy_ != nullptr; }
+  // The shard came from a checkpoint (RESTORE), not from INIT.
+  bool restored() const { return restored_; }
+  int64_t generation() const { return generation_; }
   bool shutdown_requested() const { return shutdown_requested_; }
   // REQUIRES: initialized().
   const proto::JobConfig& job() const { return job_; }
@@ -151,6 +173,7 @@ class RequestHandler {
   void HandleRegister(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleInit(const std::string& peer, const Message& m, std::vector<Reply>* out);
   absl::Status CheckInit(const proto::Header& h) const;
+  absl::Status CheckInitFields(const proto::Header& h) const;
   absl::Status Initialize(const Message& m);
   void FinishInit(const std::string& peer, const proto::Header& h, std::vector<Reply>* out);
   // Checkpoints (ps_server/shard_checkpoint.h): SAVE writes the shard at its
@@ -161,12 +184,21 @@ class RequestHandler {
   void HandleRestore(const std::string& peer, const Message& m, std::vector<Reply>* out);
   absl::StatusOr<proto::SavedShard> Save(int64_t step, int keep);
   absl::StatusOr<ShardCheckpoint> LoadCheckpoint(const proto::Header& h) const;
-  absl::Status Restore(const proto::Header& h);
+  // Loads the shard from its file (RESTORE); with rollback on a live shard,
+  // answers what is parked with a rejoin refusal into `out` first.
+  absl::Status Restore(const proto::Header& h, std::vector<Reply>* out);
   void Install(const proto::Header& h, std::unique_ptr<UpdatePolicy> policy);
   void HandlePush(const std::string& peer, const Message& m, bool then_pull, std::vector<Reply>* out);
   void HandlePull(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleBarrier(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleShutdown(const std::string& peer, const Message& m, std::vector<Reply>* out);
+
+  // Liveness: a dead rank is not waited for; one heard from again is.
+  void SetDead(int rank, bool dead, std::vector<Reply>* out);
+  // Drops what an earlier session of `rank` left parked (a restarted worker).
+  void ForgetOldSession(int rank);
+  // Answers barrier `name` when every live rank has arrived.
+  void MaybeReleaseBarrier(const std::string& name, std::vector<Reply>* out);
 
   void ServeOrPark(Parked parked, const PullRequest& pull, std::vector<Reply>* out);
   void ReleaseParkedPulls(std::vector<Reply>* out);
@@ -188,6 +220,8 @@ class RequestHandler {
   std::map<std::string, BarrierState> barriers_;
   std::map<int, proto::WorkerReport> reports_;
   bool shutdown_requested_ = false;
+  bool restored_ = false;
+  int64_t generation_ = 0;
   absl::Status failure_;
   proto::ShardStats stats_;
 };

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint_dir.h"
+#include "common/rejoin.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "ps_server/request_handler.h"
@@ -88,16 +89,27 @@ void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
     return Refuse(peer, h, absl::InvalidArgumentError(
         "RESTORE needs a step in [0, 2^48] and no payload"), out);
   }
+  const bool rollback = h.restore().rollback() && initialized();
+  if (h.restore().generation() < 0 || h.restore().generation() > kMaxCheckpointStep) {
+    return Refuse(peer, h, absl::InvalidArgumentError("RESTORE: generation out of range"), out);
+  }
   if (h.restore().verify_only()) {
-    absl::Status s = CheckInit(h);
+    absl::Status s = rollback ? CheckInitFields(h) : CheckInit(h);
     if (s.ok()) s = LoadCheckpoint(h).status();
     if (!s.ok()) return Refuse(peer, h, s, out);
     out->push_back({peer, MakeReply(h), false, /*record=*/true});
     return;
   }
-  if (absl::Status s = Restore(h); !s.ok()) {
+  const int64_t version_before = version();
+  if (absl::Status s = Restore(h, out); !s.ok()) {
     LOG(ERROR) << "RESTORE of " << CheckpointName(h.restore().step()) << " refused: " << s.message();
     return Refuse(peer, h, s, out);
+  }
+  if (rollback) {
+    stats_.set_rollbacks(stats_.rollbacks() + 1);
+    LOG(WARNING) << "rolled back by the chief from version " << version_before << " to "
+                 << CheckpointName(h.restore().step()) << " (version " << version() << "): "
+                 << version_before - version() << " updates undone; every worker rejoins";
   }
   FinishInit(peer, h, out);
 }
@@ -120,20 +132,41 @@ absl::StatusOr<ShardCheckpoint> RequestHandler::LoadCheckpoint(const proto::Head
   return c;
 }
 
-absl::Status RequestHandler::Restore(const proto::Header& h) {
-  RETURN_IF_ERROR(CheckInit(h));
+absl::Status RequestHandler::Restore(const proto::Header& h, std::vector<Reply>* out) {
+  const bool rollback = h.restore().rollback() && initialized();
+  RETURN_IF_ERROR(rollback ? CheckInitFields(h) : CheckInit(h));
   ASSIGN_OR_RETURN(ShardCheckpoint c, LoadCheckpoint(h));
+  if (rollback) {
+    // Whatever waits here was computed on the state being undone.
+    AbortParked(RejoinError(absl::StrCat("shard ", options_.shard_index, " was rolled back to ",
+                                         CheckpointName(h.restore().step()),
+                                         " by the chief: register again")),
+                out);
+  }
   const OptimizerConfig optimizer{h.job().momentum(), h.job().nesterov(), h.job().weight_decay()};
   auto store = std::make_unique<ShardStore>(std::move(c.params), std::move(c.momentum),
                                             c.header.updates(), optimizer);
   ASSIGN_OR_RETURN(std::unique_ptr<UpdatePolicy> policy, CreateUpdatePolicy(h.job(), std::move(store)));
   policy->Resume(c.header.version(), c.header.worker_clocks());
+  for (int rank = 0; rank < workers_.size(); ++rank) {
+    bool refused = false;
+    if (workers_.dead(rank)) policy->SetActive(rank, false, &refused);
+  }
   Install(h, std::move(policy));
-  // The counters go on from where the checkpoint left them.
+  restored_ = true;
+  generation_ = h.restore().generation();
+  workers_.NoteAllAlive();  // each rank gets the whole peer timeout to register
+  // The counters go on from where the checkpoint left them; this process's
+  // recovery counters go on from where they are.
+  const proto::ShardStats live = stats_;
   stats_ = c.header.stats();
   stats_.set_shard_index(options_.shard_index);
   stats_.clear_workers();
   stats_.mutable_pushes_by_rank()->Resize(workers_.size(), 0);
+  stats_.set_workers_declared_dead(live.workers_declared_dead());
+  stats_.set_workers_rejoined(live.workers_rejoined());
+  stats_.set_rollbacks(live.rollbacks());
+  reports_.clear();
   return absl::OkStatus();
 }
 

@@ -15,8 +15,8 @@ class SyncPolicy final : public UpdatePolicy {
         lr_(static_cast<float>(job.learning_rate())),
         backup_(job.backup_workers()),
         total_steps_(job.total_steps()),
-        needed_(job.num_workers() - job.backup_workers()),
         pushed_(job.num_workers(), false),
+        active_(job.num_workers(), true),
         accum_(store_->size(), 0.0f) {}
 
   absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
@@ -34,13 +34,11 @@ class SyncPolicy final : public UpdatePolicy {
       const bool late = backup_ > 0 || finished;
       return PushOutcome{late ? PushResult::kLate : PushResult::kStale, version_ - version};
     }
-    if (pushed_[rank]) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("rank ", rank, " already pushed a gradient for version ", version));
-    }
+    if (pushed_[rank]) return PushOutcome{PushResult::kDuplicate, 0};
     Accumulate(grad, num_examples);
     pushed_[rank] = true;
-    if (++num_pushed_ < needed_) return PushOutcome{PushResult::kAccumulated, 0};
+    ++num_pushed_;
+    if (!Complete()) return PushOutcome{PushResult::kAccumulated, 0};
     const bool applied = ApplyAverage();
     return PushOutcome{PushResult::kApplied, 0, !applied};
   }
@@ -48,10 +46,28 @@ class SyncPolicy final : public UpdatePolicy {
   bool CanServe(const PullRequest& pull) const override { return version_ >= pull.min_version; }
   int64_t MinClock() const override { return version_; }
   std::vector<int64_t> Clocks() const override {
-    return std::vector<int64_t>(pushed_.size(), version_);
+    std::vector<int64_t> clocks(pushed_.size(), version_);
+    for (size_t r = 0; r < pushed_.size(); ++r) clocks[r] += pushed_[r] ? 1 : 0;
+    return clocks;
+  }
+
+  bool SetActive(int rank, bool active, bool* update_refused) override {
+    active_[rank] = active;
+    *update_refused = false;
+    const bool finished = total_steps_ > 0 && version_ >= total_steps_;
+    if (active || finished || num_pushed_ == 0 || !Complete()) return false;
+    *update_refused = !ApplyAverage();
+    return true;
   }
 
  private:
+  // Whether the current version has every gradient it waits for: those of
+  // the live ranks, less the backup workers (at least one).
+  bool Complete() const {
+    const int live = static_cast<int>(std::count(active_.begin(), active_.end(), true));
+    return num_pushed_ >= std::max(1, live - backup_);
+  }
+
   void Accumulate(absl::Span<const float> grad, int num_examples) {
     Eigen::Map<Eigen::VectorXf> acc(accum_.data(), static_cast<Eigen::Index>(accum_.size()));
     acc += static_cast<float>(num_examples) *
@@ -76,8 +92,8 @@ class SyncPolicy final : public UpdatePolicy {
   float lr_;
   int backup_;
   int64_t total_steps_;  // versions the job applies; 0: no limit
-  int needed_;
   std::vector<bool> pushed_;
+  std::vector<bool> active_;
   int num_pushed_ = 0;
   int64_t weight_ = 0;
   std::vector<float> accum_;
@@ -90,7 +106,8 @@ class AsyncPolicy final : public UpdatePolicy {
         lr_(static_cast<float>(job.learning_rate())),
         staleness_lr_(job.staleness_lr()),
         bound_(bound),
-        clocks_(job.num_workers(), 0) {}
+        clocks_(job.num_workers(), 0),
+        active_(job.num_workers(), true) {}
 
   absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
                                    absl::Span<const float> grad, int num_examples) override {
@@ -112,8 +129,21 @@ class AsyncPolicy final : public UpdatePolicy {
     return bound_ < 0 || pull.step - MinClock() <= bound_;
   }
 
-  int64_t MinClock() const override { return *std::min_element(clocks_.begin(), clocks_.end()); }
+  // The slowest live rank's clock (every rank's when none is live).
+  int64_t MinClock() const override {
+    int64_t min_live = -1;
+    for (size_t r = 0; r < clocks_.size(); ++r) {
+      if (active_[r] && (min_live < 0 || clocks_[r] < min_live)) min_live = clocks_[r];
+    }
+    return min_live >= 0 ? min_live : *std::min_element(clocks_.begin(), clocks_.end());
+  }
   std::vector<int64_t> Clocks() const override { return clocks_; }
+
+  bool SetActive(int rank, bool active, bool* update_refused) override {
+    active_[rank] = active;
+    *update_refused = false;
+    return false;
+  }
 
   void Resume(int64_t version, absl::Span<const int64_t> clocks) override {
     version_ = version;
@@ -125,6 +155,7 @@ class AsyncPolicy final : public UpdatePolicy {
   bool staleness_lr_;
   int64_t bound_;  // -1: none (async)
   std::vector<int64_t> clocks_;
+  std::vector<bool> active_;
 };
 
 }  // namespace

@@ -18,6 +18,11 @@
 //    worker about to compute step t waits until the slowest worker has
 //    finished at least t - s steps (stale synchronous parallel).
 //
+// Dead workers (issue 8): a rank the ps declared dead (SetActive false) is
+// not waited for: a sync version completes with the gradients of the live
+// ranks (less the backup workers, at least one), and SSP's slowest clock is
+// the slowest live rank's. A rank that comes back is waited for again.
+//
 // Thread safety: none; the ps's single event loop owns it.
 
 #include <cstdint>
@@ -38,6 +43,8 @@ enum class PushResult {
   kLate,         // dropped: sync with backup workers, arrived after the cut
   kEmpty,        // async: zero examples, nothing to apply
   kRefused,      // async: the update would make the shard non-finite; not applied
+  kDuplicate,    // sync: this rank's gradient for this version is in already (a
+                 // restarted worker repeating its step); not applied twice
 };
 
 struct PushOutcome {
@@ -61,8 +68,8 @@ class UpdatePolicy {
 
   // Applies or accumulates the gradient of worker `rank` for its step
   // `step`, computed on `version`, averaged over `num_examples` examples.
-  // InvalidArgument for a version from the future; AlreadyExists for a
-  // second push by the same worker to the same sync version.
+  // InvalidArgument for a version from the future. A second push by the
+  // same worker to the same sync version is kDuplicate, not applied.
   // REQUIRES: grad.size() == store size, 0 <= rank < num_workers.
   virtual absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
                                            absl::Span<const float> grad, int num_examples) = 0;
@@ -75,8 +82,14 @@ class UpdatePolicy {
   virtual int64_t MinClock() const = 0;
 
   // Each worker rank's clock (steps finished) as this shard counts it:
-  // sync: the version for every rank; async/ssp: from the pushes.
+  // sync: the version, plus one for a rank whose gradient for it is in;
+  // async/ssp: from the pushes.
   virtual std::vector<int64_t> Clocks() const = 0;
+
+  // Whether `rank` is waited for (see above). Returns true when this
+  // completed the current sync version (its average applied, or refused:
+  // `*update_refused`). REQUIRES: 0 <= rank < num_workers.
+  virtual bool SetActive(int rank, bool active, bool* update_refused) = 0;
 
   // Continues from a checkpoint: the version and, for async/ssp, the
   // clocks it recorded (ignored in sync, where they equal the version).

@@ -13,6 +13,10 @@
 // refuses it (never applies it) when it is not.
 // A new session for a rank (a restarted worker) starts a fresh record.
 //
+// Liveness: a rank silent for longer than the peer timeout is declared
+// dead (the ps stops waiting for it: sync versions, barriers, SSP's
+// slowest clock) and is alive again as soon as it is heard from.
+//
 // Sized from the ps's own spec, never from a message. Thread safety: none;
 // the ps's event loop owns it.
 
@@ -44,10 +48,20 @@ class WorkerTable {
 
   // REQUIRES for every `rank` below: 0 <= rank < size().
   bool registered(int rank) const { return workers_[rank].registered; }
-  void MarkRegistered(int rank) { workers_[rank].registered = true; }
+  // Registers `rank` from client `session`; returns true when an earlier
+  // registration came from another session (a restarted or rejoining
+  // client, whose old requests nobody waits for any more).
+  bool MarkRegistered(int rank, uint64_t session);
   int num_registered() const;
 
+  bool dead(int rank) const { return workers_[rank].dead; }
+  void set_dead(int rank, bool dead) { workers_[rank].dead = dead; }
+  int num_alive() const;  // ranks not declared dead
+
   void NoteAlive(int rank) { workers_[rank].last_seen_us = clock_->NowMicros(); }
+  // Every rank counts as just heard from (a restored shard gives each the
+  // full peer timeout to register).
+  void NoteAllAlive();
   // Seconds since the rank was last heard from.
   double SilentSeconds(int rank) const;
 
@@ -61,6 +75,8 @@ class WorkerTable {
  private:
   struct Worker {
     bool registered = false;
+    bool dead = false;
+    uint64_t registered_session = 0;
     int64_t last_seen_us = 0;
     uint64_t session = 0;
     uint64_t highest_request_id = 0;

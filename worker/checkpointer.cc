@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/checkpoint_dir.h"
+#include "common/rejoin.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/json.h"
@@ -159,27 +160,34 @@ absl::Status Checkpointer::Save(int64_t step) {
   return absl::OkStatus();
 }
 
-absl::Status Checkpointer::TryRestore(int64_t step) {
+absl::StatusOr<proto::CheckpointManifest> Checkpointer::TryRestore(int64_t step,
+                                                                   const RestoreScope& scope) {
   ASSIGN_OR_RETURN(const proto::CheckpointManifest m, ReadManifest(options_.dir, step));
   RETURN_IF_ERROR(CheckManifest(m, options_, absl::StrCat(options_.dir, "/", ManifestFileName(step))));
   std::vector<uint64_t> checksums;
   for (const proto::SavedShard& s : m.shards()) checksums.push_back(s.checksum());
   // Every shard checks its file first, so that a damaged one on any ps
   // leaves every shard free to take an older checkpoint.
-  RETURN_IF_ERROR(client_->Restore(options_.job, step, checksums, /*verify_only=*/true));
-  RETURN_IF_ERROR(client_->Restore(options_.job, step, checksums, /*verify_only=*/false));
+  RETURN_IF_ERROR(client_->Restore(options_.job, step, checksums, /*verify_only=*/true, scope));
+  RETURN_IF_ERROR(client_->Restore(options_.job, step, checksums, /*verify_only=*/false, scope));
   last_step_ = step;
-  return absl::OkStatus();
+  return m;
 }
 
-absl::StatusOr<int64_t> Checkpointer::Resume() {
+absl::StatusOr<proto::CheckpointManifest> Checkpointer::Resume(const RestoreScope& scope) {
   ASSIGN_OR_RETURN(const std::vector<int64_t> steps, ListCheckpointSteps(options_.dir));
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-    const absl::Status s = TryRestore(*it);
+    auto m = TryRestore(*it, scope);
+    const absl::Status s = m.status();
     if (s.ok()) {
-      LOG(INFO) << "resumed from checkpoint " << CheckpointName(*it) << " in " << options_.dir;
-      return *it;
+      LOG(INFO) << "restored " << (scope.shards.empty() ? std::string("every shard")
+                                                       : absl::StrCat(scope.shards.size(), " shard(s)"))
+                << " from checkpoint " << CheckpointName(*it) << " in " << options_.dir;
+      return m;
     }
+    // A refusal that asks to rejoin (a ps restarted meanwhile) is the
+    // caller's to handle, not a damaged checkpoint.
+    if (IsRejoin(s)) return s;
     LOG(WARNING) << "checkpoint " << CheckpointName(*it) << " not used: " << s.message()
                  << (std::next(it) != steps.rend() ? "; trying the one before" : "");
   }

@@ -13,7 +13,9 @@
 //  - Resume: the newest checkpoint whose manifest reads back, matches this
 //    job and whose shard files every ps accepts (RESTORE, verify_only), is
 //    restored on every ps; a damaged or mismatched one is skipped with a
-//    warning naming the file, and the one before it is tried.
+//    warning naming the file, and the one before it is tried. Recovery
+//    restores only some shards (a restarted ps in async), or rolls live
+//    ones back with them (sync): RestoreScope.
 //
 // Thread safety: none; the training thread owns it.
 
@@ -66,15 +68,18 @@ class Checkpointer {
   // previous checkpoints stay as they were.
   absl::Status Save(int64_t step);
 
-  // Restores every ps from the newest usable checkpoint; returns its step
-  // (the chief's position). FailedPrecondition naming the directory when
-  // none is usable.
-  absl::StatusOr<int64_t> Resume();
+  // Restores the shards of `scope` from the newest usable checkpoint;
+  // returns its manifest (its step is the chief's position).
+  // FailedPrecondition naming the directory when none is usable.
+  absl::StatusOr<proto::CheckpointManifest> Resume(const RestoreScope& scope = {});
+
+  // After the chief made a new client (recovery). `client` is borrowed.
+  void set_client(PsClient* client) { client_ = client; }
 
  private:
   proto::CheckpointManifest MakeManifest(int64_t step,
                                          const std::vector<proto::SavedShard>& shards) const;
-  absl::Status TryRestore(int64_t step);
+  absl::StatusOr<proto::CheckpointManifest> TryRestore(int64_t step, const RestoreScope& scope);
 
   CheckpointerOptions options_;
   const Clock* clock_;

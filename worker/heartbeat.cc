@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/rejoin.h"
 #include "common/transport.h"
 #include "glog/logging.h"
 
@@ -17,7 +18,7 @@ HeartbeatMonitor::HeartbeatMonitor(zmq::context_t& context, std::vector<Heartbea
       base_(base),
       options_(options),
       last_answer_us_(targets_.size(), 0),
-      disconnected_us_(targets_.size(), 0),
+      instances_(targets_.size(), 0),
       thread_([this] { Loop(); }) {}
 
 HeartbeatMonitor::~HeartbeatMonitor() {
@@ -111,12 +112,15 @@ void HeartbeatMonitor::ReadEvents(std::vector<zmq::socket_t>& events) {
       if (head.size() != 6) continue;
       uint16_t event = 0;
       std::memcpy(&event, head.data(), sizeof(event));
-      absl::MutexLock lock(&mu_);
-      if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-        disconnected_us_[i] = 0;
-      } else if (event == ZMQ_EVENT_DISCONNECTED && last_answer_us_[i] != 0 &&
-                 disconnected_us_[i] == 0) {
-        disconnected_us_[i] = MonotonicMicros();
+      bool answered = false;
+      {
+        absl::MutexLock lock(&mu_);
+        answered = last_answer_us_[i] != 0;
+      }
+      if (event == ZMQ_EVENT_DISCONNECTED && answered) {
+        const std::string why = absl::StrCat(targets_[i].name,
+                                             " closed its connection: it died, exited or restarted");
+        if (Latch(RejoinError(why))) LOG(WARNING) << why;
       }
     }
   }
@@ -146,9 +150,18 @@ void HeartbeatMonitor::ReceiveAll(std::vector<zmq::socket_t>& sockets, int timeo
         Latch(absl::Status(static_cast<absl::StatusCode>(e.code()),
                            absl::StrCat(targets_[i].name, ": ", e.message())));
       }
-      absl::MutexLock lock(&mu_);
-      last_answer_us_[i] = MonotonicMicros();
-      disconnected_us_[i] = 0;
+      bool restarted = false;
+      {
+        absl::MutexLock lock(&mu_);
+        last_answer_us_[i] = MonotonicMicros();
+        const uint64_t instance = reply->header.ps_instance();
+        restarted = instance != 0 && instances_[i] != 0 && instance != instances_[i];
+        if (instance != 0) instances_[i] = instance;
+      }
+      if (restarted) {
+        const std::string why = absl::StrCat(targets_[i].name, " restarted (a new process)");
+        if (Latch(RejoinError(why))) LOG(WARNING) << why;
+      }
     }
   }
 }
@@ -159,21 +172,14 @@ void HeartbeatMonitor::CheckSilence() {
   {
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < targets_.size(); ++i) {
-      const bool silent = last_answer_us_[i] != 0 &&
-                          (now - last_answer_us_[i]) * 1e-6 > options_.peer_timeout_s;
-      const double gone_s = disconnected_us_[i] == 0 ? 0 : (now - disconnected_us_[i]) * 1e-6;
-      if (disconnected_us_[i] != 0 && (silent || gone_s > options_.disconnect_grace_s)) {
-        dead.push_back(absl::StrCat(targets_[i].name, " closed its connection ",
-                                    static_cast<int>(gone_s + 0.5), " s ago and has not come back: "
-                                    "the ps is gone"));
-      } else if (silent) {
+      if (last_answer_us_[i] != 0 && (now - last_answer_us_[i]) * 1e-6 > options_.peer_timeout_s) {
         dead.push_back(absl::StrCat(targets_[i].name, " stopped answering (no heartbeat reply for ",
-                                    options_.peer_timeout_s, " s): presumed dead"));
+                                    options_.peer_timeout_s, " s): dead or frozen"));
       }
     }
   }
   for (const std::string& why : dead) {
-    if (Latch(absl::UnavailableError(why))) LOG(ERROR) << why;
+    if (Latch(RejoinError(why))) LOG(WARNING) << why;
   }
 }
 

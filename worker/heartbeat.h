@@ -7,12 +7,13 @@
 // worker's liveness from them, and their replies tell the worker the ps is
 // alive. The monitor latches an error, which the training thread checks
 // while it waits on the ps:
-//  - a ps that answered before and has not answered for peer_timeout_s;
-//  - a ps that answered before whose connection closed (the process
-//    exited) and has not come back for disconnect_grace_s: a vanished ps
-//    is named within seconds, not after the whole peer timeout;
-//  - a ps whose reply carries an error (the job failed, e.g. another worker
-//    died; or this ps serves another job).
+//  - a rejoin status (common/rejoin.h) for a ps that answered before and
+//    whose connection closed (the process died or exited), whose replies
+//    come from another process (it restarted), or that has not answered
+//    for peer_timeout_s (dead or frozen): requests in flight to it may be
+//    lost, and the worker registers again once it is back;
+//  - the error of a ps whose reply carries one (the job failed; or this ps
+//    serves another job).
 // A ps that never answered is the caller's to judge (PsClient's
 // WaitForServers deadline).
 
@@ -39,7 +40,6 @@ struct HeartbeatTarget {
 struct HeartbeatOptions {
   double interval_s = 1.0;
   double peer_timeout_s = 60.0;
-  double disconnect_grace_s = 5.0;
   int64_t max_message_bytes = int64_t{1} << 20;
 };
 
@@ -79,7 +79,7 @@ class HeartbeatMonitor {
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> last_answer_us_ ABSL_GUARDED_BY(mu_);  // 0: never
-  std::vector<int64_t> disconnected_us_ ABSL_GUARDED_BY(mu_);  // 0: connected
+  std::vector<uint64_t> instances_ ABSL_GUARDED_BY(mu_);  // 0: none seen yet
 
   std::thread thread_;  // last: starts after every member is ready
 };

@@ -1,12 +1,12 @@
 #include "worker/ps_client.h"
 
 #include <algorithm>
-#include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
+#include "common/rejoin.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
@@ -16,6 +16,8 @@ namespace pstrain {
 namespace {
 
 constexpr int kPollSliceMs = 100;
+// How long SHUTDOWN waits for every ps (the chief's last request).
+constexpr double kShutdownTimeoutS = 30.0;
 
 proto::TaskType ProtoTaskType(TaskType t) {
   switch (t) {
@@ -61,7 +63,6 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterSpec& cl
   HeartbeatOptions hb;
   hb.interval_s = options.heartbeat_interval_s;
   hb.peer_timeout_s = options.peer_timeout_s;
-  hb.disconnect_grace_s = std::min(options.disconnect_grace_s, options.peer_timeout_s);
   client->heartbeat_ = std::make_unique<HeartbeatMonitor>(
       client->context_, std::move(targets), client->BaseHeader(proto::HEARTBEAT, 0), hb);
   return client;
@@ -74,7 +75,8 @@ PsClient::PsClient(const ClusterSpec& cluster, const TaskId& self, const ShardPl
       rank_(cluster.WorkerRank(self)),
       plan_(plan),
       options_(options),
-      session_(std::random_device{}() | (uint64_t{std::random_device{}()} << 32)),
+      session_(RandomId()),
+      instances_(plan.num_shards(), 0),
       context_(1) {}
 
 PsClient::~PsClient() = default;
@@ -128,7 +130,7 @@ absl::Status PsClient::WaitForServers() {
 
 absl::Status PsClient::CheckWaiting(int64_t deadline_us, const char* what) const {
   if (ShutdownSignal() != 0) return absl::CancelledError(absl::StrCat("interrupted during ", what));
-  RETURN_IF_ERROR(heartbeat_->status());
+  if (watch_heartbeat_) RETURN_IF_ERROR(heartbeat_->status());
   if (MonotonicMicros() > deadline_us) {
     return absl::DeadlineExceededError(
         absl::StrCat(what, " got no answer within --rpc_timeout_s=", options_.rpc_timeout_s));
@@ -157,6 +159,11 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m) {
   const proto::Header& h = m.header;
   const std::string what =
       absl::StrCat(ShardName(call.shard), " ", proto::MessageType_Name(call.header.type()));
+  uint64_t& instance = instances_[call.shard];
+  if (h.ps_instance() != 0 && instance != 0 && h.ps_instance() != instance) {
+    return RejoinError(absl::StrCat(what, ": the ps restarted since this worker joined"));
+  }
+  if (h.ps_instance() != 0) instance = h.ps_instance();
   if (h.error().code() != 0) {
     // The ps's code judges our request from its side; here a refusal is a
     // run-time failure (exit 1), never bad input the user gave (exit 2).
@@ -164,7 +171,8 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m) {
     if (code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound) {
       code = absl::StatusCode::kFailedPrecondition;
     }
-    return absl::Status(code, absl::StrCat(what, " refused: ", h.error().message()));
+    absl::Status refused(code, absl::StrCat(what, " refused: ", h.error().message()));
+    return h.rejoin() ? MarkRejoin(std::move(refused)) : refused;
   }
   if (!call.params.empty()) {
     const ShardRange r = plan_.range(call.shard);
@@ -209,8 +217,8 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
   }
 }
 
-absl::Status PsClient::Exchange(std::vector<Call>* calls) {
-  const int64_t deadline = DeadlineFrom(options_.rpc_timeout_s);
+absl::Status PsClient::Exchange(std::vector<Call>* calls, double timeout_s) {
+  const int64_t deadline = DeadlineFrom(timeout_s >= 0 ? timeout_s : options_.rpc_timeout_s);
   for (Call& c : *calls) RETURN_IF_ERROR(SendCall(c, deadline));
   return WaitReplies(calls, deadline);
 }
@@ -247,23 +255,46 @@ absl::Status PsClient::Init(const proto::JobConfig& job, absl::Span<const float>
   return Exchange(&calls);
 }
 
-absl::StatusOr<proto::JobConfig> PsClient::Register(int64_t* start_step) {
+int64_t Registration::min_clock() const {
+  return clocks.empty() ? 0 : *std::min_element(clocks.begin(), clocks.end());
+}
+
+bool Registration::same_generation() const {
+  return std::all_of(generations.begin(), generations.end(),
+                     [&](int64_t g) { return g == generations.front(); });
+}
+
+absl::StatusOr<Registration> PsClient::Register(double timeout_s) {
   std::vector<Call> calls = ShardCalls(proto::REGISTER, 0, {});
-  RETURN_IF_ERROR(Exchange(&calls));
-  *start_step = calls.front().reply.step();
-  for (const Call& c : calls) *start_step = std::min(*start_step, c.reply.step());
-  return calls.front().reply.job();
+  RETURN_IF_ERROR(Exchange(&calls, timeout_s > 0 ? timeout_s : -1));
+  Registration r;
+  r.job = calls.front().reply.job();
+  for (const Call& c : calls) {
+    r.clocks.push_back(c.reply.step());
+    r.generations.push_back(c.reply.generation());
+    r.versions.push_back(c.reply.version());
+  }
+  return r;
 }
 
 absl::Status PsClient::Restore(const proto::JobConfig& job, int64_t step,
-                               absl::Span<const uint64_t> checksums, bool verify_only) {
+                               absl::Span<const uint64_t> checksums, bool verify_only,
+                               const RestoreScope& scope) {
   CHECK_EQ(static_cast<int>(checksums.size()), plan_.num_shards());
-  std::vector<Call> calls = ShardCalls(proto::RESTORE, 0, {});
-  for (Call& c : calls) {
+  std::vector<Call> calls;
+  for (Call& c : ShardCalls(proto::RESTORE, 0, {})) {
+    if (!scope.shards.empty() &&
+        std::find(scope.shards.begin(), scope.shards.end(), c.shard) == scope.shards.end()) {
+      continue;
+    }
     *c.header.mutable_job() = job;
-    c.header.mutable_restore()->set_step(step);
-    c.header.mutable_restore()->set_checksum(checksums[c.shard]);
-    c.header.mutable_restore()->set_verify_only(verify_only);
+    proto::RestoreRequest* r = c.header.mutable_restore();
+    r->set_step(step);
+    r->set_checksum(checksums[c.shard]);
+    r->set_verify_only(verify_only);
+    r->set_rollback(scope.rollback);
+    r->set_generation(scope.generation);
+    calls.push_back(std::move(c));
   }
   return Exchange(&calls);
 }
@@ -313,17 +344,20 @@ absl::Status PsClient::Barrier(const std::string& name, const proto::WorkerRepor
   return Exchange(&calls);
 }
 
-absl::StatusOr<std::vector<proto::ShardStats>> PsClient::Stats() {
+absl::StatusOr<std::vector<proto::ShardStats>> PsClient::Stats(double timeout_s) {
   std::vector<Call> calls = ShardCalls(proto::STATS, 0, {});
-  RETURN_IF_ERROR(Exchange(&calls));
+  RETURN_IF_ERROR(Exchange(&calls, timeout_s > 0 ? timeout_s : -1));
   std::vector<proto::ShardStats> out;
   for (const Call& c : calls) out.push_back(c.reply.stats());
   return out;
 }
 
 absl::Status PsClient::Shutdown() {
+  // Each ps exits right after its answer: its closing connection must not
+  // read as a failure.
+  watch_heartbeat_ = false;
   std::vector<Call> calls = ShardCalls(proto::SHUTDOWN, 0, {});
-  return Exchange(&calls);
+  return Exchange(&calls, kShutdownTimeoutS);
 }
 
 }  // namespace pstrain

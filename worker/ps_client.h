@@ -6,6 +6,11 @@
 // when something goes wrong: a ps that cannot be reached, a refusal, a dead
 // peer (from the HeartbeatMonitor), SIGINT/SIGTERM (Cancelled).
 //
+// Recovery: a refusal marked rejoin by the ps, a ps whose instance id
+// changed (it restarted), a ps whose connection closed or that stopped
+// answering heartbeats all come back as a rejoin status (common/rejoin.h):
+// the caller makes a new client and registers again (worker/trainer.h).
+//
 // Payload lifetime: gradients are sent without copying. A span passed to
 // PushPull must stay alive and unchanged until the call returns; after a
 // call fails, destroy the client before reusing the span.
@@ -41,9 +46,23 @@ struct PsClientOptions {
   int64_t max_message_bytes = int64_t{1} << 30;
   // CURVE keys from the job secret, or none (--insecure).
   TransportSecurity security;
-  // A ps whose connection closed and has not come back for this long is
-  // gone (capped by peer_timeout_s).
-  double disconnect_grace_s = 5.0;
+};
+
+// Which shards a RESTORE goes to, and what it makes of them.
+struct RestoreScope {
+  std::vector<int> shards;   // empty: every shard
+  bool rollback = false;     // live shards go back to the file too (sync)
+  int64_t generation = 0;    // the shards' generation afterwards
+};
+
+// What REGISTER returned from every shard.
+struct Registration {
+  proto::JobConfig job;                 // the chief's
+  std::vector<int64_t> clocks;          // [shard] this rank's clock there
+  std::vector<int64_t> generations;     // [shard]
+  std::vector<int64_t> versions;        // [shard]
+  int64_t min_clock() const;
+  bool same_generation() const;
 };
 
 // What one shard said in a reply.
@@ -76,17 +95,18 @@ class PsClient {
   // with `verify_only`, only has every shard check its file. The refusal
   // names the ps and the file.
   absl::Status Restore(const proto::JobConfig& job, int64_t step,
-                       absl::Span<const uint64_t> checksums, bool verify_only);
+                       absl::Span<const uint64_t> checksums, bool verify_only,
+                       const RestoreScope& scope = {});
 
   // Chief only: every shard writes checkpoint `step` and keeps the newest
   // `keep`; returns what each wrote, by shard.
   absl::StatusOr<std::vector<proto::SavedShard>> Save(int64_t step, int keep);
 
-  // Non-chief: registers with every shard and returns the chief's job
-  // config (waits until the chief has initialised the shards).
-  // `start_step` gets the step to continue from: 0 in a fresh job, the
-  // smallest clock of this rank over the shards after a RESTORE.
-  absl::StatusOr<proto::JobConfig> Register(int64_t* start_step);
+  // Registers with every shard and returns the chief's job config and this
+  // rank's clock on each shard (waits until the chief has initialised the
+  // shards, at most `timeout_s` when > 0). In a fresh job every clock is 0;
+  // after a RESTORE, the checkpoint's.
+  absl::StatusOr<Registration> Register(double timeout_s = 0);
 
   // Fetches every shard's parameters at version >= min_versions[k] into
   // `params` (the full flat vector). `step` is this worker's clock.
@@ -106,8 +126,9 @@ class PsClient {
   // the chief evaluates).
   absl::Status Barrier(const std::string& name, const proto::WorkerReport* report);
 
-  // Every shard's counters.
-  absl::StatusOr<std::vector<proto::ShardStats>> Stats();
+  // Every shard's counters (also from a ps that is not initialised yet:
+  // ShardStats.initialized says). At most `timeout_s` when > 0.
+  absl::StatusOr<std::vector<proto::ShardStats>> Stats(double timeout_s = 0);
 
   // Chief only: tells every shard that training is over.
   absl::Status Shutdown();
@@ -128,7 +149,7 @@ class PsClient {
            const PsClientOptions& options);
 
   proto::Header BaseHeader(proto::MessageType type, int shard) const;
-  absl::Status Exchange(std::vector<Call>* calls);
+  absl::Status Exchange(std::vector<Call>* calls, double timeout_s = -1);
   absl::Status SendCall(Call& call, int64_t deadline_us);
   absl::Status WaitReplies(std::vector<Call>* calls, int64_t deadline_us);
   absl::Status TakeReply(Call& call, const Message& m);
@@ -145,9 +166,11 @@ class PsClient {
   PsClientOptions options_;
   uint64_t session_ = 0;  // random: names this client's requests on the ps
   uint64_t next_request_id_ = 1;
+  std::vector<uint64_t> instances_;  // [shard] the ps process that answered first
   zmq::context_t context_;
   std::vector<zmq::socket_t> sockets_;
   std::unique_ptr<HeartbeatMonitor> heartbeat_;
+  bool watch_heartbeat_ = true;  // false once SHUTDOWN is under way
 };
 
 }  // namespace pstrain

@@ -76,6 +76,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.checkpoint_every_steps < 0) return Bad("checkpoint_every_steps", "must be >= 0");
   if (!(o.checkpoint_every_s >= 0)) return Bad("checkpoint_every_s", "must be >= 0");
   if (o.keep_checkpoints < 1) return Bad("keep_checkpoints", "must be >= 1");
+  if (!(o.recovery_timeout_s > 0)) return Bad("recovery_timeout_s", "must be > 0");
   if (o.heartbeat_interval_s * 2 > o.peer_timeout_s) {
     return Bad("peer_timeout_s", "must be at least twice --heartbeat_interval_s");
   }
@@ -109,6 +110,7 @@ std::vector<std::string> TrainOptions::ToArgs() const {
           Arg("peer_timeout_s", peer_timeout_s),
           Arg("heartbeat_interval_s", heartbeat_interval_s),
           Arg("rpc_timeout_s", rpc_timeout_s),
+          Arg("recovery_timeout_s", recovery_timeout_s),
           Arg("checkpoint_dir", checkpoint_dir),
           Arg("checkpoint_every_steps", checkpoint_every_steps),
           Arg("checkpoint_every_s", checkpoint_every_s),

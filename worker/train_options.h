@@ -46,9 +46,14 @@ struct TrainOptions {
 
   // Connection and liveness.
   double connect_timeout_s = 60.0;
-  double peer_timeout_s = 60.0;
+  // A ps that stops answering for this long is dead or frozen: the worker
+  // waits for it to come back (below). Seconds, so recovery starts soon.
+  double peer_timeout_s = 10.0;
   double heartbeat_interval_s = 1.0;
   double rpc_timeout_s = 0.0;
+  // After a ps restarted, died or was rolled back: how long a worker waits
+  // for it to be back and restored before it gives up (worker/trainer.h).
+  double recovery_timeout_s = 120.0;
 
   // Checkpoints (the chief asks every ps to SAVE, then writes the manifest;
   // common/checkpoint_dir.h). `pstrain launch` sets checkpoint_dir to

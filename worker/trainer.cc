@@ -7,12 +7,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/checkpoint_dir.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "common/rejoin.h"
 #include "common/run_dir.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -105,21 +107,29 @@ absl::Status Trainer::Setup() {
   batch_labels_.resize(mo.max_batch);
   batch_keys_.resize(mo.max_batch);
   versions_.assign(plan_->num_shards(), 0);
-  PsClientOptions co;
-  co.connect_timeout_s = options_.connect_timeout_s;
-  co.peer_timeout_s = options_.peer_timeout_s;
-  co.heartbeat_interval_s = options_.heartbeat_interval_s;
-  co.rpc_timeout_s = options_.rpc_timeout_s;
-  co.security = security_;
-  ASSIGN_OR_RETURN(client_, PsClient::Create(cluster_, task_, *plan_, co));
+  pull_versions_.assign(plan_->num_shards(), 0);
+  client_options_.connect_timeout_s = options_.connect_timeout_s;
+  client_options_.peer_timeout_s = options_.peer_timeout_s;
+  client_options_.heartbeat_interval_s = options_.heartbeat_interval_s;
+  client_options_.rpc_timeout_s = options_.rpc_timeout_s;
+  client_options_.security = security_;
+  RETURN_IF_ERROR(MakeClient(options_.connect_timeout_s));
   if (is_chief_ && !options_.checkpoint_dir.empty()) MakeCheckpointer();
-  RETURN_IF_ERROR(OpenMetrics());
   LOG(INFO) << task_.ToString() << " (rank " << rank_ << " of " << num_workers_ << ", "
             << (is_chief_ ? "chief, " : "") << model_->device_description() << "): "
             << options_.model << " " << model_->num_params() << " params over "
             << plan_->num_shards() << " ps, " << UpdateModeName(options_.mode) << ", batch "
             << options_.batch_size << ", " << sharder_->steps_per_epoch() << " steps/epoch, "
             << total_steps_ << " steps";
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::MakeClient(double connect_timeout_s) {
+  client_.reset();  // its sockets and heartbeat thread go first
+  PsClientOptions co = client_options_;
+  co.connect_timeout_s = connect_timeout_s;
+  ASSIGN_OR_RETURN(client_, PsClient::Create(cluster_, task_, *plan_, co));
+  if (checkpointer_ != nullptr) checkpointer_->set_client(client_.get());
   return absl::OkStatus();
 }
 
@@ -151,8 +161,9 @@ absl::Status Trainer::CleanRunDir() {
 absl::Status Trainer::OpenMetrics() {
   if (options_.run_dir.empty()) return absl::OkStatus();
   RETURN_IF_ERROR(MakeDirs(options_.run_dir));
-  // A resumed run adds to the metrics of the run it continues.
-  const bool append = options_.restore;
+  // A resumed run, and a task restarted into a running job, add to the
+  // metrics of the run they continue.
+  const bool append = options_.restore || (!fresh_init_ && (is_chief_ || start_step_ > 0));
   if (is_chief_ && options_.clean_run_dir && !append) RETURN_IF_ERROR(CleanRunDir());
   ASSIGN_OR_RETURN(steps_csv_, CsvWriter::Open(
       absl::StrCat(options_.run_dir, "/steps_worker", rank_, ".csv"),
@@ -208,33 +219,161 @@ absl::Status Trainer::CheckJobMatches(const proto::JobConfig& job) const {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::JoinJob() {
-  if (is_chief_ && options_.restore) {
-    ASSIGN_OR_RETURN(start_step_, checkpointer_->Resume());
+absl::Status Trainer::Join(bool first) {
+  fresh_init_ = false;
+  if (is_chief_) RETURN_IF_ERROR(RecoverShards(first));
+  if (!fresh_init_) RETURN_IF_ERROR(RegisterAndPosition(first));
+  global_step_ = start_step_;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::InitFresh() {
+  models::InitParams(model_->param_specs(), options_.seed, params_.data());
+  RETURN_IF_ERROR(client_->Init(MakeJobConfig(), params_));
+  LOG(INFO) << "initialised " << plan_->num_shards() << " shards: " << plan_->Summary();
+  fresh_init_ = true;
+  start_step_ = 0;
+  pull_versions_.assign(plan_->num_shards(), 0);
+  // Checkpoint 0: a ps that dies before the first periodic checkpoint can
+  // still be restored.
+  if (checkpointer_ != nullptr) {
+    if (absl::Status s = checkpointer_->Save(0); !s.ok()) LOG(ERROR) << s.message();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::RecoverShards(bool first) {
+  const int64_t t0 = MonotonicMicros();
+  ASSIGN_OR_RETURN(const std::vector<proto::ShardStats> stats,
+                   client_->Stats(first ? 0.0 : options_.recovery_timeout_s));
+  std::vector<int> empty;
+  std::vector<std::string> names;
+  int64_t max_generation = 0, max_version = 0;
+  std::set<int64_t> generations;
+  for (int k = 0; k < static_cast<int>(stats.size()); ++k) {
+    if (!stats[k].initialized()) {
+      empty.push_back(k);
+      names.push_back(TaskId{TaskType::kPs, k}.ToString());
+      continue;
+    }
+    generations.insert(stats[k].generation());
+    max_generation = std::max(max_generation, stats[k].generation());
+    max_version = std::max(max_version, stats[k].version());
+  }
+  const bool sync = options_.mode == proto::SYNC;
+  const int num_shards = static_cast<int>(stats.size());
+  if (static_cast<int>(empty.size()) == num_shards && first && !options_.restore) return InitFresh();
+  // A chief that died in the middle of a sync rollback left the shards at
+  // different generations: roll them back again, together.
+  const bool torn = sync && generations.size() > 1;
+  if (empty.empty() && !torn) return absl::OkStatus();  // a live job: just register
+  if (checkpointer_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        empty.empty() ? "the shards are at different generations" : absl::StrJoin(names, ", ") +
+        " lost its state (restarted?)", ", and there is no checkpoint to restore from (start "
+        "the chief with --checkpoint_dir and --checkpoint_every_steps or --checkpoint_every_s)"));
+  }
+  RestoreScope scope;
+  scope.generation = max_generation + 1;
+  scope.rollback = sync;
+  if (!sync) scope.shards = empty;
+  ASSIGN_OR_RETURN(const proto::CheckpointManifest m, checkpointer_->Resume(scope));
+  if (first && options_.restore && static_cast<int>(empty.size()) == num_shards) {
+    resumed_from_ = CheckpointName(m.step());
     return absl::OkStatus();
   }
-  if (is_chief_) {
-    models::InitParams(model_->param_specs(), options_.seed, params_.data());
-    RETURN_IF_ERROR(client_->Init(MakeJobConfig(), params_));
-    LOG(INFO) << "initialised " << plan_->num_shards() << " shards: " << plan_->Summary();
-    return absl::OkStatus();
+  proto::Recovery r;
+  r.set_checkpoint(CheckpointName(m.step()));
+  for (int k : empty) r.add_shards_restored(k);
+  int64_t to_version = 0, lost = 0, from_version = 0;
+  for (const proto::SavedShard& saved : m.shards()) {
+    const int k = saved.shard_index();
+    const bool restored = sync || std::count(empty.begin(), empty.end(), k) > 0;
+    if (!restored) continue;
+    if (sync && stats[k].initialized()) r.add_shards_rolled_back(k);
+    // What the shard had: a live one says; of a dead one, the chief knows
+    // the last version it was answered (a lower bound).
+    const int64_t had = sync ? max_version : std::max<int64_t>(versions_[k], saved.version());
+    from_version = std::max(from_version, had);
+    to_version = std::max(to_version, saved.version());
+    lost += sync ? 0 : had - saved.version();
   }
-  LOG(INFO) << "registering; waiting for the chief (" << cluster_.ChiefTask().ToString()
-            << ") to initialise the parameters";
-  ASSIGN_OR_RETURN(const proto::JobConfig job, client_->Register(&start_step_));
-  return CheckJobMatches(job);
+  if (sync) lost = std::max<int64_t>(0, max_version - to_version);
+  r.set_from_version(static_cast<int32_t>(from_version));
+  r.set_to_version(static_cast<int32_t>(to_version));
+  r.set_updates_lost(static_cast<int32_t>(lost));
+  r.set_what(absl::StrCat(empty.empty() ? "shards at different generations" :
+                          absl::StrJoin(names, ", ") + " restarted empty", ": ",
+                          sync ? "every shard rolled back to " : "restored alone from ",
+                          CheckpointName(m.step())));
+  r.set_seconds(SecondsSince(t0));
+  RecordRecovery(std::move(r));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::RegisterAndPosition(bool first) {
+  if (!first || !is_chief_) {
+    LOG(INFO) << "registering" << (first ? "; waiting for the chief (" +
+                                    cluster_.ChiefTask().ToString() + ") to initialise the parameters"
+                                         : "");
+  }
+  const int64_t start = MonotonicMicros();
+  const bool sync = options_.mode == proto::SYNC;
+  for (;;) {
+    ASSIGN_OR_RETURN(const Registration r,
+                     client_->Register(first ? 0.0 : options_.recovery_timeout_s));
+    RETURN_IF_ERROR(CheckJobMatches(r.job));
+    if (!sync || r.same_generation()) {
+      // Sync: the version (every rank is there); async/ssp: this process's
+      // own step when it has one (a worker that only lost a connection).
+      start_step_ = sync || first ? r.min_clock() : global_step_;
+      for (size_t k = 0; k < r.clocks.size(); ++k) pull_versions_[k] = sync ? r.clocks[k] : 0;
+      return absl::OkStatus();
+    }
+    if (SecondsSince(start) > options_.recovery_timeout_s) {
+      return absl::UnavailableError(absl::StrCat(
+          "the shards stayed at different generations for ", options_.recovery_timeout_s,
+          " s: the chief did not finish restoring them"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the chief is restoring
+  }
+}
+
+absl::Status Trainer::Rejoin(const absl::Status& cause) {
+  constexpr int kMaxRejoinsWithoutProgress = 20;
+  if (++rejoins_without_progress_ > kMaxRejoinsWithoutProgress) {
+    return absl::Status(cause.code(), absl::StrCat(cause.message(), " (", kMaxRejoinsWithoutProgress,
+                                                   " rejoins without a step in between: giving up)"));
+  }
+  LOG(WARNING) << "rejoining the job: " << cause.message() << " (waiting up to "
+               << options_.recovery_timeout_s << " s for every ps)";
+  const int64_t t0 = MonotonicMicros();
+  RETURN_IF_ERROR(MakeClient(options_.recovery_timeout_s));
+  RETURN_IF_ERROR(client_->WaitForServers());
+  RETURN_IF_ERROR(Join(/*first=*/false));
+  LOG(WARNING) << absl::StrFormat("rejoined after %.1f s; continuing at step %d", SecondsSince(t0),
+                                  global_step_);
+  return absl::OkStatus();
 }
 
 absl::Status Trainer::Run() {
   RETURN_IF_ERROR(client_->WaitForServers());
-  RETURN_IF_ERROR(JoinJob());
-  RETURN_IF_ERROR(client_->Pull(0, versions_, absl::MakeSpan(params_), &replies_));
+  absl::Status s = Join(/*first=*/true);
+  if (s.ok()) s = OpenMetrics();
+  for (;;) {
+    if (s.ok()) s = TrainToEnd();
+    if (s.ok() || !IsRejoin(s)) return s;
+    s = Rejoin(s);
+  }
+}
+
+absl::Status Trainer::TrainToEnd() {
+  RETURN_IF_ERROR(client_->Pull(global_step_, pull_versions_, absl::MakeSpan(params_), &replies_));
   UpdateVersions(replies_);
-  global_step_ = start_step_;
-  if (start_step_ > 0) {
-    LOG(INFO) << "continuing from step " << start_step_ << " (epoch "
-              << start_step_ / sharder_->steps_per_epoch() + 1 << ", step "
-              << start_step_ % sharder_->steps_per_epoch() + 1 << ") at version "
+  if (global_step_ > 0) {
+    LOG(INFO) << "continuing from step " << global_step_ << " (epoch "
+              << global_step_ / sharder_->steps_per_epoch() + 1 << ", step "
+              << global_step_ % sharder_->steps_per_epoch() + 1 << ") at version "
               << *std::min_element(versions_.begin(), versions_.end());
   }
   RETURN_IF_ERROR(TrainLoop());
@@ -245,8 +384,40 @@ absl::Status Trainer::Run() {
   }
   // Only now, with every worker's last gradient in (async and ssp workers
   // may finish long after the chief), is the model final.
-  RETURN_IF_ERROR(EndEpoch(last_epoch_));
+  if (!final_evaluated_) RETURN_IF_ERROR(EndEpoch(last_epoch_));
+  final_evaluated_ = true;
   return FinishChief();
+}
+
+void Trainer::RecordRecovery(proto::Recovery recovery) {
+  recovery.set_at(absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone()));
+  LOG(WARNING) << "recovered: " << recovery.what() << "; " << recovery.updates_lost()
+               << " updates lost (version " << recovery.from_version() << " -> "
+               << recovery.to_version() << ")";
+  if (options_.run_dir.empty()) return;
+  proto::RecoveryLog log;
+  const std::string path = options_.run_dir + "/recoveries.json";
+  if (auto text = ReadFileToString(path); text.ok()) {
+    if (!ParseJsonMessage(*text, path, &log).ok()) log.Clear();
+  }
+  *log.add_recoveries() = std::move(recovery);
+  if (absl::Status s = WriteFileAtomic(path, ToJson(log)); !s.ok()) LOG(ERROR) << s.message();
+}
+
+absl::Status Trainer::AddRecoveries(proto::RunSummary* summary) const {
+  if (options_.run_dir.empty()) return absl::OkStatus();
+  const std::string path = options_.run_dir + "/recoveries.json";
+  if (!FileExists(path)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
+  proto::RecoveryLog log;
+  RETURN_IF_ERROR(ParseJsonMessage(text, path, &log));
+  int64_t lost = 0;
+  for (const proto::Recovery& r : log.recoveries()) {
+    *summary->add_recoveries() = r;
+    lost += r.updates_lost();
+  }
+  summary->set_updates_lost(static_cast<int32_t>(lost));
+  return absl::OkStatus();
 }
 
 void Trainer::UpdateVersions(const std::vector<ShardReply>& replies) {
@@ -264,31 +435,37 @@ bool Trainer::TrainingDone() const {
   // last version. A straggler whose gradients were dropped has run fewer
   // steps; finishing its own count would make everybody wait for it in the
   // final barrier, which is what backup workers are there to avoid.
-  return options_.backup_workers > 0 &&
+  // (And in sync, a worker that skipped ahead: nothing is left to push.)
+  return options_.mode == proto::SYNC &&
          *std::min_element(versions_.begin(), versions_.end()) >= total_steps_;
 }
 
 absl::Status Trainer::TrainLoop() {
+  // Driven by the position, not by counters of its own: a rejoin or a skip
+  // ahead (sync) moves global_step_, and the loop follows.
   const int64_t per_epoch = sharder_->steps_per_epoch();
-  const int first_epoch = static_cast<int>(start_step_ / per_epoch);
-  last_epoch_ = std::min(first_epoch, options_.epochs - 1);
-  for (int epoch = first_epoch; epoch < options_.epochs && !TrainingDone(); ++epoch) {
+  auto begin_epoch = [&] {
     epoch_start_step_ = global_step_;
     epoch_start_train_s_ = TrainSeconds();
     epoch_loss_sum_ = 0;
     epoch_loss_count_ = 0;
-    const int64_t first = epoch == first_epoch ? start_step_ % per_epoch : 0;
-    for (int64_t s = first; s < per_epoch && !TrainingDone(); ++s) {
-      RETURN_IF_ERROR(Step(epoch, s));
-      MaybeCheckpoint();
-      const bool epoch_end = s + 1 == sharder_->steps_per_epoch() || TrainingDone();
-      if (is_chief_ && !epoch_end && options_.eval_every_steps > 0 &&
-          global_step_ % options_.eval_every_steps == 0) {
-        RETURN_IF_ERROR(Evaluate(epoch, /*epoch_end=*/false));
-      }
-    }
+  };
+  begin_epoch();
+  last_epoch_ = static_cast<int>(std::min<int64_t>(global_step_ / per_epoch, options_.epochs - 1));
+  while (!TrainingDone()) {
+    const int epoch = static_cast<int>(global_step_ / per_epoch);
+    RETURN_IF_ERROR(Step(epoch, global_step_ % per_epoch));
+    rejoins_without_progress_ = 0;
+    MaybeCheckpoint();
     last_epoch_ = epoch;
+    const bool epoch_end = global_step_ / per_epoch != epoch || TrainingDone();
+    if (is_chief_ && !epoch_end && options_.eval_every_steps > 0 &&
+        global_step_ % options_.eval_every_steps == 0) {
+      RETURN_IF_ERROR(Evaluate(epoch, /*epoch_end=*/false));
+    }
+    if (!epoch_end) continue;
     if (is_chief_ && !TrainingDone()) RETURN_IF_ERROR(EndEpoch(epoch));
+    begin_epoch();
   }
   return absl::OkStatus();
 }
@@ -362,6 +539,16 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
          CsvNumber((t2 - t1) * 1e-3)}));
   }
   ++global_step_;
+  if (options_.mode == proto::SYNC && options_.backup_workers == 0) {
+    // The shards went on without this worker (it was frozen, or declared
+    // dead): its steps in between are the versions it missed.
+    const int64_t version = *std::min_element(versions_.begin(), versions_.end());
+    if (version > global_step_) {
+      LOG(WARNING) << "the shards are at version " << version << ", this worker at step "
+                   << global_step_ << ": skipping ahead";
+      global_step_ = version;
+    }
+  }
   images_ += n;
   if (n > 0) {
     epoch_loss_sum_ += loss;
@@ -467,7 +654,7 @@ absl::Status Trainer::FinishChief() {
   summary_.set_backup_workers(options_.backup_workers);
   summary_.set_staleness_lr(options_.staleness_lr);
   summary_.set_shard_strategy(options_.shard_strategy);
-  if (options_.restore) summary_.set_resumed_from(CheckpointName(start_step_));
+  summary_.set_resumed_from(resumed_from_);
   summary_.set_steps_per_worker(static_cast<int32_t>(global_step_));
   summary_.set_steps_per_epoch(static_cast<int32_t>(sharder_->steps_per_epoch()));
   summary_.set_wall_seconds(SecondsSince(start_us_));
@@ -478,6 +665,12 @@ absl::Status Trainer::FinishChief() {
   // everybody wait while the chief evaluates.
   const double stopped_s = options_.mode == proto::ASYNC ? 0.0 : eval_seconds_;
   FillSummaryResults(evals_, stats, stopped_s, &summary_);
+  for (const proto::ShardStats& s : stats) {
+    summary_.set_workers_declared_dead(summary_.workers_declared_dead() +
+                                       static_cast<int32_t>(s.workers_declared_dead()));
+    summary_.set_workers_rejoined(summary_.workers_rejoined() + static_cast<int32_t>(s.workers_rejoined()));
+  }
+  RETURN_IF_ERROR(AddRecoveries(&summary_));
   if (!options_.run_dir.empty()) {
     RETURN_IF_ERROR(WriteFileAtomic(
         absl::StrCat(options_.run_dir, "/final_params.f32"),

@@ -17,6 +17,26 @@
 //          final_params.f32, SHUTDOWN
 //
 // The chief is rank 0 (the spec's chief task, or worker 0 without one).
+//
+// Recovery (issue 8; docs/design_notes.md, "Recovery"). A task restarted
+// with the same command line rejoins the running job, and a running task
+// whose ps restarted, died or was rolled back (a rejoin status,
+// common/rejoin.h) makes a new client and joins again, waiting up to
+// recovery_timeout_s for the ps to be back:
+//  - the chief never re-INITs a live job. It asks every shard for STATS:
+//    when some are empty (a restarted ps) it RESTOREs them from the newest
+//    usable checkpoint, in sync rolling every live shard back with them
+//    (one consistent model), in async/ssp restoring the empty ones alone;
+//    each recovery is logged and appended to RUN_DIR/recoveries.json with
+//    the updates it lost. Every shard empty at the chief's first start is
+//    a fresh job (INIT; --restore: RESTORE).
+//  - every worker (the chief too) then REGISTERs and continues from the
+//    position the shards give: sync, the version (and only once every
+//    shard has the same generation, i.e. the chief's recovery is
+//    complete); async/ssp, its own step, or the shards' clock for it in a
+//    restarted process.
+//  - a sync worker that finds the shards ahead of it (it was frozen, or
+//    declared dead meanwhile) skips to their version.
 
 #include <cstdint>
 #include <memory>
@@ -66,7 +86,18 @@ class Trainer {
   absl::Status CleanRunDir();
   absl::Status OpenMetrics();
   proto::JobConfig MakeJobConfig() const;
-  absl::Status JoinJob();
+  absl::Status MakeClient(double connect_timeout_s);
+  // Joins the job: the chief recovers the shards (or INITs a fresh job),
+  // then every worker registers. `first`: this process's first join.
+  absl::Status Join(bool first);
+  absl::Status RecoverShards(bool first);
+  absl::Status InitFresh();
+  absl::Status RegisterAndPosition(bool first);
+  // After a rejoin status: a new client, then Join(false).
+  absl::Status Rejoin(const absl::Status& cause);
+  absl::Status TrainToEnd();
+  void RecordRecovery(proto::Recovery recovery);
+  absl::Status AddRecoveries(proto::RunSummary* summary) const;
   absl::Status CheckJobMatches(const proto::JobConfig& job) const;
   void MakeCheckpointer();
   absl::Status TrainLoop();
@@ -110,6 +141,7 @@ class Trainer {
   std::vector<int64_t> versions_;
   std::vector<ShardReply> replies_;
   std::unique_ptr<PsClient> client_;
+  PsClientOptions client_options_;
   std::unique_ptr<Checkpointer> checkpointer_;  // chief with a checkpoint_dir
 
   std::unique_ptr<CsvWriter> steps_csv_;
@@ -118,7 +150,12 @@ class Trainer {
 
   int64_t total_steps_ = 0;
   int64_t global_step_ = 0;
-  int64_t start_step_ = 0;           // where this run began (a checkpoint's step on resume)
+  int64_t start_step_ = 0;           // where this process began (a checkpoint's step on resume)
+  std::vector<int64_t> pull_versions_;  // [shard] the version to pull after joining
+  bool fresh_init_ = false;          // the chief INITed the job (not a rejoin or restore)
+  bool final_evaluated_ = false;     // chief: the final model was evaluated
+  std::string resumed_from_;         // chief: the checkpoint --restore continued from
+  int rejoins_without_progress_ = 0;
   int64_t images_ = 0;
   int64_t start_us_ = 0;             // monotonic, Create
   int64_t first_step_us_ = 0;        // monotonic

@@ -174,7 +174,7 @@ TEST_F(LongLaunch, StartsEachTaskWithItsOptionsAsFlags) {
   EXPECT_THAT(chief, Contains("--clean_run_dir=false"));  // the launcher cleaned RUN_DIR
   EXPECT_THAT(chief, Contains("--straggler_delay_ms=0"));
   const std::vector<std::string> ps = CommandLine(pids_["ps:0"]);
-  EXPECT_THAT(ps, Contains("--peer_timeout_s=60"));
+  EXPECT_THAT(ps, Contains("--peer_timeout_s=10"));
   EXPECT_THAT(ps, Contains("--max_message_mb=1024"));
 }
 

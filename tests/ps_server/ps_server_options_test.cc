@@ -13,7 +13,7 @@ using ::testing::ElementsAre;
 
 TEST(PsServerOptions, ToArgsRendersEveryFlagBackedField) {
   EXPECT_THAT(PsServerOptions().ToArgs(),
-              ElementsAre("--peer_timeout_s=60", "--register_timeout_s=600", "--max_message_mb=1024",
+              ElementsAre("--peer_timeout_s=10", "--register_timeout_s=600", "--max_message_mb=1024",
                           "--bind=", "--checkpoint_dir="));
   PsServerOptions o;
   o.peer_timeout_s = 0.1 + 0.2;
