@@ -1,0 +1,147 @@
+// Recovery while the job runs (issue 8), with real processes started by
+// hand as Kubernetes would start them: one task of a 2 ps + 2 worker sync
+// job is killed with SIGKILL in the middle of the run and started again
+// with exactly the same command line, as a restart policy would. Every task
+// exits 0 and the final parameters are bitwise those of the uninterrupted
+// run: a restarted ps makes the chief roll every shard back to the last
+// checkpoint (the steps after it are computed again, identically: sync is
+// deterministic for a seed); a restarted worker or chief rejoins at the
+// version the shards wait for, and its gradient for it counts once.
+
+#include <signal.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/run_summary.pb.h"
+#include "tests/test_util/process_runner.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::RunningProcess;
+
+constexpr int64_t kSteps = 100;
+
+struct Task {
+  std::string binary;
+  std::vector<std::string> args;
+  std::string tf_config;
+  std::unique_ptr<RunningProcess> process;
+
+  void Start() { process = RunningProcess::Start(binary, args, tf_config); }
+};
+
+// The four tasks of the job in `dir` (ps:0, ps:1, worker:0 the chief, worker:1).
+std::vector<Task> MakeJob(const std::string& dir) {
+  const std::string spec = testing::WriteLocalSpec(dir, 2, 2);
+  const std::string ckpt = "--checkpoint_dir=" + dir + "/checkpoints";
+  std::vector<Task> tasks;
+  for (int k = 0; k < 2; ++k) {
+    tasks.push_back({testing::BinaryPath("ps_server"), {testing::SecretFlag(), ckpt},
+                     testing::TfConfigFor(spec, "ps", k), nullptr});
+  }
+  // worker:1 is slowed so that the run is still going when a task dies.
+  for (int w = 0; w < 2; ++w) {
+    std::vector<std::string> args = {
+        testing::SecretFlag(), ckpt, "--mode=sync", "--device=cpu", "--seed=1",
+        "--log_every_steps=10", absl::StrCat("--max_steps=", kSteps), "--checkpoint_every_steps=20",
+        "--run_dir=" + dir + "/run", "--data_dir=" + testing::SourcePath("data/mnist"),
+        w == 1 ? "--straggler_delay_ms=30" : "--straggler_delay_ms=0"};
+    tasks.push_back({testing::BinaryPath("worker"), args, testing::TfConfigFor(spec, "worker", w),
+                     nullptr});
+  }
+  return tasks;
+}
+
+void WaitAll(std::vector<Task>& tasks) {
+  for (Task& t : tasks) {
+    auto code = t.process->Wait(300);
+    ASSERT_TRUE(code.ok()) << t.process->output();
+    EXPECT_EQ(*code, 0) << t.process->output();
+  }
+}
+
+std::vector<float> ReadParams(const std::string& run_dir) {
+  auto bytes = ReadFileToString(run_dir + "/final_params.f32");
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  std::vector<float> params(bytes.ok() ? bytes->size() / sizeof(float) : 0);
+  if (!params.empty()) std::memcpy(params.data(), bytes->data(), params.size() * sizeof(float));
+  return params;
+}
+
+proto::RunSummary ReadSummary(const std::string& run_dir) {
+  proto::RunSummary s;
+  auto text = ReadFileToString(run_dir + "/summary.json");
+  EXPECT_TRUE(text.ok()) << text.status();
+  if (text.ok()) {
+    EXPECT_TRUE(ParseJsonMessage(*text, "summary.json", &s).ok());
+  }
+  return s;
+}
+
+const std::vector<float>& Reference() {
+  static const std::vector<float>* reference = [] {
+    const std::string dir = testing::MakeTempDir("uninterrupted");
+    std::vector<Task> tasks = MakeJob(dir);
+    for (Task& t : tasks) t.Start();
+    WaitAll(tasks);
+    return new std::vector<float>(ReadParams(dir + "/run"));
+  }();
+  return *reference;
+}
+
+struct Victim {
+  const char* name;
+  int task;  // index into MakeJob's tasks
+};
+
+class KilledAndRestarted : public ::testing::TestWithParam<Victim> {};
+
+TEST_P(KilledAndRestarted, TheJobFinishesWithTheUninterruptedParameters) {
+  const std::vector<float>& reference = Reference();
+  ASSERT_FALSE(reference.empty());
+  const std::string dir = testing::MakeTempDir("recovery");
+  std::vector<Task> tasks = MakeJob(dir);
+  for (Task& t : tasks) t.Start();
+  // Past a checkpoint, then the victim dies and comes back at once.
+  ASSERT_TRUE(tasks[2].process->WaitForOutput("checkpoint ckpt-40 written", 240))
+      << tasks[2].process->output();
+  Task& victim = tasks[GetParam().task];
+  victim.process->Signal(SIGKILL);
+  ASSERT_TRUE(victim.process->Wait(30).ok());
+  victim.Start();
+  WaitAll(tasks);
+  const std::vector<float> params = ReadParams(dir + "/run");
+  EXPECT_EQ(params, reference) << "the recovered run's final parameters differ";
+  const proto::RunSummary summary = ReadSummary(dir + "/run");
+  std::printf("RESULT recovery victim=%s bitwise_equal=%d updates_lost=%d recoveries=%d "
+              "accuracy=%.4f\n", GetParam().name, params == reference ? 1 : 0,
+              summary.updates_lost(), summary.recoveries_size(), summary.final_test_accuracy());
+  const bool ps = std::string(GetParam().name).rfind("ps", 0) == 0;
+  EXPECT_EQ(summary.recoveries_size(), ps ? 1 : 0);
+  if (ps) {
+    EXPECT_THAT(summary.recoveries(0).what(), HasSubstr("rolled back"));
+    EXPECT_GE(summary.recoveries(0).to_version(), 40);
+  } else {
+    EXPECT_EQ(summary.updates_lost(), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tasks, KilledAndRestarted,
+                         ::testing::Values(Victim{"ps1", 1}, Victim{"worker1", 3},
+                                           Victim{"chief", 2}),
+                         [](const ::testing::TestParamInfo<Victim>& p) {
+                           return std::string(p.param.name);
+                         });
+
+}  // namespace
+}  // namespace pstrain
