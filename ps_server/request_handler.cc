@@ -665,8 +665,10 @@ void RequestHandler::MaybeReleaseBarrier(const std::string& name, std::vector<Re
   auto it = barriers_.find(name);
   if (it == barriers_.end()) return;
   BarrierState& b = it->second;
+  // Not waited for: dead ranks, and ranks past their final report (a
+  // rank that rejoined late finds the others gone through "done").
   for (int rank = 0; rank < static_cast<int>(b.arrived.size()); ++rank) {
-    if (!b.arrived[rank] && !workers_.dead(rank)) return;
+    if (!b.arrived[rank] && !workers_.dead(rank) && !reported_done(rank)) return;
   }
   for (Parked& p : b.waiting) {
     out->push_back({std::move(p.peer), std::move(p.reply), false, /*record=*/true});

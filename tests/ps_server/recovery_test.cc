@@ -82,6 +82,23 @@ TEST_F(RecoveryTest, ABarrierCompletesWithoutADeadWorker) {
   EXPECT_FALSE(IsError(out[0]));
 }
 
+TEST_F(RecoveryTest, AWorkerThatRejoinsAfterTheOthersFinishedPassesTheFinalBarrierAlone) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  proto::Header done = Base(proto::BARRIER, 1);
+  done.set_barrier_name("done");
+  *done.mutable_report() = proto::WorkerReport();
+  EXPECT_TRUE(Send(1, WithPayload(done, {})).empty());
+  Silence(0, 2);  // the chief, frozen: rank 1 passes "done" without it
+  ASSERT_TRUE(H().reported_done(1));
+  // The chief wakes and reports done: rank 1, long gone, is not waited for.
+  proto::Header chief = Base(proto::BARRIER, 0);
+  chief.set_barrier_name("done");
+  std::vector<Reply> out = Send(0, WithPayload(chief, {}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(IsError(out[0]));
+}
+
 TEST_F(RecoveryTest, SspStopsWaitingForADeadWorker) {
   Init(proto::SSP, 2, /*staleness=*/1);
   RegisterAll(2);
