@@ -1,6 +1,7 @@
 #include "launcher/chaos.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
@@ -224,8 +225,9 @@ absl::StatusOr<ChaosResult> RunChaos(const ChaosOptions& options) {
                                 x.train.peer_timeout_s};
   const std::vector<std::vector<Fault>> plan = PlanFaults(plan_options);
   PrintPlan(options, plan);
-  const double timeout_s = options.run_timeout_s > 0 ? options.run_timeout_s
-                                                     : kTimeoutFactor * result.baseline.wall_s + kTimeoutSlackS;
+  const double timeout_s = options.run_timeout_s > 0
+                               ? options.run_timeout_s
+                               : std::ceil(kTimeoutFactor * result.baseline.wall_s + kTimeoutSlackS);
   for (int i = 0; i < n; ++i) {
     const std::string name = absl::StrFormat("run-%03d", i + 1);
     const std::string prefix = absl::StrFormat("[%d/%d] %s", i + 1, n, name);
