@@ -320,7 +320,11 @@ std::string Supervisor::FailureOf(const Task& t, int exit_code) const {
   std::string what = absl::StrCat(t.id.ToString(), " failed (", DescribeExit(exit_code), ")");
   if (exit_code == kExitBadConfig) {
     absl::StrAppend(&what, ", a bad configuration or input: not restarted");
-  } else if (t.restarts > 0 || options_.max_restarts > 0) {
+  } else if (chief_done_) {
+    absl::StrAppend(&what, " after training was done: not restarted");
+  } else if (!early_ps_exit_.empty()) {
+    absl::StrAppend(&what, " after a ps exited: not restarted");
+  } else if (options_.max_restarts > 0) {
     absl::StrAppend(&what, " after it was restarted ", t.restarts, t.restarts == 1 ? " time" : " times",
                     " (--max_restarts=", options_.max_restarts, ")");
   }
