@@ -72,18 +72,7 @@ ExperimentRun MakeRun(const ExperimentOptions& options, const std::string& label
   return run;
 }
 
-absl::StatusOr<RunRecord> RunExperiment(const ExperimentOptions& options, const ExperimentRun& run) {
-  RunRecord record;
-  record.label = run.label;
-  record.run_dir = run.run_dir;
-  record.eval_every_steps = run.train.eval_every_steps;
-  RunProgress progress(options.progress, options.rewrite_progress, run.prefix);
-  absl::StatusOr<TaskId> chief = ChiefOf(run.spec_path);
-  if (!chief.ok()) {
-    record.status = chief.status();
-    progress.Finish(record.status, 0, 0);
-    return record;
-  }
+LaunchOptions ExperimentLaunchOptions(const ExperimentOptions& options, const ExperimentRun& run) {
   LaunchOptions launch;
   launch.cluster_spec_path = run.spec_path;
   launch.free_ports = true;
@@ -96,6 +85,23 @@ absl::StatusOr<RunRecord> RunExperiment(const ExperimentOptions& options, const 
   launch.straggler_delay_ms = run.straggler_delay_ms;
   launch.echo = EchoMode::kNone;
   launch.command_line = options.command_line;
+  launch.max_restarts = options.max_restarts;
+  return launch;
+}
+
+absl::StatusOr<RunRecord> RunExperiment(const ExperimentOptions& options, const ExperimentRun& run) {
+  RunRecord record;
+  record.label = run.label;
+  record.run_dir = run.run_dir;
+  record.eval_every_steps = run.train.eval_every_steps;
+  RunProgress progress(options.progress, options.rewrite_progress, run.prefix);
+  absl::StatusOr<TaskId> chief = ChiefOf(run.spec_path);
+  if (!chief.ok()) {
+    record.status = chief.status();
+    progress.Finish(record.status, 0, 0);
+    return record;
+  }
+  LaunchOptions launch = ExperimentLaunchOptions(options, run);
   launch.on_line = [&](const TaskId& task, absl::string_view line) {
     if (task == *chief) progress.OnChiefLine(line);
   };

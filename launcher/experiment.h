@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "launcher/launcher.h"
 #include "launcher/mode_spec.h"
 #include "launcher/run_record.h"
 #include "ps_server/ps_server_options.h"
@@ -34,6 +35,7 @@ struct ExperimentOptions {
   bool insecure = false;
   std::vector<std::string> straggler_items; // as given, for the report
   std::map<std::string, double> straggler_delay_ms;
+  int max_restarts = 3;                     // per task, as LaunchOptions
   int eval_points = 10;                     // evaluations per run (about)
   std::string gnuplot = "gnuplot";          // the plotting program
   std::string command_line;                 // the experiment's, for the report
@@ -72,7 +74,11 @@ ExperimentRun MakeRun(const ExperimentOptions& options, const std::string& label
                       const std::string& spec_path, const std::string& run_dir, const ModeSpec& mode,
                       int64_t eval_every_steps);
 
-// Launches the run (free ports, no task output echoed, a progress line) and
+// What RunExperiment launches `run` with: free ports, no task output
+// echoed, the experiment's security and restarts.
+LaunchOptions ExperimentLaunchOptions(const ExperimentOptions& options, const ExperimentRun& run);
+
+// Launches the run (ExperimentLaunchOptions, a progress line) and
 // reads its run directory. A run that fails comes back as a record with
 // its status set; only Cancelled (SIGINT/SIGTERM) is returned as an error,
 // so that an experiment stops there.

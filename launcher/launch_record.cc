@@ -14,9 +14,11 @@ namespace pstrain {
 namespace {
 
 // Flags a resumed run may give other values: how long it trains, and what
-// it prints (which changes nothing in the job).
+// it prints or how often the launcher restarts a task (which change nothing
+// in the job).
 bool MayDiffer(absl::string_view name) {
-  return name == "epochs" || name == "max_steps" || name == "echo" || name == "log_every_steps";
+  return name == "epochs" || name == "max_steps" || name == "echo" || name == "log_every_steps" ||
+         name == "max_restarts";
 }
 
 // Applies one recorded "--name=value".

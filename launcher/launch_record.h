@@ -9,8 +9,8 @@
 // registry, so the ordinary flag parsing that follows yields the options of
 // the original launch; a flag the command line gives must agree with the
 // record, or it is refused naming it. Only the run's length (--epochs,
-// --max_steps: a run may be resumed to train longer) and what it prints
-// (--echo, --log_every_steps) may change.
+// --max_steps: a run may be resumed to train longer), what it prints
+// (--echo, --log_every_steps) and --max_restarts may change.
 
 #include <set>
 #include <string>

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,10 +14,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/child_process.h"
 #include "common/clock.h"
 #include "glog/logging.h"
+#include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/free_ports.h"
 #include "common/job_secret.h"
@@ -31,11 +36,22 @@ namespace {
 constexpr int kPollMs = 100;
 
 struct Task {
+  Task(TaskId task, SpawnOptions how, ChildProcess child, std::unique_ptr<std::ofstream> log_file)
+      : id(task), spawn(std::move(how)), process(std::move(child)), log(std::move(log_file)),
+        is_ps(task.type == TaskType::kPs) {}
+
   TaskId id;
+  SpawnOptions spawn;  // what it is started, and restarted, with
   ChildProcess process;
   std::string pending;  // output not yet ended by a newline
   std::unique_ptr<std::ofstream> log;
   bool is_ps = false;
+  int restarts = 0;            // times started again
+  int64_t restart_at_us = 0;   // > 0: dead, to be started again then (monotonic)
+  int dead_exit_code = 0;      // how the process to be replaced ended
+  int64_t resume_at_us = 0;    // > 0: stopped by a fault, SIGCONT due then
+  size_t stop_record = 0;      // that fault's index in LaunchEvents::faults
+  int64_t leftover_term_us = 0;  // when it got SIGTERM as a leftover (StopLeftovers)
 };
 
 // RUN_DIR/logs/<task>.log, "ps:1" as "ps-1".
@@ -63,38 +79,76 @@ bool IsProgressLine(const Task& task, absl::string_view line) {
   return absl::StrContains(line, "] epoch ") && absl::StrContains(line, " done:");
 }
 
+// "exit code 1", "killed by signal 9": how a restarted task's process ended.
+std::string ExitReason(int exit_code) {
+  return exit_code < 0 ? absl::StrCat("killed by signal ", -exit_code) : absl::StrCat("exit code ", exit_code);
+}
+
+std::string Seconds(double s) { return absl::StrFormat("%.1f s", s); }
+
 class Supervisor {
  public:
-  // `security_arg` (--secret_file=... or --insecure) goes to every task.
-  Supervisor(const LaunchOptions& options, const ClusterSpec& spec, std::string security_arg)
-      : options_(options), spec_(spec), security_arg_(std::move(security_arg)) {}
+  // `security_arg` (--secret_file=... or --insecure) goes to every task;
+  // `events` (not null) gets the faults and restarts.
+  Supervisor(const LaunchOptions& options, const ClusterSpec& spec, std::string security_arg,
+             LaunchEvents* events);
 
   absl::Status StartAll();
   absl::Status Wait();
+  // nullptr for a task of the spec that the launcher does not start (an evaluator).
+  const Task* FindTask(const TaskId& id) const;
 
  private:
   SpawnOptions SpawnFor(const TaskId& id) const;
+  void Print(const std::string& text) const;
   void Pump(Task& task);
   void EmitLine(Task& task, absl::string_view line);
   void ReapAll();
-  void OnExit(const Task& task);
+  void OnExit(Task& task);
+  void OnTrainingDone();
+  void StopLeftovers();
+  bool MayRestart(const Task& task, int exit_code) const;
+  void ScheduleRestart(Task& task, int exit_code);
+  std::string FailureOf(const Task& task, int exit_code) const;
+  void RestartDue();
+  void Restart(Task& task);
+  void InjectDueFaults();
+  void Inject(const Fault& fault);
+  void Resume(Task& task);
+  void ResumeDue();
   void StopAll(const std::string& reason);
   bool AllExited() const;
   void CheckEarlyPsExit();
   void CheckPsAfterWorkers();
+  void CheckDeadline();
 
   const LaunchOptions& options_;
   const ClusterSpec& spec_;
   const std::string security_arg_;
+  LaunchEvents* const events_;
+  std::vector<Fault> faults_;  // options_.faults by time
+  size_t next_fault_ = 0;
   std::vector<Task> tasks_;
+  int64_t launch_us_ = 0;     // when StartAll began (monotonic)
+  int64_t started_us_ = 0;    // when every task had been started; 0 before
   std::string failure_;       // first failure, named
   int64_t stop_us_ = 0;       // when StopAll sent SIGTERM (monotonic), 0 before
   bool killed_ = false;
+  bool deadline_exceeded_ = false;
   int64_t workers_done_us_ = 0;
   bool chief_done_ = false;    // the chief exited 0: training is done
+  int64_t chief_done_us_ = 0;
   std::string early_ps_exit_;  // the first ps that exited 0 before that, named
   int64_t early_ps_exit_us_ = 0;
 };
+
+Supervisor::Supervisor(const LaunchOptions& options, const ClusterSpec& spec, std::string security_arg,
+                       LaunchEvents* events)
+    : options_(options), spec_(spec), security_arg_(std::move(security_arg)), events_(events),
+      faults_(options.faults) {
+  std::stable_sort(faults_.begin(), faults_.end(),
+                   [](const Fault& a, const Fault& b) { return a.at_s < b.at_s; });
+}
 
 SpawnOptions Supervisor::SpawnFor(const TaskId& id) const {
   SpawnOptions s;
@@ -112,7 +166,14 @@ SpawnOptions Supervisor::SpawnFor(const TaskId& id) const {
   return s;
 }
 
+void Supervisor::Print(const std::string& text) const {
+  if (options_.echo == EchoMode::kNone) return;
+  std::printf("pstrain: %s\n", text.c_str());
+  std::fflush(stdout);
+}
+
 absl::Status Supervisor::StartAll() {
+  launch_us_ = MonotonicMicros();
   RETURN_IF_ERROR(MakeDirs(options_.run_dir + "/logs"));
   // ps tasks first, so that workers find them listening.
   std::vector<TaskId> order;
@@ -126,17 +187,24 @@ absl::Status Supervisor::StartAll() {
     const std::string log_path = LogPath(options_, id);
     auto log = std::make_unique<std::ofstream>(log_path);
     if (!*log) return absl::InternalError(absl::StrCat(log_path, ": cannot create"));
-    auto process = ChildProcess::Spawn(SpawnFor(id));
+    SpawnOptions spawn = SpawnFor(id);
+    auto process = ChildProcess::Spawn(spawn);
     if (!process.ok()) {
       StopAll(absl::StrCat("cannot start ", id.ToString(), ": ", process.status().message()));
       return absl::InternalError(failure_);
     }
-    if (options_.echo != EchoMode::kNone) {
-      std::printf("pstrain: started %s (pid %d)\n", id.ToString().c_str(), process->pid());
-    }
-    tasks_.push_back({id, *std::move(process), "", std::move(log), id.type == TaskType::kPs});
+    Print(absl::StrCat("started ", id.ToString(), " (pid ", process->pid(), ")"));
+    tasks_.push_back(Task(id, std::move(spawn), *std::move(process), std::move(log)));
   }
+  started_us_ = MonotonicMicros();
   return absl::OkStatus();
+}
+
+const Task* Supervisor::FindTask(const TaskId& id) const {
+  for (const Task& t : tasks_) {
+    if (t.id == id) return &t;
+  }
+  return nullptr;
 }
 
 void Supervisor::EmitLine(Task& task, absl::string_view line) {
@@ -169,9 +237,13 @@ void Supervisor::Pump(Task& task) {
 
 void Supervisor::StopAll(const std::string& reason) {
   if (failure_.empty()) failure_ = reason;
+  for (Task& t : tasks_) t.restart_at_us = 0;  // no restarts once stopping
   if (stop_us_ != 0) return;
   stop_us_ = MonotonicMicros();
-  for (Task& t : tasks_) t.process.Signal(SIGTERM);
+  for (Task& t : tasks_) {
+    Resume(t);  // a stopped task could not act on SIGTERM
+    t.process.Signal(SIGTERM);
+  }
 }
 
 void Supervisor::ReapAll() {
@@ -180,19 +252,157 @@ void Supervisor::ReapAll() {
   }
 }
 
-void Supervisor::OnExit(const Task& t) {
+void Supervisor::OnExit(Task& t) {
+  t.resume_at_us = 0;  // a stopped process that died needs no SIGCONT
   const int code = t.process.exit_code();
   if (code != 0) {
-    if (stop_us_ == 0) {
-      StopAll(absl::StrCat(t.id.ToString(), " failed (", DescribeExit(code), "); see ",
-                           LogPath(options_, t.id)));
+    if (stop_us_ != 0) return;
+    if (chief_done_ && t.restarts > 0) {
+      return Print(absl::StrCat(t.id.ToString(), " (restarted) ended (", ExitReason(code),
+                                ") after training was done; not a failure"));
     }
+    if (MayRestart(t, code)) return ScheduleRestart(t, code);
+    StopAll(FailureOf(t, code));
   } else if (spec_.IsChief(t.id)) {
-    chief_done_ = true;
+    OnTrainingDone();
   } else if (t.is_ps && !chief_done_ && early_ps_exit_.empty()) {
     early_ps_exit_ = absl::StrCat(t.id.ToString(), " exited (code 0) before training finished; see ",
                                   LogPath(options_, t.id));
     early_ps_exit_us_ = MonotonicMicros();
+  }
+}
+
+// A task waiting for its restart is not needed any more.
+void Supervisor::OnTrainingDone() {
+  chief_done_ = true;
+  chief_done_us_ = MonotonicMicros();
+  for (Task& t : tasks_) {
+    if (t.restart_at_us == 0) continue;
+    t.restart_at_us = 0;
+    Print(absl::StrCat(t.id.ToString(), " not restarted: training is done"));
+  }
+}
+
+// A task restarted late may come up when training is done and wait for its
+// peers (shut down) until its own timeout: after chief_exit_grace_s it is
+// stopped, SIGTERM then SIGKILL, and its end is not a failure (OnExit).
+void Supervisor::StopLeftovers() {
+  if (!chief_done_ || stop_us_ != 0 || SecondsSince(chief_done_us_) <= options_.chief_exit_grace_s) return;
+  for (Task& t : tasks_) {
+    if (t.restarts == 0 || t.process.exited()) continue;
+    if (t.leftover_term_us == 0) {
+      Print(absl::StrCat(t.id.ToString(), " (restarted) is still running when training is done: stopping it"));
+      Resume(t);
+      t.process.Signal(SIGTERM);
+      t.leftover_term_us = MonotonicMicros();
+    } else if (SecondsSince(t.leftover_term_us) > options_.stop_grace_s) {
+      t.process.Signal(SIGKILL);
+    }
+  }
+}
+
+// Not once training is done or a ps was shut down (nothing left to rejoin),
+// nor for a bad configuration (it would fail the same way again).
+bool Supervisor::MayRestart(const Task& t, int exit_code) const {
+  return exit_code != kExitBadConfig && !chief_done_ && early_ps_exit_.empty() &&
+         t.restarts < options_.max_restarts;
+}
+
+void Supervisor::ScheduleRestart(Task& t, int exit_code) {
+  const double backoff = RestartBackoffSeconds(options_, t.restarts + 1);
+  t.dead_exit_code = exit_code;
+  t.restart_at_us = MonotonicMicros() + static_cast<int64_t>(backoff * 1e6);
+  Print(absl::StrCat(t.id.ToString(), " died (", ExitReason(exit_code), "); restarting it (", t.restarts + 1,
+                     " of ", options_.max_restarts, ") in ", Seconds(backoff)));
+}
+
+std::string Supervisor::FailureOf(const Task& t, int exit_code) const {
+  std::string what = absl::StrCat(t.id.ToString(), " failed (", DescribeExit(exit_code), ")");
+  if (exit_code == kExitBadConfig) {
+    absl::StrAppend(&what, ", a bad configuration or input: not restarted");
+  } else if (chief_done_) {
+    absl::StrAppend(&what, " after training was done: not restarted");
+  } else if (!early_ps_exit_.empty()) {
+    absl::StrAppend(&what, " after a ps exited: not restarted");
+  } else if (options_.max_restarts > 0) {
+    absl::StrAppend(&what, " after it was restarted ", t.restarts, t.restarts == 1 ? " time" : " times",
+                    " (--max_restarts=", options_.max_restarts, ")");
+  }
+  return absl::StrCat(what, "; see ", LogPath(options_, t.id));
+}
+
+void Supervisor::RestartDue() {
+  const int64_t now = MonotonicMicros();
+  for (Task& t : tasks_) {
+    // The dead process's last output is read to its end first.
+    if (t.restart_at_us != 0 && now >= t.restart_at_us && t.process.output_fd() < 0) Restart(t);
+  }
+}
+
+void Supervisor::Restart(Task& t) {
+  t.restart_at_us = 0;
+  ++t.restarts;
+  const std::string reason = ExitReason(t.dead_exit_code);
+  *t.log << "----- restarted (" << t.restarts << " of " << options_.max_restarts << ") after: " << reason
+         << " -----\n";
+  t.log->flush();
+  auto process = ChildProcess::Spawn(t.spawn);
+  if (!process.ok()) {
+    return StopAll(absl::StrCat("cannot restart ", t.id.ToString(), ": ", process.status().message()));
+  }
+  t.process = *std::move(process);
+  proto::TaskRestart r;
+  r.set_task(t.id.ToString());
+  r.set_at(absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone()));
+  r.set_after_s(SecondsSince(launch_us_));
+  r.set_exit_code(t.dead_exit_code);
+  r.set_reason(reason);
+  events_->restarts.push_back(std::move(r));
+  Print(absl::StrCat("restarted ", t.id.ToString(), " (pid ", t.process.pid(), ")"));
+}
+
+void Supervisor::InjectDueFaults() {
+  if (started_us_ == 0) return;
+  const double now = SecondsSince(started_us_);
+  for (; next_fault_ < faults_.size() && faults_[next_fault_].at_s <= now; ++next_fault_) {
+    Inject(faults_[next_fault_]);
+  }
+}
+
+void Supervisor::Inject(const Fault& f) {
+  const double now = SecondsSince(started_us_);
+  const std::string what = absl::StrCat("fault: ", FaultSignalName(f.kind), " to ", f.task.ToString(), " at ",
+                                        Seconds(now));
+  Task* task = nullptr;
+  for (Task& t : tasks_) {
+    if (t.id == f.task) task = &t;
+  }
+  if (stop_us_ != 0 || task == nullptr || task->process.exited() || task->restart_at_us != 0 ||
+      (f.kind == FaultKind::kStop && task->resume_at_us != 0)) {
+    return Print(absl::StrCat(what, " not sent: ", stop_us_ != 0 ? "the launch is stopping" : "it is not running"));
+  }
+  task->process.Signal(f.kind == FaultKind::kKill ? SIGKILL : SIGSTOP);
+  events_->faults.push_back({f, now, task->process.pid(), -1});
+  if (f.kind == FaultKind::kStop) {
+    task->resume_at_us = MonotonicMicros() + static_cast<int64_t>(f.stop_s * 1e6);
+    task->stop_record = events_->faults.size() - 1;
+  }
+  Print(f.kind == FaultKind::kStop ? absl::StrCat(what, " (SIGCONT in ", Seconds(f.stop_s), ")") : what);
+}
+
+void Supervisor::Resume(Task& t) {
+  if (t.resume_at_us == 0) return;
+  t.resume_at_us = 0;
+  t.process.Signal(SIGCONT);
+  const double now = SecondsSince(started_us_);
+  events_->faults[t.stop_record].resumed_s = now;
+  Print(absl::StrCat("fault: SIGCONT to ", t.id.ToString(), " at ", Seconds(now)));
+}
+
+void Supervisor::ResumeDue() {
+  const int64_t now = MonotonicMicros();
+  for (Task& t : tasks_) {
+    if (t.resume_at_us != 0 && now >= t.resume_at_us) Resume(t);
   }
 }
 
@@ -203,9 +413,10 @@ void Supervisor::CheckEarlyPsExit() {
   }
 }
 
+// A task waiting for its restart has not exited: it is coming back.
 bool Supervisor::AllExited() const {
   for (const Task& t : tasks_) {
-    if (!t.process.exited() || t.process.output_fd() >= 0) return false;
+    if (t.restart_at_us != 0 || !t.process.exited() || t.process.output_fd() >= 0) return false;
   }
   return true;
 }
@@ -213,13 +424,19 @@ bool Supervisor::AllExited() const {
 void Supervisor::CheckPsAfterWorkers() {
   if (stop_us_ != 0) return;
   for (const Task& t : tasks_) {
-    if (!t.is_ps && !t.process.exited()) return;
+    if (!t.is_ps && (!t.process.exited() || t.restart_at_us != 0)) return;
   }
   if (workers_done_us_ == 0) workers_done_us_ = MonotonicMicros();
   if (SecondsSince(workers_done_us_) > options_.ps_exit_grace_s) {
     StopAll(absl::StrCat("the workers finished but a ps did not exit within ",
                          options_.ps_exit_grace_s, " s (the chief never shut it down?)"));
   }
+}
+
+void Supervisor::CheckDeadline() {
+  if (options_.deadline_s <= 0 || stop_us_ != 0 || SecondsSince(launch_us_) <= options_.deadline_s) return;
+  deadline_exceeded_ = true;
+  StopAll(absl::StrCat("did not finish within ", options_.deadline_s, " s: presumed hung"));
 }
 
 absl::Status Supervisor::Wait() {
@@ -239,7 +456,12 @@ absl::Status Supervisor::Wait() {
     if (const int sig = ShutdownSignal(); sig != 0 && stop_us_ == 0) {
       StopAll(absl::StrCat("interrupted by signal ", sig));
     }
+    CheckDeadline();
+    InjectDueFaults();
+    ResumeDue();
+    RestartDue();
     CheckEarlyPsExit();
+    StopLeftovers();
     CheckPsAfterWorkers();
     if (stop_us_ != 0 && !killed_ && SecondsSince(stop_us_) > options_.stop_grace_s) {
       for (Task& t : tasks_) t.process.Signal(SIGKILL);
@@ -252,6 +474,7 @@ absl::Status Supervisor::Wait() {
     absl::StrAppend(&failure_, "; ", early_ps_exit_);
   }
   if (ShutdownSignal() != 0) return absl::CancelledError(failure_);
+  if (deadline_exceeded_) return absl::DeadlineExceededError(failure_);
   if (!failure_.empty()) return absl::AbortedError(failure_);
   return absl::OkStatus();
 }
@@ -269,6 +492,7 @@ absl::Status RemoveRunResults(const std::string& run_dir) {
 }
 
 absl::Status WriteLauncherFields(const LaunchOptions& options, const ClusterSpec& spec,
+                                 const Supervisor& supervisor, const LaunchEvents& events,
                                  double wall_seconds, LaunchResult* result) {
   const std::string path = options.run_dir + "/summary.json";
   auto text = ReadFileToString(path);
@@ -283,9 +507,15 @@ absl::Status WriteLauncherFields(const LaunchOptions& options, const ClusterSpec
   for (const TaskId& id : spec.AllTasks()) {
     proto::TaskExit* e = result->summary.add_tasks();
     e->set_task(id.ToString());
-    e->set_exit_code(0);
+    const Task* task = supervisor.FindTask(id);
+    // 0, or how a restarted task ended after training was done
+    e->set_exit_code(task == nullptr ? 0 : task->process.exit_code());
+    e->set_restarts(task == nullptr ? 0 : task->restarts);
   }
+  result->summary.set_restarts(static_cast<int>(events.restarts.size()));
+  for (const proto::TaskRestart& r : events.restarts) *result->summary.add_task_restarts() = r;
   result->wall_seconds = wall_seconds;
+  result->faults = events.faults;
   return WriteFileAtomic(path, ToJson(result->summary));
 }
 
@@ -301,6 +531,22 @@ const char* EchoModeName(EchoMode mode) {
       return "none";
   }
   return "?";
+}
+
+const char* FaultKindName(FaultKind kind) { return kind == FaultKind::kKill ? "kill" : "stop"; }
+
+const char* FaultSignalName(FaultKind kind) { return kind == FaultKind::kKill ? "SIGKILL" : "SIGSTOP"; }
+
+std::string DescribeFault(const Fault& f) {
+  std::string out = absl::StrFormat("%s %s at %.1f s", FaultKindName(f.kind), f.task.ToString(), f.at_s);
+  if (f.kind == FaultKind::kStop) absl::StrAppendFormat(&out, " for %.1f s", f.stop_s);
+  return out;
+}
+
+double RestartBackoffSeconds(const LaunchOptions& options, int restart) {
+  double s = options.restart_backoff_s;
+  for (int i = 1; i < restart && s < kMaxRestartBackoffS; ++i) s *= 2;
+  return std::min(s, kMaxRestartBackoffS);
 }
 
 absl::StatusOr<std::string> TaskSecurityArg(const LaunchOptions& options) {
@@ -327,7 +573,28 @@ absl::StatusOr<std::string> TaskSecurityArg(const LaunchOptions& options) {
   return absl::StrCat("--secret_file=", path);
 }
 
-absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
+namespace {
+
+absl::Status CheckFaults(const LaunchOptions& options, const ClusterSpec& spec) {
+  for (const Fault& f : options.faults) {
+    if (!spec.Contains(f.task)) {
+      return absl::InvalidArgumentError(absl::StrCat("fault \"", DescribeFault(f), "\": ", f.task.ToString(),
+                                                     " is not in ", options.cluster_spec_path));
+    }
+    if (!(f.at_s >= 0) || (f.kind == FaultKind::kStop && !(f.stop_s > 0))) {
+      return absl::InvalidArgumentError(absl::StrCat("fault \"", DescribeFault(f),
+                                                     "\": its time must be >= 0 and a stop's length > 0"));
+    }
+  }
+  if (options.max_restarts < 0 || !(options.restart_backoff_s >= 0) || !(options.deadline_s >= 0)) {
+    return absl::InvalidArgumentError("max_restarts, restart_backoff_s and deadline_s must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* events) {
   ASSIGN_OR_RETURN(const std::string text, ReadFileToString(options.cluster_spec_path));
   ASSIGN_OR_RETURN(ClusterSpec spec, ClusterSpec::FromJson(text, options.cluster_spec_path));
   if (options.free_ports) {
@@ -341,6 +608,7 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
                                                      options.cluster_spec_path));
     }
   }
+  RETURN_IF_ERROR(CheckFaults(options, spec));
   for (const char* binary : {"/ps_server", "/worker"}) {
     const std::string path = options.bin_dir + binary;
     if (access(path.c_str(), X_OK) != 0) {
@@ -358,7 +626,9 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   RETURN_IF_ERROR(WriteFileAtomic(options.run_dir + "/cluster_spec.json", spec.ToJson()));
   ASSIGN_OR_RETURN(const std::string security_arg, TaskSecurityArg(options));
   const int64_t start = MonotonicMicros();
-  Supervisor supervisor(options, spec, security_arg);
+  LaunchEvents own_events;
+  if (events == nullptr) events = &own_events;
+  Supervisor supervisor(options, spec, security_arg, events);
   const absl::Status started = supervisor.StartAll();
   // Wait even when a start failed: the tasks already running are stopped
   // and reaped there.
@@ -366,7 +636,7 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   RETURN_IF_ERROR(started);
   RETURN_IF_ERROR(waited);
   LaunchResult result;
-  RETURN_IF_ERROR(WriteLauncherFields(options, spec, SecondsSince(start), &result));
+  RETURN_IF_ERROR(WriteLauncherFields(options, spec, supervisor, *events, SecondsSince(start), &result));
   return result;
 }
 

@@ -20,6 +20,26 @@
 // that early ps exit), or on SIGINT/SIGTERM, every other task gets SIGTERM
 // and, after stop_grace_s, SIGKILL; Launch then names the task and how it
 // ended. Nothing is left behind.
+//
+// Restarts, as a Kubernetes TFJob's restart policy (OnFailure): a task
+// that exits non-zero or by a signal while the launch is not stopping, and
+// before training is done, is started again after a backoff
+// (RestartBackoffSeconds) with exactly the same command line and TF_CONFIG,
+// its output appended to the same log, up to max_restarts times per task.
+// The launcher never tells a task how to recover: the tasks rejoin by
+// themselves. Exit 0 is never restarted, nor kExitBadConfig (a bad flag or
+// input fails the same way every time): that task fails the launch as
+// before, and so does one with no restarts left (the message says how many
+// it had). SIGINT/SIGTERM, a failure or the deadline end every restart.
+// Training being done ends them too (as a TFJob succeeds with its chief): a
+// restart still waiting is dropped, and a restarted task that is still
+// running chief_exit_grace_s later is stopped; neither fails the launch,
+// and the summary's TaskExit says how it ended.
+//
+// Faults (tests and `pstrain chaos`): each of options.faults is sent at its
+// time, if its task is running then, and reported as it happens.
+
+#include <sys/types.h>
 
 #include <functional>
 #include <map>
@@ -43,6 +63,37 @@ enum class EchoMode {
 
 // "all", "progress", "none": the values of `pstrain --echo`.
 const char* EchoModeName(EchoMode mode);
+
+enum class FaultKind {
+  kKill,  // SIGKILL
+  kStop,  // SIGSTOP, then SIGCONT after stop_s (a hung, not a dead, task)
+};
+
+// "kill", "stop": the values of `pstrain chaos --faults`.
+const char* FaultKindName(FaultKind kind);
+// "SIGKILL", "SIGSTOP".
+const char* FaultSignalName(FaultKind kind);
+
+// A fault to inject into a launch.
+struct Fault {
+  double at_s = 0;   // seconds after every task was started
+  TaskId task;
+  FaultKind kind = FaultKind::kKill;
+  double stop_s = 0; // kStop: how long the task stays stopped
+};
+
+// "kill worker:1 at 3.2 s", "stop ps:0 at 4.0 s for 2.5 s".
+std::string DescribeFault(const Fault& fault);
+
+// A fault that was sent.
+struct FaultRecord {
+  Fault fault;        // as planned
+  double sent_s = 0;  // when the signal was sent, seconds after every task was started
+  pid_t pid = 0;      // the process it went to
+  // kStop: when SIGCONT was sent (by plan, or by StopAll so that the task
+  // could exit), < 0 if the process died stopped.
+  double resumed_s = -1;
+};
 
 struct LaunchOptions {
   std::string cluster_spec_path;
@@ -71,22 +122,50 @@ struct LaunchOptions {
   double ps_exit_grace_s = 10.0;
   // After a ps exits 0, how long the chief may take to exit 0 (see above).
   double chief_exit_grace_s = 5.0;
+  // Restarts per task (0: none, a failed task fails the launch at once).
+  int max_restarts = 3;
+  // Wait before a task's first restart; doubled for each later restart of
+  // the same task, at most kMaxRestartBackoffS.
+  double restart_backoff_s = 1.0;
+  // 0: none. Past it (seconds since the first task was started), every task
+  // is stopped and Launch returns DeadlineExceeded: the run is presumed hung.
+  double deadline_s = 0;
+  std::vector<Fault> faults;                 // sent by the launcher (above); empty: none
   std::string command_line;                  // recorded in the summary
   // Called with every line of every task's output, whatever `echo` says, on
   // the thread that called Launch (experiments draw progress from it).
   std::function<void(const TaskId& task, absl::string_view line)> on_line;
 };
 
-struct LaunchResult {
-  proto::RunSummary summary;   // the chief's, plus the launcher's fields
-  double wall_seconds = 0;
+inline constexpr double kMaxRestartBackoffS = 8.0;
+
+// The wait before a task's restart number `restart` (1-based):
+// restart_backoff_s x 2^(restart - 1), at most kMaxRestartBackoffS.
+double RestartBackoffSeconds(const LaunchOptions& options, int restart);
+
+// What happened to a launch's tasks: the faults sent and the restarts made,
+// in order. Filled as they happen, so that a caller has them also when
+// Launch fails.
+struct LaunchEvents {
+  std::vector<FaultRecord> faults;
+  std::vector<proto::TaskRestart> restarts;
 };
 
-// Launches and waits. Errors: InvalidArgument/NotFound for a bad spec (no
-// task started), Aborted naming the task that failed, Cancelled on
+struct LaunchResult {
+  // The chief's, plus the launcher's fields: wall_seconds, command, tasks
+  // (with their restarts), restarts and task_restarts.
+  proto::RunSummary summary;
+  double wall_seconds = 0;
+  std::vector<FaultRecord> faults;  // those sent, as in LaunchEvents
+};
+
+// Launches and waits. Errors: InvalidArgument/NotFound for a bad spec or
+// fault (no task started), Aborted naming the task that failed (and its
+// restarts), DeadlineExceeded past options.deadline_s, Cancelled on
 // SIGINT/SIGTERM, DataLoss if training "succeeded" without a readable
-// summary.
-absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options);
+// summary. `events` (optional, owned by the caller) gets the faults and
+// restarts whatever the outcome.
+absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* events = nullptr);
 
 // The security flag every task of a launch gets: --insecure, or
 // --secret_file=ABSOLUTE_PATH (options.secret_file, else RUN_DIR/job.secret,

@@ -10,11 +10,17 @@
 //
 // run experiments of several launches each and write DIR/report.md with
 // plots (docs/experiments.md).
+//
+//   pstrain chaos --cluster_spec=... --mode=async --runs=10 --faults=kill,stop --out=DIR
+//
+// kills and stops tasks of running jobs at random and reports how training
+// survived (README.md, "Surviving failures").
 
 #include <unistd.h>
 
 #include <climits>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +38,7 @@
 #include "common/signals.h"
 #include "common/status_macros.h"
 #include "common/task_flags.h"
+#include "launcher/chaos.h"
 #include "launcher/compare.h"
 #include "launcher/launch_record.h"
 #include "launcher/launcher.h"
@@ -50,6 +57,10 @@ const pstrain::LaunchOptions& LaunchDefaults() {
   static const pstrain::LaunchOptions* const defaults = new pstrain::LaunchOptions();
   return *defaults;
 }
+const pstrain::ChaosOptions& ChaosDefaults() {
+  static const pstrain::ChaosOptions* const defaults = new pstrain::ChaosOptions();
+  return *defaults;
+}
 const pstrain::ScaleOptions& ScaleDefaults() {
   static const pstrain::ScaleOptions* const defaults = new pstrain::ScaleOptions();
   return *defaults;
@@ -65,6 +76,10 @@ ABSL_FLAG(std::string, echo, pstrain::EchoModeName(LaunchDefaults().echo),
           "Task output to show: all, progress or none");
 ABSL_FLAG(double, stop_grace_s, LaunchDefaults().stop_grace_s,
           "Seconds between SIGTERM and SIGKILL when stopping tasks");
+ABSL_FLAG(int, max_restarts, LaunchDefaults().max_restarts,
+          "launch/compare/scale/chaos: restart a task that fails (non-zero exit or a signal) up to this "
+          "many times, with the same command line, after a backoff of 1 s doubling per restart (at most "
+          "8 s); 0: a failed task fails the launch");
 ABSL_FLAG(std::string, resume, "",
           "launch: continue the run in this run directory from its newest usable checkpoint, "
           "with the flags it was launched with (RUN_DIR/launch.json)");
@@ -80,6 +95,18 @@ ABSL_FLAG(int, eval_points, ScaleDefaults().experiment.eval_points,
           "compare/scale: about this many test evaluations per run when --eval_every_steps is 0");
 ABSL_FLAG(double, target_accuracy, ScaleDefaults().target_accuracy,
           "scale: the test accuracy of the time-to-accuracy plot");
+ABSL_FLAG(int, runs, ChaosDefaults().runs, "chaos: runs with faults, after the undisturbed baseline");
+ABSL_FLAG(std::string, faults, "kill,stop",
+          "chaos: fault kinds to draw from, comma-separated: kill (SIGKILL), stop (SIGSTOP, then SIGCONT "
+          "after 1 s to 2 x --peer_timeout_s)");
+ABSL_FLAG(std::vector<std::string>, fault_targets, {},
+          "chaos: the tasks faults may hit, comma-separated types (ps, chief, worker) or tasks "
+          "(worker:1); empty: every task of the spec");
+ABSL_FLAG(int, max_faults_per_run, ChaosDefaults().max_faults_per_run,
+          "chaos: 1, or 2 to give a quarter of the runs two faults");
+ABSL_FLAG(double, run_timeout_s, ChaosDefaults().run_timeout_s,
+          "chaos: a run not finished after this many seconds is a hang (0: 4 x the baseline's wall "
+          "time + 60 s)");
 ABSL_FLAG(std::string, gnuplot, ScaleDefaults().experiment.gnuplot,
           "compare/scale: the gnuplot program that draws the plots");
 
@@ -92,6 +119,7 @@ constexpr char kUsage[] =
     "  launch   start every task of --cluster_spec on this machine and train\n"
     "  compare  train the same spec in several update modes; report and plots\n"
     "  scale    train over a matrix of ps and worker counts; report and plots\n"
+    "  chaos    kill and stop tasks of running jobs at random; report how training survived\n"
     "  keygen   write a fresh job secret (--out=FILE, mode 0600) for --secret_file\n\n"
     "  pstrain launch --cluster_spec=FILE --mode=sync|async|ssp --epochs=N [--batch_size=128]\n"
     "                 [--lr=..] [--momentum=..] [--max_steps=N] [--seed=S] [--run_dir=DIR]\n"
@@ -102,7 +130,11 @@ constexpr char kUsage[] =
     "                 [--straggler=worker:1:delay_ms=40] [--out=DIR] [training flags]\n"
     "  pstrain scale --workers=1,2,4,8 --ps=1,2 --mode=sync|async [--epochs=N] [--out=DIR]\n"
     "                 [training flags]\n"
+    "  pstrain chaos --cluster_spec=FILE --mode=async --runs=N [--faults=kill,stop] [--seed=S]\n"
+    "                 [--max_faults_per_run=2] [--fault_targets=worker:1] [--run_timeout_s=T]\n"
+    "                 [--out=DIR] [training flags]\n"
     "  pstrain keygen --out=FILE\n"
+    "  launch, compare, scale and chaos take --max_restarts=N (default 3, per task).\n"
     "  Every command that starts tasks takes --secret_file=FILE (default: a fresh secret in the\n"
     "  run directory) or --insecure. See docs/experiments.md and README.md, \"Security\".\n";
 
@@ -134,6 +166,12 @@ PsServerOptions PsOptionsFor(const TrainOptions& train) {
   return ps;
 }
 
+absl::StatusOr<int> MaxRestartsFlag() {
+  const int n = absl::GetFlag(FLAGS_max_restarts);
+  if (n < 0) return absl::InvalidArgumentError("--max_restarts must be >= 0");
+  return n;
+}
+
 absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   ASSIGN_OR_RETURN(TrainOptions train, TrainOptionsFromFlags());
   LaunchOptions o;
@@ -149,6 +187,7 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   ASSIGN_OR_RETURN(o.straggler_delay_ms, ParseStragglerItems(absl::GetFlag(FLAGS_straggler)));
   ASSIGN_OR_RETURN(o.echo, ParseEcho(absl::GetFlag(FLAGS_echo)));
   o.stop_grace_s = absl::GetFlag(FLAGS_stop_grace_s);
+  ASSIGN_OR_RETURN(o.max_restarts, MaxRestartsFlag());
   std::vector<std::string> args(argv, argv + argc);
   o.command_line = absl::StrJoin(args, " ");
   return o;
@@ -174,6 +213,7 @@ std::vector<std::string> LaunchFlags(const LaunchOptions& o) {
   flags.push_back(absl::StrCat("--straggler=", absl::UnparseFlag(absl::GetFlag(FLAGS_straggler))));
   flags.push_back(absl::StrCat("--echo=", EchoModeName(o.echo)));
   flags.push_back(absl::StrCat("--stop_grace_s=", absl::UnparseFlag(o.stop_grace_s)));
+  flags.push_back(absl::StrCat("--max_restarts=", o.max_restarts));
   flags.push_back(absl::StrCat("--secret_file=", o.secret_file));
   flags.push_back(absl::StrCat("--insecure=", absl::UnparseFlag(o.insecure)));
   return flags;
@@ -227,6 +267,7 @@ absl::StatusOr<ExperimentOptions> ExperimentOptionsFromFlags(const TrainOptions&
   x.insecure = InsecureFlag();
   x.straggler_items = absl::GetFlag(FLAGS_straggler);
   ASSIGN_OR_RETURN(x.straggler_delay_ms, ParseStragglerItems(x.straggler_items));
+  ASSIGN_OR_RETURN(x.max_restarts, MaxRestartsFlag());
   x.eval_points = absl::GetFlag(FLAGS_eval_points);
   if (x.eval_points < 1) return absl::InvalidArgumentError("--eval_points must be >= 1");
   x.gnuplot = absl::GetFlag(FLAGS_gnuplot);
@@ -275,6 +316,37 @@ absl::Status RunScaleCommand(int argc, char** argv) {
   return RunScale(o);
 }
 
+// Chaos runs need checkpoints to recover from: every 50 steps unless
+// --checkpoint_every_steps or --checkpoint_every_s is given.
+constexpr int64_t kChaosCheckpointEverySteps = 50;
+
+absl::Status RunChaosCommand(int argc, char** argv) {
+  ASSIGN_OR_RETURN(TrainOptions train, TrainOptionsFromFlags());
+  const std::set<std::string> given = FlagsOnCommandLine(argc, argv);
+  if (!given.count("checkpoint_every_steps") && !given.count("checkpoint_every_s")) {
+    train.checkpoint_every_steps = kChaosCheckpointEverySteps;
+  }
+  ChaosOptions o;
+  ASSIGN_OR_RETURN(o.experiment, ExperimentOptionsFromFlags(train, "chaos", argc, argv));
+  o.cluster_spec_path = ClusterSpecFlag();
+  if (o.cluster_spec_path.empty()) return absl::InvalidArgumentError("chaos needs --cluster_spec=FILE");
+  o.runs = absl::GetFlag(FLAGS_runs);
+  ASSIGN_OR_RETURN(o.fault_kinds, ParseFaultKinds(absl::GetFlag(FLAGS_faults)));
+  o.max_faults_per_run = absl::GetFlag(FLAGS_max_faults_per_run);
+  o.fault_targets = absl::GetFlag(FLAGS_fault_targets);
+  o.run_timeout_s = absl::GetFlag(FLAGS_run_timeout_s);
+  std::printf("pstrain chaos: a baseline and %d runs with faults of %s, output in %s\n", o.runs,
+              o.cluster_spec_path.c_str(), o.experiment.out_dir.c_str());
+  std::fflush(stdout);
+  ASSIGN_OR_RETURN(const ChaosResult result, RunChaos(o));
+  std::printf("%s\n", ChaosTotalsLine(result.totals).c_str());
+  std::fflush(stdout);
+  const ChaosTotals& t = result.totals;
+  if (t.hangs == 0 && t.failed == 0) return absl::OkStatus();
+  return absl::AbortedError(absl::StrCat(t.hangs, " of ", t.runs, " runs hung and ", t.failed,
+                                         " failed; see ", o.experiment.out_dir, "/report.md"));
+}
+
 }  // namespace
 }  // namespace pstrain
 
@@ -295,7 +367,8 @@ int main(int argc, char** argv) {
   if (command == "launch") return pstrain::ExitWith("pstrain", pstrain::RunLaunch(argc, argv));
   if (command == "compare") return pstrain::ExitWith("pstrain", pstrain::RunCompareCommand(argc, argv));
   if (command == "scale") return pstrain::ExitWith("pstrain", pstrain::RunScaleCommand(argc, argv));
+  if (command == "chaos") return pstrain::ExitWith("pstrain", pstrain::RunChaosCommand(argc, argv));
   if (command == "keygen") return pstrain::ExitWith("pstrain", pstrain::RunKeygen());
   return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(absl::StrCat(
-      "unknown command \"", command, "\" (expected launch, compare, scale or keygen)")));
+      "unknown command \"", command, "\" (expected launch, compare, scale, chaos or keygen)")));
 }

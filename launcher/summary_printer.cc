@@ -1,6 +1,10 @@
 #include "launcher/summary_printer.h"
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace pstrain {
 namespace {
@@ -30,6 +34,14 @@ void PrintSummary(const proto::RunSummary& s, const std::string& run_dir, std::F
                 "mean staleness %.2f (p99 %d, max %d)\n",
                 s.updates_applied(), s.gradients_received(), s.stale_gradients_dropped(),
                 s.late_gradients_dropped(), s.mean_staleness(), s.p99_staleness(), s.max_staleness());
+  if (s.restarts() > 0) {
+    std::vector<std::string> restarts;
+    for (const proto::TaskRestart& r : s.task_restarts()) {
+      restarts.push_back(absl::StrFormat("%s after %.1f s (%s)", r.task(), r.after_s(), r.reason()));
+    }
+    absl::FPrintF(out, "restarts %d: %s | recoveries %d | updates lost %d\n", s.restarts(),
+                  absl::StrJoin(restarts, ", "), s.recoveries_size(), s.updates_lost());
+  }
   absl::FPrintF(out, "metrics: %s/{summary.json,epochs.csv,evals.csv,steps_worker*.csv,logs/}\n", run_dir);
   std::fflush(out);
 }

@@ -136,12 +136,40 @@ TEST(Launch, UnknownCommandAndBadFlagsExitTwo) {
   EXPECT_THAT(p->output(), HasSubstr("--mode: \"fast\""));
 }
 
+// The restart policy as a user sees it: worker:1 SIGKILLed in an async job
+// is restarted (async workers rejoin by themselves), the launch says so and
+// succeeds, and the summary counts the restart.
+TEST(Launch, RestartsAKilledWorkerAndSaysSo) {
+  const std::string dir = testing::MakeTempDir("restart");
+  auto p = StartLaunch(dir, {"--mode=async", "--epochs=2", "--echo=all", "--log_every_steps=10"});
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(p->WaitForOutput("[worker:1] I", 120)) << p->output();
+  ASSERT_TRUE(p->WaitForOutput("epoch 1/2 step 20/", 120)) << p->output();
+  std::map<std::string, pid_t> pids = TaskPids(p->output());
+  ASSERT_EQ(kill(pids["worker:1"], SIGKILL), 0);
+  auto code = p->Wait(240);
+  ASSERT_TRUE(code.ok()) << p->output();
+  EXPECT_EQ(*code, 0) << p->output();
+  EXPECT_THAT(p->output(), HasSubstr("pstrain: worker:1 died (killed by signal 9); restarting it (1 of 3) in 1.0 s"));
+  std::smatch restarted;
+  const std::string output = p->output();
+  ASSERT_TRUE(std::regex_search(output, restarted, std::regex(R"(pstrain: restarted worker:1 \(pid (\d+)\))")))
+      << output;
+  EXPECT_THAT(output, HasSubstr("restarts 1: worker:1 after "));  // the printed summary
+  proto::RunSummary s;
+  ASSERT_TRUE(ParseJsonMessage(*ReadFileToString(dir + "/summary.json"), "summary.json", &s).ok());
+  EXPECT_EQ(s.restarts(), 1);
+  EXPECT_THAT(*ReadFileToString(dir + "/launch.json"), HasSubstr("--max_restarts=3"));
+  pids["worker:1 again"] = std::stoi(restarted[1]);
+  ExpectAllGone(pids, 5);
+}
+
 // A cluster that trains for long enough to be interfered with.
 class LongLaunch : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = testing::MakeTempDir("longlaunch");
-    launcher_ = StartLaunch(dir_, {"--mode=sync", "--epochs=20", "--echo=all"});
+    launcher_ = StartLaunch(dir_, {"--mode=sync", "--epochs=20", "--echo=all", "--max_restarts=0"});
     ASSERT_NE(launcher_, nullptr);
     ASSERT_TRUE(launcher_->WaitForOutput("step 10/", 120)) << launcher_->output();
     pids_ = TaskPids(launcher_->output());
@@ -178,6 +206,7 @@ TEST_F(LongLaunch, StartsEachTaskWithItsOptionsAsFlags) {
   EXPECT_THAT(ps, Contains("--max_message_mb=1024"));
 }
 
+// LongLaunch runs with --max_restarts=0: a dead task is not restarted.
 TEST_F(LongLaunch, ADeadTaskStopsTheRestAndIsNamed) {
   ASSERT_EQ(kill(pids_["worker:1"], SIGKILL), 0);
   auto code = launcher_->Wait(30);
