@@ -29,7 +29,7 @@ void AddPrincipals(const ClusterSpec& cluster, const TransportSecurity& security
   };
   for (const TaskId& task : cluster.AllTasks()) {
     if (task.type == TaskType::kPs) {
-      add(task.ToString(), {Role::kPs, -1});
+      add(task.ToString(), {Role::kPs, -1, task.index});
     } else if (task.type == TaskType::kChief || task.type == TaskType::kWorker) {
       const int rank = cluster.WorkerRank(task);
       add(task.ToString(), {rank == 0 ? Role::kChief : Role::kWorker, rank});
@@ -52,7 +52,8 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
                                         options.checkpoint_dir, RandomId()};
   HandshakeGuardOptions guard_options;
   AddPrincipals(cluster, security, &guard_options, &handler_options);
-  std::unique_ptr<PsServer> server(new PsServer(cluster, options, std::move(handler_options)));
+  std::unique_ptr<PsServer> server(
+      new PsServer(cluster, options, std::move(handler_options), security));
   // The ZAP handler first: libzmq admits CURVE clients unchecked while
   // none is bound.
   ASSIGN_OR_RETURN(server->guard_, HandshakeGuard::Create(server->context_, guard_options));
@@ -75,20 +76,52 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
 }
 
 PsServer::PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
-                   RequestHandlerOptions handler_options)
+                   RequestHandlerOptions handler_options, const TransportSecurity& security)
     : cluster_(cluster),
       task_(*cluster.task()),
       options_(options),
-      handler_(handler_options) {}
+      handler_(handler_options),
+      security_(security) {}
+
+void PsServer::MaybeStartReplicator() {
+  if (replicator_ != nullptr || !handler_.initialized() || handler_.job().ps_replicas() < 1 ||
+      cluster_.num_ps() < 2) {
+    return;
+  }
+  const TaskId standby{TaskType::kPs, (task_.index + 1) % cluster_.num_ps()};
+  auto hp = ParseHostPort(cluster_.Address(standby));
+  if (!hp.ok()) return;  // the spec was checked when it was read
+  ReplicatorOptions ro;
+  ro.standby_name = absl::StrCat(standby.ToString(), " (", cluster_.Address(standby), ")");
+  ro.endpoint = ConnectEndpoint(*hp);
+  ro.socket.max_message_bytes = options_.max_message_bytes;
+  UseCurveClient(security_, task_.ToString(), standby.ToString(), &ro.socket);
+  auto r = Replicator::Create(context_, ro, RealClock());
+  if (!r.ok()) {
+    LOG(ERROR) << task_.ToString() << ": no standby: " << r.status().message();
+    return;
+  }
+  replicator_ = *std::move(r);
+  LOG(INFO) << task_.ToString() << ": replicating shard " << task_.index << " to its standby "
+            << ro.standby_name;
+}
+
+void PsServer::PumpReplicator() {
+  if (replicator_ == nullptr) return;
+  std::vector<Reply> released;
+  replicator_->Pump(handler_, &released);
+  Send(&released);
+}
 
 absl::Status PsServer::Run() {
   LOG(INFO) << task_.ToString() << " listening on " << endpoint_ << " (job "
             << absl::StrCat(absl::Hex(cluster_.JobId())) << ", " << cluster_.num_workers() << " workers, "
             << cluster_.num_ps() << " ps)";
   started_us_ = last_wait_log_us_ = MonotonicMicros();
-  std::vector<zmq::socket_t*> sockets = {&socket_};
-  for (zmq::socket_t* s : guard_->sockets()) sockets.push_back(s);
   for (;;) {
+    std::vector<zmq::socket_t*> sockets = {&socket_};
+    for (zmq::socket_t* s : guard_->sockets()) sockets.push_back(s);
+    if (replicator_ != nullptr) sockets.push_back(replicator_->socket());
     if (const int sig = ShutdownSignal(); sig != 0) {
       return Finish(absl::CancelledError(absl::StrCat(task_.ToString(), " stopped by signal ", sig)));
     }
@@ -97,6 +130,7 @@ absl::Status PsServer::Run() {
     guard_->Serve();
     handler_.SetHandshakesRefused(guard_->refused());
     if (readable.ok() && (*readable)[0]) ServeReadable();
+    PumpReplicator();
     CheckLiveness();
     if (handler_.shutdown_requested()) return Finish(absl::OkStatus());
     if (!handler_.failure().ok() &&
@@ -129,6 +163,8 @@ void PsServer::Process(RoutedMessage routed) {
     handler_.HandleMalformed(peer, routed.message.status(), &replies);
   } else {
     handler_.Handle(peer, *routed.message, &replies);
+    MaybeStartReplicator();
+    if (replicator_ != nullptr) replicator_->Hold(handler_, &replies);
   }
   Send(&replies);
 }
@@ -142,6 +178,7 @@ void PsServer::Send(std::vector<Reply>* replies) {
     }
     absl::Span<const float> payload;
     if (r.with_params) payload = handler_.params();
+    if (r.payload != nullptr) payload = *r.payload;
     const zmq::message_t identity(r.peer.data(), r.peer.size());
     const absl::Status s = SendRouted(socket_, identity, r.header, payload);
     if (!s.ok()) {
@@ -211,6 +248,7 @@ absl::Status PsServer::Finish(absl::Status status) {
   guard_->FlushLogs();
   handler_.SetHandshakesRefused(guard_->refused());
   std::vector<Reply> replies;
+  if (replicator_ != nullptr) replicator_->ReleaseAll(&replies);
   if (!status.ok()) handler_.AbortParked(status, &replies);
   Send(&replies);
   const proto::ShardStats s = handler_.Stats();

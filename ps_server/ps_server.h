@@ -35,6 +35,7 @@
 #include "common/security.h"
 #include "common/transport.h"
 #include "ps_server/ps_server_options.h"
+#include "ps_server/replicator.h"
 #include "ps_server/request_handler.h"
 
 namespace pstrain {
@@ -56,12 +57,15 @@ class PsServer {
 
  private:
   PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
-           RequestHandlerOptions handler_options);
+           RequestHandlerOptions handler_options, const TransportSecurity& security);
 
   void ServeReadable();
   void Process(RoutedMessage routed);
   void Send(std::vector<Reply>* replies);
   void CheckLiveness();
+  // Starts replicating to the standby once the job asks for one.
+  void MaybeStartReplicator();
+  void PumpReplicator();
   void FailJob(const std::string& why);
   absl::Status Finish(absl::Status status);
 
@@ -73,6 +77,8 @@ class PsServer {
   zmq::socket_t socket_;
   std::string endpoint_;
   RequestHandler handler_;
+  TransportSecurity security_;
+  std::unique_ptr<Replicator> replicator_;  // --ps_replicas=1, once initialised
   int64_t init_us_ = 0;
   int64_t all_dead_since_us_ = 0;  // 0: some worker is alive
   int64_t started_us_ = 0;

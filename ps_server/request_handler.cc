@@ -199,7 +199,7 @@ absl::StatusOr<Principal> RequestHandler::Authenticate(const Peer& peer,
       }
       return Principal{h.rank() == 0 ? Role::kChief : Role::kWorker, h.rank()};
     case proto::PS:
-      return Principal{Role::kPs, -1};
+      return Principal{Role::kPs, -1, h.sender().index()};
     case proto::CLIENT:
       return Principal{Role::kClient, -1};
     default:
@@ -211,7 +211,8 @@ absl::Status RequestHandler::Authorize(const Principal& who, const proto::Header
   const proto::MessageType t = h.type();
   const bool allowed = who.role == Role::kChief ||
                        (who.role == Role::kWorker && WorkerMayDo(t)) ||
-                       (who.role == Role::kPs && (t == proto::STATS || t == proto::HEARTBEAT)) ||
+                       (who.role == Role::kPs &&
+                        (t == proto::STATS || t == proto::HEARTBEAT || t == proto::REPLICATE)) ||
                        (who.role == Role::kClient && t == proto::STATS);
   if (allowed) return absl::OkStatus();
   if (t == proto::INIT || t == proto::RESTORE || t == proto::SAVE || t == proto::SHUTDOWN) {
@@ -224,6 +225,12 @@ absl::Status RequestHandler::Authorize(const Principal& who, const proto::Header
 }
 
 absl::Status RequestHandler::CheckSize(const Message& m) const {
+  // A shard's whole state (two floats per parameter), from a ps or the
+  // chief, both authenticated: bounded by the socket's message limit.
+  if (m.header.type() == proto::REPLICATE ||
+      (m.header.type() == proto::RESTORE && m.header.restore().from_payload())) {
+    return absl::OkStatus();
+  }
   if (!initialized()) {
     if (m.header.type() != proto::INIT && m.payload_bytes() > kMaxPayloadBeforeInit) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -344,6 +351,10 @@ void RequestHandler::Dispatch(const Peer& peer, const Message& request, std::vec
       return HandleSave(peer.route, request, out);
     case proto::RESTORE:
       return HandleRestore(peer.route, request, out);
+    case proto::REPLICATE:
+      return HandleReplicate(peer.route, *who, request, out);
+    case proto::FETCH_REPLICA:
+      return HandleFetchReplica(peer.route, request, out);
     default:  // HEARTBEAT ... SHUTDOWN are all above; CheckEnvelope refused the rest
       return refuse(absl::InvalidArgumentError(absl::StrCat("unknown message type ", h.type())));
   }
@@ -435,8 +446,11 @@ void RequestHandler::HandleInit(const std::string& peer, const Message& m,
 void RequestHandler::FinishInit(const std::string& peer, const proto::Header& h,
                                 std::vector<Reply>* out) {
   workers_.MarkRegistered(0, h.session());
-  LOG(INFO) << (h.type() == proto::RESTORE ? "restored from checkpoint " : "initialised ")
-            << (h.type() == proto::RESTORE ? CheckpointName(h.restore().step()) : std::string())
+  const bool restored = h.type() == proto::RESTORE;
+  LOG(INFO) << (restored ? "restored from " : "initialised ")
+            << (!restored ? std::string()
+                : h.restore().from_payload() ? "its standby's replica"
+                                             : "checkpoint " + CheckpointName(h.restore().step()))
             << " by the chief: shard " << options_.shard_index << " [" << range_.begin << ", "
             << range_.end << ") " << range_.size() << " floats, version " << policy_->version()
             << ", mode " << proto::UpdateMode_Name(job_.mode()) << ", " << job_.num_workers()
@@ -766,6 +780,8 @@ proto::ShardStats RequestHandler::Stats() const {
   s.set_updates_applied(initialized() ? policy_->store().updates() : 0);
   s.set_initialized(initialized());
   s.set_generation(generation_);
+  s.set_replica_shard(replica_.held ? replica_.header.shard_index() : -1);
+  s.set_replica_version(replica_.held ? replica_.header.replica().version() : -1);
   // Trim trailing empty histogram buckets to keep the reply small.
   while (s.staleness_histogram_size() > 0 &&
          s.staleness_histogram(s.staleness_histogram_size() - 1) == 0) {

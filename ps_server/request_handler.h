@@ -35,6 +35,13 @@
 // fingerprint, shard range or version, and their messages never reveal
 // the ps's own values of them.
 //
+// Hot standby (stage 2, JobConfig.ps_replicas): ps k is the standby of
+// shard (k-1) mod n. It keeps the latest state its primary REPLICATEs (only
+// that ps may), and gives it to the chief (FETCH_REPLICA), which restores a
+// restarted primary from it (RESTORE from_payload): nothing applied is lost.
+// The primary's side, sending its state and holding back what a worker
+// could see before the standby has it, is ps_server/replicator.h.
+//
 // Thread safety: none; the ps's single event loop owns it.
 
 #include <cstdint>
@@ -66,6 +73,7 @@ enum class Role { kChief, kWorker, kPs, kClient };
 struct Principal {
   Role role = Role::kClient;
   int rank = -1;
+  int ps_index = -1;  // a ps: its task index
 };
 
 struct Reply {
@@ -73,6 +81,8 @@ struct Reply {
   proto::Header header;
   bool with_params = false;  // attach the shard's current parameters
   bool record = false;       // remember it for repeats of the request
+  // Sent as the payload instead (FETCH_REPLICA: a replica's state).
+  std::shared_ptr<const std::vector<float>> payload = nullptr;
 };
 
 struct RequestHandlerOptions {
@@ -140,6 +150,15 @@ class RequestHandler {
 
   proto::ShardStats Stats() const;
 
+  // The shard's state for its standby: parameters then momentum, and the
+  // rest. REQUIRES: initialized().
+  std::vector<float> StateSnapshot() const;
+  proto::ReplicaState ReplicaStateNow() const;
+  // A REPLICATE request for this shard's standby, without payload.
+  proto::Header ReplicateHeader(uint64_t seq) const;
+  // Counts what the replicator did (STATS).
+  void CountReplication(bool acknowledged);
+
  private:
   struct Parked {
     std::string peer;
@@ -186,12 +205,17 @@ class RequestHandler {
   absl::StatusOr<ShardCheckpoint> LoadCheckpoint(const proto::Header& h) const;
   // Loads the shard from its file (RESTORE); with rollback on a live shard,
   // answers what is parked with a rejoin refusal into `out` first.
-  absl::Status Restore(const proto::Header& h, std::vector<Reply>* out);
+  absl::Status Restore(const Message& m, std::vector<Reply>* out);
   void Install(const proto::Header& h, std::unique_ptr<UpdatePolicy> policy);
   void HandlePush(const std::string& peer, const Message& m, bool then_pull, std::vector<Reply>* out);
   void HandlePull(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleBarrier(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleShutdown(const std::string& peer, const Message& m, std::vector<Reply>* out);
+  // request_handler_replica.cc
+  void HandleReplicate(const std::string& peer, const Principal& who, const Message& m,
+                       std::vector<Reply>* out);
+  void HandleFetchReplica(const std::string& peer, const Message& m, std::vector<Reply>* out);
+  absl::StatusOr<ShardCheckpoint> StateFromPayload(const Message& m) const;
 
   // Liveness: a dead rank is not waited for; one heard from again is.
   void SetDead(int rank, bool dead, std::vector<Reply>* out);
@@ -221,6 +245,15 @@ class RequestHandler {
   std::map<int, proto::WorkerReport> reports_;
   bool shutdown_requested_ = false;
   bool restored_ = false;
+  // The replica this ps keeps as standby of shard (index - 1) mod n: the
+  // header of its last REPLICATE (job, plan, range, ReplicaState) and its
+  // parameters then momentum.
+  struct Replica {
+    bool held = false;
+    proto::Header header;
+    std::shared_ptr<const std::vector<float>> state;
+  };
+  Replica replica_;
   int64_t generation_ = 0;
   absl::Status failure_;
   proto::ShardStats stats_;

@@ -85,9 +85,10 @@ void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
     return Refuse(peer, h, absl::FailedPreconditionError(
         "RESTORE: this ps was started without --checkpoint_dir"), out);
   }
-  if (h.restore().step() < 0 || h.restore().step() > kMaxCheckpointStep || m.has_payload) {
+  if (h.restore().step() < 0 || h.restore().step() > kMaxCheckpointStep ||
+      m.has_payload != h.restore().from_payload()) {
     return Refuse(peer, h, absl::InvalidArgumentError(
-        "RESTORE needs a step in [0, 2^48] and no payload"), out);
+        "RESTORE needs a step in [0, 2^48], and a payload exactly when from_payload"), out);
   }
   const bool rollback = h.restore().rollback() && initialized();
   if (h.restore().generation() < 0 || h.restore().generation() > kMaxCheckpointStep) {
@@ -101,7 +102,7 @@ void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
     return;
   }
   const int64_t version_before = version();
-  if (absl::Status s = Restore(h, out); !s.ok()) {
+  if (absl::Status s = Restore(m, out); !s.ok()) {
     LOG(ERROR) << "RESTORE of " << CheckpointName(h.restore().step()) << " refused: " << s.message();
     return Refuse(peer, h, s, out);
   }
@@ -132,10 +133,12 @@ absl::StatusOr<ShardCheckpoint> RequestHandler::LoadCheckpoint(const proto::Head
   return c;
 }
 
-absl::Status RequestHandler::Restore(const proto::Header& h, std::vector<Reply>* out) {
+absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) {
+  const proto::Header& h = m.header;
   const bool rollback = h.restore().rollback() && initialized();
   RETURN_IF_ERROR(rollback ? CheckInitFields(h) : CheckInit(h));
-  ASSIGN_OR_RETURN(ShardCheckpoint c, LoadCheckpoint(h));
+  ASSIGN_OR_RETURN(ShardCheckpoint c,
+                   h.restore().from_payload() ? StateFromPayload(m) : LoadCheckpoint(h));
   if (rollback) {
     // Whatever waits here was computed on the state being undone.
     AbortParked(RejoinError(absl::StrCat("shard ", options_.shard_index, " was rolled back to ",

@@ -142,7 +142,7 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
   call.header.set_request_id(next_request_id_++);
   const std::string type = proto::MessageType_Name(call.header.type());
   for (int64_t backoff_us = 1000;; backoff_us = std::min<int64_t>(backoff_us * 2, 100'000)) {
-    const absl::Status s = SendRequest(sockets_[call.shard], call.header, call.payload, true);
+    const absl::Status s = SendRequest(sockets_[call.ps()], call.header, call.payload, true);
     if (s.ok()) return s;
     if (!absl::IsUnavailable(s)) {
       return absl::Status(s.code(), absl::StrCat(ShardName(call.shard), ": ", type, ": ", s.message()));
@@ -159,7 +159,7 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m) {
   const proto::Header& h = m.header;
   const std::string what =
       absl::StrCat(ShardName(call.shard), " ", proto::MessageType_Name(call.header.type()));
-  uint64_t& instance = instances_[call.shard];
+  uint64_t& instance = instances_[call.ps()];
   if (h.ps_instance() != 0 && instance != 0 && h.ps_instance() != instance) {
     return RejoinError(absl::StrCat(what, ": the ps restarted since this worker joined"));
   }
@@ -174,7 +174,10 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m) {
     absl::Status refused(code, absl::StrCat(what, " refused: ", h.error().message()));
     return h.rejoin() ? MarkRejoin(std::move(refused)) : refused;
   }
-  if (!call.params.empty()) {
+  if (call.raw != nullptr) {
+    call.raw->resize(m.payload_floats());
+    m.CopyPayloadTo(absl::MakeSpan(*call.raw));
+  } else if (!call.params.empty()) {
     const ShardRange r = plan_.range(call.shard);
     if (m.payload_floats() != static_cast<size_t>(r.size())) {
       return absl::DataLossError(absl::StrCat(what, ": reply carries ", m.payload_bytes(),
@@ -189,7 +192,7 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m) {
 
 absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us) {
   std::vector<zmq::socket_t*> sockets;
-  for (const Call& c : *calls) sockets.push_back(&sockets_[c.shard]);
+  for (const Call& c : *calls) sockets.push_back(&sockets_[c.ps()]);
   for (;;) {
     if (std::all_of(calls->begin(), calls->end(), [](const Call& c) { return c.done; })) {
       return absl::OkStatus();
@@ -204,7 +207,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
     for (size_t i = 0; i < calls->size(); ++i) {
       Call& call = (*calls)[i];
       while ((*readable)[i] && !call.done) {
-        auto m = ReceiveReply(sockets_[call.shard]);
+        auto m = ReceiveReply(sockets_[call.ps()]);
         if (!m.ok()) {
           if (absl::IsUnavailable(m.status())) break;
           return absl::DataLossError(absl::StrCat(ShardName(call.shard), ": ", m.status().message()));
@@ -299,6 +302,40 @@ absl::Status PsClient::Restore(const proto::JobConfig& job, int64_t step,
   return Exchange(&calls);
 }
 
+absl::StatusOr<proto::Header> PsClient::FetchReplica(int holder, int shard,
+                                                     std::vector<float>* state) {
+  std::vector<Call> calls(1);
+  calls[0].shard = shard;
+  calls[0].socket = holder;
+  calls[0].header = BaseHeader(proto::FETCH_REPLICA, shard);
+  calls[0].raw = state;
+  RETURN_IF_ERROR(Exchange(&calls));
+  const proto::Header& r = calls[0].reply;
+  const ShardRange range = plan_.range(shard);
+  if (r.range_begin() != static_cast<uint64_t>(range.begin) ||
+      r.range_end() != static_cast<uint64_t>(range.end) ||
+      r.plan_fingerprint() != plan_.fingerprint() ||
+      state->size() != 2 * static_cast<size_t>(range.size())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        ShardName(holder), ": its replica of shard ", shard, " is of another plan or range"));
+  }
+  return r;
+}
+
+absl::Status PsClient::RestoreFromState(const proto::JobConfig& job, int shard,
+                                        const proto::ReplicaState& replica,
+                                        absl::Span<const float> state, int64_t generation) {
+  std::vector<Call> calls(1);
+  calls[0].shard = shard;
+  calls[0].header = BaseHeader(proto::RESTORE, shard);
+  *calls[0].header.mutable_job() = job;
+  *calls[0].header.mutable_replica() = replica;
+  calls[0].header.mutable_restore()->set_from_payload(true);
+  calls[0].header.mutable_restore()->set_generation(generation);
+  calls[0].payload = state;
+  return Exchange(&calls);
+}
+
 absl::StatusOr<std::vector<proto::SavedShard>> PsClient::Save(int64_t step, int keep) {
   std::vector<Call> calls = ShardCalls(proto::SAVE, step, {});
   for (Call& c : calls) c.header.set_keep_checkpoints(keep);
@@ -329,6 +366,28 @@ absl::Status PsClient::PushPull(int64_t step, absl::Span<const int64_t> computed
     c.header.set_num_examples(num_examples);
     c.payload = grads.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size()));
     c.params = params;
+  }
+  RETURN_IF_ERROR(Exchange(&calls));
+  CollectReplies(calls, replies);
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::FinishStep(int64_t step, absl::Span<const int64_t> computed_on,
+                                  int num_examples, absl::Span<const float> grads,
+                                  const std::vector<bool>& push_to, absl::Span<float> params,
+                                  std::vector<ShardReply>* replies) {
+  std::vector<Call> calls = ShardCalls(proto::PUSH_PULL, step, computed_on);
+  for (Call& c : calls) {
+    c.params = params;
+    if (!push_to[c.shard]) {
+      c.header.set_type(proto::PULL);
+      c.header.set_step(step + 1);
+      c.header.set_version(computed_on[c.shard] + 1);
+      continue;
+    }
+    const ShardRange r = plan_.range(c.shard);
+    c.header.set_num_examples(num_examples);
+    c.payload = grads.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size()));
   }
   RETURN_IF_ERROR(Exchange(&calls));
   CollectReplies(calls, replies);

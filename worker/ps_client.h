@@ -98,6 +98,17 @@ class PsClient {
                        absl::Span<const uint64_t> checksums, bool verify_only,
                        const RestoreScope& scope = {});
 
+  // Chief only (--ps_replicas): the replica of shard `shard` that ps
+  // `holder` keeps as its standby: its state (parameters, then momentum)
+  // into `state`; the reply's header (ReplicaState, range, plan, job).
+  // NotFound when that ps holds none.
+  absl::StatusOr<proto::Header> FetchReplica(int holder, int shard, std::vector<float>* state);
+
+  // Chief only: initialises the empty shard `shard` from such a state.
+  absl::Status RestoreFromState(const proto::JobConfig& job, int shard,
+                                const proto::ReplicaState& replica, absl::Span<const float> state,
+                                int64_t generation);
+
   // Chief only: every shard writes checkpoint `step` and keeps the newest
   // `keep`; returns what each wrote, by shard.
   absl::StatusOr<std::vector<proto::SavedShard>> Save(int64_t step, int keep);
@@ -118,6 +129,13 @@ class PsClient {
   absl::Status PushPull(int64_t step, absl::Span<const int64_t> computed_on, int num_examples,
                         absl::Span<const float> grads, absl::Span<float> params,
                         std::vector<ShardReply>* replies);
+
+  // PushPull to the shards with push_to[k], and from the others only the
+  // parameters that follow (version computed_on[k] + 1): the end of a step
+  // some shards already have the gradient of (a restored shard lost it).
+  absl::Status FinishStep(int64_t step, absl::Span<const int64_t> computed_on, int num_examples,
+                          absl::Span<const float> grads, const std::vector<bool>& push_to,
+                          absl::Span<float> params, std::vector<ShardReply>* replies);
 
   // Waits at the barrier `name` on every shard until every worker reached
   // it. `report` (may be null), the worker's final figures, goes to every
@@ -141,6 +159,9 @@ class PsClient {
     proto::Header header;
     absl::Span<const float> payload;  // sent
     absl::Span<float> params;         // reply payload lands here (may be empty)
+    int socket = -1;                  // the ps to ask, when not `shard`'s own
+    std::vector<float>* raw = nullptr;  // the whole reply payload lands here
+    int ps() const { return socket >= 0 ? socket : shard; }
     proto::Header reply;
     bool done = false;
   };

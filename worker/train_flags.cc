@@ -62,6 +62,8 @@ ABSL_FLAG(double, checkpoint_every_s, Defaults().checkpoint_every_s,
 ABSL_FLAG(int, keep_checkpoints, Defaults().keep_checkpoints, "Keep the newest K checkpoints");
 ABSL_FLAG(bool, restore, Defaults().restore,
           "Chief: RESTORE the ps tasks from the newest usable checkpoint in --checkpoint_dir and continue from it (others: append to the metrics)");
+ABSL_FLAG(int, ps_replicas, Defaults().ps_replicas,
+          "1: every shard keeps a hot standby on the next ps; a lost ps loses no update");
 
 namespace pstrain {
 namespace {
@@ -108,6 +110,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.checkpoint_every_s = absl::GetFlag(FLAGS_checkpoint_every_s);
   o.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
   o.restore = absl::GetFlag(FLAGS_restore);
+  o.ps_replicas = absl::GetFlag(FLAGS_ps_replicas);
   RETURN_IF_ERROR(ValidateTrainOptions(o));
   return o;
 }

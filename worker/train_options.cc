@@ -77,6 +77,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (!(o.checkpoint_every_s >= 0)) return Bad("checkpoint_every_s", "must be >= 0");
   if (o.keep_checkpoints < 1) return Bad("keep_checkpoints", "must be >= 1");
   if (!(o.recovery_timeout_s > 0)) return Bad("recovery_timeout_s", "must be > 0");
+  if (o.ps_replicas < 0 || o.ps_replicas > 1) return Bad("ps_replicas", "must be 0 or 1");
   if (o.heartbeat_interval_s * 2 > o.peer_timeout_s) {
     return Bad("peer_timeout_s", "must be at least twice --heartbeat_interval_s");
   }
@@ -115,7 +116,8 @@ std::vector<std::string> TrainOptions::ToArgs() const {
           Arg("checkpoint_every_steps", checkpoint_every_steps),
           Arg("checkpoint_every_s", checkpoint_every_s),
           Arg("keep_checkpoints", keep_checkpoints),
-          Arg("restore", restore)};
+          Arg("restore", restore),
+          Arg("ps_replicas", ps_replicas)};
 }
 
 double EffectiveLearningRate(const TrainOptions& options, int num_workers) {

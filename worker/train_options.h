@@ -66,6 +66,10 @@ struct TrainOptions {
   // (RESTORE instead of INIT). The other workers learn their position when
   // they register; for them it only means: append to the metrics CSVs.
   bool restore = false;
+  // 1: every shard keeps a hot standby on the next ps (ps k's on ps k+1),
+  // which has every update a worker has seen; a restarted ps is restored
+  // from it and nothing applied is lost. Needs 2 or more ps. 0: none.
+  int ps_replicas = 0;
 
   // "--name=value" for every field, in declaration order, such that the
   // flags of train_flags.h parse them back to an equal TrainOptions (doubles

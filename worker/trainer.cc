@@ -56,6 +56,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ClusterSpec& clus
         options.restore ? "--restore" : "--checkpoint_every_steps/--checkpoint_every_s",
         " needs --checkpoint_dir"));
   }
+  if (options.ps_replicas > 0 && cluster.num_ps() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ps_replicas=", options.ps_replicas, " needs 2 or more ps tasks (a standby lives on "
+        "another ps); the spec has ", cluster.num_ps()));
+  }
   std::unique_ptr<Trainer> trainer(new Trainer(cluster, options, security));
   RETURN_IF_ERROR(trainer->Setup());
   return trainer;
@@ -197,6 +202,7 @@ proto::JobConfig Trainer::MakeJobConfig() const {
   job.set_batch_size(options_.batch_size);
   job.set_model(options_.model);
   job.set_total_steps(total_steps_);
+  job.set_ps_replicas(options_.ps_replicas);
   return job;
 }
 
@@ -267,6 +273,12 @@ absl::Status Trainer::RecoverShards(bool first) {
   // different generations: roll them back again, together.
   const bool torn = sync && generations.size() > 1;
   if (empty.empty() && !torn) return absl::OkStatus();  // a live job: just register
+  if (!empty.empty() && options_.ps_replicas > 0) {
+    const absl::Status s = RestoreFromStandbys(empty, max_generation, t0);
+    if (s.ok() || IsRejoin(s)) return s;
+    LOG(WARNING) << "cannot restore from the standbys (" << s.message()
+                 << "); restoring from the newest checkpoint instead";
+  }
   if (checkpointer_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         empty.empty() ? "the shards are at different generations" : absl::StrJoin(names, ", ") +
@@ -284,6 +296,7 @@ absl::Status Trainer::RecoverShards(bool first) {
   }
   proto::Recovery r;
   r.set_checkpoint(CheckpointName(m.step()));
+  r.set_source("checkpoint");
   for (int k : empty) r.add_shards_restored(k);
   int64_t to_version = 0, lost = 0, from_version = 0;
   for (const proto::SavedShard& saved : m.shards()) {
@@ -306,6 +319,37 @@ absl::Status Trainer::RecoverShards(bool first) {
                           absl::StrJoin(names, ", ") + " restarted empty", ": ",
                           sync ? "every shard rolled back to " : "restored alone from ",
                           CheckpointName(m.step())));
+  r.set_seconds(SecondsSince(t0));
+  RecordRecovery(std::move(r));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::RestoreFromStandbys(const std::vector<int>& empty, int64_t generation,
+                                          int64_t t0) {
+  const int n = plan_->num_shards();
+  proto::Recovery r;
+  r.set_source("standby");
+  std::vector<std::string> what;
+  int64_t version = 0;
+  for (int k : empty) {
+    const int holder = (k + 1) % n;
+    if (std::count(empty.begin(), empty.end(), holder) > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ps:", holder, ", the standby of shard ", k, ", lost its state too"));
+    }
+    std::vector<float> state;
+    ASSIGN_OR_RETURN(const proto::Header h, client_->FetchReplica(holder, k, &state));
+    RETURN_IF_ERROR(
+        client_->RestoreFromState(MakeJobConfig(), k, h.replica(), state, generation));
+    r.add_shards_restored(k);
+    version = std::max(version, h.replica().version());
+    what.push_back(absl::StrCat("ps:", k, " from its standby ps:", holder, " at version ",
+                                h.replica().version()));
+  }
+  r.set_from_version(static_cast<int32_t>(version));
+  r.set_to_version(static_cast<int32_t>(version));
+  r.set_updates_lost(0);  // the standby has every state a worker saw
+  r.set_what(absl::StrCat(absl::StrJoin(what, ", "), " restored; nothing rolled back"));
   r.set_seconds(SecondsSince(t0));
   RecordRecovery(std::move(r));
   return absl::OkStatus();
@@ -367,9 +411,40 @@ absl::Status Trainer::Run() {
   }
 }
 
-absl::Status Trainer::TrainToEnd() {
-  RETURN_IF_ERROR(client_->Pull(global_step_, pull_versions_, absl::MakeSpan(params_), &replies_));
+bool Trainer::CanFinishPushedStep() const {
+  if (options_.mode != proto::SYNC || options_.backup_workers > 0 || pushed_step_ < 0 ||
+      global_step_ != pushed_step_) {
+    return false;
+  }
+  bool behind = false, ahead = false;
+  for (size_t k = 0; k < pull_versions_.size(); ++k) {
+    if (pushed_on_[k] != pushed_step_) return false;
+    behind = behind || pull_versions_[k] == pushed_step_;
+    ahead = ahead || pull_versions_[k] == pushed_step_ + 1;
+  }
+  return behind && ahead;
+}
+
+absl::Status Trainer::FinishPushedStep() {
+  std::vector<bool> push_to(pull_versions_.size());
+  for (size_t k = 0; k < push_to.size(); ++k) push_to[k] = pull_versions_[k] == pushed_step_;
+  LOG(INFO) << "sending step " << pushed_step_ << "'s gradient again to the shards that lost it";
+  RETURN_IF_ERROR(client_->FinishStep(pushed_step_, pushed_on_, pushed_examples_, grads_, push_to,
+                                      absl::MakeSpan(params_), &replies_));
   UpdateVersions(replies_);
+  ++global_step_;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::TrainToEnd() {
+  if (CanFinishPushedStep()) {
+    // The other shards have this step's gradient: recomputing it on their
+    // newer parameters would not give the same one.
+    RETURN_IF_ERROR(FinishPushedStep());
+  } else {
+    RETURN_IF_ERROR(client_->Pull(global_step_, pull_versions_, absl::MakeSpan(params_), &replies_));
+    UpdateVersions(replies_);
+  }
   if (global_step_ > 0) {
     LOG(INFO) << "continuing from step " << global_step_ << " (epoch "
               << global_step_ / sharder_->steps_per_epoch() + 1 << ", step "
@@ -519,6 +594,9 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
   const int64_t t1 = MonotonicMicros();
   const int n = static_cast<int>(indices_.size());
   const std::vector<int64_t> computed_on = versions_;
+  pushed_step_ = global_step_;
+  pushed_examples_ = n;
+  pushed_on_ = computed_on;
   RETURN_IF_ERROR(client_->PushPull(global_step_, computed_on, n, grads_, absl::MakeSpan(params_),
                                     &replies_));
   const int64_t t2 = MonotonicMicros();

@@ -92,10 +92,18 @@ class Trainer {
   absl::Status Join(bool first);
   absl::Status RecoverShards(bool first);
   absl::Status InitFresh();
+  // --ps_replicas: restores each of the `empty` shards from its standby
+  // (the next ps), at `generation`; nothing is rolled back.
+  absl::Status RestoreFromStandbys(const std::vector<int>& empty, int64_t generation, int64_t t0);
   absl::Status RegisterAndPosition(bool first);
   // After a rejoin status: a new client, then Join(false).
   absl::Status Rejoin(const absl::Status& cause);
   absl::Status TrainToEnd();
+  // Sync, after a rejoin: whether the shards are split between the step
+  // whose gradient this worker still holds and the next (a shard restored
+  // from its standby lost that gradient), and if so, sends it to those.
+  bool CanFinishPushedStep() const;
+  absl::Status FinishPushedStep();
   void RecordRecovery(proto::Recovery recovery);
   absl::Status AddRecoveries(proto::RunSummary* summary) const;
   absl::Status CheckJobMatches(const proto::JobConfig& job) const;
@@ -156,6 +164,11 @@ class Trainer {
   bool final_evaluated_ = false;     // chief: the final model was evaluated
   std::string resumed_from_;         // chief: the checkpoint --restore continued from
   int rejoins_without_progress_ = 0;
+  // The step whose gradient grads_ holds, its weight and the versions it
+  // was computed on (-1: none yet in this process).
+  int64_t pushed_step_ = -1;
+  int pushed_examples_ = 0;
+  std::vector<int64_t> pushed_on_;
   int64_t images_ = 0;
   int64_t start_us_ = 0;             // monotonic, Create
   int64_t first_step_us_ = 0;        // monotonic

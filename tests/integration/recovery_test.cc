@@ -6,7 +6,9 @@
 // run: a restarted ps makes the chief roll every shard back to the last
 // checkpoint (the steps after it are computed again, identically: sync is
 // deterministic for a seed); a restarted worker or chief rejoins at the
-// version the shards wait for, and its gradient for it counts once.
+// version the shards wait for, and its gradient for it counts once. With
+// --ps_replicas=1 a restarted ps is restored from its standby instead: no
+// update is lost and nothing is rolled back.
 
 #include <signal.h>
 
@@ -41,7 +43,7 @@ struct Task {
 };
 
 // The four tasks of the job in `dir` (ps:0, ps:1, worker:0 the chief, worker:1).
-std::vector<Task> MakeJob(const std::string& dir) {
+std::vector<Task> MakeJob(const std::string& dir, bool replicas = false) {
   const std::string spec = testing::WriteLocalSpec(dir, 2, 2);
   const std::string ckpt = "--checkpoint_dir=" + dir + "/checkpoints";
   std::vector<Task> tasks;
@@ -55,7 +57,8 @@ std::vector<Task> MakeJob(const std::string& dir) {
         testing::SecretFlag(), ckpt, "--mode=sync", "--device=cpu", "--seed=1",
         "--log_every_steps=10", absl::StrCat("--max_steps=", kSteps), "--checkpoint_every_steps=20",
         "--run_dir=" + dir + "/run", "--data_dir=" + testing::SourcePath("data/mnist"),
-        w == 1 ? "--straggler_delay_ms=30" : "--straggler_delay_ms=0"};
+        w == 1 ? "--straggler_delay_ms=30" : "--straggler_delay_ms=0",
+        replicas ? "--ps_replicas=1" : "--ps_replicas=0"};
     tasks.push_back({testing::BinaryPath("worker"), args, testing::TfConfigFor(spec, "worker", w),
                      nullptr});
   }
@@ -102,6 +105,7 @@ const std::vector<float>& Reference() {
 struct Victim {
   const char* name;
   int task;  // index into MakeJob's tasks
+  bool replicas = false;
 };
 
 class KilledAndRestarted : public ::testing::TestWithParam<Victim> {};
@@ -110,7 +114,7 @@ TEST_P(KilledAndRestarted, TheJobFinishesWithTheUninterruptedParameters) {
   const std::vector<float>& reference = Reference();
   ASSERT_FALSE(reference.empty());
   const std::string dir = testing::MakeTempDir("recovery");
-  std::vector<Task> tasks = MakeJob(dir);
+  std::vector<Task> tasks = MakeJob(dir, GetParam().replicas);
   for (Task& t : tasks) t.Start();
   // Past a checkpoint, then the victim dies and comes back at once.
   ASSERT_TRUE(tasks[2].process->WaitForOutput("checkpoint ckpt-40 written", 240))
@@ -128,7 +132,12 @@ TEST_P(KilledAndRestarted, TheJobFinishesWithTheUninterruptedParameters) {
               summary.updates_lost(), summary.recoveries_size(), summary.final_test_accuracy());
   const bool ps = std::string(GetParam().name).rfind("ps", 0) == 0;
   EXPECT_EQ(summary.recoveries_size(), ps ? 1 : 0);
-  if (ps) {
+  if (ps && GetParam().replicas) {
+    EXPECT_EQ(summary.recoveries(0).source(), "standby");
+    EXPECT_EQ(summary.updates_lost(), 0);
+    EXPECT_GE(summary.recoveries(0).to_version(), 40);
+  } else if (ps) {
+    EXPECT_EQ(summary.recoveries(0).source(), "checkpoint");
     EXPECT_THAT(summary.recoveries(0).what(), HasSubstr("rolled back"));
     EXPECT_GE(summary.recoveries(0).to_version(), 40);
   } else {
@@ -138,7 +147,9 @@ TEST_P(KilledAndRestarted, TheJobFinishesWithTheUninterruptedParameters) {
 
 INSTANTIATE_TEST_SUITE_P(Tasks, KilledAndRestarted,
                          ::testing::Values(Victim{"ps1", 1}, Victim{"worker1", 3},
-                                           Victim{"chief", 2}),
+                                           Victim{"chief", 2},
+                                           Victim{"ps1_with_standby", 1, true},
+                                           Victim{"ps0_with_standby", 0, true}),
                          [](const ::testing::TestParamInfo<Victim>& p) {
                            return std::string(p.param.name);
                          });

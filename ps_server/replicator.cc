@@ -1,0 +1,114 @@
+#include "ps_server/replicator.h"
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+namespace {
+
+// A reply that shows a state (parameters) or says a gradient was applied.
+bool ShowsState(const Reply& r) {
+  if (r.header.has_error() && r.header.error().code() != 0) return false;
+  return r.with_params || r.header.type() == proto::PUSH || r.header.type() == proto::PUSH_PULL;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Create(zmq::context_t& context,
+                                                               const ReplicatorOptions& options,
+                                                               const Clock* clock) {
+  SocketOptions so = options.socket;
+  so.immediate = true;  // nothing queued for a standby that is not there
+  auto socket = ConnectDealer(context, options.endpoint, so);
+  if (!socket.ok()) {
+    return absl::Status(socket.status().code(),
+                        absl::StrCat(options.standby_name, ": ", socket.status().message()));
+  }
+  return std::unique_ptr<Replicator>(new Replicator(options, clock, *std::move(socket)));
+}
+
+void Replicator::Observe(const RequestHandler& handler) {
+  if (!handler.initialized()) return;
+  const proto::ReplicaState r = handler.ReplicaStateNow();
+  const Key now{handler.generation(), r.version(), r.updates()};
+  if (now != key_) {
+    key_ = now;
+    ++serial_;
+    if (behind_since_us_ == 0) behind_since_us_ = clock_->NowMicros();
+  }
+}
+
+void Replicator::Hold(const RequestHandler& handler, std::vector<Reply>* replies) {
+  Observe(handler);
+  if (acked_ >= serial_ || gave_up_) return;
+  std::vector<Reply> pass;
+  for (Reply& r : *replies) {
+    if (ShowsState(r)) {
+      held_.emplace_back(serial_, std::move(r));
+    } else {
+      pass.push_back(std::move(r));
+    }
+  }
+  *replies = std::move(pass);
+}
+
+void Replicator::Send(RequestHandler& handler) {
+  const std::vector<float> state = handler.StateSnapshot();
+  proto::Header h = handler.ReplicateHeader(++seq_);
+  if (!SendRequest(socket_, h, state, /*zero_copy=*/false).ok()) return;  // not connected: later
+  in_flight_ = true;
+  in_flight_seq_ = seq_;
+  in_flight_serial_ = serial_;
+  sent_us_ = clock_->NowMicros();
+}
+
+void Replicator::ReadAcks(RequestHandler& handler) {
+  for (;;) {
+    auto reply = ReceiveReply(socket_);
+    if (!reply.ok()) return;
+    const proto::Header& h = reply->header;
+    if (h.type() != proto::REPLICATE || !in_flight_ || h.replica().seq() != in_flight_seq_) continue;
+    in_flight_ = false;
+    if (h.error().code() != 0) {
+      LOG_EVERY_N(ERROR, 100) << options_.standby_name << " refused this shard's state: "
+                              << h.error().message();
+      continue;
+    }
+    acked_ = in_flight_serial_;
+    handler.CountReplication(true);
+  }
+}
+
+void Replicator::Release(uint64_t up_to, std::vector<Reply>* released) {
+  while (!held_.empty() && held_.front().first <= up_to) {
+    released->push_back(std::move(held_.front().second));
+    held_.pop_front();
+  }
+}
+
+void Replicator::Pump(RequestHandler& handler, std::vector<Reply>* released) {
+  Observe(handler);
+  ReadAcks(handler);
+  const int64_t now = clock_->NowMicros();
+  if (in_flight_ && (now - sent_us_) * 1e-6 > options_.resend_s) in_flight_ = false;
+  if (!in_flight_ && acked_ < serial_ && handler.initialized()) Send(handler);
+  if (acked_ >= serial_) {
+    if (gave_up_) LOG(WARNING) << options_.standby_name << " has this shard's state again";
+    behind_since_us_ = 0;
+    gave_up_ = false;
+  } else if (!gave_up_ && behind_since_us_ != 0 &&
+             (now - behind_since_us_) * 1e-6 > options_.give_up_s) {
+    gave_up_ = true;
+    LOG(ERROR) << options_.standby_name << " has not acknowledged this shard's state for "
+               << options_.give_up_s << " s: going on without a standby until it answers";
+  }
+  const size_t before = released->size();
+  Release(gave_up_ ? serial_ : acked_, released);
+  if (gave_up_) {
+    for (size_t i = before; i < released->size(); ++i) handler.CountReplication(false);
+  }
+}
+
+void Replicator::ReleaseAll(std::vector<Reply>* released) { Release(serial_, released); }
+
+}  // namespace pstrain

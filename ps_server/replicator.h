@@ -1,0 +1,101 @@
+#pragma once
+
+// The primary's side of the hot standby (issue 8, stage 2; JobConfig.
+// ps_replicas = 1): ps k sends its shard's whole state (parameters,
+// momentum, version, update count, clocks) to its standby, ps (k+1) mod n,
+// after every change, and holds back every reply that would let a worker
+// see or rely on a state the standby does not have yet (replies carrying
+// parameters, acknowledged pushes) until the standby acknowledged it. So
+// whatever any worker has seen survives the primary: the chief restores a
+// restarted primary from its standby (RequestHandler's FETCH_REPLICA),
+// and no applied update is lost.
+//
+// State, not operations, is shipped: one message in flight, always the
+// newest state (a slow standby is sent fewer, newer states, never a
+// backlog), and a restarted standby is whole again with the next one. It
+// costs two floats per parameter per message; shipping the applied
+// gradient instead would halve that.
+//
+// A standby that does not acknowledge within resend_s is sent the newest
+// state again (it restarted, or the message was lost); one that has not
+// acknowledged for give_up_s no longer holds replies back (the job goes on
+// unreplicated, counted and logged, until it answers again).
+//
+// Thread safety: none; the ps's event loop owns it and its socket.
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/transport.h"
+#include "ps_server/request_handler.h"
+#include "zmq.hpp"
+
+namespace pstrain {
+
+struct ReplicatorOptions {
+  std::string standby_name;  // "ps:1 (localhost:2231)", for logs
+  std::string endpoint;      // where the standby listens
+  SocketOptions socket;      // CURVE client keys of this ps, for the standby
+  double resend_s = 1.0;
+  double give_up_s = 10.0;
+};
+
+class Replicator {
+ public:
+  // Connects to the standby (ZeroMQ connects in the background).
+  static absl::StatusOr<std::unique_ptr<Replicator>> Create(zmq::context_t& context,
+                                                            const ReplicatorOptions& options,
+                                                            const Clock* clock);
+
+  // Takes out of `replies` those to hold until the standby has the state
+  // `handler` is in now, and keeps them.
+  void Hold(const RequestHandler& handler, std::vector<Reply>* replies);
+
+  // Sends the newest state when the standby lacks it and nothing is in
+  // flight, reads acknowledgements; appends the replies now released.
+  void Pump(RequestHandler& handler, std::vector<Reply>* released);
+
+  // Every held reply, at once (the ps is finishing).
+  void ReleaseAll(std::vector<Reply>* released);
+
+  zmq::socket_t* socket() { return &socket_; }
+
+ private:
+  Replicator(const ReplicatorOptions& options, const Clock* clock, zmq::socket_t socket)
+      : options_(options), clock_(clock), socket_(std::move(socket)) {}
+
+  // Advances serial_ when the handler's state moved since the last look.
+  void Observe(const RequestHandler& handler);
+  void Send(RequestHandler& handler);
+  void ReadAcks(RequestHandler& handler);
+  void Release(uint64_t up_to, std::vector<Reply>* released);
+
+  struct Key {
+    int64_t generation = -1, version = -1, updates = -1;
+    bool operator!=(const Key& o) const {
+      return generation != o.generation || version != o.version || updates != o.updates;
+    }
+  };
+
+  ReplicatorOptions options_;
+  const Clock* clock_;
+  zmq::socket_t socket_;
+  Key key_;                  // the handler's state at the last look
+  uint64_t serial_ = 0;      // states seen; held replies are tagged with it
+  uint64_t acked_ = 0;       // the newest serial the standby has
+  uint64_t seq_ = 0;         // REPLICATE requests sent
+  bool in_flight_ = false;
+  uint64_t in_flight_seq_ = 0;
+  uint64_t in_flight_serial_ = 0;
+  int64_t sent_us_ = 0;
+  int64_t behind_since_us_ = 0;  // 0: the standby is up to date
+  bool gave_up_ = false;
+  std::deque<std::pair<uint64_t, Reply>> held_;
+};
+
+}  // namespace pstrain

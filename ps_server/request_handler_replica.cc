@@ -1,0 +1,144 @@
+// RequestHandler's hot-standby requests (stage 2 of issue 8): REPLICATE
+// (the primary's state, kept by its standby), FETCH_REPLICA (the chief
+// reads it back) and the state a RESTORE from_payload carries. Kept apart
+// from request_handler.cc so that each file stays readable. The primary's
+// side is ps_server/replicator.h.
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "ps_server/request_handler.h"
+
+namespace pstrain {
+namespace {
+
+constexpr uint64_t kMaxRange = uint64_t{1} << 40;
+constexpr int64_t kMaxVersion = int64_t{1} << 48;
+
+// The shard's size as a state's header gives it. InvalidArgument when the
+// range, the payload or the ReplicaState is not one a shard could have.
+absl::StatusOr<size_t> CheckState(const Message& m, int num_workers) {
+  const proto::Header& h = m.header;
+  if (h.range_end() <= h.range_begin() || h.range_end() > kMaxRange) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad range [", h.range_begin(), ", ", h.range_end(), ")"));
+  }
+  const size_t n = static_cast<size_t>(h.range_end() - h.range_begin());
+  if (h.encoding() != proto::F32 || m.payload_floats() != 2 * n) {
+    return absl::InvalidArgumentError(absl::StrCat("a state of ", m.payload_bytes(),
+                                                   " bytes for a range of ", n, " floats"));
+  }
+  const proto::ReplicaState& r = h.replica();
+  if (r.version() < 0 || r.version() > kMaxVersion || r.updates() < 0 ||
+      (r.worker_clocks_size() != 0 && r.worker_clocks_size() != num_workers)) {
+    return absl::InvalidArgumentError("a state whose version, update count or clocks are out of range");
+  }
+  for (int64_t c : r.worker_clocks()) {
+    if (c < 0 || c > kMaxVersion) return absl::InvalidArgumentError("a worker clock out of range");
+  }
+  return n;
+}
+
+}  // namespace
+
+std::vector<float> RequestHandler::StateSnapshot() const {
+  const ShardStore& store = policy_->store();
+  std::vector<float> state(store.params().begin(), store.params().end());
+  state.insert(state.end(), store.momentum_buffer().begin(), store.momentum_buffer().end());
+  return state;
+}
+
+proto::ReplicaState RequestHandler::ReplicaStateNow() const {
+  proto::ReplicaState r;
+  r.set_version(policy_->version());
+  r.set_updates(policy_->store().updates());
+  const std::vector<int64_t> clocks = policy_->Clocks();
+  *r.mutable_worker_clocks() = {clocks.begin(), clocks.end()};
+  r.set_primary_instance(options_.instance);
+  return r;
+}
+
+proto::Header RequestHandler::ReplicateHeader(uint64_t seq) const {
+  proto::Header h = MakeReply(proto::Header());
+  h.set_is_reply(false);
+  h.set_type(proto::REPLICATE);
+  *h.mutable_job() = job_;
+  *h.mutable_replica() = ReplicaStateNow();
+  h.mutable_replica()->set_seq(seq);
+  return h;
+}
+
+void RequestHandler::CountReplication(bool acknowledged) {
+  if (acknowledged) {
+    stats_.set_replications(stats_.replications() + 1);
+  } else {
+    stats_.set_unreplicated_releases(stats_.unreplicated_releases() + 1);
+  }
+}
+
+void RequestHandler::HandleReplicate(const std::string& peer, const Principal& who,
+                                     const Message& m, std::vector<Reply>* out) {
+  const proto::Header& h = m.header;
+  // Only the ps whose standby this one is: ps (index - 1) mod n, for its
+  // own shard.
+  const int primary = (options_.shard_index + options_.num_shards - 1) % options_.num_shards;
+  if (options_.num_shards < 2 || who.ps_index != primary || h.shard_index() != primary) {
+    return Refuse(peer, h, absl::PermissionDeniedError(absl::StrCat(
+        "this ps keeps the standby of ps:", primary, "'s shard only")), out);
+  }
+  if (h.num_shards() != options_.num_shards) {
+    return Refuse(peer, h, absl::InvalidArgumentError("REPLICATE from a cluster of another size"), out);
+  }
+  auto n = CheckState(m, options_.num_workers);
+  if (!n.ok()) return Refuse(peer, h, n.status(), out);
+  auto state = std::make_shared<std::vector<float>>(2 * *n);
+  m.CopyPayloadTo(absl::MakeSpan(*state));
+  if (!IsFiniteInF32(*state)) {
+    return Refuse(peer, h, absl::InvalidArgumentError("REPLICATE: a state not finite in f32"), out);
+  }
+  replica_.held = true;
+  replica_.header = h;
+  replica_.state = std::move(state);
+  proto::Header ack = MakeReply(h);
+  ack.mutable_replica()->set_seq(h.replica().seq());
+  ack.mutable_replica()->set_version(h.replica().version());
+  out->push_back({peer, std::move(ack), false, false});
+}
+
+void RequestHandler::HandleFetchReplica(const std::string& peer, const Message& m,
+                                        std::vector<Reply>* out) {
+  const proto::Header& h = m.header;
+  if (!replica_.held || replica_.header.shard_index() != h.shard_index()) {
+    return Refuse(peer, h, absl::NotFoundError(absl::StrCat(
+        "this ps holds no replica of shard ", h.shard_index())), out);
+  }
+  Reply reply{peer, MakeReply(h), false, false};
+  const proto::Header& r = replica_.header;
+  reply.header.set_shard_index(r.shard_index());
+  reply.header.set_range_begin(r.range_begin());
+  reply.header.set_range_end(r.range_end());
+  reply.header.set_plan_fingerprint(r.plan_fingerprint());
+  *reply.header.mutable_job() = r.job();
+  *reply.header.mutable_replica() = r.replica();
+  reply.payload = replica_.state;
+  out->push_back(std::move(reply));
+}
+
+absl::StatusOr<ShardCheckpoint> RequestHandler::StateFromPayload(const Message& m) const {
+  ASSIGN_OR_RETURN(const size_t n, CheckState(m, options_.num_workers));
+  ShardCheckpoint c;
+  std::vector<float> state(2 * n);
+  m.CopyPayloadTo(absl::MakeSpan(state));
+  c.params.assign(state.begin(), state.begin() + static_cast<std::ptrdiff_t>(n));
+  c.momentum.assign(state.begin() + static_cast<std::ptrdiff_t>(n), state.end());
+  if (!IsFiniteInF32(c.params) || !IsFiniteInF32(c.momentum)) {
+    return absl::InvalidArgumentError("RESTORE: a state not finite in f32");
+  }
+  const proto::ReplicaState& r = m.header.replica();
+  c.header.set_version(r.version());
+  c.header.set_updates(r.updates());
+  *c.header.mutable_worker_clocks() = r.worker_clocks();
+  return c;
+}
+
+}  // namespace pstrain
