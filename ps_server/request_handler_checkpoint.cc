@@ -81,7 +81,7 @@ absl::StatusOr<proto::SavedShard> RequestHandler::Save(int64_t step, int keep) {
 void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
                                    std::vector<Reply>* out) {
   const proto::Header& h = m.header;
-  if (options_.checkpoint_dir.empty()) {
+  if (options_.checkpoint_dir.empty() && !h.restore().from_payload()) {
     return Refuse(peer, h, absl::FailedPreconditionError(
         "RESTORE: this ps was started without --checkpoint_dir"), out);
   }

@@ -42,7 +42,7 @@ class RequestHandlerTest : public ::testing::Test {
     h.set_range_begin(0);
     h.set_range_end(kSize);
     h.set_encoding(proto::F32);
-    h.set_num_shards(1);
+    h.set_num_shards(num_shards_);
     return h;
   }
 
@@ -59,8 +59,8 @@ class RequestHandlerTest : public ::testing::Test {
   // The handler, made on first use for a spec of spec_workers_ workers.
   RequestHandler& H() {
     if (handler_ == nullptr) {
-      RequestHandlerOptions o{kJob, 0, 1, spec_workers_, principals_, &clock_, checkpoint_dir_,
-                              instance_};
+      RequestHandlerOptions o{kJob,    0,         num_shards_,     spec_workers_,
+                              principals_, &clock_, checkpoint_dir_, instance_};
       handler_ = std::make_unique<RequestHandler>(o);
     }
     return *handler_;
@@ -116,6 +116,7 @@ class RequestHandlerTest : public ::testing::Test {
   FakeClock clock_;
   std::string checkpoint_dir_;  // empty: SAVE and RESTORE refused
   uint64_t instance_ = 0;       // the ps process's id in replies
+  int num_shards_ = 1;          // ps tasks in the spec (this one is ps 0)
   double momentum_ = 0.0;       // what Init asks for
   std::unique_ptr<RequestHandler> handler_;
   uint64_t request_id_ = 0;

@@ -1,0 +1,206 @@
+// The hot standby (issue 8, stage 2), without processes: the standby's
+// requests on a RequestHandler (REPLICATE kept only from its primary,
+// FETCH_REPLICA, RESTORE from the state), and the primary's Replicator over
+// a real loopback socket: a reply that shows a new state waits until the
+// standby has it.
+
+#include "ps_server/replicator.h"
+
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ps_server/request_handler.h"
+#include "tests/ps_server/request_handler_fixture.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A REPLICATE of shard `shard` (range [0, kSize)) from ps `from`.
+Message Replicate(int from, int shard, int64_t version, float value) {
+  proto::Header h;
+  h.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
+  h.set_job_id(kJob);
+  h.set_type(proto::REPLICATE);
+  h.mutable_sender()->set_type(proto::PS);
+  h.mutable_sender()->set_index(from);
+  h.set_shard_index(shard);
+  h.set_num_shards(2);
+  h.set_range_begin(0);
+  h.set_range_end(kSize);
+  h.set_plan_fingerprint(kPlan);
+  h.set_encoding(proto::F32);
+  h.mutable_replica()->set_seq(7);
+  h.mutable_replica()->set_version(version);
+  h.mutable_replica()->set_updates(version);
+  for (int r = 0; r < 2; ++r) h.mutable_replica()->add_worker_clocks(version);
+  std::vector<float> state(2 * kSize, value);
+  Message m;
+  m.header = h;
+  m.payload = zmq::message_t(state.data(), state.size() * sizeof(float));
+  m.has_payload = true;
+  return m;
+}
+
+// ps 1 of 2: the standby of shard 0.
+class StandbyTest : public RequestHandlerTest {
+ protected:
+  RequestHandler& Standby() {
+    if (standby_ == nullptr) {
+      RequestHandlerOptions o{kJob, 1, 2, 2, {}, &clock_, "", 0x5b};
+      standby_ = std::make_unique<RequestHandler>(o);
+    }
+    return *standby_;
+  }
+  std::vector<Reply> ToStandby(const Message& m) {
+    std::vector<Reply> out;
+    Standby().Handle({"peer", ""}, m, &out);
+    return out;
+  }
+  std::unique_ptr<RequestHandler> standby_;
+};
+
+TEST_F(StandbyTest, KeepsItsPrimarysStateAndGivesItToTheChief) {
+  std::vector<Reply> ack = ToStandby(Replicate(0, 0, 5, 0.25f));
+  ASSERT_EQ(ack.size(), 1u);
+  EXPECT_FALSE(IsError(ack[0])) << ack[0].header.error().message();
+  EXPECT_EQ(ack[0].header.replica().seq(), 7u);
+  EXPECT_EQ(Standby().Stats().replica_version(), 5);
+  // Held before this ps was initialised itself (a restarted standby).
+  EXPECT_FALSE(Standby().initialized());
+
+  proto::Header fetch = Base(proto::FETCH_REPLICA, 0);
+  fetch.set_shard_index(0);
+  std::vector<Reply> got = ToStandby(WithPayload(fetch, {}));
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_FALSE(IsError(got[0])) << got[0].header.error().message();
+  EXPECT_EQ(got[0].header.replica().version(), 5);
+  ASSERT_NE(got[0].payload, nullptr);
+  EXPECT_EQ(*got[0].payload, std::vector<float>(2 * kSize, 0.25f));
+  fetch.set_shard_index(1);
+  got = ToStandby(WithPayload(fetch, {}));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].header.error().code(), static_cast<int>(absl::StatusCode::kNotFound));
+}
+
+TEST_F(StandbyTest, RefusesAStateFromAnyoneButItsPrimary) {
+  // ps 1 is nobody's primary for this standby (it is the standby itself).
+  std::vector<Reply> out = ToStandby(Replicate(1, 1, 5, 0.25f));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("standby of ps:0"));
+  // A worker may not replicate at all.
+  Message m = Replicate(0, 0, 5, 0.25f);
+  m.header.mutable_sender()->set_type(proto::WORKER);
+  m.header.set_rank(1);
+  out = ToStandby(m);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_EQ(Standby().Stats().replica_version(), -1);
+}
+
+TEST_F(StandbyTest, ARestoreFromAStateContinuesFromItExactly) {
+  momentum_ = 0.5;
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  Push(0, 0, 0, 0.1f);
+  Push(1, 0, 0, 0.1f);
+  ASSERT_EQ(H().version(), 1);
+  const std::vector<float> state = H().StateSnapshot();
+  const proto::ReplicaState replica = H().ReplicaStateNow();
+  // A fresh ps (the restarted primary) takes it, then both apply one more
+  // version: they stay equal.
+  RequestHandlerOptions o{kJob, 0, 1, 2, {}, &clock_, "", 0};
+  RequestHandler restarted(o);
+  proto::Header r = Base(proto::RESTORE, 0);
+  r.mutable_job()->set_mode(proto::SYNC);
+  r.mutable_job()->set_num_workers(2);
+  r.mutable_job()->set_learning_rate(0.5);
+  r.mutable_job()->set_momentum(0.5);
+  r.mutable_restore()->set_from_payload(true);
+  *r.mutable_replica() = replica;
+  std::vector<Reply> out;
+  restarted.Handle({Peer(0), ""}, WithPayload(r, state), &out);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].header.error().code(), 0) << out[0].header.error().message();
+  EXPECT_EQ(restarted.version(), 1);
+  for (RequestHandler* h : {&H(), &restarted}) {
+    for (int rank = 0; rank < 2; ++rank) {
+      proto::Header p = Base(proto::PUSH, rank);
+      p.set_step(1);
+      p.set_version(1);
+      p.set_num_examples(1);
+      std::vector<Reply> ignored;
+      h->Handle({Peer(rank), ""}, WithPayload(p, std::vector<float>(kSize, 0.3f)), &ignored);
+    }
+  }
+  EXPECT_EQ(restarted.StateSnapshot(), H().StateSnapshot());
+}
+
+// The primary's Replicator against a standby handler behind a real ROUTER.
+TEST_F(StandbyTest, AReplyShowingANewStateWaitsForTheStandbysAcknowledgement) {
+  num_shards_ = 2;  // ps 0 of 2, whose standby is ps 1
+  Init(proto::ASYNC, 2);
+  RegisterAll(2);
+  zmq::context_t context(1);
+  auto router = BindRouter(context, "tcp://127.0.0.1:0", SocketOptions());
+  ASSERT_TRUE(router.ok()) << router.status();
+  const std::string endpoint = router->get(zmq::sockopt::last_endpoint);
+  ReplicatorOptions ro;
+  ro.standby_name = "ps:1";
+  ro.endpoint = endpoint;
+  auto replicator = Replicator::Create(context, ro, &clock_);
+  ASSERT_TRUE(replicator.ok()) << replicator.status();
+
+  std::vector<Reply> replies = Push(1, 0, 0, 0.1f);  // applied: version 1
+  ASSERT_EQ(replies.size(), 1u);
+  (*replicator)->Hold(H(), &replies);
+  EXPECT_TRUE(replies.empty());  // held: the standby lacks version 1
+  std::vector<Reply> released;
+  // Pump until the REPLICATE went out and the standby answered (bounded).
+  for (int i = 0; i < 500 && released.empty(); ++i) {
+    (*replicator)->Pump(H(), &released);
+    RoutedMessage in = ReceiveRouted(*router);
+    if (in.message.ok()) {
+      std::vector<Reply> ack;
+      Standby().Handle({"primary", ""}, *in.message, &ack);
+      ASSERT_EQ(ack.size(), 1u);
+      ASSERT_EQ(ack[0].header.error().code(), 0) << ack[0].header.error().message();
+      ASSERT_TRUE(SendRouted(*router, in.identity, ack[0].header, {}).ok());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].peer, Peer(1));
+  EXPECT_EQ(Standby().Stats().replica_version(), 1);
+  EXPECT_EQ(H().Stats().replications(), 1);
+  // Nothing changed since: a pull's reply passes at once.
+  std::vector<Reply> pull = Pull(0, 0, 0);
+  (*replicator)->Hold(H(), &pull);
+  EXPECT_EQ(pull.size(), 1u);
+}
+
+TEST_F(StandbyTest, WithoutAStandbyTheRepliesGoOutAfterTheGiveUpTime) {
+  Init(proto::ASYNC, 2);
+  RegisterAll(2);
+  zmq::context_t context(1);
+  ReplicatorOptions ro;
+  ro.standby_name = "ps:1";
+  ro.endpoint = "tcp://127.0.0.1:1";  // nothing listens
+  ro.give_up_s = 5;
+  auto replicator = Replicator::Create(context, ro, &clock_);
+  ASSERT_TRUE(replicator.ok());
+  std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
+  (*replicator)->Hold(H(), &replies);
+  std::vector<Reply> released;
+  (*replicator)->Pump(H(), &released);
+  EXPECT_TRUE(released.empty());
+  clock_.AdvanceSeconds(6);
+  (*replicator)->Pump(H(), &released);
+  EXPECT_EQ(released.size(), 1u);
+  EXPECT_EQ(H().Stats().unreplicated_releases(), 1);
+}
+
+}  // namespace
+}  // namespace pstrain
