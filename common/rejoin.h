@@ -35,4 +35,19 @@ inline bool IsRejoin(const absl::Status& status) {
   return !status.ok() && status.GetPayload(kRejoinPayload).has_value();
 }
 
+// "The job finished without you": what a worker hears when the chief shut
+// the ps tasks down while it was frozen or declared dead (a SHUTDOWN notice
+// from the ps). Such a worker has nothing left to do and exits 0.
+inline constexpr absl::string_view kJobFinishedPayload = "pstrain/job-finished";
+
+inline absl::Status JobFinishedError(absl::string_view message) {
+  absl::Status s = absl::CancelledError(message);
+  s.SetPayload(kJobFinishedPayload, absl::Cord("1"));
+  return s;
+}
+
+inline bool IsJobFinished(const absl::Status& status) {
+  return !status.ok() && status.GetPayload(kJobFinishedPayload).has_value();
+}
+
 }  // namespace pstrain

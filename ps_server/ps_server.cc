@@ -181,6 +181,7 @@ void PsServer::Send(std::vector<Reply>* replies) {
     if (r.payload != nullptr) payload = *r.payload;
     const zmq::message_t identity(r.peer.data(), r.peer.size());
     const absl::Status s = SendRouted(socket_, identity, r.header, payload);
+    if (!s.ok() && r.notice) continue;  // that worker is gone: nobody to tell
     if (!s.ok()) {
       ++send_failures_;
       LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": cannot answer rank " << r.header.rank()

@@ -101,6 +101,7 @@ proto::Header ErrorReply(const proto::Header& request, const absl::Status& statu
   r.set_request_id(request.request_id());
   SetError(status, &r);
   r.set_rejoin(IsRejoin(status));
+  r.set_job_finished(IsJobFinished(status));
   return r;
 }
 
@@ -319,6 +320,7 @@ void RequestHandler::Dispatch(const Peer& peer, const Message& request, std::vec
   }
   if (who->rank >= 0) {
     workers_.NoteAlive(who->rank);
+    if (h.type() != proto::HEARTBEAT) workers_.NoteRoute(who->rank, peer.route);
     if (workers_.dead(who->rank)) SetDead(who->rank, false, out);
   }
   if (!failure_.ok() && h.type() != proto::STATS && h.type() != proto::SHUTDOWN) {
@@ -741,8 +743,21 @@ void RequestHandler::HandleShutdown(const std::string& peer, const Message& m,
                                     std::vector<Reply>* out) {
   // Only the chief gets here (Authorize).
   shutdown_requested_ = true;
-  AbortParked(absl::CancelledError("the ps is shutting down"), out);
+  AbortParked(JobFinishedError("the chief shut the job down: training is over"), out);
   out->push_back({peer, MakeReply(m.header), false, /*record=*/true});
+  // A worker that was frozen, or declared dead, while the job finished
+  // finds this notice on its request socket when it wakes, and exits 0
+  // instead of waiting for a ps that is gone.
+  for (int rank = 0; rank < workers_.size(); ++rank) {
+    if (rank == m.header.rank() || reported_done(rank) || workers_.route(rank).empty()) continue;
+    proto::Header notice = MakeReply(m.header);
+    notice.set_rank(rank);
+    notice.set_request_id(0);
+    notice.set_job_finished(true);
+    Reply r{workers_.route(rank), std::move(notice), false, false};
+    r.notice = true;
+    out->push_back(std::move(r));
+  }
 }
 
 void RequestHandler::AbortParked(const absl::Status& status, std::vector<Reply>* out) {

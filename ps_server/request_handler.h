@@ -83,6 +83,8 @@ struct Reply {
   bool record = false;       // remember it for repeats of the request
   // Sent as the payload instead (FETCH_REPLICA: a replica's state).
   std::shared_ptr<const std::vector<float>> payload = nullptr;
+  // Unsolicited (a SHUTDOWN notice): its receiver may be long gone.
+  bool notice = false;
 };
 
 struct RequestHandlerOptions {

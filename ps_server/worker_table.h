@@ -59,6 +59,9 @@ class WorkerTable {
   int num_alive() const;  // ranks not declared dead
 
   void NoteAlive(int rank) { workers_[rank].last_seen_us = clock_->NowMicros(); }
+  // Where the rank's requests last came from (its request socket).
+  void NoteRoute(int rank, std::string route) { workers_[rank].route = std::move(route); }
+  const std::string& route(int rank) const { return workers_[rank].route; }
   // Every rank counts as just heard from (a restored shard gives each the
   // full peer timeout to register).
   void NoteAllAlive();
@@ -77,6 +80,7 @@ class WorkerTable {
     bool registered = false;
     bool dead = false;
     uint64_t registered_session = 0;
+    std::string route;
     int64_t last_seen_us = 0;
     uint64_t session = 0;
     uint64_t highest_request_id = 0;

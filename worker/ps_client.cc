@@ -171,6 +171,7 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m) {
     if (code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound) {
       code = absl::StatusCode::kFailedPrecondition;
     }
+    if (h.job_finished()) return JobFinishedError(absl::StrCat(what, ": ", h.error().message()));
     absl::Status refused(code, absl::StrCat(what, " refused: ", h.error().message()));
     return h.rejoin() ? MarkRejoin(std::move(refused)) : refused;
   }
@@ -197,8 +198,9 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
     if (std::all_of(calls->begin(), calls->end(), [](const Call& c) { return c.done; })) {
       return absl::OkStatus();
     }
+    // What the sockets hold is read before the heartbeat's verdict: a
+    // worker that wakes from a freeze finds the ps's last word there.
     const std::string what = proto::MessageType_Name(calls->front().header.type());
-    RETURN_IF_ERROR(CheckWaiting(deadline_us, what.c_str()));
     auto readable = PollReadable(sockets, kPollSliceMs);
     if (!readable.ok()) {
       if (absl::IsCancelled(readable.status())) continue;  // EINTR: re-check the signal
@@ -212,11 +214,19 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
           if (absl::IsUnavailable(m.status())) break;
           return absl::DataLossError(absl::StrCat(ShardName(call.shard), ": ", m.status().message()));
         }
+        if (m->header.job_finished() && m->header.type() == proto::SHUTDOWN) {
+          return JobFinishedError(absl::StrCat(ShardName(call.ps()),
+                                               ": the chief shut the job down: training is over"));
+        }
         // A reply to an earlier, abandoned request is skipped.
         if (m->header.request_id() != call.header.request_id()) continue;
         RETURN_IF_ERROR(TakeReply(call, *m));
       }
     }
+    if (std::all_of(calls->begin(), calls->end(), [](const Call& c) { return c.done; })) {
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(CheckWaiting(deadline_us, what.c_str()));
   }
 }
 

@@ -406,6 +406,11 @@ absl::Status Trainer::Run() {
   if (s.ok()) s = OpenMetrics();
   for (;;) {
     if (s.ok()) s = TrainToEnd();
+    if (IsJobFinished(s) && !is_chief_) {
+      LOG(WARNING) << "the job finished without this worker (" << s.message()
+                   << "): it was frozen or declared dead meanwhile; nothing left to do";
+      return absl::OkStatus();
+    }
     if (s.ok() || !IsRejoin(s)) return s;
     s = Rejoin(s);
   }

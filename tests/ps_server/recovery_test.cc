@@ -161,6 +161,34 @@ TEST_F(RecoveryTest, UnregisteredWorkersOfAFreshJobAreNotDeclaredDead) {
   EXPECT_TRUE(H().DeclareSilentDead(kPeerTimeoutS, &out).empty());
 }
 
+TEST_F(RecoveryTest, ShutdownTellsAWorkerThatMissedTheEndThatTrainingIsOver) {
+  Init(proto::SYNC, 3);
+  RegisterAll(3);
+  EXPECT_TRUE(Push(1, 0, 0, 1.0f).empty());  // parked: rank 1 is frozen after this
+  proto::Header done = Base(proto::BARRIER, 2);
+  done.set_barrier_name("done");
+  *done.mutable_report() = proto::WorkerReport();
+  Send(2, WithPayload(done, {}));  // rank 2 finished, waiting in "done"
+  std::vector<Reply> out = Send(0, WithPayload(Base(proto::SHUTDOWN, 0), {}));
+  // The parked requests of ranks 1 and 2 are answered "training is over",
+  // the chief's is answered, and rank 1 gets a notice on its socket too;
+  // rank 2, which reported done, none.
+  int notices = 0, aborted = 0;
+  for (const Reply& r : out) {
+    if (r.notice) {
+      ++notices;
+      EXPECT_EQ(r.peer, Peer(1));
+      EXPECT_TRUE(r.header.job_finished());
+      EXPECT_EQ(r.header.type(), proto::SHUTDOWN);
+    } else if (IsError(r)) {
+      ++aborted;
+      EXPECT_TRUE(r.header.job_finished());
+    }
+  }
+  EXPECT_EQ(notices, 1);
+  EXPECT_EQ(aborted, 2);
+}
+
 class RollbackTest : public CheckpointRequestTest {};
 
 TEST_F(RollbackTest, ARollbackAnswersParkedRequestsWithRejoinAndGoesBackToTheFile) {
