@@ -334,7 +334,8 @@ absl::StatusOr<proto::Header> PsClient::FetchReplica(int holder, int shard,
 
 absl::Status PsClient::RestoreFromState(const proto::JobConfig& job, int shard,
                                         const proto::ReplicaState& replica,
-                                        absl::Span<const float> state, int64_t generation) {
+                                        absl::Span<const float> state, int64_t generation,
+                                        bool rollback) {
   std::vector<Call> calls(1);
   calls[0].shard = shard;
   calls[0].header = BaseHeader(proto::RESTORE, shard);
@@ -342,6 +343,7 @@ absl::Status PsClient::RestoreFromState(const proto::JobConfig& job, int shard,
   *calls[0].header.mutable_replica() = replica;
   calls[0].header.mutable_restore()->set_from_payload(true);
   calls[0].header.mutable_restore()->set_generation(generation);
+  calls[0].header.mutable_restore()->set_rollback(rollback);
   calls[0].payload = state;
   return Exchange(&calls);
 }

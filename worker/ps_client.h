@@ -104,10 +104,11 @@ class PsClient {
   // NotFound when that ps holds none.
   absl::StatusOr<proto::Header> FetchReplica(int holder, int shard, std::vector<float>* state);
 
-  // Chief only: initialises the empty shard `shard` from such a state.
+  // Chief only: initialises the empty shard `shard` from such a state
+  // (with `rollback`, a live one too).
   absl::Status RestoreFromState(const proto::JobConfig& job, int shard,
                                 const proto::ReplicaState& replica, absl::Span<const float> state,
-                                int64_t generation);
+                                int64_t generation, bool rollback = false);
 
   // Chief only: every shard writes checkpoint `step` and keeps the newest
   // `keep`; returns what each wrote, by shard.

@@ -279,17 +279,23 @@ absl::Status Trainer::RecoverShards(bool first) {
     LOG(WARNING) << "cannot restore from the standbys (" << s.message()
                  << "); restoring from the newest checkpoint instead";
   }
-  if (checkpointer_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        empty.empty() ? "the shards are at different generations" : absl::StrJoin(names, ", ") +
-        " lost its state (restarted?)", ", and there is no checkpoint to restore from (start "
-        "the chief with --checkpoint_dir and --checkpoint_every_steps or --checkpoint_every_s)"));
-  }
   RestoreScope scope;
   scope.generation = max_generation + 1;
   scope.rollback = sync;
   if (!sync) scope.shards = empty;
-  ASSIGN_OR_RETURN(const proto::CheckpointManifest m, checkpointer_->Resume(scope));
+  absl::StatusOr<proto::CheckpointManifest> resumed =
+      checkpointer_ != nullptr ? checkpointer_->Resume(scope)
+                               : absl::FailedPreconditionError("the chief has no --checkpoint_dir");
+  if (!resumed.ok() && absl::IsFailedPrecondition(resumed.status()) &&
+      !(first && options_.restore)) {
+    // No checkpoint yet (a ps lost before ckpt-0 was written), or none at
+    // all: the job's step 0 is the one state the chief can always rebuild.
+    LOG(WARNING) << absl::StrJoin(names, ", ") << " lost its state and there is no usable "
+                 << "checkpoint (" << resumed.status().message()
+                 << "): restoring from the initial parameters (step 0)";
+    return RestoreInitialState(scope, empty, max_version, t0);
+  }
+  ASSIGN_OR_RETURN(const proto::CheckpointManifest m, std::move(resumed));
   if (first && options_.restore && static_cast<int>(empty.size()) == num_shards) {
     resumed_from_ = CheckpointName(m.step());
     return absl::OkStatus();
@@ -321,6 +327,37 @@ absl::Status Trainer::RecoverShards(bool first) {
                           CheckpointName(m.step())));
   r.set_seconds(SecondsSince(t0));
   RecordRecovery(std::move(r));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::RestoreInitialState(const RestoreScope& scope, const std::vector<int>& empty,
+                                          int64_t max_version, int64_t t0) {
+  models::InitParams(model_->param_specs(), options_.seed, params_.data());
+  proto::ReplicaState initial;
+  for (int r = 0; r < num_workers_; ++r) initial.add_worker_clocks(0);
+  proto::Recovery rec;
+  rec.set_source("initial parameters");
+  int64_t lost = 0;
+  for (int k = 0; k < plan_->num_shards(); ++k) {
+    const bool was_empty = std::count(empty.begin(), empty.end(), k) > 0;
+    if (!scope.rollback && !was_empty) continue;
+    const ShardRange range = plan_->range(k);
+    std::vector<float> state(params_.begin() + range.begin, params_.begin() + range.end);
+    state.resize(2 * static_cast<size_t>(range.size()), 0.0f);  // momentum 0
+    RETURN_IF_ERROR(client_->RestoreFromState(MakeJobConfig(), k, initial, state, scope.generation,
+                                              scope.rollback));
+    if (was_empty) rec.add_shards_restored(k);
+    if (!was_empty) rec.add_shards_rolled_back(k);
+    if (!scope.rollback) lost += versions_[k];
+  }
+  if (scope.rollback) lost = max_version;
+  rec.set_from_version(static_cast<int32_t>(scope.rollback ? max_version : lost));
+  rec.set_to_version(0);
+  rec.set_updates_lost(static_cast<int32_t>(lost));
+  rec.set_what(scope.rollback ? "no checkpoint: every shard back to the initial parameters"
+                              : "no checkpoint: the lost shard(s) back to the initial parameters");
+  rec.set_seconds(SecondsSince(t0));
+  RecordRecovery(std::move(rec));
   return absl::OkStatus();
 }
 

@@ -92,6 +92,10 @@ class Trainer {
   absl::Status Join(bool first);
   absl::Status RecoverShards(bool first);
   absl::Status InitFresh();
+  // No usable checkpoint: the shards of `scope` go back to the job's
+  // initial parameters (sync: every shard, rolled back together).
+  absl::Status RestoreInitialState(const RestoreScope& scope, const std::vector<int>& empty,
+                                   int64_t max_version, int64_t t0);
   // --ps_replicas: restores each of the `empty` shards from its standby
   // (the next ps), at `generation`; nothing is rolled back.
   absl::Status RestoreFromStandbys(const std::vector<int>& empty, int64_t generation, int64_t t0);
