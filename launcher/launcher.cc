@@ -257,9 +257,9 @@ void Supervisor::OnExit(Task& t) {
   const int code = t.process.exit_code();
   if (code != 0) {
     if (stop_us_ != 0) return;
-    if (chief_done_ && t.restarts > 0) {
-      return Print(absl::StrCat(t.id.ToString(), " (restarted) ended (", ExitReason(code),
-                                ") after training was done; not a failure"));
+    if (chief_done_ && (t.restarts > 0 || t.leftover_term_us != 0)) {
+      return Print(absl::StrCat(t.id.ToString(), t.restarts > 0 ? " (restarted)" : "", " ended (",
+                                ExitReason(code), ") after training was done; not a failure"));
     }
     if (MayRestart(t, code)) return ScheduleRestart(t, code);
     StopAll(FailureOf(t, code));
@@ -284,14 +284,20 @@ void Supervisor::OnTrainingDone() {
 }
 
 // A task restarted late may come up when training is done and wait for its
-// peers (shut down) until its own timeout: after chief_exit_grace_s it is
-// stopped, SIGTERM then SIGKILL, and its end is not a failure (OnExit).
+// peers (shut down) until its own timeout; so may a worker that was frozen
+// (or declared dead) and rejoined just as the job ended, once every ps has
+// exited. After chief_exit_grace_s it is stopped, SIGTERM then SIGKILL, and
+// its end is not a failure (OnExit): as a TFJob succeeds with its chief.
 void Supervisor::StopLeftovers() {
   if (!chief_done_ || stop_us_ != 0 || SecondsSince(chief_done_us_) <= options_.chief_exit_grace_s) return;
+  bool every_ps_exited = true;
+  for (const Task& t : tasks_) every_ps_exited = every_ps_exited && (!t.is_ps || t.process.exited());
   for (Task& t : tasks_) {
-    if (t.restarts == 0 || t.process.exited()) continue;
+    if (t.process.exited() || t.is_ps) continue;
+    if (t.restarts == 0 && !every_ps_exited) continue;
     if (t.leftover_term_us == 0) {
-      Print(absl::StrCat(t.id.ToString(), " (restarted) is still running when training is done: stopping it"));
+      Print(absl::StrCat(t.id.ToString(), t.restarts > 0 ? " (restarted)" : "",
+                         " is still running when training is done: stopping it"));
       Resume(t);
       t.process.Signal(SIGTERM);
       t.leftover_term_us = MonotonicMicros();

@@ -255,6 +255,25 @@ finish)sh", kPsUntilDone, /*workers=*/2);
   ExpectAllGone(cluster.Pids(), 5);
 }
 
+// worker:1 never died but missed the end (frozen, or rejoining just as the
+// job finished) and waits for ps tasks that have exited: once they all
+// have, it is stopped chief_exit_grace_s after training is done, which is
+// not a failure (as a TFJob succeeds with its chief).
+TEST(LaunchRestarts, TrainingDoneStopsAWorkerThatMissedTheEndOnceEveryPsExited) {
+  const FakeCluster cluster(R"sh(if [ $rank -eq 1 ]; then while :; do sleep 0.05; done; fi
+finish)sh", kPsUntilDone, /*workers=*/2);
+  LaunchOptions o = cluster.Options();
+  o.chief_exit_grace_s = 0.5;
+  o.deadline_s = 60;  // before the fix: worker:1 kept the launch waiting
+  auto result = Launch(o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (const proto::TaskExit& t : result->summary.tasks()) {
+    EXPECT_EQ(t.exit_code(), t.task() == "worker:1" ? -SIGTERM : 0) << t.task();
+    EXPECT_EQ(t.restarts(), 0) << t.task();
+  }
+  ExpectAllGone(cluster.Pids(), 5);
+}
+
 TEST(LaunchDeadline, ReturnsDeadlineExceededAndLeavesNoProcessBehind) {
   const FakeCluster cluster(kForever, kForever);
   LaunchOptions o = cluster.Options();
