@@ -12,6 +12,7 @@
 #   SECURITY="curve insecure"  run each mode with CURVE (a fresh job secret,
 #                              the default) and/or --insecure, alternating,
 #   ROUNDS=N                   N times over (default 1), to see the spread.
+#   EXTRA_FLAGS="--ps_replicas=1"  more flags for every launch (printed as extra=).
 # Needs a build (tools/setup.sh). Run it on a quiet machine: the figure is
 # wall-clock throughput.
 set -euo pipefail
@@ -31,14 +32,16 @@ for round in $(seq "${ROUNDS:-1}"); do
     for security in "${securities[@]}"; do
       flags=()
       [[ $security == insecure ]] && flags=(--insecure)
+      read -r -a extra <<< "${EXTRA_FLAGS:-}"
+      flags+=("${extra[@]}")
       dir="$out/$round-$mode-$security"
       "$bin/pstrain" launch --cluster_spec="$spec" --mode="$mode" --max_steps="$steps" --epochs=100 \
         --free_ports --device=cpu --echo=none --run_dir="$dir" --data_dir="$root/data/mnist" \
         "${flags[@]}" >/dev/null 2>&1
       f="$dir/summary.json"
       field() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$f" | head -n 1; }
-      printf 'RESULT bench=train spec=%s mode=%s security=%s workers=%s ps=%s steps=%s images_per_sec=%.0f train_seconds=%.2f test_accuracy=%.4f mean_staleness=%.2f\n' \
-        "$(basename "$spec" .json)" "$mode" "$security" "$(field num_workers)" "$(field num_ps)" \
+      printf 'RESULT bench=train spec=%s mode=%s security=%s extra=%s workers=%s ps=%s steps=%s images_per_sec=%.0f train_seconds=%.2f test_accuracy=%.4f mean_staleness=%.2f\n' \
+        "$(basename "$spec" .json)" "$mode" "$security" "${EXTRA_FLAGS:-none}" "$(field num_workers)" "$(field num_ps)" \
         "$(field steps_per_worker)" "$(field train_images_per_sec)" "$(field train_seconds)" \
         "$(field final_test_accuracy)" "$(field mean_staleness)"
     done
