@@ -8,7 +8,9 @@
 // deterministic for a seed); a restarted worker or chief rejoins at the
 // version the shards wait for, and its gradient for it counts once. With
 // --ps_replicas=1 a restarted ps is restored from its standby instead: no
-// update is lost and nothing is rolled back.
+// update is lost and nothing is rolled back. Without any checkpoint, every
+// shard goes back to the initial parameters, and the run still ends where
+// the uninterrupted one does.
 
 #include <signal.h>
 
@@ -43,7 +45,8 @@ struct Task {
 };
 
 // The four tasks of the job in `dir` (ps:0, ps:1, worker:0 the chief, worker:1).
-std::vector<Task> MakeJob(const std::string& dir, bool replicas = false) {
+std::vector<Task> MakeJob(const std::string& dir, bool replicas = false,
+                          bool checkpoints = true) {
   const std::string spec = testing::WriteLocalSpec(dir, 2, 2);
   const std::string ckpt = "--checkpoint_dir=" + dir + "/checkpoints";
   std::vector<Task> tasks;
@@ -54,8 +57,9 @@ std::vector<Task> MakeJob(const std::string& dir, bool replicas = false) {
   // worker:1 is slowed so that the run is still going when a task dies.
   for (int w = 0; w < 2; ++w) {
     std::vector<std::string> args = {
-        testing::SecretFlag(), ckpt, "--mode=sync", "--device=cpu", "--seed=1",
-        "--log_every_steps=10", absl::StrCat("--max_steps=", kSteps), "--checkpoint_every_steps=20",
+        testing::SecretFlag(), checkpoints ? ckpt : "--checkpoint_dir=", "--mode=sync", "--device=cpu", "--seed=1",
+        "--log_every_steps=10", absl::StrCat("--max_steps=", kSteps),
+        checkpoints ? "--checkpoint_every_steps=20" : "--checkpoint_every_steps=0",
         "--run_dir=" + dir + "/run", "--data_dir=" + testing::SourcePath("data/mnist"),
         w == 1 ? "--straggler_delay_ms=30" : "--straggler_delay_ms=0",
         replicas ? "--ps_replicas=1" : "--ps_replicas=0"};
@@ -106,6 +110,7 @@ struct Victim {
   const char* name;
   int task;  // index into MakeJob's tasks
   bool replicas = false;
+  bool checkpoints = true;
 };
 
 class KilledAndRestarted : public ::testing::TestWithParam<Victim> {};
@@ -114,10 +119,11 @@ TEST_P(KilledAndRestarted, TheJobFinishesWithTheUninterruptedParameters) {
   const std::vector<float>& reference = Reference();
   ASSERT_FALSE(reference.empty());
   const std::string dir = testing::MakeTempDir("recovery");
-  std::vector<Task> tasks = MakeJob(dir, GetParam().replicas);
+  std::vector<Task> tasks = MakeJob(dir, GetParam().replicas, GetParam().checkpoints);
   for (Task& t : tasks) t.Start();
-  // Past a checkpoint, then the victim dies and comes back at once.
-  ASSERT_TRUE(tasks[2].process->WaitForOutput("checkpoint ckpt-40 written", 240))
+  // Past a checkpoint (or step 40), then the victim dies and comes back.
+  ASSERT_TRUE(tasks[2].process->WaitForOutput(
+      GetParam().checkpoints ? "checkpoint ckpt-40 written" : "step 40/", 240))
       << tasks[2].process->output();
   Task& victim = tasks[GetParam().task];
   victim.process->Signal(SIGKILL);
@@ -136,6 +142,9 @@ TEST_P(KilledAndRestarted, TheJobFinishesWithTheUninterruptedParameters) {
     EXPECT_EQ(summary.recoveries(0).source(), "standby");
     EXPECT_EQ(summary.updates_lost(), 0);
     EXPECT_GE(summary.recoveries(0).to_version(), 40);
+  } else if (ps && !GetParam().checkpoints) {
+    EXPECT_EQ(summary.recoveries(0).source(), "initial parameters");
+    EXPECT_EQ(summary.recoveries(0).to_version(), 0);
   } else if (ps) {
     EXPECT_EQ(summary.recoveries(0).source(), "checkpoint");
     EXPECT_THAT(summary.recoveries(0).what(), HasSubstr("rolled back"));
@@ -149,7 +158,8 @@ INSTANTIATE_TEST_SUITE_P(Tasks, KilledAndRestarted,
                          ::testing::Values(Victim{"ps1", 1}, Victim{"worker1", 3},
                                            Victim{"chief", 2},
                                            Victim{"ps1_with_standby", 1, true},
-                                           Victim{"ps0_with_standby", 0, true}),
+                                           Victim{"ps0_with_standby", 0, true},
+                                           Victim{"ps1_without_checkpoints", 1, false, false}),
                          [](const ::testing::TestParamInfo<Victim>& p) {
                            return std::string(p.param.name);
                          });
