@@ -40,7 +40,7 @@ readonly FUZZERS=(fuzz_cluster_spec fuzz_idx fuzz_request)
 # and the recovery paths of the tasks by recovery_test and, for a killed ps
 # (the one that touches every part), KilledAndRestarted/ps1; the normal
 # suite runs them all.
-readonly SLOW_UNDER_SANITIZERS='^(CompareCommand\.WritesOneRowPerModeAndThePlots|ScaleCommand\.WritesTheMatrix|ChaosCommand\.(RestartsKilledWorkers|ASyncJobSurvives)|Tasks/KilledAndRestarted\..*/(worker1|chief|ps0_with_standby)|LaunchRestarts\.AnAsyncJobSurvivesAKilledWorker|Launch\.RestartsAKilledWorkerAndSaysSo)'
+readonly SLOW_UNDER_SANITIZERS='^(CompareCommand\.WritesOneRowPerModeAndThePlots|ScaleCommand\.WritesTheMatrix|ChaosCommand\.(RestartsKilledWorkers|ASyncJobSurvives)|Tasks/KilledAndRestarted\..*/(worker1|chief|ps0_with_standby|ps1_without_checkpoints)|LaunchRestarts\.AnAsyncJobSurvivesAKilledWorker|Launch\.RestartsAKilledWorkerAndSaysSo)'
 # Sanitizer builds: optimised as the shipped build (-O2, NDEBUG: at -O1 with
 # Eigen's assertions the integration tests ran 10x slower and timed out),
 # with line tables for readable reports.
