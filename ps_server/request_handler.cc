@@ -120,6 +120,8 @@ absl::Span<const float> RequestHandler::params() const {
 
 int64_t RequestHandler::version() const { return initialized() ? policy_->version() : 0; }
 
+int64_t RequestHandler::updates() const { return policy_->store().updates(); }
+
 proto::Header RequestHandler::MakeReply(const proto::Header& request) const {
   proto::Header r;
   r.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
@@ -715,11 +717,10 @@ void RequestHandler::SetDead(int rank, bool dead, std::vector<Reply>* out) {
   }
   if (!initialized()) return;
   bool refused = false;
-  if (policy_->SetActive(rank, !dead, &refused)) {
-    if (refused) stats_.set_refused_updates(stats_.refused_updates() + 1);
-    ReleaseParkedPulls(out);
-  }
-  if (job_.mode() == proto::SSP) ReleaseParkedPulls(out);
+  const bool advanced = policy_->SetActive(rank, !dead, &refused);
+  if (refused) stats_.set_refused_updates(stats_.refused_updates() + 1);
+  // A new version, or (SSP) a new slowest live rank, may release pulls.
+  if (advanced || job_.mode() == proto::SSP) ReleaseParkedPulls(out);
   if (!dead) return;
   std::vector<std::string> names;
   for (const auto& [name, b] : barriers_) names.push_back(name);
@@ -795,8 +796,8 @@ proto::ShardStats RequestHandler::Stats() const {
   s.set_updates_applied(initialized() ? policy_->store().updates() : 0);
   s.set_initialized(initialized());
   s.set_generation(generation_);
-  s.set_replica_shard(replica_.held ? replica_.header.shard_index() : -1);
-  s.set_replica_version(replica_.held ? replica_.header.replica().version() : -1);
+  s.set_replica_shard(replica_.held() ? replica_.header.shard_index() : -1);
+  s.set_replica_version(replica_.held() ? replica_.header.replica().version() : -1);
   // Trim trailing empty histogram buckets to keep the reply small.
   while (s.staleness_histogram_size() > 0 &&
          s.staleness_histogram(s.staleness_histogram_size() - 1) == 0) {

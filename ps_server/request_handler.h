@@ -144,6 +144,8 @@ class RequestHandler {
   const proto::JobConfig& job() const { return job_; }
   absl::Span<const float> params() const;
   int64_t version() const;
+  // Optimizer steps the shard has taken. REQUIRES: initialized().
+  int64_t updates() const;
   // Every worker rank of the spec: registration and liveness.
   const WorkerTable& workers() const { return workers_; }
   // Whether `rank` has sent its final report (the BARRIER "done"): the job
@@ -249,11 +251,11 @@ class RequestHandler {
   bool restored_ = false;
   // The replica this ps keeps as standby of shard (index - 1) mod n: the
   // header of its last REPLICATE (job, plan, range, ReplicaState) and its
-  // parameters then momentum.
+  // parameters then momentum (null: none held yet).
   struct Replica {
-    bool held = false;
     proto::Header header;
     std::shared_ptr<const std::vector<float>> state;
+    bool held() const { return state != nullptr; }
   };
   Replica replica_;
   int64_t generation_ = 0;

@@ -96,7 +96,6 @@ void RequestHandler::HandleReplicate(const std::string& peer, const Principal& w
   if (!IsFiniteInF32(*state)) {
     return Refuse(peer, h, absl::InvalidArgumentError("REPLICATE: a state not finite in f32"), out);
   }
-  replica_.held = true;
   replica_.header = h;
   replica_.state = std::move(state);
   proto::Header ack = MakeReply(h);
@@ -108,7 +107,7 @@ void RequestHandler::HandleReplicate(const std::string& peer, const Principal& w
 void RequestHandler::HandleFetchReplica(const std::string& peer, const Message& m,
                                         std::vector<Reply>* out) {
   const proto::Header& h = m.header;
-  if (!replica_.held || replica_.header.shard_index() != h.shard_index()) {
+  if (!replica_.held() || replica_.header.shard_index() != h.shard_index()) {
     return Refuse(peer, h, absl::NotFoundError(absl::StrCat(
         "this ps holds no replica of shard ", h.shard_index())), out);
   }
