@@ -27,9 +27,9 @@
 namespace pstrain {
 
 struct HeartbeatTarget {
-  std::string name;     // "ps:1 (localhost:2241)"
-  std::string endpoint; // "tcp://127.0.0.1:2241"
-  SocketOptions socket; // CURVE keys for this ps (common/security.h)
+  std::string name;      // "ps:1 (localhost:2241)"
+  std::string endpoint;  // "tcp://127.0.0.1:2241"
+  SocketOptions socket;  // CURVE keys for this ps (common/security.h)
 };
 
 struct HeartbeatOptions {
@@ -39,16 +39,15 @@ struct HeartbeatOptions {
 };
 
 class HeartbeatMonitor {
-public:
+ public:
   // `base` is the header every heartbeat carries (job id, sender, rank).
   // The thread starts at once. `context` must outlive the monitor.
-  HeartbeatMonitor(zmq::context_t &context,
-                   std::vector<HeartbeatTarget> targets,
-                   const proto::Header &base, const HeartbeatOptions &options);
-  ~HeartbeatMonitor(); // stops and joins the thread
+  HeartbeatMonitor(zmq::context_t& context, std::vector<HeartbeatTarget> targets,
+                   const proto::Header& base, const HeartbeatOptions& options);
+  ~HeartbeatMonitor();  // stops and joins the thread
 
-  HeartbeatMonitor(const HeartbeatMonitor &) = delete;
-  HeartbeatMonitor &operator=(const HeartbeatMonitor &) = delete;
+  HeartbeatMonitor(const HeartbeatMonitor&) = delete;
+  HeartbeatMonitor& operator=(const HeartbeatMonitor&) = delete;
 
   // OK while no failure was seen; the first failure afterwards (latched).
   absl::Status status() const { return liveness_.status(); }
@@ -56,22 +55,21 @@ public:
   // Names of the targets that have not answered yet (empty once all have).
   std::vector<std::string> Unanswered() const { return liveness_.Unanswered(); }
 
-private:
+ private:
   void Loop();
-  bool Connect(std::vector<zmq::socket_t> *sockets,
-               std::vector<zmq::socket_t> *events);
-  void SendAll(std::vector<zmq::socket_t> &sockets, uint64_t request_id);
-  void ReceiveAll(std::vector<zmq::socket_t> &sockets, int timeout_ms);
-  void ReadEvents(std::vector<zmq::socket_t> &events);
+  bool Connect(std::vector<zmq::socket_t>* sockets, std::vector<zmq::socket_t>* events);
+  void SendAll(std::vector<zmq::socket_t>& sockets, uint64_t request_id);
+  void ReceiveAll(std::vector<zmq::socket_t>& sockets, int timeout_ms);
+  void ReadEvents(std::vector<zmq::socket_t>& events);
 
-  zmq::context_t &context_;
+  zmq::context_t& context_;
   const std::vector<HeartbeatTarget> targets_;
   const proto::Header base_;
   const HeartbeatOptions options_;
   std::atomic<bool> stop_{false};
   PeerLiveness liveness_;
 
-  std::thread thread_; // last: starts after every member is ready
+  std::thread thread_;  // last: starts after every member is ready
 };
 
-} // namespace pstrain
+}  // namespace pstrain

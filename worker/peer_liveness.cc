@@ -6,10 +6,13 @@
 
 namespace pstrain {
 
-PeerLiveness::PeerLiveness(std::vector<std::string> names,
-                           double peer_timeout_s, const Clock *clock)
-    : names_(std::move(names)), peer_timeout_s_(peer_timeout_s), clock_(clock),
-      last_answer_us_(names_.size(), 0), instances_(names_.size(), 0) {}
+PeerLiveness::PeerLiveness(std::vector<std::string> names, double peer_timeout_s,
+                           const Clock *clock)
+    : names_(std::move(names)),
+      peer_timeout_s_(peer_timeout_s),
+      clock_(clock),
+      last_answer_us_(names_.size(), 0),
+      instances_(names_.size(), 0) {}
 
 absl::Status PeerLiveness::status() const {
   absl::MutexLock lock(&mu_);
@@ -18,15 +21,13 @@ absl::Status PeerLiveness::status() const {
 
 bool PeerLiveness::Latch(const absl::Status &status) {
   absl::MutexLock lock(&mu_);
-  if (!status_.ok() || status.ok())
-    return false;
+  if (!status_.ok() || status.ok()) return false;
   status_ = status;
   return true;
 }
 
 bool PeerLiveness::LatchRejoin(const std::string &why) {
-  if (!Latch(RejoinError(why)))
-    return false;
+  if (!Latch(RejoinError(why))) return false;
   LOG(WARNING) << why;
   return true;
 }
@@ -35,15 +36,13 @@ std::vector<std::string> PeerLiveness::Unanswered() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (size_t i = 0; i < names_.size(); ++i) {
-    if (last_answer_us_[i] == 0)
-      out.push_back(names_[i]);
+    if (last_answer_us_[i] == 0) out.push_back(names_[i]);
   }
   return out;
 }
 
 bool PeerLiveness::OnReply(size_t i, const proto::Header &reply) {
-  if (i >= names_.size())
-    return false;
+  if (i >= names_.size()) return false;
   bool latched = false;
   const proto::ErrorStatus &e = reply.error();
   if (e.code() != 0) {
@@ -55,28 +54,22 @@ bool PeerLiveness::OnReply(size_t i, const proto::Header &reply) {
     absl::MutexLock lock(&mu_);
     last_answer_us_[i] = clock_->NowMicros();
     const uint64_t instance = reply.ps_instance();
-    restarted =
-        instance != 0 && instances_[i] != 0 && instance != instances_[i];
-    if (instance != 0)
-      instances_[i] = instance;
+    restarted = instance != 0 && instances_[i] != 0 && instance != instances_[i];
+    if (instance != 0) instances_[i] = instance;
   }
   if (restarted)
-    latched =
-        LatchRejoin(absl::StrCat(names_[i], " restarted (a new process)")) ||
-        latched;
+    latched = LatchRejoin(absl::StrCat(names_[i], " restarted (a new process)")) || latched;
   return latched;
 }
 
 bool PeerLiveness::OnDisconnected(size_t i) {
-  if (i >= names_.size())
-    return false;
+  if (i >= names_.size()) return false;
   {
     absl::MutexLock lock(&mu_);
-    if (last_answer_us_[i] == 0)
-      return false; // not connected yet: nothing lost
+    if (last_answer_us_[i] == 0) return false;  // not connected yet: nothing lost
   }
-  return LatchRejoin(absl::StrCat(
-      names_[i], " closed its connection: it died, exited or restarted"));
+  return LatchRejoin(
+      absl::StrCat(names_[i], " closed its connection: it died, exited or restarted"));
 }
 
 bool PeerLiveness::CheckSilence() {
@@ -85,20 +78,18 @@ bool PeerLiveness::CheckSilence() {
   {
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < names_.size(); ++i) {
-      if (last_answer_us_[i] != 0 &&
-          (now - last_answer_us_[i]) * 1e-6 > peer_timeout_s_) {
+      if (last_answer_us_[i] != 0 && (now - last_answer_us_[i]) * 1e-6 > peer_timeout_s_) {
         silent.push_back(i);
       }
     }
   }
   bool latched = false;
   for (size_t i : silent) {
-    latched = LatchRejoin(absl::StrCat(
-                  names_[i], " stopped answering (no heartbeat reply for ",
-                  peer_timeout_s_, " s): dead or frozen")) ||
+    latched = LatchRejoin(absl::StrCat(names_[i], " stopped answering (no heartbeat reply for ",
+                                       peer_timeout_s_, " s): dead or frozen")) ||
               latched;
   }
   return latched;
 }
 
-} // namespace pstrain
+}  // namespace pstrain

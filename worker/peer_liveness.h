@@ -36,11 +36,10 @@
 namespace pstrain {
 
 class PeerLiveness {
-public:
+ public:
   // `names[i]` names target i in verdicts ("ps:1 (localhost:2241)").
   // `clock` must outlive this object.
-  PeerLiveness(std::vector<std::string> names, double peer_timeout_s,
-               const Clock *clock);
+  PeerLiveness(std::vector<std::string> names, double peer_timeout_s, const Clock *clock);
 
   // A reply from target i (heartbeat or request). Each of these returns
   // true when it latched a verdict (none was latched before).
@@ -57,7 +56,7 @@ public:
   // Names of the targets that have never answered.
   std::vector<std::string> Unanswered() const;
 
-private:
+ private:
   bool LatchRejoin(const std::string &why);
 
   const std::vector<std::string> names_;
@@ -66,8 +65,8 @@ private:
 
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> last_answer_us_ ABSL_GUARDED_BY(mu_); // 0: never
-  std::vector<uint64_t> instances_ ABSL_GUARDED_BY(mu_);     // 0: none seen yet
+  std::vector<int64_t> last_answer_us_ ABSL_GUARDED_BY(mu_);  // 0: never
+  std::vector<uint64_t> instances_ ABSL_GUARDED_BY(mu_);      // 0: none seen yet
 };
 
-} // namespace pstrain
+}  // namespace pstrain

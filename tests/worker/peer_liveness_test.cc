@@ -27,7 +27,7 @@ proto::Header Reply(uint64_t instance) {
 }
 
 class PeerLivenessTest : public ::testing::Test {
-protected:
+ protected:
   FakeClock clock_;
   PeerLiveness live_{{"ps:0 (a:1)", "ps:1 (b:2)"}, kTimeoutS, &clock_};
 };
@@ -44,7 +44,7 @@ TEST_F(PeerLivenessTest, NamesTheTargetsThatHaveNotAnsweredYet) {
 TEST_F(PeerLivenessTest, APsThatNeverAnsweredIsNotJudgedHere) {
   clock_.AdvanceSeconds(10 * kTimeoutS);
   EXPECT_FALSE(live_.CheckSilence());
-  EXPECT_FALSE(live_.OnDisconnected(0)); // a connection attempt that failed
+  EXPECT_FALSE(live_.OnDisconnected(0));  // a connection attempt that failed
   EXPECT_TRUE(live_.status().ok());
 }
 
@@ -52,15 +52,14 @@ TEST_F(PeerLivenessTest, SilenceJustPastTheTimeoutIsARejoinNamingThePs) {
   live_.OnReply(0, Reply(7));
   live_.OnReply(1, Reply(8));
   clock_.AdvanceSeconds(kTimeoutS - 1);
-  live_.OnReply(0, Reply(7)); // ps:0 keeps answering, ps:1 falls silent
+  live_.OnReply(0, Reply(7));  // ps:0 keeps answering, ps:1 falls silent
   clock_.AdvanceSeconds(1);
-  EXPECT_FALSE(live_.CheckSilence()); // exactly the timeout: not yet
+  EXPECT_FALSE(live_.CheckSilence());  // exactly the timeout: not yet
   clock_.AdvanceMicros(1);
   EXPECT_TRUE(live_.CheckSilence());
   EXPECT_TRUE(IsRejoin(live_.status()));
-  EXPECT_THAT(
-      std::string(live_.status().message()),
-      HasSubstr("ps:1 (b:2) stopped answering (no heartbeat reply for 10 s)"));
+  EXPECT_THAT(std::string(live_.status().message()),
+              HasSubstr("ps:1 (b:2) stopped answering (no heartbeat reply for 10 s)"));
 }
 
 TEST_F(PeerLivenessTest, AnswersKeepAPsAliveForever) {
@@ -77,18 +76,16 @@ TEST_F(PeerLivenessTest, AClosedConnectionAfterAnAnswerIsARejoin) {
   live_.OnReply(1, Reply(8));
   EXPECT_TRUE(live_.OnDisconnected(1));
   EXPECT_TRUE(IsRejoin(live_.status()));
-  EXPECT_THAT(std::string(live_.status().message()),
-              HasSubstr("ps:1 (b:2) closed its connection"));
+  EXPECT_THAT(std::string(live_.status().message()), HasSubstr("ps:1 (b:2) closed its connection"));
 }
 
 TEST_F(PeerLivenessTest, AReplyFromANewInstanceIsARejoin) {
   live_.OnReply(0, Reply(7));
-  live_.OnReply(0, Reply(0)); // no instance (an old ps): no verdict
+  live_.OnReply(0, Reply(0));  // no instance (an old ps): no verdict
   EXPECT_TRUE(live_.status().ok());
   EXPECT_TRUE(live_.OnReply(0, Reply(9)));
   EXPECT_TRUE(IsRejoin(live_.status()));
-  EXPECT_THAT(std::string(live_.status().message()),
-              HasSubstr("ps:0 (a:1) restarted"));
+  EXPECT_THAT(std::string(live_.status().message()), HasSubstr("ps:0 (a:1) restarted"));
 }
 
 TEST_F(PeerLivenessTest, AnErrorInAReplyIsLatchedAsThePsGaveIt) {
@@ -98,8 +95,7 @@ TEST_F(PeerLivenessTest, AnErrorInAReplyIsLatchedAsThePsGaveIt) {
   EXPECT_TRUE(live_.OnReply(0, h));
   EXPECT_TRUE(absl::IsAborted(live_.status()));
   EXPECT_FALSE(IsRejoin(live_.status()));
-  EXPECT_EQ(live_.status().message(),
-            "ps:0 (a:1): the job failed: ps:0 lost every worker");
+  EXPECT_EQ(live_.status().message(), "ps:0 (a:1): the job failed: ps:0 lost every worker");
 }
 
 TEST_F(PeerLivenessTest, TheFirstVerdictIsKept) {
@@ -120,5 +116,5 @@ TEST_F(PeerLivenessTest, AnOutOfRangeTargetIsIgnored) {
   EXPECT_TRUE(live_.status().ok());
 }
 
-} // namespace
-} // namespace pstrain
+}  // namespace
+}  // namespace pstrain
