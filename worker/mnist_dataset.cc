@@ -277,6 +277,11 @@ absl::StatusOr<Dataset> LoadMnist(const std::string& data_dir, Split split) {
   return LoadIdx(images, labels);
 }
 
+Normalization NormalizationFor(const std::string& dataset) {
+  if (dataset == "fashion_mnist") return {0.2860f, 0.3530f};
+  return {};
+}
+
 void GatherBatch(const Dataset& dataset, absl::Span<const int64_t> indices,
                  const Normalization& norm, float* images, int32_t* labels) {
   // A table of the 256 possible values, each computed exactly as PyTorch's

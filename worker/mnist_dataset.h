@@ -32,6 +32,10 @@ struct Normalization {
   float std = 0.3081f;
 };
 
+// The normalisation training uses for `dataset` ("mnist": MNIST's mean and
+// std; "fashion_mnist": Fashion-MNIST's). Any other name gets MNIST's.
+Normalization NormalizationFor(const std::string& dataset);
+
 // Reads an IDX image file and its label file. Errors name the file:
 // NotFound when a file is missing; InvalidArgument (bad input the user gave,
 // exit code 2) for something that is not a regular file, a bad magic number,

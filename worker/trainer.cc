@@ -76,7 +76,7 @@ Trainer::Trainer(const ClusterSpec& cluster, const TrainOptions& options,
       num_workers_(cluster.num_workers()),
       is_chief_(rank_ == 0),
       start_us_(MonotonicMicros()) {
-  if (options.dataset == "fashion_mnist") norm_ = {0.2860f, 0.3530f};
+  norm_ = NormalizationFor(options.dataset);
 }
 
 absl::Status Trainer::Setup() {
