@@ -10,8 +10,8 @@
 
 namespace pstrain {
 
-absl::StatusOr<Evaluation> EvaluateParams(const std::string &model, absl::Span<const float> params,
-                                          const Dataset &test, const Normalization &norm) {
+absl::StatusOr<Evaluation> EvaluateParams(const std::string& model, absl::Span<const float> params,
+                                          const Dataset& test, const Normalization& norm) {
   constexpr int kBatch = 256;
   models::ModelOptions options;
   options.name = model;

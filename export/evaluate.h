@@ -22,7 +22,7 @@ struct Evaluation {
 
 // Evaluates network `model` with `params` on every example of `test`.
 // InvalidArgument for a parameter count that is not the model's.
-absl::StatusOr<Evaluation> EvaluateParams(const std::string &model, absl::Span<const float> params,
-                                          const Dataset &test, const Normalization &norm);
+absl::StatusOr<Evaluation> EvaluateParams(const std::string& model, absl::Span<const float> params,
+                                          const Dataset& test, const Normalization& norm);
 
 }  // namespace pstrain

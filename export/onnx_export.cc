@@ -16,72 +16,72 @@ using models::LayerSpec;
 using models::ParamSpec;
 using models::Shape;
 
-void SetDims(onnx::TensorShapeProto *shape, const std::vector<int64_t> &dims, bool batch_dim) {
+void SetDims(onnx::TensorShapeProto* shape, const std::vector<int64_t>& dims, bool batch_dim) {
   if (batch_dim) shape->add_dim()->set_dim_param("N");
   for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
 }
 
-void AddValueInfo(const std::string &name, const std::vector<int64_t> &dims,
-                  google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> *out) {
-  onnx::ValueInfoProto *v = out->Add();
+void AddValueInfo(const std::string& name, const std::vector<int64_t>& dims,
+                  google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* out) {
+  onnx::ValueInfoProto* v = out->Add();
   v->set_name(name);
-  onnx::TypeProto::Tensor *t = v->mutable_type()->mutable_tensor_type();
+  onnx::TypeProto::Tensor* t = v->mutable_type()->mutable_tensor_type();
   t->set_elem_type(onnx::TensorProto::FLOAT);
   SetDims(t->mutable_shape(), dims, /*batch_dim=*/true);
 }
 
 // A float tensor from host floats, as little-endian raw data (every host
 // pstrain supports is little-endian, as its checkpoints assume).
-void AddInitializer(const std::string &name, const std::vector<int64_t> &dims,
-                    absl::Span<const float> values, onnx::GraphProto *graph) {
-  onnx::TensorProto *t = graph->add_initializer();
+void AddInitializer(const std::string& name, const std::vector<int64_t>& dims,
+                    absl::Span<const float> values, onnx::GraphProto* graph) {
+  onnx::TensorProto* t = graph->add_initializer();
   t->set_name(name);
   t->set_data_type(onnx::TensorProto::FLOAT);
   for (int64_t d : dims) t->add_dims(d);
   t->set_raw_data(
-      std::string(reinterpret_cast<const char *>(values.data()), values.size() * sizeof(float)));
+      std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
 }
 
-onnx::NodeProto *AddNode(const std::string &op, const std::string &name,
-                         std::vector<std::string> inputs, const std::string &output,
-                         onnx::GraphProto *graph) {
-  onnx::NodeProto *n = graph->add_node();
+onnx::NodeProto* AddNode(const std::string& op, const std::string& name,
+                         std::vector<std::string> inputs, const std::string& output,
+                         onnx::GraphProto* graph) {
+  onnx::NodeProto* n = graph->add_node();
   n->set_op_type(op);
   n->set_name(name);
-  for (std::string &in : inputs) n->add_input(std::move(in));
+  for (std::string& in : inputs) n->add_input(std::move(in));
   n->add_output(output);
   return n;
 }
 
-void AddInts(onnx::NodeProto *node, const std::string &name, const std::vector<int64_t> &values) {
-  onnx::AttributeProto *a = node->add_attribute();
+void AddInts(onnx::NodeProto* node, const std::string& name, const std::vector<int64_t>& values) {
+  onnx::AttributeProto* a = node->add_attribute();
   a->set_name(name);
   a->set_type(onnx::AttributeProto::INTS);
   for (int64_t v : values) a->add_ints(v);
 }
 
-void AddInt(onnx::NodeProto *node, const std::string &name, int64_t value) {
-  onnx::AttributeProto *a = node->add_attribute();
+void AddInt(onnx::NodeProto* node, const std::string& name, int64_t value) {
+  onnx::AttributeProto* a = node->add_attribute();
   a->set_name(name);
   a->set_type(onnx::AttributeProto::INT);
   a->set_i(value);
 }
 
-std::vector<int64_t> Dims(const ParamSpec &p) { return {p.dims.begin(), p.dims.end()}; }
+std::vector<int64_t> Dims(const ParamSpec& p) { return {p.dims.begin(), p.dims.end()}; }
 
-void AddMetadata(const std::string &key, const std::string &value, onnx::ModelProto *model) {
-  onnx::StringStringEntryProto *e = model->add_metadata_props();
+void AddMetadata(const std::string& key, const std::string& value, onnx::ModelProto* model) {
+  onnx::StringStringEntryProto* e = model->add_metadata_props();
   e->set_key(key);
   e->set_value(value);
 }
 
 }  // namespace
 
-absl::StatusOr<std::string> ExportOnnx(const models::NetSpec &net, absl::Span<const float> params,
-                                       const OnnxExportOptions &options) {
+absl::StatusOr<std::string> ExportOnnx(const models::NetSpec& net, absl::Span<const float> params,
+                                       const OnnxExportOptions& options) {
   ASSIGN_OR_RETURN(const std::vector<ParamSpec> specs, models::NetParamSpecs(net));
   int64_t total = 0;
-  for (const ParamSpec &p : specs) total += p.size;
+  for (const ParamSpec& p : specs) total += p.size;
   if (static_cast<int64_t>(params.size()) != total) {
     return absl::InvalidArgumentError(
         absl::StrCat(net.name, " has ", total, " parameters; ", params.size(), " were given"));
@@ -106,11 +106,11 @@ absl::StatusOr<std::string> ExportOnnx(const models::NetSpec &net, absl::Span<co
       ", ", net.input.w, "], pixels / 255 (in [0, 1]); the normalisation (x - ", options.norm.mean,
       ") / ", options.norm.std, " is part of the graph. Output `log_probs`: float [N, ",
       net.num_classes, "], log-softmax; the class is its argmax."));
-  onnx::OperatorSetIdProto *opset = model.add_opset_import();
+  onnx::OperatorSetIdProto* opset = model.add_opset_import();
   opset->set_domain("");
   opset->set_version(kOnnxOpset);
 
-  onnx::GraphProto *g = model.mutable_graph();
+  onnx::GraphProto* g = model.mutable_graph();
   g->set_name(net.name);
   AddValueInfo("image", {net.input.c, net.input.h, net.input.w}, g->mutable_input());
 
@@ -127,7 +127,7 @@ absl::StatusOr<std::string> ExportOnnx(const models::NetSpec &net, absl::Span<co
   size_t next_param = 0;
   Shape shape = net.input;
   bool flat = false;  // after a Linear (or a Flatten): [N, features]
-  for (const LayerSpec &layer : net.layers) {
+  for (const LayerSpec& layer : net.layers) {
     ASSIGN_OR_RETURN(const Shape out_shape, models::LayerOutputShape(layer, shape));
     const std::string out = layer.name + ".out";
     switch (layer.kind) {
@@ -136,11 +136,11 @@ absl::StatusOr<std::string> ExportOnnx(const models::NetSpec &net, absl::Span<co
           return absl::InvalidArgumentError(layer.name + ": a convolution after a linear layer");
         if (next_param + 2 > specs.size())
           return absl::InternalError("fewer parameter tensors than layers");
-        const ParamSpec &w = specs[next_param++];
-        const ParamSpec &b = specs[next_param++];
+        const ParamSpec& w = specs[next_param++];
+        const ParamSpec& b = specs[next_param++];
         AddInitializer(w.name, Dims(w), params.subspan(w.offset, w.size), g);
         AddInitializer(b.name, Dims(b), params.subspan(b.offset, b.size), g);
-        onnx::NodeProto *n = AddNode("Conv", layer.name, {x, w.name, b.name}, out, g);
+        onnx::NodeProto* n = AddNode("Conv", layer.name, {x, w.name, b.name}, out, g);
         AddInts(n, "kernel_shape", {layer.kernel, layer.kernel});
         AddInts(n, "strides", {1, 1});
         AddInts(n, "pads", {0, 0, 0, 0});
@@ -148,7 +148,7 @@ absl::StatusOr<std::string> ExportOnnx(const models::NetSpec &net, absl::Span<co
         break;
       }
       case LayerKind::kMaxPool2d: {
-        onnx::NodeProto *n = AddNode("MaxPool", layer.name, {x}, out, g);
+        onnx::NodeProto* n = AddNode("MaxPool", layer.name, {x}, out, g);
         AddInts(n, "kernel_shape", {layer.kernel, layer.kernel});
         AddInts(n, "strides", {layer.kernel, layer.kernel});
         x = out;
@@ -170,8 +170,8 @@ absl::StatusOr<std::string> ExportOnnx(const models::NetSpec &net, absl::Span<co
         }
         if (next_param + 2 > specs.size())
           return absl::InternalError("fewer parameter tensors than layers");
-        const ParamSpec &w = specs[next_param++];
-        const ParamSpec &b = specs[next_param++];
+        const ParamSpec& w = specs[next_param++];
+        const ParamSpec& b = specs[next_param++];
         AddInitializer(w.name, Dims(w), params.subspan(w.offset, w.size), g);
         AddInitializer(b.name, Dims(b), params.subspan(b.offset, b.size), g);
         AddInt(AddNode("Gemm", layer.name, {x, w.name, b.name}, out, g), "transB", 1);
@@ -197,7 +197,7 @@ absl::StatusOr<std::string> ExportOnnx(const models::NetSpec &net, absl::Span<co
   AddMetadata("pstrain.normalization",
               absl::StrCat("(x - ", options.norm.mean, ") / ", options.norm.std, ", in the graph"),
               &model);
-  for (const auto &[key, value] : options.metadata) AddMetadata(key, value, &model);
+  for (const auto& [key, value] : options.metadata) AddMetadata(key, value, &model);
   std::string bytes;
   if (!model.SerializeToString(&bytes))
     return absl::InternalError("cannot serialise the ONNX model");

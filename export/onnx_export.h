@@ -34,8 +34,8 @@ struct OnnxExportOptions {
 
 // The serialised ModelProto. InvalidArgument when `params` does not have
 // the network's size or holds a value that is not finite.
-absl::StatusOr<std::string> ExportOnnx(const models::NetSpec &net, absl::Span<const float> params,
-                                       const OnnxExportOptions &options);
+absl::StatusOr<std::string> ExportOnnx(const models::NetSpec& net, absl::Span<const float> params,
+                                       const OnnxExportOptions& options);
 
 // The opset and IR version written (ONNX 1.8's: opset 13 needs IR 7).
 inline constexpr int kOnnxOpset = 13;

@@ -21,25 +21,25 @@
 namespace pstrain {
 namespace {
 
-bool IsDirectory(const std::string &path) {
+bool IsDirectory(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool Exists(const std::string &path) {
+bool Exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
 }
 
 // A damaged file the user pointed at is bad input (exit 2), not a run-time
 // failure.
-absl::Status AsBadInput(const absl::Status &s) {
+absl::Status AsBadInput(const absl::Status& s) {
   if (s.ok() || absl::IsNotFound(s) || absl::IsInvalidArgument(s)) return s;
   return absl::InvalidArgumentError(s.message());
 }
 
 // The flags a run recorded: launch.json's, else none.
-absl::StatusOr<std::vector<std::string>> LaunchFlags(const std::string &run_dir) {
+absl::StatusOr<std::vector<std::string>> LaunchFlags(const std::string& run_dir) {
   const std::string path = run_dir + "/launch.json";
   if (!Exists(path)) return std::vector<std::string>{};
   ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
@@ -49,7 +49,7 @@ absl::StatusOr<std::vector<std::string>> LaunchFlags(const std::string &run_dir)
 }
 
 // summary.json, when there is one.
-absl::StatusOr<proto::RunSummary> Summary(const std::string &run_dir, bool *found) {
+absl::StatusOr<proto::RunSummary> Summary(const std::string& run_dir, bool* found) {
   const std::string path = run_dir + "/summary.json";
   proto::RunSummary summary;
   *found = Exists(path);
@@ -59,7 +59,7 @@ absl::StatusOr<proto::RunSummary> Summary(const std::string &run_dir, bool *foun
   return summary;
 }
 
-absl::StatusOr<std::vector<float>> ReadFloats(const std::string &path, int64_t expected) {
+absl::StatusOr<std::vector<float>> ReadFloats(const std::string& path, int64_t expected) {
   ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path));
   if (static_cast<int64_t>(bytes.size()) != expected * 4) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", bytes.size(),
@@ -72,8 +72,8 @@ absl::StatusOr<std::vector<float>> ReadFloats(const std::string &path, int64_t e
 }
 
 // Reads checkpoint `step` of `dir` and puts its shards together.
-absl::StatusOr<std::vector<float>> ReadCheckpoint(const std::string &dir, int64_t step,
-                                                  const proto::CheckpointManifest &m) {
+absl::StatusOr<std::vector<float>> ReadCheckpoint(const std::string& dir, int64_t step,
+                                                  const proto::CheckpointManifest& m) {
   const std::string where = CheckpointPath(dir, step);
   if (m.num_params() <= 0 || m.num_params() > (int64_t{1} << 36) || m.shards_size() == 0) {
     return absl::InvalidArgumentError(
@@ -81,7 +81,7 @@ absl::StatusOr<std::vector<float>> ReadCheckpoint(const std::string &dir, int64_
   }
   std::vector<float> params(static_cast<size_t>(m.num_params()));
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  for (const proto::SavedShard &s : m.shards()) {
+  for (const proto::SavedShard& s : m.shards()) {
     if (s.file().empty() || absl::StrContains(s.file(), "..") || s.file()[0] == '/') {
       return absl::InvalidArgumentError(
           absl::StrCat(where, "/manifest.json: bad shard file name \"", s.file(), "\""));
@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<float>> ReadCheckpoint(const std::string &dir, int64_
     const std::string path = absl::StrCat(dir, "/", s.file());
     auto read = ReadShardCheckpoint(path);
     if (!read.ok()) return AsBadInput(read.status());
-    const ShardCheckpoint &c = *read;
+    const ShardCheckpoint& c = *read;
     if (c.header.payload_checksum() != s.checksum()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": its checksum is not the manifest's"));
     }
@@ -107,7 +107,7 @@ absl::StatusOr<std::vector<float>> ReadCheckpoint(const std::string &dir, int64_
   }
   std::sort(ranges.begin(), ranges.end());
   uint64_t covered = 0;
-  for (const auto &[begin, end] : ranges) {
+  for (const auto& [begin, end] : ranges) {
     if (begin != covered) {
       return absl::InvalidArgumentError(
           absl::StrCat(where,
@@ -126,17 +126,17 @@ absl::StatusOr<std::vector<float>> ReadCheckpoint(const std::string &dir, int64_
 
 }  // namespace
 
-std::string RecordedFlag(const std::vector<std::string> &flags, const std::string &name) {
+std::string RecordedFlag(const std::vector<std::string>& flags, const std::string& name) {
   const std::string prefix = absl::StrCat("--", name, "=");
   std::string value;
-  for (const std::string &f : flags) {
+  for (const std::string& f : flags) {
     if (absl::StartsWith(f, prefix)) value = f.substr(prefix.size());
   }
   return value;
 }
 
-absl::StatusOr<SavedModel> LoadSavedModel(const std::string &run_dir,
-                                          const std::string &checkpoint) {
+absl::StatusOr<SavedModel> LoadSavedModel(const std::string& run_dir,
+                                          const std::string& checkpoint) {
   if (run_dir.empty()) return absl::InvalidArgumentError("--run_dir is required");
   if (!IsDirectory(run_dir))
     return absl::NotFoundError(absl::StrCat(run_dir, ": no such run directory"));
@@ -210,7 +210,7 @@ absl::StatusOr<SavedModel> LoadSavedModel(const std::string &run_dir,
   ASSIGN_OR_RETURN(const models::NetSpec net, models::GetNetSpec(saved.model));
   ASSIGN_OR_RETURN(const std::vector<models::ParamSpec> specs, models::NetParamSpecs(net));
   int64_t total = 0;
-  for (const models::ParamSpec &p : specs) total += p.size;
+  for (const models::ParamSpec& p : specs) total += p.size;
   if (saved.step < 0) {
     ASSIGN_OR_RETURN(saved.params, ReadFloats(saved.source, total));
   } else if (static_cast<int64_t>(saved.params.size()) != total) {

@@ -3,9 +3,8 @@
 // A trained model read back from a run directory: its parameters, and what
 // the run recorded about them (the network, the data set).
 //
-//   ASSIGN_OR_RETURN(SavedModel m, LoadSavedModel("runs/sync", ""));        //
-//   final_params.f32 ASSIGN_OR_RETURN(SavedModel m, LoadSavedModel("runs/sync",
-//   "latest"));  // newest checkpoint
+//   ASSIGN_OR_RETURN(SavedModel m, LoadSavedModel("runs/sync", ""));  // final_params.f32
+//   ASSIGN_OR_RETURN(SavedModel m, LoadSavedModel("runs/sync", "latest"));  // newest checkpoint
 //
 // `checkpoint` says which parameters:
 //   ""          RUN_DIR/final_params.f32 (what the chief wrote at the end)
@@ -43,10 +42,10 @@ struct SavedModel {
       -1;  // summary.json's final test accuracy (final params only); -1: none
 };
 
-absl::StatusOr<SavedModel> LoadSavedModel(const std::string &run_dir,
-                                          const std::string &checkpoint);
+absl::StatusOr<SavedModel> LoadSavedModel(const std::string& run_dir,
+                                          const std::string& checkpoint);
 
 // "--name=value" -> "value" for the last such flag in `flags`; "" if none.
-std::string RecordedFlag(const std::vector<std::string> &flags, const std::string &name);
+std::string RecordedFlag(const std::vector<std::string>& flags, const std::string& name);
 
 }  // namespace pstrain

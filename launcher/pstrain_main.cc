@@ -95,6 +95,8 @@ ABSL_FLAG(std::string, checkpoint, "",
           "export/evaluate: which parameters of --run_dir: '' (final_params.f32), latest, ckpt-N, N "
           "or a checkpoint directory");
 ABSL_FLAG(std::string, format, "onnx", "export: the model format (onnx)");
+ABSL_FLAG(bool, invert, false,
+          "predict: the images are dark on light (MNIST's are a white digit on black)");
 ABSL_FLAG(std::string, workers, "1,2,4", "scale: worker counts, comma-separated");
 ABSL_FLAG(std::string, ps, "1", "scale: ps counts, comma-separated");
 ABSL_FLAG(int, eval_points, ScaleDefaults().experiment.eval_points,
@@ -128,7 +130,8 @@ constexpr char kUsage[] =
     "  chaos    kill and stop tasks of running jobs at random; report how training survived\n"
     "  keygen   write a fresh job secret (--out=FILE, mode 0600) for --secret_file\n"
     "  export   write a run's trained model (or a checkpoint) as ONNX\n"
-    "  evaluate evaluate a run's trained model (or a checkpoint) on the test set\n\n"
+    "  evaluate evaluate a run's trained model (or a checkpoint) on the test set\n"
+    "  predict  classify PNG images with a run's trained model\n\n"
     "  pstrain launch --cluster_spec=FILE --mode=sync|async|ssp --epochs=N [--batch_size=128]\n"
     "                 [--lr=..] [--momentum=..] [--max_steps=N] [--seed=S] [--run_dir=DIR]\n"
     "                 [--data_dir=DIR] [--model=mnist_cnn] [--free_ports] [--echo=progress]\n"
@@ -144,6 +147,7 @@ constexpr char kUsage[] =
     "  pstrain keygen --out=FILE\n"
     "  pstrain export --run_dir=DIR [--checkpoint=latest|ckpt-N] [--format=onnx] [--out=FILE]\n"
     "  pstrain evaluate --run_dir=DIR [--checkpoint=latest|ckpt-N] [--data_dir=DIR] [--dataset=D]\n"
+    "  pstrain predict --run_dir=DIR [--checkpoint=latest|ckpt-N] [--invert] IMAGE.png...\n"
     "  launch, compare, scale and chaos take --max_restarts=N (default 3, per task).\n"
     "  Every command that starts tasks takes --secret_file=FILE (default: a fresh secret in the\n"
     "  run directory) or --insecure. See docs/experiments.md and README.md, \"Security\".\n";
@@ -388,6 +392,12 @@ int main(int argc, char** argv) {
     return pstrain::kExitBadConfig;
   }
   const std::string command = positional[1];
+  if (command == "predict") {
+    const std::vector<std::string> images(positional.begin() + 2, positional.end());
+    return pstrain::ExitWith("pstrain",
+                             pstrain::RunPredict(pstrain::SavedModelCommandFromFlags(argc, argv),
+                                                 images, absl::GetFlag(FLAGS_invert)));
+  }
   if (positional.size() > 2) {
     return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(
         absl::StrCat("unexpected argument \"", positional[2], "\"")));
@@ -402,6 +412,6 @@ int main(int argc, char** argv) {
     return pstrain::ExitWith("pstrain", command == "export" ? pstrain::RunExport(c) : pstrain::RunEvaluate(c));
   }
   return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(absl::StrCat(
-      "unknown command \"", command, "\" (expected launch, compare, scale, chaos, keygen, export or "
-      "evaluate)")));
+      "unknown command \"", command, "\" (expected launch, compare, scale, chaos, keygen, export, "
+      "evaluate or predict)")));
 }

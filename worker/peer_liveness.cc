@@ -7,7 +7,7 @@
 namespace pstrain {
 
 PeerLiveness::PeerLiveness(std::vector<std::string> names, double peer_timeout_s,
-                           const Clock *clock)
+                           const Clock* clock)
     : names_(std::move(names)),
       peer_timeout_s_(peer_timeout_s),
       clock_(clock),
@@ -19,14 +19,14 @@ absl::Status PeerLiveness::status() const {
   return status_;
 }
 
-bool PeerLiveness::Latch(const absl::Status &status) {
+bool PeerLiveness::Latch(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
   if (!status_.ok() || status.ok()) return false;
   status_ = status;
   return true;
 }
 
-bool PeerLiveness::LatchRejoin(const std::string &why) {
+bool PeerLiveness::LatchRejoin(const std::string& why) {
   if (!Latch(RejoinError(why))) return false;
   LOG(WARNING) << why;
   return true;
@@ -41,10 +41,10 @@ std::vector<std::string> PeerLiveness::Unanswered() const {
   return out;
 }
 
-bool PeerLiveness::OnReply(size_t i, const proto::Header &reply) {
+bool PeerLiveness::OnReply(size_t i, const proto::Header& reply) {
   if (i >= names_.size()) return false;
   bool latched = false;
-  const proto::ErrorStatus &e = reply.error();
+  const proto::ErrorStatus& e = reply.error();
   if (e.code() != 0) {
     latched = Latch(absl::Status(static_cast<absl::StatusCode>(e.code()),
                                  absl::StrCat(names_[i], ": ", e.message())));

@@ -5,8 +5,8 @@
 // its thread so that tests drive them message by message on a FakeClock
 // (common/clock.h), without sleeping or a real ps.
 //
-//   PeerLiveness live({"ps:0 (...)", "ps:1 (...)"}, /*peer_timeout_s=*/10,
-//   clock); live.OnReply(0, reply_header);   // a heartbeat reply from ps:0
+//   PeerLiveness live({"ps:0 (...)", "ps:1 (...)"}, /*peer_timeout_s=*/10, clock);
+//   live.OnReply(0, reply_header);   // a heartbeat reply from ps:0
 //   live.OnDisconnected(1);          // ps:1's connection closed
 //   live.CheckSilence();             // once per heartbeat interval
 //   if (!live.status().ok()) ...     // the first verdict, latched
@@ -39,11 +39,11 @@ class PeerLiveness {
  public:
   // `names[i]` names target i in verdicts ("ps:1 (localhost:2241)").
   // `clock` must outlive this object.
-  PeerLiveness(std::vector<std::string> names, double peer_timeout_s, const Clock *clock);
+  PeerLiveness(std::vector<std::string> names, double peer_timeout_s, const Clock* clock);
 
   // A reply from target i (heartbeat or request). Each of these returns
   // true when it latched a verdict (none was latched before).
-  bool OnReply(size_t i, const proto::Header &reply);
+  bool OnReply(size_t i, const proto::Header& reply);
   // Target i's connection closed.
   bool OnDisconnected(size_t i);
   // Judges targets that answered once and have been silent too long.
@@ -52,16 +52,16 @@ class PeerLiveness {
   // OK until a verdict; the first verdict afterwards.
   absl::Status status() const;
   // Latches `status` unless a verdict is latched already; true if it did.
-  bool Latch(const absl::Status &status);
+  bool Latch(const absl::Status& status);
   // Names of the targets that have never answered.
   std::vector<std::string> Unanswered() const;
 
  private:
-  bool LatchRejoin(const std::string &why);
+  bool LatchRejoin(const std::string& why);
 
   const std::vector<std::string> names_;
   const double peer_timeout_s_;
-  const Clock *const clock_;
+  const Clock* const clock_;
 
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);

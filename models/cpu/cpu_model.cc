@@ -130,6 +130,23 @@ absl::StatusOr<EvalResult> CpuModel::Evaluate(const Batch& batch) {
   return result;
 }
 
+absl::Status CpuModel::Predict(const Batch& batch, absl::Span<float> log_probs) {
+  RETURN_IF_ERROR(CheckBatchSize(net_.name, batch.n, max_batch_));
+  const int classes = net_.num_classes;
+  if (batch.images == nullptr || log_probs.size() != static_cast<size_t>(batch.n) * classes) {
+    return absl::InvalidArgumentError(absl::StrCat(net_.name, ": Predict needs images and ",
+                                                   batch.n, " x ", classes, " log-probabilities"));
+  }
+  const BatchContext ctx{batch.n, /*training=*/false, seed_, nullptr};
+  RETURN_IF_ERROR(Forward(ctx, batch.images));
+  // The loss's log-softmax, with labels it does not need for that.
+  const std::vector<int32_t> labels(static_cast<size_t>(batch.n), 0);
+  RETURN_IF_ERROR(loss_.Forward(batch.n, activations_.back().data(), labels.data(), log_probs_.data())
+                      .status());
+  std::copy_n(log_probs_.data(), log_probs.size(), log_probs.data());
+  return absl::OkStatus();
+}
+
 absl::Status CpuModel::Forward(const BatchContext& ctx, const float* images) {
   const float* x = images;
   for (size_t l = 0; l < layers_.size(); ++l) {

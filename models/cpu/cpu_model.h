@@ -45,6 +45,12 @@ class CpuModel final : public Model {
   absl::StatusOr<float> ForwardBackward(const Batch& batch, absl::Span<float> grads) override;
   absl::StatusOr<EvalResult> Evaluate(const Batch& batch) override;
 
+  // Inference (dropout off) for `pstrain predict`: writes each example's
+  // log-probabilities, log-softmax of the last layer, into log_probs
+  // [n, num_classes]. Needs batch.images only. InvalidArgument for n
+  // outside [1, max_batch] or log_probs of another size.
+  absl::Status Predict(const Batch& batch, absl::Span<float> log_probs);
+
  private:
   CpuModel(NetSpec net, std::vector<ParamSpec> specs, const ModelOptions& options);
 

@@ -29,12 +29,12 @@ struct Exported {
   onnx::ModelProto model;
 };
 
-Exported Export(const std::string &name, const OnnxExportOptions &options = {}) {
+Exported Export(const std::string& name, const OnnxExportOptions& options = {}) {
   Exported e;
   e.net = *models::GetNetSpec(name);
   e.specs = *models::NetParamSpecs(e.net);
   int64_t total = 0;
-  for (const auto &p : e.specs) total += p.size;
+  for (const auto& p : e.specs) total += p.size;
   e.params.resize(static_cast<size_t>(total));
   models::InitParams(e.specs, 7, e.params.data());
   auto bytes = ExportOnnx(e.net, e.params, options);
@@ -45,15 +45,15 @@ Exported Export(const std::string &name, const OnnxExportOptions &options = {}) 
   return e;
 }
 
-std::vector<std::string> OpTypes(const onnx::GraphProto &g) {
+std::vector<std::string> OpTypes(const onnx::GraphProto& g) {
   std::vector<std::string> ops;
-  for (const auto &n : g.node()) ops.push_back(n.op_type());
+  for (const auto& n : g.node()) ops.push_back(n.op_type());
   return ops;
 }
 
-std::vector<int64_t> Dims(const onnx::ValueInfoProto &v) {
+std::vector<int64_t> Dims(const onnx::ValueInfoProto& v) {
   std::vector<int64_t> dims;
-  for (const auto &d : v.type().tensor_type().shape().dim()) {
+  for (const auto& d : v.type().tensor_type().shape().dim()) {
     dims.push_back(d.has_dim_param() ? -1 : d.dim_value());
   }
   return dims;
@@ -66,7 +66,7 @@ TEST(OnnxExport, MnistCnnIsTheTrainingGraphWithoutDropoutAndWithTheNormalisation
   EXPECT_EQ(e.model.opset_import(0).domain(), "");
   EXPECT_EQ(e.model.opset_import(0).version(), 13);
   EXPECT_EQ(e.model.producer_name(), "pstrain");
-  const onnx::GraphProto &g = e.model.graph();
+  const onnx::GraphProto& g = e.model.graph();
   EXPECT_THAT(OpTypes(g), ElementsAre("Sub", "Div", "Conv", "MaxPool", "Relu", "Conv", "MaxPool",
                                       "Relu", "Flatten", "Gemm", "Relu", "Gemm", "LogSoftmax"));
   ASSERT_EQ(g.input_size(), 1);
@@ -86,13 +86,13 @@ TEST(OnnxExport, EveryParameterTensorIsAnInitializerWithItsShapeAndExactBytes) {
   for (const std::string name : {"mnist_cnn", "cnn_large", "mlp"}) {
     SCOPED_TRACE(name);
     const Exported e = Export(name);
-    std::map<std::string, const onnx::TensorProto *> inits;
-    for (const auto &t : e.model.graph().initializer()) inits[t.name()] = &t;
+    std::map<std::string, const onnx::TensorProto*> inits;
+    for (const auto& t : e.model.graph().initializer()) inits[t.name()] = &t;
     EXPECT_EQ(inits.size(),
               e.specs.size() + 2);  // + the normalisation's mean and std
-    for (const models::ParamSpec &p : e.specs) {
+    for (const models::ParamSpec& p : e.specs) {
       ASSERT_TRUE(inits.count(p.name)) << p.name;
-      const onnx::TensorProto &t = *inits[p.name];
+      const onnx::TensorProto& t = *inits[p.name];
       EXPECT_EQ(t.data_type(), onnx::TensorProto::FLOAT);
       EXPECT_THAT(std::vector<int64_t>(t.dims().begin(), t.dims().end()),
                   ElementsAreArray(std::vector<int64_t>(p.dims.begin(), p.dims.end())));
@@ -115,14 +115,14 @@ TEST(OnnxExport, TheNormalisationAndTheCallersMetadataAreRecorded) {
   options.metadata["pstrain.source"] = "runs/x/final_params.f32";
   const Exported e = Export("mnist_cnn", options);
   float mean = 0, std_dev = 0;
-  for (const auto &t : e.model.graph().initializer()) {
+  for (const auto& t : e.model.graph().initializer()) {
     if (t.name() == "normalize.mean") std::memcpy(&mean, t.raw_data().data(), 4);
     if (t.name() == "normalize.std") std::memcpy(&std_dev, t.raw_data().data(), 4);
   }
   EXPECT_EQ(mean, 0.2860f);
   EXPECT_EQ(std_dev, 0.3530f);
   std::map<std::string, std::string> meta;
-  for (const auto &p : e.model.metadata_props()) meta[p.key()] = p.value();
+  for (const auto& p : e.model.metadata_props()) meta[p.key()] = p.value();
   EXPECT_EQ(meta["pstrain.model"], "mnist_cnn");
   EXPECT_EQ(meta["pstrain.source"], "runs/x/final_params.f32");
   EXPECT_THAT(meta["pstrain.normalization"], HasSubstr("0.286"));

@@ -27,8 +27,8 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kMnistCnnParams = 21840;
 
-std::string Bytes(const std::vector<float> &v) {
-  return std::string(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(float));
+std::string Bytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
 }
 
 std::vector<float> Ramp(int64_t n, float start) {
@@ -37,15 +37,15 @@ std::vector<float> Ramp(int64_t n, float start) {
   return v;
 }
 
-void WriteLaunchJson(const std::string &run_dir, const std::vector<std::string> &flags) {
+void WriteLaunchJson(const std::string& run_dir, const std::vector<std::string>& flags) {
   proto::LaunchRecord r;
-  for (const std::string &f : flags) r.add_flags(f);
+  for (const std::string& f : flags) r.add_flags(f);
   ASSERT_TRUE(WriteFileAtomic(run_dir + "/launch.json", ToJson(r)).ok());
 }
 
 // Checkpoint `step` of `dir` with the model split at `split` into two
 // shards; returns the parameters.
-std::vector<float> WriteCheckpoint(const std::string &dir, int64_t step, uint64_t split,
+std::vector<float> WriteCheckpoint(const std::string& dir, int64_t step, uint64_t split,
                                    float start) {
   const std::vector<float> params = Ramp(kMnistCnnParams, start);
   proto::CheckpointManifest m;
@@ -67,7 +67,7 @@ std::vector<float> WriteCheckpoint(const std::string &dir, int64_t step, uint64_
     c.momentum.assign(c.params.size(), 0.0f);
     const std::string file = ShardFileName(step, k, 2);
     EXPECT_TRUE(WriteShardCheckpoint(absl::StrCat(dir, "/", file), &c).ok());
-    proto::SavedShard *s = m.add_shards();
+    proto::SavedShard* s = m.add_shards();
     s->set_shard_index(k);
     s->set_file(file);
     s->set_checksum(c.header.payload_checksum());
@@ -139,7 +139,7 @@ TEST_F(SavedModelTest, PutsACheckpointsShardsTogetherByTheirRanges) {
   const std::string dir = run_ + "/checkpoints";
   const std::vector<float> at7 = WriteCheckpoint(dir, 7, 1000, 3.0f);
   const std::vector<float> at9 = WriteCheckpoint(dir, 9, 20000, 5.0f);
-  for (const std::string &which : std::vector<std::string>{"7", "ckpt-7", dir + "/ckpt-7"}) {
+  for (const std::string& which : std::vector<std::string>{"7", "ckpt-7", dir + "/ckpt-7"}) {
     auto m = LoadSavedModel(run_, which);
     ASSERT_TRUE(m.ok()) << which << ": " << m.status();
     EXPECT_EQ(m->params, at7) << which;

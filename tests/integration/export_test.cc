@@ -13,19 +13,25 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/checkpoint_dir.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "export/png_image.h"
+#include "export/saved_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/model.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
+#include "worker/mnist_dataset.h"
 
 namespace pstrain {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::RunningProcess;
 
 constexpr double kTimeoutS = 300;
@@ -35,7 +41,7 @@ struct Result {
   std::string output;
 };
 
-Result Run(const std::string &binary, std::vector<std::string> args) {
+Result Run(const std::string& binary, std::vector<std::string> args) {
   auto p = RunningProcess::Start(binary, std::move(args));
   auto code = p->Wait(kTimeoutS);
   EXPECT_TRUE(code.ok()) << binary << ": " << code.status() << "\n" << p->output();
@@ -47,8 +53,8 @@ Result Pstrain(std::vector<std::string> args) {
 }
 
 // The first executable `name` on PATH; "" when there is none.
-std::string FindProgram(const std::string &name) {
-  const char *path = std::getenv("PATH");
+std::string FindProgram(const std::string& name) {
+  const char* path = std::getenv("PATH");
   for (const absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
     const std::string candidate = absl::StrCat(dir, "/", name);
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
@@ -57,7 +63,7 @@ std::string FindProgram(const std::string &name) {
 }
 
 // Trains `model` into a fresh run directory; returns it.
-std::string Train(const std::string &model, const std::string &spec,
+std::string Train(const std::string& model, const std::string& spec,
                   std::vector<std::string> extra) {
   const std::string dir = testing::MakeTempDir("export_" + model);
   std::vector<std::string> args = {"launch",
@@ -85,7 +91,7 @@ struct Score {
 
 // `pstrain evaluate`'s line: "... accuracy 0.9593 (9593 of 10000), loss
 // 0.127210".
-Score Evaluate(const std::string &run_dir, const std::string &checkpoint) {
+Score Evaluate(const std::string& run_dir, const std::string& checkpoint) {
   const Result r = Pstrain({"evaluate", "--run_dir=" + run_dir, "--checkpoint=" + checkpoint,
                             "--data_dir=" + testing::SourcePath("data/mnist")});
   EXPECT_EQ(r.code, 0) << r.output;
@@ -103,7 +109,7 @@ Score Evaluate(const std::string &run_dir, const std::string &checkpoint) {
 }
 
 // The model file accepted by ONNX's checker.
-void ExpectOnnxCheckerAccepts(const std::string &model) {
+void ExpectOnnxCheckerAccepts(const std::string& model) {
   const Result r = Run("/usr/bin/python3", {"-c",
                                             "import sys, onnx\n"
                                             "m = onnx.load(sys.argv[1])\n"
@@ -116,7 +122,7 @@ void ExpectOnnxCheckerAccepts(const std::string &model) {
 }
 
 // ONNX Runtime's score of `model` on the MNIST test set.
-Score OnnxRuntimeScore(const std::string &model) {
+Score OnnxRuntimeScore(const std::string& model) {
   const std::string node = FindProgram("node");
   EXPECT_FALSE(node.empty()) << "node not found on PATH (Debian: apt-get install nodejs)";
   if (node.empty()) return {};
@@ -140,8 +146,8 @@ Score OnnxRuntimeScore(const std::string &model) {
 }
 
 // Exports, checks, and compares ONNX Runtime's score with pstrain's.
-void ExpectRuntimeScoresAsPstrain(const std::string &run_dir, const std::string &checkpoint,
-                                  const std::string &out) {
+void ExpectRuntimeScoresAsPstrain(const std::string& run_dir, const std::string& checkpoint,
+                                  const std::string& out) {
   const Result r = Pstrain({"export", "--run_dir=" + run_dir, "--checkpoint=" + checkpoint,
                             "--format=onnx", "--out=" + out});
   ASSERT_EQ(r.code, 0) << r.output;
@@ -164,9 +170,9 @@ class ExportedMnistCnn : public ::testing::Test {
                                      {"--max_steps=120", "--checkpoint_every_steps=40"}));
   }
   static void TearDownTestSuite() { delete run_dir_; }
-  static std::string *run_dir_;
+  static std::string* run_dir_;
 };
-std::string *ExportedMnistCnn::run_dir_ = nullptr;
+std::string* ExportedMnistCnn::run_dir_ = nullptr;
 
 TEST_F(ExportedMnistCnn, OnnxRuntimeScoresTheFinalModelExactlyAsTheRunDid) {
   const std::string out = *run_dir_ + "/model.onnx";
@@ -212,6 +218,80 @@ TEST_F(ExportedMnistCnn, BadInputExitsTwoNamingWhatIsWrong) {
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.output, HasSubstr(copy + "/final_params.f32"));
   EXPECT_THAT(r.output, HasSubstr("21840 parameters"));
+}
+
+// `pstrain predict` on PNGs of MNIST test images: for each, the class and
+// probability that the model's evaluation gives (Evaluate with the class as
+// the label: correct, and exp(-loss) its probability), and the same with
+// the images inverted and --invert.
+TEST_F(ExportedMnistCnn, PredictClassifiesPngsAsTheModelEvaluatesThem) {
+  const std::string dir = testing::MakeTempDir("predict");
+  auto test = LoadMnist(testing::SourcePath("data/mnist"), Split::kTest);
+  ASSERT_TRUE(test.ok()) << test.status();
+  auto saved = LoadSavedModel(*run_dir_, "");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  models::ModelOptions options;
+  options.name = "mnist_cnn";
+  options.max_batch = 1;
+  auto model = models::CreateModel(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE((*model)->SetParams(saved->params).ok());
+  constexpr int kImages = 12;
+  std::vector<std::string> args = {"predict", "--run_dir=" + *run_dir_};
+  std::vector<std::string> inverted_args = {"predict", "--run_dir=" + *run_dir_, "--invert"};
+  std::vector<std::string> expected;
+  for (int i = 0; i < kImages; ++i) {
+    GrayImage image{28, 28, {}};
+    image.pixels.assign(test->pixels.begin() + i * 784, test->pixels.begin() + (i + 1) * 784);
+    const std::string path = absl::StrCat(dir, "/", i, ".png");
+    ASSERT_TRUE(WritePng(path, image).ok());
+    for (uint8_t& p : image.pixels) p = static_cast<uint8_t>(255 - p);
+    const std::string inverted = absl::StrCat(dir, "/inverted", i, ".png");
+    ASSERT_TRUE(WritePng(inverted, image).ok());
+    args.push_back(path);
+    inverted_args.push_back(inverted);
+    // The evaluation's view of image i.
+    std::vector<float> x(784);
+    int32_t label = 0;
+    const int64_t index = i;
+    GatherBatch(*test, absl::MakeConstSpan(&index, 1), Normalization{}, x.data(), &label);
+    for (int32_t c = 0; c < 10; ++c) {
+      models::Batch b;
+      b.n = 1;
+      b.images = x.data();
+      b.labels = &c;
+      auto r = (*model)->Evaluate(b);
+      ASSERT_TRUE(r.ok()) << r.status();
+      if (r->correct == 1) {
+        expected.push_back(absl::StrFormat("%s: %d (p %.4f", path, c, std::exp(-r->loss_sum)));
+        break;
+      }
+    }
+  }
+  ASSERT_EQ(expected.size(), static_cast<size_t>(kImages));
+  const Result r = Pstrain(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const std::string& e : expected) EXPECT_THAT(r.output, HasSubstr(e));
+  const Result inverted = Pstrain(inverted_args);
+  ASSERT_EQ(inverted.code, 0) << inverted.output;
+  for (int i = 0; i < kImages; ++i) {
+    // The same class and probability, under the inverted file's name.
+    std::string e = expected[static_cast<size_t>(i)];
+    e.replace(0, e.find(':'), absl::StrCat(dir, "/inverted", i, ".png"));
+    EXPECT_THAT(inverted.output, HasSubstr(e));
+  }
+  // A wrongly sized image or a file that is not a PNG: exit 2 naming it,
+  // and nothing classified.
+  ASSERT_TRUE(WritePng(dir + "/big.png", GrayImage{32, 32, std::vector<uint8_t>(1024, 0)}).ok());
+  Result bad = Pstrain({"predict", "--run_dir=" + *run_dir_, args[2], dir + "/big.png"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.output, HasSubstr(dir + "/big.png: 32 x 32 pixels; mnist_cnn takes 28 x 28"));
+  EXPECT_THAT(bad.output, Not(HasSubstr(args[2] + ":")));
+  bad = Pstrain({"predict", "--run_dir=" + *run_dir_, *run_dir_ + "/summary.json"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.output, HasSubstr("summary.json: not a PNG"));
+  bad = Pstrain({"predict", "--run_dir=" + *run_dir_});
+  EXPECT_EQ(bad.code, 2);
 }
 
 // The larger network (1.2M parameters, two 3x3 convolutions, 9216 features
