@@ -164,24 +164,22 @@ absl::Status Trainer::CleanRunDir() {
 }
 
 absl::Status Trainer::OpenMetrics() {
-  if (options_.run_dir.empty()) return absl::OkStatus();
+  if (options_.run_dir.empty()) {
+    ASSIGN_OR_RETURN(metrics_, MetricsRecorder::Open({}));
+    return absl::OkStatus();
+  }
   RETURN_IF_ERROR(MakeDirs(options_.run_dir));
   // A resumed run, and a task restarted into a running job, add to the
   // metrics of the run they continue.
   const bool append = options_.restore || (!fresh_init_ && (is_chief_ || start_step_ > 0));
   if (is_chief_ && options_.clean_run_dir && !append) RETURN_IF_ERROR(CleanRunDir());
-  ASSIGN_OR_RETURN(steps_csv_, CsvWriter::Open(
-      absl::StrCat(options_.run_dir, "/steps_worker", rank_, ".csv"),
-      {"step", "epoch", "unix_time", "elapsed_s", "loss", "examples", "version", "min_clock",
-       "staleness", "dropped", "compute_ms", "comm_ms"}, append));
-  if (!is_chief_) return absl::OkStatus();
-  ASSIGN_OR_RETURN(evals_csv_, CsvWriter::Open(
-      absl::StrCat(options_.run_dir, "/evals.csv"),
-      {"step", "epoch", "train_seconds", "test_loss", "test_accuracy", "epoch_end"}, append));
-  ASSIGN_OR_RETURN(epochs_csv_, CsvWriter::Open(
-      absl::StrCat(options_.run_dir, "/epochs.csv"),
-      {"epoch", "steps", "train_seconds", "train_loss", "test_loss", "test_accuracy",
-       "images_per_sec"}, append));
+  MetricsOptions m;
+  m.run_dir = options_.run_dir;
+  m.rank = rank_;
+  m.chief = is_chief_;
+  m.append = append;
+  m.learning_rate = EffectiveLearningRate(options_, num_workers_);
+  ASSIGN_OR_RETURN(metrics_, MetricsRecorder::Open(m));
   return absl::OkStatus();
 }
 
@@ -650,14 +648,9 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
     staleness = std::max(staleness, r.staleness);
     dropped = dropped || r.dropped;
   }
-  if (steps_csv_) {
-    RETURN_IF_ERROR(steps_csv_->Row(
-        {absl::StrCat(global_step_), absl::StrCat(epoch), absl::StrFormat("%.6f", last_step_unix_us_ * 1e-6),
-         CsvNumber(SecondsSince(start_us_)), CsvNumber(loss), absl::StrCat(n),
-         absl::StrCat(computed_on.front()), absl::StrCat(replies_.front().min_clock),
-         absl::StrCat(staleness), dropped ? "1" : "0", CsvNumber((t1 - t0) * 1e-3),
-         CsvNumber((t2 - t1) * 1e-3)}));
-  }
+  RETURN_IF_ERROR(metrics_->RecordStep(
+      {global_step_, epoch, last_step_unix_us_, SecondsSince(start_us_), loss, n, computed_on.front(),
+       replies_.front().min_clock, staleness, dropped, (t1 - t0) * 1e-3, (t2 - t1) * 1e-3}));
   ++global_step_;
   if (options_.mode == proto::SYNC && options_.backup_workers == 0) {
     // The shards went on without this worker (it was frozen, or declared
@@ -715,12 +708,8 @@ absl::Status Trainer::Evaluate(int epoch, bool epoch_end) {
                         static_cast<double>(total.correct) / std::max<int64_t>(1, total.count),
                         total.loss_sum / std::max<int64_t>(1, total.count)};
   evals_.push_back(point);
-  if (evals_csv_) {
-    RETURN_IF_ERROR(evals_csv_->Row({absl::StrCat(point.step), absl::StrCat(epoch),
-                                     CsvNumber(point.train_seconds), CsvNumber(point.loss),
-                                     CsvNumber(point.accuracy), epoch_end ? "1" : "0"}));
-    RETURN_IF_ERROR(evals_csv_->Flush());
-  }
+  RETURN_IF_ERROR(metrics_->RecordEval(
+      {point.step, epoch, point.train_seconds, point.loss, point.accuracy, epoch_end}));
   return absl::OkStatus();
 }
 
@@ -736,17 +725,13 @@ absl::Status Trainer::EndEpoch(int epoch) {
       "epoch %d/%d done: test accuracy %.4f, test loss %.4f, train loss %.4f, %.0f images/s "
       "(all %d workers), %.1f s",
       epoch + 1, options_.epochs, e.accuracy, e.loss, train_loss, rate, num_workers_, epoch_seconds);
-  if (epochs_csv_) {
-    RETURN_IF_ERROR(epochs_csv_->Row({absl::StrCat(epoch + 1), absl::StrCat(steps),
-                                      CsvNumber(e.train_seconds), CsvNumber(train_loss),
-                                      CsvNumber(e.loss), CsvNumber(e.accuracy), CsvNumber(rate)}));
-    RETURN_IF_ERROR(epochs_csv_->Flush());
-  }
+  RETURN_IF_ERROR(metrics_->RecordEpoch({epoch + 1, global_step_, steps, e.train_seconds,
+                                          train_loss, e.loss, e.accuracy, rate}));
   return absl::OkStatus();
 }
 
 absl::Status Trainer::ReportDone() {
-  if (steps_csv_) RETURN_IF_ERROR(steps_csv_->Flush());
+  RETURN_IF_ERROR(metrics_->Flush());
   proto::WorkerReport report;
   report.set_rank(rank_);
   report.set_steps(global_step_);

@@ -46,12 +46,12 @@
 #include "absl/status/statusor.h"
 #include "common/cluster_spec.h"
 #include "common/security.h"
-#include "common/csv.h"
 #include "common/shard_plan.h"
 #include "models/model.h"
 #include "worker/checkpointer.h"
 #include "worker/data_sharder.h"
 #include "worker/mnist_dataset.h"
+#include "worker/metrics_recorder.h"
 #include "worker/ps_client.h"
 #include "worker/run_summary.h"
 #include "worker/train_options.h"
@@ -156,9 +156,7 @@ class Trainer {
   PsClientOptions client_options_;
   std::unique_ptr<Checkpointer> checkpointer_;  // chief with a checkpoint_dir
 
-  std::unique_ptr<CsvWriter> steps_csv_;
-  std::unique_ptr<CsvWriter> evals_csv_;
-  std::unique_ptr<CsvWriter> epochs_csv_;
+  std::unique_ptr<MetricsRecorder> metrics_;  // CSVs and TensorBoard (set by OpenMetrics)
 
   int64_t total_steps_ = 0;
   int64_t global_step_ = 0;

@@ -1,0 +1,96 @@
+#pragma once
+
+// Every metrics sink of a worker behind one recorder, so that the training
+// loop says what happened (a step, an evaluation, an epoch) and not where
+// it goes:
+//  - RUN_DIR/steps_worker<rank>.csv, and for the chief evals.csv and
+//    epochs.csv (their columns: README.md, "The run directory");
+//  - TensorBoard event files in RUN_DIR/tb/worker<rank>/ (one directory per
+//    worker, so TensorBoard shows each as a run with the same tags):
+//      train/loss, train/staleness, train/images_per_sec,
+//      train/compute_ms, train/comm_ms       every step
+//      train/learning_rate                   when opened
+//      test/accuracy, test/loss              every evaluation (chief)
+//      epoch/images_per_sec, epoch/train_loss  every epoch (chief; all workers)
+//    x axis: the global step; each event carries its wall time, so
+//    TensorBoard's relative-time axis gives accuracy against time.
+// With an empty run_dir nothing is written. Errors name the file; a full
+// disk fails the call that hit it (the run's metrics are part of its
+// result).
+//
+// Thread safety: none; the training thread owns it.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/csv.h"
+#include "common/event_file_writer.h"
+
+namespace pstrain {
+
+struct MetricsOptions {
+  std::string run_dir;  // '' = record nothing
+  int rank = 0;
+  bool chief = false;   // also evals.csv, epochs.csv and the test scalars
+  bool append = false;  // add to the CSVs of the run this one continues
+  double learning_rate = 0;
+};
+
+struct StepRecord {
+  int64_t step = 0;      // the global step this push was for
+  int epoch = 0;         // 0-based
+  int64_t unix_us = 0;   // when the step ended
+  double elapsed_s = 0;  // since the worker started
+  double loss = 0;
+  int examples = 0;
+  int64_t version = 0;  // of the parameters the gradient was computed on
+  int64_t min_clock = 0;
+  int64_t staleness = 0;
+  bool dropped = false;
+  double compute_ms = 0;
+  double comm_ms = 0;
+};
+
+struct EvalRecord {
+  int64_t step = 0;
+  int epoch = 0;
+  double train_seconds = 0;
+  double loss = 0;
+  double accuracy = 0;
+  bool epoch_end = false;
+};
+
+struct EpochRecord {
+  int epoch = 0;     // 1-based, as printed
+  int64_t step = 0;  // the global step at its end
+  int64_t steps = 0;
+  double train_seconds = 0;
+  double train_loss = 0;
+  double test_loss = 0;
+  double test_accuracy = 0;
+  double images_per_sec = 0;  // all workers
+};
+
+class MetricsRecorder {
+ public:
+  static absl::StatusOr<std::unique_ptr<MetricsRecorder>> Open(const MetricsOptions& options);
+
+  absl::Status RecordStep(const StepRecord& r);
+  absl::Status RecordEval(const EvalRecord& r);
+  absl::Status RecordEpoch(const EpochRecord& r);
+  // Everything so far reaches the files.
+  absl::Status Flush();
+
+ private:
+  MetricsRecorder() = default;
+
+  std::unique_ptr<CsvWriter> steps_csv_;
+  std::unique_ptr<CsvWriter> evals_csv_;
+  std::unique_ptr<CsvWriter> epochs_csv_;
+  std::unique_ptr<EventFileWriter> events_;
+  int64_t last_flush_us_ = 0;
+};
+
+}  // namespace pstrain
