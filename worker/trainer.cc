@@ -246,30 +246,37 @@ absl::Status Trainer::InitFresh() {
   return absl::OkStatus();
 }
 
+Trainer::ShardCensus Trainer::ShardCensus::Of(const std::vector<proto::ShardStats>& stats) {
+  ShardCensus c;
+  std::set<int64_t> generations;
+  for (int k = 0; k < static_cast<int>(stats.size()); ++k) {
+    if (!stats[k].initialized()) {
+      c.empty.push_back(k);
+      c.names.push_back(TaskId{TaskType::kPs, k}.ToString());
+      continue;
+    }
+    generations.insert(stats[k].generation());
+    c.max_generation = std::max(c.max_generation, stats[k].generation());
+    c.max_version = std::max(c.max_version, stats[k].version());
+  }
+  c.generations = static_cast<int>(generations.size());
+  return c;
+}
+
 absl::Status Trainer::RecoverShards(bool first) {
   const int64_t t0 = MonotonicMicros();
   ASSIGN_OR_RETURN(const std::vector<proto::ShardStats> stats,
                    client_->Stats(first ? 0.0 : options_.recovery_timeout_s));
-  std::vector<int> empty;
-  std::vector<std::string> names;
-  int64_t max_generation = 0, max_version = 0;
-  std::set<int64_t> generations;
-  for (int k = 0; k < static_cast<int>(stats.size()); ++k) {
-    if (!stats[k].initialized()) {
-      empty.push_back(k);
-      names.push_back(TaskId{TaskType::kPs, k}.ToString());
-      continue;
-    }
-    generations.insert(stats[k].generation());
-    max_generation = std::max(max_generation, stats[k].generation());
-    max_version = std::max(max_version, stats[k].version());
-  }
+  const ShardCensus census = ShardCensus::Of(stats);
+  const std::vector<int>& empty = census.empty;
+  const std::vector<std::string>& names = census.names;
+  const int64_t max_generation = census.max_generation, max_version = census.max_version;
   const bool sync = options_.mode == proto::SYNC;
   const int num_shards = static_cast<int>(stats.size());
   if (static_cast<int>(empty.size()) == num_shards && first && !options_.restore) return InitFresh();
   // A chief that died in the middle of a sync rollback left the shards at
   // different generations: roll them back again, together.
-  const bool torn = sync && generations.size() > 1;
+  const bool torn = sync && census.generations > 1;
   if (empty.empty() && !torn) return absl::OkStatus();  // a live job: just register
   if (!empty.empty() && options_.ps_replicas > 0) {
     const absl::Status s = RestoreFromStandbys(empty, max_generation, t0);
@@ -298,6 +305,15 @@ absl::Status Trainer::RecoverShards(bool first) {
     resumed_from_ = CheckpointName(m.step());
     return absl::OkStatus();
   }
+  RecordCheckpointRecovery(m, stats, census, t0);
+  return absl::OkStatus();
+}
+
+void Trainer::RecordCheckpointRecovery(const proto::CheckpointManifest& m,
+                                       const std::vector<proto::ShardStats>& stats,
+                                       const ShardCensus& census, int64_t t0) {
+  const bool sync = options_.mode == proto::SYNC;
+  const std::vector<int>& empty = census.empty;
   proto::Recovery r;
   r.set_checkpoint(CheckpointName(m.step()));
   r.set_source("checkpoint");
@@ -310,22 +326,21 @@ absl::Status Trainer::RecoverShards(bool first) {
     if (sync && stats[k].initialized()) r.add_shards_rolled_back(k);
     // What the shard had: a live one says; of a dead one, the chief knows
     // the last version it was answered (a lower bound).
-    const int64_t had = sync ? max_version : std::max<int64_t>(versions_[k], saved.version());
+    const int64_t had = sync ? census.max_version : std::max<int64_t>(versions_[k], saved.version());
     from_version = std::max(from_version, had);
     to_version = std::max(to_version, saved.version());
     lost += sync ? 0 : had - saved.version();
   }
-  if (sync) lost = std::max<int64_t>(0, max_version - to_version);
+  if (sync) lost = std::max<int64_t>(0, census.max_version - to_version);
   r.set_from_version(static_cast<int32_t>(from_version));
   r.set_to_version(static_cast<int32_t>(to_version));
   r.set_updates_lost(static_cast<int32_t>(lost));
   r.set_what(absl::StrCat(empty.empty() ? "shards at different generations" :
-                          absl::StrJoin(names, ", ") + " restarted empty", ": ",
+                          absl::StrJoin(census.names, ", ") + " restarted empty", ": ",
                           sync ? "every shard rolled back to " : "restored alone from ",
                           CheckpointName(m.step())));
   r.set_seconds(SecondsSince(t0));
   RecordRecovery(std::move(r));
-  return absl::OkStatus();
 }
 
 absl::Status Trainer::RestoreInitialState(const RestoreScope& scope, const std::vector<int>& empty,

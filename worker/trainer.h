@@ -90,7 +90,24 @@ class Trainer {
   // Joins the job: the chief recovers the shards (or INITs a fresh job),
   // then every worker registers. `first`: this process's first join.
   absl::Status Join(bool first);
+  // What STATS says of the shards: which are empty (their ps restarted),
+  // the live ones' highest generation and version, and how many
+  // generations the live ones are at (sync: more than one is a torn
+  // rollback, to be done again).
+  struct ShardCensus {
+    std::vector<int> empty;
+    std::vector<std::string> names;  // of the empty shards' ps tasks
+    int64_t max_generation = 0;
+    int64_t max_version = 0;
+    int generations = 0;
+    static ShardCensus Of(const std::vector<proto::ShardStats>& stats);
+  };
   absl::Status RecoverShards(bool first);
+  // After a restore from checkpoint `m`: what was restored and lost, into
+  // recoveries.json and the summary.
+  void RecordCheckpointRecovery(const proto::CheckpointManifest& m,
+                                const std::vector<proto::ShardStats>& stats,
+                                const ShardCensus& census, int64_t t0);
   absl::Status InitFresh();
   // No usable checkpoint: the shards of `scope` go back to the job's
   // initial parameters (sync: every shard, rolled back together).

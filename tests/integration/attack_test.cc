@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
+#include "tests/test_util/run_outputs.h"
 #include "tests/test_util/protocol_client.h"
 
 namespace pstrain {
@@ -378,10 +379,7 @@ TEST(AttackedJob, FinishesWithItsUsualAccuracy) {
   attacker.join();
   auto code = ps->Wait(30);
   EXPECT_TRUE(code.ok() && *code == 0) << ps->output();
-  auto text = ReadFileToString(dir + "/summary.json");
-  ASSERT_TRUE(text.ok()) << text.status();
-  proto::RunSummary summary;
-  ASSERT_TRUE(ParseJsonMessage(*text, "summary.json", &summary).ok());
+  const proto::RunSummary summary = testing::ReadRunSummary(dir);
   EXPECT_GT(summary.final_test_accuracy(), 0.8);
   EXPECT_EQ(summary.updates_applied(), 150);
   EXPECT_GT(summary.handshakes_refused(), 0);

@@ -15,6 +15,7 @@
 #include "models/model.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
+#include "tests/test_util/run_outputs.h"
 #include "worker/mnist_dataset.h"
 
 namespace pstrain {
@@ -80,10 +81,7 @@ TEST_P(ClusterTraining, LossFallsAndTestAccuracyBeatsThreshold) {
   // 90.3-91.7% in async (which applies twice as many updates), measured with
   // `pstrain launch --max_steps=120 --seed=S`. 80% leaves room for async's
   // run-to-run variation and fails any run that does not really learn.
-  auto summary_text = ReadFileToString(dir + "/summary.json");
-  ASSERT_TRUE(summary_text.ok());
-  proto::RunSummary summary;
-  ASSERT_TRUE(ParseJsonMessage(*summary_text, "summary.json", &summary).ok());
+  const proto::RunSummary summary = testing::ReadRunSummary(dir);
   EXPECT_GT(summary.final_test_accuracy(), 0.80);
   EXPECT_EQ(summary.steps_per_worker(), kSteps);
   EXPECT_EQ(summary.images_trained(), 2.0 * kSteps * 128);
@@ -151,10 +149,7 @@ TEST(ClusterTrainingWithStraggler, ReportsTheAccuracyOfTheFinalModel) {
     auto code = t->Wait(kTimeoutS);
     ASSERT_TRUE(code.ok() && *code == 0) << t->output();
   }
-  auto text = ReadFileToString(dir + "/summary.json");
-  ASSERT_TRUE(text.ok());
-  proto::RunSummary summary;
-  ASSERT_TRUE(ParseJsonMessage(*text, "summary.json", &summary).ok());
+  const proto::RunSummary summary = testing::ReadRunSummary(dir);
   EXPECT_EQ(summary.updates_applied(), 80);  // both workers' 40 gradients
   EXPECT_DOUBLE_EQ(summary.final_test_accuracy(), EvaluateSavedParams(dir + "/final_params.f32"));
 }

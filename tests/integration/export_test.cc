@@ -25,6 +25,7 @@
 #include "models/model.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
+#include "tests/test_util/run_outputs.h"
 #include "worker/mnist_dataset.h"
 
 namespace pstrain {
@@ -178,11 +179,7 @@ TEST_F(ExportedMnistCnn, OnnxRuntimeScoresTheFinalModelExactlyAsTheRunDid) {
   const std::string out = *run_dir_ + "/model.onnx";
   ExpectRuntimeScoresAsPstrain(*run_dir_, "", out);
   // And as the chief's own final evaluation, which summary.json keeps.
-  proto::RunSummary summary;
-  ASSERT_TRUE(ParseJsonMessage(*ReadFileToString(*run_dir_ + "/summary.json"), "summary.json",
-                               &summary,
-                               /*ignore_unknown=*/true)
-                  .ok());
+  const proto::RunSummary summary = testing::ReadRunSummary(*run_dir_);
   const Score theirs = OnnxRuntimeScore(out);
   EXPECT_EQ(theirs.correct, std::llround(summary.final_test_accuracy() * 10000));
   EXPECT_GT(summary.final_test_accuracy(),

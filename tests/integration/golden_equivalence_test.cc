@@ -14,6 +14,7 @@
 #include "models/model.h"
 #include "models/net_spec.h"
 #include "tests/test_util/process_runner.h"
+#include "tests/test_util/run_outputs.h"
 
 namespace pstrain {
 namespace {
@@ -31,11 +32,7 @@ std::vector<float> RunAndReadParams(int num_workers, int batch_size, int seed) {
        "--log_every_steps=0"},
       240);
   EXPECT_TRUE(run.all_ok()) << run.AllOutput();
-  auto bytes = ReadFileToString(dir + "/final_params.f32");
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
-  std::vector<float> params(bytes.ok() ? bytes->size() / sizeof(float) : 0);
-  if (!params.empty()) std::memcpy(params.data(), bytes->data(), params.size() * sizeof(float));
-  return params;
+  return testing::ReadFinalParams(dir);
 }
 
 struct Difference {

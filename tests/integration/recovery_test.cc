@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
+#include "tests/test_util/run_outputs.h"
 
 namespace pstrain {
 namespace {
@@ -77,31 +78,13 @@ void WaitAll(std::vector<Task>& tasks) {
   }
 }
 
-std::vector<float> ReadParams(const std::string& run_dir) {
-  auto bytes = ReadFileToString(run_dir + "/final_params.f32");
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
-  std::vector<float> params(bytes.ok() ? bytes->size() / sizeof(float) : 0);
-  if (!params.empty()) std::memcpy(params.data(), bytes->data(), params.size() * sizeof(float));
-  return params;
-}
-
-proto::RunSummary ReadSummary(const std::string& run_dir) {
-  proto::RunSummary s;
-  auto text = ReadFileToString(run_dir + "/summary.json");
-  EXPECT_TRUE(text.ok()) << text.status();
-  if (text.ok()) {
-    EXPECT_TRUE(ParseJsonMessage(*text, "summary.json", &s).ok());
-  }
-  return s;
-}
-
 const std::vector<float>& Reference() {
   static const std::vector<float>* reference = [] {
     const std::string dir = testing::MakeTempDir("uninterrupted");
     std::vector<Task> tasks = MakeJob(dir);
     for (Task& t : tasks) t.Start();
     WaitAll(tasks);
-    return new std::vector<float>(ReadParams(dir + "/run"));
+    return new std::vector<float>(testing::ReadFinalParams(dir + "/run"));
   }();
   return *reference;
 }
@@ -130,9 +113,9 @@ TEST_P(KilledAndRestarted, TheJobFinishesWithTheUninterruptedParameters) {
   ASSERT_TRUE(victim.process->Wait(30).ok());
   victim.Start();
   WaitAll(tasks);
-  const std::vector<float> params = ReadParams(dir + "/run");
+  const std::vector<float> params = testing::ReadFinalParams(dir + "/run");
   EXPECT_EQ(params, reference) << "the recovered run's final parameters differ";
-  const proto::RunSummary summary = ReadSummary(dir + "/run");
+  const proto::RunSummary summary = testing::ReadRunSummary(dir + "/run");
   std::printf("RESULT recovery victim=%s bitwise_equal=%d updates_lost=%d recoveries=%d "
               "accuracy=%.4f\n", GetParam().name, params == reference ? 1 : 0,
               summary.updates_lost(), summary.recoveries_size(), summary.final_test_accuracy());

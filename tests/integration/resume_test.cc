@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
+#include "tests/test_util/run_outputs.h"
 
 namespace pstrain {
 namespace {
@@ -56,19 +57,11 @@ int Finish(RunningProcess& p) {
   return code.ok() ? *code : -1;
 }
 
-std::vector<float> ReadParams(const std::string& run_dir) {
-  auto bytes = ReadFileToString(run_dir + "/final_params.f32");
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
-  std::vector<float> params(bytes.ok() ? bytes->size() / sizeof(float) : 0);
-  if (!params.empty()) std::memcpy(params.data(), bytes->data(), params.size() * sizeof(float));
-  return params;
-}
-
 std::vector<float> UninterruptedParams(int64_t steps) {
   const std::string dir = testing::MakeTempDir("reference");
   auto p = StartRun(dir, {absl::StrCat("--max_steps=", steps)});
   EXPECT_EQ(Finish(*p), 0) << p->output();
-  return ReadParams(dir);
+  return testing::ReadFinalParams(dir);
 }
 
 // max_i |a_i - b_i|, printed as the test's figure.
@@ -108,7 +101,7 @@ TEST(Resume, ASyncRunWhoseLauncherWasKilledFinishesWithTheUninterruptedParameter
   EXPECT_THAT(resumed->output(), HasSubstr("resuming the run in " + dir));
   EXPECT_THAT(resumed->output(), HasSubstr("resumed from checkpoint ckpt-"));
   EXPECT_NE(ResumedFrom(dir), "");
-  const std::vector<float> params = ReadParams(dir);
+  const std::vector<float> params = testing::ReadFinalParams(dir);
   EXPECT_EQ(MaxAbsDifference(params, reference, "after_sigkill"), 0.0);
   EXPECT_EQ(params, reference);  // bitwise: the same sums in the same order
 }
@@ -141,7 +134,7 @@ TEST(Resume, ARunResumedToTrainLongerSkipsADamagedCheckpointAndRefusesOtherFlags
   EXPECT_THAT(resumed->output(), HasSubstr(shard + ": damaged checkpoint"));
   EXPECT_THAT(resumed->output(), HasSubstr("resumed from checkpoint ckpt-10"));
   EXPECT_EQ(ResumedFrom(dir), "ckpt-10");
-  EXPECT_EQ(MaxAbsDifference(ReadParams(dir), reference, "longer_after_damage"), 0.0);
+  EXPECT_EQ(MaxAbsDifference(testing::ReadFinalParams(dir), reference, "longer_after_damage"), 0.0);
   // The newest 3 are kept (ckpt-20 written again, whole).
   EXPECT_THAT(*ListCheckpointSteps(dir + "/checkpoints"), ElementsAre(20, 30, 40));
 }
@@ -192,7 +185,7 @@ TEST(Resume, TasksStartedByHandContinueWithCheckpointDirAndRestore) {
   again.push_back("--restore");
   EXPECT_THAT(RunByHand(dir, spec, again, 40), ElementsAre(0, 0, 0, 0));
   EXPECT_EQ(ResumedFrom(dir + "/run"), "ckpt-20");
-  EXPECT_EQ(MaxAbsDifference(ReadParams(dir + "/run"), reference, "by_hand"), 0.0);
+  EXPECT_EQ(MaxAbsDifference(testing::ReadFinalParams(dir + "/run"), reference, "by_hand"), 0.0);
 }
 
 }  // namespace
