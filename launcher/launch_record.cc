@@ -18,6 +18,7 @@ namespace {
 // in the job).
 bool MayDiffer(absl::string_view name) {
   return name == "epochs" || name == "max_steps" || name == "echo" || name == "log_every_steps" ||
+         name == "timeline" ||
          name == "max_restarts";
 }
 

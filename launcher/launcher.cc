@@ -28,6 +28,7 @@
 #include "common/json.h"
 #include "common/run_dir.h"
 #include "common/signals.h"
+#include "common/trace_writer.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -497,6 +498,23 @@ absl::Status RemoveRunResults(const std::string& run_dir) {
   return absl::OkStatus();
 }
 
+// RUN_DIR/timeline/*.json (one per worker process) into RUN_DIR/timeline.json.
+absl::Status MergeRunTimelines(const std::string& run_dir) {
+  const std::string dir = run_dir + "/timeline";
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (absl::EndsWith(e.path().filename().string(), ".json")) files.push_back(e.path().string());
+  }
+  if (files.empty()) return absl::OkStatus();  // no task got as far as training
+  std::sort(files.begin(), files.end());
+  RETURN_IF_ERROR(MergeTimelines(files, run_dir + "/timeline.json"));
+  std::printf("pstrain: timeline of %zu task file(s) in %s/timeline.json (Perfetto, chrome://tracing)\n",
+              files.size(), run_dir.c_str());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
 absl::Status WriteLauncherFields(const LaunchOptions& options, const ClusterSpec& spec,
                                  const Supervisor& supervisor, const LaunchEvents& events,
                                  double wall_seconds, LaunchResult* result) {
@@ -639,6 +657,11 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* 
   // Wait even when a start failed: the tasks already running are stopped
   // and reaped there.
   const absl::Status waited = supervisor.Wait();
+  // The tasks' timelines, whatever became of the run (a failed run's is
+  // the one most worth reading).
+  if (options.train.timeline) {
+    if (absl::Status s = MergeRunTimelines(options.run_dir); !s.ok()) LOG(ERROR) << s.message();
+  }
   RETURN_IF_ERROR(started);
   RETURN_IF_ERROR(waited);
   LaunchResult result;

@@ -14,6 +14,13 @@
 //      epoch/images_per_sec, epoch/train_loss  every epoch (chief; all workers)
 //    x axis: the global step; each event carries its wall time, so
 //    TensorBoard's relative-time axis gives accuracy against time.
+//  - with `timeline`, RUN_DIR/timeline/worker<rank>[.<time>].json (Chrome
+//    trace events, common/trace_writer.h): per step a "step" span on the
+//    "train" thread holding "compute" (batch, forward, backward) and
+//    "push_pull" (to the reply of the last shard), which add up to it
+//    exactly, and per shard a "push_pull ps:k" span on thread "ps:k" (to
+//    that shard's reply); spans for evaluations, checkpoints and rejoins
+//    (RecordSpan). A restarted worker writes a file of its own.
 // With an empty run_dir nothing is written. Errors name the file; a full
 // disk fails the call that hit it (the run's metrics are part of its
 // result).
@@ -23,10 +30,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/csv.h"
 #include "common/event_file_writer.h"
+#include "common/trace_writer.h"
 
 namespace pstrain {
 
@@ -36,6 +45,8 @@ struct MetricsOptions {
   bool chief = false;   // also evals.csv, epochs.csv and the test scalars
   bool append = false;  // add to the CSVs of the run this one continues
   double learning_rate = 0;
+  bool timeline = false;
+  std::string task_name;  // "chief:0", "worker:1": the timeline's process name
 };
 
 struct StepRecord {
@@ -51,6 +62,7 @@ struct StepRecord {
   bool dropped = false;
   double compute_ms = 0;
   double comm_ms = 0;
+  std::vector<int64_t> shard_reply_unix_us;  // [shard] when its reply came (timeline)
 };
 
 struct EvalRecord {
@@ -80,16 +92,23 @@ class MetricsRecorder {
   absl::Status RecordStep(const StepRecord& r);
   absl::Status RecordEval(const EvalRecord& r);
   absl::Status RecordEpoch(const EpochRecord& r);
+  // A span of the timeline ("evaluate", "checkpoint", "rejoin") on the
+  // train thread; nothing without a timeline.
+  absl::Status RecordSpan(const std::string& name, int64_t start_unix_us, int64_t end_unix_us,
+                          const std::string& args_json = "");
   // Everything so far reaches the files.
   absl::Status Flush();
 
  private:
   MetricsRecorder() = default;
+  absl::Status TraceStep(const StepRecord& r);
 
   std::unique_ptr<CsvWriter> steps_csv_;
   std::unique_ptr<CsvWriter> evals_csv_;
   std::unique_ptr<CsvWriter> epochs_csv_;
   std::unique_ptr<EventFileWriter> events_;
+  std::unique_ptr<TraceWriter> trace_;
+  int num_shard_threads_ = 0;  // "ps:k" threads named so far
   int64_t last_flush_us_ = 0;
 };
 

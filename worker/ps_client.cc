@@ -221,6 +221,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
         // A reply to an earlier, abandoned request is skipped.
         if (m->header.request_id() != call.header.request_id()) continue;
         RETURN_IF_ERROR(TakeReply(call, *m));
+        call.received_unix_us = UnixMicros();
       }
     }
     if (std::all_of(calls->begin(), calls->end(), [](const Call& c) { return c.done; })) {
@@ -253,7 +254,7 @@ void PsClient::CollectReplies(const std::vector<Call>& calls, std::vector<ShardR
   replies->resize(calls.size());
   for (size_t k = 0; k < calls.size(); ++k) {
     const proto::Header& r = calls[k].reply;
-    (*replies)[k] = {r.version(), r.step(), r.staleness(), r.dropped()};
+    (*replies)[k] = {r.version(), r.step(), r.staleness(), r.dropped(), calls[k].received_unix_us};
   }
 }
 

@@ -71,6 +71,7 @@ struct ShardReply {
   int64_t min_clock = 0;  // the slowest worker's finished steps (SSP)
   int64_t staleness = 0;  // PUSH: the gradient's staleness at arrival
   bool dropped = false;   // PUSH: the gradient was not applied
+  int64_t received_unix_us = 0;  // when the reply arrived (for the timeline)
 };
 
 class PsClient {
@@ -165,6 +166,7 @@ class PsClient {
     int ps() const { return socket >= 0 ? socket : shard; }
     proto::Header reply;
     bool done = false;
+    int64_t received_unix_us = 0;
   };
 
   PsClient(const ClusterSpec& cluster, const TaskId& self, const ShardPlan& plan,

@@ -64,6 +64,9 @@ ABSL_FLAG(bool, restore, Defaults().restore,
           "Chief: RESTORE the ps tasks from the newest usable checkpoint in --checkpoint_dir and continue from it (others: append to the metrics)");
 ABSL_FLAG(int, ps_replicas, Defaults().ps_replicas,
           "1: every shard keeps a hot standby on the next ps; a lost ps loses no update");
+ABSL_FLAG(bool, timeline, Defaults().timeline,
+          "Write each worker's timeline (compute, push/pull per ps, evaluation, checkpoints, "
+          "rejoins) as Chrome trace events; pstrain launch merges them into RUN_DIR/timeline.json");
 
 namespace pstrain {
 namespace {
@@ -111,6 +114,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
   o.restore = absl::GetFlag(FLAGS_restore);
   o.ps_replicas = absl::GetFlag(FLAGS_ps_replicas);
+  o.timeline = absl::GetFlag(FLAGS_timeline);
   RETURN_IF_ERROR(ValidateTrainOptions(o));
   return o;
 }

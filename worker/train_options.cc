@@ -117,7 +117,8 @@ std::vector<std::string> TrainOptions::ToArgs() const {
           Arg("checkpoint_every_s", checkpoint_every_s),
           Arg("keep_checkpoints", keep_checkpoints),
           Arg("restore", restore),
-          Arg("ps_replicas", ps_replicas)};
+          Arg("ps_replicas", ps_replicas),
+          Arg("timeline", timeline)};
 }
 
 double EffectiveLearningRate(const TrainOptions& options, int num_workers) {

@@ -70,6 +70,10 @@ struct TrainOptions {
   // which has every update a worker has seen; a restarted ps is restored
   // from it and nothing applied is lost. Needs 2 or more ps. 0: none.
   int ps_replicas = 0;
+  // Write this task's timeline (Chrome trace events) to
+  // RUN_DIR/timeline/; `pstrain launch` merges them into
+  // RUN_DIR/timeline.json (worker/metrics_recorder.h).
+  bool timeline = false;
 
   // "--name=value" for every field, in declaration order, such that the
   // flags of train_flags.h parse them back to an equal TrainOptions (doubles

@@ -37,6 +37,13 @@ absl::Status Mismatch(absl::string_view flag, absl::string_view mine, absl::stri
       "; start every worker with the same training flags"));
 }
 
+// When each shard's reply arrived, for the timeline.
+std::vector<int64_t> ReplyTimes(const std::vector<ShardReply>& replies) {
+  std::vector<int64_t> times;
+  for (const ShardReply& r : replies) times.push_back(r.received_unix_us);
+  return times;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ClusterSpec& cluster,
@@ -179,6 +186,8 @@ absl::Status Trainer::OpenMetrics() {
   m.chief = is_chief_;
   m.append = append;
   m.learning_rate = EffectiveLearningRate(options_, num_workers_);
+  m.timeline = options_.timeline;
+  m.task_name = task_.ToString();
   ASSIGN_OR_RETURN(metrics_, MetricsRecorder::Open(m));
   return absl::OkStatus();
 }
@@ -442,12 +451,15 @@ absl::Status Trainer::Rejoin(const absl::Status& cause) {
   LOG(WARNING) << "rejoining the job: " << cause.message() << " (waiting up to "
                << options_.recovery_timeout_s << " s for every ps)";
   const int64_t t0 = MonotonicMicros();
+  const int64_t start_unix = UnixMicros();
   RETURN_IF_ERROR(MakeClient(options_.recovery_timeout_s));
   RETURN_IF_ERROR(client_->WaitForServers());
   RETURN_IF_ERROR(Join(/*first=*/false));
   LOG(WARNING) << absl::StrFormat("rejoined after %.1f s; continuing at step %d", SecondsSince(t0),
                                   global_step_);
-  return absl::OkStatus();
+  if (metrics_ == nullptr) return absl::OkStatus();
+  return metrics_->RecordSpan("rejoin", start_unix, UnixMicros(),
+                              absl::StrCat("\"step\": ", global_step_));
 }
 
 absl::Status Trainer::Run() {
@@ -604,8 +616,14 @@ void Trainer::MaybeCheckpoint() {
   if (checkpointer_ == nullptr || !checkpointer_->Due(global_step_, TrainingDone())) return;
   // A checkpoint that cannot be written costs the run nothing but that
   // checkpoint: the previous ones stay, and a dead ps fails the next step.
+  const int64_t start = UnixMicros();
   if (absl::Status s = checkpointer_->Save(global_step_); !s.ok()) {
     LOG(ERROR) << s.message() << "; training goes on";
+  }
+  if (absl::Status s = metrics_->RecordSpan("checkpoint", start, UnixMicros(),
+                                            absl::StrCat("\"step\": ", global_step_));
+      !s.ok()) {
+    LOG(ERROR) << s.message();
   }
 }
 
@@ -665,7 +683,8 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
   }
   RETURN_IF_ERROR(metrics_->RecordStep(
       {global_step_, epoch, last_step_unix_us_, SecondsSince(start_us_), loss, n, computed_on.front(),
-       replies_.front().min_clock, staleness, dropped, (t1 - t0) * 1e-3, (t2 - t1) * 1e-3}));
+       replies_.front().min_clock, staleness, dropped, (t1 - t0) * 1e-3, (t2 - t1) * 1e-3,
+      ReplyTimes(replies_)}));
   ++global_step_;
   if (options_.mode == proto::SYNC && options_.backup_workers == 0) {
     // The shards went on without this worker (it was frozen, or declared
@@ -697,6 +716,7 @@ void Trainer::LogProgress(int epoch, int64_t step_in_epoch, float loss) {
 
 absl::Status Trainer::Evaluate(int epoch, bool epoch_end) {
   const int64_t t0 = MonotonicMicros();
+  const int64_t start_unix = UnixMicros();
   const bool last = TrainingDone() && epoch_end;
   if (options_.mode != proto::SYNC || last) {
     // Others kept training: evaluate the newest parameters, not ours (and
@@ -723,6 +743,8 @@ absl::Status Trainer::Evaluate(int epoch, bool epoch_end) {
                         static_cast<double>(total.correct) / std::max<int64_t>(1, total.count),
                         total.loss_sum / std::max<int64_t>(1, total.count)};
   evals_.push_back(point);
+  RETURN_IF_ERROR(metrics_->RecordSpan("evaluate", start_unix, UnixMicros(),
+                                       absl::StrCat("\"step\": ", point.step)));
   RETURN_IF_ERROR(metrics_->RecordEval(
       {point.step, epoch, point.train_seconds, point.loss, point.accuracy, epoch_end}));
   return absl::OkStatus();

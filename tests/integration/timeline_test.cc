@@ -1,0 +1,160 @@
+// The timeline of a real run (`pstrain launch --timeline`): the merged
+// RUN_DIR/timeline.json is Chrome Trace Event Format (an object with
+// traceEvents; "X" spans with ts and dur, "M" names; pid per task, tid per
+// thread), every step's "compute" and "push_pull" spans nest in its "step"
+// span and add up to it exactly, each shard's reply span lies inside the
+// step's push_pull, there is one step span per row of the worker's steps
+// CSV, and the chief's evaluations and checkpoints are there.
+
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/csv.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util/process_runner.h"
+
+namespace pstrain {
+namespace {
+
+using testing::RunningProcess;
+
+struct Span {
+  std::string name;
+  int pid = 0;
+  int tid = 0;
+  int64_t ts = 0;
+  int64_t dur = 0;
+};
+
+class Timeline : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    run_dir_ = new std::string(testing::MakeTempDir("timeline"));
+    auto p = RunningProcess::Start(
+        testing::BinaryPath("pstrain"),
+        {"launch", "--cluster_spec=" + testing::SourcePath("cluster_specs/local_2ps_2w.json"),
+         "--free_ports", "--run_dir=" + *run_dir_,
+         "--data_dir=" + testing::SourcePath("data/mnist"), "--device=cpu", "--mode=sync",
+         "--seed=4", "--max_steps=30", "--eval_every_steps=15", "--checkpoint_every_steps=10",
+         "--timeline", "--log_every_steps=0", "--echo=none"});
+    auto code = p->Wait(300);
+    ASSERT_TRUE(code.ok()) << p->output();
+    ASSERT_EQ(*code, 0) << p->output();
+    EXPECT_THAT(p->output(), ::testing::HasSubstr("timeline.json"));
+  }
+  static void TearDownTestSuite() { delete run_dir_; }
+
+  // The merged file's events, checked against the format on the way.
+  static std::vector<Span> Spans(std::vector<google::protobuf::Value>* metadata) {
+    auto text = ReadFileToString(*run_dir_ + "/timeline.json");
+    EXPECT_TRUE(text.ok()) << text.status();
+    auto json = ParseJson(text.ok() ? *text : "{}", "timeline.json");
+    EXPECT_TRUE(json.ok()) << json.status();
+    std::vector<Span> spans;
+    if (!json.ok()) return spans;
+    const auto& top = json->struct_value().fields();
+    EXPECT_EQ(top.at("displayTimeUnit").string_value(), "ms");
+    for (const google::protobuf::Value& e : top.at("traceEvents").list_value().values()) {
+      const auto& f = e.struct_value().fields();
+      const std::string ph = f.at("ph").string_value();
+      EXPECT_TRUE(ph == "X" || ph == "M") << ph;
+      EXPECT_TRUE(f.at("pid").has_number_value());
+      EXPECT_TRUE(f.at("tid").has_number_value());
+      EXPECT_FALSE(f.at("name").string_value().empty());
+      if (ph == "M") {
+        metadata->push_back(e);
+        continue;
+      }
+      Span s{f.at("name").string_value(), static_cast<int>(f.at("pid").number_value()),
+             static_cast<int>(f.at("tid").number_value()),
+             static_cast<int64_t>(f.at("ts").number_value()),
+             static_cast<int64_t>(f.at("dur").number_value())};
+      EXPECT_GE(s.dur, 0) << s.name;
+      spans.push_back(s);
+    }
+    return spans;
+  }
+
+  static std::string* run_dir_;
+};
+std::string* Timeline::run_dir_ = nullptr;
+
+TEST_F(Timeline, IsTraceEventFormatWithOneNamedProcessPerWorker) {
+  std::vector<google::protobuf::Value> metadata;
+  const std::vector<Span> spans = Spans(&metadata);
+  std::set<int> named;
+  std::set<std::tuple<int, int>> threads;
+  for (const auto& m : metadata) {
+    const auto& f = m.struct_value().fields();
+    const int pid = static_cast<int>(f.at("pid").number_value());
+    if (f.at("name").string_value() == "process_name") named.insert(pid);
+    if (f.at("name").string_value() == "thread_name") {
+      threads.insert({pid, static_cast<int>(f.at("tid").number_value())});
+    }
+  }
+  EXPECT_EQ(named, (std::set<int>{1, 2}));
+  for (const Span& s : spans) {
+    EXPECT_TRUE(named.count(s.pid)) << s.name;
+    EXPECT_TRUE(threads.count({s.pid, s.tid})) << s.name << " on an unnamed thread " << s.tid;
+  }
+  for (const char* file : {"/timeline/worker0.json", "/timeline/worker1.json"}) {
+    auto text = ReadFileToString(*run_dir_ + file);
+    ASSERT_TRUE(text.ok()) << text.status();
+    EXPECT_TRUE(ParseJson(*text, file).ok()) << file << " is not closed JSON";
+  }
+}
+
+TEST_F(Timeline, EveryStepIsItsComputeAndPushPullExactlyWithEachShardInside) {
+  std::vector<google::protobuf::Value> metadata;
+  const std::vector<Span> spans = Spans(&metadata);
+  std::map<std::tuple<int, std::string, int64_t>, Span> by_start;  // (pid, name, ts)
+  std::map<int, int> steps;                                        // by pid
+  for (const Span& s : spans) {
+    if (s.tid == 1) by_start[{s.pid, s.name, s.ts}] = s;
+    if (s.name == "step") ++steps[s.pid];
+  }
+  for (int rank : {0, 1}) {
+    auto csv = ReadCsv(absl::StrCat(*run_dir_, "/steps_worker", rank, ".csv"));
+    ASSERT_TRUE(csv.ok()) << csv.status();
+    EXPECT_EQ(steps[rank + 1], static_cast<int>(csv->rows.size())) << "worker " << rank;
+  }
+  int checked = 0;
+  for (const Span& step : spans) {
+    if (step.name != "step") continue;
+    const auto compute = by_start.find({step.pid, "compute", step.ts});
+    ASSERT_NE(compute, by_start.end()) << "no compute span at " << step.ts;
+    const int64_t pushed = step.ts + compute->second.dur;
+    const auto push = by_start.find({step.pid, "push_pull", pushed});
+    ASSERT_NE(push, by_start.end()) << "no push_pull span at " << pushed;
+    EXPECT_EQ(compute->second.dur + push->second.dur, step.dur);
+    int shards = 0;
+    for (const Span& s : spans) {
+      if (s.pid != step.pid || s.tid < 100 || s.ts != pushed) continue;
+      EXPECT_LE(s.ts + s.dur, step.ts + step.dur) << s.name;
+      ++shards;
+    }
+    EXPECT_EQ(shards, 2) << "one reply span per ps";
+    ++checked;
+  }
+  EXPECT_EQ(checked, 60);  // 30 steps of each worker
+}
+
+TEST_F(Timeline, HoldsTheChiefsEvaluationsAndCheckpoints) {
+  std::vector<google::protobuf::Value> metadata;
+  std::map<std::string, int> chief;
+  for (const Span& s : Spans(&metadata)) {
+    if (s.pid == 1) ++chief[s.name];
+  }
+  EXPECT_GE(chief["evaluate"], 2);    // step 15 and the final model
+  EXPECT_GE(chief["checkpoint"], 3);  // steps 10, 20, 30
+}
+
+}  // namespace
+}  // namespace pstrain
