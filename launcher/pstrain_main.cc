@@ -48,6 +48,7 @@
 #include "launcher/scale.h"
 #include "launcher/straggler.h"
 #include "launcher/summary_printer.h"
+#include "launcher/timeline_chart.h"
 #include "worker/train_flags.h"
 
 namespace {
@@ -95,6 +96,8 @@ ABSL_FLAG(std::string, checkpoint, "",
           "export/evaluate: which parameters of --run_dir: '' (final_params.f32), latest, ckpt-N, N "
           "or a checkpoint directory");
 ABSL_FLAG(std::string, format, "onnx", "export: the model format (onnx)");
+ABSL_FLAG(std::string, steps, "",
+          "timeline: the steps to draw, A:B (inclusive) or one step A");
 ABSL_FLAG(bool, invert, false,
           "predict: the images are dark on light (MNIST's are a white digit on black)");
 ABSL_FLAG(std::string, workers, "1,2,4", "scale: worker counts, comma-separated");
@@ -131,7 +134,8 @@ constexpr char kUsage[] =
     "  keygen   write a fresh job secret (--out=FILE, mode 0600) for --secret_file\n"
     "  export   write a run's trained model (or a checkpoint) as ONNX\n"
     "  evaluate evaluate a run's trained model (or a checkpoint) on the test set\n"
-    "  predict  classify PNG images with a run's trained model\n\n"
+    "  predict  classify PNG images with a run's trained model\n"
+    "  timeline draw steps of a run's timeline (--timeline) as a Gantt chart (PNG)\n\n"
     "  pstrain launch --cluster_spec=FILE --mode=sync|async|ssp --epochs=N [--batch_size=128]\n"
     "                 [--lr=..] [--momentum=..] [--max_steps=N] [--seed=S] [--run_dir=DIR]\n"
     "                 [--data_dir=DIR] [--model=mnist_cnn] [--free_ports] [--echo=progress]\n"
@@ -148,6 +152,7 @@ constexpr char kUsage[] =
     "  pstrain export --run_dir=DIR [--checkpoint=latest|ckpt-N] [--format=onnx] [--out=FILE]\n"
     "  pstrain evaluate --run_dir=DIR [--checkpoint=latest|ckpt-N] [--data_dir=DIR] [--dataset=D]\n"
     "  pstrain predict --run_dir=DIR [--checkpoint=latest|ckpt-N] [--invert] IMAGE.png...\n"
+    "  pstrain timeline RUN_DIR --steps=A:B --out=FILE.png\n"
     "  launch, compare, scale and chaos take --max_restarts=N (default 3, per task).\n"
     "  Every command that starts tasks takes --secret_file=FILE (default: a fresh secret in the\n"
     "  run directory) or --insecure. See docs/experiments.md and README.md, \"Security\".\n";
@@ -223,6 +228,26 @@ SavedModelCommand SavedModelCommandFromFlags(int argc, char** argv) {
   c.format = absl::GetFlag(FLAGS_format);
   c.out = absl::GetFlag(FLAGS_out);
   return c;
+}
+
+// pstrain timeline RUN_DIR --steps=A:B --out=FILE.png (or --run_dir=RUN_DIR).
+absl::Status RunTimelineCommand(const std::vector<std::string>& positional) {
+  TimelineChartOptions o;
+  if (positional.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", positional[1], "\""));
+  }
+  const absl::CommandLineFlag* run_dir = absl::FindCommandLineFlag("run_dir");
+  o.run_dir = !positional.empty() ? positional[0] : run_dir != nullptr ? run_dir->CurrentValue() : "";
+  if (o.run_dir.empty()) return absl::InvalidArgumentError("timeline needs RUN_DIR");
+  if (absl::GetFlag(FLAGS_steps).empty()) return absl::InvalidArgumentError("timeline needs --steps=A:B");
+  RETURN_IF_ERROR(ParseStepRange(absl::GetFlag(FLAGS_steps), &o));
+  o.out = absl::GetFlag(FLAGS_out);
+  if (o.out.empty()) o.out = absl::StrCat(o.run_dir, "/timeline_steps_", o.first_step, "-", o.last_step, ".png");
+  o.gnuplot = absl::GetFlag(FLAGS_gnuplot);
+  RETURN_IF_ERROR(DrawTimelineChart(o));
+  std::printf("pstrain: wrote %s\n", o.out.c_str());
+  std::fflush(stdout);
+  return absl::OkStatus();
 }
 
 absl::Status RunKeygen() {
@@ -398,6 +423,10 @@ int main(int argc, char** argv) {
                              pstrain::RunPredict(pstrain::SavedModelCommandFromFlags(argc, argv),
                                                  images, absl::GetFlag(FLAGS_invert)));
   }
+  if (command == "timeline") {
+    return pstrain::ExitWith("pstrain", pstrain::RunTimelineCommand(std::vector<std::string>(
+                                            positional.begin() + 2, positional.end())));
+  }
   if (positional.size() > 2) {
     return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(
         absl::StrCat("unexpected argument \"", positional[2], "\"")));
@@ -413,5 +442,5 @@ int main(int argc, char** argv) {
   }
   return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(absl::StrCat(
       "unknown command \"", command, "\" (expected launch, compare, scale, chaos, keygen, export, "
-      "evaluate or predict)")));
+      "evaluate, predict or timeline)")));
 }

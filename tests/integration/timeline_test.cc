@@ -156,5 +156,42 @@ TEST_F(Timeline, HoldsTheChiefsEvaluationsAndCheckpoints) {
   EXPECT_GE(chief["checkpoint"], 3);  // steps 10, 20, 30
 }
 
+// `pstrain timeline RUN_DIR --steps=A:B --out=FILE.png` draws those steps
+// with gnuplot: a PNG with one row per thread of each worker (2 workers x
+// (train + 2 ps) = 6 rows, 160 + 40 pixels each in height).
+TEST_F(Timeline, DrawsChosenStepsAsAGanttChart) {
+  const std::string out = testing::MakeTempDir("gantt") + "/steps.png";
+  auto p = RunningProcess::Start(testing::BinaryPath("pstrain"),
+                                 {"timeline", *run_dir_, "--steps=5:8", "--out=" + out});
+  auto code = p->Wait(120);
+  ASSERT_TRUE(code.ok());
+  ASSERT_EQ(*code, 0) << p->output();
+  auto png = ReadFileToString(out);
+  ASSERT_TRUE(png.ok()) << png.status();
+  ASSERT_GT(png->size(), 24u);
+  EXPECT_EQ(png->substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  auto be32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>((*png)[at + i]);
+    return v;
+  };
+  EXPECT_EQ(be32(16), 1400u);            // IHDR width
+  EXPECT_EQ(be32(20), 160u + 40u * 6u);  // IHDR height: six rows
+  auto data = ReadFileToString(out.substr(0, out.size() - 4) + ".dat");
+  ASSERT_TRUE(data.ok());
+  EXPECT_THAT(*data, ::testing::HasSubstr("# compute"));
+  EXPECT_THAT(*data, ::testing::HasSubstr("# ps reply"));
+
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"timeline", *run_dir_, "--steps=500:600", "--out=" + out},
+        std::vector<std::string>{"timeline", *run_dir_, "--steps=8:5", "--out=" + out},
+        std::vector<std::string>{"timeline", *run_dir_ + "/none", "--steps=1:2", "--out=" + out}}) {
+    auto b = RunningProcess::Start(testing::BinaryPath("pstrain"), bad);
+    auto c = b->Wait(60);
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(*c, 2) << bad[2] << ": " << b->output();
+  }
+}
+
 }  // namespace
 }  // namespace pstrain
