@@ -105,6 +105,24 @@ absl::StatusOr<Dataset> ReadImages(const std::vector<std::string>& paths,
   return d;
 }
 
+// "digit.png: 7 (p 0.9987; then 2 0.0008, 3 0.0002)": the class, its
+// probability, and the next two. Ties go to the lower class, as the
+// evaluation's argmax.
+std::string FormatPrediction(const std::string& path, absl::Span<const float> log_probs) {
+  const int classes = static_cast<int>(log_probs.size());
+  std::vector<int> order(log_probs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return log_probs[a] > log_probs[b]; });
+  std::string line =
+      absl::StrFormat("%s: %d (p %.4f", path, order[0], std::exp(log_probs[order[0]]));
+  for (int k = 1; k < std::min(3, classes); ++k) {
+    absl::StrAppendFormat(&line, "%s %d %.4f", k == 1 ? "; then" : ",", order[k],
+                          std::exp(log_probs[order[k]]));
+  }
+  return line + ")";
+}
+
 }  // namespace
 
 absl::Status RunPredict(const SavedModelCommand& command, const std::vector<std::string>& images,
@@ -137,18 +155,10 @@ absl::Status RunPredict(const SavedModelCommand& command, const std::vector<std:
     log_probs.resize(static_cast<size_t>(n) * classes);
     RETURN_IF_ERROR(model->Predict(batch, absl::MakeSpan(log_probs)));
     for (int i = 0; i < n; ++i) {
-      const float* row = log_probs.data() + static_cast<size_t>(i) * classes;
-      std::vector<int> order(static_cast<size_t>(classes));
-      std::iota(order.begin(), order.end(), 0);
-      // Ties go to the lower class, as the evaluation's argmax.
-      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return row[a] > row[b]; });
-      std::string line = absl::StrFormat("%s: %d (p %.4f", images[static_cast<size_t>(begin + i)],
-                                         order[0], std::exp(row[order[0]]));
-      for (int k = 1; k < std::min(3, classes); ++k) {
-        absl::StrAppendFormat(&line, "%s %d %.4f", k == 1 ? "; then" : ",", order[k],
-                              std::exp(row[order[k]]));
-      }
-      std::printf("%s)\n", line.c_str());
+      std::printf("%s\n", FormatPrediction(images[static_cast<size_t>(begin + i)],
+                                           absl::MakeConstSpan(log_probs).subspan(
+                                               static_cast<size_t>(i) * classes, classes))
+                              .c_str());
     }
   }
   std::fflush(stdout);

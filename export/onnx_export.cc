@@ -75,11 +75,81 @@ void AddMetadata(const std::string& key, const std::string& value, onnx::ModelPr
   e->set_value(value);
 }
 
-}  // namespace
+// The network's layers as nodes, in order: the value flowing through is
+// `x`; parameter tensors are taken from `specs` in flat-buffer order.
+class LayerWriter {
+ public:
+  LayerWriter(const std::vector<ParamSpec>& specs, absl::Span<const float> params,
+              onnx::GraphProto* g, std::string x)
+      : specs_(specs), params_(params), g_(g), x_(std::move(x)) {}
 
-absl::StatusOr<std::string> ExportOnnx(const models::NetSpec& net, absl::Span<const float> params,
-                                       const OnnxExportOptions& options) {
-  ASSIGN_OR_RETURN(const std::vector<ParamSpec> specs, models::NetParamSpecs(net));
+  absl::Status Add(const LayerSpec& layer) {
+    const std::string out = layer.name + ".out";
+    switch (layer.kind) {
+      case LayerKind::kConv2d: {
+        if (flat_)
+          return absl::InvalidArgumentError(layer.name + ": a convolution after a linear layer");
+        ASSIGN_OR_RETURN(const auto wb, WeightAndBias());
+        onnx::NodeProto* n = AddNode("Conv", layer.name, {x_, wb.first, wb.second}, out, g_);
+        AddInts(n, "kernel_shape", {layer.kernel, layer.kernel});
+        AddInts(n, "strides", {1, 1});
+        AddInts(n, "pads", {0, 0, 0, 0});
+        break;
+      }
+      case LayerKind::kMaxPool2d: {
+        onnx::NodeProto* n = AddNode("MaxPool", layer.name, {x_}, out, g_);
+        AddInts(n, "kernel_shape", {layer.kernel, layer.kernel});
+        AddInts(n, "strides", {layer.kernel, layer.kernel});
+        break;
+      }
+      case LayerKind::kRelu:
+        AddNode("Relu", layer.name, {x_}, out, g_);
+        break;
+      case LayerKind::kDropout:
+      case LayerKind::kDropout2d:
+        return absl::OkStatus();  // the identity at inference
+      case LayerKind::kLinear: {
+        if (!flat_) {
+          const std::string flattened = layer.name + ".flatten";
+          AddInt(AddNode("Flatten", flattened, {x_}, flattened + ".out", g_), "axis", 1);
+          x_ = flattened + ".out";
+          flat_ = true;
+        }
+        ASSIGN_OR_RETURN(const auto wb, WeightAndBias());
+        AddInt(AddNode("Gemm", layer.name, {x_, wb.first, wb.second}, out, g_), "transB", 1);
+        break;
+      }
+    }
+    x_ = out;
+    return absl::OkStatus();
+  }
+
+  const std::string& x() const { return x_; }
+  bool flat() const { return flat_; }
+  bool all_params_used() const { return next_ == specs_.size(); }
+
+ private:
+  // The next two parameter tensors as initializers; their names.
+  absl::StatusOr<std::pair<std::string, std::string>> WeightAndBias() {
+    if (next_ + 2 > specs_.size())
+      return absl::InternalError("fewer parameter tensors than layers");
+    const ParamSpec& w = specs_[next_++];
+    const ParamSpec& b = specs_[next_++];
+    AddInitializer(w.name, Dims(w), params_.subspan(w.offset, w.size), g_);
+    AddInitializer(b.name, Dims(b), params_.subspan(b.offset, b.size), g_);
+    return std::make_pair(w.name, b.name);
+  }
+
+  const std::vector<ParamSpec>& specs_;
+  absl::Span<const float> params_;
+  onnx::GraphProto* g_;
+  std::string x_;
+  size_t next_ = 0;
+  bool flat_ = false;  // after a Linear (or a Flatten): [N, features]
+};
+
+absl::Status CheckInputs(const models::NetSpec& net, const std::vector<ParamSpec>& specs,
+                         absl::Span<const float> params, const OnnxExportOptions& options) {
   int64_t total = 0;
   for (const ParamSpec& p : specs) total += p.size;
   if (static_cast<int64_t>(params.size()) != total) {
@@ -95,112 +165,76 @@ absl::StatusOr<std::string> ExportOnnx(const models::NetSpec& net, absl::Span<co
   if (!(options.norm.std > 0) || !std::isfinite(options.norm.mean)) {
     return absl::InvalidArgumentError("the normalisation needs a finite mean and a positive std");
   }
+  return absl::OkStatus();
+}
 
-  onnx::ModelProto model;
-  model.set_ir_version(kOnnxIrVersion);
-  model.set_producer_name("pstrain");
-  model.set_producer_version(PSTRAIN_VERSION);
-  model.set_model_version(1);
-  model.set_doc_string(absl::StrCat(
+// The model's header: versions, producer, what the input and output are.
+void DescribeModel(const models::NetSpec& net, const OnnxExportOptions& options,
+                   onnx::ModelProto* model) {
+  model->set_ir_version(kOnnxIrVersion);
+  model->set_producer_name("pstrain");
+  model->set_producer_version(PSTRAIN_VERSION);
+  model->set_model_version(1);
+  model->set_doc_string(absl::StrCat(
       net.name, " trained by pstrain. Input `image`: float [N, ", net.input.c, ", ", net.input.h,
       ", ", net.input.w, "], pixels / 255 (in [0, 1]); the normalisation (x - ", options.norm.mean,
       ") / ", options.norm.std, " is part of the graph. Output `log_probs`: float [N, ",
       net.num_classes, "], log-softmax; the class is its argmax."));
-  onnx::OperatorSetIdProto* opset = model.add_opset_import();
+  onnx::OperatorSetIdProto* opset = model->add_opset_import();
   opset->set_domain("");
   opset->set_version(kOnnxOpset);
+  AddMetadata("pstrain.model", net.name, model);
+  AddMetadata("pstrain.input",
+              absl::StrCat("image: float [N, ", net.input.c, ", ", net.input.h, ", ", net.input.w,
+                           "], pixel / 255"),
+              model);
+  AddMetadata("pstrain.normalization",
+              absl::StrCat("(x - ", options.norm.mean, ") / ", options.norm.std, ", in the graph"),
+              model);
+  for (const auto& [key, value] : options.metadata) AddMetadata(key, value, model);
+}
 
-  onnx::GraphProto* g = model.mutable_graph();
-  g->set_name(net.name);
-  AddValueInfo("image", {net.input.c, net.input.h, net.input.w}, g->mutable_input());
-
-  // Normalisation, exactly as GatherBatch does it (subtract, then divide).
-  const float mean = options.norm.mean;
-  const float std_dev = options.norm.std;
+// Normalisation, exactly as GatherBatch does it (subtract, then divide);
+// returns the normalised value's name.
+std::string AddNormalization(const Normalization& norm, onnx::GraphProto* g) {
+  const float mean = norm.mean;
+  const float std_dev = norm.std;
   AddInitializer("normalize.mean", {}, absl::MakeConstSpan(&mean, 1), g);
   AddInitializer("normalize.std", {}, absl::MakeConstSpan(&std_dev, 1), g);
   AddNode("Sub", "normalize.sub", {"image", "normalize.mean"}, "normalize.centered", g);
   AddNode("Div", "normalize.div", {"normalize.centered", "normalize.std"}, "normalize.out", g);
-  std::string x = "normalize.out";
+  return "normalize.out";
+}
 
-  // Layer by layer. Parameter tensors are consumed in flat-buffer order.
-  size_t next_param = 0;
+}  // namespace
+
+absl::StatusOr<std::string> ExportOnnx(const models::NetSpec& net, absl::Span<const float> params,
+                                       const OnnxExportOptions& options) {
+  ASSIGN_OR_RETURN(const std::vector<ParamSpec> specs, models::NetParamSpecs(net));
+  RETURN_IF_ERROR(CheckInputs(net, specs, params, options));
+  onnx::ModelProto model;
+  DescribeModel(net, options, &model);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name(net.name);
+  AddValueInfo("image", {net.input.c, net.input.h, net.input.w}, g->mutable_input());
+  LayerWriter layers(specs, params, g, AddNormalization(options.norm, g));
   Shape shape = net.input;
-  bool flat = false;  // after a Linear (or a Flatten): [N, features]
   for (const LayerSpec& layer : net.layers) {
-    ASSIGN_OR_RETURN(const Shape out_shape, models::LayerOutputShape(layer, shape));
-    const std::string out = layer.name + ".out";
-    switch (layer.kind) {
-      case LayerKind::kConv2d: {
-        if (flat)
-          return absl::InvalidArgumentError(layer.name + ": a convolution after a linear layer");
-        if (next_param + 2 > specs.size())
-          return absl::InternalError("fewer parameter tensors than layers");
-        const ParamSpec& w = specs[next_param++];
-        const ParamSpec& b = specs[next_param++];
-        AddInitializer(w.name, Dims(w), params.subspan(w.offset, w.size), g);
-        AddInitializer(b.name, Dims(b), params.subspan(b.offset, b.size), g);
-        onnx::NodeProto* n = AddNode("Conv", layer.name, {x, w.name, b.name}, out, g);
-        AddInts(n, "kernel_shape", {layer.kernel, layer.kernel});
-        AddInts(n, "strides", {1, 1});
-        AddInts(n, "pads", {0, 0, 0, 0});
-        x = out;
-        break;
-      }
-      case LayerKind::kMaxPool2d: {
-        onnx::NodeProto* n = AddNode("MaxPool", layer.name, {x}, out, g);
-        AddInts(n, "kernel_shape", {layer.kernel, layer.kernel});
-        AddInts(n, "strides", {layer.kernel, layer.kernel});
-        x = out;
-        break;
-      }
-      case LayerKind::kRelu:
-        AddNode("Relu", layer.name, {x}, out, g);
-        x = out;
-        break;
-      case LayerKind::kDropout:
-      case LayerKind::kDropout2d:
-        break;  // the identity at inference
-      case LayerKind::kLinear: {
-        if (!flat) {
-          const std::string flattened = layer.name + ".flatten";
-          AddInt(AddNode("Flatten", flattened, {x}, flattened + ".out", g), "axis", 1);
-          x = flattened + ".out";
-          flat = true;
-        }
-        if (next_param + 2 > specs.size())
-          return absl::InternalError("fewer parameter tensors than layers");
-        const ParamSpec& w = specs[next_param++];
-        const ParamSpec& b = specs[next_param++];
-        AddInitializer(w.name, Dims(w), params.subspan(w.offset, w.size), g);
-        AddInitializer(b.name, Dims(b), params.subspan(b.offset, b.size), g);
-        AddInt(AddNode("Gemm", layer.name, {x, w.name, b.name}, out, g), "transB", 1);
-        x = out;
-        break;
-      }
-    }
-    shape = out_shape;
+    ASSIGN_OR_RETURN(shape, models::LayerOutputShape(layer, shape));
+    RETURN_IF_ERROR(layers.Add(layer));
   }
-  if (next_param != specs.size()) return absl::InternalError("parameter tensors left over");
-  if (!flat || shape.size() != net.num_classes) {
+  if (!layers.all_params_used()) return absl::InternalError("parameter tensors left over");
+  if (!layers.flat() || shape.size() != net.num_classes) {
     return absl::InvalidArgumentError(
         absl::StrCat(net.name, ": the last layer does not give ", net.num_classes, " classes"));
   }
-  AddInt(AddNode("LogSoftmax", "log_softmax", {x}, "log_probs", g), "axis", 1);
+  AddInt(AddNode("LogSoftmax", "log_softmax", {layers.x()}, "log_probs", g), "axis", 1);
   AddValueInfo("log_probs", {net.num_classes}, g->mutable_output());
 
-  AddMetadata("pstrain.model", net.name, &model);
-  AddMetadata("pstrain.input",
-              absl::StrCat("image: float [N, ", net.input.c, ", ", net.input.h, ", ", net.input.w,
-                           "], pixel / 255"),
-              &model);
-  AddMetadata("pstrain.normalization",
-              absl::StrCat("(x - ", options.norm.mean, ") / ", options.norm.std, ", in the graph"),
-              &model);
-  for (const auto& [key, value] : options.metadata) AddMetadata(key, value, &model);
   std::string bytes;
-  if (!model.SerializeToString(&bytes))
+  if (!model.SerializeToString(&bytes)) {
     return absl::InternalError("cannot serialise the ONNX model");
+  }
   return bytes;
 }
 

@@ -124,6 +124,47 @@ absl::StatusOr<std::vector<float>> ReadCheckpoint(const std::string& dir, int64_
   return params;
 }
 
+// Where checkpoint `which` of a run is: its checkpoint directory (the run's
+// --checkpoint_dir as recorded, or RUN_DIR/checkpoints) and step.
+struct CheckpointRef {
+  std::string dir;
+  int64_t step = -1;
+};
+
+absl::StatusOr<CheckpointRef> ResolveCheckpoint(const std::string& run_dir,
+                                                const std::string& which,
+                                                const std::vector<std::string>& flags) {
+  CheckpointRef ref{RecordedFlag(flags, "checkpoint_dir"), -1};
+  if (ref.dir.empty()) ref.dir = run_dir + "/checkpoints";
+  if (which == "latest") {
+    ASSIGN_OR_RETURN(const std::vector<int64_t> steps, ListCheckpointSteps(ref.dir));
+    for (auto it = steps.rbegin(); it != steps.rend() && ref.step < 0; ++it) {
+      if (ReadManifest(ref.dir, *it).ok()) ref.step = *it;
+    }
+    if (ref.step < 0) {
+      return absl::NotFoundError(absl::StrCat(ref.dir, ": no checkpoint with a readable manifest"));
+    }
+    return ref;
+  }
+  if (IsDirectory(which) && Exists(which + "/manifest.json")) {
+    const size_t slash = which.find_last_of('/');
+    const std::string name = slash == std::string::npos ? which : which.substr(slash + 1);
+    if (!absl::StartsWith(name, "ckpt-") || !absl::SimpleAtoi(name.substr(5), &ref.step) ||
+        ref.step < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(which, ": not a ckpt-<step> directory"));
+    }
+    ref.dir = slash == std::string::npos ? "." : which.substr(0, slash);
+    return ref;
+  }
+  const std::string number = absl::StartsWith(which, "ckpt-") ? which.substr(5) : which;
+  if (!absl::SimpleAtoi(number, &ref.step) || ref.step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checkpoint=", which,
+                     ": expected latest, ckpt-<step>, <step> or a checkpoint directory"));
+  }
+  return ref;
+}
+
 }  // namespace
 
 std::string RecordedFlag(const std::vector<std::string>& flags, const std::string& name) {
@@ -154,50 +195,19 @@ absl::StatusOr<SavedModel> LoadSavedModel(const std::string& run_dir,
     }
     if (have_summary) saved.recorded_accuracy = summary.final_test_accuracy();
   } else {
-    // Which checkpoint directory and step.
-    std::string dir = RecordedFlag(flags, "checkpoint_dir");
-    if (dir.empty()) dir = run_dir + "/checkpoints";
-    int64_t step = -1;
-    if (checkpoint == "latest") {
-      ASSIGN_OR_RETURN(const std::vector<int64_t> steps, ListCheckpointSteps(dir));
-      for (auto it = steps.rbegin(); it != steps.rend() && step < 0; ++it) {
-        if (ReadManifest(dir, *it).ok()) step = *it;
-      }
-      if (step < 0)
-        return absl::NotFoundError(absl::StrCat(dir, ": no checkpoint with a readable manifest"));
-    } else if (IsDirectory(checkpoint) && Exists(checkpoint + "/manifest.json")) {
-      const std::string name = checkpoint.substr(checkpoint.find_last_of('/') + 1);
-      if (!absl::StartsWith(name, "ckpt-") || !absl::SimpleAtoi(name.substr(5), &step) ||
-          step < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(checkpoint, ": not a ckpt-<step> directory"));
-      }
-      const size_t slash = checkpoint.find_last_of('/');
-      dir = slash == std::string::npos ? "." : checkpoint.substr(0, slash);
-    } else {
-      std::string number =
-          absl::StartsWith(checkpoint, "ckpt-") ? checkpoint.substr(5) : checkpoint;
-      if (!absl::SimpleAtoi(number, &step) || step < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--checkpoint=", checkpoint,
-                         ": expected latest, ckpt-<step>, <step> or a "
-                         "checkpoint directory"));
-      }
-    }
-    saved.source = CheckpointPath(dir, step);
-    saved.step = step;
-    auto manifest = ReadManifest(dir, step);
+    ASSIGN_OR_RETURN(const CheckpointRef ref, ResolveCheckpoint(run_dir, checkpoint, flags));
+    saved.source = CheckpointPath(ref.dir, ref.step);
+    saved.step = ref.step;
+    auto manifest = ReadManifest(ref.dir, ref.step);
     if (!manifest.ok()) return AsBadInput(manifest.status());
     if (manifest->flags_size() > 0)
       flags.assign(manifest->flags().begin(), manifest->flags().end());
-    saved.model = RecordedFlag(flags, "model");
-    if (saved.model.empty()) {
+    if (RecordedFlag(flags, "model").empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(saved.source, "/manifest.json records no --model"));
     }
-    ASSIGN_OR_RETURN(saved.params, ReadCheckpoint(dir, step, *manifest));
+    ASSIGN_OR_RETURN(saved.params, ReadCheckpoint(ref.dir, ref.step, *manifest));
   }
-
   if (saved.model.empty()) saved.model = RecordedFlag(flags, "model");
   if (saved.model.empty() && have_summary) saved.model = summary.model();
   if (saved.model.empty()) {
