@@ -174,6 +174,11 @@ bool IsLoopbackHost(absl::string_view host) {
   return true;
 }
 
+absl::StatusOr<ClusterSpec> ClusterSpec::FromFile(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
+  return FromJson(text, path);
+}
+
 absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(absl::string_view json, absl::string_view origin) {
   ASSIGN_OR_RETURN(const Value root, ParseJson(json, origin));
   if (root.kind_case() != Value::kStructValue) {

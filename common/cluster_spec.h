@@ -61,6 +61,8 @@ class ClusterSpec {
   // Parses and validates TF_CONFIG JSON. `origin` names the source in errors
   // ("TF_CONFIG", a file path). The "task" key is optional here.
   static absl::StatusOr<ClusterSpec> FromJson(absl::string_view json, absl::string_view origin);
+  // FromJson on the file at `path` (NotFound naming it when missing).
+  static absl::StatusOr<ClusterSpec> FromFile(const std::string& path);
 
   // `num_workers` workers then `num_ps` ps on localhost, at ports
   // first_port, first_port + 1, ...; no chief, no task. For generated local

@@ -16,15 +16,6 @@
 #include "launcher/progress.h"
 
 namespace pstrain {
-namespace {
-
-absl::StatusOr<TaskId> ChiefOf(const std::string& spec_path) {
-  ASSIGN_OR_RETURN(const std::string text, ReadFileToString(spec_path));
-  ASSIGN_OR_RETURN(const ClusterSpec spec, ClusterSpec::FromJson(text, spec_path));
-  return spec.ChiefTask();
-}
-
-}  // namespace
 
 MachineInfo ReadMachineInfo() {
   MachineInfo m{"unknown CPU", static_cast<int>(std::thread::hardware_concurrency())};
@@ -94,8 +85,11 @@ absl::StatusOr<RunRecord> RunExperiment(const ExperimentOptions& options, const 
   record.label = run.label;
   record.run_dir = run.run_dir;
   record.eval_every_steps = run.train.eval_every_steps;
-  RunProgress progress(options.progress, options.rewrite_progress, run.prefix);
-  absl::StatusOr<TaskId> chief = ChiefOf(run.spec_path);
+  const absl::StatusOr<ClusterSpec> spec = ClusterSpec::FromFile(run.spec_path);
+  RunProgress progress(options.progress, options.rewrite_progress, run.prefix,
+                       spec.ok() ? spec->num_workers() : 1);
+  absl::StatusOr<TaskId> chief =
+      spec.ok() ? absl::StatusOr<TaskId>(spec->ChiefTask()) : absl::StatusOr<TaskId>(spec.status());
   if (!chief.ok()) {
     record.status = chief.status();
     progress.Finish(record.status, 0, 0);
@@ -104,6 +98,9 @@ absl::StatusOr<RunRecord> RunExperiment(const ExperimentOptions& options, const 
   LaunchOptions launch = ExperimentLaunchOptions(options, run);
   launch.on_line = [&](const TaskId& task, absl::string_view line) {
     if (task == *chief) progress.OnChiefLine(line);
+  };
+  launch.on_task_state = [&](const TaskId& task, const std::string& state) {
+    progress.OnTaskState(task.ToString(), state);
   };
   absl::StatusOr<LaunchResult> result = Launch(launch);
   if (!result.ok() && result.status().code() == absl::StatusCode::kCancelled) {

@@ -109,6 +109,9 @@ class Supervisor {
   void OnTrainingDone();
   void StopLeftovers();
   bool MayRestart(const Task& task, int exit_code) const;
+  void HandleExit(Task& task);
+  // Tells options_.on_task_state.
+  void State(const TaskId& id, const std::string& state);
   void ScheduleRestart(Task& task, int exit_code);
   std::string FailureOf(const Task& task, int exit_code) const;
   void RestartDue();
@@ -195,6 +198,7 @@ absl::Status Supervisor::StartAll() {
       return absl::InternalError(failure_);
     }
     Print(absl::StrCat("started ", id.ToString(), " (pid ", process->pid(), ")"));
+    State(id, "running");
     tasks_.push_back(Task(id, std::move(spawn), *std::move(process), std::move(log)));
   }
   started_us_ = MonotonicMicros();
@@ -254,6 +258,12 @@ void Supervisor::ReapAll() {
 }
 
 void Supervisor::OnExit(Task& t) {
+  HandleExit(t);
+  const int code = t.process.exit_code();
+  State(t.id, code == 0 ? "done" : t.restart_at_us != 0 ? "restarting" : "ended");
+}
+
+void Supervisor::HandleExit(Task& t) {
   t.resume_at_us = 0;  // a stopped process that died needs no SIGCONT
   const int code = t.process.exit_code();
   if (code != 0) {
@@ -366,6 +376,11 @@ void Supervisor::Restart(Task& t) {
   r.set_reason(reason);
   events_->restarts.push_back(std::move(r));
   Print(absl::StrCat("restarted ", t.id.ToString(), " (pid ", t.process.pid(), ")"));
+  State(t.id, "running");
+}
+
+void Supervisor::State(const TaskId& id, const std::string& state) {
+  if (options_.on_task_state) options_.on_task_state(id, state);
 }
 
 void Supervisor::InjectDueFaults() {

@@ -135,6 +135,10 @@ struct LaunchOptions {
   // Called with every line of every task's output, whatever `echo` says, on
   // the thread that called Launch (experiments draw progress from it).
   std::function<void(const TaskId& task, absl::string_view line)> on_line;
+  // Called when a task's state changes: "running" (started or restarted),
+  // "restarting" (died, restart scheduled), "done" (exited 0), "failed",
+  // on the same thread (the progress view shows them).
+  std::function<void(const TaskId& task, const std::string& state)> on_task_state;
 };
 
 inline constexpr double kMaxRestartBackoffS = 8.0;

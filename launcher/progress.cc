@@ -1,6 +1,8 @@
 #include "launcher/progress.h"
 
+#include <algorithm>
 #include <cinttypes>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,12 +22,21 @@ ProgressEvent ParseProgressLine(absl::string_view line) {
   } else if (std::sscanf(rest.c_str(), "epoch %d/%d step %" SCNd64 "/%" SCNd64, &e.epoch, &e.epochs,
                          &e.step, &e.steps) == 4) {
     e.kind = ProgressEvent::Kind::kStep;
+    const size_t rate = rest.find(" img/s");
+    const size_t space = rest.rfind(' ', rate == std::string::npos ? 0 : rate - 1);
+    if (rate != std::string::npos && space != std::string::npos) {
+      e.images_per_sec = std::strtod(rest.c_str() + space + 1, nullptr);
+    }
   }
   return e;
 }
 
-RunProgress::RunProgress(std::FILE* out, bool rewrite, std::string prefix)
-    : out_(out), rewrite_(rewrite), prefix_(std::move(prefix)), start_us_(MonotonicMicros()) {
+RunProgress::RunProgress(std::FILE* out, bool rewrite, std::string prefix, int workers)
+    : out_(out),
+      rewrite_(rewrite),
+      prefix_(std::move(prefix)),
+      start_us_(MonotonicMicros()),
+      workers_(std::max(1, workers)) {
   Print("starting", /*final_line=*/!rewrite_);
 }
 
@@ -35,10 +46,44 @@ void RunProgress::OnChiefLine(absl::string_view line) {
     last_accuracy_ = absl::StrFormat("test acc %.4f", e.accuracy);
     Print(absl::StrFormat("epoch %d/%d, %s", e.epoch, e.epochs, last_accuracy_), /*final_line=*/!rewrite_);
   } else if (e.kind == ProgressEvent::Kind::kStep && rewrite_) {
-    Print(absl::StrFormat("epoch %d/%d, step %d/%d%s", e.epoch, e.epochs, e.step, e.steps,
-                          last_accuracy_.empty() ? "" : ", last " + last_accuracy_),
-          false);
+    last_step_ = absl::StrFormat("epoch %d/%d, step %d/%d", e.epoch, e.epochs, e.step, e.steps);
+    if (e.images_per_sec > 0) {
+      absl::StrAppendFormat(&last_step_, ", %.0f img/s", e.images_per_sec * workers_);
+    }
+    const double done = e.steps > 0 && e.epochs > 0
+                            ? ((e.epoch - 1) * static_cast<double>(e.steps) + e.step) /
+                                  (static_cast<double>(e.epochs) * e.steps)
+                            : 0;
+    if (done > 0 && done < 1) {
+      absl::StrAppendFormat(&last_step_, ", ETA %.0f s", SecondsSince(start_us_) * (1 - done) / done);
+    }
+    Redraw();
   }
+}
+
+void RunProgress::OnTaskState(const std::string& task, const std::string& state) {
+  states_[task] = state;
+  if (rewrite_) Redraw();
+}
+
+std::string RunProgress::TaskStates() const {
+  std::map<std::string, int> counts;
+  std::string named;
+  for (const auto& [task, state] : states_) {
+    ++counts[state];
+    if (state == "restarting" || state == "ended") absl::StrAppend(&named, ", ", task, " ", state);
+  }
+  std::string out;
+  for (const char* state : {"running", "done"}) {
+    if (counts[state] > 0) absl::StrAppend(&out, ", ", counts[state], " ", state);
+  }
+  return out + named;
+}
+
+void RunProgress::Redraw() {
+  std::string text = last_step_.empty() ? "starting" : last_step_;
+  if (!last_accuracy_.empty()) absl::StrAppend(&text, ", last ", last_accuracy_);
+  Print(text + TaskStates(), false);
 }
 
 void RunProgress::Finish(const absl::Status& status, double test_accuracy, double images_per_sec) {

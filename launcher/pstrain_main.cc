@@ -40,11 +40,13 @@
 #include "common/status_macros.h"
 #include "common/task_flags.h"
 #include "export/commands.h"
+#include "glog/logging.h"
 #include "launcher/chaos.h"
 #include "launcher/compare.h"
 #include "launcher/launch_record.h"
 #include "launcher/launcher.h"
 #include "launcher/mode_spec.h"
+#include "launcher/progress.h"
 #include "launcher/scale.h"
 #include "launcher/straggler.h"
 #include "launcher/summary_printer.h"
@@ -299,7 +301,29 @@ absl::Status RunLaunch(int argc, char** argv) {
   std::printf("pstrain: launching %s, run directory %s\n", options.cluster_spec_path.c_str(),
               options.run_dir.c_str());
   std::fflush(stdout);
-  auto result = Launch(options);
+  // On a terminal, --echo=progress is one line redrawn in place.
+  std::unique_ptr<RunProgress> view;
+  LaunchOptions launch = options;
+  if (options.echo == EchoMode::kProgress && isatty(STDOUT_FILENO) != 0) {
+    ASSIGN_OR_RETURN(const ClusterSpec spec, ClusterSpec::FromFile(options.cluster_spec_path));
+    const TaskId chief = spec.ChiefTask();
+    view = std::make_unique<RunProgress>(stdout, /*rewrite=*/true, options.run_dir, spec.num_workers());
+    launch.echo = EchoMode::kNone;
+    // The launcher's own INFO lines would break the line drawn in place;
+    // warnings and errors still show.
+    FLAGS_minloglevel = google::GLOG_WARNING;
+    launch.on_line = [&](const TaskId& task, absl::string_view line) {
+      if (task == chief) view->OnChiefLine(line);
+    };
+    launch.on_task_state = [&](const TaskId& task, const std::string& state) {
+      view->OnTaskState(task.ToString(), state);
+    };
+  }
+  auto result = Launch(launch);
+  if (view != nullptr) {
+    view->Finish(result.status(), result.ok() ? result->summary.final_test_accuracy() : 0,
+                 result.ok() ? result->summary.train_images_per_sec() : 0);
+  }
   if (!result.ok()) {
     return absl::Status(result.status().code(),
                         absl::StrCat(result.status().message(), " (run directory ", options.run_dir, ")"));

@@ -3,6 +3,9 @@
 
 #include "launcher/compare.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -210,7 +213,36 @@ TEST(Progress, ParsesTheChiefsEpochAndStepLines) {
   EXPECT_EQ(e.kind, ProgressEvent::Kind::kStep);
   EXPECT_EQ(e.step, 100);
   EXPECT_EQ(e.steps, 235);
+  EXPECT_DOUBLE_EQ(e.images_per_sec, 100);
+  e = ParseProgressLine(
+      "I 14:25:23.569 trainer.cc:300] epoch 1/3 step 7/235 loss 0.5000  9876 img/s (this worker)");
+  EXPECT_DOUBLE_EQ(e.images_per_sec, 9876);
   EXPECT_EQ(ParseProgressLine("W 14:25:23.569 ps_server.cc:1] refused").kind, ProgressEvent::Kind::kNone);
+}
+
+// The line drawn in place: the step, images/s of all workers, an ETA, the
+// last accuracy and the tasks' states (counts, and who is restarting).
+TEST(Progress, RedrawsTheStepWithRateEtaAndTaskStates) {
+  char* buffer = nullptr;
+  size_t size = 0;
+  std::FILE* out = open_memstream(&buffer, &size);
+  ASSERT_NE(out, nullptr);
+  {
+    RunProgress p(out, /*rewrite=*/true, "[1/2] sync", /*workers=*/2);
+    p.OnTaskState("ps:0", "running");
+    p.OnTaskState("worker:0", "running");
+    p.OnTaskState("worker:1", "running");
+    p.OnChiefLine("I 1 trainer.cc:1] epoch 1/2 step 50/100 loss 0.5  5000 img/s (this worker)");
+    p.OnTaskState("worker:1", "restarting");
+    p.Finish(absl::OkStatus(), 0.95, 9000);
+  }
+  std::fclose(out);
+  const std::string text(buffer, size);
+  std::free(buffer);
+  EXPECT_THAT(text, HasSubstr("[1/2] sync: epoch 1/2, step 50/100, 10000 img/s, ETA "));
+  EXPECT_THAT(text, HasSubstr(", 3 running, "));
+  EXPECT_THAT(text, HasSubstr(", 2 running, worker:1 restarting, "));
+  EXPECT_THAT(text, HasSubstr("\r\033[K[1/2] sync: done, test acc 0.9500, 9000 images/s"));
 }
 
 }  // namespace
