@@ -13,7 +13,7 @@
 #
 # Usage: tools/ci_stages.sh [asan] [tsan] [fuzz]   (default: all three)
 # Environment:
-#   FUZZ_SECONDS=30    how long each fuzzer runs
+#   FUZZ_SECONDS=20    how long each fuzzer runs
 #   PSTRAIN_WERROR=ON  warnings as errors (CI sets it)
 #   JOBS=N             build and ctest parallelism (default: nproc)
 #
@@ -32,7 +32,7 @@ die() { echo "ci: error: $*" >&2; exit 1; }
 source "$root/tools/lib/apt.sh"
 
 jobs=${JOBS:-$(nproc)}
-fuzz_seconds=${FUZZ_SECONDS:-30}
+fuzz_seconds=${FUZZ_SECONDS:-20}
 werror=${PSTRAIN_WERROR:-OFF}
 readonly FUZZERS=(fuzz_cluster_spec fuzz_idx fuzz_request)
 # Left out of the sanitizer stages: the tests where `pstrain compare`,
