@@ -26,11 +26,6 @@ bool IsDirectory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 // A damaged file the user pointed at is bad input (exit 2), not a run-time
 // failure.
 absl::Status AsBadInput(const absl::Status& s) {
@@ -41,7 +36,7 @@ absl::Status AsBadInput(const absl::Status& s) {
 // The flags a run recorded: launch.json's, else none.
 absl::StatusOr<std::vector<std::string>> LaunchFlags(const std::string& run_dir) {
   const std::string path = run_dir + "/launch.json";
-  if (!Exists(path)) return std::vector<std::string>{};
+  if (!FileExists(path)) return std::vector<std::string>{};
   ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
   proto::LaunchRecord record;
   RETURN_IF_ERROR(AsBadInput(ParseJsonMessage(text, path, &record)));
@@ -52,7 +47,7 @@ absl::StatusOr<std::vector<std::string>> LaunchFlags(const std::string& run_dir)
 absl::StatusOr<proto::RunSummary> Summary(const std::string& run_dir, bool* found) {
   const std::string path = run_dir + "/summary.json";
   proto::RunSummary summary;
-  *found = Exists(path);
+  *found = FileExists(path);
   if (!*found) return summary;
   ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
   RETURN_IF_ERROR(AsBadInput(ParseJsonMessage(text, path, &summary, /*ignore_unknown=*/true)));
@@ -146,7 +141,7 @@ absl::StatusOr<CheckpointRef> ResolveCheckpoint(const std::string& run_dir,
     }
     return ref;
   }
-  if (IsDirectory(which) && Exists(which + "/manifest.json")) {
+  if (IsDirectory(which) && FileExists(which + "/manifest.json")) {
     const size_t slash = which.find_last_of('/');
     const std::string name = slash == std::string::npos ? which : which.substr(slash + 1);
     if (!absl::StartsWith(name, "ckpt-") || !absl::SimpleAtoi(name.substr(5), &ref.step) ||
@@ -188,7 +183,7 @@ absl::StatusOr<SavedModel> LoadSavedModel(const std::string& run_dir,
   SavedModel saved;
   if (checkpoint.empty()) {
     saved.source = run_dir + "/final_params.f32";
-    if (!Exists(saved.source)) {
+    if (!FileExists(saved.source)) {
       return absl::NotFoundError(absl::StrCat(saved.source,
                                               " does not exist (the run did not finish?); ",
                                               "--checkpoint=latest takes its newest checkpoint"));

@@ -7,14 +7,12 @@
 // Bad input exits 2 naming what is wrong.
 
 #include <cmath>
-#include <cstdlib>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "common/checkpoint_dir.h"
 #include "common/file_util.h"
 #include "common/json.h"
@@ -51,16 +49,6 @@ Result Run(const std::string& binary, std::vector<std::string> args) {
 
 Result Pstrain(std::vector<std::string> args) {
   return Run(testing::BinaryPath("pstrain"), std::move(args));
-}
-
-// The first executable `name` on PATH; "" when there is none.
-std::string FindProgram(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  for (const absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
-    const std::string candidate = absl::StrCat(dir, "/", name);
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
 }
 
 // Trains `model` into a fresh run directory; returns it.
@@ -124,7 +112,7 @@ void ExpectOnnxCheckerAccepts(const std::string& model) {
 
 // ONNX Runtime's score of `model` on the MNIST test set.
 Score OnnxRuntimeScore(const std::string& model) {
-  const std::string node = FindProgram("node");
+  const std::string node = testing::FindProgram("node");
   EXPECT_FALSE(node.empty()) << "node not found on PATH (Debian: apt-get install nodejs)";
   if (node.empty()) return {};
   const Result r = Run(node, {testing::SourcePath("tools/onnx/evaluate_onnx.js"), model,

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,19 +24,10 @@ namespace {
 
 using testing::RunningProcess;
 
-std::string FindProgram(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  for (const absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
-    const std::string candidate = absl::StrCat(dir, "/", name);
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
 // A tmux server of the test's own (-L), killed at the end whatever happens.
 class Tmux {
  public:
-  Tmux() : tmux_(FindProgram("tmux")), socket_(absl::StrCat("pstrain-test-", getpid())) {}
+  Tmux() : tmux_(testing::FindProgram("tmux")), socket_(absl::StrCat("pstrain-test-", getpid())) {}
   ~Tmux() {
     if (!tmux_.empty()) Run({"kill-server"});
   }

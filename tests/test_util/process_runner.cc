@@ -4,11 +4,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/clock.h"
 #include "common/cluster_spec.h"
 #include "common/file_util.h"
@@ -22,6 +24,15 @@ std::string BinaryPath(const std::string& name) { return absl::StrCat(PSTRAIN_BI
 
 std::string SourcePath(const std::string& relative) {
   return absl::StrCat(PSTRAIN_SOURCE_DIR, "/", relative);
+}
+
+std::string FindProgram(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  for (const absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
+    const std::string candidate = absl::StrCat(dir, "/", name);
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
 }
 
 std::string MakeTempDir(const std::string& prefix) {

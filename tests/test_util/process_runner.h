@@ -18,6 +18,8 @@ namespace pstrain::testing {
 std::string BinaryPath(const std::string& name);
 // The repository root (for data/, cluster_specs/).
 std::string SourcePath(const std::string& relative);
+// The first executable `name` on PATH ("/usr/bin/node"); "" when none.
+std::string FindProgram(const std::string& name);
 // A fresh empty directory under the test temp dir.
 std::string MakeTempDir(const std::string& prefix);
 
