@@ -70,4 +70,27 @@ absl::StatusOr<ClusterSpec> WithFreePorts(const ClusterSpec& spec) {
   return ClusterSpec::FromJson(copy.ToJson(), "free-port spec");
 }
 
+absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int n, const std::set<int>& exclude) {
+  std::vector<int> held;  // every socket reserved, excluded ports included
+  std::vector<int> ports;
+  absl::Status status;
+  // The OS may hand out an excluded port: hold it and ask again, a bounded
+  // number of times.
+  for (int attempt = 0; static_cast<int>(ports.size()) < n && attempt < 4 * n + 16; ++attempt) {
+    auto port = ReserveFreePort("127.0.0.1");
+    if (!port.ok()) {
+      status = port.status();
+      break;
+    }
+    held.push_back(port->fd);
+    if (exclude.count(port->port) == 0) ports.push_back(port->port);
+  }
+  for (int fd : held) close(fd);
+  if (!status.ok()) return status;
+  if (static_cast<int>(ports.size()) < n) {
+    return absl::InternalError(absl::StrCat("cannot pick ", n, " free ports of 127.0.0.1"));
+  }
+  return ports;
+}
+
 }  // namespace pstrain

@@ -3,6 +3,9 @@
 // Free ports for local clusters: `pstrain launch --free_ports`, and tests and
 // benchmarks that start a cluster, so that no run ever uses a fixed port.
 
+#include <set>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "common/cluster_spec.h"
 
@@ -14,5 +17,9 @@ namespace pstrain {
 // twice; another process may still take one before a task binds it.
 // Internal naming the OS error when no port can be had.
 absl::StatusOr<ClusterSpec> WithFreePorts(const ClusterSpec& spec);
+
+// `n` distinct free TCP ports of 127.0.0.1, none of them in `exclude` (the
+// ports a spec already names), held until all are chosen (as above).
+absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int n, const std::set<int>& exclude);
 
 }  // namespace pstrain

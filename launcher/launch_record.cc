@@ -18,7 +18,8 @@ namespace {
 // in the job).
 bool MayDiffer(absl::string_view name) {
   return name == "epochs" || name == "max_steps" || name == "echo" || name == "log_every_steps" ||
-         name == "timeline" ||
+         name == "timeline" || name == "metrics" || name == "metrics_port" ||
+         name == "metrics_host" ||
          name == "max_restarts";
 }
 

@@ -11,10 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -91,8 +93,10 @@ class Supervisor {
  public:
   // `security_arg` (--secret_file=... or --insecure) goes to every task;
   // `events` (not null) gets the faults and restarts.
+  // `metrics_ports` (by task, "ps:0"): each task's --metrics_port; empty:
+  // none.
   Supervisor(const LaunchOptions& options, const ClusterSpec& spec, std::string security_arg,
-             LaunchEvents* events);
+             std::map<std::string, int> metrics_ports, LaunchEvents* events);
 
   absl::Status StartAll();
   absl::Status Wait();
@@ -129,6 +133,7 @@ class Supervisor {
   const LaunchOptions& options_;
   const ClusterSpec& spec_;
   const std::string security_arg_;
+  const std::map<std::string, int> metrics_ports_;
   LaunchEvents* const events_;
   std::vector<Fault> faults_;  // options_.faults by time
   size_t next_fault_ = 0;
@@ -147,8 +152,9 @@ class Supervisor {
 };
 
 Supervisor::Supervisor(const LaunchOptions& options, const ClusterSpec& spec, std::string security_arg,
-                       LaunchEvents* events)
-    : options_(options), spec_(spec), security_arg_(std::move(security_arg)), events_(events),
+                       std::map<std::string, int> metrics_ports, LaunchEvents* events)
+    : options_(options), spec_(spec), security_arg_(std::move(security_arg)),
+      metrics_ports_(std::move(metrics_ports)), events_(events),
       faults_(options.faults) {
   std::stable_sort(faults_.begin(), faults_.end(),
                    [](const Fault& a, const Fault& b) { return a.at_s < b.at_s; });
@@ -156,14 +162,25 @@ Supervisor::Supervisor(const LaunchOptions& options, const ClusterSpec& spec, st
 
 SpawnOptions Supervisor::SpawnFor(const TaskId& id) const {
   SpawnOptions s;
+  auto port = metrics_ports_.find(id.ToString());
+  const int metrics_port = port == metrics_ports_.end() ? 0 : port->second;
   if (id.type == TaskType::kPs) {
     s.binary = options_.bin_dir + "/ps_server";
     PsServerOptions ps = options_.ps;
     if (ps.checkpoint_dir.empty()) ps.checkpoint_dir = WorkerOptions(options_, id).checkpoint_dir;
+    if (metrics_port != 0) {
+      ps.metrics_port = metrics_port;
+      ps.metrics_host = "127.0.0.1";
+    }
     s.args = ps.ToArgs();
   } else {
     s.binary = options_.bin_dir + "/worker";
-    s.args = WorkerOptions(options_, id).ToArgs();
+    TrainOptions train = WorkerOptions(options_, id);
+    if (metrics_port != 0) {
+      train.metrics_port = metrics_port;
+      train.metrics_host = "127.0.0.1";
+    }
+    s.args = train.ToArgs();
   }
   s.args.push_back(security_arg_);
   s.extra_env.push_back(absl::StrCat("TF_CONFIG=", spec_.ToTfConfig(id)));
@@ -633,7 +650,61 @@ absl::Status CheckFaults(const LaunchOptions& options, const ClusterSpec& spec) 
 
 }  // namespace
 
+std::string PrometheusScrapeConfig(const std::string& run_dir,
+                                   const std::map<std::string, int>& metrics_ports) {
+  std::string yaml = absl::StrCat(
+      "# Prometheus's scrape config for the run in ", run_dir, ", written by `pstrain launch --metrics`:\n",
+      "#   prometheus --config.file=", run_dir, "/prometheus.yml\n",
+      "# Every target serves /metrics; the tasks label their samples with job_id, task_type and\n",
+      "# task_index (docs/design_notes.md, \"Prometheus\"); `task` labels the target itself, so\n",
+      "# that `up` says which task a target is.\n",
+      "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n",
+      "scrape_configs:\n  - job_name: pstrain\n    static_configs:\n");
+  for (const auto& [task, port] : metrics_ports) {
+    absl::StrAppend(&yaml, "      - targets: ['127.0.0.1:", port, "']\n        labels: {task: '", task,
+                    "'}\n");
+  }
+  return yaml;
+}
+
+namespace {
+
+// --metrics: a free port for every task the launcher starts, printed and
+// written into RUN_DIR/prometheus.yml.
+absl::StatusOr<std::map<std::string, int>> ServeMetrics(const std::string& run_dir,
+                                                       const ClusterSpec& spec) {
+  std::vector<TaskId> tasks;
+  std::set<int> taken;
+  for (const TaskId& id : spec.AllTasks()) {
+    if (auto hp = ParseHostPort(spec.Address(id)); hp.ok()) taken.insert(hp->port);
+    if (id.type == TaskType::kPs || id.type == TaskType::kChief || id.type == TaskType::kWorker) {
+      tasks.push_back(id);
+    }
+  }
+  ASSIGN_OR_RETURN(const std::vector<int> ports,
+                   FreeLoopbackPorts(static_cast<int>(tasks.size()), taken));
+  std::map<std::string, int> by_task;
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    by_task[tasks[i].ToString()] = ports[i];
+    shown.push_back(absl::StrCat(tasks[i].ToString(), " http://127.0.0.1:", ports[i], "/metrics"));
+  }
+  const std::string config = run_dir + "/prometheus.yml";
+  RETURN_IF_ERROR(WriteFileAtomic(config, PrometheusScrapeConfig(run_dir, by_task)));
+  std::printf("pstrain: metrics: %s\npstrain: scrape them all: prometheus --config.file=%s\n",
+              absl::StrJoin(shown, ", ").c_str(), config.c_str());
+  std::fflush(stdout);
+  return by_task;
+}
+
+}  // namespace
+
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* events) {
+  if (options.train.metrics_port != 0 || options.ps.metrics_port != 0) {
+    return absl::InvalidArgumentError(
+        "--metrics_port is one task's port: give pstrain launch --metrics, which picks one for "
+        "every task");
+  }
   ASSIGN_OR_RETURN(const std::string text, ReadFileToString(options.cluster_spec_path));
   ASSIGN_OR_RETURN(ClusterSpec spec, ClusterSpec::FromJson(text, options.cluster_spec_path));
   if (options.free_ports) {
@@ -667,7 +738,11 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* 
   const int64_t start = MonotonicMicros();
   LaunchEvents own_events;
   if (events == nullptr) events = &own_events;
-  Supervisor supervisor(options, spec, security_arg, events);
+  std::map<std::string, int> metrics_ports;
+  if (options.metrics) {
+    ASSIGN_OR_RETURN(metrics_ports, ServeMetrics(options.run_dir, spec));
+  }
+  Supervisor supervisor(options, spec, security_arg, std::move(metrics_ports), events);
   const absl::Status started = supervisor.StartAll();
   // Wait even when a start failed: the tasks already running are stopped
   // and reaped there.

@@ -111,6 +111,11 @@ struct LaunchOptions {
   // straggler_delay_ms (the map below).
   TrainOptions train;
   PsServerOptions ps;                        // what every ps is started with
+  // Every task serves live metrics for Prometheus on a free port of
+  // 127.0.0.1 (--metrics_port): the launcher prints the addresses and
+  // writes RUN_DIR/prometheus.yml, a scrape config for them. train and ps
+  // must then leave metrics_port 0.
+  bool metrics = false;
   // The job secret every task gets (--secret_file). Empty: the launcher
   // uses RUN_DIR/job.secret, making it (mode 0600) when it is missing.
   std::string secret_file;
@@ -175,5 +180,11 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* 
 // --secret_file=ABSOLUTE_PATH (options.secret_file, else RUN_DIR/job.secret,
 // made when missing). InvalidArgument for both at once or a bad file.
 absl::StatusOr<std::string> TaskSecurityArg(const LaunchOptions& options);
+
+// The text of RUN_DIR/prometheus.yml: a Prometheus config scraping every
+// "127.0.0.1:PORT" of `metrics_ports` (by task, "ps:0") every second, as
+// the job "pstrain".
+std::string PrometheusScrapeConfig(const std::string& run_dir,
+                                   const std::map<std::string, int>& metrics_ports);
 
 }  // namespace pstrain

@@ -73,6 +73,9 @@ const pstrain::ScaleOptions& ScaleDefaults() {
 
 }  // namespace
 
+ABSL_FLAG(bool, metrics, LaunchDefaults().metrics,
+          "Serve every task's live metrics for Prometheus on a free port of 127.0.0.1: prints "
+          "the addresses and writes RUN_DIR/prometheus.yml to scrape them");
 ABSL_FLAG(bool, free_ports, LaunchDefaults().free_ports,
           "Give every loopback task of the spec (localhost, 127.x, ::1) a free port chosen by the OS");
 ABSL_FLAG(std::vector<std::string>, straggler, {},
@@ -140,7 +143,7 @@ constexpr char kUsage[] =
     "  timeline draw steps of a run's timeline (--timeline) as a Gantt chart (PNG)\n\n"
     "  pstrain launch --cluster_spec=FILE --mode=sync|async|ssp --epochs=N [--batch_size=128]\n"
     "                 [--lr=..] [--momentum=..] [--max_steps=N] [--seed=S] [--run_dir=DIR]\n"
-    "                 [--data_dir=DIR] [--model=mnist_cnn] [--free_ports] [--echo=progress]\n"
+    "                 [--data_dir=DIR] [--model=mnist_cnn] [--free_ports] [--echo=progress] [--metrics]\n"
     "                 [--checkpoint_every_steps=N] [--checkpoint_every_s=T] [--keep_checkpoints=3]\n"
     "  pstrain launch --resume=RUN_DIR [--max_steps=N | --epochs=N]\n"
     "  pstrain compare --cluster_spec=FILE --modes=sync,async,ssp:2 [--epochs=N]\n"
@@ -199,6 +202,7 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   o.cluster_spec_path = ClusterSpecFlag();
   if (o.cluster_spec_path.empty()) return absl::InvalidArgumentError("launch needs --cluster_spec=FILE");
   o.free_ports = absl::GetFlag(FLAGS_free_ports);
+  o.metrics = absl::GetFlag(FLAGS_metrics);
   o.run_dir = train.run_dir.empty() ? DefaultRunDir(train) : train.run_dir;
   o.bin_dir = BinDir();
   o.train = train;
@@ -269,6 +273,7 @@ std::vector<std::string> LaunchFlags(const LaunchOptions& o) {
   std::vector<std::string> flags = train.ToArgs();
   flags.push_back(absl::StrCat("--cluster_spec=", ClusterSpecFlag()));
   flags.push_back(absl::StrCat("--free_ports=", absl::UnparseFlag(o.free_ports)));
+  flags.push_back(absl::StrCat("--metrics=", absl::UnparseFlag(o.metrics)));
   flags.push_back(absl::StrCat("--straggler=", absl::UnparseFlag(absl::GetFlag(FLAGS_straggler))));
   flags.push_back(absl::StrCat("--echo=", EchoModeName(o.echo)));
   flags.push_back(absl::StrCat("--stop_grace_s=", absl::UnparseFlag(o.stop_grace_s)));

@@ -34,6 +34,10 @@ ABSL_FLAG(std::string, bind, Defaults().bind_endpoint,
           "Endpoint to bind instead of the spec's address, e.g. tcp://0.0.0.0:2222");
 ABSL_FLAG(std::string, checkpoint_dir, Defaults().checkpoint_dir,
           "Directory for this ps's checkpoint files (SAVE writes, RESTORE reads); '' for none");
+ABSL_FLAG(int, metrics_port, Defaults().metrics_port,
+          "Serve live metrics for Prometheus at http://HOST:PORT/metrics; 0 for none");
+ABSL_FLAG(std::string, metrics_host, Defaults().metrics_host,
+          "Address the metrics endpoint binds: 0.0.0.0 (every interface) or 127.0.0.1");
 ABSL_FLAG(int64_t, max_message_mb, Defaults().max_message_bytes >> 20,
           "Largest message accepted from a peer, in MiB");
 
@@ -46,6 +50,8 @@ pstrain::PsServerOptions PsServerOptionsFromFlags() {
   options.bind_endpoint = absl::GetFlag(FLAGS_bind);
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_mb) << 20;
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
   return options;
 }
 

@@ -13,6 +13,8 @@ namespace {
 constexpr int kPollMs = 100;
 constexpr int kMaxMessagesPerWake = 256;
 constexpr int64_t kWaitLogIntervalUs = 30'000'000;
+// How stale a scrape of the metrics endpoint may be.
+constexpr int64_t kMetricsPublishUs = 250'000;
 
 }  // namespace
 
@@ -69,6 +71,15 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
   }
   server->socket_ = *std::move(socket);
   RETURN_IF_ERROR(server->guard_->Watch(server->socket_));
+  if (options.metrics_port != 0) {
+    ASSIGN_OR_RETURN(server->metrics_server_,
+                     MetricsServer::Start({options.metrics_host, options.metrics_port},
+                                          TaskIdentityLabels(cluster)));
+    server->metrics_ = std::make_shared<ShardMetrics>(server->metrics_server_->identity());
+    server->metrics_->Publish(server->handler_.Stats());
+    server->metrics_server_->Register(server->metrics_);
+    LOG(INFO) << task.ToString() << ": metrics for Prometheus at " << server->metrics_server_->url();
+  }
   LOG(INFO) << task.ToString()
             << (security.secure() ? ": CURVE on (keys derived from the job secret)"
                                   : ": --insecure: no authentication, no encryption");
@@ -132,6 +143,7 @@ absl::Status PsServer::Run() {
     if (readable.ok() && (*readable)[0]) ServeReadable();
     PumpReplicator();
     CheckLiveness();
+    PublishMetrics(/*now=*/false);
     if (handler_.shutdown_requested()) return Finish(absl::OkStatus());
     if (!handler_.failure().ok() &&
         MonotonicMicros() - failed_us_ > static_cast<int64_t>(options_.failure_grace_s * 1e6)) {
@@ -244,6 +256,14 @@ void PsServer::CheckLiveness() {
   }
 }
 
+void PsServer::PublishMetrics(bool now) {
+  if (metrics_ == nullptr) return;
+  const int64_t t = MonotonicMicros();
+  if (!now && t - metrics_published_us_ < kMetricsPublishUs) return;
+  metrics_published_us_ = t;
+  metrics_->Publish(handler_.Stats());
+}
+
 absl::Status PsServer::Finish(absl::Status status) {
   guard_->Serve();
   guard_->FlushLogs();
@@ -252,6 +272,7 @@ absl::Status PsServer::Finish(absl::Status status) {
   if (replicator_ != nullptr) replicator_->ReleaseAll(&replies);
   if (!status.ok()) handler_.AbortParked(status, &replies);
   Send(&replies);
+  PublishMetrics(/*now=*/true);
   const proto::ShardStats s = handler_.Stats();
   LOG(INFO) << task_.ToString() << " done: version " << s.version() << ", "
             << s.updates_applied() << " updates, " << s.gradients_received()

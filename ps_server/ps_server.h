@@ -20,6 +20,9 @@
 // and later request is answered with an Aborted error naming the cause,
 // and after a short grace (so that the workers hear why) Run returns it.
 //
+// Metrics: with --metrics_port, the shard's counters are served to
+// Prometheus (ps_server/shard_metrics.h), refreshed a few times a second.
+//
 // A restarted ps comes up empty and waits for the chief to RESTORE it from
 // the last checkpoint (worker/trainer.h); its random instance id, in every
 // reply, tells clients it restarted.
@@ -32,11 +35,13 @@
 #include "absl/status/statusor.h"
 #include "common/cluster_spec.h"
 #include "common/handshake_guard.h"
+#include "common/metrics_server.h"
 #include "common/security.h"
 #include "common/transport.h"
 #include "ps_server/ps_server_options.h"
 #include "ps_server/replicator.h"
 #include "ps_server/request_handler.h"
+#include "ps_server/shard_metrics.h"
 
 namespace pstrain {
 
@@ -66,6 +71,9 @@ class PsServer {
   // Starts replicating to the standby once the job asks for one.
   void MaybeStartReplicator();
   void PumpReplicator();
+  // Hands the counters to the metrics endpoint: at most every
+  // kMetricsPublishUs unless `now`.
+  void PublishMetrics(bool now);
   void FailJob(const std::string& why);
   absl::Status Finish(absl::Status status);
 
@@ -79,6 +87,10 @@ class PsServer {
   RequestHandler handler_;
   TransportSecurity security_;
   std::unique_ptr<Replicator> replicator_;  // --ps_replicas=1, once initialised
+  // --metrics_port: the endpoint, and what it serves of this shard.
+  std::unique_ptr<MetricsServer> metrics_server_;
+  std::shared_ptr<ShardMetrics> metrics_;
+  int64_t metrics_published_us_ = 0;
   int64_t init_us_ = 0;
   int64_t all_dead_since_us_ = 0;  // 0: some worker is alive
   int64_t started_us_ = 0;

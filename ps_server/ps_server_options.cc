@@ -10,7 +10,9 @@ std::vector<std::string> PsServerOptions::ToArgs() const {
           absl::StrCat("--register_timeout_s=", absl::UnparseFlag(register_timeout_s)),
           absl::StrCat("--max_message_mb=", max_message_bytes >> 20),
           absl::StrCat("--bind=", bind_endpoint),
-          absl::StrCat("--checkpoint_dir=", checkpoint_dir)};
+          absl::StrCat("--checkpoint_dir=", checkpoint_dir),
+          absl::StrCat("--metrics_port=", metrics_port),
+          absl::StrCat("--metrics_host=", metrics_host)};
 }
 
 absl::Status ValidatePsServerOptions(const PsServerOptions& options) {

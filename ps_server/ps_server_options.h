@@ -38,6 +38,11 @@ struct PsServerOptions {
   // RESTORE are refused. Flag --checkpoint_dir; `pstrain launch` gives every
   // ps RUN_DIR/checkpoints.
   std::string checkpoint_dir;
+  // Serve live metrics for Prometheus on metrics_host:metrics_port
+  // (ps_server/shard_metrics.h); 0: none. Flags --metrics_port and
+  // --metrics_host; `pstrain launch --metrics` picks a free port per task.
+  int metrics_port = 0;
+  std::string metrics_host = "0.0.0.0";
 
   // "--name=value" for every field that has a flag (max_message_bytes in
   // whole MiB, rounded down), such that ps_server parses them back to these

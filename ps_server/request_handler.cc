@@ -638,7 +638,7 @@ void RequestHandler::ServeOrPark(Parked parked, const PullRequest& pull, std::ve
   }
   stats_.set_pulls_parked(stats_.pulls_parked() + 1);
   if (job_.mode() == proto::SSP) stats_.set_ssp_waits(stats_.ssp_waits() + 1);
-  parked_pulls_.push_back({std::move(parked), pull});
+  parked_pulls_.push_back({std::move(parked), pull, clock_->NowMicros()});
 }
 
 void RequestHandler::ReleaseParkedPulls(std::vector<Reply>* out) {
@@ -651,6 +651,7 @@ void RequestHandler::ReleaseParkedPulls(std::vector<Reply>* out) {
     stats_.set_pulls_served(stats_.pulls_served() + 1);
     p.parked.reply.set_version(policy_->version());
     p.parked.reply.set_step(policy_->MinClock());
+    p.parked.reply.set_parked_us(std::max<int64_t>(0, clock_->NowMicros() - p.since_us));
     out->push_back({std::move(p.parked.peer), std::move(p.parked.reply), true, /*record=*/true});
   }
   parked_pulls_ = std::move(still);

@@ -177,6 +177,7 @@ class RequestHandler {
   struct ParkedPull {
     Parked parked;
     PullRequest pull;
+    int64_t since_us = 0;  // clock_: when it was parked (Header.parked_us)
   };
   struct BarrierState {
     std::vector<bool> arrived;

@@ -6,7 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/clock.h"
+#include "common/metrics_server.h"
 #include "common/status_macros.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
 
 namespace pstrain {
 namespace {
@@ -18,16 +22,125 @@ constexpr int64_t kEventFlushUs = 5'000'000;
 constexpr int kTrainTid = 1;
 constexpr int kShardTid0 = 100;
 
+// pstrain_images_per_second is the rate over at least this long.
+constexpr int64_t kRateWindowUs = 1'000'000;
+
 }  // namespace
+
+struct MetricsRecorder::Prometheus {
+  explicit Prometheus(MetricsServer& server, bool chief, double learning_rate) {
+    prometheus::Registry& r = server.registry();
+    const auto& id = server.identity();
+    auto& step_seconds =
+        prometheus::BuildHistogram()
+            .Name("pstrain_step_seconds")
+            .Help("Step time by phase: compute (batch, forward, backward), communication "
+                  "(push/pull on the wire and in the ps), waiting (held back by the ps for a "
+                  "sync version or the SSP bound)")
+            .Labels(id)
+            .Register(r);
+    const prometheus::Histogram::BucketBoundaries seconds = {
+        0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10};
+    compute = &step_seconds.Add({{"phase", "compute"}}, seconds);
+    communication = &step_seconds.Add({{"phase", "communication"}}, seconds);
+    waiting = &step_seconds.Add({{"phase", "waiting"}}, seconds);
+    auto counter = [&](const char* name, const char* help) -> prometheus::Counter& {
+      return prometheus::BuildCounter().Name(name).Help(help).Labels(id).Register(r).Add({});
+    };
+    auto gauge = [&](const char* name, const char* help) -> prometheus::Gauge& {
+      return prometheus::BuildGauge().Name(name).Help(help).Labels(id).Register(r).Add({});
+    };
+    steps = &counter("pstrain_steps_total", "Training steps this worker has pushed");
+    images = &counter("pstrain_images_total", "Training images this worker computed gradients on");
+    pushes_dropped = &counter("pstrain_pushes_dropped_total",
+                              "Pushes of this worker a shard did not apply (stale, late)");
+    sent_bytes = &counter("pstrain_sent_bytes_total", "Bytes of requests this worker sent");
+    received_bytes = &counter("pstrain_received_bytes_total", "Bytes of replies this worker received");
+    staleness = &prometheus::BuildHistogram()
+                     .Name("pstrain_push_staleness")
+                     .Help("Staleness of this worker's pushes on arrival (the largest over shards)")
+                     .Labels(id)
+                     .Register(r)
+                     .Add({}, prometheus::Histogram::BucketBoundaries{0, 1, 2, 4, 8, 16, 32});
+    images_per_second = &gauge("pstrain_images_per_second",
+                               "Training images per second of this worker, over the last second");
+    loss = &gauge("pstrain_training_loss", "Mean loss of this worker's last batch");
+    global_step = &gauge("pstrain_global_step", "The global step of this worker's last push");
+    epoch = &gauge("pstrain_epoch", "The epoch this worker is in (0-based)");
+    gauge("pstrain_learning_rate", "The learning rate the job's shards apply").Set(learning_rate);
+    if (!chief) return;
+    test_accuracy = &gauge("pstrain_test_accuracy", "Accuracy on the test set at the last evaluation");
+    test_loss = &gauge("pstrain_test_loss", "Mean loss on the test set at the last evaluation");
+    evaluations = &counter("pstrain_evaluations_total", "Evaluations on the test set");
+  }
+
+  void Step(const StepRecord& rec) {
+    const double wait_s = std::clamp(rec.wait_ms, 0.0, rec.comm_ms) * 1e-3;
+    compute->Observe(rec.compute_ms * 1e-3);
+    communication->Observe(rec.comm_ms * 1e-3 - wait_s);
+    waiting->Observe(wait_s);
+    steps->Increment();
+    images->Increment(rec.examples);
+    if (rec.dropped) pushes_dropped->Increment();
+    // PsClient's totals: a restarted client starts again from 0.
+    sent_bytes->Increment(static_cast<double>(Delta(rec.sent_bytes, last_sent)));
+    received_bytes->Increment(static_cast<double>(Delta(rec.received_bytes, last_received)));
+    last_sent = rec.sent_bytes;
+    last_received = rec.received_bytes;
+    staleness->Observe(static_cast<double>(rec.staleness));
+    loss->Set(rec.loss);
+    global_step->Set(static_cast<double>(rec.step));
+    epoch->Set(rec.epoch);
+    const int64_t now = MonotonicMicros();
+    if (window_start_us == 0) window_start_us = now;
+    window_images += rec.examples;
+    if (now - window_start_us >= kRateWindowUs) {
+      images_per_second->Set(window_images * 1e6 / static_cast<double>(now - window_start_us));
+      window_start_us = now;
+      window_images = 0;
+    }
+  }
+
+  // What a running total added since `last`; a total below it is a new
+  // PsClient's (a rejoin), counting from 0.
+  static int64_t Delta(int64_t total, int64_t last) { return total >= last ? total - last : total; }
+
+  prometheus::Histogram* compute;
+  prometheus::Histogram* communication;
+  prometheus::Histogram* waiting;
+  prometheus::Histogram* staleness;
+  prometheus::Counter* steps;
+  prometheus::Counter* images;
+  prometheus::Counter* pushes_dropped;
+  prometheus::Counter* sent_bytes;
+  prometheus::Counter* received_bytes;
+  prometheus::Gauge* images_per_second;
+  prometheus::Gauge* loss;
+  prometheus::Gauge* global_step;
+  prometheus::Gauge* epoch;
+  prometheus::Gauge* test_accuracy = nullptr;
+  prometheus::Gauge* test_loss = nullptr;
+  prometheus::Counter* evaluations = nullptr;
+  int64_t last_sent = 0;
+  int64_t last_received = 0;
+  int64_t window_start_us = 0;
+  int64_t window_images = 0;
+};
+
+MetricsRecorder::MetricsRecorder() = default;
+MetricsRecorder::~MetricsRecorder() = default;
 
 absl::StatusOr<std::unique_ptr<MetricsRecorder>> MetricsRecorder::Open(const MetricsOptions& o) {
   std::unique_ptr<MetricsRecorder> m(new MetricsRecorder());
+  if (o.server != nullptr) {
+    m->prometheus_ = std::make_unique<Prometheus>(*o.server, o.chief, o.learning_rate);
+  }
   if (o.run_dir.empty()) return m;
   ASSIGN_OR_RETURN(
       m->steps_csv_,
       CsvWriter::Open(absl::StrCat(o.run_dir, "/steps_worker", o.rank, ".csv"),
                       {"step", "epoch", "unix_time", "elapsed_s", "loss", "examples", "version",
-                       "min_clock", "staleness", "dropped", "compute_ms", "comm_ms"},
+                       "min_clock", "staleness", "dropped", "compute_ms", "comm_ms", "wait_ms"},
                       o.append));
   const std::string task = absl::StrCat("worker", o.rank);
   ASSIGN_OR_RETURN(m->events_, EventFileWriter::Open(absl::StrCat(o.run_dir, "/tb/", task), task));
@@ -56,12 +169,13 @@ absl::StatusOr<std::unique_ptr<MetricsRecorder>> MetricsRecorder::Open(const Met
 }
 
 absl::Status MetricsRecorder::RecordStep(const StepRecord& r) {
+  if (prometheus_ != nullptr) prometheus_->Step(r);
   if (steps_csv_ == nullptr) return absl::OkStatus();
   RETURN_IF_ERROR(steps_csv_->Row(
       {absl::StrCat(r.step), absl::StrCat(r.epoch), absl::StrFormat("%.6f", r.unix_us * 1e-6),
        CsvNumber(r.elapsed_s), CsvNumber(r.loss), absl::StrCat(r.examples), absl::StrCat(r.version),
        absl::StrCat(r.min_clock), absl::StrCat(r.staleness), r.dropped ? "1" : "0",
-       CsvNumber(r.compute_ms), CsvNumber(r.comm_ms)}));
+       CsvNumber(r.compute_ms), CsvNumber(r.comm_ms), CsvNumber(r.wait_ms)}));
   const double wall = r.unix_us * 1e-6;
   const double step_ms = r.compute_ms + r.comm_ms;
   RETURN_IF_ERROR(events_->AddScalar("train/loss", r.step, r.loss, wall));
@@ -112,6 +226,11 @@ absl::Status MetricsRecorder::RecordSpan(const std::string& name, int64_t start_
 }
 
 absl::Status MetricsRecorder::RecordEval(const EvalRecord& r) {
+  if (prometheus_ != nullptr && prometheus_->test_accuracy != nullptr) {
+    prometheus_->test_accuracy->Set(r.accuracy);
+    prometheus_->test_loss->Set(r.loss);
+    prometheus_->evaluations->Increment();
+  }
   if (evals_csv_ == nullptr) return absl::OkStatus();
   RETURN_IF_ERROR(
       evals_csv_->Row({absl::StrCat(r.step), absl::StrCat(r.epoch), CsvNumber(r.train_seconds),

@@ -21,6 +21,22 @@
 //    exactly, and per shard a "push_pull ps:k" span on thread "ps:k" (to
 //    that shard's reply); spans for evaluations, checkpoints and rejoins
 //    (RecordSpan). A restarted worker writes a file of its own.
+//  - with a MetricsServer (--metrics_port), Prometheus families, each with
+//    the task's identity labels (common/metrics_server.h):
+//      pstrain_step_seconds{phase}   histogram: compute (batch, forward,
+//                                    backward), communication (push/pull:
+//                                    the wire and the ps's work), waiting
+//                                    (the ps held the push back for a sync
+//                                    version or the SSP bound)
+//      pstrain_steps_total, pstrain_images_total, pstrain_pushes_dropped_total,
+//      pstrain_sent_bytes_total, pstrain_received_bytes_total   counters
+//      pstrain_push_staleness        histogram of each push's staleness
+//      pstrain_images_per_second (over the last second or more),
+//      pstrain_training_loss, pstrain_global_step, pstrain_epoch,
+//      pstrain_learning_rate         gauges
+//      pstrain_test_accuracy, pstrain_test_loss, pstrain_evaluations_total
+//                                    the chief's evaluations
+//    These are recorded with or without a run_dir.
 // With an empty run_dir nothing is written. Errors name the file; a full
 // disk fails the call that hit it (the run's metrics are part of its
 // result).
@@ -39,6 +55,8 @@
 
 namespace pstrain {
 
+class MetricsServer;
+
 struct MetricsOptions {
   std::string run_dir;  // '' = record nothing
   int rank = 0;
@@ -47,6 +65,9 @@ struct MetricsOptions {
   double learning_rate = 0;
   bool timeline = false;
   std::string task_name;  // "chief:0", "worker:1": the timeline's process name
+  // Where the Prometheus families live (null: none). Must outlive the
+  // recorder.
+  MetricsServer* server = nullptr;
 };
 
 struct StepRecord {
@@ -62,7 +83,10 @@ struct StepRecord {
   bool dropped = false;
   double compute_ms = 0;
   double comm_ms = 0;
+  double wait_ms = 0;  // of comm_ms: the longest a shard held the push back
   std::vector<int64_t> shard_reply_unix_us;  // [shard] when its reply came (timeline)
+  int64_t sent_bytes = 0;      // this worker's requests so far (PsClient)
+  int64_t received_bytes = 0;  // and replies
 };
 
 struct EvalRecord {
@@ -88,6 +112,7 @@ struct EpochRecord {
 class MetricsRecorder {
  public:
   static absl::StatusOr<std::unique_ptr<MetricsRecorder>> Open(const MetricsOptions& options);
+  ~MetricsRecorder();
 
   absl::Status RecordStep(const StepRecord& r);
   absl::Status RecordEval(const EvalRecord& r);
@@ -100,7 +125,9 @@ class MetricsRecorder {
   absl::Status Flush();
 
  private:
-  MetricsRecorder() = default;
+  struct Prometheus;  // the instruments (metrics_recorder.cc)
+
+  MetricsRecorder();
   absl::Status TraceStep(const StepRecord& r);
 
   std::unique_ptr<CsvWriter> steps_csv_;
@@ -108,6 +135,7 @@ class MetricsRecorder {
   std::unique_ptr<CsvWriter> epochs_csv_;
   std::unique_ptr<EventFileWriter> events_;
   std::unique_ptr<TraceWriter> trace_;
+  std::unique_ptr<Prometheus> prometheus_;
   int num_shard_threads_ = 0;  // "ps:k" threads named so far
   int64_t last_flush_us_ = 0;
 };

@@ -143,7 +143,10 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
   const std::string type = proto::MessageType_Name(call.header.type());
   for (int64_t backoff_us = 1000;; backoff_us = std::min<int64_t>(backoff_us * 2, 100'000)) {
     const absl::Status s = SendRequest(sockets_[call.ps()], call.header, call.payload, true);
-    if (s.ok()) return s;
+    if (s.ok()) {
+      sent_bytes_ += static_cast<int64_t>(call.header.ByteSizeLong() + call.payload.size() * sizeof(float));
+      return s;
+    }
     if (!absl::IsUnavailable(s)) {
       return absl::Status(s.code(), absl::StrCat(ShardName(call.shard), ": ", type, ": ", s.message()));
     }
@@ -214,6 +217,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
           if (absl::IsUnavailable(m.status())) break;
           return absl::DataLossError(absl::StrCat(ShardName(call.shard), ": ", m.status().message()));
         }
+        received_bytes_ += static_cast<int64_t>(m->header.ByteSizeLong() + m->payload_bytes());
         if (m->header.job_finished() && m->header.type() == proto::SHUTDOWN) {
           return JobFinishedError(absl::StrCat(ShardName(call.ps()),
                                                ": the chief shut the job down: training is over"));
@@ -254,7 +258,8 @@ void PsClient::CollectReplies(const std::vector<Call>& calls, std::vector<ShardR
   replies->resize(calls.size());
   for (size_t k = 0; k < calls.size(); ++k) {
     const proto::Header& r = calls[k].reply;
-    (*replies)[k] = {r.version(), r.step(), r.staleness(), r.dropped(), calls[k].received_unix_us};
+    (*replies)[k] = {r.version(),   r.step(),  r.staleness(), r.dropped(), calls[k].received_unix_us,
+                     r.parked_us()};
   }
 }
 

@@ -72,6 +72,7 @@ struct ShardReply {
   int64_t staleness = 0;  // PUSH: the gradient's staleness at arrival
   bool dropped = false;   // PUSH: the gradient was not applied
   int64_t received_unix_us = 0;  // when the reply arrived (for the timeline)
+  int64_t parked_us = 0;  // how long the ps held the request back (Header.parked_us)
 };
 
 class PsClient {
@@ -154,6 +155,10 @@ class PsClient {
   absl::Status Shutdown();
 
   int num_shards() const { return plan_.num_shards(); }
+  // Bytes of requests sent and replies received so far (header and
+  // payload frames; heartbeats are not counted).
+  int64_t sent_bytes() const { return sent_bytes_; }
+  int64_t received_bytes() const { return received_bytes_; }
 
  private:
   struct Call {
@@ -195,6 +200,8 @@ class PsClient {
   std::vector<zmq::socket_t> sockets_;
   std::unique_ptr<HeartbeatMonitor> heartbeat_;
   bool watch_heartbeat_ = true;  // false once SHUTDOWN is under way
+  int64_t sent_bytes_ = 0;
+  int64_t received_bytes_ = 0;
 };
 
 }  // namespace pstrain

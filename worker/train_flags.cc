@@ -67,6 +67,11 @@ ABSL_FLAG(int, ps_replicas, Defaults().ps_replicas,
 ABSL_FLAG(bool, timeline, Defaults().timeline,
           "Write each worker's timeline (compute, push/pull per ps, evaluation, checkpoints, "
           "rejoins) as Chrome trace events; pstrain launch merges them into RUN_DIR/timeline.json");
+ABSL_FLAG(int, metrics_port, Defaults().metrics_port,
+          "Serve live metrics for Prometheus at http://HOST:PORT/metrics; 0 for none "
+          "(pstrain launch: give --metrics instead, which picks a port per task)");
+ABSL_FLAG(std::string, metrics_host, Defaults().metrics_host,
+          "Address the metrics endpoint binds: 0.0.0.0 (every interface) or 127.0.0.1");
 
 namespace pstrain {
 namespace {
@@ -115,6 +120,8 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.restore = absl::GetFlag(FLAGS_restore);
   o.ps_replicas = absl::GetFlag(FLAGS_ps_replicas);
   o.timeline = absl::GetFlag(FLAGS_timeline);
+  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.metrics_host = absl::GetFlag(FLAGS_metrics_host);
   RETURN_IF_ERROR(ValidateTrainOptions(o));
   return o;
 }

@@ -53,6 +53,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.nesterov && o.momentum == 0) return Bad("nesterov", "needs --momentum > 0");
   if (!(o.weight_decay >= 0)) return Bad("weight_decay", "must be >= 0");
   if (o.max_steps < 0) return Bad("max_steps", "must be >= 0");
+  if (o.metrics_port < 0 || o.metrics_port > 65535) {
+    return Bad("metrics_port", absl::StrCat("must be a TCP port (1-65535) or 0, got ", o.metrics_port));
+  }
   if (o.staleness < 0) return Bad("staleness", "must be >= 0");
   if (o.backup_workers < 0) return Bad("backup_workers", "must be >= 0");
   if (o.backup_workers > 0 && o.mode != proto::SYNC) {
@@ -118,7 +121,9 @@ std::vector<std::string> TrainOptions::ToArgs() const {
           Arg("keep_checkpoints", keep_checkpoints),
           Arg("restore", restore),
           Arg("ps_replicas", ps_replicas),
-          Arg("timeline", timeline)};
+          Arg("timeline", timeline),
+          Arg("metrics_port", metrics_port),
+          Arg("metrics_host", metrics_host)};
 }
 
 double EffectiveLearningRate(const TrainOptions& options, int num_workers) {

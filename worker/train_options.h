@@ -74,6 +74,11 @@ struct TrainOptions {
   // RUN_DIR/timeline/; `pstrain launch` merges them into
   // RUN_DIR/timeline.json (worker/metrics_recorder.h).
   bool timeline = false;
+  // Serve live metrics for Prometheus at http://metrics_host:metrics_port/
+  // metrics (worker/metrics_recorder.h lists them); 0: none. `pstrain
+  // launch --metrics` picks a free port for each task.
+  int metrics_port = 0;
+  std::string metrics_host = "0.0.0.0";
 
   // "--name=value" for every field, in declaration order, such that the
   // flags of train_flags.h parse them back to an equal TrainOptions (doubles

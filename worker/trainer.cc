@@ -38,6 +38,15 @@ absl::Status Mismatch(absl::string_view flag, absl::string_view mine, absl::stri
 }
 
 // When each shard's reply arrived, for the timeline.
+// The longest any shard held this step's push back (a sync version, the
+// SSP bound): the step's waiting, the rest of its push/pull is the wire and
+// the ps's work. Shards are waited on in parallel, hence the longest.
+int64_t LongestParkedUs(const std::vector<ShardReply>& replies) {
+  int64_t longest = 0;
+  for (const ShardReply& r : replies) longest = std::max(longest, r.parked_us);
+  return longest;
+}
+
 std::vector<int64_t> ReplyTimes(const std::vector<ShardReply>& replies) {
   std::vector<int64_t> times;
   for (const ShardReply& r : replies) times.push_back(r.received_unix_us);
@@ -87,6 +96,13 @@ Trainer::Trainer(const ClusterSpec& cluster, const TrainOptions& options,
 }
 
 absl::Status Trainer::Setup() {
+  // The endpoint first, so that a task waiting for its ps can be seen.
+  if (options_.metrics_port != 0) {
+    ASSIGN_OR_RETURN(metrics_server_,
+                     MetricsServer::Start({options_.metrics_host, options_.metrics_port},
+                                          TaskIdentityLabels(cluster_)));
+    LOG(INFO) << task_.ToString() << ": metrics for Prometheus at " << metrics_server_->url();
+  }
   ASSIGN_OR_RETURN(train_, LoadMnist(options_.data_dir, Split::kTrain));
   if (is_chief_) {
     ASSIGN_OR_RETURN(test_, LoadMnist(options_.data_dir, Split::kTest));
@@ -172,7 +188,11 @@ absl::Status Trainer::CleanRunDir() {
 
 absl::Status Trainer::OpenMetrics() {
   if (options_.run_dir.empty()) {
-    ASSIGN_OR_RETURN(metrics_, MetricsRecorder::Open({}));
+    MetricsOptions m;
+    m.chief = is_chief_;
+    m.learning_rate = EffectiveLearningRate(options_, num_workers_);
+    m.server = metrics_server_.get();
+    ASSIGN_OR_RETURN(metrics_, MetricsRecorder::Open(m));
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(MakeDirs(options_.run_dir));
@@ -188,6 +208,7 @@ absl::Status Trainer::OpenMetrics() {
   m.learning_rate = EffectiveLearningRate(options_, num_workers_);
   m.timeline = options_.timeline;
   m.task_name = task_.ToString();
+  m.server = metrics_server_.get();
   ASSIGN_OR_RETURN(metrics_, MetricsRecorder::Open(m));
   return absl::OkStatus();
 }
@@ -681,10 +702,24 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
     staleness = std::max(staleness, r.staleness);
     dropped = dropped || r.dropped;
   }
-  RETURN_IF_ERROR(metrics_->RecordStep(
-      {global_step_, epoch, last_step_unix_us_, SecondsSince(start_us_), loss, n, computed_on.front(),
-       replies_.front().min_clock, staleness, dropped, (t1 - t0) * 1e-3, (t2 - t1) * 1e-3,
-      ReplyTimes(replies_)}));
+  StepRecord record;
+  record.step = global_step_;
+  record.epoch = epoch;
+  record.unix_us = last_step_unix_us_;
+  record.elapsed_s = SecondsSince(start_us_);
+  record.loss = loss;
+  record.examples = n;
+  record.version = computed_on.front();
+  record.min_clock = replies_.front().min_clock;
+  record.staleness = staleness;
+  record.dropped = dropped;
+  record.compute_ms = (t1 - t0) * 1e-3;
+  record.comm_ms = (t2 - t1) * 1e-3;
+  record.wait_ms = std::min(record.comm_ms, LongestParkedUs(replies_) * 1e-3);
+  record.shard_reply_unix_us = ReplyTimes(replies_);
+  record.sent_bytes = client_->sent_bytes();
+  record.received_bytes = client_->received_bytes();
+  RETURN_IF_ERROR(metrics_->RecordStep(record));
   ++global_step_;
   if (options_.mode == proto::SYNC && options_.backup_workers == 0) {
     // The shards went on without this worker (it was frozen, or declared

@@ -51,6 +51,7 @@
 #include "worker/checkpointer.h"
 #include "worker/data_sharder.h"
 #include "worker/mnist_dataset.h"
+#include "common/metrics_server.h"
 #include "worker/metrics_recorder.h"
 #include "worker/ps_client.h"
 #include "worker/run_summary.h"
@@ -173,7 +174,11 @@ class Trainer {
   PsClientOptions client_options_;
   std::unique_ptr<Checkpointer> checkpointer_;  // chief with a checkpoint_dir
 
-  std::unique_ptr<MetricsRecorder> metrics_;  // CSVs and TensorBoard (set by OpenMetrics)
+  // --metrics_port: the /metrics endpoint (before metrics_, which holds
+  // instruments of its registry).
+  std::unique_ptr<MetricsServer> metrics_server_;
+  // CSVs, TensorBoard, timeline and Prometheus (set by OpenMetrics)
+  std::unique_ptr<MetricsRecorder> metrics_;
 
   int64_t total_steps_ = 0;
   int64_t global_step_ = 0;

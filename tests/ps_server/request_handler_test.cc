@@ -63,6 +63,25 @@ TEST_F(RequestHandlerTest, SyncParksPullUntilAllWorkersPushed) {
   EXPECT_EQ(H().Stats().updates_applied(), 1);
 }
 
+// A reply says how long the ps held its request back (Header.parked_us): a
+// worker's step time splits into communication and waiting with it.
+TEST_F(RequestHandlerTest, RepliesSayHowLongTheirRequestWasParked) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  EXPECT_TRUE(Push(0, 0, 0, 1.0f).empty());
+  clock_.AdvanceMicros(7000);
+  std::vector<Reply> out = Push(1, 0, 0, 2.0f);
+  ASSERT_EQ(out.size(), 2u);
+  std::map<std::string, int64_t> parked_us;
+  for (const Reply& r : out) parked_us[r.peer] = r.header.parked_us();
+  EXPECT_EQ(parked_us[Peer(0)], 7000);  // waited for rank 1
+  EXPECT_EQ(parked_us[Peer(1)], 0);     // completed the version
+  // Served at once: no wait.
+  out = Pull(0, 1, 1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.parked_us(), 0);
+}
+
 TEST_F(RequestHandlerTest, SyncAveragesWeightedByExamples) {
   Init(proto::SYNC, 2);
   RegisterAll(2);

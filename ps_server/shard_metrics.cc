@@ -1,0 +1,165 @@
+#include "ps_server/shard_metrics.h"
+
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+// Builds families with the task's identity on every sample.
+class Families {
+ public:
+  explicit Families(const std::map<std::string, std::string>& identity) {
+    for (const auto& [name, value] : identity) identity_.push_back({name, value});
+  }
+
+  void Counter(const std::string& name, const std::string& help, double value) {
+    ClientMetric m = Sample({});
+    m.counter.value = value;
+    Add(name, help, MetricType::Counter, std::move(m));
+  }
+  // One sample of a counter family whose samples differ in `label`.
+  void LabeledCounter(const std::string& name, const std::string& help, const std::string& label,
+                      const std::string& label_value, double value) {
+    ClientMetric m = Sample({{label, label_value}});
+    m.counter.value = value;
+    Add(name, help, MetricType::Counter, std::move(m));
+  }
+  void Gauge(const std::string& name, const std::string& help, double value) {
+    ClientMetric m = Sample({});
+    m.gauge.value = value;
+    Add(name, help, MetricType::Gauge, std::move(m));
+  }
+  void Histogram(const std::string& name, const std::string& help, ClientMetric::Histogram h) {
+    ClientMetric m = Sample({});
+    m.histogram = std::move(h);
+    Add(name, help, MetricType::Histogram, std::move(m));
+  }
+
+  std::vector<MetricFamily> Take() { return std::move(families_); }
+
+ private:
+  ClientMetric Sample(std::vector<ClientMetric::Label> extra) const {
+    ClientMetric m;
+    m.label = identity_;
+    for (auto& l : extra) m.label.push_back(std::move(l));
+    return m;
+  }
+  void Add(const std::string& name, const std::string& help, MetricType type, ClientMetric m) {
+    if (families_.empty() || families_.back().name != name) {
+      families_.push_back({name, help, type, {}});
+    }
+    families_.back().metric.push_back(std::move(m));
+  }
+
+  std::vector<ClientMetric::Label> identity_;
+  std::vector<MetricFamily> families_;
+};
+
+}  // namespace
+
+ShardMetrics::ShardMetrics(std::map<std::string, std::string> identity)
+    : identity_(std::move(identity)) {}
+
+void ShardMetrics::Publish(const proto::ShardStats& stats) {
+  absl::MutexLock lock(&mu_);
+  stats_ = stats;
+  stats_.clear_workers();  // the final reports: not metrics
+}
+
+std::vector<MetricFamily> ShardMetrics::Collect() const {
+  proto::ShardStats s;
+  {
+    absl::MutexLock lock(&mu_);
+    s = stats_;
+  }
+  auto d = [](int64_t v) { return static_cast<double>(v); };
+  Families f(identity_);
+  f.Counter("pstrain_updates_applied_total", "Optimizer steps this shard has taken",
+            d(s.updates_applied()));
+  f.Counter("pstrain_gradients_received_total", "Gradients pushed to this shard",
+            d(s.gradients_received()));
+  f.Counter("pstrain_gradients_applied_total", "Gradients that went into an update",
+            d(s.gradients_applied()));
+  const std::string dropped_help = "Gradients received but not applied, by why";
+  f.LabeledCounter("pstrain_gradients_dropped_total", dropped_help, "reason", "stale",
+                   d(s.stale_gradients_dropped()));
+  f.LabeledCounter("pstrain_gradients_dropped_total", dropped_help, "reason", "late",
+                   d(s.late_gradients_dropped()));
+  f.LabeledCounter("pstrain_gradients_dropped_total", dropped_help, "reason", "nonfinite",
+                   d(s.nonfinite_gradients_dropped()));
+  f.LabeledCounter("pstrain_gradients_dropped_total", dropped_help, "reason", "refused",
+                   d(s.refused_updates()));
+  for (int rank = 0; rank < s.pushes_by_rank_size(); ++rank) {
+    f.LabeledCounter("pstrain_worker_pushes_total", "Gradients received from each worker rank",
+                     "rank", absl::StrCat(rank), d(s.pushes_by_rank(rank)));
+  }
+  f.Counter("pstrain_pulls_served_total", "Parameter replies sent", d(s.pulls_served()));
+  f.Counter("pstrain_pulls_parked_total",
+            "Pulls held back until a sync version or the SSP bound was reached",
+            d(s.pulls_parked()));
+  f.Counter("pstrain_ssp_waits_total", "Pulls held back by the staleness bound (SSP)",
+            d(s.ssp_waits()));
+  f.Counter("pstrain_received_bytes_total", "Bytes of requests received (all frames)",
+            d(s.bytes_received()));
+  f.Counter("pstrain_sent_bytes_total", "Bytes of replies sent (all frames)", d(s.bytes_sent()));
+  f.Counter("pstrain_malformed_requests_total", "Messages that could not be parsed",
+            d(s.malformed_requests()));
+  f.Counter("pstrain_refused_requests_total", "Parsed requests answered with an error",
+            d(s.rejected_requests()));
+  f.Counter("pstrain_unauthorized_requests_total",
+            "Requests of an authenticated peer whose role may not make them",
+            d(s.unauthorized_requests()));
+  f.Counter("pstrain_oversized_requests_total", "Requests larger than the shard plan allows",
+            d(s.oversized_requests()));
+  f.Counter("pstrain_duplicate_requests_total", "Repeated requests answered again, not applied",
+            d(s.duplicate_requests()));
+  f.Counter("pstrain_handshakes_refused_total", "Peers refused by CURVE/ZAP before any request",
+            d(s.handshakes_refused()));
+  f.Counter("pstrain_workers_declared_dead_total",
+            "Worker ranks declared dead after --peer_timeout_s of silence",
+            d(s.workers_declared_dead()));
+  f.Counter("pstrain_workers_rejoined_total", "Worker ranks that came back",
+            d(s.workers_rejoined()));
+  f.Counter("pstrain_rollbacks_total", "Rollbacks of this live shard to a checkpoint",
+            d(s.rollbacks()));
+  f.Counter("pstrain_replications_total", "States of this shard its standby acknowledged",
+            d(s.replications()));
+  f.Counter("pstrain_unreplicated_releases_total",
+            "Replies released without the standby's acknowledgement", d(s.unreplicated_releases()));
+  f.Gauge("pstrain_shard_version", "Version of this shard's parameters", d(s.version()));
+  f.Gauge("pstrain_shard_generation", "Recoveries the chief has made of this shard",
+          d(s.generation()));
+  f.Gauge("pstrain_shard_initialized", "1 once INIT or RESTORE gave this shard its parameters",
+          s.initialized() ? 1 : 0);
+  f.Gauge("pstrain_shard_parameters", "Parameters this shard holds",
+          d(static_cast<int64_t>(s.range_end() - s.range_begin())));
+  f.Gauge("pstrain_max_staleness", "Largest staleness of an applied gradient", d(s.max_staleness()));
+  f.Gauge("pstrain_replica_version", "Version of the standby replica this ps holds (-1: none)",
+          d(s.replica_version()));
+  ClientMetric::Histogram h;
+  uint64_t cumulative = 0;
+  const int n = s.staleness_histogram_size();
+  for (int i = 0; i < n; ++i) {
+    cumulative += static_cast<uint64_t>(s.staleness_histogram(i));
+    // The last bucket of ShardStats counts "that much or more": +Inf.
+    if (i + 1 < n) h.bucket.push_back({cumulative, static_cast<double>(i)});
+  }
+  h.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
+  h.sample_count = cumulative;
+  h.sample_sum = s.staleness_sum();
+  f.Histogram("pstrain_staleness",
+              "Staleness of applied gradients: versions between the one a gradient was computed "
+              "on and the one it was applied to",
+              std::move(h));
+  return f.Take();
+}
+
+}  // namespace pstrain
