@@ -168,6 +168,7 @@ SpawnOptions Supervisor::SpawnFor(const TaskId& id) const {
     s.binary = options_.bin_dir + "/ps_server";
     PsServerOptions ps = options_.ps;
     if (ps.checkpoint_dir.empty()) ps.checkpoint_dir = WorkerOptions(options_, id).checkpoint_dir;
+    if (options_.train.timeline && ps.timeline_dir.empty()) ps.timeline_dir = options_.run_dir + "/timeline";
     if (metrics_port != 0) {
       ps.metrics_port = metrics_port;
       ps.metrics_host = "127.0.0.1";
@@ -530,7 +531,7 @@ absl::Status RemoveRunResults(const std::string& run_dir) {
   return absl::OkStatus();
 }
 
-// RUN_DIR/timeline/*.json (one per worker process) into RUN_DIR/timeline.json.
+// RUN_DIR/timeline/*.json (one per worker and ps process) into RUN_DIR/timeline.json.
 absl::Status MergeRunTimelines(const std::string& run_dir) {
   const std::string dir = run_dir + "/timeline";
   std::vector<std::string> files;

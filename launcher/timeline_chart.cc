@@ -38,13 +38,17 @@ struct Trace {
 // The kinds drawn, in legend order, with their colours.
 const std::vector<std::pair<std::string, std::string>>& Kinds() {
   static const auto* kinds = new std::vector<std::pair<std::string, std::string>>{
-      {"compute", "#4477aa"},  {"push_pull", "#ee6677"},  {"ps reply", "#ccbb44"},
-      {"evaluate", "#228833"}, {"checkpoint", "#aa3377"}, {"rejoin", "#000000"}};
+      {"compute", "#4477aa"},  {"forward", "#66ccee"},    {"backward", "#225588"},
+      {"push_pull", "#ee6677"}, {"ps reply", "#ccbb44"},  {"gather", "#bbbbbb"},
+      {"apply", "#ee7733"},    {"evaluate", "#228833"},  {"checkpoint", "#aa3377"},
+      {"save", "#aa3377"},     {"rejoin", "#000000"}};
   return *kinds;
 }
 
 std::string KindOf(const std::string& name) {
   if (absl::StartsWith(name, "push_pull ps:")) return "ps reply";
+  if (absl::StartsWith(name, "forward ")) return "forward";
+  if (absl::StartsWith(name, "backward ")) return "backward";
   return name;
 }
 

@@ -50,6 +50,15 @@ struct ModelOptions {
   int local_rank = 0;
 };
 
+// One layer's forward or backward pass in training, timed on the Unix clock
+// (the timeline's, common/trace_writer.h).
+struct LayerSpan {
+  const std::string* layer = nullptr;  // the NetSpec layer's name ("conv1"); owned by the model
+  bool backward = false;
+  int64_t start_unix_us = 0;
+  int64_t duration_us = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -73,6 +82,13 @@ class Model {
 
   // Forward pass in inference mode (no dropout). example_keys may be null.
   virtual absl::StatusOr<EvalResult> Evaluate(const Batch& batch) = 0;
+
+  // Not null: every ForwardBackward appends its layers' spans to `spans`
+  // (the caller clears it between steps; --timeline). The CPU model times
+  // each layer (two clock reads per layer). The CUDA model adds none: its
+  // kernels run asynchronously, and timing them would take CUDA events and
+  // a synchronisation per layer.
+  virtual void set_layer_spans(std::vector<LayerSpan>* spans) { (void)spans; }
 };
 
 // Builds the model on the requested device. "auto" is "cuda" when the CUDA

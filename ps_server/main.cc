@@ -38,6 +38,9 @@ ABSL_FLAG(int, metrics_port, Defaults().metrics_port,
           "Serve live metrics for Prometheus at http://HOST:PORT/metrics; 0 for none");
 ABSL_FLAG(std::string, metrics_host, Defaults().metrics_host,
           "Address the metrics endpoint binds: 0.0.0.0 (every interface) or 127.0.0.1");
+ABSL_FLAG(std::string, timeline_dir, Defaults().timeline_dir,
+          "Write this ps's timeline (update applies, sync gathers, checkpoints) as Chrome trace "
+          "events into DIR/ps<k>.json; '' for none");
 ABSL_FLAG(int64_t, max_message_mb, Defaults().max_message_bytes >> 20,
           "Largest message accepted from a peer, in MiB");
 
@@ -52,6 +55,7 @@ pstrain::PsServerOptions PsServerOptionsFromFlags() {
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_mb) << 20;
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
+  options.timeline_dir = absl::GetFlag(FLAGS_timeline_dir);
   return options;
 }
 

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
+#include "common/file_util.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -15,6 +16,11 @@ constexpr int kMaxMessagesPerWake = 256;
 constexpr int64_t kWaitLogIntervalUs = 30'000'000;
 // How stale a scrape of the metrics endpoint may be.
 constexpr int64_t kMetricsPublishUs = 250'000;
+// The timeline: the ps's process id (workers are rank + 1), its one
+// thread, and how often its file is flushed.
+constexpr int kTracePsPid0 = 1000;
+constexpr int kTraceShardTid = 1;
+constexpr int64_t kTraceFlushUs = 1'000'000;
 
 }  // namespace
 
@@ -71,6 +77,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
   }
   server->socket_ = *std::move(socket);
   RETURN_IF_ERROR(server->guard_->Watch(server->socket_));
+  RETURN_IF_ERROR(server->OpenTimeline());
   if (options.metrics_port != 0) {
     ASSIGN_OR_RETURN(server->metrics_server_,
                      MetricsServer::Start({options.metrics_host, options.metrics_port},
@@ -174,7 +181,10 @@ void PsServer::Process(RoutedMessage routed) {
                              << "): " << routed.message.status().message();
     handler_.HandleMalformed(peer, routed.message.status(), &replies);
   } else {
+    const int64_t start = trace_ != nullptr ? UnixMicros() : 0;
+    const int64_t updates_before = handler_.initialized() ? handler_.updates() : 0;
     handler_.Handle(peer, *routed.message, &replies);
+    if (trace_ != nullptr) TraceRequest(routed.message->header.type(), start, updates_before);
     MaybeStartReplicator();
     if (replicator_ != nullptr) replicator_->Hold(handler_, &replies);
   }
@@ -256,6 +266,49 @@ void PsServer::CheckLiveness() {
   }
 }
 
+absl::Status PsServer::OpenTimeline() {
+  if (options_.timeline_dir.empty()) return absl::OkStatus();
+  const std::string base = absl::StrCat(options_.timeline_dir, "/ps", task_.index);
+  // A restarted ps keeps its earlier process's file: a name of its own.
+  const std::string path =
+      FileExists(base + ".json") ? absl::StrCat(base, ".", UnixMicros(), ".json") : base + ".json";
+  // pids: workers are rank + 1; a ps is kTracePsPid0 + its index.
+  ASSIGN_OR_RETURN(trace_, TraceWriter::Open(path, kTracePsPid0 + task_.index, task_.ToString()));
+  return trace_->NameThread(kTraceShardTid, absl::StrCat("shard ", task_.index));
+}
+
+void PsServer::TraceRequest(proto::MessageType type, int64_t start_unix_us, int64_t updates_before) {
+  const bool push = type == proto::PUSH || type == proto::PUSH_PULL;
+  if (!handler_.initialized() || !(push || type == proto::SAVE || type == proto::RESTORE)) return;
+  const int64_t end = UnixMicros();
+  absl::Status s;
+  if (push && handler_.updates() > updates_before) {
+    const bool sync = handler_.job().mode() == proto::SYNC;
+    if (sync && gather_start_unix_us_ != 0) {
+      s.Update(trace_->Complete("gather", "ps", kTraceShardTid, gather_start_unix_us_,
+                                start_unix_us - gather_start_unix_us_,
+                                absl::StrCat("\"version\": ", handler_.version())));
+    }
+    gather_start_unix_us_ = 0;
+    s.Update(trace_->Complete("apply", "ps", kTraceShardTid, start_unix_us, end - start_unix_us,
+                              absl::StrCat("\"version\": ", handler_.version())));
+  } else if (push) {
+    if (gather_start_unix_us_ == 0) gather_start_unix_us_ = start_unix_us;
+  } else {
+    s.Update(trace_->Complete(type == proto::SAVE ? "save" : "restore", "ps", kTraceShardTid,
+                              start_unix_us, end - start_unix_us));
+  }
+  if (s.ok() && MonotonicMicros() - trace_flushed_us_ > kTraceFlushUs) {
+    trace_flushed_us_ = MonotonicMicros();
+    s = trace_->Flush();
+  }
+  if (!s.ok()) {
+    // The timeline is a diagnostic: a full disk ends it, not the shard.
+    LOG(ERROR) << task_.ToString() << ": timeline stopped: " << s.message();
+    trace_.reset();
+  }
+}
+
 void PsServer::PublishMetrics(bool now) {
   if (metrics_ == nullptr) return;
   const int64_t t = MonotonicMicros();
@@ -273,6 +326,9 @@ absl::Status PsServer::Finish(absl::Status status) {
   if (!status.ok()) handler_.AbortParked(status, &replies);
   Send(&replies);
   PublishMetrics(/*now=*/true);
+  if (trace_ != nullptr) {
+    if (absl::Status t = trace_->Flush(); !t.ok()) LOG(ERROR) << t.message();
+  }
   const proto::ShardStats s = handler_.Stats();
   LOG(INFO) << task_.ToString() << " done: version " << s.version() << ", "
             << s.updates_applied() << " updates, " << s.gradients_received()

@@ -20,6 +20,12 @@
 // and later request is answered with an Aborted error naming the cause,
 // and after a short grace (so that the workers hear why) Run returns it.
 //
+// Timeline: with --timeline_dir, the ps's own spans on one thread: every
+// "apply" (the request whose gradient completed an update, from its
+// arrival to its replies), in sync each version's "gather" (from its first
+// gradient to the apply: the shard waiting for every worker), and "save"
+// and "restore" (checkpoints).
+//
 // Metrics: with --metrics_port, the shard's counters are served to
 // Prometheus (ps_server/shard_metrics.h), refreshed a few times a second.
 //
@@ -36,6 +42,7 @@
 #include "common/cluster_spec.h"
 #include "common/handshake_guard.h"
 #include "common/metrics_server.h"
+#include "common/trace_writer.h"
 #include "common/security.h"
 #include "common/transport.h"
 #include "ps_server/ps_server_options.h"
@@ -74,6 +81,11 @@ class PsServer {
   // Hands the counters to the metrics endpoint: at most every
   // kMetricsPublishUs unless `now`.
   void PublishMetrics(bool now);
+  // Opens the timeline file (--timeline_dir).
+  absl::Status OpenTimeline();
+  // The spans of one handled request that arrived at `start_unix_us`, when
+  // the shard had taken `updates_before` updates.
+  void TraceRequest(proto::MessageType type, int64_t start_unix_us, int64_t updates_before);
   void FailJob(const std::string& why);
   absl::Status Finish(absl::Status status);
 
@@ -91,6 +103,9 @@ class PsServer {
   std::unique_ptr<MetricsServer> metrics_server_;
   std::shared_ptr<ShardMetrics> metrics_;
   int64_t metrics_published_us_ = 0;
+  std::unique_ptr<TraceWriter> trace_;  // --timeline_dir
+  int64_t gather_start_unix_us_ = 0;   // sync: the open version's first gradient (0: none)
+  int64_t trace_flushed_us_ = 0;
   int64_t init_us_ = 0;
   int64_t all_dead_since_us_ = 0;  // 0: some worker is alive
   int64_t started_us_ = 0;

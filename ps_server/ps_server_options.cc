@@ -12,7 +12,8 @@ std::vector<std::string> PsServerOptions::ToArgs() const {
           absl::StrCat("--bind=", bind_endpoint),
           absl::StrCat("--checkpoint_dir=", checkpoint_dir),
           absl::StrCat("--metrics_port=", metrics_port),
-          absl::StrCat("--metrics_host=", metrics_host)};
+          absl::StrCat("--metrics_host=", metrics_host),
+          absl::StrCat("--timeline_dir=", timeline_dir)};
 }
 
 absl::Status ValidatePsServerOptions(const PsServerOptions& options) {

@@ -43,6 +43,12 @@ struct PsServerOptions {
   // --metrics_host; `pstrain launch --metrics` picks a free port per task.
   int metrics_port = 0;
   std::string metrics_host = "0.0.0.0";
+  // Write this ps's timeline (Chrome trace events: each update's apply, each
+  // sync version's gather, checkpoints) to DIR/ps<k>.json, or
+  // DIR/ps<k>.<time>.json when a run's earlier process left that file.
+  // Empty: none. Flag --timeline_dir; `pstrain launch --timeline` gives
+  // every ps RUN_DIR/timeline.
+  std::string timeline_dir;
 
   // "--name=value" for every field that has a flag (max_message_bytes in
   // whole MiB, rounded down), such that ps_server parses them back to these

@@ -203,6 +203,12 @@ absl::Status MetricsRecorder::TraceStep(const StepRecord& r) {
       absl::StrFormat("\"step\": %d, \"epoch\": %d, \"loss\": %.6g, \"staleness\": %d", r.step,
                       r.epoch, r.loss, r.staleness)));
   RETURN_IF_ERROR(trace_->Complete("compute", "train", kTrainTid, start, compute_us));
+  if (r.layers != nullptr) {
+    for (const models::LayerSpan& l : *r.layers) {
+      RETURN_IF_ERROR(trace_->Complete(absl::StrCat(l.backward ? "backward " : "forward ", *l.layer),
+                                       "layer", kTrainTid, l.start_unix_us, l.duration_us));
+    }
+  }
   RETURN_IF_ERROR(trace_->Complete("push_pull", "comm", kTrainTid, pushed, comm_us));
   for (size_t k = 0; k < r.shard_reply_unix_us.size(); ++k) {
     const int tid = kShardTid0 + static_cast<int>(k);

@@ -18,7 +18,8 @@
 //    trace events, common/trace_writer.h): per step a "step" span on the
 //    "train" thread holding "compute" (batch, forward, backward) and
 //    "push_pull" (to the reply of the last shard), which add up to it
-//    exactly, and per shard a "push_pull ps:k" span on thread "ps:k" (to
+//    exactly; inside "compute", "forward <layer>" and "backward <layer>"
+//    per layer (CPU model); and per shard a "push_pull ps:k" span on thread "ps:k" (to
 //    that shard's reply); spans for evaluations, checkpoints and rejoins
 //    (RecordSpan). A restarted worker writes a file of its own.
 //  - with a MetricsServer (--metrics_port), Prometheus families, each with
@@ -52,6 +53,7 @@
 #include "common/csv.h"
 #include "common/event_file_writer.h"
 #include "common/trace_writer.h"
+#include "models/model.h"
 
 namespace pstrain {
 
@@ -85,6 +87,9 @@ struct StepRecord {
   double comm_ms = 0;
   double wait_ms = 0;  // of comm_ms: the longest a shard held the push back
   std::vector<int64_t> shard_reply_unix_us;  // [shard] when its reply came (timeline)
+  // With a timeline: the model's forward and backward spans per layer
+  // (models::Model::set_layer_spans); null or empty: none.
+  const std::vector<models::LayerSpan>* layers = nullptr;
   int64_t sent_bytes = 0;      // this worker's requests so far (PsClient)
   int64_t received_bytes = 0;  // and replies
 };

@@ -114,6 +114,7 @@ absl::Status Trainer::Setup() {
   mo.seed = options_.seed;
   mo.local_rank = rank_;
   ASSIGN_OR_RETURN(model_, models::CreateModel(mo));
+  if (options_.timeline) model_->set_layer_spans(&layer_spans_);
   const models::Shape in = model_->net().input;
   if (in.h != train_.rows || in.w != train_.cols || in.c != 1) {
     return absl::InvalidArgumentError(absl::StrCat("model ", options_.model, " takes ", in.h, "x",
@@ -680,6 +681,7 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
     first_step_unix_us_ = UnixMicros();
   }
   float loss = 0;
+  layer_spans_.clear();
   RETURN_IF_ERROR(ComputeGradients(epoch, step_in_epoch, &loss));
   if (options_.straggler_delay_ms > 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(
@@ -717,6 +719,7 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
   record.comm_ms = (t2 - t1) * 1e-3;
   record.wait_ms = std::min(record.comm_ms, LongestParkedUs(replies_) * 1e-3);
   record.shard_reply_unix_us = ReplyTimes(replies_);
+  record.layers = &layer_spans_;
   record.sent_bytes = client_->sent_bytes();
   record.received_bytes = client_->received_bytes();
   RETURN_IF_ERROR(metrics_->RecordStep(record));

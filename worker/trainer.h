@@ -170,6 +170,7 @@ class Trainer {
   std::vector<int64_t> indices_;
   std::vector<int64_t> versions_;
   std::vector<ShardReply> replies_;
+  std::vector<models::LayerSpan> layer_spans_;  // the step's, with --timeline
   std::unique_ptr<PsClient> client_;
   PsClientOptions client_options_;
   std::unique_ptr<Checkpointer> checkpointer_;  // chief with a checkpoint_dir

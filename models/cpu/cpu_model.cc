@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "models/cpu/conv2d.h"
@@ -149,9 +150,12 @@ absl::Status CpuModel::Predict(const Batch& batch, absl::Span<float> log_probs) 
 
 absl::Status CpuModel::Forward(const BatchContext& ctx, const float* images) {
   const float* x = images;
+  const bool timed = layer_spans_ != nullptr && ctx.training;
   for (size_t l = 0; l < layers_.size(); ++l) {
     float* y = activations_[l].data();
+    const int64_t start = timed ? UnixMicros() : 0;
     RETURN_IF_ERROR(layers_[l]->Forward(ctx, params_.data() + layer_offsets_[l], x, y));
+    if (timed) layer_spans_->push_back({&net_.layers[l].name, false, start, UnixMicros() - start});
     x = y;
   }
   return absl::OkStatus();
@@ -161,12 +165,15 @@ absl::Status CpuModel::Forward(const BatchContext& ctx, const float* images) {
 // output gradient of the one before; the first layer computes no dx.
 absl::Status CpuModel::Backward(const BatchContext& ctx, const float* images, float* grads) {
   int dy = 0;
+  const bool timed = layer_spans_ != nullptr;
   for (size_t l = layers_.size(); l-- > 0;) {
     const float* x = l == 0 ? images : activations_[l - 1].data();
     float* dx = l == 0 ? nullptr : grad_[1 - dy].data();
+    const int64_t start = timed ? UnixMicros() : 0;
     RETURN_IF_ERROR(layers_[l]->Backward(ctx, params_.data() + layer_offsets_[l], x,
                                          activations_[l].data(), grad_[dy].data(), dx,
                                          grads + layer_offsets_[l]));
+    if (timed) layer_spans_->push_back({&net_.layers[l].name, true, start, UnixMicros() - start});
     dy = 1 - dy;
   }
   return absl::OkStatus();

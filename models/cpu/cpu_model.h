@@ -44,6 +44,7 @@ class CpuModel final : public Model {
   absl::Status SetParams(absl::Span<const float> params) override;
   absl::StatusOr<float> ForwardBackward(const Batch& batch, absl::Span<float> grads) override;
   absl::StatusOr<EvalResult> Evaluate(const Batch& batch) override;
+  void set_layer_spans(std::vector<LayerSpan>* spans) override { layer_spans_ = spans; }
 
   // Inference (dropout off) for `pstrain predict`: writes each example's
   // log-probabilities, log-softmax of the last layer, into log_probs
@@ -70,6 +71,7 @@ class CpuModel final : public Model {
   std::vector<float> params_;                    // [num_params]
   std::vector<std::vector<float>> activations_;  // [layer][max_batch, output shape]
   std::vector<float> log_probs_;                 // [max_batch, num_classes]
+  std::vector<LayerSpan>* layer_spans_ = nullptr;  // training passes' timings, if asked
   std::vector<float> grad_[2];                   // dL/d(activation), ping-pong
 };
 

@@ -4,7 +4,9 @@
 // thread), every step's "compute" and "push_pull" spans nest in its "step"
 // span and add up to it exactly, each shard's reply span lies inside the
 // step's push_pull, there is one step span per row of the worker's steps
-// CSV, and the chief's evaluations and checkpoints are there.
+// CSV, each layer's forward and backward lie inside the step's compute, the
+// chief's evaluations and checkpoints are there, and each ps's gather and
+// apply of every version and its saves.
 
 #include <map>
 #include <set>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/csv.h"
 #include "common/file_util.h"
 #include "common/json.h"
@@ -99,12 +102,13 @@ TEST_F(Timeline, IsTraceEventFormatWithOneNamedProcessPerWorker) {
       threads.insert({pid, static_cast<int>(f.at("tid").number_value())});
     }
   }
-  EXPECT_EQ(named, (std::set<int>{1, 2}));
+  EXPECT_EQ(named, (std::set<int>{1, 2, 1000, 1001}));  // workers rank + 1; ps 1000 + index
   for (const Span& s : spans) {
     EXPECT_TRUE(named.count(s.pid)) << s.name;
     EXPECT_TRUE(threads.count({s.pid, s.tid})) << s.name << " on an unnamed thread " << s.tid;
   }
-  for (const char* file : {"/timeline/worker0.json", "/timeline/worker1.json"}) {
+  for (const char* file : {"/timeline/worker0.json", "/timeline/worker1.json",
+                           "/timeline/ps0.json", "/timeline/ps1.json"}) {
     auto text = ReadFileToString(*run_dir_ + file);
     ASSERT_TRUE(text.ok()) << text.status();
     EXPECT_TRUE(ParseJson(*text, file).ok()) << file << " is not closed JSON";
@@ -146,6 +150,64 @@ TEST_F(Timeline, EveryStepIsItsComputeAndPushPullExactlyWithEachShardInside) {
   EXPECT_EQ(checked, 60);  // 30 steps of each worker
 }
 
+TEST_F(Timeline, EveryStepsComputeHoldsEachLayersForwardAndBackward) {
+  std::vector<google::protobuf::Value> metadata;
+  const std::vector<Span> spans = Spans(&metadata);
+  std::set<std::string> layers;
+  int checked = 0;
+  for (const Span& compute : spans) {
+    if (compute.name != "compute" || compute.pid > 2) continue;
+    int forward = 0, backward = 0;
+    int64_t inside = 0;
+    for (const Span& s : spans) {
+      const bool fwd = s.name.rfind("forward ", 0) == 0, bwd = s.name.rfind("backward ", 0) == 0;
+      if (s.pid != compute.pid || (!fwd && !bwd) || s.ts < compute.ts ||
+          s.ts >= compute.ts + compute.dur) {
+        continue;
+      }
+      EXPECT_EQ(s.tid, compute.tid) << s.name;
+      EXPECT_LE(s.ts + s.dur, compute.ts + compute.dur) << s.name << " ends after its compute";
+      forward += fwd;
+      backward += bwd;
+      inside += s.dur;
+      if (fwd) layers.insert(s.name.substr(8));
+    }
+    EXPECT_EQ(forward, backward);
+    // mnist_cnn: conv1 pool1 relu1 conv2 conv2_drop pool2 relu2 fc1 relu3 fc1_drop fc2.
+    EXPECT_EQ(forward, 11);
+    EXPECT_LE(inside, compute.dur);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 60);
+  EXPECT_EQ(layers.size(), 11u) << absl::StrJoin(layers, " ");
+  EXPECT_TRUE(layers.count("conv1") && layers.count("fc2")) << absl::StrJoin(layers, " ");
+}
+
+TEST_F(Timeline, EachPsGathersAndAppliesEveryVersionAndSaves) {
+  std::vector<google::protobuf::Value> metadata;
+  std::map<int, std::map<std::string, int>> by_ps;
+  std::map<int, int64_t> last_apply_end;
+  int chief_checkpoints = 0;
+  for (const Span& s : Spans(&metadata)) {
+    chief_checkpoints += s.pid == 1 && s.name == "checkpoint";
+    if (s.pid < 1000) continue;
+    ++by_ps[s.pid][s.name];
+    if (s.name == "apply") {
+      EXPECT_GE(s.ts, last_apply_end[s.pid]) << "applies overlap on ps pid " << s.pid;
+      last_apply_end[s.pid] = s.ts + s.dur;
+    }
+  }
+  ASSERT_EQ(by_ps.size(), 2u);
+  for (auto& [pid, names] : by_ps) {
+    EXPECT_EQ(names["apply"], 30) << "ps pid " << pid << ": one update per sync step";
+    EXPECT_EQ(names["gather"], 30) << "ps pid " << pid;
+    // The chief's checkpoint 0, right after INIT, is saved before its
+    // timeline opens: the ps has one save more.
+    EXPECT_EQ(names["save"], chief_checkpoints + 1) << "ps pid " << pid;
+    EXPECT_GE(names["save"], 3) << "ps pid " << pid << ": checkpoints at steps 10, 20, 30";
+  }
+}
+
 TEST_F(Timeline, HoldsTheChiefsEvaluationsAndCheckpoints) {
   std::vector<google::protobuf::Value> metadata;
   std::map<std::string, int> chief;
@@ -157,8 +219,8 @@ TEST_F(Timeline, HoldsTheChiefsEvaluationsAndCheckpoints) {
 }
 
 // `pstrain timeline RUN_DIR --steps=A:B --out=FILE.png` draws those steps
-// with gnuplot: a PNG with one row per thread of each worker (2 workers x
-// (train + 2 ps) = 6 rows, 160 + 40 pixels each in height).
+// with gnuplot: a PNG with one row per thread of each task (2 workers x
+// (train + 2 ps) + 2 ps = 8 rows, 160 + 40 pixels each in height).
 TEST_F(Timeline, DrawsChosenStepsAsAGanttChart) {
   const std::string out = testing::MakeTempDir("gantt") + "/steps.png";
   auto p = RunningProcess::Start(testing::BinaryPath("pstrain"),
@@ -176,11 +238,13 @@ TEST_F(Timeline, DrawsChosenStepsAsAGanttChart) {
     return v;
   };
   EXPECT_EQ(be32(16), 1400u);            // IHDR width
-  EXPECT_EQ(be32(20), 160u + 40u * 6u);  // IHDR height: six rows
+  EXPECT_EQ(be32(20), 160u + 40u * 8u);  // IHDR height: eight rows
   auto data = ReadFileToString(out.substr(0, out.size() - 4) + ".dat");
   ASSERT_TRUE(data.ok());
   EXPECT_THAT(*data, ::testing::HasSubstr("# compute"));
   EXPECT_THAT(*data, ::testing::HasSubstr("# ps reply"));
+  EXPECT_THAT(*data, ::testing::HasSubstr("# forward"));
+  EXPECT_THAT(*data, ::testing::HasSubstr("# apply"));
 
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{"timeline", *run_dir_, "--steps=500:600", "--out=" + out},

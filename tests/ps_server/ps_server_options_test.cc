@@ -14,14 +14,19 @@ using ::testing::ElementsAre;
 TEST(PsServerOptions, ToArgsRendersEveryFlagBackedField) {
   EXPECT_THAT(PsServerOptions().ToArgs(),
               ElementsAre("--peer_timeout_s=10", "--register_timeout_s=600", "--max_message_mb=1024",
-                          "--bind=", "--checkpoint_dir="));
+                          "--bind=", "--checkpoint_dir=", "--metrics_port=0",
+                          "--metrics_host=0.0.0.0", "--timeline_dir="));
   PsServerOptions o;
   o.peer_timeout_s = 0.1 + 0.2;
   o.max_message_bytes = (int64_t{3} << 20) + 5;  // whole MiB, rounded down
   o.bind_endpoint = "tcp://0.0.0.0:2222";
+  o.metrics_port = 9100;
+  o.metrics_host = "127.0.0.1";
+  o.timeline_dir = "runs/x/timeline";
   EXPECT_THAT(o.ToArgs(), ElementsAre("--peer_timeout_s=0.30000000000000004", "--register_timeout_s=600",
                                       "--max_message_mb=3", "--bind=tcp://0.0.0.0:2222",
-                                      "--checkpoint_dir="));
+                                      "--checkpoint_dir=", "--metrics_port=9100",
+                                      "--metrics_host=127.0.0.1", "--timeline_dir=runs/x/timeline"));
 }
 
 TEST(PsServerOptions, ValidationNamesTheFlags) {
