@@ -18,7 +18,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -29,11 +32,14 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/cluster_spec.h"
 #include "common/exit_codes.h"
+#include "common/file_util.h"
 #include "common/job_secret.h"
 #include "common/logging.h"
 #include "common/signals.h"
@@ -44,6 +50,7 @@
 #include "launcher/chaos.h"
 #include "launcher/compare.h"
 #include "launcher/launch_record.h"
+#include "launcher/k8s_manifest.h"
 #include "launcher/launcher.h"
 #include "launcher/mode_spec.h"
 #include "launcher/progress.h"
@@ -123,6 +130,10 @@ ABSL_FLAG(int, max_faults_per_run, ChaosDefaults().max_faults_per_run,
 ABSL_FLAG(double, run_timeout_s, ChaosDefaults().run_timeout_s,
           "chaos: a run not finished after this many seconds is a hang (0: 4 x the baseline's wall "
           "time + 60 s)");
+ABSL_FLAG(std::string, image, "", "k8s: the container image every replica runs");
+ABSL_FLAG(std::string, name, "", "k8s: the TFJob's name (a DNS-1035 label)");
+ABSL_FLAG(std::string, namespace, "default", "k8s: the Kubernetes namespace");
+ABSL_FLAG(int, gpus_per_worker, 0, "k8s: nvidia.com/gpu per chief and worker replica");
 ABSL_FLAG(std::string, gnuplot, ScaleDefaults().experiment.gnuplot,
           "compare/scale: the gnuplot program that draws the plots");
 
@@ -140,7 +151,9 @@ constexpr char kUsage[] =
     "  export   write a run's trained model (or a checkpoint) as ONNX\n"
     "  evaluate evaluate a run's trained model (or a checkpoint) on the test set\n"
     "  predict  classify PNG images with a run's trained model\n"
-    "  timeline draw steps of a run's timeline (--timeline) as a Gantt chart (PNG)\n\n"
+    "  timeline draw steps of a run's timeline (--timeline) as a Gantt chart (PNG)\n"
+    "  k8s      write a Kubernetes manifest (a Kubeflow TFJob) that runs the spec's job\n"
+    "  task     a container's entrypoint: run ps_server or worker by $TF_CONFIG's task type\n\n"
     "  pstrain launch --cluster_spec=FILE --mode=sync|async|ssp --epochs=N [--batch_size=128]\n"
     "                 [--lr=..] [--momentum=..] [--max_steps=N] [--seed=S] [--run_dir=DIR]\n"
     "                 [--data_dir=DIR] [--model=mnist_cnn] [--free_ports] [--echo=progress] [--metrics]\n"
@@ -158,6 +171,9 @@ constexpr char kUsage[] =
     "  pstrain evaluate --run_dir=DIR [--checkpoint=latest|ckpt-N] [--data_dir=DIR] [--dataset=D]\n"
     "  pstrain predict --run_dir=DIR [--checkpoint=latest|ckpt-N] [--invert] IMAGE.png...\n"
     "  pstrain timeline RUN_DIR --steps=A:B --out=FILE.png\n"
+    "  pstrain k8s --cluster_spec=FILE --image=IMG --name=NAME [--namespace=NS]\n"
+    "              [--gpus_per_worker=N] [--secret_file=FILE] [--out=FILE] [training flags]\n"
+    "  pstrain task -- [ps_server or worker flags]   (TF_CONFIG in the environment)\n"
     "  launch, compare, scale and chaos take --max_restarts=N (default 3, per task).\n"
     "  Every command that starts tasks takes --secret_file=FILE (default: a fresh secret in the\n"
     "  run directory) or --insecure. See docs/experiments.md and README.md, \"Security\".\n";
@@ -254,6 +270,81 @@ absl::Status RunTimelineCommand(const std::vector<std::string>& positional) {
   std::printf("pstrain: wrote %s\n", o.out.c_str());
   std::fflush(stdout);
   return absl::OkStatus();
+}
+
+// pstrain k8s: the TFJob manifest for --cluster_spec's task counts, each
+// replica with the training flags given here and the paths of its pod.
+absl::Status RunK8s() {
+  const std::string spec_path = ClusterSpecFlag();
+  if (spec_path.empty()) return absl::InvalidArgumentError("k8s needs --cluster_spec=FILE");
+  ASSIGN_OR_RETURN(const ClusterSpec spec, ClusterSpec::FromFile(spec_path));
+  ASSIGN_OR_RETURN(TrainOptions train, TrainOptionsFromFlags());
+  K8sManifestOptions o;
+  o.name = absl::GetFlag(FLAGS_name);
+  o.k8s_namespace = absl::GetFlag(FLAGS_namespace);
+  o.image = absl::GetFlag(FLAGS_image);
+  o.gpus_per_worker = absl::GetFlag(FLAGS_gpus_per_worker);
+  if (train.metrics_port != 0) o.metrics_port = train.metrics_port;
+  if (!SecretFileFlag().empty()) {
+    // Loaded to check it: a damaged file is refused here, not in the pods.
+    RETURN_IF_ERROR(JobSecret::Load(SecretFileFlag()).status());
+    ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(SecretFileFlag()));
+    o.secret_b64 = absl::Base64Escape(bytes);
+  }
+  const std::string run_dir = absl::StrCat(kPodDataRoot, "/runs/", o.name);
+  train.run_dir = run_dir;
+  train.data_dir = absl::StrCat(kPodDataRoot, "/mnist");
+  train.checkpoint_dir = run_dir + "/checkpoints";
+  // A restarted ps is restored from the last checkpoint: keep them coming
+  // unless the flags say how often.
+  if (train.checkpoint_every_steps == 0 && train.checkpoint_every_s == 0) train.checkpoint_every_s = 60;
+  train.metrics_port = o.metrics_port;
+  train.metrics_host = "0.0.0.0";
+  const std::string secret_flag = absl::StrCat("--secret_file=", kPodSecretFile);
+  o.worker_args = train.ToArgs();
+  o.worker_args.push_back(secret_flag);
+  PsServerOptions ps = PsOptionsFor(train);
+  ps.checkpoint_dir = train.checkpoint_dir;
+  ps.metrics_port = o.metrics_port;
+  ps.metrics_host = "0.0.0.0";
+  o.ps_args = ps.ToArgs();
+  o.ps_args.push_back(secret_flag);
+  ASSIGN_OR_RETURN(const std::string manifest, TfJobManifest(spec, o));
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) {
+    std::fwrite(manifest.data(), 1, manifest.size(), stdout);
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(WriteFileAtomic(out, manifest));
+  std::printf("pstrain: wrote %s (kubectl apply -f %s)\n", out.c_str(), out.c_str());
+  return absl::OkStatus();
+}
+
+// pstrain task -- FLAGS: what a container runs. Becomes ps_server (a ps
+// task) or worker (chief, worker) of this pstrain's directory, with FLAGS,
+// by $TF_CONFIG's task type.
+absl::Status RunTask(const std::vector<std::string>& flags) {
+  const char* tf_config = std::getenv("TF_CONFIG");
+  if (tf_config == nullptr || *tf_config == '\0') {
+    return absl::InvalidArgumentError(
+        "pstrain task needs $TF_CONFIG (Kubeflow's training operator sets it for each replica)");
+  }
+  ASSIGN_OR_RETURN(const ClusterSpec spec, ClusterSpec::FromJson(tf_config, "$TF_CONFIG"));
+  if (!spec.task().has_value()) return absl::InvalidArgumentError("$TF_CONFIG names no task");
+  const TaskType type = spec.task()->type;
+  if (type != TaskType::kPs && type != TaskType::kChief && type != TaskType::kWorker) {
+    return absl::InvalidArgumentError(absl::StrCat("$TF_CONFIG's task is ", spec.task()->ToString(),
+                                                   ": pstrain runs ps, chief and worker tasks"));
+  }
+  const std::string binary = BinDir() + (type == TaskType::kPs ? "/ps_server" : "/worker");
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(binary.c_str()));
+  for (const std::string& f : flags) argv.push_back(const_cast<char*>(f.c_str()));
+  argv.push_back(nullptr);
+  LOG(INFO) << "pstrain task: " << spec.task()->ToString() << ": exec " << binary;
+  google::FlushLogFiles(google::GLOG_INFO);
+  execv(binary.c_str(), argv.data());
+  return absl::InternalError(absl::StrCat("cannot run ", binary, ": ", std::strerror(errno)));
 }
 
 absl::Status RunKeygen() {
@@ -456,6 +547,10 @@ int main(int argc, char** argv) {
     return pstrain::ExitWith("pstrain", pstrain::RunTimelineCommand(std::vector<std::string>(
                                             positional.begin() + 2, positional.end())));
   }
+  if (command == "task") {
+    return pstrain::ExitWith("pstrain", pstrain::RunTask(std::vector<std::string>(
+                                            positional.begin() + 2, positional.end())));
+  }
   if (positional.size() > 2) {
     return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(
         absl::StrCat("unexpected argument \"", positional[2], "\"")));
@@ -465,11 +560,12 @@ int main(int argc, char** argv) {
   if (command == "scale") return pstrain::ExitWith("pstrain", pstrain::RunScaleCommand(argc, argv));
   if (command == "chaos") return pstrain::ExitWith("pstrain", pstrain::RunChaosCommand(argc, argv));
   if (command == "keygen") return pstrain::ExitWith("pstrain", pstrain::RunKeygen());
+  if (command == "k8s") return pstrain::ExitWith("pstrain", pstrain::RunK8s());
   if (command == "export" || command == "evaluate") {
     const pstrain::SavedModelCommand c = pstrain::SavedModelCommandFromFlags(argc, argv);
     return pstrain::ExitWith("pstrain", command == "export" ? pstrain::RunExport(c) : pstrain::RunEvaluate(c));
   }
   return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(absl::StrCat(
       "unknown command \"", command, "\" (expected launch, compare, scale, chaos, keygen, export, "
-      "evaluate, predict or timeline)")));
+      "evaluate, predict, timeline, k8s or task)")));
 }

@@ -21,7 +21,8 @@ readonly PACKAGES=(cmake g++ make pkg-config zlib1g-dev
                    libzmq3-dev libsodium-dev cppzmq-dev libprotobuf-dev protobuf-compiler
                    libeigen3-dev libabsl-dev libgoogle-glog-dev
                    libgtest-dev libgmock-dev googletest libbenchmark-dev gnuplot-nox
-                   libonnx-dev python3-onnx libpng-dev tmux prometheus-cpp-dev prometheus)
+                   libonnx-dev python3-onnx libpng-dev tmux prometheus-cpp-dev prometheus
+                   python3-yaml python3-jsonschema)
 
 PROG=setup
 # shellcheck source=tools/lib/apt.sh

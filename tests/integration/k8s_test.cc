@@ -1,0 +1,225 @@
+// `pstrain k8s` and `pstrain task`, checked by what consumes them: every
+// manifest is validated against the TFJob CRD's openAPIV3Schema (and the
+// training operator's own rules) by tools/k8s/validate_tfjob.py, which also
+// derives each replica's TF_CONFIG as the operator does; every such
+// TF_CONFIG must parse into the same job (one job id), and `pstrain task`
+// with it must start the right binary with the manifest's own flags.
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/cluster_spec.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util/process_runner.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::RunningProcess;
+
+struct Ran {
+  int code = -1;
+  std::string output;
+};
+
+Ran RunProgram(const std::string& binary, const std::vector<std::string>& args,
+        const std::string& tf_config = "") {
+  auto p = RunningProcess::Start(binary, args, tf_config);
+  auto code = p->Wait(120);
+  return {code.ok() ? *code : -1, p->output()};
+}
+
+std::string Python() { return "/usr/bin/python3"; }
+
+Ran Validate(const std::string& manifest, const std::string& tf_configs = "") {
+  std::vector<std::string> args = {testing::SourcePath("tools/k8s/validate_tfjob.py"), manifest};
+  if (!tf_configs.empty()) args.push_back("--tf_configs=" + tf_configs);
+  return RunProgram(Python(), args);
+}
+
+// The flags the manifest gives one replica type ("PS", "Worker", "Chief").
+std::vector<std::string> ReplicaArgs(const std::string& manifest, const std::string& type) {
+  std::vector<std::string> args;
+  bool in_type = false, in_args = false;
+  for (absl::string_view line : absl::StrSplit(manifest, '\n')) {
+    if (absl::StartsWith(line, "    ") && !absl::StartsWith(line, "     ")) {
+      in_type = line == absl::StrCat("    ", type, ":");
+    }
+    if (!in_type) continue;
+    if (absl::StrContains(line, "args:")) {
+      in_args = true;
+      continue;
+    }
+    if (in_args && absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "- \"")) {
+      absl::string_view a = absl::StripLeadingAsciiWhitespace(line);
+      a.remove_prefix(3);
+      a.remove_suffix(1);
+      args.emplace_back(a);
+    } else if (in_args) {
+      in_args = false;
+    }
+  }
+  return args;
+}
+
+class K8s : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("k8s");
+    ASSERT_FALSE(testing::FindProgram("python3").empty());
+  }
+  // `pstrain k8s` for `spec` with `flags`; the manifest's path.
+  std::string Generate(const std::string& spec, std::vector<std::string> flags,
+                       const std::string& file) {
+    const std::string out = dir_ + "/" + file;
+    flags.insert(flags.begin(), {"k8s", "--cluster_spec=" + spec, "--out=" + out});
+    const Ran r = RunProgram(testing::BinaryPath("pstrain"), flags);
+    EXPECT_EQ(r.code, 0) << r.output;
+    return out;
+  }
+  std::string dir_;
+};
+
+TEST_F(K8s, AManifestValidatesAndEveryReplicasTfConfigIsOneJobThatTaskRoutes) {
+  // A chief, two workers, two ps; GPUs; the secret embedded.
+  const std::string spec = dir_ + "/spec.json";
+  ASSERT_TRUE(WriteFileAtomic(spec, R"({"cluster": {"chief": ["localhost:1"],
+      "worker": ["localhost:2", "localhost:3"], "ps": ["localhost:4", "localhost:5"]}})").ok());
+  const std::string manifest =
+      Generate(spec, {"--image=localhost/pstrain:test", "--name=mnist-async", "--namespace=team-a",
+                      "--gpus_per_worker=1", "--mode=async", "--epochs=2",
+                      "--secret_file=" + testing::TestSecretFile()},
+               "job.yaml");
+  auto text = ReadFileToString(manifest);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("kind: Secret"));
+  EXPECT_THAT(*text, HasSubstr("restartPolicy: OnFailure"));
+  EXPECT_THAT(*text, HasSubstr("prometheus.io/scrape: \"true\""));
+  EXPECT_THAT(*text, HasSubstr("prometheus.io/port: \"9100\""));
+  EXPECT_THAT(*text, HasSubstr("nvidia.com/gpu: 1"));
+  EXPECT_THAT(*text, HasSubstr("\"--mode=async\""));
+
+  const std::string configs = dir_ + "/tf_configs.jsonl";
+  const Ran v = Validate(manifest, configs);
+  ASSERT_EQ(v.code, 0) << v.output;
+  auto lines = ReadFileToString(configs);
+  ASSERT_TRUE(lines.ok());
+  std::set<std::string> replicas;
+  std::set<uint64_t> job_ids;
+  for (absl::string_view line : absl::StrSplit(*lines, '\n', absl::SkipEmpty())) {
+    auto json = ParseJson(line, "tf_configs");
+    ASSERT_TRUE(json.ok()) << json.status();
+    const auto& f = json->struct_value().fields();
+    const std::string replica = f.at("replica").string_value();
+    replicas.insert(replica);
+    const std::string tf_config = ToJson(f.at("tf_config"));
+    auto cluster = ClusterSpec::FromJson(tf_config, replica);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    ASSERT_TRUE(cluster->task().has_value());
+    EXPECT_EQ(cluster->num_ps(), 2);
+    EXPECT_EQ(cluster->num_workers(), 3);
+    EXPECT_TRUE(cluster->has_chief());
+    EXPECT_THAT(tf_config, HasSubstr(absl::StrCat("mnist-async-", replica, ".team-a.svc:2222")));
+    job_ids.insert(cluster->JobId());
+
+    // `pstrain task` starts the replica's binary with the manifest's flags:
+    // one flag more, with a value that binary refuses after parsing all of
+    // them, shows which binary ran and that it knew every flag.
+    const bool ps = absl::StartsWith(replica, "ps-");
+    std::vector<std::string> args = {"task", "--"};
+    for (const std::string& a : ReplicaArgs(*text, ps ? "PS" : replica == "chief-0" ? "Chief" : "Worker")) {
+      // The Secret's mount in the pod is the test's secret file here.
+      args.push_back(a == "--secret_file=/etc/pstrain/job.secret"
+                         ? "--secret_file=" + testing::TestSecretFile()
+                         : a);
+    }
+    ASSERT_GT(args.size(), 5u) << replica;
+    args.push_back(ps ? "--peer_timeout_s=-1" : "--epochs=0");
+    const Ran t = RunProgram(testing::BinaryPath("pstrain"), args, tf_config);
+    EXPECT_EQ(t.code, 2) << replica << ": " << t.output;
+    EXPECT_THAT(t.output, HasSubstr(ps ? "ps_server: error: " : "worker: error: ")) << t.output;
+    EXPECT_THAT(t.output, HasSubstr(ps ? "--peer_timeout_s" : "epochs")) << t.output;
+    EXPECT_THAT(t.output, ::testing::Not(HasSubstr("Unknown command line flag"))) << t.output;
+  }
+  EXPECT_EQ(replicas, (std::set<std::string>{"chief-0", "worker-0", "worker-1", "ps-0", "ps-1"}));
+  EXPECT_EQ(job_ids.size(), 1u) << "every replica must compute the same job id";
+}
+
+TEST_F(K8s, TheValidatorRefusesWhatAClusterOrTheOperatorWould) {
+  const std::string manifest = Generate(testing::SourcePath("cluster_specs/local_2ps_2w.json"),
+                                        {"--image=pstrain:1", "--name=j"}, "ok.yaml");
+  ASSERT_EQ(Validate(manifest).code, 0);
+  auto text = ReadFileToString(manifest);
+  ASSERT_TRUE(text.ok());
+  const std::vector<std::pair<std::string, std::string>> breakages = {
+      {"      replicas: 2\n", "      replicas: \"two\"\n"},            // schema: type
+      {"restartPolicy: OnFailure", "restartPolicy: Sometimes"},         // operator: enum
+      {"      replicas: 2\n", "      replicas: 2\n      restartPolcy: Never\n"},  // pruned field
+      {"- name: tensorflow", "- name: main"},                           // operator: container
+      {"apiVersion: kubeflow.org/v1", "apiVersion: kubeflow.org/v2"},
+  };
+  for (const auto& [from, to] : breakages) {
+    std::string broken = *text;
+    const size_t at = broken.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    broken.replace(at, from.size(), to);
+    const std::string path = dir_ + "/broken.yaml";
+    ASSERT_TRUE(WriteFileAtomic(path, broken).ok());
+    const Ran v = Validate(path);
+    EXPECT_EQ(v.code, 1) << to << "\n" << v.output;
+  }
+}
+
+// deploy/k8s/mnist_sync_2ps_2w.yaml is what `pstrain k8s` writes today
+// (deploy/k8s/README.md names its flags), and it validates.
+TEST_F(K8s, TheCommittedExampleIsWhatTheCommandWrites) {
+  const std::string manifest = Generate(
+      testing::SourcePath("cluster_specs/local_2ps_2w.json"),
+      {"--image=pstrain:latest", "--name=mnist-sync", "--mode=sync", "--epochs=3"}, "example.yaml");
+  auto fresh = ReadFileToString(manifest);
+  auto committed = ReadFileToString(testing::SourcePath("deploy/k8s/mnist_sync_2ps_2w.yaml"));
+  ASSERT_TRUE(fresh.ok() && committed.ok());
+  EXPECT_EQ(*fresh, *committed) << "regenerate it: see deploy/k8s/README.md";
+  EXPECT_EQ(Validate(testing::SourcePath("deploy/k8s/mnist_sync_2ps_2w.yaml")).code, 0);
+}
+
+TEST_F(K8s, BadNamesImagesAndSpecsAreRefusedNamingThem) {
+  const std::string spec = testing::SourcePath("cluster_specs/local_2ps_2w.json");
+  const std::string evaluator = dir_ + "/evaluator.json";
+  ASSERT_TRUE(WriteFileAtomic(evaluator, R"({"cluster": {"worker": ["localhost:2"],
+      "ps": ["localhost:4"], "evaluator": ["localhost:6"]}})").ok());
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"k8s", "--cluster_spec=" + spec, "--image=pstrain:1", "--name=Bad_Name"}, "--name"},
+      {{"k8s", "--cluster_spec=" + spec, "--image=pstrain:1", "--name=" + std::string(41, 'a')}, "--name"},
+      {{"k8s", "--cluster_spec=" + spec, "--name=j"}, "--image"},
+      {{"k8s", "--cluster_spec=" + spec, "--image=a b", "--name=j"}, "--image"},
+      {{"k8s", "--cluster_spec=" + spec, "--image=p:1", "--name=j", "--namespace=NS"}, "--namespace"},
+      {{"k8s", "--cluster_spec=" + evaluator, "--image=p:1", "--name=j"}, "evaluator"},
+      {{"k8s", "--image=p:1", "--name=j"}, "--cluster_spec"},
+  };
+  for (const auto& [args, named] : cases) {
+    const Ran r = RunProgram(testing::BinaryPath("pstrain"), args);
+    EXPECT_EQ(r.code, 2) << args.back() << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr(named)) << r.output;
+  }
+  // `pstrain task` without a TF_CONFIG, or with one naming no task it runs.
+  Ran t = RunProgram(testing::BinaryPath("pstrain"), {"task", "--", "--insecure"});
+  EXPECT_EQ(t.code, 2) << t.output;
+  EXPECT_THAT(t.output, HasSubstr("TF_CONFIG"));
+  t = RunProgram(testing::BinaryPath("pstrain"), {"task"},
+          R"({"cluster": {"worker": ["a:1"], "ps": ["c:3"], "evaluator": ["b:2"]},
+                  "task": {"type": "evaluator", "index": 0}})");
+  EXPECT_EQ(t.code, 2) << t.output;
+  EXPECT_THAT(t.output, HasSubstr("evaluator"));
+}
+
+}  // namespace
+}  // namespace pstrain
