@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/metrics_server.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -132,6 +133,8 @@ MetricsRecorder::~MetricsRecorder() = default;
 
 absl::StatusOr<std::unique_ptr<MetricsRecorder>> MetricsRecorder::Open(const MetricsOptions& o) {
   std::unique_ptr<MetricsRecorder> m(new MetricsRecorder());
+  m->log_every_steps_ = o.log_every_steps;
+  m->epochs_ = o.epochs;
   if (o.server != nullptr) {
     m->prometheus_ = std::make_unique<Prometheus>(*o.server, o.chief, o.learning_rate);
   }
@@ -170,6 +173,11 @@ absl::StatusOr<std::unique_ptr<MetricsRecorder>> MetricsRecorder::Open(const Met
 
 absl::Status MetricsRecorder::RecordStep(const StepRecord& r) {
   if (prometheus_ != nullptr) prometheus_->Step(r);
+  if (log_every_steps_ > 0 && (r.step + 1) % log_every_steps_ == 0) {
+    LOG(INFO) << absl::StrFormat("epoch %d/%d step %d/%d loss %.4f  %.0f img/s (this worker)",
+                                 r.epoch + 1, epochs_, r.step_in_epoch + 1, r.steps_per_epoch,
+                                 r.loss, r.worker_images_per_sec);
+  }
   if (steps_csv_ == nullptr) return absl::OkStatus();
   RETURN_IF_ERROR(steps_csv_->Row(
       {absl::StrCat(r.step), absl::StrCat(r.epoch), absl::StrFormat("%.6f", r.unix_us * 1e-6),

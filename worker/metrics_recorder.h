@@ -38,6 +38,9 @@
 //      pstrain_test_accuracy, pstrain_test_loss, pstrain_evaluations_total
 //                                    the chief's evaluations
 //    These are recorded with or without a run_dir.
+//  - the progress line (glog, every log_every_steps global steps): "epoch
+//    E/N step S/M loss L  R img/s (this worker)", which `pstrain launch`'s
+//    progress view reads (launcher/progress.h).
 // With an empty run_dir nothing is written. Errors name the file; a full
 // disk fails the call that hit it (the run's metrics are part of its
 // result).
@@ -70,11 +73,16 @@ struct MetricsOptions {
   // Where the Prometheus families live (null: none). Must outlive the
   // recorder.
   MetricsServer* server = nullptr;
+  int log_every_steps = 0;  // the progress line; 0: none
+  int epochs = 0;           // of the job, for the progress line
 };
 
 struct StepRecord {
   int64_t step = 0;      // the global step this push was for
   int epoch = 0;         // 0-based
+  int64_t step_in_epoch = 0;    // 0-based, of steps_per_epoch
+  int64_t steps_per_epoch = 0;
+  double worker_images_per_sec = 0;  // this worker's since its first step
   int64_t unix_us = 0;   // when the step ended
   double elapsed_s = 0;  // since the worker started
   double loss = 0;
@@ -142,6 +150,8 @@ class MetricsRecorder {
   std::unique_ptr<TraceWriter> trace_;
   std::unique_ptr<Prometheus> prometheus_;
   int num_shard_threads_ = 0;  // "ps:k" threads named so far
+  int log_every_steps_ = 0;
+  int epochs_ = 0;
   int64_t last_flush_us_ = 0;
 };
 

@@ -193,6 +193,8 @@ absl::Status Trainer::OpenMetrics() {
     m.chief = is_chief_;
     m.learning_rate = EffectiveLearningRate(options_, num_workers_);
     m.server = metrics_server_.get();
+    m.log_every_steps = options_.log_every_steps;
+    m.epochs = options_.epochs;
     ASSIGN_OR_RETURN(metrics_, MetricsRecorder::Open(m));
     return absl::OkStatus();
   }
@@ -210,6 +212,8 @@ absl::Status Trainer::OpenMetrics() {
   m.timeline = options_.timeline;
   m.task_name = task_.ToString();
   m.server = metrics_server_.get();
+  m.log_every_steps = options_.log_every_steps;
+  m.epochs = options_.epochs;
   ASSIGN_OR_RETURN(metrics_, MetricsRecorder::Open(m));
   return absl::OkStatus();
 }
@@ -698,30 +702,9 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
   const int64_t t2 = MonotonicMicros();
   last_step_unix_us_ = UnixMicros();
   UpdateVersions(replies_);
-  int64_t staleness = 0;
-  bool dropped = false;
-  for (const ShardReply& r : replies_) {
-    staleness = std::max(staleness, r.staleness);
-    dropped = dropped || r.dropped;
-  }
-  StepRecord record;
-  record.step = global_step_;
-  record.epoch = epoch;
-  record.unix_us = last_step_unix_us_;
-  record.elapsed_s = SecondsSince(start_us_);
-  record.loss = loss;
-  record.examples = n;
-  record.version = computed_on.front();
-  record.min_clock = replies_.front().min_clock;
-  record.staleness = staleness;
-  record.dropped = dropped;
-  record.compute_ms = (t1 - t0) * 1e-3;
-  record.comm_ms = (t2 - t1) * 1e-3;
-  record.wait_ms = std::min(record.comm_ms, LongestParkedUs(replies_) * 1e-3);
-  record.shard_reply_unix_us = ReplyTimes(replies_);
-  record.layers = &layer_spans_;
-  record.sent_bytes = client_->sent_bytes();
-  record.received_bytes = client_->received_bytes();
+  images_ += n;
+  const StepRecord record =
+      MakeStepRecord(epoch, step_in_epoch, loss, n, computed_on, (t1 - t0) * 1e-3, (t2 - t1) * 1e-3);
   RETURN_IF_ERROR(metrics_->RecordStep(record));
   ++global_step_;
   if (options_.mode == proto::SYNC && options_.backup_workers == 0) {
@@ -734,22 +717,41 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
       global_step_ = version;
     }
   }
-  images_ += n;
   if (n > 0) {
     epoch_loss_sum_ += loss;
     ++epoch_loss_count_;
   }
-  LogProgress(epoch, step_in_epoch, loss);
   return absl::OkStatus();
 }
 
-void Trainer::LogProgress(int epoch, int64_t step_in_epoch, float loss) {
-  if (options_.log_every_steps <= 0 || global_step_ % options_.log_every_steps != 0) return;
+StepRecord Trainer::MakeStepRecord(int epoch, int64_t step_in_epoch, float loss, int examples,
+                                   const std::vector<int64_t>& computed_on, double compute_ms,
+                                   double comm_ms) const {
+  StepRecord r;
+  r.step = global_step_;
+  r.epoch = epoch;
+  r.step_in_epoch = step_in_epoch;
+  r.steps_per_epoch = sharder_->steps_per_epoch();
+  r.unix_us = last_step_unix_us_;
+  r.elapsed_s = SecondsSince(start_us_);
+  r.loss = loss;
+  r.examples = examples;
+  r.version = computed_on.front();
+  r.min_clock = replies_.front().min_clock;
+  for (const ShardReply& reply : replies_) {
+    r.staleness = std::max(r.staleness, reply.staleness);
+    r.dropped = r.dropped || reply.dropped;
+  }
+  r.compute_ms = compute_ms;
+  r.comm_ms = comm_ms;
+  r.wait_ms = std::min(comm_ms, LongestParkedUs(replies_) * 1e-3);
+  r.shard_reply_unix_us = ReplyTimes(replies_);
+  r.layers = &layer_spans_;
+  r.sent_bytes = client_->sent_bytes();
+  r.received_bytes = client_->received_bytes();
   const double seconds = TrainSeconds();
-  LOG(INFO) << absl::StrFormat("epoch %d/%d step %d/%d loss %.4f  %.0f img/s (this worker)",
-                               epoch + 1, options_.epochs, step_in_epoch + 1,
-                               sharder_->steps_per_epoch(), loss,
-                               seconds > 0 ? images_ / seconds : 0.0);
+  r.worker_images_per_sec = seconds > 0 ? images_ / seconds : 0.0;
+  return r;
 }
 
 absl::Status Trainer::Evaluate(int epoch, bool epoch_end) {

@@ -143,7 +143,11 @@ class Trainer {
   absl::Status FinishChief();
   void UpdateVersions(const std::vector<ShardReply>& replies);
   double TrainSeconds() const;
-  void LogProgress(int epoch, int64_t step_in_epoch, float loss);
+  // What the step that just pushed tells the metrics (global_step_ is still
+  // its step).
+  StepRecord MakeStepRecord(int epoch, int64_t step_in_epoch, float loss, int examples,
+                            const std::vector<int64_t>& computed_on, double compute_ms,
+                            double comm_ms) const;
 
   ClusterSpec cluster_;
   TaskId task_;
