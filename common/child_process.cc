@@ -1,16 +1,20 @@
 #include "common/child_process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/status_macros.h"
 
 extern char** environ;
 
@@ -121,6 +125,36 @@ bool ChildProcess::Reap() {
 std::string DescribeExit(int exit_code) {
   if (exit_code >= 0) return absl::StrCat("exit code ", exit_code);
   return absl::StrCat("killed by signal ", -exit_code, " (", strsignal(-exit_code), ")");
+}
+
+absl::StatusOr<CommandResult> RunCommand(const SpawnOptions& options, double timeout_s) {
+  ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(options));
+  const int64_t deadline = MonotonicMicros() + static_cast<int64_t>(timeout_s * 1e6);
+  CommandResult result;
+  while (child.output_fd() >= 0) {
+    const int64_t left_ms = (deadline - MonotonicMicros()) / 1000;
+    if (left_ms <= 0) {
+      child.Signal(SIGKILL);
+      while (!child.Reap()) usleep(1000);
+      return absl::DeadlineExceededError(absl::StrCat(options.binary, " took more than ", timeout_s,
+                                                      " s: ", result.output));
+    }
+    pollfd p = {child.output_fd(), POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000))) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read(child.output_fd(), buf, sizeof(buf));
+    if (n > 0) {
+      result.output.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      child.CloseOutput();
+    }
+  }
+  while (!child.Reap()) {
+    if (MonotonicMicros() > deadline) child.Signal(SIGKILL);
+    usleep(1000);
+  }
+  result.exit_code = child.exit_code();
+  return result;
 }
 
 }  // namespace pstrain

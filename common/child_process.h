@@ -56,6 +56,14 @@ class ChildProcess {
   int exit_code_ = 0;
 };
 
+// Runs a command to its end: its exit code (-N for signal N) and its
+// output. DeadlineExceeded (the command killed) past `timeout_s`.
+struct CommandResult {
+  int exit_code = 0;
+  std::string output;
+};
+absl::StatusOr<CommandResult> RunCommand(const SpawnOptions& options, double timeout_s);
+
 // "exit code 1", "killed by signal 9 (Killed)".
 std::string DescribeExit(int exit_code);
 

@@ -31,6 +31,7 @@
 #include "common/run_dir.h"
 #include "common/signals.h"
 #include "common/trace_writer.h"
+#include "launcher/netns_harness.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -95,8 +96,10 @@ class Supervisor {
   // `events` (not null) gets the faults and restarts.
   // `metrics_ports` (by task, "ps:0"): each task's --metrics_port; empty:
   // none.
+  // `net` (null: none): each task runs in its host's namespace.
   Supervisor(const LaunchOptions& options, const ClusterSpec& spec, std::string security_arg,
-             std::map<std::string, int> metrics_ports, LaunchEvents* events);
+             std::map<std::string, int> metrics_ports, const NetnsHarness* net,
+             LaunchEvents* events);
 
   absl::Status StartAll();
   absl::Status Wait();
@@ -134,6 +137,7 @@ class Supervisor {
   const ClusterSpec& spec_;
   const std::string security_arg_;
   const std::map<std::string, int> metrics_ports_;
+  const NetnsHarness* const net_;
   LaunchEvents* const events_;
   std::vector<Fault> faults_;  // options_.faults by time
   size_t next_fault_ = 0;
@@ -152,9 +156,10 @@ class Supervisor {
 };
 
 Supervisor::Supervisor(const LaunchOptions& options, const ClusterSpec& spec, std::string security_arg,
-                       std::map<std::string, int> metrics_ports, LaunchEvents* events)
+                       std::map<std::string, int> metrics_ports, const NetnsHarness* net,
+                       LaunchEvents* events)
     : options_(options), spec_(spec), security_arg_(std::move(security_arg)),
-      metrics_ports_(std::move(metrics_ports)), events_(events),
+      metrics_ports_(std::move(metrics_ports)), net_(net), events_(events),
       faults_(options.faults) {
   std::stable_sort(faults_.begin(), faults_.end(),
                    [](const Fault& a, const Fault& b) { return a.at_s < b.at_s; });
@@ -185,6 +190,18 @@ SpawnOptions Supervisor::SpawnFor(const TaskId& id) const {
   }
   s.args.push_back(security_arg_);
   s.extra_env.push_back(absl::StrCat("TF_CONFIG=", spec_.ToTfConfig(id)));
+  if (net_ != nullptr) {
+    // `ip netns exec NETNS binary args...` becomes the task (same pid).
+    const std::string host = ParseHostPort(spec_.Address(id))->host;
+    for (const NetnsHost& h : net_->hosts()) {
+      if (h.name != host) continue;
+      std::vector<std::string> args = net_->ExecPrefix(h);
+      args.push_back(s.binary);
+      args.insert(args.end(), s.args.begin(), s.args.end());
+      s.binary = args.front();
+      s.args.assign(args.begin() + 1, args.end());
+    }
+  }
   return s;
 }
 
@@ -698,6 +715,45 @@ absl::StatusOr<std::map<std::string, int>> ServeMetrics(const std::string& run_d
   return by_task;
 }
 
+// --isolate=netns: one namespace per task the launcher starts, named
+// "<type>-<index>.pstrain.svc", listening on kIsolatedPort in its own
+// namespace; `spec` gets those addresses.
+constexpr int kIsolatedPort = 2222;
+
+absl::StatusOr<std::unique_ptr<NetnsHarness>> IsolateTasks(const LaunchOptions& options,
+                                                          ClusterSpec* spec) {
+  if (options.isolate != "netns") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--isolate=", options.isolate, ": \"netns\" or nothing"));
+  }
+  if (options.metrics) {
+    return absl::InvalidArgumentError(
+        "--metrics with --isolate=netns: the tasks' endpoints would be inside their namespaces, "
+        "out of reach; leave one out");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<NetnsHarness> net, NetnsHarness::Create({options.link_rate}));
+  std::vector<std::string> shown;
+  for (const TaskId& id : spec->AllTasks()) {
+    if (id.type != TaskType::kPs && id.type != TaskType::kChief && id.type != TaskType::kWorker) {
+      continue;
+    }
+    const std::string name =
+        absl::StrCat(TaskTypeName(id.type), "-", id.index, ".pstrain.svc");
+    ASSIGN_OR_RETURN(const NetnsHost host, net->AddHost(name));
+    spec->set_address(id, absl::StrCat(name, ":", kIsolatedPort));
+    shown.push_back(absl::StrCat(id.ToString(), " ", name, " ", host.address, " (", host.netns, ")"));
+  }
+  RETURN_IF_ERROR(net->WriteHosts());
+  ASSIGN_OR_RETURN(*spec, ClusterSpec::FromJson(spec->ToJson(), "isolated spec"));
+  std::printf("pstrain: network: every task in its own namespace on the bridge of %s "
+              "(10.77.0.0/24%s): %s\n",
+              net->bridge_netns().c_str(),
+              options.link_rate.empty() ? "" : absl::StrCat(", links ", options.link_rate).c_str(),
+              absl::StrJoin(shown, ", ").c_str());
+  std::fflush(stdout);
+  return net;
+}
+
 }  // namespace
 
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* events) {
@@ -739,11 +795,18 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* 
   const int64_t start = MonotonicMicros();
   LaunchEvents own_events;
   if (events == nullptr) events = &own_events;
+  // --isolate=netns: a namespace per task on a private bridge, and the
+  // spec's addresses their names there. Before the supervisor: the
+  // namespaces outlive the tasks.
+  std::unique_ptr<NetnsHarness> net;
+  if (!options.isolate.empty()) {
+    ASSIGN_OR_RETURN(net, IsolateTasks(options, &spec));
+  }
   std::map<std::string, int> metrics_ports;
   if (options.metrics) {
     ASSIGN_OR_RETURN(metrics_ports, ServeMetrics(options.run_dir, spec));
   }
-  Supervisor supervisor(options, spec, security_arg, std::move(metrics_ports), events);
+  Supervisor supervisor(options, spec, security_arg, std::move(metrics_ports), net.get(), events);
   const absl::Status started = supervisor.StartAll();
   // Wait even when a start failed: the tasks already running are stopped
   // and reaped there.

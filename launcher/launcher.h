@@ -116,6 +116,12 @@ struct LaunchOptions {
   // writes RUN_DIR/prometheus.yml, a scrape config for them. train and ps
   // must then leave metrics_port 0.
   bool metrics = false;
+  // "netns": every task in a network namespace of its own on a private
+  // bridge (launcher/netns_harness.h), as on hosts of a network: its
+  // address "<type>-<index>.pstrain.svc:2222" resolves to its own IP.
+  // Root only. "": every task on this machine's network, as the spec says.
+  std::string isolate;
+  std::string link_rate;  // with isolate: each task's egress rate ("1gbit"); "": unlimited
   // The job secret every task gets (--secret_file). Empty: the launcher
   // uses RUN_DIR/job.secret, making it (mode 0600) when it is missing.
   std::string secret_file;

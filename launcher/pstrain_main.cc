@@ -83,6 +83,11 @@ const pstrain::ScaleOptions& ScaleDefaults() {
 ABSL_FLAG(bool, metrics, LaunchDefaults().metrics,
           "Serve every task's live metrics for Prometheus on a free port of 127.0.0.1: prints "
           "the addresses and writes RUN_DIR/prometheus.yml to scrape them");
+ABSL_FLAG(std::string, isolate, "",
+          "netns: run every task in a network namespace of its own on a private bridge, with "
+          "its own address and name (root only)");
+ABSL_FLAG(std::string, link_rate, "",
+          "With --isolate=netns: each task's link rate, e.g. 1gbit, 10gbit, 100mbit");
 ABSL_FLAG(bool, free_ports, LaunchDefaults().free_ports,
           "Give every loopback task of the spec (localhost, 127.x, ::1) a free port chosen by the OS");
 ABSL_FLAG(std::vector<std::string>, straggler, {},
@@ -157,6 +162,7 @@ constexpr char kUsage[] =
     "  pstrain launch --cluster_spec=FILE --mode=sync|async|ssp --epochs=N [--batch_size=128]\n"
     "                 [--lr=..] [--momentum=..] [--max_steps=N] [--seed=S] [--run_dir=DIR]\n"
     "                 [--data_dir=DIR] [--model=mnist_cnn] [--free_ports] [--echo=progress] [--metrics]\n"
+    "                 [--isolate=netns [--link_rate=1gbit]]\n"
     "                 [--checkpoint_every_steps=N] [--checkpoint_every_s=T] [--keep_checkpoints=3]\n"
     "  pstrain launch --resume=RUN_DIR [--max_steps=N | --epochs=N]\n"
     "  pstrain compare --cluster_spec=FILE --modes=sync,async,ssp:2 [--epochs=N]\n"
@@ -219,6 +225,11 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   if (o.cluster_spec_path.empty()) return absl::InvalidArgumentError("launch needs --cluster_spec=FILE");
   o.free_ports = absl::GetFlag(FLAGS_free_ports);
   o.metrics = absl::GetFlag(FLAGS_metrics);
+  o.isolate = absl::GetFlag(FLAGS_isolate);
+  o.link_rate = absl::GetFlag(FLAGS_link_rate);
+  if (!o.link_rate.empty() && o.isolate.empty()) {
+    return absl::InvalidArgumentError("--link_rate needs --isolate=netns");
+  }
   o.run_dir = train.run_dir.empty() ? DefaultRunDir(train) : train.run_dir;
   o.bin_dir = BinDir();
   o.train = train;
@@ -365,6 +376,8 @@ std::vector<std::string> LaunchFlags(const LaunchOptions& o) {
   flags.push_back(absl::StrCat("--cluster_spec=", ClusterSpecFlag()));
   flags.push_back(absl::StrCat("--free_ports=", absl::UnparseFlag(o.free_ports)));
   flags.push_back(absl::StrCat("--metrics=", absl::UnparseFlag(o.metrics)));
+  flags.push_back(absl::StrCat("--isolate=", o.isolate));
+  flags.push_back(absl::StrCat("--link_rate=", o.link_rate));
   flags.push_back(absl::StrCat("--straggler=", absl::UnparseFlag(absl::GetFlag(FLAGS_straggler))));
   flags.push_back(absl::StrCat("--echo=", EchoModeName(o.echo)));
   flags.push_back(absl::StrCat("--stop_grace_s=", absl::UnparseFlag(o.stop_grace_s)));
