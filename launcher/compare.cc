@@ -77,8 +77,8 @@ std::vector<std::string> Facts(const CompareOptions& options, const ClusterSpec&
                                const std::vector<RunRecord>& runs, int64_t eval_every) {
   const ExperimentOptions& x = options.experiment;
   std::vector<std::string> facts = {
-      absl::StrFormat("Cluster: %s, %d ps and %d workers, every task a process on this machine",
-                      options.cluster_spec_path, spec.num_ps(), spec.num_workers()),
+      absl::StrFormat("Cluster: %s, %d ps and %d workers, %s", options.cluster_spec_path,
+                      spec.num_ps(), spec.num_workers(), DescribeNetwork(x)),
       absl::StrCat("Straggler: ", DescribeStraggler(x))};
   for (const RunRecord& r : runs) {
     if (!r.status.ok()) continue;

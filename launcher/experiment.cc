@@ -63,6 +63,13 @@ ExperimentRun MakeRun(const ExperimentOptions& options, const std::string& label
   return run;
 }
 
+std::string DescribeNetwork(const ExperimentOptions& options) {
+  if (options.isolate.empty()) return "every task a process on this machine";
+  return absl::StrCat("every task a process in a network namespace of its own on a private bridge",
+                      options.link_rate.empty() ? " (links unlimited)"
+                                                : absl::StrCat(", links of ", options.link_rate));
+}
+
 LaunchOptions ExperimentLaunchOptions(const ExperimentOptions& options, const ExperimentRun& run) {
   LaunchOptions launch;
   launch.cluster_spec_path = run.spec_path;
@@ -77,6 +84,8 @@ LaunchOptions ExperimentLaunchOptions(const ExperimentOptions& options, const Ex
   launch.echo = EchoMode::kNone;
   launch.command_line = options.command_line;
   launch.max_restarts = options.max_restarts;
+  launch.isolate = options.isolate;
+  launch.link_rate = options.link_rate;
   return launch;
 }
 

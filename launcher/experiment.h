@@ -36,6 +36,8 @@ struct ExperimentOptions {
   std::vector<std::string> straggler_items; // as given, for the report
   std::map<std::string, double> straggler_delay_ms;
   int max_restarts = 3;                     // per task, as LaunchOptions
+  std::string isolate;                      // as LaunchOptions: "netns" or ""
+  std::string link_rate;                    // as LaunchOptions
   int eval_points = 10;                     // evaluations per run (about)
   std::string gnuplot = "gnuplot";          // the plotting program
   std::string command_line;                 // the experiment's, for the report
@@ -49,6 +51,9 @@ struct MachineInfo {
 };
 MachineInfo ReadMachineInfo();
 std::string DescribeMachine(const MachineInfo& machine);  // "2 cores (Intel Xeon ...)"
+// Where the tasks ran: "every task a process on this machine", or in
+// namespaces on a private bridge (--isolate=netns, with its link rate).
+std::string DescribeNetwork(const ExperimentOptions& options);
 
 // Steps each worker runs: epochs x ceil(kTrainImages / (batch x workers)),
 // capped by max_steps (of options.train).

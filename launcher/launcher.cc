@@ -745,12 +745,14 @@ absl::StatusOr<std::unique_ptr<NetnsHarness>> IsolateTasks(const LaunchOptions& 
   }
   RETURN_IF_ERROR(net->WriteHosts());
   ASSIGN_OR_RETURN(*spec, ClusterSpec::FromJson(spec->ToJson(), "isolated spec"));
-  std::printf("pstrain: network: every task in its own namespace on the bridge of %s "
-              "(10.77.0.0/24%s): %s\n",
-              net->bridge_netns().c_str(),
-              options.link_rate.empty() ? "" : absl::StrCat(", links ", options.link_rate).c_str(),
-              absl::StrJoin(shown, ", ").c_str());
-  std::fflush(stdout);
+  if (options.echo != EchoMode::kNone) {
+    std::printf("pstrain: network: every task in its own namespace on the bridge of %s "
+                "(10.77.0.0/24%s): %s\n",
+                net->bridge_netns().c_str(),
+                options.link_rate.empty() ? "" : absl::StrCat(", links ", options.link_rate).c_str(),
+                absl::StrJoin(shown, ", ").c_str());
+    std::fflush(stdout);
+  }
   return net;
 }
 

@@ -458,6 +458,11 @@ absl::StatusOr<ExperimentOptions> ExperimentOptionsFromFlags(const TrainOptions&
   x.straggler_items = absl::GetFlag(FLAGS_straggler);
   ASSIGN_OR_RETURN(x.straggler_delay_ms, ParseStragglerItems(x.straggler_items));
   ASSIGN_OR_RETURN(x.max_restarts, MaxRestartsFlag());
+  x.isolate = absl::GetFlag(FLAGS_isolate);
+  x.link_rate = absl::GetFlag(FLAGS_link_rate);
+  if (!x.link_rate.empty() && x.isolate.empty()) {
+    return absl::InvalidArgumentError("--link_rate needs --isolate=netns");
+  }
   x.eval_points = absl::GetFlag(FLAGS_eval_points);
   if (x.eval_points < 1) return absl::InvalidArgumentError("--eval_points must be >= 1");
   x.gnuplot = absl::GetFlag(FLAGS_gnuplot);

@@ -83,8 +83,8 @@ std::vector<std::string> Facts(const ScaleOptions& options, const std::vector<Sc
   const ExperimentOptions& x = options.experiment;
   std::vector<std::string> facts = {
       absl::StrCat("Mode: ", options.mode.Describe()),
-      absl::StrFormat("Matrix: %s ps x %s workers, every task a process on this machine",
-                      absl::StrJoin(options.ps, ","), absl::StrJoin(options.workers, ",")),
+      absl::StrFormat("Matrix: %s ps x %s workers, %s", absl::StrJoin(options.ps, ","),
+                      absl::StrJoin(options.workers, ","), DescribeNetwork(x)),
       absl::StrCat("Straggler: ", DescribeStraggler(x),
                    x.straggler_delay_ms.empty() ? "" : " (in the cells that have that worker)")};
   for (const ScaleCell& c : cells) {

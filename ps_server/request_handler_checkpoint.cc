@@ -106,7 +106,12 @@ void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
     LOG(ERROR) << "RESTORE of " << CheckpointName(h.restore().step()) << " refused: " << s.message();
     return Refuse(peer, h, s, out);
   }
-  if (rollback) {
+  if (!rollback) {
+    LOG(INFO) << "restored by the chief from "
+              << (h.restore().from_payload() ? std::string("its standby's replica")
+                                             : CheckpointName(h.restore().step()))
+              << " (version " << version() << ", generation " << generation_ << ")";
+  } else {
     stats_.set_rollbacks(stats_.rollbacks() + 1);
     LOG(WARNING) << "rolled back by the chief from version " << version_before << " to "
                  << CheckpointName(h.restore().step()) << " (version " << version() << "): "

@@ -45,31 +45,6 @@ Ran Validate(const std::string& manifest, const std::string& tf_configs = "") {
   return RunProgram(Python(), args);
 }
 
-// The flags the manifest gives one replica type ("PS", "Worker", "Chief").
-std::vector<std::string> ReplicaArgs(const std::string& manifest, const std::string& type) {
-  std::vector<std::string> args;
-  bool in_type = false, in_args = false;
-  for (absl::string_view line : absl::StrSplit(manifest, '\n')) {
-    if (absl::StartsWith(line, "    ") && !absl::StartsWith(line, "     ")) {
-      in_type = line == absl::StrCat("    ", type, ":");
-    }
-    if (!in_type) continue;
-    if (absl::StrContains(line, "args:")) {
-      in_args = true;
-      continue;
-    }
-    if (in_args && absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "- \"")) {
-      absl::string_view a = absl::StripLeadingAsciiWhitespace(line);
-      a.remove_prefix(3);
-      a.remove_suffix(1);
-      args.emplace_back(a);
-    } else if (in_args) {
-      in_args = false;
-    }
-  }
-  return args;
-}
-
 class K8s : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -134,13 +109,20 @@ TEST_F(K8s, AManifestValidatesAndEveryReplicasTfConfigIsOneJobThatTaskRoutes) {
     // one flag more, with a value that binary refuses after parsing all of
     // them, shows which binary ran and that it knew every flag.
     const bool ps = absl::StartsWith(replica, "ps-");
-    std::vector<std::string> args = {"task", "--"};
-    for (const std::string& a : ReplicaArgs(*text, ps ? "PS" : replica == "chief-0" ? "Chief" : "Worker")) {
-      // The Secret's mount in the pod is the test's secret file here.
-      args.push_back(a == "--secret_file=/etc/pstrain/job.secret"
-                         ? "--secret_file=" + testing::TestSecretFile()
-                         : a);
+    // The container's command and args, as the validator read them.
+    std::vector<std::string> command;
+    for (const char* key : {"command", "args"}) {
+      for (const auto& a : f.at(key).list_value().values()) {
+        // The Secret's mount in the pod is the test's secret file here.
+        command.push_back(a.string_value() == "--secret_file=/etc/pstrain/job.secret"
+                              ? "--secret_file=" + testing::TestSecretFile()
+                              : a.string_value());
+      }
     }
+    ASSERT_GE(command.size(), 3u) << replica;
+    EXPECT_EQ(command[0], "pstrain");
+    EXPECT_EQ(command[1], "task");
+    std::vector<std::string> args(command.begin() + 1, command.end());
     ASSERT_GT(args.size(), 5u) << replica;
     args.push_back(ps ? "--peer_timeout_s=-1" : "--epochs=0");
     const Ran t = RunProgram(testing::BinaryPath("pstrain"), args, tf_config);

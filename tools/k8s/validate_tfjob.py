@@ -15,7 +15,8 @@ For every TFJob document:
     "tensorflow" with an image.
 Other documents (Secret, PersistentVolumeClaim) get their required fields
 checked. With --tf_configs, one JSON line per replica:
-  {"replica": "ps-0", "tf_config": {...}}
+  {"replica": "ps-0", "service": "<job>-ps-0.<namespace>.svc", "tf_config": {...},
+   "command": [...], "args": [...], "restartPolicy": "OnFailure"}
 with TF_CONFIG as the operator writes it (pkg/controller.v1/tensorflow):
 types lower-cased, each replica at "<job>-<type>-<i>.<namespace>.svc:<port>"
 (the container port named tfjob-port, default 2222), "environment": "cloud";
@@ -121,6 +122,9 @@ def tf_configs(job):
     dynamic = job["spec"].get("enableDynamicWorker", False)
     for rtype, replica in specs.items():
         t = rtype.lower()
+        container = tf_container(replica) or {}
+        run = {"command": container.get("command", []), "args": container.get("args", []),
+               "restartPolicy": replica.get("restartPolicy", "Never")}
         for i in range(replica.get("replicas", 1)):
             task = {"type": t, "index": i}
             if not dynamic:
@@ -131,7 +135,7 @@ def tf_configs(job):
                 sparse = {k: v for k, v in cluster.items() if k == "ps"}
                 sparse[t] = {str(i): cluster[t][i]}
                 config = {"cluster": sparse, "task": task}
-            yield "%s-%d" % (t, i), config
+            yield "%s-%d" % (t, i), config, run
 
 
 def main():
@@ -187,8 +191,12 @@ def main():
     if args.tf_configs:
         with open(args.tf_configs, "w") as out:
             for job in jobs:
-                for replica, config in tf_configs(job):
-                    out.write(json.dumps({"replica": replica, "tf_config": config}) + "\n")
+                for replica, config, run in tf_configs(job):
+                    line = {"replica": replica, "service": "%s-%s.%s.svc" % (
+                        job["metadata"]["name"], replica, job["metadata"].get("namespace", "default")),
+                        "tf_config": config}
+                    line.update(run)
+                    out.write(json.dumps(line) + "\n")
     print("validate_tfjob: %s: %d TFJob(s) valid against %s" % (args.manifest, len(jobs),
                                                                  os.path.basename(args.crd)))
     return 0

@@ -1,0 +1,171 @@
+// A TFJob, emulated without a cluster: `pstrain k8s` writes the manifest,
+// tools/k8s/validate_tfjob.py derives each replica's TF_CONFIG, service name,
+// command and args exactly as Kubeflow's training operator and Kubernetes
+// would, and each replica runs that command in a network namespace of its
+// own (launcher/netns_harness) where the operator's service names resolve.
+// The pods' mounts are the test's directories (the volume at /data, the
+// Secret at /etc/pstrain/job.secret). One replica is killed mid-run and
+// started again as `restartPolicy: OnFailure` does; the job finishes.
+// Not emulated: the container image (the replicas run this build's
+// binaries). Root only: skipped otherwise.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/netns_harness.h"
+#include "proto/run_summary.pb.h"
+#include "tests/test_util/process_runner.h"
+#include "tests/test_util/run_outputs.h"
+
+namespace pstrain {
+namespace {
+
+using testing::RunningProcess;
+
+struct Replica {
+  std::string name;     // "worker-1"
+  std::string service;  // "emu-worker-1.team.svc"
+  std::string tf_config;
+  std::vector<std::string> command;  // the container's command and args, mapped to this machine
+  std::string restart_policy;
+};
+
+class TfJobEmulation : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
+    dir_ = testing::MakeTempDir("tfjob");
+  }
+
+  // The manifest's replicas, as the operator would start them, with the
+  // pod's paths mapped to the test's.
+  std::vector<Replica> Replicas(const std::string& manifest) {
+    const std::string lines_path = dir_ + "/replicas.jsonl";
+    auto v = RunningProcess::Start("/usr/bin/python3",
+                                   {testing::SourcePath("tools/k8s/validate_tfjob.py"), manifest,
+                                    "--tf_configs=" + lines_path});
+    auto code = v->Wait(120);
+    EXPECT_TRUE(code.ok() && *code == 0) << v->output();
+    auto lines = ReadFileToString(lines_path);
+    EXPECT_TRUE(lines.ok());
+    std::vector<Replica> replicas;
+    if (!lines.ok()) return replicas;
+    const std::vector<std::pair<std::string, std::string>> mounts = {
+        {"/etc/pstrain/job.secret", testing::TestSecretFile()}, {"/data/", dir_ + "/data/"}};
+    for (absl::string_view line : absl::StrSplit(*lines, '\n', absl::SkipEmpty())) {
+      auto json = ParseJson(line, "replicas");
+      EXPECT_TRUE(json.ok()) << json.status();
+      if (!json.ok()) continue;
+      const auto& f = json->struct_value().fields();
+      Replica r{f.at("replica").string_value(), f.at("service").string_value(),
+                ToJson(f.at("tf_config")), {}, f.at("restartPolicy").string_value()};
+      for (const char* key : {"command", "args"}) {
+        for (const auto& a : f.at(key).list_value().values()) {
+          std::string arg = a.string_value();
+          for (const auto& [from, to] : mounts) arg = absl::StrReplaceAll(arg, {{from, to}});
+          r.command.push_back(arg);
+        }
+      }
+      // The image's PATH holds pstrain; here, this build's.
+      if (!r.command.empty() && r.command[0] == "pstrain") r.command[0] = testing::BinaryPath("pstrain");
+      replicas.push_back(std::move(r));
+    }
+    return replicas;
+  }
+
+  std::string dir_;
+};
+
+TEST_P(TfJobEmulation, TheJobFinishesWhenAReplicaIsKilledAndRestartedByItsPolicy) {
+  const std::string killed = GetParam();
+  // The volume: MNIST where the manifest says.
+  ASSERT_TRUE(MakeDirs(dir_ + "/data").ok());
+  std::filesystem::create_directory_symlink(testing::SourcePath("data/mnist"), dir_ + "/data/mnist");
+  const std::string manifest = dir_ + "/job.yaml";
+  auto gen = RunningProcess::Start(
+      testing::BinaryPath("pstrain"),
+      {"k8s", "--cluster_spec=" + testing::SourcePath("cluster_specs/local_2ps_2w.json"),
+       "--image=localhost/pstrain:test", "--name=emu", "--namespace=team", "--mode=async",
+       "--max_steps=400", "--checkpoint_every_steps=50", "--peer_timeout_s=3", "--log_every_steps=50",
+       "--out=" + manifest});
+  auto code = gen->Wait(60);
+  ASSERT_TRUE(code.ok() && *code == 0) << gen->output();
+  const std::vector<Replica> replicas = Replicas(manifest);
+  ASSERT_EQ(replicas.size(), 4u);
+
+  auto net = NetnsHarness::Create({});
+  ASSERT_TRUE(net.ok()) << net.status();
+  std::map<std::string, NetnsHost> hosts;
+  for (const Replica& r : replicas) {
+    auto host = (*net)->AddHost(r.service);
+    ASSERT_TRUE(host.ok()) << host.status();
+    hosts[r.name] = *host;
+  }
+  ASSERT_TRUE((*net)->WriteHosts().ok());
+
+  // The operator creates every pod; each runs its container's command.
+  auto start = [&](const Replica& r) {
+    std::vector<std::string> args = {"netns", "exec", hosts[r.name].netns};
+    args.insert(args.end(), r.command.begin(), r.command.end());
+    return RunningProcess::Start((*net)->ip(), args, r.tf_config);
+  };
+  std::map<std::string, std::unique_ptr<RunningProcess>> pods;
+  for (const Replica& r : replicas) pods[r.name] = start(r);
+
+  // Mid-run, the node kills one pod's container.
+  const std::string checkpoint = dir_ + "/data/runs/emu/checkpoints";
+  ASSERT_TRUE(pods["worker-0"]->WaitForOutput("step 100/", 240)) << pods["worker-0"]->output();
+  pods[killed]->Signal(SIGKILL);
+  auto died = pods[killed]->Wait(60);
+  ASSERT_TRUE(died.ok());
+  EXPECT_EQ(*died, -SIGKILL);
+  // restartPolicy OnFailure: the kubelet starts the container again, with
+  // the same TF_CONFIG, in the same pod (namespace).
+  const Replica* replica = nullptr;
+  for (const Replica& r : replicas) {
+    if (r.name == killed) replica = &r;
+  }
+  ASSERT_NE(replica, nullptr);
+  ASSERT_EQ(replica->restart_policy, "OnFailure");
+  const std::string first_life = pods[killed]->output();
+  pods[killed] = start(*replica);
+
+  // The job finishes: every replica exits 0 (the chief last).
+  for (const std::string name : {"worker-0", "worker-1", "ps-0", "ps-1"}) {
+    auto c = pods[name]->Wait(600);
+    ASSERT_TRUE(c.ok()) << name << ": " << pods[name]->output();
+    EXPECT_EQ(*c, 0) << name << ":\n" << pods[name]->output();
+  }
+  const proto::RunSummary summary = testing::ReadRunSummary(dir_ + "/data/runs/emu");
+  EXPECT_GT(summary.final_test_accuracy(), 0.85) << summary.DebugString();
+  // The restarted ps was given its shard back from the last checkpoint by
+  // the chief; the restarted worker registered again.
+  EXPECT_THAT(pods[killed]->output(),
+              ::testing::HasSubstr(absl::StartsWith(killed, "ps") ? "restored by the chief from ckpt-"
+                                                                   : "registering"))
+      << "first life:\n" << first_life << "\nsecond life:\n" << pods[killed]->output();
+}
+
+INSTANTIATE_TEST_SUITE_P(Replicas, TfJobEmulation, ::testing::Values("worker-1", "ps-1"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return absl::StrReplaceAll(p.param, {{"-", ""}});
+                         });
+
+}  // namespace
+}  // namespace pstrain
