@@ -6,13 +6,19 @@
 // The pods' mounts are the test's directories (the volume at /data, the
 // Secret at /etc/pstrain/job.secret). One replica is killed mid-run and
 // started again as `restartPolicy: OnFailure` does; the job finishes.
-// Not emulated: the container image (the replicas run this build's
-// binaries). Root only: skipped otherwise.
+// Two runners: this build's binaries in the namespaces (always), and the
+// container image (deploy/Dockerfile, built by tools/build_image.sh) run by
+// podman in those namespaces, with the manifest's mounts, user and
+// read-only root filesystem (skipped when the image has not been built:
+// building it takes minutes). Root only: skipped otherwise.
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -44,13 +50,34 @@ struct Replica {
   std::string tf_config;
   std::vector<std::string> command;  // the container's command and args, mapped to this machine
   std::string restart_policy;
+  std::vector<std::string> raw_command;  // as the manifest says (what a container runs)
 };
 
-class TfJobEmulation : public ::testing::TestWithParam<std::string> {
+// The image tools/build_image.sh builds, and podman's config there.
+std::string Image() {
+  const char* image = std::getenv("PSTRAIN_TEST_IMAGE");
+  return image != nullptr ? image : "localhost/pstrain:dev";
+}
+std::string ImageCache() {
+  const char* cache = std::getenv("PSTRAIN_IMAGE_CACHE");
+  return cache != nullptr ? cache : "/var/cache/pstrain";
+}
+
+class TfJobEmulation : public ::testing::TestWithParam<std::tuple<std::string, bool>> {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
     dir_ = testing::MakeTempDir("tfjob");
+    container_ = std::get<1>(GetParam());
+    if (!container_) return;
+    podman_ = testing::FindProgram("podman");
+    if (podman_.empty()) GTEST_SKIP() << "no podman (tools/build_image.sh installs it)";
+    setenv("CONTAINERS_CONF", (ImageCache() + "/containers.conf").c_str(), 1);
+    auto exists = RunningProcess::Start(podman_, {"image", "exists", Image()});
+    auto code = exists->Wait(60);
+    if (!code.ok() || *code != 0) {
+      GTEST_SKIP() << "no image " << Image() << " (build it with tools/build_image.sh)";
+    }
   }
 
   // The manifest's replicas, as the operator would start them, with the
@@ -74,10 +101,11 @@ class TfJobEmulation : public ::testing::TestWithParam<std::string> {
       if (!json.ok()) continue;
       const auto& f = json->struct_value().fields();
       Replica r{f.at("replica").string_value(), f.at("service").string_value(),
-                ToJson(f.at("tf_config")), {}, f.at("restartPolicy").string_value()};
+                ToJson(f.at("tf_config")), {}, f.at("restartPolicy").string_value(), {}};
       for (const char* key : {"command", "args"}) {
         for (const auto& a : f.at(key).list_value().values()) {
           std::string arg = a.string_value();
+          r.raw_command.push_back(arg);
           for (const auto& [from, to] : mounts) arg = absl::StrReplaceAll(arg, {{from, to}});
           r.command.push_back(arg);
         }
@@ -90,13 +118,24 @@ class TfJobEmulation : public ::testing::TestWithParam<std::string> {
   }
 
   std::string dir_;
+  bool container_ = false;
+  std::string podman_;
 };
 
 TEST_P(TfJobEmulation, TheJobFinishesWhenAReplicaIsKilledAndRestartedByItsPolicy) {
-  const std::string killed = GetParam();
-  // The volume: MNIST where the manifest says.
-  ASSERT_TRUE(MakeDirs(dir_ + "/data").ok());
+  const std::string killed = std::get<0>(GetParam());
+  // The volume: MNIST where the manifest says. The containers mount the
+  // directories (owned by the image's user); the processes follow the
+  // symlink.
+  ASSERT_TRUE(MakeDirs(dir_ + "/data/runs").ok());
   std::filesystem::create_directory_symlink(testing::SourcePath("data/mnist"), dir_ + "/data/mnist");
+  ASSERT_TRUE(MakeDirs(dir_ + "/secret").ok());
+  std::filesystem::copy_file(testing::TestSecretFile(), dir_ + "/secret/job.secret");
+  if (container_) {
+    ASSERT_EQ(chown((dir_ + "/data/runs").c_str(), 10001, 10001), 0);
+    ASSERT_EQ(chown((dir_ + "/secret/job.secret").c_str(), 10001, 10001), 0);
+    ASSERT_EQ(chmod((dir_ + "/secret/job.secret").c_str(), 0400), 0);
+  }
   const std::string manifest = dir_ + "/job.yaml";
   auto gen = RunningProcess::Start(
       testing::BinaryPath("pstrain"),
@@ -120,10 +159,33 @@ TEST_P(TfJobEmulation, TheJobFinishesWhenAReplicaIsKilledAndRestartedByItsPolicy
   ASSERT_TRUE((*net)->WriteHosts().ok());
 
   // The operator creates every pod; each runs its container's command.
+  int lives = 0;
+  std::map<std::string, std::string> container_of;  // by replica: its current container
   auto start = [&](const Replica& r) {
-    std::vector<std::string> args = {"netns", "exec", hosts[r.name].netns};
-    args.insert(args.end(), r.command.begin(), r.command.end());
-    return RunningProcess::Start((*net)->ip(), args, r.tf_config);
+    if (!container_) {
+      std::vector<std::string> args = {"netns", "exec", hosts[r.name].netns};
+      args.insert(args.end(), r.command.begin(), r.command.end());
+      return RunningProcess::Start((*net)->ip(), args, r.tf_config);
+    }
+    // The pod: its network namespace, the Secret and the volume mounted
+    // where the manifest says, the image's user, a read-only root.
+    const std::string name = absl::StrCat("pstrain-emu-", getpid(), "-", r.name, "-", lives++);
+    container_of[r.name] = name;
+    std::vector<std::string> args = {
+        "run", "--rm", "--name=" + name, "--network=ns:/run/netns/" + hosts[r.name].netns,
+        "--user=10001:10001", "--read-only", "--env=TF_CONFIG=" + r.tf_config,
+        "--volume=" + dir_ + "/secret:/etc/pstrain:ro",
+        "--volume=" + testing::SourcePath("data/mnist") + ":/data/mnist:ro",
+        "--volume=" + dir_ + "/data/runs:/data/runs"};
+    for (const auto& [replica, host] : hosts) {
+      args.push_back(absl::StrCat("--add-host=", host.name, ":", host.address));
+    }
+    args.push_back(Image());
+    // The manifest's command is the image's entrypoint; its args follow.
+    EXPECT_EQ(std::vector<std::string>(r.raw_command.begin(), r.raw_command.begin() + 3),
+              (std::vector<std::string>{"pstrain", "task", "--"}));
+    args.insert(args.end(), r.raw_command.begin() + 3, r.raw_command.end());
+    return RunningProcess::Start(podman_, args);
   };
   std::map<std::string, std::unique_ptr<RunningProcess>> pods;
   for (const Replica& r : replicas) pods[r.name] = start(r);
@@ -131,10 +193,15 @@ TEST_P(TfJobEmulation, TheJobFinishesWhenAReplicaIsKilledAndRestartedByItsPolicy
   // Mid-run, the node kills one pod's container.
   const std::string checkpoint = dir_ + "/data/runs/emu/checkpoints";
   ASSERT_TRUE(pods["worker-0"]->WaitForOutput("step 100/", 240)) << pods["worker-0"]->output();
-  pods[killed]->Signal(SIGKILL);
+  if (container_) {
+    auto kill = RunningProcess::Start(podman_, {"kill", "--signal=KILL", container_of[killed]});
+    ASSERT_TRUE(kill->Wait(60).ok()) << kill->output();
+  } else {
+    pods[killed]->Signal(SIGKILL);
+  }
   auto died = pods[killed]->Wait(60);
   ASSERT_TRUE(died.ok());
-  EXPECT_EQ(*died, -SIGKILL);
+  EXPECT_EQ(*died, container_ ? 128 + SIGKILL : -SIGKILL) << pods[killed]->output();
   // restartPolicy OnFailure: the kubelet starts the container again, with
   // the same TF_CONFIG, in the same pod (namespace).
   const Replica* replica = nullptr;
@@ -153,6 +220,8 @@ TEST_P(TfJobEmulation, TheJobFinishesWhenAReplicaIsKilledAndRestartedByItsPolicy
     EXPECT_EQ(*c, 0) << name << ":\n" << pods[name]->output();
   }
   const proto::RunSummary summary = testing::ReadRunSummary(dir_ + "/data/runs/emu");
+  std::printf("%s: %s killed and restarted; final test accuracy %.4f\n",
+              container_ ? "containers" : "processes", killed.c_str(), summary.final_test_accuracy());
   EXPECT_GT(summary.final_test_accuracy(), 0.85) << summary.DebugString();
   // The restarted ps was given its shard back from the last checkpoint by
   // the chief; the restarted worker registered again.
@@ -162,10 +231,13 @@ TEST_P(TfJobEmulation, TheJobFinishesWhenAReplicaIsKilledAndRestartedByItsPolicy
       << "first life:\n" << first_life << "\nsecond life:\n" << pods[killed]->output();
 }
 
-INSTANTIATE_TEST_SUITE_P(Replicas, TfJobEmulation, ::testing::Values("worker-1", "ps-1"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           return absl::StrReplaceAll(p.param, {{"-", ""}});
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Replicas, TfJobEmulation,
+    ::testing::Combine(::testing::Values("worker-1", "ps-1"), ::testing::Bool()),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, bool>>& p) {
+      return absl::StrCat(absl::StrReplaceAll(std::get<0>(p.param), {{"-", ""}}),
+                          std::get<1>(p.param) ? "_in_containers" : "_as_processes");
+    });
 
 }  // namespace
 }  // namespace pstrain
