@@ -73,8 +73,7 @@ absl::Status WriteAndSync(const std::string& path, const std::string& tmp,
 
 // fsyncs the directory holding `path`, so that the rename itself is durable.
 absl::Status SyncDirectory(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = SplitPath(path).dir;
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, path, absl::StrCat("cannot open its directory ", dir, " to fsync"));
   const int err = FsyncRetrying(fd);
@@ -118,6 +117,12 @@ absl::Status MakeDirs(const std::string& path) {
 bool FileExists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+PathParts SplitPath(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
 }  // namespace pstrain

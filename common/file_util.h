@@ -26,4 +26,12 @@ absl::Status MakeDirs(const std::string& path);
 
 bool FileExists(const std::string& path);
 
+// A path's directory and last component: "a/b/c" -> {"a/b", "c"},
+// "c" -> {".", "c"}, "/c" -> {"/", "c"}.
+struct PathParts {
+  std::string dir;
+  std::string name;
+};
+PathParts SplitPath(const std::string& path);
+
 }  // namespace pstrain

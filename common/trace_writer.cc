@@ -29,16 +29,11 @@ std::string Quoted(const std::string& s) {
   return out + "\"";
 }
 
-std::string Directory(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path, int pid,
                                                                const std::string& process_name) {
-  RETURN_IF_ERROR(MakeDirs(Directory(path)));
+  RETURN_IF_ERROR(MakeDirs(SplitPath(path).dir));
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
     return absl::InternalError(absl::StrCat(path, ": cannot create: ", std::strerror(errno)));

@@ -142,13 +142,13 @@ absl::StatusOr<CheckpointRef> ResolveCheckpoint(const std::string& run_dir,
     return ref;
   }
   if (IsDirectory(which) && FileExists(which + "/manifest.json")) {
-    const size_t slash = which.find_last_of('/');
-    const std::string name = slash == std::string::npos ? which : which.substr(slash + 1);
+    const PathParts parts = SplitPath(which);
+    const std::string& name = parts.name;
     if (!absl::StartsWith(name, "ckpt-") || !absl::SimpleAtoi(name.substr(5), &ref.step) ||
         ref.step < 0) {
       return absl::InvalidArgumentError(absl::StrCat(which, ": not a ckpt-<step> directory"));
     }
-    ref.dir = slash == std::string::npos ? "." : which.substr(0, slash);
+    ref.dir = parts.dir;
     return ref;
   }
   const std::string number = absl::StartsWith(which, "ckpt-") ? which.substr(5) : which;

@@ -201,9 +201,7 @@ absl::Status DrawTimelineChart(const TimelineChartOptions& o) {
   ASSIGN_OR_RETURN(const Window w, FindWindow(t, o, path));
   std::string ytics;
   const std::map<std::pair<int, int>, int> rows = AssignRows(t, w, &ytics);
-  const size_t slash = o.out.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : o.out.substr(0, slash);
-  const std::string name = o.out.substr(slash == std::string::npos ? 0 : slash + 1);
+  const auto [dir, name] = SplitPath(o.out);
   const std::string stem = name.substr(0, name.size() - 4);
   std::vector<std::string> plots;
   const std::string data = ChartData(t, w, rows, stem + ".dat", &plots);

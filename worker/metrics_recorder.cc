@@ -212,9 +212,15 @@ absl::Status MetricsRecorder::TraceStep(const StepRecord& r) {
                       r.epoch, r.loss, r.staleness)));
   RETURN_IF_ERROR(trace_->Complete("compute", "train", kTrainTid, start, compute_us));
   if (r.layers != nullptr) {
+    // The layers read the Unix clock themselves; the step's spans derive
+    // from one Unix reading and monotonic durations. A microsecond apart at
+    // most (more if the wall clock is slewed meanwhile): clamped into their
+    // compute span, so the trace nests.
     for (const models::LayerSpan& l : *r.layers) {
+      const int64_t begin = std::clamp(l.start_unix_us, start, pushed);
+      const int64_t end = std::clamp(l.start_unix_us + l.duration_us, begin, pushed);
       RETURN_IF_ERROR(trace_->Complete(absl::StrCat(l.backward ? "backward " : "forward ", *l.layer),
-                                       "layer", kTrainTid, l.start_unix_us, l.duration_us));
+                                       "layer", kTrainTid, begin, end - begin));
     }
   }
   RETURN_IF_ERROR(trace_->Complete("push_pull", "comm", kTrainTid, pushed, comm_us));

@@ -143,3 +143,19 @@ TEST(RemoveStaleRunOutputs, RemovesAnEarlierRunsOutputsButNotLiveWorkersOrOtherF
 
 }  // namespace
 }  // namespace pstrain
+
+namespace pstrain {
+namespace {
+
+TEST(SplitPathTest, GivesTheDirectoryAndTheLastComponent) {
+  EXPECT_EQ(SplitPath("a/b/c.png").dir, "a/b");
+  EXPECT_EQ(SplitPath("a/b/c.png").name, "c.png");
+  EXPECT_EQ(SplitPath("c.png").dir, ".");
+  EXPECT_EQ(SplitPath("c.png").name, "c.png");
+  EXPECT_EQ(SplitPath("/c").dir, "/");
+  EXPECT_EQ(SplitPath("/c").name, "c");
+  EXPECT_EQ(SplitPath("runs/ckpt-20/").name, "");
+}
+
+}  // namespace
+}  // namespace pstrain
