@@ -111,7 +111,7 @@ TEST(MetricsServerTest, AStrangersBytesGetAnErrorAndTheEndpointServesOn) {
   };
   EXPECT_EQ(status_of("GET /secret HTTP/1.1\r\n\r\n"), 404);
   EXPECT_EQ(status_of("DELETE /metrics HTTP/1.1\r\n\r\n"), 405);
-  EXPECT_EQ(status_of(std::string("\x00\xff\x16\x03garbage\r\n\r\n", 17)), 400);
+  EXPECT_EQ(status_of(std::string("\x00\xff\x16\x03garbage\r\n\r\n", 15)), 400);
   // A head without end, larger than any request: refused, not buffered on.
   EXPECT_EQ(status_of("GET /metrics HTTP/1.1\r\nX: " + std::string(64 * 1024, 'a')), 431);
   // A client that connects and says nothing is cut off (408), and does not
