@@ -90,6 +90,19 @@ std::string ExitReason(int exit_code) {
 
 std::string Seconds(double s) { return absl::StrFormat("%.1f s", s); }
 
+// The tasks the launcher starts (not an evaluator), in the order it starts
+// them: ps tasks first, so that workers find them listening.
+std::vector<TaskId> StartedTasks(const ClusterSpec& spec) {
+  std::vector<TaskId> tasks;
+  for (const TaskId& id : spec.AllTasks()) {
+    if (id.type == TaskType::kPs) tasks.push_back(id);
+  }
+  for (const TaskId& id : spec.AllTasks()) {
+    if (id.type == TaskType::kChief || id.type == TaskType::kWorker) tasks.push_back(id);
+  }
+  return tasks;
+}
+
 class Supervisor {
  public:
   // `security_arg` (--secret_file=... or --insecure) goes to every task;
@@ -195,11 +208,10 @@ SpawnOptions Supervisor::SpawnFor(const TaskId& id) const {
     const std::string host = ParseHostPort(spec_.Address(id))->host;
     for (const NetnsHost& h : net_->hosts()) {
       if (h.name != host) continue;
-      std::vector<std::string> args = net_->ExecPrefix(h);
-      args.push_back(s.binary);
-      args.insert(args.end(), s.args.begin(), s.args.end());
-      s.binary = args.front();
-      s.args.assign(args.begin() + 1, args.end());
+      std::vector<std::string> prefix = net_->ExecPrefix(h);
+      s.args.insert(s.args.begin(), s.binary);
+      s.args.insert(s.args.begin(), prefix.begin() + 1, prefix.end());
+      s.binary = prefix.front();
     }
   }
   return s;
@@ -214,15 +226,7 @@ void Supervisor::Print(const std::string& text) const {
 absl::Status Supervisor::StartAll() {
   launch_us_ = MonotonicMicros();
   RETURN_IF_ERROR(MakeDirs(options_.run_dir + "/logs"));
-  // ps tasks first, so that workers find them listening.
-  std::vector<TaskId> order;
-  for (const TaskId& id : spec_.AllTasks()) {
-    if (id.type == TaskType::kPs) order.push_back(id);
-  }
-  for (const TaskId& id : spec_.AllTasks()) {
-    if (id.type == TaskType::kChief || id.type == TaskType::kWorker) order.push_back(id);
-  }
-  for (const TaskId& id : order) {
+  for (const TaskId& id : StartedTasks(spec_)) {
     const std::string log_path = LogPath(options_, id);
     auto log = std::make_unique<std::ofstream>(log_path);
     if (!*log) return absl::InternalError(absl::StrCat(log_path, ": cannot create"));
@@ -691,13 +695,10 @@ namespace {
 // written into RUN_DIR/prometheus.yml.
 absl::StatusOr<std::map<std::string, int>> ServeMetrics(const std::string& run_dir,
                                                        const ClusterSpec& spec) {
-  std::vector<TaskId> tasks;
+  const std::vector<TaskId> tasks = StartedTasks(spec);
   std::set<int> taken;
   for (const TaskId& id : spec.AllTasks()) {
     if (auto hp = ParseHostPort(spec.Address(id)); hp.ok()) taken.insert(hp->port);
-    if (id.type == TaskType::kPs || id.type == TaskType::kChief || id.type == TaskType::kWorker) {
-      tasks.push_back(id);
-    }
   }
   ASSIGN_OR_RETURN(const std::vector<int> ports,
                    FreeLoopbackPorts(static_cast<int>(tasks.size()), taken));
@@ -733,10 +734,7 @@ absl::StatusOr<std::unique_ptr<NetnsHarness>> IsolateTasks(const LaunchOptions& 
   }
   ASSIGN_OR_RETURN(std::unique_ptr<NetnsHarness> net, NetnsHarness::Create({options.link_rate}));
   std::vector<std::string> shown;
-  for (const TaskId& id : spec->AllTasks()) {
-    if (id.type != TaskType::kPs && id.type != TaskType::kChief && id.type != TaskType::kWorker) {
-      continue;
-    }
+  for (const TaskId& id : StartedTasks(*spec)) {
     const std::string name =
         absl::StrCat(TaskTypeName(id.type), "-", id.index, ".pstrain.svc");
     ASSIGN_OR_RETURN(const NetnsHost host, net->AddHost(name));
