@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -62,6 +63,29 @@ absl::Status ParseTaskList(const Value& v, absl::string_view origin, const std::
     auto hp = ParseHostPort(list[i].string_value());
     if (!hp.ok()) return FieldError(origin, item_field, hp.status().message());
     out->push_back(list[i].string_value());
+  }
+  return absl::OkStatus();
+}
+
+// The sparse form, {"<index>": "host:port", ...}.
+absl::Status ParseTaskMap(const Value& v, absl::string_view origin, const std::string& field,
+                          std::map<int, std::string>* out) {
+  for (const auto& [key, item] : v.struct_value().fields()) {
+    const std::string item_field = absl::StrCat(field, ".", key);
+    int index = -1;
+    if (key.empty() || !absl::ascii_isdigit(key.front()) || !absl::SimpleAtoi(key, &index) ||
+        index < 0 || index > 1'000'000) {
+      return FieldError(origin, item_field, "a sparse task list's keys are task indices (\"0\", \"1\", ...)");
+    }
+    if (item.kind_case() != Value::kStringValue) {
+      return FieldError(origin, item_field,
+                        absl::StrCat("must be a \"host:port\" string, got ", JsonKindName(item)));
+    }
+    auto hp = ParseHostPort(item.string_value());
+    if (!hp.ok()) return FieldError(origin, item_field, hp.status().message());
+    if (!out->emplace(index, item.string_value()).second) {
+      return FieldError(origin, item_field, "index given twice");
+    }
   }
   return absl::OkStatus();
 }
@@ -211,8 +235,31 @@ absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(absl::string_view json, absl::
       }
       seen_chief_key = true;
     }
-    RETURN_IF_ERROR(ParseTaskList(value, origin, field,
-                                  &spec.addresses_[static_cast<int>(*type)]));
+    const int t = static_cast<int>(*type);
+    if (value.kind_case() == Value::kStructValue) {
+      spec.sparse_ = spec.is_map_[t] = true;
+      RETURN_IF_ERROR(ParseTaskMap(value, origin, field, &spec.listed_[t]));
+    } else {
+      RETURN_IF_ERROR(ParseTaskList(value, origin, field, &spec.addresses_[t]));
+    }
+  }
+  if (spec.sparse_) {
+    // Ranks are those of a cluster with a chief (cluster_spec.h).
+    const auto& chiefs = spec.listed_[static_cast<int>(TaskType::kChief)];
+    if (spec.Addresses(TaskType::kChief).size() + chiefs.size() > 1 ||
+        (!chiefs.empty() && chiefs.begin()->first != 0)) {
+      return FieldError(origin, "cluster.chief", "a cluster has one chief, chief 0");
+    }
+    for (const auto& [index, address] : spec.listed_[static_cast<int>(TaskType::kWorker)]) {
+      if (index >= kDynamicWorkerSlots - 1) {
+        return FieldError(origin, absl::StrCat("cluster.worker.", index),
+                          absl::StrCat("a sparse cluster has workers 0..", kDynamicWorkerSlots - 2));
+      }
+    }
+    if (spec.Addresses(TaskType::kWorker).size() > static_cast<size_t>(kDynamicWorkerSlots - 1)) {
+      return FieldError(origin, "cluster.worker",
+                        absl::StrCat("a sparse cluster has at most ", kDynamicWorkerSlots - 1, " workers"));
+    }
   }
   if (spec.Addresses(TaskType::kChief).size() > 1) {
     return FieldError(origin, "cluster.chief",
@@ -222,7 +269,7 @@ absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(absl::string_view json, absl::
   if (spec.Addresses(TaskType::kEvaluator).size() > 1) {
     return FieldError(origin, "cluster.evaluator", "a cluster has at most one evaluator");
   }
-  if (spec.num_ps() == 0) {
+  if (spec.num_ps() == 0 && spec.listed_[static_cast<int>(TaskType::kPs)].empty()) {
     return FieldError(origin, "cluster.ps", "missing or empty; at least one ps task is needed");
   }
   if (spec.num_workers() == 0) {
@@ -242,6 +289,7 @@ absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(absl::string_view json, absl::
   }
   if (auto task_it = top.find("task"); task_it != top.end()) {
     ASSIGN_OR_RETURN(TaskId task, ParseTask(task_it->second, origin));
+    spec.AdoptSparsePsAddress(task);
     if (!spec.Contains(task)) {
       return FieldError(origin, "task",
                         absl::StrCat(task.ToString(), " is not in the cluster (it has ",
@@ -272,21 +320,37 @@ const std::vector<std::string>& ClusterSpec::Addresses(TaskType type) const {
   return addresses_[static_cast<int>(type)];
 }
 
+void ClusterSpec::AdoptSparsePsAddress(const TaskId& task) {
+  auto& list = addresses_[static_cast<int>(TaskType::kPs)];
+  auto& listed = listed_[static_cast<int>(TaskType::kPs)];
+  if (!sparse_ || task.type != TaskType::kPs || task.index < 0 || list.size() != 1 ||
+      !listed.empty()) {
+    return;
+  }
+  listed.emplace(task.index, list.front());
+  list.clear();
+  is_map_[static_cast<int>(TaskType::kPs)] = true;
+}
+
 const std::string& ClusterSpec::Address(const TaskId& task) const {
   CHECK(Contains(task)) << task.ToString();
+  const auto& listed = listed_[static_cast<int>(task.type)];
+  if (auto it = listed.find(task.index); it != listed.end()) return it->second;
   return Addresses(task.type)[task.index];
 }
 
 bool ClusterSpec::Contains(const TaskId& task) const {
-  return task.index >= 0 && task.index < static_cast<int>(Addresses(task.type).size());
+  return (task.index >= 0 && task.index < static_cast<int>(Addresses(task.type).size())) ||
+         listed_[static_cast<int>(task.type)].count(task.index) > 0;
 }
 
 int ClusterSpec::num_workers() const {
+  if (sparse_) return kDynamicWorkerSlots;
   return static_cast<int>(Addresses(TaskType::kChief).size() + Addresses(TaskType::kWorker).size());
 }
 
 int ClusterSpec::WorkerRank(const TaskId& task) const {
-  CHECK(Contains(task)) << task.ToString();
+  CHECK(sparse_ || Contains(task)) << task.ToString();
   if (task.type == TaskType::kChief) return 0;
   CHECK(task.type == TaskType::kWorker) << task.ToString() << " has no worker rank";
   return task.index + (has_chief() ? 1 : 0);
@@ -301,20 +365,30 @@ TaskId ClusterSpec::TaskForRank(int rank) const {
 }
 
 bool ClusterSpec::IsChief(const TaskId& task) const {
-  return (task.type == TaskType::kChief || task.type == TaskType::kWorker) && Contains(task) &&
-         WorkerRank(task) == 0;
+  return (task.type == TaskType::kChief || task.type == TaskType::kWorker) &&
+         (sparse_ || Contains(task)) && WorkerRank(task) == 0;
 }
 
 std::vector<TaskId> ClusterSpec::AllTasks() const {
   std::vector<TaskId> out;
   for (TaskType type : kAllTypes) {
-    for (int i = 0; i < static_cast<int>(Addresses(type).size()); ++i) out.push_back({type, i});
+    std::set<int> indices;
+    for (int i = 0; i < static_cast<int>(Addresses(type).size()); ++i) indices.insert(i);
+    for (const auto& [i, address] : listed_[static_cast<int>(type)]) indices.insert(i);
+    for (int i : indices) out.push_back({type, i});
   }
   return out;
 }
 
 uint64_t ClusterSpec::JobId() const {
   uint64_t h = kFnvOffsetBasis;
+  if (sparse_) {
+    h = Fnv1a64("sparse;ps", h);
+    for (const TaskId& t : AllTasks()) {
+      if (t.type == TaskType::kPs) h = Fnv1a64(absl::StrCat("|", t.index, "=", Address(t)), h);
+    }
+    return h;
+  }
   for (TaskType type : kAllTypes) {
     h = Fnv1a64(TaskTypeName(type), h);
     for (const auto& a : Addresses(type)) h = Fnv1a64(absl::StrCat("|", a), h);
@@ -326,6 +400,13 @@ uint64_t ClusterSpec::JobId() const {
 std::string ClusterSpec::Json(const std::optional<TaskId>& task, bool multiline) const {
   std::vector<std::string> jobs;
   for (TaskType type : kAllTypes) {
+    const int t = static_cast<int>(type);
+    if (is_map_[t]) {
+      std::vector<std::string> items;
+      for (const auto& [i, a] : listed_[t]) items.push_back(absl::StrCat("\"", i, "\": \"", a, "\""));
+      jobs.push_back(absl::StrCat("\"", TaskTypeName(type), "\": {", absl::StrJoin(items, ", "), "}"));
+      continue;
+    }
     if (Addresses(type).empty()) continue;
     jobs.push_back(absl::StrCat("\"", TaskTypeName(type), "\": [\"",
                                 absl::StrJoin(Addresses(type), "\", \""), "\"]"));
@@ -347,6 +428,11 @@ std::string ClusterSpec::ToTfConfig(const TaskId& task) const { return Json(task
 
 void ClusterSpec::set_address(const TaskId& task, std::string address) {
   CHECK(Contains(task)) << task.ToString();
+  auto& listed = listed_[static_cast<int>(task.type)];
+  if (auto it = listed.find(task.index); it != listed.end()) {
+    it->second = std::move(address);
+    return;
+  }
   addresses_[static_cast<int>(task.type)][task.index] = std::move(address);
 }
 
@@ -384,13 +470,15 @@ absl::StatusOr<ClusterSpec> ResolveTaskConfig(const TaskConfigSources& sources) 
       task.type = *type;
     }
     if (has_index) task.index = sources.task_index;
-    if (!spec.Contains(task)) {
+    ClusterSpec with_task = spec;
+    with_task.set_task(task);  // a sparse ps takes the one address listed
+    if (!with_task.Contains(task)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--task_type/--task_index: ", task.ToString(), " is not in ", origin,
                        " (it has ", spec.Addresses(task.type).size(), " ",
                        TaskTypeName(task.type), " task(s))"));
     }
-    spec.set_task(task);
+    spec = std::move(with_task);
   }
   if (!spec.task().has_value()) {
     return absl::InvalidArgumentError(

@@ -12,8 +12,19 @@
 //
 // Worker ranks: the chief (when the spec has one) is rank 0 and worker i is
 // rank i + 1; without a chief, worker i is rank i and worker 0 is the chief.
+//
+// Sparse clusters (Kubeflow's TFJob with enableDynamicWorker, and
+// TensorFlow's own sparse ClusterSpec): a task type may be an object of
+// index -> address, {"worker": {"3": "host:port"}}, listing only some of its
+// tasks. The operator writes a ps {"ps": [its own address], "worker": {}}
+// and a worker (or chief) every ps and only itself. In a sparse cluster
+// nobody knows the worker count: the ranks are those of a cluster with a
+// chief (chief 0, worker i at i + 1) and num_workers() is the fixed number
+// of rank slots, kDynamicWorkerSlots; which of them are present is found
+// out at run time (docs/design_notes.md, "Dynamic workers").
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,6 +69,9 @@ bool IsLoopbackHost(absl::string_view host);
 
 class ClusterSpec {
  public:
+  // Rank slots of a sparse cluster: the chief and workers 0..254.
+  static constexpr int kDynamicWorkerSlots = 256;
+
   // Parses and validates TF_CONFIG JSON. `origin` names the source in errors
   // ("TF_CONFIG", a file path). The "task" key is optional here.
   static absl::StatusOr<ClusterSpec> FromJson(absl::string_view json, absl::string_view origin);
@@ -70,23 +84,32 @@ class ClusterSpec {
   // num_ps >= 1, num_workers >= 1, 1 <= first_port and the last port <= 65535.
   static ClusterSpec Local(int num_ps, int num_workers, int first_port);
 
-  // Addresses of every task of `type`, in index order (empty if none).
+  // Addresses of every task of `type`, in index order (empty if none, and
+  // for a type a sparse spec gives as an object).
   const std::vector<std::string>& Addresses(TaskType type) const;
   // REQUIRES: the task exists in the spec.
   const std::string& Address(const TaskId& task) const;
   bool Contains(const TaskId& task) const;
 
+  // The listed ps tasks (a sparse spec's ps sees none but itself: 0).
   int num_ps() const { return static_cast<int>(Addresses(TaskType::kPs).size()); }
-  // Training workers: the chief (if any) plus every worker.
+  // Training workers: the chief (if any) plus every worker; a sparse
+  // spec's rank slots.
   int num_workers() const;
-  bool has_chief() const { return !Addresses(TaskType::kChief).empty(); }
+  // A sparse spec always has a chief (rank 0).
+  bool has_chief() const { return sparse_ || !Addresses(TaskType::kChief).empty(); }
+  // Some task type was given as an index -> address object (see above).
+  bool sparse() const { return sparse_; }
 
   // The task named in the JSON's "task" key, if there was one.
   const std::optional<TaskId>& task() const { return task_; }
-  void set_task(const TaskId& task) { task_ = task; }
+  void set_task(const TaskId& task) {
+    AdoptSparsePsAddress(task);
+    task_ = task;
+  }
 
-  // Rank of a chief or worker task. REQUIRES: Contains(task) and the task is
-  // a chief or worker.
+  // Rank of a chief or worker task. REQUIRES: the task is a chief or worker,
+  // and Contains(task) unless the spec is sparse (any rank slot's task).
   int WorkerRank(const TaskId& task) const;
   TaskId TaskForRank(int rank) const;
   TaskId ChiefTask() const { return TaskForRank(0); }
@@ -97,7 +120,9 @@ class ClusterSpec {
 
   // Fingerprint of the cluster (task types and addresses): tasks started from
   // the same spec agree on it, so a worker of another cluster that reaches a
-  // ps is refused.
+  // ps is refused. Sparse: of the ps list only, which every chief and
+  // worker of the job sees whole (a sparse ps learns the id from the
+  // chief's INIT instead).
   uint64_t JobId() const;
 
   // The cluster as JSON without a task, for files (RUN_DIR/cluster_spec.json,
@@ -113,11 +138,20 @@ class ClusterSpec {
   void set_address(const TaskId& task, std::string address);
 
  private:
+  // A sparse spec's ps task i with a one-entry ps list (the operator's
+  // form: the list holds its own address whatever i is): that entry
+  // becomes ps i's. No-op otherwise.
+  void AdoptSparsePsAddress(const TaskId& task);
+
   // The one JSON writer: the cluster, then `task` if given; `multiline`
   // puts each task type on its own line.
   std::string Json(const std::optional<TaskId>& task, bool multiline) const;
 
   std::vector<std::string> addresses_[4];  // indexed by TaskType
+  // Sparse: the types given as objects, and their index -> address.
+  bool sparse_ = false;
+  bool is_map_[4] = {false, false, false, false};
+  std::map<int, std::string> listed_[4];
   std::optional<TaskId> task_;
 };
 

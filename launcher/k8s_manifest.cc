@@ -146,7 +146,7 @@ absl::StatusOr<std::string> TfJobManifest(const ClusterSpec& spec, const K8sMani
           "replicas only"));
     }
   }
-  const int chiefs = spec.has_chief() ? 1 : 0;
+  const int chiefs = spec.has_chief() || o.dynamic_workers ? 1 : 0;
   const int workers = spec.num_workers() - chiefs;
   const std::string claim = o.data_claim.empty() ? o.name + "-data" : o.data_claim;
   const std::string secret = o.name + "-job-secret";
@@ -179,7 +179,8 @@ absl::StatusOr<std::string> TfJobManifest(const ClusterSpec& spec, const K8sMani
   }
   absl::StrAppend(&y, "---\n", "apiVersion: kubeflow.org/v1\n", "kind: TFJob\n", "metadata:\n",
                   "  name: ", Q(o.name), "\n", "  namespace: ", Q(ns), "\n", "spec:\n",
-                  "  runPolicy:\n", "    cleanPodPolicy: None\n", "  tfReplicaSpecs:\n");
+                  "  runPolicy:\n", "    cleanPodPolicy: None\n",
+                  o.dynamic_workers ? "  enableDynamicWorker: true\n" : "", "  tfReplicaSpecs:\n");
   absl::StrAppend(&y, ReplicaSpec(o, {"PS", spec.num_ps(), false, &o.ps_args}, claim, secret));
   if (chiefs > 0) {
     absl::StrAppend(&y, ReplicaSpec(o, {"Chief", 1, o.gpus_per_worker > 0, &o.worker_args},

@@ -38,6 +38,11 @@ struct K8sManifestOptions {
   int port = 2222;                     // the tfjob-port of every replica
   int metrics_port = 9100;             // /metrics of every replica (0: none)
   int gpus_per_worker = 0;             // nvidia.com/gpu per chief/worker replica
+  // spec.enableDynamicWorker: the operator writes sparse TF_CONFIGs and
+  // workers may come and go. A Chief replica is then always written (a
+  // spec without a chief gives its worker 0 to it): ranks of a sparse
+  // cluster are those of a cluster with a chief (common/cluster_spec.h).
+  bool dynamic_workers = false;
   // Base64 of the job secret file, to put into the Secret; empty: the
   // Secret is created apart (kubectl create secret generic ...).
   std::string secret_b64;

@@ -764,6 +764,11 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* 
   }
   ASSIGN_OR_RETURN(const std::string text, ReadFileToString(options.cluster_spec_path));
   ASSIGN_OR_RETURN(ClusterSpec spec, ClusterSpec::FromJson(text, options.cluster_spec_path));
+  if (spec.sparse()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.cluster_spec_path, " is sparse (tasks given as {\"index\": address}): the "
+        "launcher starts every task of a cluster and needs them all listed"));
+  }
   if (options.free_ports) {
     ASSIGN_OR_RETURN(spec, WithFreePorts(spec));
   }

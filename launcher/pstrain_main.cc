@@ -139,6 +139,9 @@ ABSL_FLAG(std::string, image, "", "k8s: the container image every replica runs")
 ABSL_FLAG(std::string, name, "", "k8s: the TFJob's name (a DNS-1035 label)");
 ABSL_FLAG(std::string, namespace, "default", "k8s: the Kubernetes namespace");
 ABSL_FLAG(int, gpus_per_worker, 0, "k8s: nvidia.com/gpu per chief and worker replica");
+ABSL_FLAG(bool, dynamic_workers, false,
+          "k8s: enableDynamicWorker: each replica gets a sparse TF_CONFIG, and workers may be "
+          "added and removed while the job runs (async and ssp; a Chief replica initialises)");
 ABSL_FLAG(std::string, gnuplot, ScaleDefaults().experiment.gnuplot,
           "compare/scale: the gnuplot program that draws the plots");
 
@@ -295,6 +298,12 @@ absl::Status RunK8s() {
   o.k8s_namespace = absl::GetFlag(FLAGS_namespace);
   o.image = absl::GetFlag(FLAGS_image);
   o.gpus_per_worker = absl::GetFlag(FLAGS_gpus_per_worker);
+  o.dynamic_workers = absl::GetFlag(FLAGS_dynamic_workers);
+  if (o.dynamic_workers && train.mode == proto::SYNC) {
+    return absl::InvalidArgumentError(
+        "--dynamic_workers with --mode=sync: a sync version waits for every worker, which a "
+        "sparse TF_CONFIG does not list; use --mode=async or --mode=ssp");
+  }
   if (train.metrics_port != 0) o.metrics_port = train.metrics_port;
   if (!SecretFileFlag().empty()) {
     // Loaded to check it: a damaged file is refused here, not in the pods.

@@ -35,7 +35,13 @@ void AddPrincipals(const ClusterSpec& cluster, const TransportSecurity& security
     guard->allowed_keys[security.secret->KeyPairFor(name).public_key] = name;
     handler->principals[name] = who;
   };
-  for (const TaskId& task : cluster.AllTasks()) {
+  std::vector<TaskId> tasks = cluster.AllTasks();
+  if (cluster.sparse()) {
+    // Whoever may join: every rank slot (the ps's spec lists none of them).
+    tasks = {*cluster.task()};
+    for (int rank = 0; rank < cluster.num_workers(); ++rank) tasks.push_back(cluster.TaskForRank(rank));
+  }
+  for (const TaskId& task : tasks) {
     if (task.type == TaskType::kPs) {
       add(task.ToString(), {Role::kPs, -1, task.index});
     } else if (task.type == TaskType::kChief || task.type == TaskType::kWorker) {
@@ -55,9 +61,16 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
   const TaskId task = *cluster.task();
   const std::string& address = cluster.Address(task);
   ASSIGN_OR_RETURN(const HostPort hp, ParseHostPort(address));
-  RequestHandlerOptions handler_options{cluster.JobId(), task.index, cluster.num_ps(),
-                                        cluster.num_workers(), {}, nullptr,
-                                        options.checkpoint_dir, RandomId()};
+  RequestHandlerOptions handler_options;
+  handler_options.shard_index = task.index;
+  handler_options.num_workers = cluster.num_workers();
+  handler_options.checkpoint_dir = options.checkpoint_dir;
+  handler_options.instance = RandomId();
+  // A sparse spec (TFJob enableDynamicWorker) shows a ps only itself: the
+  // job id and the shard count come with the chief's INIT.
+  handler_options.dynamic_workers = cluster.sparse();
+  handler_options.job_id = cluster.sparse() ? 0 : cluster.JobId();
+  handler_options.num_shards = cluster.sparse() ? 0 : cluster.num_ps();
   HandshakeGuardOptions guard_options;
   AddPrincipals(cluster, security, &guard_options, &handler_options);
   std::unique_ptr<PsServer> server(
@@ -132,9 +145,15 @@ void PsServer::PumpReplicator() {
 }
 
 absl::Status PsServer::Run() {
-  LOG(INFO) << task_.ToString() << " listening on " << endpoint_ << " (job "
-            << absl::StrCat(absl::Hex(cluster_.JobId())) << ", " << cluster_.num_workers() << " workers, "
-            << cluster_.num_ps() << " ps)";
+  if (cluster_.sparse()) {
+    LOG(INFO) << task_.ToString() << " listening on " << endpoint_
+              << " (sparse TF_CONFIG: dynamic workers, up to " << cluster_.num_workers()
+              << " ranks; the job and its shard count come with the chief's INIT)";
+  } else {
+    LOG(INFO) << task_.ToString() << " listening on " << endpoint_ << " (job "
+              << absl::StrCat(absl::Hex(cluster_.JobId())) << ", " << cluster_.num_workers()
+              << " workers, " << cluster_.num_ps() << " ps)";
+  }
   started_us_ = last_wait_log_us_ = MonotonicMicros();
   for (;;) {
     std::vector<zmq::socket_t*> sockets = {&socket_};
@@ -222,13 +241,18 @@ void PsServer::FailJob(const std::string& why) {
   Send(&replies);
 }
 
+std::string PsServer::Describe(const TaskId& task) const {
+  // A sparse spec does not know the other tasks' addresses.
+  if (!cluster_.Contains(task)) return task.ToString();
+  return absl::StrCat(task.ToString(), " at ", cluster_.Address(task));
+}
+
 void PsServer::CheckLiveness() {
   const int64_t now = MonotonicMicros();
   if (!handler_.initialized()) {
     if (now - last_wait_log_us_ > kWaitLogIntervalUs) {
-      LOG(INFO) << task_.ToString() << ": waiting for the chief ("
-                << cluster_.ChiefTask().ToString() << " at "
-                << cluster_.Address(cluster_.ChiefTask()) << ") to initialise the parameters";
+      LOG(INFO) << task_.ToString() << ": waiting for the chief (" << Describe(cluster_.ChiefTask())
+                << ") to initialise the parameters";
       last_wait_log_us_ = now;
     }
     return;
@@ -238,9 +262,10 @@ void PsServer::CheckLiveness() {
   std::vector<Reply> replies;
   for (int rank : handler_.DeclareSilentDead(options_.peer_timeout_s, &replies)) {
     const TaskId task = cluster_.TaskForRank(rank);
-    LOG(WARNING) << task_.ToString() << ": " << task.ToString() << " (" << cluster_.Address(task)
-                 << ") sent nothing for " << options_.peer_timeout_s
-                 << " s: presumed dead; not waited for until it is heard from again";
+    LOG(WARNING) << task_.ToString() << ": " << Describe(task) << " sent nothing for "
+                 << options_.peer_timeout_s
+                 << (cluster_.sparse() ? " s: presumed gone; not waited for until it joins again"
+                                       : " s: presumed dead; not waited for until it is heard from again");
   }
   Send(&replies);
   const WorkerTable& workers = handler_.workers();
@@ -249,6 +274,8 @@ void PsServer::CheckLiveness() {
     return FailJob(absl::StrCat("no worker has been alive for ", options_.register_timeout_s,
                                 " s; the job cannot continue"));
   }
+  // Dynamic workers: nobody is missing, the absent have not joined.
+  if (cluster_.sparse()) return;
   std::vector<std::string> missing;
   for (int rank = 0; rank < workers.size(); ++rank) {
     if (!workers.registered(rank) && !workers.dead(rank)) {

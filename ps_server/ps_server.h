@@ -75,6 +75,8 @@ class PsServer {
   void Process(RoutedMessage routed);
   void Send(std::vector<Reply>* replies);
   void CheckLiveness();
+  // "worker:1 at host:port" (just "worker:1" when the spec has no address).
+  std::string Describe(const TaskId& task) const;
   // Starts replicating to the standby once the job asks for one.
   void MaybeStartReplicator();
   void PumpReplicator();

@@ -108,6 +108,8 @@ proto::Header ErrorReply(const proto::Header& request, const absl::Status& statu
 RequestHandler::RequestHandler(const RequestHandlerOptions& options)
     : options_(options),
       clock_(options.clock != nullptr ? options.clock : RealClock()),
+      job_id_(options.job_id),
+      num_shards_(options.num_shards),
       workers_(options.num_workers, clock_) {
   stats_.set_shard_index(options.shard_index);
   stats_.mutable_pushes_by_rank()->Resize(workers_.size(), 0);
@@ -125,7 +127,7 @@ int64_t RequestHandler::updates() const { return policy_->store().updates(); }
 proto::Header RequestHandler::MakeReply(const proto::Header& request) const {
   proto::Header r;
   r.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
-  r.set_job_id(options_.job_id);
+  r.set_job_id(job_id_);
   r.set_type(request.type());
   r.set_is_reply(true);
   r.mutable_sender()->set_type(proto::PS);
@@ -134,7 +136,7 @@ proto::Header RequestHandler::MakeReply(const proto::Header& request) const {
   r.set_request_id(request.request_id());
   r.set_plan_fingerprint(fingerprint_);
   r.set_shard_index(options_.shard_index);
-  r.set_num_shards(options_.num_shards);
+  r.set_num_shards(num_shards_);
   r.set_range_begin(static_cast<uint64_t>(range_.begin));
   r.set_range_end(static_cast<uint64_t>(range_.end));
   r.set_encoding(proto::F32);
@@ -168,7 +170,9 @@ absl::Status RequestHandler::CheckEnvelope(const proto::Header& h) const {
   if (!proto::MessageType_IsValid(h.type()) || h.type() == proto::MESSAGE_TYPE_UNSPECIFIED) {
     return absl::InvalidArgumentError(absl::StrCat("unknown message type ", h.type()));
   }
-  if (h.job_id() != options_.job_id) {
+  // A sparse ps learns its job from the chief's INIT or RESTORE.
+  const bool unknown = options_.dynamic_workers && job_id_ == 0;
+  if (h.job_id() != job_id_ && !unknown) {
     return absl::FailedPreconditionError(absl::StrCat(
         "request for job ", absl::Hex(h.job_id()),
         ", which this ps does not serve (started from another cluster spec?)"));
@@ -481,16 +485,35 @@ absl::Status RequestHandler::CheckInitFields(const proto::Header& h) const {
     return absl::PermissionDeniedError("INIT from a non-worker");
   }
   if (h.rank() != 0) return absl::PermissionDeniedError("only the chief (rank 0) may INIT");
+  if (options_.dynamic_workers != h.job().dynamic_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options_.dynamic_workers
+            ? "this ps has a sparse TF_CONFIG (dynamic workers) but the chief a full one"
+            : "the chief has a sparse TF_CONFIG (dynamic workers) but this ps a full one",
+        ": start every task of the job with the same kind of TF_CONFIG"));
+  }
+  if (options_.dynamic_workers && h.job().mode() == proto::SYNC) {
+    return absl::InvalidArgumentError(
+        "sync training needs every worker known in advance (each version waits for all of them), "
+        "and a sparse TF_CONFIG (TFJob enableDynamicWorker) lists none: use --mode=async or "
+        "--mode=ssp, or a full TF_CONFIG");
+  }
   // The ps's own spec is the authority on the cluster's shape.
   if (h.job().num_workers() != options_.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat(
         "INIT for ", h.job().num_workers(), " workers, but this ps's cluster spec has ",
         options_.num_workers, " (were the tasks started from different specs?)"));
   }
-  if (h.shard_index() != options_.shard_index || h.num_shards() != options_.num_shards) {
+  const bool learn_shards = options_.dynamic_workers && num_shards_ == 0;
+  if (learn_shards && (h.num_shards() < 1 || h.num_shards() > 65536 ||
+                       options_.shard_index >= h.num_shards())) {
+    return absl::InvalidArgumentError(absl::StrCat("INIT for ", h.num_shards(), " shards sent to ps ",
+                                                   options_.shard_index));
+  }
+  if (h.shard_index() != options_.shard_index || (!learn_shards && h.num_shards() != num_shards_)) {
     return absl::InvalidArgumentError(
         absl::StrCat("INIT for shard ", h.shard_index(), " of ", h.num_shards(), " sent to ps ",
-                     options_.shard_index, " of ", options_.num_shards));
+                     options_.shard_index, " of ", num_shards_));
   }
   if (h.range_end() <= h.range_begin() || h.range_end() > (uint64_t{1} << 40)) {
     return absl::InvalidArgumentError(
@@ -525,6 +548,24 @@ void RequestHandler::Install(const proto::Header& h, std::unique_ptr<UpdatePolic
   job_ = h.job();
   fingerprint_ = h.plan_fingerprint();
   range_ = {static_cast<int64_t>(h.range_begin()), static_cast<int64_t>(h.range_end())};
+  if (!options_.dynamic_workers) return;
+  if (job_id_ == 0) {
+    job_id_ = h.job_id();
+    num_shards_ = h.num_shards();
+    LOG(INFO) << "dynamic workers: job " << absl::StrCat(absl::Hex(job_id_)) << ", " << num_shards_
+              << " shards, as the chief says; workers are waited for once they join";
+  }
+  MarkUnheardAbsent();
+}
+
+void RequestHandler::MarkUnheardAbsent() {
+  for (int rank = 0; rank < workers_.size(); ++rank) {
+    if (workers_.heard_from(rank)) continue;
+    workers_.set_absent(rank, true);
+    workers_.set_dead(rank, true);
+    bool refused = false;
+    policy_->SetActive(rank, false, &refused);
+  }
 }
 
 void RequestHandler::RecordPush(int rank, const PushOutcome& outcome) {
@@ -709,9 +750,16 @@ std::vector<int> RequestHandler::DeclareSilentDead(double peer_timeout_s, std::v
 }
 
 void RequestHandler::SetDead(int rank, bool dead, std::vector<Reply>* out) {
+  // Dynamic workers: a slot never heard from is absent, not dead; its
+  // first request is a join.
+  const bool joins = !dead && workers_.absent(rank);
+  workers_.set_absent(rank, false);
   workers_.set_dead(rank, dead);
   if (dead) {
     stats_.set_workers_declared_dead(stats_.workers_declared_dead() + 1);
+  } else if (joins) {
+    stats_.set_workers_joined(stats_.workers_joined() + 1);
+    LOG(INFO) << "rank " << rank << " joined: waited for from now on";
   } else {
     stats_.set_workers_rejoined(stats_.workers_rejoined() + 1);
     LOG(INFO) << "rank " << rank << " is back: waited for again";
@@ -719,6 +767,10 @@ void RequestHandler::SetDead(int rank, bool dead, std::vector<Reply>* out) {
   if (!initialized()) return;
   bool refused = false;
   const bool advanced = policy_->SetActive(rank, !dead, &refused);
+  // A worker that joins (or comes back) starts at the slowest live
+  // worker's clock: SSP would otherwise hold everybody back until it has
+  // done as many steps as they have.
+  if (!dead && options_.dynamic_workers) policy_->AdmitAtSlowestClock(rank);
   if (refused) stats_.set_refused_updates(stats_.refused_updates() + 1);
   // A new version, or (SSP) a new slowest live rank, may release pulls.
   if (advanced || job_.mode() == proto::SSP) ReleaseParkedPulls(out);

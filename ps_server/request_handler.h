@@ -102,6 +102,12 @@ struct RequestHandlerOptions {
   // A random id of this ps process, in every reply (Header.ps_instance):
   // how a client tells a restarted ps from a reconnected one.
   uint64_t instance = 0;
+  // A sparse spec (ClusterSpec::sparse(), TFJob enableDynamicWorker): the
+  // ps knows neither the job id nor the shard count and takes both from
+  // the chief's INIT (or RESTORE); num_workers is the rank slots, and a
+  // rank not heard from is absent (not waited for) until it is. Sync is
+  // refused: its versions need the whole membership.
+  bool dynamic_workers = false;
 };
 
 class RequestHandler {
@@ -237,8 +243,15 @@ class RequestHandler {
   void Refuse(const std::string& peer, const proto::Header& request, const absl::Status& status,
               std::vector<Reply>* out);
 
+  // Marks every rank slot never heard from absent (dynamic workers).
+  void MarkUnheardAbsent();
+
   RequestHandlerOptions options_;
   const Clock* clock_;
+  // The job's id and shard count: the spec's, or (dynamic workers, 0
+  // until then) the chief's INIT/RESTORE's.
+  uint64_t job_id_ = 0;
+  int num_shards_ = 0;
   proto::JobConfig job_;
   uint64_t fingerprint_ = 0;
   ShardRange range_;

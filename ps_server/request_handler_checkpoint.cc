@@ -50,13 +50,13 @@ absl::StatusOr<proto::SavedShard> RequestHandler::Save(int64_t step, int keep) {
   proto::ShardCheckpointHeader& hdr = c.header;
   hdr.set_step(step);
   hdr.set_shard_index(options_.shard_index);
-  hdr.set_num_shards(options_.num_shards);
+  hdr.set_num_shards(num_shards_);
   hdr.set_range_begin(static_cast<uint64_t>(range_.begin));
   hdr.set_range_end(static_cast<uint64_t>(range_.end));
   hdr.set_version(policy_->version());
   hdr.set_updates(policy_->store().updates());
   hdr.set_plan_fingerprint(fingerprint_);
-  hdr.set_job_id(options_.job_id);
+  hdr.set_job_id(job_id_);
   *hdr.mutable_job() = job_;
   *hdr.mutable_stats() = Stats();
   const std::vector<int64_t> clocks = policy_->Clocks();
@@ -64,7 +64,7 @@ absl::StatusOr<proto::SavedShard> RequestHandler::Save(int64_t step, int keep) {
   const ShardStore& store = policy_->store();
   c.params.assign(store.params().begin(), store.params().end());
   c.momentum.assign(store.momentum_buffer().begin(), store.momentum_buffer().end());
-  const std::string file = ShardFileName(step, options_.shard_index, options_.num_shards);
+  const std::string file = ShardFileName(step, options_.shard_index, num_shards_);
   RETURN_IF_ERROR(WriteShardCheckpoint(absl::StrCat(options_.checkpoint_dir, "/", file), &c));
   RETURN_IF_ERROR(PruneCheckpoints(options_.checkpoint_dir, keep, BaseName(file)).status());
   proto::SavedShard saved;
@@ -123,9 +123,9 @@ void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
 absl::StatusOr<ShardCheckpoint> RequestHandler::LoadCheckpoint(const proto::Header& h) const {
   const std::string path = absl::StrCat(
       options_.checkpoint_dir, "/",
-      ShardFileName(h.restore().step(), options_.shard_index, options_.num_shards));
+      ShardFileName(h.restore().step(), options_.shard_index, num_shards_));
   ASSIGN_OR_RETURN(ShardCheckpoint c, ReadShardCheckpoint(path));
-  const ShardCheckpointExpectation expected{options_.shard_index, options_.num_shards,
+  const ShardCheckpointExpectation expected{options_.shard_index, num_shards_,
                                             h.range_begin(),      h.range_end(),
                                             h.plan_fingerprint(), h.restore().checksum(),
                                             &h.job()};
@@ -163,7 +163,9 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
   Install(h, std::move(policy));
   restored_ = true;
   generation_ = h.restore().generation();
-  workers_.NoteAllAlive();  // each rank gets the whole peer timeout to register
+  // Each rank gets the whole peer timeout to register (dynamic workers:
+  // those heard from; the others are absent until they are).
+  if (!options_.dynamic_workers) workers_.NoteAllAlive();
   // The counters go on from where the checkpoint left them; this process's
   // recovery counters go on from where they are.
   const proto::ShardStats live = stats_;

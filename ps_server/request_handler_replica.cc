@@ -81,12 +81,13 @@ void RequestHandler::HandleReplicate(const std::string& peer, const Principal& w
   const proto::Header& h = m.header;
   // Only the ps whose standby this one is: ps (index - 1) mod n, for its
   // own shard.
-  const int primary = (options_.shard_index + options_.num_shards - 1) % options_.num_shards;
-  if (options_.num_shards < 2 || who.ps_index != primary || h.shard_index() != primary) {
+  const int primary =
+      num_shards_ < 2 ? -1 : (options_.shard_index + num_shards_ - 1) % num_shards_;
+  if (primary < 0 || who.ps_index != primary || h.shard_index() != primary) {
     return Refuse(peer, h, absl::PermissionDeniedError(absl::StrCat(
         "this ps keeps the standby of ps:", primary, "'s shard only")), out);
   }
-  if (h.num_shards() != options_.num_shards) {
+  if (h.num_shards() != num_shards_) {
     return Refuse(peer, h, absl::InvalidArgumentError("REPLICATE from a cluster of another size"), out);
   }
   auto n = CheckState(m, options_.num_workers);

@@ -145,6 +145,16 @@ class AsyncPolicy final : public UpdatePolicy {
     return false;
   }
 
+  void AdmitAtSlowestClock(int rank) override {
+    if (bound_ < 0) return;
+    int64_t slowest = -1;
+    for (size_t r = 0; r < clocks_.size(); ++r) {
+      if (static_cast<int>(r) == rank || !active_[r]) continue;
+      if (slowest < 0 || clocks_[r] < slowest) slowest = clocks_[r];
+    }
+    clocks_[rank] = std::max(clocks_[rank], slowest);
+  }
+
   void Resume(int64_t version, absl::Span<const int64_t> clocks) override {
     version_ = version;
     if (clocks.size() == clocks_.size()) clocks_.assign(clocks.begin(), clocks.end());

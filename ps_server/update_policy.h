@@ -91,6 +91,11 @@ class UpdatePolicy {
   // `*update_refused`). REQUIRES: 0 <= rank < num_workers.
   virtual bool SetActive(int rank, bool active, bool* update_refused) = 0;
 
+  // Dynamic workers: `rank`, joining, starts at the slowest other live
+  // rank's clock when it is behind it (ssp; nothing to do in async, and
+  // sync has no dynamic workers). REQUIRES: 0 <= rank < num_workers.
+  virtual void AdmitAtSlowestClock(int rank) {}
+
   // Continues from a checkpoint: the version and, for async/ssp, the
   // clocks it recorded (ignored in sync, where they equal the version).
   // Call before any push. REQUIRES: version >= 0; clocks empty or one per rank.

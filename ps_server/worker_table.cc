@@ -30,7 +30,10 @@ int WorkerTable::num_alive() const {
 
 void WorkerTable::NoteAllAlive() {
   const int64_t now = clock_->NowMicros();
-  for (Worker& w : workers_) w.last_seen_us = now;
+  for (Worker& w : workers_) {
+    w.last_seen_us = now;
+    w.heard = true;
+  }
 }
 
 double WorkerTable::SilentSeconds(int rank) const {

@@ -58,7 +58,16 @@ class WorkerTable {
   void set_dead(int rank, bool dead) { workers_[rank].dead = dead; }
   int num_alive() const;  // ranks not declared dead
 
-  void NoteAlive(int rank) { workers_[rank].last_seen_us = clock_->NowMicros(); }
+  void NoteAlive(int rank) {
+    workers_[rank].last_seen_us = clock_->NowMicros();
+    workers_[rank].heard = true;
+  }
+  // Whether the rank was ever heard from (or counted as just heard from).
+  bool heard_from(int rank) const { return workers_[rank].heard; }
+  // Dynamic workers: a rank slot nobody has taken yet (also dead: not
+  // waited for). Its first request is a join, not a rejoin.
+  bool absent(int rank) const { return workers_[rank].absent; }
+  void set_absent(int rank, bool absent) { workers_[rank].absent = absent; }
   // Where the rank's requests last came from (its request socket).
   void NoteRoute(int rank, std::string route) { workers_[rank].route = std::move(route); }
   const std::string& route(int rank) const { return workers_[rank].route; }
@@ -79,6 +88,8 @@ class WorkerTable {
   struct Worker {
     bool registered = false;
     bool dead = false;
+    bool heard = false;
+    bool absent = false;
     uint64_t registered_session = 0;
     std::string route;
     int64_t last_seen_us = 0;

@@ -72,6 +72,17 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ClusterSpec& clus
         options.restore ? "--restore" : "--checkpoint_every_steps/--checkpoint_every_s",
         " needs --checkpoint_dir"));
   }
+  if (cluster.sparse() && options.mode == proto::SYNC) {
+    return absl::InvalidArgumentError(
+        "--mode=sync needs every worker known in advance (each version waits for all of them), "
+        "and a sparse TF_CONFIG (TFJob enableDynamicWorker) lists only this task: use --mode=async "
+        "or --mode=ssp, or a full TF_CONFIG");
+  }
+  if (cluster.sparse() && options.ps_replicas > 0) {
+    return absl::InvalidArgumentError(
+        "--ps_replicas needs every ps to know the next one, and a sparse TF_CONFIG shows a ps only "
+        "itself: use a full TF_CONFIG");
+  }
   if (options.ps_replicas > 0 && cluster.num_ps() < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--ps_replicas=", options.ps_replicas, " needs 2 or more ps tasks (a standby lives on "
@@ -90,6 +101,8 @@ Trainer::Trainer(const ClusterSpec& cluster, const TrainOptions& options,
       security_(security),
       rank_(cluster.WorkerRank(*cluster.task())),
       num_workers_(cluster.num_workers()),
+      dynamic_(cluster.sparse()),
+      lr_workers_(cluster.sparse() ? 1 : cluster.num_workers()),
       is_chief_(rank_ == 0),
       start_us_(MonotonicMicros()) {
   norm_ = NormalizationFor(options.dataset);
@@ -125,8 +138,13 @@ absl::Status Trainer::Setup() {
   ASSIGN_OR_RETURN(ShardPlan plan, ShardPlan::Create(options_.model, Slots(model_->param_specs()),
                                                      cluster_.num_ps(), strategy));
   plan_ = std::make_unique<ShardPlan>(std::move(plan));
-  sharder_ = std::make_unique<DataSharder>(train_.size, num_workers_, rank_, options_.batch_size,
-                                           options_.seed);
+  // Dynamic workers: nobody knows the others, so nobody splits the set;
+  // each worker draws its own order of all of it (its rank in the seed).
+  sharder_ = dynamic_ ? std::make_unique<DataSharder>(
+                            train_.size, 1, 0, options_.batch_size,
+                            options_.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(rank_ + 1)))
+                      : std::make_unique<DataSharder>(train_.size, num_workers_, rank_,
+                                                      options_.batch_size, options_.seed);
   const int64_t per_run = options_.epochs * sharder_->steps_per_epoch();
   total_steps_ = options_.max_steps > 0 ? std::min(options_.max_steps, per_run) : per_run;
   params_.assign(model_->num_params(), 0.0f);
@@ -144,12 +162,13 @@ absl::Status Trainer::Setup() {
   client_options_.security = security_;
   RETURN_IF_ERROR(MakeClient(options_.connect_timeout_s));
   if (is_chief_ && !options_.checkpoint_dir.empty()) MakeCheckpointer();
-  LOG(INFO) << task_.ToString() << " (rank " << rank_ << " of " << num_workers_ << ", "
+  LOG(INFO) << task_.ToString() << " (rank " << rank_
+            << (dynamic_ ? ", dynamic workers" : absl::StrCat(" of ", num_workers_)) << ", "
             << (is_chief_ ? "chief, " : "") << model_->device_description() << "): "
             << options_.model << " " << model_->num_params() << " params over "
             << plan_->num_shards() << " ps, " << UpdateModeName(options_.mode) << ", batch "
             << options_.batch_size << ", " << sharder_->steps_per_epoch() << " steps/epoch, "
-            << total_steps_ << " steps";
+            << total_steps_ << (dynamic_ ? " updates by all workers together" : " steps");
   return absl::OkStatus();
 }
 
@@ -191,7 +210,7 @@ absl::Status Trainer::OpenMetrics() {
   if (options_.run_dir.empty()) {
     MetricsOptions m;
     m.chief = is_chief_;
-    m.learning_rate = EffectiveLearningRate(options_, num_workers_);
+    m.learning_rate = EffectiveLearningRate(options_, lr_workers_);
     m.server = metrics_server_.get();
     m.log_every_steps = options_.log_every_steps;
     m.epochs = options_.epochs;
@@ -208,7 +227,7 @@ absl::Status Trainer::OpenMetrics() {
   m.rank = rank_;
   m.chief = is_chief_;
   m.append = append;
-  m.learning_rate = EffectiveLearningRate(options_, num_workers_);
+  m.learning_rate = EffectiveLearningRate(options_, lr_workers_);
   m.timeline = options_.timeline;
   m.task_name = task_.ToString();
   m.server = metrics_server_.get();
@@ -222,7 +241,7 @@ proto::JobConfig Trainer::MakeJobConfig() const {
   proto::JobConfig job;
   job.set_mode(options_.mode);
   job.set_num_workers(num_workers_);
-  job.set_learning_rate(EffectiveLearningRate(options_, num_workers_));
+  job.set_learning_rate(EffectiveLearningRate(options_, lr_workers_));
   job.set_momentum(options_.momentum);
   job.set_nesterov(options_.nesterov);
   job.set_weight_decay(options_.weight_decay);
@@ -236,6 +255,7 @@ proto::JobConfig Trainer::MakeJobConfig() const {
   job.set_model(options_.model);
   job.set_total_steps(total_steps_);
   job.set_ps_replicas(options_.ps_replicas);
+  job.set_dynamic_workers(dynamic_);
   return job;
 }
 
@@ -597,7 +617,16 @@ double Trainer::TrainSeconds() const {
   return SecondsSince(first_step_us_) - eval_seconds_;
 }
 
+int64_t Trainer::MinVersion() const { return *std::min_element(versions_.begin(), versions_.end()); }
+
+int Trainer::JobEpoch() const {
+  const int64_t per_epoch = sharder_->steps_per_epoch();
+  return static_cast<int>((dynamic_ ? MinVersion() : global_step_) / per_epoch);
+}
+
 bool Trainer::TrainingDone() const {
+  // Dynamic workers: the job's length is the shards' updates, whoever made them.
+  if (dynamic_) return MinVersion() >= total_steps_;
   if (global_step_ >= total_steps_) return true;
   // Sync with backup workers: the job is done once every shard applied its
   // last version. A straggler whose gradients were dropped has run fewer
@@ -614,19 +643,22 @@ absl::Status Trainer::TrainLoop() {
   const int64_t per_epoch = sharder_->steps_per_epoch();
   auto begin_epoch = [&] {
     epoch_start_step_ = global_step_;
+    epoch_start_version_ = MinVersion();
     epoch_start_train_s_ = TrainSeconds();
     epoch_loss_sum_ = 0;
     epoch_loss_count_ = 0;
   };
   begin_epoch();
-  last_epoch_ = static_cast<int>(std::min<int64_t>(global_step_ / per_epoch, options_.epochs - 1));
+  last_epoch_ = std::min(JobEpoch(), options_.epochs - 1);
   while (!TrainingDone()) {
-    const int epoch = static_cast<int>(global_step_ / per_epoch);
-    RETURN_IF_ERROR(Step(epoch, global_step_ % per_epoch));
+    // The data's epoch is this worker's; the job's (evaluations, the epoch
+    // log) differs from it only with dynamic workers.
+    const int epoch = JobEpoch();
+    RETURN_IF_ERROR(Step(static_cast<int>(global_step_ / per_epoch), global_step_ % per_epoch));
     rejoins_without_progress_ = 0;
     MaybeCheckpoint();
-    last_epoch_ = epoch;
-    const bool epoch_end = global_step_ / per_epoch != epoch || TrainingDone();
+    last_epoch_ = std::min(epoch, options_.epochs - 1);
+    const bool epoch_end = JobEpoch() != epoch || TrainingDone();
     if (is_chief_ && !epoch_end && options_.eval_every_steps > 0 &&
         global_step_ % options_.eval_every_steps == 0) {
       RETURN_IF_ERROR(Evaluate(epoch, /*epoch_end=*/false));
@@ -795,13 +827,16 @@ absl::Status Trainer::EndEpoch(int epoch) {
   const int64_t steps = global_step_ - epoch_start_step_;
   RETURN_IF_ERROR(Evaluate(epoch, /*epoch_end=*/true));
   const EvalPoint& e = evals_.back();
-  const double images = static_cast<double>(sharder_->ImagesInSteps(steps));
+  const double images =
+      dynamic_ ? static_cast<double>(MinVersion() - epoch_start_version_) * options_.batch_size
+               : static_cast<double>(sharder_->ImagesInSteps(steps));
   const double rate = epoch_seconds > 0 ? images / epoch_seconds : 0.0;
   const double train_loss = epoch_loss_count_ > 0 ? epoch_loss_sum_ / epoch_loss_count_ : 0.0;
   LOG(INFO) << absl::StrFormat(
       "epoch %d/%d done: test accuracy %.4f, test loss %.4f, train loss %.4f, %.0f images/s "
-      "(all %d workers), %.1f s",
-      epoch + 1, options_.epochs, e.accuracy, e.loss, train_loss, rate, num_workers_, epoch_seconds);
+      "(all %s workers), %.1f s",
+      epoch + 1, options_.epochs, e.accuracy, e.loss, train_loss, rate,
+      dynamic_ ? "the" : absl::StrCat(num_workers_), epoch_seconds);
   RETURN_IF_ERROR(metrics_->RecordEpoch({epoch + 1, global_step_, steps, e.train_seconds,
                                           train_loss, e.loss, e.accuracy, rate}));
   return absl::OkStatus();
@@ -827,7 +862,18 @@ absl::Status Trainer::FinishChief() {
   summary_.set_epochs(options_.epochs);
   summary_.set_batch_size(options_.batch_size);
   summary_.set_global_batch(options_.batch_size * num_workers_);
-  summary_.set_learning_rate(EffectiveLearningRate(options_, num_workers_));
+  if (dynamic_) {
+    // The ranks that took part: those that pushed to shard 0 (every push
+    // goes to every shard). An update is one worker's batch.
+    summary_.set_dynamic_workers(true);
+    const auto& pushes = stats.front().pushes_by_rank();
+    for (int rank = 0; rank < pushes.size(); ++rank) {
+      if (pushes[rank] > 0) summary_.add_worker_ranks(rank);
+    }
+    summary_.set_num_workers(summary_.worker_ranks_size());
+    summary_.set_global_batch(options_.batch_size);
+  }
+  summary_.set_learning_rate(EffectiveLearningRate(options_, lr_workers_));
   summary_.set_momentum(options_.momentum);
   summary_.set_model(options_.model);
   summary_.set_device(model_->device_description());

@@ -133,6 +133,11 @@ class Trainer {
   absl::Status TrainLoop();
   void MaybeCheckpoint();
   bool TrainingDone() const;
+  // The lowest version the shards answered with.
+  int64_t MinVersion() const;
+  // The epoch the job is in: this worker's (its steps), or, with dynamic
+  // workers, the shards' (their updates).
+  int JobEpoch() const;
   absl::Status Step(int epoch, int64_t step_in_epoch);
   absl::Status ComputeGradients(int epoch, int64_t step_in_epoch, float* loss);
   absl::Status Evaluate(int epoch, bool epoch_end);
@@ -154,7 +159,14 @@ class Trainer {
   TrainOptions options_;
   TransportSecurity security_;
   int rank_ = 0;
-  int num_workers_ = 1;
+  int num_workers_ = 1;  // a sparse spec's rank slots (ClusterSpec::kDynamicWorkerSlots)
+  // A sparse spec (TFJob enableDynamicWorker): workers join and leave. Each
+  // trains on the whole set in an order of its own, and the job ends when
+  // the shards have applied total_steps_ updates (docs/design_notes.md,
+  // "Dynamic workers").
+  bool dynamic_ = false;
+  // The worker count the default learning rate scales with (1 when dynamic).
+  int lr_workers_ = 1;
   bool is_chief_ = false;
   Normalization norm_;
 
@@ -207,6 +219,7 @@ class Trainer {
   double epoch_loss_sum_ = 0;
   int64_t epoch_loss_count_ = 0;
   int64_t epoch_start_step_ = 0;
+  int64_t epoch_start_version_ = 0;  // dynamic: the job's epochs go by the shards' version
   int last_epoch_ = 0;
   double epoch_start_train_s_ = 0;
   std::vector<EvalPoint> evals_;

@@ -306,5 +306,78 @@ TEST(ClusterSpec, ShippedSpecsAreValid) {
   }
 }
 
+
+// Kubeflow's training operator with enableDynamicWorker (the form
+// ../shared/k8s/README.md quotes): a ps sees only itself, a worker every ps
+// and only itself.
+constexpr char kSparsePs1[] = R"({"cluster": {"ps": ["job-ps-1.ns.svc:2222"], "worker": {}},
+  "task": {"type": "ps", "index": 1}})";
+constexpr char kSparseWorker3[] = R"({"cluster": {"ps": ["job-ps-0.ns.svc:2222",
+  "job-ps-1.ns.svc:2222"], "worker": {"3": "job-worker-3.ns.svc:2222"}},
+  "task": {"type": "worker", "index": 3}})";
+constexpr char kSparseChief[] = R"({"cluster": {"ps": ["job-ps-0.ns.svc:2222",
+  "job-ps-1.ns.svc:2222"], "chief": {"0": "job-chief-0.ns.svc:2222"}},
+  "task": {"type": "chief", "index": 0}})";
+
+TEST(ClusterSpec, SparsePsTakesTheOneListedAddressAsItsOwn) {
+  auto spec = ClusterSpec::FromJson(kSparsePs1, "TF_CONFIG");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->sparse());
+  EXPECT_EQ(spec->task()->ToString(), "ps:1");
+  EXPECT_EQ(spec->Address({TaskType::kPs, 1}), "job-ps-1.ns.svc:2222");
+  EXPECT_FALSE(spec->Contains({TaskType::kPs, 0}));
+  EXPECT_EQ(spec->num_ps(), 0);  // unknown: the chief's INIT says
+  EXPECT_EQ(spec->num_workers(), ClusterSpec::kDynamicWorkerSlots);
+  // Written back and read again, it is the same spec.
+  auto again = ClusterSpec::FromJson(spec->ToTfConfig(*spec->task()), "again");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << spec->ToTfConfig(*spec->task());
+  EXPECT_EQ(again->Address({TaskType::kPs, 1}), "job-ps-1.ns.svc:2222");
+  EXPECT_EQ(again->JobId(), spec->JobId());
+}
+
+TEST(ClusterSpec, SparseWorkersHaveTheRanksOfAClusterWithAChief) {
+  auto worker = ClusterSpec::FromJson(kSparseWorker3, "TF_CONFIG");
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  auto chief = ClusterSpec::FromJson(kSparseChief, "TF_CONFIG");
+  ASSERT_TRUE(chief.ok()) << chief.status();
+  EXPECT_EQ(worker->WorkerRank(*worker->task()), 4);
+  EXPECT_FALSE(worker->IsChief(*worker->task()));
+  EXPECT_EQ(chief->WorkerRank(*chief->task()), 0);
+  EXPECT_TRUE(chief->IsChief(*chief->task()));
+  EXPECT_EQ(worker->TaskForRank(4).ToString(), "worker:3");
+  EXPECT_EQ(worker->num_ps(), 2);
+  // Every chief and worker of the job computes the same id: the ps list's.
+  EXPECT_EQ(worker->JobId(), chief->JobId());
+  auto full = ClusterSpec::FromJson(kGood, "TF_CONFIG");
+  EXPECT_NE(worker->JobId(), full->JobId());
+}
+
+TEST(ClusterSpec, SparseTaskOverridesFromFlagsWork) {
+  TaskConfigSources sources;
+  sources.tf_config = R"({"cluster": {"ps": ["job-ps-2.ns.svc:2222"], "worker": {}}})";
+  sources.task_type = "ps";
+  sources.task_index = 2;
+  auto spec = ResolveTaskConfig(sources);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->Address(*spec->task()), "job-ps-2.ns.svc:2222");
+}
+
+TEST(ClusterSpec, RefusesBadSparseLists) {
+  for (const auto& [json, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"cluster": {"ps": ["a:1"], "worker": {"x": "b:2"}}})", "task indices"},
+           {R"({"cluster": {"ps": ["a:1"], "worker": {"-1": "b:2"}}})", "task indices"},
+           {R"({"cluster": {"ps": ["a:1"], "worker": {"1": 7}}})", "host:port"},
+           {R"({"cluster": {"ps": ["a:1"], "worker": {"1": "nohost"}}})", "no port"},
+           {R"({"cluster": {"ps": ["a:1"], "worker": {"255": "b:2"}}})", "workers 0..254"},
+           {R"({"cluster": {"ps": ["a:1"], "chief": {"1": "b:2"}}})", "chief 0"},
+           {R"({"cluster": {"ps": ["a:1"], "worker": {"1": "a:1"}}})", "duplicate address"},
+           {R"({"cluster": {"ps": {}, "worker": {"0": "b:2"}}})", "at least one ps"},
+       }) {
+    auto spec = ClusterSpec::FromJson(json, "TF_CONFIG");
+    EXPECT_FALSE(spec.ok()) << json;
+    EXPECT_THAT(spec.status().message(), HasSubstr(want)) << json;
+  }
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -5,6 +5,7 @@
 // TF_CONFIG must parse into the same job (one job id), and `pstrain task`
 // with it must start the right binary with the manifest's own flags.
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -133,6 +134,47 @@ TEST_F(K8s, AManifestValidatesAndEveryReplicasTfConfigIsOneJobThatTaskRoutes) {
   }
   EXPECT_EQ(replicas, (std::set<std::string>{"chief-0", "worker-0", "worker-1", "ps-0", "ps-1"}));
   EXPECT_EQ(job_ids.size(), 1u) << "every replica must compute the same job id";
+}
+
+// enableDynamicWorker: a chief-less spec gets a Chief replica (its worker
+// 0), the manifest validates, and each replica's sparse TF_CONFIG parses to
+// the ranks of a cluster with a chief; every chief and worker agrees on the
+// job id (a ps learns it from the chief).
+TEST_F(K8s, ADynamicWorkerManifestGivesSparseTfConfigsOfOneJob) {
+  const std::string manifest = Generate(
+      testing::SourcePath("cluster_specs/local_2ps_4w.json"),
+      {"--image=localhost/pstrain:test", "--name=dyn", "--mode=ssp", "--dynamic_workers"}, "dyn.yaml");
+  auto text = ReadFileToString(manifest);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("enableDynamicWorker: true"));
+  const std::string configs = dir_ + "/dyn.jsonl";
+  const Ran v = Validate(manifest, configs);
+  ASSERT_EQ(v.code, 0) << v.output;
+  auto lines = ReadFileToString(configs);
+  ASSERT_TRUE(lines.ok());
+  std::map<std::string, int> ranks;
+  std::set<uint64_t> job_ids;
+  for (absl::string_view line : absl::StrSplit(*lines, '\n', absl::SkipEmpty())) {
+    auto json = ParseJson(line, "tf_configs");
+    ASSERT_TRUE(json.ok()) << json.status();
+    const auto& f = json->struct_value().fields();
+    const std::string replica = f.at("replica").string_value();
+    auto cluster = ClusterSpec::FromJson(ToJson(f.at("tf_config")), replica);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    EXPECT_TRUE(cluster->sparse()) << replica;
+    const TaskId task = *cluster->task();
+    EXPECT_EQ(cluster->Address(task), absl::StrCat("dyn-", replica, ".default.svc:2222"));
+    if (task.type == TaskType::kPs) {
+      EXPECT_EQ(cluster->num_ps(), 0) << "a ps sees only itself";
+      continue;
+    }
+    EXPECT_EQ(cluster->num_ps(), 2);
+    ranks[replica] = cluster->WorkerRank(task);
+    job_ids.insert(cluster->JobId());
+  }
+  EXPECT_EQ(ranks, (std::map<std::string, int>{
+                       {"chief-0", 0}, {"worker-0", 1}, {"worker-1", 2}, {"worker-2", 3}}));
+  EXPECT_EQ(job_ids.size(), 1u);
 }
 
 TEST_F(K8s, TheValidatorRefusesWhatAClusterOrTheOperatorWould) {

@@ -28,6 +28,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
@@ -63,6 +64,43 @@ std::string ImageCache() {
   return cache != nullptr ? cache : "/var/cache/pstrain";
 }
 
+// The manifest's replicas, as the operator would start them, with the
+// pod's paths mapped to the test's (`dir`: the volume at /data).
+std::vector<Replica> DeriveReplicas(const std::string& dir, const std::string& manifest) {
+  const std::string lines_path = dir + "/replicas.jsonl";
+  auto v = RunningProcess::Start("/usr/bin/python3",
+                                 {testing::SourcePath("tools/k8s/validate_tfjob.py"), manifest,
+                                  "--tf_configs=" + lines_path});
+  auto code = v->Wait(120);
+  EXPECT_TRUE(code.ok() && *code == 0) << v->output();
+  auto lines = ReadFileToString(lines_path);
+  EXPECT_TRUE(lines.ok());
+  std::vector<Replica> replicas;
+  if (!lines.ok()) return replicas;
+  const std::vector<std::pair<std::string, std::string>> mounts = {
+      {"/etc/pstrain/job.secret", testing::TestSecretFile()}, {"/data/", dir + "/data/"}};
+  for (absl::string_view line : absl::StrSplit(*lines, '\n', absl::SkipEmpty())) {
+    auto json = ParseJson(line, "replicas");
+    EXPECT_TRUE(json.ok()) << json.status();
+    if (!json.ok()) continue;
+    const auto& f = json->struct_value().fields();
+    Replica r{f.at("replica").string_value(), f.at("service").string_value(),
+              ToJson(f.at("tf_config")), {}, f.at("restartPolicy").string_value(), {}};
+    for (const char* key : {"command", "args"}) {
+      for (const auto& a : f.at(key).list_value().values()) {
+        std::string arg = a.string_value();
+        r.raw_command.push_back(arg);
+        for (const auto& [from, to] : mounts) arg = absl::StrReplaceAll(arg, {{from, to}});
+        r.command.push_back(arg);
+      }
+    }
+    // The image's PATH holds pstrain; here, this build's.
+    if (!r.command.empty() && r.command[0] == "pstrain") r.command[0] = testing::BinaryPath("pstrain");
+    replicas.push_back(std::move(r));
+  }
+  return replicas;
+}
+
 class TfJobEmulation : public ::testing::TestWithParam<std::tuple<std::string, bool>> {
  protected:
   void SetUp() override {
@@ -80,42 +118,7 @@ class TfJobEmulation : public ::testing::TestWithParam<std::tuple<std::string, b
     }
   }
 
-  // The manifest's replicas, as the operator would start them, with the
-  // pod's paths mapped to the test's.
-  std::vector<Replica> Replicas(const std::string& manifest) {
-    const std::string lines_path = dir_ + "/replicas.jsonl";
-    auto v = RunningProcess::Start("/usr/bin/python3",
-                                   {testing::SourcePath("tools/k8s/validate_tfjob.py"), manifest,
-                                    "--tf_configs=" + lines_path});
-    auto code = v->Wait(120);
-    EXPECT_TRUE(code.ok() && *code == 0) << v->output();
-    auto lines = ReadFileToString(lines_path);
-    EXPECT_TRUE(lines.ok());
-    std::vector<Replica> replicas;
-    if (!lines.ok()) return replicas;
-    const std::vector<std::pair<std::string, std::string>> mounts = {
-        {"/etc/pstrain/job.secret", testing::TestSecretFile()}, {"/data/", dir_ + "/data/"}};
-    for (absl::string_view line : absl::StrSplit(*lines, '\n', absl::SkipEmpty())) {
-      auto json = ParseJson(line, "replicas");
-      EXPECT_TRUE(json.ok()) << json.status();
-      if (!json.ok()) continue;
-      const auto& f = json->struct_value().fields();
-      Replica r{f.at("replica").string_value(), f.at("service").string_value(),
-                ToJson(f.at("tf_config")), {}, f.at("restartPolicy").string_value(), {}};
-      for (const char* key : {"command", "args"}) {
-        for (const auto& a : f.at(key).list_value().values()) {
-          std::string arg = a.string_value();
-          r.raw_command.push_back(arg);
-          for (const auto& [from, to] : mounts) arg = absl::StrReplaceAll(arg, {{from, to}});
-          r.command.push_back(arg);
-        }
-      }
-      // The image's PATH holds pstrain; here, this build's.
-      if (!r.command.empty() && r.command[0] == "pstrain") r.command[0] = testing::BinaryPath("pstrain");
-      replicas.push_back(std::move(r));
-    }
-    return replicas;
-  }
+  std::vector<Replica> Replicas(const std::string& manifest) { return DeriveReplicas(dir_, manifest); }
 
   std::string dir_;
   bool container_ = false;
@@ -238,6 +241,152 @@ INSTANTIATE_TEST_SUITE_P(
       return absl::StrCat(absl::StrReplaceAll(std::get<0>(p.param), {{"-", ""}}),
                           std::get<1>(p.param) ? "_in_containers" : "_as_processes");
     });
+
+
+// enableDynamicWorker: every replica gets the operator's sparse TF_CONFIG (a
+// ps sees only itself, a worker every ps and only itself). The job starts
+// with the chief and one worker; a second worker is added mid-run (the job
+// scaled up: the operator creates its pod) and the first removed (scaled
+// down: its pod deleted, SIGTERM); a third replica of the manifest is never
+// started. The ps tasks accept the workers as they come and go, and the job
+// ends after its number of updates, whoever made them.
+class DynamicWorkerJob : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
+    dir_ = testing::MakeTempDir("dynamic");
+  }
+  std::string dir_;
+};
+
+TEST_P(DynamicWorkerJob, WorkersJoinAndLeaveWhileTheJobRuns) {
+  ASSERT_TRUE(MakeDirs(dir_ + "/data/runs").ok());
+  std::filesystem::create_directory_symlink(testing::SourcePath("data/mnist"), dir_ + "/data/mnist");
+  const std::string manifest = dir_ + "/job.yaml";
+  std::vector<std::string> flags = {
+      "k8s", "--cluster_spec=" + testing::SourcePath("cluster_specs/local_2ps_4w.json"),
+      "--dynamic_workers", "--image=localhost/pstrain:test", "--name=dyn", "--namespace=team",
+      "--epochs=2", "--max_steps=900", "--lr=0.02", "--checkpoint_every_steps=100", "--peer_timeout_s=3",
+      "--log_every_steps=25", "--out=" + manifest};
+  for (absl::string_view f : absl::StrSplit(GetParam(), ' ')) flags.emplace_back(f);
+  auto gen = RunningProcess::Start(testing::BinaryPath("pstrain"), flags);
+  auto code = gen->Wait(60);
+  ASSERT_TRUE(code.ok() && *code == 0) << gen->output();
+  auto yaml = ReadFileToString(manifest);
+  ASSERT_TRUE(yaml.ok());
+  EXPECT_THAT(*yaml, ::testing::HasSubstr("enableDynamicWorker: true"));
+  // The spec's four workers: a Chief replica (it initialises the shards)
+  // and three Workers; the manifest validates against the CRD.
+  std::map<std::string, Replica> replicas;
+  for (Replica& r : DeriveReplicas(dir_, manifest)) replicas[r.name] = std::move(r);
+  ASSERT_EQ(replicas.size(), 6u);
+  for (const char* name : {"ps-0", "ps-1", "chief-0", "worker-0", "worker-1", "worker-2"}) {
+    ASSERT_EQ(replicas.count(name), 1u) << name;
+  }
+  // The operator's sparse form, as ../shared/k8s/README.md says.
+  auto compact = [](const std::string& json) {
+    return absl::StrReplaceAll(json, {{" ", ""}, {"\n", ""}});
+  };
+  EXPECT_THAT(compact(replicas["ps-1"].tf_config), ::testing::HasSubstr("\"worker\":{}"));
+  EXPECT_THAT(compact(replicas["worker-1"].tf_config),
+              ::testing::HasSubstr("\"worker\":{\"1\":\"dyn-worker-1.team.svc:2222\"}"));
+
+  auto net = NetnsHarness::Create({});
+  ASSERT_TRUE(net.ok()) << net.status();
+  std::map<std::string, NetnsHost> hosts;
+  for (const auto& [name, r] : replicas) {
+    auto host = (*net)->AddHost(r.service);
+    ASSERT_TRUE(host.ok()) << host.status();
+    hosts[name] = *host;
+  }
+  ASSERT_TRUE((*net)->WriteHosts().ok());
+  auto start = [&](const std::string& name) {
+    const Replica& r = replicas[name];
+    std::vector<std::string> args = {"netns", "exec", hosts[name].netns};
+    args.insert(args.end(), r.command.begin(), r.command.end());
+    return RunningProcess::Start((*net)->ip(), args, r.tf_config);
+  };
+  std::map<std::string, std::unique_ptr<RunningProcess>> pods;
+  for (const char* name : {"ps-0", "ps-1", "chief-0", "worker-0"}) pods[name] = start(name);
+
+  // Scaled up: worker-1 joins a running job.
+  ASSERT_TRUE(pods["chief-0"]->WaitForOutput("step 100", 240))
+      << pods["chief-0"]->output() << "\nps-0:\n" << pods["ps-0"]->output();
+  pods["worker-1"] = start("worker-1");
+  // Three progress lines of its own (its steps start at the slowest
+  // worker's clock in ssp, at 0 in async).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  auto lines = [&] {
+    const std::string& out = pods["worker-1"]->output();
+    int n = 0;
+    for (size_t at = out.find("(this worker)"); at != std::string::npos;
+         at = out.find("(this worker)", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  while (lines() < 3 && std::chrono::steady_clock::now() < deadline) {
+    if (pods["worker-1"]->WaitForOutput("training done", 0.2)) break;
+  }
+  ASSERT_GE(lines(), 3) << pods["worker-1"]->output();
+  if (absl::StrContains(GetParam(), "ssp")) {
+    EXPECT_THAT(pods["worker-1"]->output(), ::testing::HasSubstr("continuing from step"));
+  }
+  // Scaled down: worker-0's pod is deleted.
+  pods["worker-0"]->Signal(SIGTERM);
+  auto gone = pods["worker-0"]->Wait(60);
+  ASSERT_TRUE(gone.ok()) << pods["worker-0"]->output();
+
+  for (const std::string name : {"chief-0", "worker-1", "ps-0", "ps-1"}) {
+    auto c = pods[name]->Wait(600);
+    ASSERT_TRUE(c.ok()) << name << ": " << pods[name]->output();
+    EXPECT_EQ(*c, 0) << name << ":\n" << pods[name]->output();
+  }
+  const proto::RunSummary summary = testing::ReadRunSummary(dir_ + "/data/runs/dyn");
+  std::printf("dynamic workers (%s): ranks %s took part, %d updates, final test accuracy %.4f\n",
+              GetParam().c_str(), absl::StrJoin(summary.worker_ranks(), ",").c_str(),
+              summary.updates_applied(), summary.final_test_accuracy());
+  EXPECT_TRUE(summary.dynamic_workers());
+  // The chief (rank 0), worker-0 (rank 1) and worker-1 (rank 2); worker-2's
+  // slot was never taken, and nobody waited for it.
+  EXPECT_THAT(summary.worker_ranks(), ::testing::ElementsAre(0, 1, 2));
+  EXPECT_EQ(summary.num_workers(), 3);
+  EXPECT_GE(summary.updates_applied(), 900);
+  EXPECT_GT(summary.final_test_accuracy(), 0.85) << summary.DebugString();
+  // Each ps saw worker-1 join (rank 2) and worker-0 leave.
+  for (const char* ps : {"ps-0", "ps-1"}) {
+    EXPECT_THAT(pods[ps]->output(), ::testing::HasSubstr("rank 2 joined")) << pods[ps]->output();
+    EXPECT_THAT(pods[ps]->output(), ::testing::HasSubstr("worker:0 sent nothing for"))
+        << pods[ps]->output();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, DynamicWorkerJob, ::testing::Values("--mode=async", "--mode=ssp --staleness=2"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return absl::StartsWith(p.param, "--mode=ssp") ? "ssp" : "async";
+                         });
+
+// Sync needs every worker known in advance: a sparse TF_CONFIG is refused
+// at once, saying why, by the worker and by `pstrain k8s`.
+TEST(DynamicWorkers, SyncIsRefusedSayingWhy) {
+  const std::string tf_config =
+      R"({"cluster": {"ps": ["127.0.0.1:1"], "chief": {"0": "127.0.0.1:2"}}, "task": {"type": "chief", "index": 0}})";
+  auto worker = RunningProcess::Start(testing::BinaryPath("worker"),
+                                      {"--mode=sync", "--insecure", "--data_dir=" + testing::SourcePath("data/mnist")},
+                                      tf_config);
+  auto code = worker->Wait(60);
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 2) << worker->output();
+  EXPECT_THAT(worker->output(), ::testing::HasSubstr("use --mode=async or --mode=ssp"));
+  auto k8s = RunningProcess::Start(
+      testing::BinaryPath("pstrain"),
+      {"k8s", "--cluster_spec=" + testing::SourcePath("cluster_specs/local_2ps_2w.json"),
+       "--dynamic_workers", "--mode=sync", "--image=x", "--name=dyn"});
+  code = k8s->Wait(60);
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 2) << k8s->output();
+  EXPECT_THAT(k8s->output(), ::testing::HasSubstr("--dynamic_workers with --mode=sync"));
+}
 
 }  // namespace
 }  // namespace pstrain

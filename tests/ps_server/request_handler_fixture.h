@@ -61,6 +61,11 @@ class RequestHandlerTest : public ::testing::Test {
     if (handler_ == nullptr) {
       RequestHandlerOptions o{kJob,    0,         num_shards_,     spec_workers_,
                               principals_, &clock_, checkpoint_dir_, instance_};
+      if (dynamic_) {  // a sparse spec: the job and the shard count come with INIT
+        o.job_id = 0;
+        o.num_shards = 0;
+        o.dynamic_workers = true;
+      }
       handler_ = std::make_unique<RequestHandler>(o);
     }
     return *handler_;
@@ -85,6 +90,7 @@ class RequestHandlerTest : public ::testing::Test {
     job->set_backup_workers(backup);
     job->set_staleness_lr(staleness_lr);
     job->set_total_steps(total_steps);
+    job->set_dynamic_workers(dynamic_);
     return Send(0, WithPayload(h, {1.0f, 1.0f, 1.0f, 1.0f}));
   }
 
@@ -117,6 +123,7 @@ class RequestHandlerTest : public ::testing::Test {
   std::string checkpoint_dir_;  // empty: SAVE and RESTORE refused
   uint64_t instance_ = 0;       // the ps process's id in replies
   int num_shards_ = 1;          // ps tasks in the spec (this one is ps 0)
+  bool dynamic_ = false;        // a sparse spec (dynamic workers)
   double momentum_ = 0.0;       // what Init asks for
   std::unique_ptr<RequestHandler> handler_;
   uint64_t request_id_ = 0;
