@@ -656,7 +656,10 @@ void RequestHandler::HandlePull(const std::string& peer, const Message& m, std::
     return Refuse(peer, h, absl::InvalidArgumentError(absl::StrCat(
         "PULL for version ", h.version(), ": at most the next version can be waited for")), out);
   }
+  policy_->NoteSteps(h.rank(), h.step());
   ServeOrPark({peer, MakeReply(h)}, {h.rank(), h.step(), h.version()}, out);
+  // SSP: this rank's clock may have been the slowest.
+  if (job_.mode() == proto::SSP) ReleaseParkedPulls(out);
 }
 
 void RequestHandler::ServeOrPark(Parked parked, const PullRequest& pull, std::vector<Reply>* out) {

@@ -121,11 +121,13 @@ void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
 }
 
 absl::StatusOr<ShardCheckpoint> RequestHandler::LoadCheckpoint(const proto::Header& h) const {
+  // A restarted sparse ps learns the shard count from this very RESTORE
+  // (CheckInitFields checked it).
+  const int shards = num_shards_ != 0 ? num_shards_ : h.num_shards();
   const std::string path = absl::StrCat(
-      options_.checkpoint_dir, "/",
-      ShardFileName(h.restore().step(), options_.shard_index, num_shards_));
+      options_.checkpoint_dir, "/", ShardFileName(h.restore().step(), options_.shard_index, shards));
   ASSIGN_OR_RETURN(ShardCheckpoint c, ReadShardCheckpoint(path));
-  const ShardCheckpointExpectation expected{options_.shard_index, num_shards_,
+  const ShardCheckpointExpectation expected{options_.shard_index, shards,
                                             h.range_begin(),      h.range_end(),
                                             h.plan_fingerprint(), h.restore().checksum(),
                                             &h.job()};

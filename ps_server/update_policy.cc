@@ -145,6 +145,8 @@ class AsyncPolicy final : public UpdatePolicy {
     return false;
   }
 
+  void NoteSteps(int rank, int64_t steps) override { clocks_[rank] = std::max(clocks_[rank], steps); }
+
   void AdmitAtSlowestClock(int rank) override {
     if (bound_ < 0) return;
     int64_t slowest = -1;

@@ -91,6 +91,13 @@ class UpdatePolicy {
   // `*update_refused`). REQUIRES: 0 <= rank < num_workers.
   virtual bool SetActive(int rank, bool active, bool* update_refused) = 0;
 
+  // `rank` says it has finished `steps` steps (a PULL's step): its clock
+  // is at least that. It matters after a shard was restored alone from a
+  // checkpoint (async/ssp), whose clocks are behind the workers': without
+  // it, SSP would park every worker's first pull for steps nobody will
+  // push again. REQUIRES: 0 <= rank < num_workers.
+  virtual void NoteSteps(int rank, int64_t steps) {}
+
   // Dynamic workers: `rank`, joining, starts at the slowest other live
   // rank's clock when it is behind it (ssp; nothing to do in async, and
   // sync has no dynamic workers). REQUIRES: 0 <= rank < num_workers.

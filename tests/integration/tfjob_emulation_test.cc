@@ -336,6 +336,12 @@ TEST_P(DynamicWorkerJob, WorkersJoinAndLeaveWhileTheJobRuns) {
   pods["worker-0"]->Signal(SIGTERM);
   auto gone = pods["worker-0"]->Wait(60);
   ASSERT_TRUE(gone.ok()) << pods["worker-0"]->output();
+  // And a ps dies and is restarted by its policy: the chief restores its
+  // shard from the last checkpoint (the restarted ps learns the job from
+  // that RESTORE), and the two workers left rejoin.
+  pods["ps-1"]->Signal(SIGKILL);
+  ASSERT_TRUE(pods["ps-1"]->Wait(60).ok());
+  pods["ps-1"] = start("ps-1");
 
   for (const std::string name : {"chief-0", "worker-1", "ps-0", "ps-1"}) {
     auto c = pods[name]->Wait(600);
@@ -353,8 +359,12 @@ TEST_P(DynamicWorkerJob, WorkersJoinAndLeaveWhileTheJobRuns) {
   EXPECT_EQ(summary.num_workers(), 3);
   EXPECT_GE(summary.updates_applied(), 900);
   EXPECT_GT(summary.final_test_accuracy(), 0.85) << summary.DebugString();
-  // Each ps saw worker-1 join (rank 2) and worker-0 leave.
-  for (const char* ps : {"ps-0", "ps-1"}) {
+  EXPECT_THAT(pods["ps-1"]->output(), ::testing::HasSubstr("restored by the chief from ckpt-"));
+  ASSERT_GE(summary.recoveries_size(), 1) << summary.DebugString();
+  std::printf("  ps-1 killed and restarted: %s; %d updates lost\n",
+              summary.recoveries(0).what().c_str(), summary.updates_lost());
+  // ps-0 saw worker-1 join (rank 2) and worker-0 leave.
+  for (const char* ps : {"ps-0"}) {
     EXPECT_THAT(pods[ps]->output(), ::testing::HasSubstr("rank 2 joined")) << pods[ps]->output();
     EXPECT_THAT(pods[ps]->output(), ::testing::HasSubstr("worker:0 sent nothing for"))
         << pods[ps]->output();

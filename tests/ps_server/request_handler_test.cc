@@ -227,6 +227,20 @@ TEST_F(RequestHandlerTest, SspParksAWorkerTooFarAheadOfTheSlowest) {
   EXPECT_EQ(out[1].header.step(), 1);  // the slowest worker's clock it was served at
 }
 
+// Found by the dynamic-worker emulation: an SSP shard restored alone from
+// a checkpoint has the checkpoint's clocks, behind the workers' own steps.
+// Each worker's PULL says how many steps it has finished; without that,
+// every first pull would wait for steps nobody pushes again.
+TEST_F(RequestHandlerTest, SspPullsStateTheWorkersClocks) {
+  Init(proto::SSP, 2, /*staleness=*/1);
+  RegisterAll(2);
+  EXPECT_TRUE(Pull(0, 300, 0).empty());  // rank 1 is at 0 on this shard: wait
+  std::vector<Reply> out = Pull(1, 300, 0);
+  ASSERT_EQ(out.size(), 2u);  // both served: the slowest has done 300 steps
+  for (const Reply& r : out) EXPECT_FALSE(IsError(r));
+  EXPECT_EQ(H().Stats().ssp_waits(), 1);
+}
+
 TEST_F(RequestHandlerTest, CountersAddUp) {
   Init(proto::SYNC, 2, 0, 1);
   RegisterAll(2);
