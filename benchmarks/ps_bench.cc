@@ -6,13 +6,25 @@
 //    real loopback TCP, one worker, one ps: serialisation, ZeroMQ, the
 //    update and the reply; unencrypted (--insecure) and with CURVE
 //    (BM_PushPullRoundTripCurve), so that encryption's cost is measured
-//    side by side.
+//    side by side; from 4 KiB to 64 MiB each way.
+//  - Raw ZeroMQ echo (BM_RawZmqEcho): the same bytes each way between a
+//    DEALER and a ROUTER that sends them straight back, in the same process
+//    and run: the wire's ceiling, so PUSH_PULL's share of it is measured,
+//    not guessed.
+//  - Several workers (BM_PushPullWorkers/<floats>/<workers>, async, and
+//    BM_RawZmqEchoWorkers): every worker a client of its own in a thread of
+//    its own against one ps (one echo server); aggregate_bytes_per_s counts
+//    every worker's round trips.
 // Each checks its result before it times and prints one RESULT line.
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
@@ -98,15 +110,52 @@ void BM_SyncVersionInHandler(benchmark::State& state) {
 }
 BENCHMARK(BM_SyncVersionInHandler)->Args({10920, 2})->Args({669706, 2})->Args({10920, 8});
 
-// One worker and one ps in this process, over loopback TCP; with CURVE
-// when `curve` (keys from a fresh job secret).
-void PushPullRoundTrip(benchmark::State& state, bool curve) {
+// Floats per message: 4 KiB, the mnist_cnn model (87 KB), 256 KiB, the
+// cnn_large push of issue 10 (2.68 MB), 4 MiB, 64 MiB.
+#define PS_BENCH_SIZES Arg(1024)->Arg(21840)->Arg(65536)->Arg(669706)->Arg(1 << 20)->Arg(1 << 24)
+
+// Runs `round_trip` on `clients` threads: the benchmark's own loop on the
+// first, the others until it is done; sets bytes/s for the first and
+// aggregate_bytes_per_s over all (each round trip moves `bytes`).
+template <typename RoundTrip>
+void TimeWithHelpers(benchmark::State& state, int clients, int64_t bytes, RoundTrip round_trip) {
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> helper_trips{0};
+  std::vector<std::thread> helpers;
+  for (int c = 1; c < clients; ++c) {
+    helpers.emplace_back([&, c] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (!round_trip(c)) return;
+        helper_trips.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t h0 = helper_trips.load();
+  for (auto _ : state) {
+    if (!round_trip(0)) {
+      state.SkipWithError("a round trip failed");
+      break;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const int64_t trips = static_cast<int64_t>(state.iterations()) + helper_trips.load() - h0;
+  stop = true;
+  for (std::thread& t : helpers) t.join();
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["round_trips_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["aggregate_bytes_per_s"] = seconds > 0 ? static_cast<double>(trips * bytes) / seconds : 0;
+}
+
+// `workers` workers and one ps in this process, over loopback TCP; with
+// CURVE when `curve` (keys from a fresh job secret). One worker: sync; more:
+// async (a sync version would make them wait for each other).
+void PushPullRoundTrip(benchmark::State& state, bool curve, int workers) {
   const int64_t n = state.range(0);
   TransportSecurity security;
   if (curve) security.secret = JobSecret::Generate();
-  auto local = ClusterSpec::FromJson(
-      R"({"cluster": {"worker": ["localhost:1"], "ps": ["localhost:2"]}})", "bench");
-  auto spec = WithFreePorts(*local);
+  auto spec = WithFreePorts(ClusterSpec::Local(1, workers, 1));
   if (!spec.ok()) {
     state.SkipWithError(std::string(spec.status().message()).c_str());
     return;
@@ -122,37 +171,118 @@ void PushPullRoundTrip(benchmark::State& state, bool curve) {
   auto plan = ShardPlan::Create("bench", {{"w", n}}, 1, ShardStrategy::kBalanced);
   PsClientOptions client_options;
   client_options.security = security;
-  auto client = PsClient::Create(*spec, {TaskType::kWorker, 0}, *plan, client_options);
+  struct Worker {
+    std::unique_ptr<PsClient> client;
+    std::vector<float> params, grads;
+    std::vector<int64_t> versions = {0};
+    std::vector<ShardReply> replies;
+    int64_t step = 0;
+  };
+  std::vector<Worker> w(workers);
   proto::JobConfig job;
-  job.set_mode(proto::SYNC);
-  job.set_num_workers(1);
+  job.set_mode(workers == 1 ? proto::SYNC : proto::ASYNC);
+  job.set_num_workers(workers);
   job.set_learning_rate(0.01);
-  std::vector<float> params(n, 1.0f), grads(n, 0.5f);
-  std::vector<int64_t> versions = {0};
-  std::vector<ShardReply> replies;
-  absl::Status s = (*client)->WaitForServers();
-  if (s.ok()) s = (*client)->Init(job, params);
-  if (s.ok()) s = (*client)->PushPull(0, versions, 128, grads, absl::MakeSpan(params), &replies);
-  if (!s.ok() || std::fabs(params[0] - 0.995f) > 1e-6f) {
-    state.SkipWithError(s.ok() ? "wrong parameters back" : std::string(s.message()).c_str());
-  } else {
-    versions[0] = replies[0].version;
-    for (auto _ : state) {
-      (void)(*client)->PushPull(versions[0], versions, 128, grads, absl::MakeSpan(params), &replies);
-      versions[0] = replies[0].version;
+  absl::Status s;
+  for (int r = 0; r < workers && s.ok(); ++r) {
+    auto c = PsClient::Create(*spec, {TaskType::kWorker, r}, *plan, client_options);
+    if (!c.ok()) {
+      s = c.status();
+      break;
     }
-    state.SetBytesProcessed(state.iterations() * n * 8);  // gradient out, parameters back
-    state.counters["round_trips_per_s"] =
-        benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+    w[r].client = *std::move(c);
+    w[r].params.assign(n, 1.0f);
+    w[r].grads.assign(n, 0.5f);
+    s = w[r].client->WaitForServers();
+    if (s.ok() && r == 0) s = w[r].client->Init(job, w[r].params);
+    if (s.ok() && r > 0) s = w[r].client->Register().status();
   }
-  (void)(*client)->Shutdown();
+  auto round_trip = [&](int r) {
+    Worker& x = w[r];
+    const absl::Status st = x.client->PushPull(x.step++, x.versions, 128, x.grads,
+                                               absl::MakeSpan(x.params), &x.replies);
+    if (st.ok()) x.versions[0] = x.replies[0].version;
+    return st.ok();
+  };
+  if (s.ok() && (!round_trip(0) || std::fabs(w[0].params[0] - 0.995f) > 1e-6f)) {
+    s = absl::InternalError("wrong parameters back");
+  }
+  if (!s.ok()) {
+    state.SkipWithError(std::string(s.message()).c_str());
+  } else {
+    TimeWithHelpers(state, workers, n * 8, round_trip);  // gradient out, parameters back
+  }
+  if (w[0].client != nullptr) (void)w[0].client->Shutdown();
   serve.join();
 }
 
-void BM_PushPullRoundTrip(benchmark::State& state) { PushPullRoundTrip(state, false); }
-void BM_PushPullRoundTripCurve(benchmark::State& state) { PushPullRoundTrip(state, true); }
-BENCHMARK(BM_PushPullRoundTrip)->Arg(10920)->Arg(21840)->Arg(669706)->UseRealTime();
-BENCHMARK(BM_PushPullRoundTripCurve)->Arg(10920)->Arg(21840)->Arg(669706)->UseRealTime();
+void BM_PushPullRoundTrip(benchmark::State& state) { PushPullRoundTrip(state, false, 1); }
+void BM_PushPullRoundTripCurve(benchmark::State& state) { PushPullRoundTrip(state, true, 1); }
+BENCHMARK(BM_PushPullRoundTrip)->PS_BENCH_SIZES->UseRealTime();
+BENCHMARK(BM_PushPullRoundTripCurve)->PS_BENCH_SIZES->UseRealTime();
+
+void BM_PushPullWorkers(benchmark::State& state) {
+  PushPullRoundTrip(state, false, static_cast<int>(state.range(1)));
+}
+BENCHMARK(BM_PushPullWorkers)
+    ->ArgsProduct({{65536, 1 << 20}, {1, 2, 4, 8}})
+    ->UseRealTime();
+
+// The wire's ceiling: `clients` DEALERs send n floats to one ROUTER, which
+// sends each message straight back (no copy: the received frame is sent).
+void RawZmqEcho(benchmark::State& state, int clients) {
+  const int64_t n = state.range(0);
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  zmq::context_t context(1);
+  zmq::socket_t router(context, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  std::atomic<bool> done{false};
+  std::thread echo([&] {
+    zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
+    while (!done.load()) {
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(50)) == 0) continue;
+      zmq::message_t id, body;
+      if (!router.recv(id) || !router.recv(body)) return;
+      router.send(id, zmq::send_flags::sndmore);
+      router.send(body, zmq::send_flags::none);
+    }
+  });
+  std::vector<zmq::socket_t> dealers;
+  for (int c = 0; c < clients; ++c) {
+    dealers.emplace_back(context, zmq::socket_type::dealer);
+    dealers.back().set(zmq::sockopt::linger, 0);
+    dealers.back().connect(endpoint);
+  }
+  std::vector<std::vector<float>> out(clients, std::vector<float>(n, 0.5f));
+  std::vector<std::vector<float>> in(clients, std::vector<float>(n, 0.0f));
+  auto round_trip = [&](int c) {
+    // As a worker does: send from its gradient buffer, receive into its
+    // parameter buffer.
+    if (!dealers[c].send(zmq::buffer(out[c].data(), bytes), zmq::send_flags::none)) return false;
+    zmq::message_t reply;
+    if (!dealers[c].recv(reply) || reply.size() != bytes) return false;
+    std::memcpy(in[c].data(), reply.data(), bytes);
+    return true;
+  };
+  if (!round_trip(0) || in[0][n - 1] != 0.5f) {
+    state.SkipWithError("the echo came back wrong");
+  } else {
+    TimeWithHelpers(state, clients, n * 8, round_trip);
+  }
+  done = true;
+  echo.join();
+}
+
+void BM_RawZmqEcho(benchmark::State& state) { RawZmqEcho(state, 1); }
+BENCHMARK(BM_RawZmqEcho)->PS_BENCH_SIZES->UseRealTime();
+void BM_RawZmqEchoWorkers(benchmark::State& state) {
+  RawZmqEcho(state, static_cast<int>(state.range(1)));
+}
+BENCHMARK(BM_RawZmqEchoWorkers)
+    ->ArgsProduct({{65536, 1 << 20}, {1, 2, 4, 8}})
+    ->UseRealTime();
 
 // Console output plus one line per run: RESULT bench=ps case=<name/args>
 // ns_per_op=<real time> <counter>=<value>...
