@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/lr_schedule.h"
 #include "common/checkpoint_dir.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
@@ -462,7 +463,9 @@ void RequestHandler::FinishInit(const std::string& peer, const proto::Header& h,
             << " by the chief: shard " << options_.shard_index << " [" << range_.begin << ", "
             << range_.end << ") " << range_.size() << " floats, version " << policy_->version()
             << ", mode " << proto::UpdateMode_Name(job_.mode()) << ", " << job_.num_workers()
-            << " workers, lr " << job_.learning_rate() << ", momentum " << job_.momentum();
+            << " workers, lr " << job_.learning_rate() << " ("
+            << LrSchedule::FromJob(job_).value_or(LrSchedule()).Describe() << "), momentum "
+            << job_.momentum();
   Reply reply{peer, MakeReply(h), false, /*record=*/true};
   *reply.header.mutable_job() = job_;
   out->push_back(std::move(reply));

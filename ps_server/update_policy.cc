@@ -4,15 +4,17 @@
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
+#include "common/lr_schedule.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 namespace {
 
 class SyncPolicy final : public UpdatePolicy {
  public:
-  SyncPolicy(const proto::JobConfig& job, std::unique_ptr<ShardStore> store)
+  SyncPolicy(const proto::JobConfig& job, std::unique_ptr<ShardStore> store, LrSchedule schedule)
       : UpdatePolicy(std::move(store)),
-        lr_(static_cast<float>(job.learning_rate())),
+        schedule_(std::move(schedule)),
         backup_(job.backup_workers()),
         total_steps_(job.total_steps()),
         pushed_(job.num_workers(), false),
@@ -80,7 +82,8 @@ class SyncPolicy final : public UpdatePolicy {
   // update was refused (the version moves on all the same).
   bool ApplyAverage() {
     const bool applied =
-        store_->Apply(accum_, weight_ > 0 ? 1.0f / static_cast<float>(weight_) : 0.0f, lr_).ok();
+        store_->Apply(accum_, weight_ > 0 ? 1.0f / static_cast<float>(weight_) : 0.0f,
+                      static_cast<float>(schedule_.At(version_))).ok();
     std::fill(accum_.begin(), accum_.end(), 0.0f);
     std::fill(pushed_.begin(), pushed_.end(), false);
     weight_ = 0;
@@ -89,7 +92,7 @@ class SyncPolicy final : public UpdatePolicy {
     return applied;
   }
 
-  float lr_;
+  LrSchedule schedule_;  // of the version being applied
   int backup_;
   int64_t total_steps_;  // versions the job applies; 0: no limit
   std::vector<bool> pushed_;
@@ -101,9 +104,10 @@ class SyncPolicy final : public UpdatePolicy {
 
 class AsyncPolicy final : public UpdatePolicy {
  public:
-  AsyncPolicy(const proto::JobConfig& job, std::unique_ptr<ShardStore> store, int64_t bound)
+  AsyncPolicy(const proto::JobConfig& job, std::unique_ptr<ShardStore> store, LrSchedule schedule,
+              int64_t bound)
       : UpdatePolicy(std::move(store)),
-        lr_(static_cast<float>(job.learning_rate())),
+        schedule_(std::move(schedule)),
         staleness_lr_(job.staleness_lr()),
         bound_(bound),
         clocks_(job.num_workers(), 0),
@@ -119,7 +123,8 @@ class AsyncPolicy final : public UpdatePolicy {
     const int64_t staleness = version_ - version;
     if (num_examples == 0) return PushOutcome{PushResult::kEmpty, staleness};
     // Zhang et al. 2016, "Staleness-aware async-SGD": lr / staleness.
-    const float lr = staleness_lr_ && staleness > 1 ? lr_ / static_cast<float>(staleness) : lr_;
+    const float scheduled = static_cast<float>(schedule_.At(version_));
+    const float lr = staleness_lr_ && staleness > 1 ? scheduled / static_cast<float>(staleness) : scheduled;
     if (!store_->Apply(grad, 1.0f, lr).ok()) return PushOutcome{PushResult::kRefused, staleness, true};
     ++version_;
     return PushOutcome{PushResult::kApplied, staleness};
@@ -163,7 +168,7 @@ class AsyncPolicy final : public UpdatePolicy {
   }
 
  private:
-  float lr_;
+  LrSchedule schedule_;  // of the update count (the version)
   bool staleness_lr_;
   int64_t bound_;  // -1: none (async)
   std::vector<int64_t> clocks_;
@@ -184,13 +189,16 @@ absl::StatusOr<std::unique_ptr<UpdatePolicy>> CreateUpdatePolicy(
   if (job.staleness() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("staleness must be >= 0, got ", job.staleness()));
   }
+  ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::FromJob(job));
   switch (job.mode()) {
     case proto::SYNC:
-      return std::unique_ptr<UpdatePolicy>(new SyncPolicy(job, std::move(store)));
+      return std::unique_ptr<UpdatePolicy>(new SyncPolicy(job, std::move(store), std::move(schedule)));
     case proto::ASYNC:
-      return std::unique_ptr<UpdatePolicy>(new AsyncPolicy(job, std::move(store), -1));
+      return std::unique_ptr<UpdatePolicy>(
+          new AsyncPolicy(job, std::move(store), std::move(schedule), -1));
     case proto::SSP:
-      return std::unique_ptr<UpdatePolicy>(new AsyncPolicy(job, std::move(store), job.staleness()));
+      return std::unique_ptr<UpdatePolicy>(
+          new AsyncPolicy(job, std::move(store), std::move(schedule), job.staleness()));
     default:
       return absl::InvalidArgumentError(absl::StrCat("unknown update mode ", job.mode()));
   }

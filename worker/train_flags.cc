@@ -30,6 +30,13 @@ ABSL_FLAG(double, lr, Defaults().lr, "Learning rate (0: 0.01 x number of workers
 ABSL_FLAG(double, momentum, Defaults().momentum, "SGD momentum (PyTorch's definition)");
 ABSL_FLAG(bool, nesterov, Defaults().nesterov, "Nesterov momentum");
 ABSL_FLAG(double, weight_decay, Defaults().weight_decay, "L2 weight decay");
+ABSL_FLAG(std::string, lr_schedule, Defaults().lr_schedule,
+          "Learning rate per update, computed on the ps: constant, step or cosine");
+ABSL_FLAG(int64_t, warmup_steps, Defaults().warmup_steps,
+          "Linear warm-up over the first N updates (Goyal et al.), before the schedule");
+ABSL_FLAG(int64_t, lr_step_size, Defaults().lr_step_size, "step schedule: decay every N updates");
+ABSL_FLAG(double, lr_gamma, Defaults().lr_gamma, "step schedule: multiply the rate by this");
+ABSL_FLAG(double, min_lr, Defaults().min_lr, "cosine schedule: the rate at the last update");
 ABSL_FLAG(int64_t, max_steps, Defaults().max_steps, "Stop each worker after this many steps (0: no limit)");
 ABSL_FLAG(uint64_t, seed, Defaults().seed, "Seed for initialisation, data order and dropout");
 ABSL_FLAG(std::string, model, Defaults().model, "Network: mnist_cnn, mlp or cnn_large");
@@ -96,6 +103,11 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.momentum = absl::GetFlag(FLAGS_momentum);
   o.nesterov = absl::GetFlag(FLAGS_nesterov);
   o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  o.lr_schedule = absl::GetFlag(FLAGS_lr_schedule);
+  o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  o.lr_step_size = absl::GetFlag(FLAGS_lr_step_size);
+  o.lr_gamma = absl::GetFlag(FLAGS_lr_gamma);
+  o.min_lr = absl::GetFlag(FLAGS_min_lr);
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.model = absl::GetFlag(FLAGS_model);

@@ -4,7 +4,9 @@
 
 #include "absl/flags/marshalling.h"
 #include "absl/strings/str_cat.h"
+#include "common/lr_schedule.h"
 #include "common/shard_plan.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 namespace {
@@ -52,6 +54,15 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   }
   if (o.nesterov && o.momentum == 0) return Bad("nesterov", "needs --momentum > 0");
   if (!(o.weight_decay >= 0)) return Bad("weight_decay", "must be >= 0");
+  RETURN_IF_ERROR(ParseLrScheduleKind(o.lr_schedule).status());
+  if (o.warmup_steps < 0) return Bad("warmup_steps", "must be >= 0");
+  if (o.lr_schedule == "step" && o.lr_step_size < 1) {
+    return Bad("lr_step_size", "must be >= 1 with --lr_schedule=step");
+  }
+  if (o.lr_step_size < 0) return Bad("lr_step_size", "must be >= 0");
+  if (!(o.lr_gamma > 0) || !std::isfinite(o.lr_gamma)) return Bad("lr_gamma", "must be > 0");
+  if (!(o.min_lr >= 0) || !std::isfinite(o.min_lr)) return Bad("min_lr", "must be >= 0");
+  if (o.lr > 0 && o.min_lr > o.lr) return Bad("min_lr", "must not exceed --lr");
   if (o.max_steps < 0) return Bad("max_steps", "must be >= 0");
   if (o.metrics_port < 0 || o.metrics_port > 65535) {
     return Bad("metrics_port", absl::StrCat("must be a TCP port (1-65535) or 0, got ", o.metrics_port));
@@ -98,6 +109,11 @@ std::vector<std::string> TrainOptions::ToArgs() const {
           Arg("momentum", momentum),
           Arg("nesterov", nesterov),
           Arg("weight_decay", weight_decay),
+          Arg("lr_schedule", lr_schedule),
+          Arg("warmup_steps", warmup_steps),
+          Arg("lr_step_size", lr_step_size),
+          Arg("lr_gamma", lr_gamma),
+          Arg("min_lr", min_lr),
           Arg("max_steps", max_steps),
           Arg("seed", seed),
           Arg("model", model),

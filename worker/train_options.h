@@ -28,6 +28,13 @@ struct TrainOptions {
   double momentum = 0.5;
   bool nesterov = false;
   double weight_decay = 0.0;
+  // The learning rate per update, computed on the ps (common/lr_schedule.h):
+  // constant | step | cosine, after a linear warm-up of warmup_steps updates.
+  std::string lr_schedule = "constant";
+  int64_t warmup_steps = 0;
+  int64_t lr_step_size = 0;              // step: every N updates (required)
+  double lr_gamma = 0.1;                 // step: the factor
+  double min_lr = 0.0;                   // cosine: the last update's rate
   int64_t max_steps = 0;                 // per worker; 0: epochs x steps per epoch
   uint64_t seed = 1;
   std::string model = "mnist_cnn";

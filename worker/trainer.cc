@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "common/lr_schedule.h"
 #include "common/rejoin.h"
 #include "common/run_dir.h"
 #include "common/status_macros.h"
@@ -256,6 +257,15 @@ proto::JobConfig Trainer::MakeJobConfig() const {
   job.set_total_steps(total_steps_);
   job.set_ps_replicas(options_.ps_replicas);
   job.set_dynamic_workers(dynamic_);
+  job.set_lr_schedule(options_.lr_schedule);
+  job.set_warmup_steps(options_.warmup_steps);
+  job.set_lr_step_size(options_.lr_step_size);
+  job.set_lr_gamma(options_.lr_gamma);
+  job.set_min_lr(options_.min_lr);
+  // The job's updates: one per version in sync; one per push in async and
+  // ssp (every worker's total_steps), or total_steps with dynamic workers.
+  const bool per_push = options_.mode != proto::SYNC && !dynamic_;
+  job.set_schedule_updates(per_push ? total_steps_ * num_workers_ : total_steps_);
   return job;
 }
 
@@ -664,7 +674,10 @@ absl::Status Trainer::TrainLoop() {
       RETURN_IF_ERROR(Evaluate(epoch, /*epoch_end=*/false));
     }
     if (!epoch_end) continue;
-    if (is_chief_ && !TrainingDone()) RETURN_IF_ERROR(EndEpoch(epoch));
+    // The last epoch is closed by TrainToEnd once every worker is done,
+    // with this epoch's counters (not reset ones: its row would say 0 steps).
+    if (TrainingDone()) break;
+    if (is_chief_) RETURN_IF_ERROR(EndEpoch(epoch));
     begin_epoch();
   }
   return absl::OkStatus();
@@ -875,6 +888,9 @@ absl::Status Trainer::FinishChief() {
   }
   summary_.set_learning_rate(EffectiveLearningRate(options_, lr_workers_));
   summary_.set_momentum(options_.momentum);
+  if (auto schedule = LrSchedule::FromJob(MakeJobConfig()); schedule.ok()) {
+    summary_.set_lr_schedule(schedule->Describe());
+  }
   summary_.set_model(options_.model);
   summary_.set_device(model_->device_description());
   summary_.set_seed(static_cast<uint32_t>(options_.seed));

@@ -93,6 +93,14 @@ TEST_P(ClusterTraining, LossFallsAndTestAccuracyBeatsThreshold) {
   }
   EXPECT_EQ(summary.stale_gradients_dropped(), 0);
   EXPECT_EQ(summary.malformed_requests(), 0);
+  // The epoch's row counts the epoch (its last one once said 0 steps and
+  // 0 images/s: its counters were reset before it was written).
+  auto epochs = ReadCsv(dir + "/epochs.csv");
+  ASSERT_TRUE(epochs.ok()) << epochs.status();
+  ASSERT_EQ(epochs->rows.size(), 1u);
+  EXPECT_EQ(Column(*epochs, "steps")[0], kSteps);
+  EXPECT_GT(Column(*epochs, "images_per_sec")[0], 0);
+  EXPECT_GT(Column(*epochs, "train_loss")[0], 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ClusterTraining, ::testing::Values("sync", "async"));

@@ -241,6 +241,40 @@ TEST_F(RequestHandlerTest, SspPullsStateTheWorkersClocks) {
   EXPECT_EQ(H().Stats().ssp_waits(), 1);
 }
 
+// The learning-rate schedule is applied where the update is: version v of
+// a sync shard uses the schedule's rate for update v (here a warm-up of 2:
+// lr/2, then lr).
+TEST_F(RequestHandlerTest, EachVersionUsesTheSchedulesRate) {
+  spec_workers_ = 2;
+  proto::Header h = Base(proto::INIT, 0);
+  proto::JobConfig* job = h.mutable_job();
+  job->set_mode(proto::SYNC);
+  job->set_num_workers(2);
+  job->set_learning_rate(0.5);
+  job->set_lr_schedule("step");
+  job->set_lr_step_size(1);
+  job->set_lr_gamma(0.5);
+  job->set_warmup_steps(2);
+  ASSERT_EQ(Send(0, WithPayload(h, {1.0f, 1.0f, 1.0f, 1.0f})).size(), 1u);
+  RegisterAll(2);
+  const float expected[] = {1.0f - 0.25f, 0.75f - 0.5f, 0.25f - 0.5f, -0.25f - 0.25f};
+  for (int v = 0; v < 4; ++v) {  // rates 0.25, 0.5 (warm-up), then 0.5, 0.25 (step)
+    Push(0, v, v, 1.0f);
+    Push(1, v, v, 1.0f);
+    EXPECT_FLOAT_EQ(H().params()[0], expected[v]) << "version " << v;
+  }
+  // A schedule the ps cannot run is refused at INIT, not applied.
+  proto::Header bad = Base(proto::INIT, 0);
+  bad.mutable_job()->set_mode(proto::SYNC);
+  bad.mutable_job()->set_num_workers(2);
+  bad.mutable_job()->set_learning_rate(0.5);
+  bad.mutable_job()->set_lr_schedule("sawtooth");
+  handler_.reset();
+  std::vector<Reply> out = Send(0, WithPayload(bad, {1.0f, 1.0f, 1.0f, 1.0f}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("sawtooth"));
+}
+
 TEST_F(RequestHandlerTest, CountersAddUp) {
   Init(proto::SYNC, 2, 0, 1);
   RegisterAll(2);

@@ -36,11 +36,16 @@ void ExpectSame(const TrainOptions& a, const TrainOptions& b) {
   EXPECT_EQ(a.clean_run_dir, b.clean_run_dir);
   EXPECT_EQ(a.straggler_delay_ms, b.straggler_delay_ms);
   EXPECT_EQ(a.seed, b.seed);
+  EXPECT_EQ(a.lr_schedule, b.lr_schedule);
+  EXPECT_EQ(a.warmup_steps, b.warmup_steps);
+  EXPECT_EQ(a.lr_step_size, b.lr_step_size);
+  EXPECT_EQ(a.lr_gamma, b.lr_gamma);
+  EXPECT_EQ(a.min_lr, b.min_lr);
 }
 
 TEST(TrainOptions, EveryFieldIsAFlagWhoseDefaultIsTheFieldsDefault) {
   const std::vector<std::string> args = TrainOptions().ToArgs();
-  EXPECT_EQ(args.size(), 36u);  // one per field
+  EXPECT_EQ(args.size(), 41u);  // one per field
   for (const std::string& arg : args) {
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq - 2);
@@ -76,6 +81,11 @@ TEST(TrainOptions, ToArgsParsesBackToTheSameOptions) {
   o.peer_timeout_s = 9;
   o.heartbeat_interval_s = 0.25;
   o.rpc_timeout_s = 1.5;
+  o.lr_schedule = "step";
+  o.warmup_steps = 12;
+  o.lr_step_size = 100;
+  o.lr_gamma = 0.3;
+  o.min_lr = 1e-5;
   ASSERT_TRUE(ValidateTrainOptions(o).ok());
   EXPECT_THAT(o.ToArgs(), Contains("--lr=0.30000000000000004"));
   auto parsed = Parse(o.ToArgs());
