@@ -1,3 +1,10 @@
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <mutex>
+#include <string>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
@@ -5,9 +12,7 @@
 #include "glog/logging.h"
 #include "models/cpu/cpu_model.h"
 #include "models/model.h"
-#if PSTRAIN_HAVE_CUDA
-#include "models/cuda/cuda_model.h"
-#endif
+#include "models/plugin_abi.h"
 
 namespace pstrain::models {
 namespace {
@@ -28,12 +33,73 @@ int ParseCudaIndex(const std::string& device, int local_rank) {
 
 }  // namespace
 
+namespace {
+
+// The CUDA plugin's entry points (models/plugin_abi.h), loaded once.
+struct CudaPlugin {
+  int (*device_count)() = nullptr;
+  Model* (*create_model)(const NetSpec*, const ModelOptions*, int, absl::Status*) = nullptr;
+  std::string error;  // why it could not be loaded
+};
+
+// The directory of this process's executable: the plugin lies beside it.
+std::string ExecutableDir() {
+  char path[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return ".";
+  std::string p(path, static_cast<size_t>(n));
+  const size_t slash = p.rfind('/');
+  return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+const CudaPlugin& LoadCudaPlugin() {
+  static CudaPlugin plugin;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (!PSTRAIN_HAVE_CUDA) {
+      plugin.error = "this build has no CUDA backend";
+      return;
+    }
+    const std::string path = ExecutableDir() + "/" + PSTRAIN_CUDA_PLUGIN_FILE;
+    // Never closed: its code backs every model it made.
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* why = dlerror();
+      plugin.error = absl::StrCat("cannot load the CUDA backend ", path, ": ",
+                                  why != nullptr ? why : "unknown error");
+      return;
+    }
+    plugin.device_count = reinterpret_cast<int (*)()>(
+        dlsym(handle, PSTRAIN_STRINGIFY(PSTRAIN_CUDA_DEVICE_COUNT_SYMBOL)));
+    plugin.create_model = reinterpret_cast<Model* (*)(const NetSpec*, const ModelOptions*, int,
+                                                      absl::Status*)>(
+        dlsym(handle, PSTRAIN_STRINGIFY(PSTRAIN_CUDA_CREATE_MODEL_SYMBOL)));
+    if (plugin.device_count == nullptr || plugin.create_model == nullptr) {
+      plugin.error = absl::StrCat(path, " is not this build's CUDA backend (its entry points are "
+                                  "missing: rebuild it)");
+      plugin.device_count = nullptr;
+      plugin.create_model = nullptr;
+    }
+  });
+  return plugin;
+}
+
+// Whether an NVIDIA driver is loaded: without one no GPU can be used, and
+// the plugin (cuBLAS: ~150 MB resident) is not worth loading to learn it.
+bool NvidiaDriverPresent() {
+  return access("/dev/nvidiactl", F_OK) == 0 || access("/proc/driver/nvidia/version", F_OK) == 0;
+}
+
+}  // namespace
+
 int CudaDeviceCount() {
-#if PSTRAIN_HAVE_CUDA
-  return cuda::DeviceCount();
-#else
-  return 0;
-#endif
+  if (!PSTRAIN_HAVE_CUDA || !NvidiaDriverPresent()) return 0;
+  const CudaPlugin& plugin = LoadCudaPlugin();
+  if (plugin.device_count == nullptr) {
+    LOG_FIRST_N(WARNING, 1) << plugin.error << "; using the CPU";
+    return 0;
+  }
+  return plugin.device_count();
 }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
@@ -53,17 +119,22 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) 
     return absl::InvalidArgumentError(
         absl::StrCat("--device: \"", options.device, "\" (expected auto, cpu, cuda or cuda:I)"));
   }
-#if PSTRAIN_HAVE_CUDA
-  absl::StatusOr<std::unique_ptr<Model>> model = cuda::CreateCudaModel(net, options, index);
-  if (!model.ok()) {
-    return absl::Status(model.status().code(),
-                        absl::StrCat("--device=", options.device, ": ", model.status().message()));
+  if (!PSTRAIN_HAVE_CUDA) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--device=", options.device, ": no CUDA device (this build has no CUDA backend)"));
+  }
+  const CudaPlugin& plugin = LoadCudaPlugin();
+  if (plugin.create_model == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--device=", options.device, ": ", plugin.error));
+  }
+  absl::Status error;
+  std::unique_ptr<Model> model(plugin.create_model(&net, &options, index, &error));
+  if (model == nullptr) {
+    return absl::Status(error.ok() ? absl::StatusCode::kInternal : error.code(),
+                        absl::StrCat("--device=", options.device, ": ", error.message()));
   }
   return model;
-#else
-  return absl::FailedPreconditionError(absl::StrCat(
-      "--device=", options.device, ": no CUDA device (this build has no CUDA backend)"));
-#endif
 }
 
 }  // namespace pstrain::models

@@ -211,14 +211,14 @@ absl::Status CheckSize(const std::string& path, const IdxHeader& header, size_t 
 }
 
 absl::Status ParseImages(const std::string& path, std::string raw, Dataset* dataset) {
-  ASSIGN_OR_RETURN(const std::string bytes, DecodeIdxBytes(path, std::move(raw), kImagesMagic));
+  ASSIGN_OR_RETURN(std::string bytes, DecodeIdxBytes(path, std::move(raw), kImagesMagic));
   ASSIGN_OR_RETURN(const IdxHeader header, ParseHeader(path, bytes, kImagesMagic));
   RETURN_IF_ERROR(CheckSize(path, header, bytes.size()));
   dataset->size = header.dims[0];
   dataset->rows = static_cast<int>(header.dims[1]);
   dataset->cols = static_cast<int>(header.dims[2]);
-  const auto* first = reinterpret_cast<const uint8_t*>(bytes.data() + header.header_bytes);
-  dataset->pixels.assign(first, first + header.payload_bytes);
+  bytes.erase(0, header.header_bytes);  // in place: no second buffer
+  dataset->pixels = std::move(bytes);
   return absl::OkStatus();
 }
 
@@ -292,7 +292,8 @@ void GatherBatch(const Dataset& dataset, absl::Span<const int64_t> indices,
   for (size_t b = 0; b < indices.size(); ++b) {
     const int64_t index = indices[b];
     CHECK(index >= 0 && index < dataset.size) << "index " << index << " of " << dataset.size;
-    const uint8_t* src = dataset.pixels.data() + static_cast<size_t>(index) * image_size;
+    const auto* src = reinterpret_cast<const uint8_t*>(dataset.pixels.data()) +
+                      static_cast<size_t>(index) * image_size;
     float* dst = images + b * image_size;
     for (size_t i = 0; i < image_size; ++i) dst[i] = table[src[i]];
     labels[b] = dataset.labels[static_cast<size_t>(index)];

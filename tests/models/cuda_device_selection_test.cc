@@ -4,11 +4,14 @@
 // says "no CUDA device", never a crash. With a GPU, cuda_model_test.cc covers
 // selection instead.
 
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/file_util.h"
 #include "gtest/gtest.h"
 #include "models/model.h"
 
@@ -37,6 +40,18 @@ TEST_F(WithoutGpu, AutoTrainsOnTheCpu) {
     ASSERT_TRUE(model.ok()) << model.status();
     EXPECT_EQ((*model)->device_description(), "cpu");
   }
+}
+
+// Without an NVIDIA driver, "auto" does not even load the CUDA plugin:
+// cuBLAS alone costs ~150 MB resident (models/cuda/plugin.cc).
+TEST_F(WithoutGpu, AutoDoesNotLoadCudaWithoutADriver) {
+  if (access("/dev/nvidiactl", F_OK) == 0) GTEST_SKIP() << "an NVIDIA driver is loaded here";
+  auto model = CreateModel(Options("auto"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto maps = ReadFileToString("/proc/self/maps");
+  ASSERT_TRUE(maps.ok());
+  EXPECT_FALSE(absl::StrContains(*maps, "libcublas")) << "cuBLAS was loaded for a CPU model";
+  EXPECT_FALSE(absl::StrContains(*maps, "libpstrain_cuda")) << "the CUDA plugin was loaded";
 }
 
 TEST_F(WithoutGpu, CudaIsAFailedPreconditionThatSaysNoCudaDevice) {

@@ -320,7 +320,8 @@ Dataset FourPixelDataset() {
   dataset.size = 3;
   dataset.rows = 2;
   dataset.cols = 2;
-  dataset.pixels = {0, 255, 128, 51, 1, 2, 3, 4, 10, 20, 30, 40};
+  const uint8_t pixels[] = {0, 255, 128, 51, 1, 2, 3, 4, 10, 20, 30, 40};
+  dataset.pixels.assign(reinterpret_cast<const char*>(pixels), sizeof(pixels));
   dataset.labels = {4, 5, 6};
   return dataset;
 }
