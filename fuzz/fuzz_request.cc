@@ -1,9 +1,11 @@
-// libFuzzer target: the ps's request handler fed whole multipart messages,
-// before and after a valid INIT. Input format: fuzz/request_frames.h.
+// libFuzzer target: the ps's request dispatch (HostedShards, which holds the
+// request handler) fed whole multipart messages, before and after a valid
+// INIT. Input format: fuzz/request_frames.h.
 //
 // Each message's frames go through ParseFrames, as ReceiveRouted does, and
 // then Handle (or HandleMalformed when they do not parse). Every reply is
-// serialised as SendRouted would, with the shard's parameters when it asks.
+// serialised as SendRouted would, with the parameters of the shard it names
+// when it asks for them.
 
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +17,7 @@
 #include "fuzz/request_frames.h"
 #include "glog/logging.h"
 #include "google/protobuf/stubs/logging.h"
-#include "ps_server/request_handler.h"
+#include "ps_server/hosted_shards.h"
 
 namespace pstrain::fuzz {
 namespace {
@@ -30,24 +32,25 @@ class HandlerUnderTest {
   // workers (worker:0 is the chief), then "client", then "ps:0", and the
   // last peer is nobody (a user id no ZAP handler would have set).
   explicit HandlerUnderTest(const Setup& setup)
-      : handler_(Options(setup)), authenticated_(setup.authenticated) {}
+      : shards_(Options(setup)), authenticated_(setup.authenticated) {}
 
   void Deliver(int peer, std::vector<zmq::message_t> frames, std::vector<Reply>* out) {
     const Peer from{PeerName(peer), authenticated_ ? UserId(peer) : ""};
     absl::StatusOr<Message> m = ParseFrames(std::move(frames));
     if (m.ok()) {
-      handler_.Handle(from, *m, out);
+      shards_.Handle(from, *m, out);
     } else {
-      handler_.HandleMalformed(from, m.status(), out);
+      shards_.own().HandleMalformed(from, m.status(), out);
     }
   }
   void Fail(std::vector<Reply>* out) {
-    handler_.Fail(absl::UnavailableError("worker:1 is dead"), out);
+    shards_.own().Fail(absl::UnavailableError("worker:1 is dead"), out);
   }
   void AbortParked(std::vector<Reply>* out) {
-    handler_.AbortParked(absl::CancelledError("the ps is shutting down"), out);
+    shards_.own().AbortParked(absl::CancelledError("the ps is shutting down"), out);
   }
-  const RequestHandler& handler() const { return handler_; }
+  const RequestHandler& handler() const { return shards_.own(); }
+  const HostedShards& shards() const { return shards_; }
 
  private:
   static RequestHandlerOptions Options(const Setup& setup) {
@@ -68,7 +71,7 @@ class HandlerUnderTest {
     return k % 2 == 0 ? "client" : "ps:0";
   }
 
-  RequestHandler handler_;
+  HostedShards shards_;
   bool authenticated_;
 };
 
@@ -87,9 +90,10 @@ void Consume(const HandlerUnderTest& target, std::vector<Reply>* replies) {
     const std::string wire = r.header.SerializeAsString();
     CHECK_LE(wire.size(), kMaxHeaderBytes);
     if (r.with_params) {
-      CHECK(target.handler().initialized());
+      const RequestHandler* shard = target.shards().Serving(r.header.shard_index());
+      CHECK(shard != nullptr) << "a reply with the parameters of a shard not served";
       volatile float sink = 0;
-      for (float p : target.handler().params()) sink = sink + p;
+      for (float p : shard->params()) sink = sink + p;
     }
   }
   replies->clear();

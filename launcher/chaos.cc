@@ -107,12 +107,15 @@ std::vector<std::string> Facts(const ChaosOptions& o, const ClusterSpec& spec, c
   return {
       absl::StrFormat("Cluster: %s, %d ps and %d workers, every task a process on this machine",
                       o.cluster_spec_path, spec.num_ps(), spec.num_workers()),
-      absl::StrFormat("Training: %s, %s, seed %d, checkpoints %s, peer timeout %g s", UpdateModeName(t.mode),
+      absl::StrFormat("Training: %s, %s, seed %d, checkpoints %s, peer timeout %g s%s", UpdateModeName(t.mode),
                       t.max_steps > 0 ? absl::StrCat("at most ", t.max_steps, " steps per worker")
                                       : absl::StrCat(t.epochs, " epoch(s)"),
-                      t.seed, DescribeCheckpoints(t), t.peer_timeout_s),
+                      t.seed, DescribeCheckpoints(t), t.peer_timeout_s,
+                      t.ps_replicas > 0 ? absl::StrFormat(", a hot standby of every shard (failover after %g s)",
+                                                          t.failover_after_s)
+                                        : ""),
       absl::StrFormat("Faults: %s; per run 1%s, target uniform over %s, time uniform in [%.1f s, "
-                      "%.1f s] after start (10%%-80%% of the baseline's %.1f s), a stop lasting 1 s to %g s; "
+                      "%.1f s] after start (10%%-80%% of the baseline's %.1f s), a stop (or a loss) lasting 1 s to %g s; "
                       "drawn from seed %d",
                       absl::StrJoin(kinds, ", "), o.max_faults_per_run >= 2 ? " (2 with probability 1/4)" : "",
                       o.fault_targets.empty() ? "every task" : absl::StrJoin(o.fault_targets, ", "),
@@ -163,7 +166,7 @@ std::vector<std::vector<Fault>> PlanFaults(const FaultPlanOptions& o) {
       f.task = o.tasks[rng.Below(o.tasks.size())];
       f.at_s = Uniform(rng, kFirstFaultAt * o.baseline_s, kLastFaultAt * o.baseline_s);
       const double stop_s = Uniform(rng, kMinStopS, std::max(kMinStopS, 2 * o.peer_timeout_s));
-      if (f.kind == FaultKind::kStop) f.stop_s = stop_s;  // drawn for kills too: the plan's draws stay aligned
+      if (f.kind != FaultKind::kKill) f.stop_s = stop_s;  // drawn for kills too: the plan's draws stay aligned
       run.push_back(f);
     }
     std::stable_sort(run.begin(), run.end(), [](const Fault& a, const Fault& b) { return a.at_s < b.at_s; });
@@ -197,11 +200,16 @@ absl::StatusOr<std::vector<FaultKind>> ParseFaultKinds(const std::string& text) 
       kinds.push_back(FaultKind::kKill);
     } else if (item == "stop") {
       kinds.push_back(FaultKind::kStop);
+    } else if (item == "lose") {
+      kinds.push_back(FaultKind::kLose);
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("--faults: \"", item, "\" (expected kill or stop)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--faults: \"", item, "\" (expected kill, stop or lose)"));
     }
   }
-  if (kinds.empty()) return absl::InvalidArgumentError("--faults names no fault kind (expected kill, stop)");
+  if (kinds.empty()) {
+    return absl::InvalidArgumentError("--faults names no fault kind (expected kill, stop, lose)");
+  }
   return kinds;
 }
 

@@ -67,6 +67,7 @@ Value FaultJson(const Fault& f, const FaultRecord* sent) {
   m["task"] = Text(f.task.ToString());
   m["planned_at_s"] = Number(f.at_s);
   if (f.kind == FaultKind::kStop) m["stop_s"] = Number(f.stop_s);
+  if (f.kind == FaultKind::kLose) m["away_s"] = Number(f.stop_s);
   m["sent"] = Value();
   m["sent"].set_bool_value(sent != nullptr);
   if (sent != nullptr) m["sent_at_s"] = Number(sent->sent_s);

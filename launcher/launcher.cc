@@ -54,6 +54,7 @@ struct Task {
   int64_t restart_at_us = 0;   // > 0: dead, to be started again then (monotonic)
   int dead_exit_code = 0;      // how the process to be replaced ended
   int64_t resume_at_us = 0;    // > 0: stopped by a fault, SIGCONT due then
+  int64_t away_until_us = 0;   // > 0: lost by a fault, not restarted before then
   size_t stop_record = 0;      // that fault's index in LaunchEvents::faults
   int64_t leftover_term_us = 0;  // when it got SIGTERM as a leftover (StopLeftovers)
 };
@@ -365,7 +366,10 @@ bool Supervisor::MayRestart(const Task& t, int exit_code) const {
 }
 
 void Supervisor::ScheduleRestart(Task& t, int exit_code) {
-  const double backoff = RestartBackoffSeconds(options_, t.restarts + 1);
+  double backoff = RestartBackoffSeconds(options_, t.restarts + 1);
+  // A lost task comes back no sooner than its fault says.
+  if (t.away_until_us != 0) backoff = std::max(backoff, (t.away_until_us - MonotonicMicros()) * 1e-6);
+  t.away_until_us = 0;
   t.dead_exit_code = exit_code;
   t.restart_at_us = MonotonicMicros() + static_cast<int64_t>(backoff * 1e6);
   Print(absl::StrCat(t.id.ToString(), " died (", ExitReason(exit_code), "); restarting it (", t.restarts + 1,
@@ -442,13 +446,18 @@ void Supervisor::Inject(const Fault& f) {
       (f.kind == FaultKind::kStop && task->resume_at_us != 0)) {
     return Print(absl::StrCat(what, " not sent: ", stop_us_ != 0 ? "the launch is stopping" : "it is not running"));
   }
-  task->process.Signal(f.kind == FaultKind::kKill ? SIGKILL : SIGSTOP);
+  task->process.Signal(f.kind == FaultKind::kStop ? SIGSTOP : SIGKILL);
   events_->faults.push_back({f, now, task->process.pid(), -1});
+  if (f.kind == FaultKind::kLose) {
+    task->away_until_us = MonotonicMicros() + static_cast<int64_t>(f.stop_s * 1e6);
+  }
   if (f.kind == FaultKind::kStop) {
     task->resume_at_us = MonotonicMicros() + static_cast<int64_t>(f.stop_s * 1e6);
     task->stop_record = events_->faults.size() - 1;
   }
-  Print(f.kind == FaultKind::kStop ? absl::StrCat(what, " (SIGCONT in ", Seconds(f.stop_s), ")") : what);
+  if (f.kind == FaultKind::kStop) return Print(absl::StrCat(what, " (SIGCONT in ", Seconds(f.stop_s), ")"));
+  if (f.kind == FaultKind::kLose) return Print(absl::StrCat(what, " (lost: away ", Seconds(f.stop_s), ")"));
+  Print(what);
 }
 
 void Supervisor::Resume(Task& t) {
@@ -611,13 +620,23 @@ const char* EchoModeName(EchoMode mode) {
   return "?";
 }
 
-const char* FaultKindName(FaultKind kind) { return kind == FaultKind::kKill ? "kill" : "stop"; }
+const char* FaultKindName(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kKill:
+      return "kill";
+    case FaultKind::kStop:
+      return "stop";
+    case FaultKind::kLose:
+      return "lose";
+  }
+  return "?";
+}
 
-const char* FaultSignalName(FaultKind kind) { return kind == FaultKind::kKill ? "SIGKILL" : "SIGSTOP"; }
+const char* FaultSignalName(FaultKind kind) { return kind == FaultKind::kStop ? "SIGSTOP" : "SIGKILL"; }
 
 std::string DescribeFault(const Fault& f) {
   std::string out = absl::StrFormat("%s %s at %.1f s", FaultKindName(f.kind), f.task.ToString(), f.at_s);
-  if (f.kind == FaultKind::kStop) absl::StrAppendFormat(&out, " for %.1f s", f.stop_s);
+  if (f.kind != FaultKind::kKill) absl::StrAppendFormat(&out, " for %.1f s", f.stop_s);
   return out;
 }
 
@@ -659,7 +678,7 @@ absl::Status CheckFaults(const LaunchOptions& options, const ClusterSpec& spec) 
       return absl::InvalidArgumentError(absl::StrCat("fault \"", DescribeFault(f), "\": ", f.task.ToString(),
                                                      " is not in ", options.cluster_spec_path));
     }
-    if (!(f.at_s >= 0) || (f.kind == FaultKind::kStop && !(f.stop_s > 0))) {
+    if (!(f.at_s >= 0) || (f.kind != FaultKind::kKill && !(f.stop_s > 0))) {
       return absl::InvalidArgumentError(absl::StrCat("fault \"", DescribeFault(f),
                                                      "\": its time must be >= 0 and a stop's length > 0"));
     }

@@ -67,11 +67,15 @@ const char* EchoModeName(EchoMode mode);
 enum class FaultKind {
   kKill,  // SIGKILL
   kStop,  // SIGSTOP, then SIGCONT after stop_s (a hung, not a dead, task)
+  // SIGKILL, and no restart for stop_s: a lost machine, whose pod must be
+  // scheduled elsewhere (with --ps_replicas, a ps lost this way has its
+  // shard served by its standby meanwhile).
+  kLose,
 };
 
-// "kill", "stop": the values of `pstrain chaos --faults`.
+// "kill", "stop", "lose": the values of `pstrain chaos --faults`.
 const char* FaultKindName(FaultKind kind);
-// "SIGKILL", "SIGSTOP".
+// "SIGKILL", "SIGSTOP", "SIGKILL".
 const char* FaultSignalName(FaultKind kind);
 
 // A fault to inject into a launch.
@@ -79,10 +83,11 @@ struct Fault {
   double at_s = 0;   // seconds after every task was started
   TaskId task;
   FaultKind kind = FaultKind::kKill;
-  double stop_s = 0; // kStop: how long the task stays stopped
+  double stop_s = 0; // kStop: how long the task stays stopped; kLose: away
 };
 
-// "kill worker:1 at 3.2 s", "stop ps:0 at 4.0 s for 2.5 s".
+// "kill worker:1 at 3.2 s", "stop ps:0 at 4.0 s for 2.5 s", "lose ps:1 at
+// 2.0 s for 6.0 s".
 std::string DescribeFault(const Fault& fault);
 
 // A fault that was sent.

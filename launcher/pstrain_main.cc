@@ -126,7 +126,8 @@ ABSL_FLAG(double, target_accuracy, ScaleDefaults().target_accuracy,
 ABSL_FLAG(int, runs, ChaosDefaults().runs, "chaos: runs with faults, after the undisturbed baseline");
 ABSL_FLAG(std::string, faults, "kill,stop",
           "chaos: fault kinds to draw from, comma-separated: kill (SIGKILL), stop (SIGSTOP, then SIGCONT "
-          "after 1 s to 2 x --peer_timeout_s)");
+          "after 1 s to 2 x --peer_timeout_s), lose (SIGKILL, and no restart for as long: a lost "
+          "machine)");
 ABSL_FLAG(std::vector<std::string>, fault_targets, {},
           "chaos: the tasks faults may hit, comma-separated types (ps, chief, worker) or tasks "
           "(worker:1); empty: every task of the spec");

@@ -111,7 +111,8 @@ PsServer::PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
     : cluster_(cluster),
       task_(*cluster.task()),
       options_(options),
-      handler_(handler_options),
+      shards_(handler_options),
+      handler_(shards_.own()),
       security_(security) {}
 
 void PsServer::MaybeStartReplicator() {
@@ -126,6 +127,9 @@ void PsServer::MaybeStartReplicator() {
   ro.standby_name = absl::StrCat(standby.ToString(), " (", cluster_.Address(standby), ")");
   ro.endpoint = ConnectEndpoint(*hp);
   ro.socket.max_message_bytes = options_.max_message_bytes;
+  // A standby silent as long as a dead worker is presumed dead, frozen or
+  // dead: the shard goes on without it.
+  ro.give_up_s = options_.peer_timeout_s;
   UseCurveClient(security_, task_.ToString(), standby.ToString(), &ro.socket);
   auto r = Replicator::Create(context_, ro, RealClock());
   if (!r.ok()) {
@@ -170,7 +174,7 @@ absl::Status PsServer::Run() {
     PumpReplicator();
     CheckLiveness();
     PublishMetrics(/*now=*/false);
-    if (handler_.shutdown_requested()) return Finish(absl::OkStatus());
+    if (shards_.shutdown_requested()) return Finish(absl::OkStatus());
     if (!handler_.failure().ok() &&
         MonotonicMicros() - failed_us_ > static_cast<int64_t>(options_.failure_grace_s * 1e6)) {
       return Finish(handler_.failure());
@@ -202,7 +206,13 @@ void PsServer::Process(RoutedMessage routed) {
   } else {
     const int64_t start = trace_ != nullptr ? UnixMicros() : 0;
     const int64_t updates_before = handler_.initialized() ? handler_.updates() : 0;
-    handler_.Handle(peer, *routed.message, &replies);
+    const RequestHandler* by = shards_.Handle(peer, *routed.message, &replies);
+    if (by != &handler_) {
+      // An adopted shard has no standby (its own ps is away); nothing of
+      // it is held back.
+      Send(&replies);
+      return;
+    }
     if (trace_ != nullptr) TraceRequest(routed.message->header.type(), start, updates_before);
     MaybeStartReplicator();
     if (replicator_ != nullptr) replicator_->Hold(handler_, &replies);
@@ -213,13 +223,32 @@ void PsServer::Process(RoutedMessage routed) {
 void PsServer::Send(std::vector<Reply>* replies) {
   for (Reply& r : *replies) {
     if (r.header.has_error() && r.header.error().code() != 0) {
+      const std::string from = r.header.type() == proto::REPLICATE
+                                   ? std::string("its primary")
+                                   : absl::StrCat("rank ", r.header.rank());
       LOG_FIRST_N(WARNING, 50) << task_.ToString() << ": refused "
-                               << proto::MessageType_Name(r.header.type()) << " from rank "
-                               << r.header.rank() << ": " << r.header.error().message();
+                               << proto::MessageType_Name(r.header.type()) << " from " << from
+                               << ": " << r.header.error().message();
     }
     absl::Span<const float> payload;
-    if (r.with_params) payload = handler_.params();
+    if (r.with_params) {
+      const RequestHandler* shard = shards_.Serving(r.header.shard_index());
+      if (shard == nullptr) {
+        // Cannot happen: a reply with parameters comes from a shard served
+        // here. Sent as a refusal rather than without its parameters.
+        LOG(ERROR) << task_.ToString() << ": no shard " << r.header.shard_index()
+                   << " here for a reply with parameters";
+        r.header = ErrorReply(r.header, absl::InternalError("the shard is not served here"));
+        r.with_params = false;
+      } else {
+        payload = shard->params();
+      }
+    }
     if (r.payload != nullptr) payload = *r.payload;
+    const proto::MessageType type = r.header.type();
+    if ((type == proto::HEARTBEAT || type == proto::STATS) && r.header.error().code() == 0) {
+      for (const proto::ShardPlacement& p : shards_.Placements()) *r.header.add_hosted() = p;
+    }
     const zmq::message_t identity(r.peer.data(), r.peer.size());
     const absl::Status s = SendRouted(socket_, identity, r.header, payload);
     if (!s.ok() && r.notice) continue;  // that worker is gone: nobody to tell
@@ -260,6 +289,9 @@ void PsServer::CheckLiveness() {
   if (init_us_ == 0) init_us_ = now;
   if (!handler_.failure().ok()) return;
   std::vector<Reply> replies;
+  if (shards_.adopted() != nullptr) {
+    shards_.adopted()->DeclareSilentDead(options_.peer_timeout_s, &replies);
+  }
   for (int rank : handler_.DeclareSilentDead(options_.peer_timeout_s, &replies)) {
     const TaskId task = cluster_.TaskForRank(rank);
     LOG(WARNING) << task_.ToString() << ": " << Describe(task) << " sent nothing for "
@@ -351,6 +383,8 @@ absl::Status PsServer::Finish(absl::Status status) {
   std::vector<Reply> replies;
   if (replicator_ != nullptr) replicator_->ReleaseAll(&replies);
   if (!status.ok()) handler_.AbortParked(status, &replies);
+  if (!status.ok() && shards_.adopted() != nullptr)
+    shards_.adopted()->AbortParked(status, &replies);
   Send(&replies);
   PublishMetrics(/*now=*/true);
   if (trace_ != nullptr) {

@@ -32,6 +32,12 @@
 // A restarted ps comes up empty and waits for the chief to RESTORE it from
 // the last checkpoint (worker/trainer.h); its random instance id, in every
 // reply, tells clients it restarted.
+//
+// Failover (--ps_replicas=1): a ps also serves the shard it is the standby
+// of while that shard's ps is away, when the chief says so (ADOPT, RELEASE:
+// ps_server/hosted_shards.h). Its HEARTBEAT and STATS replies list the
+// shards it serves (Header.hosted), which is how workers find them. It
+// exits once every shard it serves was shut down.
 
 #include <cstdint>
 #include <memory>
@@ -42,9 +48,10 @@
 #include "common/cluster_spec.h"
 #include "common/handshake_guard.h"
 #include "common/metrics_server.h"
-#include "common/trace_writer.h"
 #include "common/security.h"
+#include "common/trace_writer.h"
 #include "common/transport.h"
+#include "ps_server/hosted_shards.h"
 #include "ps_server/ps_server_options.h"
 #include "ps_server/replicator.h"
 #include "ps_server/request_handler.h"
@@ -65,7 +72,7 @@ class PsServer {
   absl::Status Run();
 
   const std::string& endpoint() const { return endpoint_; }
-  proto::ShardStats Stats() const { return handler_.Stats(); }
+  proto::ShardStats Stats() const { return shards_.own().Stats(); }
 
  private:
   PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
@@ -77,6 +84,8 @@ class PsServer {
   void CheckLiveness();
   // "worker:1 at host:port" (just "worker:1" when the spec has no address).
   std::string Describe(const TaskId& task) const;
+  // Sends `replies`: parameters from the shard each names, and (HEARTBEAT,
+  // STATS) the shards this ps serves.
   // Starts replicating to the standby once the job asks for one.
   void MaybeStartReplicator();
   void PumpReplicator();
@@ -98,7 +107,8 @@ class PsServer {
   std::unique_ptr<HandshakeGuard> guard_;  // before socket_: closed after it
   zmq::socket_t socket_;
   std::string endpoint_;
-  RequestHandler handler_;
+  HostedShards shards_;      // its own shard, and one it adopted (failover)
+  RequestHandler& handler_;  // shards_.own()
   TransportSecurity security_;
   std::unique_ptr<Replicator> replicator_;  // --ps_replicas=1, once initialised
   // --metrics_port: the endpoint, and what it serves of this shard.

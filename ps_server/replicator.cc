@@ -1,5 +1,8 @@
 #include "ps_server/replicator.h"
 
+#include <atomic>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
@@ -24,7 +27,47 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Create(zmq::context_t& c
     return absl::Status(socket.status().code(),
                         absl::StrCat(options.standby_name, ": ", socket.status().message()));
   }
-  return std::unique_ptr<Replicator>(new Replicator(options, clock, *std::move(socket)));
+  // The standby's connection closing is how its death is seen at once.
+  static std::atomic<uint64_t> next_monitor{0};
+  const std::string monitor = absl::StrCat("inproc://pstrain-replicator-", next_monitor++);
+  try {
+    if (zmq_socket_monitor(socket->handle(), monitor.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
+      throw zmq::error_t();
+    }
+    zmq::socket_t events(context, zmq::socket_type::pair);
+    events.set(zmq::sockopt::linger, 0);
+    events.connect(monitor);
+    return std::unique_ptr<Replicator>(
+        new Replicator(options, clock, *std::move(socket), std::move(events)));
+  } catch (const zmq::error_t& e) {
+    return absl::InternalError(
+        absl::StrCat(options.standby_name, ": cannot watch the connection: ", e.what()));
+  }
+}
+
+bool Replicator::Disconnected() {
+  bool closed = false;
+  for (;;) {
+    zmq::message_t head;
+    zmq::message_t address;
+    try {
+      if (!events_.recv(head, zmq::recv_flags::dontwait)) break;
+      if (head.more()) (void)events_.recv(address, zmq::recv_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      break;
+    }
+    uint16_t event = 0;
+    if (head.size() == 6) std::memcpy(&event, head.data(), sizeof(event));
+    closed = closed || event == ZMQ_EVENT_DISCONNECTED;
+  }
+  return closed;
+}
+
+void Replicator::GiveUp(const std::string& why) {
+  gave_up_ = true;
+  in_flight_ = false;
+  LOG(ERROR) << options_.standby_name << " " << why
+             << ": going on without a standby until it answers";
 }
 
 void Replicator::Observe(const RequestHandler& handler) {
@@ -75,6 +118,7 @@ void Replicator::ReadAcks(RequestHandler& handler) {
       continue;
     }
     acked_ = in_flight_serial_;
+    standby_closed_ = false;
     handler.CountReplication(true);
   }
 }
@@ -89,6 +133,7 @@ void Replicator::Release(uint64_t up_to, std::vector<Reply>* released) {
 void Replicator::Pump(RequestHandler& handler, std::vector<Reply>* released) {
   Observe(handler);
   ReadAcks(handler);
+  if (Disconnected()) standby_closed_ = true;
   const int64_t now = clock_->NowMicros();
   if (in_flight_ && (now - sent_us_) * 1e-6 > options_.resend_s) in_flight_ = false;
   if (!in_flight_ && acked_ < serial_ && handler.initialized()) Send(handler);
@@ -96,11 +141,11 @@ void Replicator::Pump(RequestHandler& handler, std::vector<Reply>* released) {
     if (gave_up_) LOG(WARNING) << options_.standby_name << " has this shard's state again";
     behind_since_us_ = 0;
     gave_up_ = false;
+  } else if (!gave_up_ && standby_closed_) {
+    GiveUp("closed its connection (it died or restarted)");
   } else if (!gave_up_ && behind_since_us_ != 0 &&
              (now - behind_since_us_) * 1e-6 > options_.give_up_s) {
-    gave_up_ = true;
-    LOG(ERROR) << options_.standby_name << " has not acknowledged this shard's state for "
-               << options_.give_up_s << " s: going on without a standby until it answers";
+    GiveUp(absl::StrCat("has not acknowledged this shard's state for ", options_.give_up_s, " s"));
   }
   const size_t before = released->size();
   Release(gave_up_ ? serial_ : acked_, released);

@@ -18,8 +18,10 @@
 //
 // A standby that does not acknowledge within resend_s is sent the newest
 // state again (it restarted, or the message was lost); one that has not
-// acknowledged for give_up_s no longer holds replies back (the job goes on
-// unreplicated, counted and logged, until it answers again).
+// acknowledged for give_up_s, or whose connection closed (it died), no
+// longer holds replies back (the job goes on unreplicated, counted and
+// logged, until it answers again): a dead standby costs the job nothing,
+// a frozen one give_up_s.
 //
 // Thread safety: none; the ps's event loop owns it and its socket.
 
@@ -42,7 +44,7 @@ struct ReplicatorOptions {
   std::string endpoint;      // where the standby listens
   SocketOptions socket;      // CURVE client keys of this ps, for the standby
   double resend_s = 1.0;
-  double give_up_s = 10.0;
+  double give_up_s = 10.0;  // the ps: its --peer_timeout_s
 };
 
 class Replicator {
@@ -66,8 +68,13 @@ class Replicator {
   zmq::socket_t* socket() { return &socket_; }
 
  private:
-  Replicator(const ReplicatorOptions& options, const Clock* clock, zmq::socket_t socket)
-      : options_(options), clock_(clock), socket_(std::move(socket)) {}
+  Replicator(const ReplicatorOptions& options, const Clock* clock, zmq::socket_t socket,
+             zmq::socket_t events)
+      : options_(options), clock_(clock), socket_(std::move(socket)), events_(std::move(events)) {}
+
+  // Reads the socket's connection events: true when it was closed.
+  bool Disconnected();
+  void GiveUp(const std::string& why);
 
   // Advances serial_ when the handler's state moved since the last look.
   void Observe(const RequestHandler& handler);
@@ -85,6 +92,7 @@ class Replicator {
   ReplicatorOptions options_;
   const Clock* clock_;
   zmq::socket_t socket_;
+  zmq::socket_t events_;     // socket_'s monitor (a PAIR)
   Key key_;                  // the handler's state at the last look
   uint64_t serial_ = 0;      // states seen; held replies are tagged with it
   uint64_t acked_ = 0;       // the newest serial the standby has
@@ -95,6 +103,7 @@ class Replicator {
   int64_t sent_us_ = 0;
   int64_t behind_since_us_ = 0;  // 0: the standby is up to date
   bool gave_up_ = false;
+  bool standby_closed_ = false;  // its connection closed since its last ack
   std::deque<std::pair<uint64_t, Reply>> held_;
 };
 

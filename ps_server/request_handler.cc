@@ -306,20 +306,36 @@ void RequestHandler::Handle(const Peer& peer, const Message& request, std::vecto
   for (size_t i = first; i < out->size(); ++i) (*out)[i].header.set_ps_instance(options_.instance);
 }
 
+absl::StatusOr<Principal> RequestHandler::Identify(const Peer& peer, const proto::Header& h) {
+  if (absl::Status s = CheckEnvelope(h); !s.ok()) {
+    stats_.set_rejected_requests(stats_.rejected_requests() + 1);
+    return s;
+  }
+  auto who = Authenticate(peer, h);
+  if (who.ok()) {
+    if (absl::Status s = Authorize(*who, h); !s.ok()) who = s;
+  }
+  if (!who.ok()) {
+    stats_.set_rejected_requests(stats_.rejected_requests() + 1);
+    stats_.set_unauthorized_requests(stats_.unauthorized_requests() + 1);
+  }
+  return who;
+}
+
+absl::Status RequestHandler::Admit(const Peer& peer, const proto::Header& h) {
+  return Identify(peer, h).status();
+}
+
 void RequestHandler::Dispatch(const Peer& peer, const Message& request, std::vector<Reply>* out) {
   const proto::Header& h = request.header;
   auto refuse = [&](const absl::Status& s) {
     stats_.set_rejected_requests(stats_.rejected_requests() + 1);
     out->push_back({peer.route, ErrorReply(h, s), false, /*record=*/false});
   };
-  if (absl::Status s = CheckEnvelope(h); !s.ok()) return refuse(s);
-  auto who = Authenticate(peer, h);
-  if (who.ok()) {
-    if (absl::Status s = Authorize(*who, h); !s.ok()) who = s;
-  }
+  auto who = Identify(peer, h);
   if (!who.ok()) {
-    stats_.set_unauthorized_requests(stats_.unauthorized_requests() + 1);
-    return refuse(who.status());
+    out->push_back({peer.route, ErrorReply(h, who.status()), false, /*record=*/false});
+    return;
   }
   if (absl::Status s = CheckSize(request); !s.ok()) {
     stats_.set_oversized_requests(stats_.oversized_requests() + 1);
@@ -857,6 +873,8 @@ proto::ShardStats RequestHandler::Stats() const {
   s.set_generation(generation_);
   s.set_replica_shard(replica_.held() ? replica_.header.shard_index() : -1);
   s.set_replica_version(replica_.held() ? replica_.header.replica().version() : -1);
+  s.set_replica_term(replica_.held() ? replica_.header.replica().term() : -1);
+  s.set_term(term_);
   // Trim trailing empty histogram buckets to keep the reply small.
   while (s.staleness_histogram_size() > 0 &&
          s.staleness_histogram(s.staleness_histogram_size() - 1) == 0) {

@@ -37,8 +37,11 @@
 //
 // Hot standby (stage 2, JobConfig.ps_replicas): ps k is the standby of
 // shard (k-1) mod n. It keeps the latest state its primary REPLICATEs (only
-// that ps may), and gives it to the chief (FETCH_REPLICA), which restores a
-// restarted primary from it (RESTORE from_payload): nothing applied is lost.
+// that ps may, and never one of an older term than the replica it holds),
+// and gives it to the chief (FETCH_REPLICA), which restores a restarted
+// primary from it (RESTORE from_payload): nothing applied is lost. When the
+// primary stays away, the chief has the standby serve the shard from it
+// (AdoptReplica, on a second handler: ps_server/hosted_shards.h).
 // The primary's side, sending its state and holding back what a worker
 // could see before the standby has it, is ps_server/replicator.h.
 //
@@ -87,6 +90,15 @@ struct Reply {
   bool notice = false;
 };
 
+// A standby's copy of another ps's shard: the last REPLICATE's header (job,
+// plan, range, ReplicaState, the primary's counters) and its state,
+// parameters then momentum (null: none held).
+struct HeldReplica {
+  proto::Header header;
+  std::shared_ptr<const std::vector<float>> state;
+  bool held() const { return state != nullptr; }
+};
+
 struct RequestHandlerOptions {
   uint64_t job_id = 0;   // ClusterSpec::JobId() of the cluster this ps serves
   int shard_index = 0;   // this ps's index
@@ -120,6 +132,14 @@ class RequestHandler {
   // Answers a message that could not be parsed (counted as malformed).
   void HandleMalformed(const Peer& peer, const absl::Status& error, std::vector<Reply>* out);
 
+  // Checks 1-3 above for a request this handler does not serve itself
+  // (ADOPT, RELEASE: ps_server/hosted_shards.h): OK when it may be acted
+  // on, else the refusal (counted).
+  absl::Status Admit(const Peer& peer, const proto::Header& h);
+  // A reply to `request` from this shard (its range, version, generation,
+  // this ps's instance).
+  proto::Header MakeReply(const proto::Header& request) const;
+
   // Answers every parked request with `status` (a dead peer, shutdown).
   void AbortParked(const absl::Status& status, std::vector<Reply>* out);
 
@@ -136,12 +156,35 @@ class RequestHandler {
   // replies their absence releases.
   std::vector<int> DeclareSilentDead(double peer_timeout_s, std::vector<Reply>* out);
 
+  // Failover (ps_server/hosted_shards.h). On an empty handler made for
+  // shard `replica.header.shard_index()`: serves that shard from a
+  // standby's replica, at the replica's generation and its term + 1.
+  // InvalidArgument when the replica is not one of this job and shard.
+  absl::Status AdoptReplica(const HeldReplica& replica);
+  // Gives the shard up: answers whatever is parked with `why` (a rejoin
+  // status) and returns the shard's state as a replica, to be kept by the
+  // standby. REQUIRES: initialized().
+  HeldReplica ReleaseAsReplica(const absl::Status& why, std::vector<Reply>* out);
+  // The replica this ps holds as a standby (of shard (index - 1) mod n).
+  const HeldReplica& replica() const { return replica_; }
+  void KeepReplica(HeldReplica replica) { replica_ = std::move(replica); }
+  // The shard's placement term (proto ShardPlacement).
+  int64_t term() const { return term_; }
+  // Counts what the ps did with shards of others (STATS).
+  void CountAdoption() { stats_.set_adoptions(stats_.adoptions() + 1); }
+  void CountRelease() { stats_.set_releases(stats_.releases() + 1); }
+  void CountRefusal() { stats_.set_rejected_requests(stats_.rejected_requests() + 1); }
+  void CountStaleReplication() {
+    stats_.set_stale_replications_refused(stats_.stale_replications_refused() + 1);
+  }
+
   // Adds transport byte counts to the STATS figures.
   void CountBytes(int64_t received, int64_t sent);
   // Adds peers refused at the handshake to the STATS figures.
   void SetHandshakesRefused(int64_t refused) { stats_.set_handshakes_refused(refused); }
 
   bool initialized() const { return policy_ != nullptr; }
+  int shard_index() const { return options_.shard_index; }
   // The shard came from a checkpoint (RESTORE), not from INIT.
   bool restored() const { return restored_; }
   int64_t generation() const { return generation_; }
@@ -190,6 +233,8 @@ class RequestHandler {
     std::vector<Parked> waiting;
   };
 
+  // Checks 1-3: who sent `h` and whether it may; a refusal is counted.
+  absl::StatusOr<Principal> Identify(const Peer& peer, const proto::Header& h);
   absl::Status CheckEnvelope(const proto::Header& h) const;
   absl::StatusOr<Principal> Authenticate(const Peer& peer, const proto::Header& h) const;
   absl::Status Authorize(const Principal& who, const proto::Header& h) const;
@@ -239,7 +284,6 @@ class RequestHandler {
   void ReleaseParkedPulls(std::vector<Reply>* out);
   void RecordPush(int rank, const PushOutcome& outcome);
   void RecordReplies(const std::vector<Reply>& out, size_t from);
-  proto::Header MakeReply(const proto::Header& request) const;
   void Refuse(const std::string& peer, const proto::Header& request, const absl::Status& status,
               std::vector<Reply>* out);
 
@@ -263,16 +307,10 @@ class RequestHandler {
   std::map<int, proto::WorkerReport> reports_;
   bool shutdown_requested_ = false;
   bool restored_ = false;
-  // The replica this ps keeps as standby of shard (index - 1) mod n: the
-  // header of its last REPLICATE (job, plan, range, ReplicaState) and its
-  // parameters then momentum (null: none held yet).
-  struct Replica {
-    proto::Header header;
-    std::shared_ptr<const std::vector<float>> state;
-    bool held() const { return state != nullptr; }
-  };
-  Replica replica_;
+  // The replica this ps keeps as standby of shard (index - 1) mod n.
+  HeldReplica replica_;
   int64_t generation_ = 0;
+  int64_t term_ = 0;
   absl::Status failure_;
   proto::ShardStats stats_;
 };

@@ -2,6 +2,8 @@
 // request_handler.cc so that each file stays readable. The file format is
 // ps_server/shard_checkpoint.h; the directory layout common/checkpoint_dir.h.
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint_dir.h"
 #include "common/rejoin.h"
@@ -111,6 +113,11 @@ void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
               << (h.restore().from_payload() ? std::string("its standby's replica")
                                              : CheckpointName(h.restore().step()))
               << " (version " << version() << ", generation " << generation_ << ")";
+  } else if (h.restore().from_payload()) {
+    stats_.set_rollbacks(stats_.rollbacks() + 1);
+    LOG(WARNING) << "replaced by the chief with its standby's state (version " << version()
+                 << ", term " << term_ << "): this ps's copy (version " << version_before
+                 << ") was stale, the shard had moved while it was away; every worker rejoins";
   } else {
     stats_.set_rollbacks(stats_.rollbacks() + 1);
     LOG(WARNING) << "rolled back by the chief from version " << version_before << " to "
@@ -165,6 +172,10 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
   Install(h, std::move(policy));
   restored_ = true;
   generation_ = h.restore().generation();
+  // A moved shard's term grows, so that a copy left behind (a frozen ps
+  // that wakes) is never taken for it.
+  term_ = h.restore().from_payload() ? std::max(h.restore().term(), h.replica().term() + 1)
+                                     : h.restore().term();
   // Each rank gets the whole peer timeout to register (dynamic workers:
   // those heard from; the others are absent until they are).
   if (!options_.dynamic_workers) workers_.NoteAllAlive();
@@ -172,6 +183,9 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
   // recovery counters go on from where they are.
   const proto::ShardStats live = stats_;
   stats_ = c.header.stats();
+  stats_.set_adoptions(live.adoptions());
+  stats_.set_releases(live.releases());
+  stats_.set_stale_replications_refused(live.stale_replications_refused());
   stats_.set_shard_index(options_.shard_index);
   stats_.clear_workers();
   stats_.mutable_pushes_by_rank()->Resize(workers_.size(), 0);

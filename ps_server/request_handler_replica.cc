@@ -55,6 +55,8 @@ proto::ReplicaState RequestHandler::ReplicaStateNow() const {
   const std::vector<int64_t> clocks = policy_->Clocks();
   *r.mutable_worker_clocks() = {clocks.begin(), clocks.end()};
   r.set_primary_instance(options_.instance);
+  r.set_term(term_);
+  r.set_generation(generation_);
   return r;
 }
 
@@ -65,6 +67,9 @@ proto::Header RequestHandler::ReplicateHeader(uint64_t seq) const {
   *h.mutable_job() = job_;
   *h.mutable_replica() = ReplicaStateNow();
   h.mutable_replica()->set_seq(seq);
+  // The counters travel with the state, so that a shard served from its
+  // standby counts on from where its primary was.
+  *h.mutable_stats() = Stats();
   return h;
 }
 
@@ -89,6 +94,17 @@ void RequestHandler::HandleReplicate(const std::string& peer, const Principal& w
   }
   if (h.num_shards() != num_shards_) {
     return Refuse(peer, h, absl::InvalidArgumentError("REPLICATE from a cluster of another size"), out);
+  }
+  if (replica_.held() && h.replica().term() < replica_.header.replica().term()) {
+    // The shard moved (it was adopted, and maybe given back) while its old
+    // primary was away: that primary's state is older than the one held.
+    CountStaleReplication();
+    return Refuse(peer, h,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      "REPLICATE of term ", h.replica().term(),
+                      ", older than the replica held (term ", replica_.header.replica().term(),
+                      "): shard ", primary, " moved while this primary was away")),
+                  out);
   }
   auto n = CheckState(m, options_.num_workers);
   if (!n.ok()) return Refuse(peer, h, n.status(), out);
@@ -120,6 +136,7 @@ void RequestHandler::HandleFetchReplica(const std::string& peer, const Message& 
   reply.header.set_plan_fingerprint(r.plan_fingerprint());
   *reply.header.mutable_job() = r.job();
   *reply.header.mutable_replica() = r.replica();
+  *reply.header.mutable_stats() = r.stats();
   reply.payload = replica_.state;
   out->push_back(std::move(reply));
 }
@@ -138,7 +155,43 @@ absl::StatusOr<ShardCheckpoint> RequestHandler::StateFromPayload(const Message& 
   c.header.set_version(r.version());
   c.header.set_updates(r.updates());
   *c.header.mutable_worker_clocks() = r.worker_clocks();
+  if (m.header.has_stats()) *c.header.mutable_stats() = m.header.stats();
   return c;
+}
+
+absl::Status RequestHandler::AdoptReplica(const HeldReplica& replica) {
+  if (!replica.held()) return absl::NotFoundError("no replica held");
+  // The replica becomes a RESTORE from its payload, as the chief would send
+  // it: the same checks, the same installation.
+  Message m;
+  m.header = replica.header;
+  m.header.set_type(proto::RESTORE);
+  m.header.mutable_sender()->set_type(proto::CHIEF);
+  m.header.mutable_sender()->set_index(0);
+  m.header.set_rank(0);
+  proto::RestoreRequest* restore = m.header.mutable_restore();
+  restore->set_from_payload(true);
+  restore->set_generation(replica.header.replica().generation());
+  restore->set_term(replica.header.replica().term() + 1);
+  const std::vector<float>& state = *replica.state;
+  m.payload = zmq::message_t(state.data(), state.size() * sizeof(float));
+  m.has_payload = true;
+  std::vector<Reply> none;  // an empty handler has nothing parked
+  RETURN_IF_ERROR(Restore(m, &none));
+  LOG(INFO) << "serving shard " << options_.shard_index << " [" << range_.begin << ", "
+            << range_.end << ") from the standby's replica: version " << version()
+            << ", generation " << generation_ << ", term " << term_;
+  return absl::OkStatus();
+}
+
+HeldReplica RequestHandler::ReleaseAsReplica(const absl::Status& why, std::vector<Reply>* out) {
+  CHECK(initialized());
+  AbortParked(why, out);
+  HeldReplica r;
+  r.header = ReplicateHeader(0);
+  r.header.set_is_reply(false);
+  r.state = std::make_shared<const std::vector<float>>(StateSnapshot());
+  return r;
 }
 
 }  // namespace pstrain

@@ -54,6 +54,8 @@ class HeartbeatMonitor {
 
   // Names of the targets that have not answered yet (empty once all have).
   std::vector<std::string> Unanswered() const { return liveness_.Unanswered(); }
+  // Which targets answered, and what each serves (worker/shard_routes.h).
+  std::vector<PsView> Views() const { return liveness_.Views(); }
 
  private:
   void Loop();

@@ -12,7 +12,8 @@ PeerLiveness::PeerLiveness(std::vector<std::string> names, double peer_timeout_s
       peer_timeout_s_(peer_timeout_s),
       clock_(clock),
       last_answer_us_(names_.size(), 0),
-      instances_(names_.size(), 0) {}
+      instances_(names_.size(), 0),
+      hosted_(names_.size()) {}
 
 absl::Status PeerLiveness::status() const {
   absl::MutexLock lock(&mu_);
@@ -41,6 +42,16 @@ std::vector<std::string> PeerLiveness::Unanswered() const {
   return out;
 }
 
+std::vector<PsView> PeerLiveness::Views() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<PsView> out(names_.size());
+  for (size_t i = 0; i < names_.size(); ++i) {
+    out[i].answered = last_answer_us_[i] != 0;
+    out[i].hosted = hosted_[i];
+  }
+  return out;
+}
+
 bool PeerLiveness::OnReply(size_t i, const proto::Header& reply) {
   if (i >= names_.size()) return false;
   bool latched = false;
@@ -56,6 +67,8 @@ bool PeerLiveness::OnReply(size_t i, const proto::Header& reply) {
     const uint64_t instance = reply.ps_instance();
     restarted = instance != 0 && instances_[i] != 0 && instance != instances_[i];
     if (instance != 0) instances_[i] = instance;
+    const bool lists = reply.type() == proto::HEARTBEAT || reply.type() == proto::STATS;
+    if (lists && e.code() == 0) hosted_[i].assign(reply.hosted().begin(), reply.hosted().end());
   }
   if (restarted)
     latched = LatchRejoin(absl::StrCat(names_[i], " restarted (a new process)")) || latched;

@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "proto/pstrain.pb.h"
+#include "worker/shard_routes.h"
 
 namespace pstrain {
 
@@ -55,6 +56,9 @@ class PeerLiveness {
   bool Latch(const absl::Status& status);
   // Names of the targets that have never answered.
   std::vector<std::string> Unanswered() const;
+  // Per target: whether it answered, and the shards its last HEARTBEAT or
+  // STATS reply said it serves (worker/shard_routes.h).
+  std::vector<PsView> Views() const;
 
  private:
   bool LatchRejoin(const std::string& why);
@@ -67,6 +71,7 @@ class PeerLiveness {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> last_answer_us_ ABSL_GUARDED_BY(mu_);  // 0: never
   std::vector<uint64_t> instances_ ABSL_GUARDED_BY(mu_);      // 0: none seen yet
+  std::vector<std::vector<proto::ShardPlacement>> hosted_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pstrain

@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "common/transport.h"
 #include "glog/logging.h"
+#include "worker/shard_routes.h"
 
 namespace pstrain {
 namespace {
@@ -77,7 +78,10 @@ PsClient::PsClient(const ClusterSpec& cluster, const TaskId& self, const ShardPl
       options_(options),
       session_(RandomId()),
       instances_(plan.num_shards(), 0),
-      context_(1) {}
+      route_(plan.num_shards()),
+      context_(1) {
+  for (int k = 0; k < plan.num_shards(); ++k) route_[k] = k;
+}
 
 PsClient::~PsClient() = default;
 
@@ -104,28 +108,58 @@ proto::Header PsClient::BaseHeader(proto::MessageType type, int shard) const {
   return h;
 }
 
-absl::Status PsClient::WaitForServers() {
+absl::Status PsClient::WaitForServers(double timeout_s) {
+  if (timeout_s < 0) timeout_s = options_.connect_timeout_s;
   const int64_t start = MonotonicMicros();
   int64_t last_log = start;
   for (;;) {
     RETURN_IF_ERROR(heartbeat_->status());
-    const std::vector<std::string> missing = heartbeat_->Unanswered();
-    if (missing.empty()) return absl::OkStatus();
+    const std::vector<int> routes = ChooseRoutes(plan_.num_shards(), heartbeat_->Views());
+    std::vector<std::string> missing;
+    unserved_.clear();
+    for (int k = 0; k < plan_.num_shards(); ++k) {
+      if (routes[k] >= 0) continue;
+      unserved_.push_back(k);
+      missing.push_back(ShardName(k));
+    }
+    if (missing.empty()) {
+      for (int k = 0; k < plan_.num_shards(); ++k) {
+        if (routes[k] != k && routes[k] != route_[k]) {
+          LOG(WARNING) << "shard " << k << " is served by " << ShardName(routes[k])
+                       << ", its standby, while " << ShardName(k) << " is away";
+        }
+      }
+      route_ = routes;
+      return absl::OkStatus();
+    }
     if (ShutdownSignal() != 0) return absl::CancelledError("interrupted while connecting");
     const double waited = SecondsSince(start);
-    if (waited > options_.connect_timeout_s) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot reach ", absl::StrJoin(missing, ", "), " after ",
-          static_cast<int>(options_.connect_timeout_s), " s of retries (is the ps running, and is "
-          "the address right?)"));
+    if (waited > timeout_s) {
+      return absl::UnavailableError(absl::StrCat("cannot reach ", absl::StrJoin(missing, ", "),
+                                                 " after ", static_cast<int>(timeout_s),
+                                                 " s of retries (is the ps running, and is "
+                                                 "the address right?)"));
     }
     if (MonotonicMicros() - last_log > 5'000'000) {
-      LOG(INFO) << "waiting for " << absl::StrJoin(missing, ", ") << " (" << static_cast<int>(waited)
-                << " s of " << static_cast<int>(options_.connect_timeout_s) << " s)";
+      LOG(INFO) << "waiting for " << absl::StrJoin(missing, ", ") << " ("
+                << static_cast<int>(waited) << " s of " << static_cast<int>(timeout_s) << " s)";
       last_log = MonotonicMicros();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+std::vector<int> PsClient::ShardsWhoseHomeIsBack() const {
+  std::vector<int> back;
+  bool away = false;
+  for (int k = 0; k < plan_.num_shards(); ++k) away = away || route_[k] != k;
+  if (!away) return back;
+  const std::vector<PsView> views = heartbeat_->Views();
+  for (int k = 0; k < plan_.num_shards(); ++k) {
+    if (route_[k] != k && k < static_cast<int>(views.size()) && views[k].answered)
+      back.push_back(k);
+  }
+  return back;
 }
 
 absl::Status PsClient::CheckWaiting(int64_t deadline_us, const char* what) const {
@@ -195,44 +229,59 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m) {
 }
 
 absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us) {
+  // Each ps once: a ps serving two shards answers both on one socket.
+  std::vector<int> ps;
+  for (const Call& c : *calls) {
+    if (std::find(ps.begin(), ps.end(), c.ps()) == ps.end()) ps.push_back(c.ps());
+  }
   std::vector<zmq::socket_t*> sockets;
-  for (const Call& c : *calls) sockets.push_back(&sockets_[c.ps()]);
+  for (int j : ps) sockets.push_back(&sockets_[j]);
+  auto all_done = [&] {
+    return std::all_of(calls->begin(), calls->end(), [](const Call& c) { return c.done; });
+  };
+  const std::string what = proto::MessageType_Name(calls->front().header.type());
   for (;;) {
-    if (std::all_of(calls->begin(), calls->end(), [](const Call& c) { return c.done; })) {
-      return absl::OkStatus();
-    }
+    if (all_done()) return absl::OkStatus();
     // What the sockets hold is read before the heartbeat's verdict: a
     // worker that wakes from a freeze finds the ps's last word there.
-    const std::string what = proto::MessageType_Name(calls->front().header.type());
     auto readable = PollReadable(sockets, kPollSliceMs);
     if (!readable.ok()) {
       if (absl::IsCancelled(readable.status())) continue;  // EINTR: re-check the signal
       return readable.status();
     }
-    for (size_t i = 0; i < calls->size(); ++i) {
-      Call& call = (*calls)[i];
-      while ((*readable)[i] && !call.done) {
-        auto m = ReceiveReply(sockets_[call.ps()]);
-        if (!m.ok()) {
-          if (absl::IsUnavailable(m.status())) break;
-          return absl::DataLossError(absl::StrCat(ShardName(call.shard), ": ", m.status().message()));
-        }
-        received_bytes_ += static_cast<int64_t>(m->header.ByteSizeLong() + m->payload_bytes());
-        if (m->header.job_finished() && m->header.type() == proto::SHUTDOWN) {
-          return JobFinishedError(absl::StrCat(ShardName(call.ps()),
-                                               ": the chief shut the job down: training is over"));
-        }
-        // A reply to an earlier, abandoned request is skipped.
-        if (m->header.request_id() != call.header.request_id()) continue;
-        RETURN_IF_ERROR(TakeReply(call, *m));
-        call.received_unix_us = UnixMicros();
-      }
+    for (size_t i = 0; i < ps.size(); ++i) {
+      if ((*readable)[i]) RETURN_IF_ERROR(DrainSocket(ps[i], calls));
     }
-    if (std::all_of(calls->begin(), calls->end(), [](const Call& c) { return c.done; })) {
-      return absl::OkStatus();
-    }
+    if (all_done()) return absl::OkStatus();
     RETURN_IF_ERROR(CheckWaiting(deadline_us, what.c_str()));
   }
+}
+
+absl::Status PsClient::DrainSocket(int ps, std::vector<Call>* calls) {
+  auto waiting = [&] {
+    return std::any_of(calls->begin(), calls->end(),
+                       [&](const Call& c) { return c.ps() == ps && !c.done; });
+  };
+  while (waiting()) {
+    auto m = ReceiveReply(sockets_[ps]);
+    if (!m.ok()) {
+      if (absl::IsUnavailable(m.status())) return absl::OkStatus();
+      return absl::DataLossError(absl::StrCat(ShardName(ps), ": ", m.status().message()));
+    }
+    received_bytes_ += static_cast<int64_t>(m->header.ByteSizeLong() + m->payload_bytes());
+    if (m->header.job_finished() && m->header.type() == proto::SHUTDOWN) {
+      return JobFinishedError(
+          absl::StrCat(ShardName(ps), ": the chief shut the job down: training is over"));
+    }
+    // A reply to an earlier, abandoned request is skipped.
+    auto call = std::find_if(calls->begin(), calls->end(), [&](const Call& c) {
+      return c.ps() == ps && !c.done && c.header.request_id() == m->header.request_id();
+    });
+    if (call == calls->end()) continue;
+    RETURN_IF_ERROR(TakeReply(*call, *m));
+    call->received_unix_us = UnixMicros();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status PsClient::Exchange(std::vector<Call>* calls, double timeout_s) {
@@ -246,6 +295,7 @@ std::vector<PsClient::Call> PsClient::ShardCalls(proto::MessageType type, int64_
   std::vector<Call> calls(plan_.num_shards());
   for (int k = 0; k < plan_.num_shards(); ++k) {
     calls[k].shard = k;
+    if (route_[k] != k) calls[k].socket = route_[k];
     calls[k].header = BaseHeader(type, k);
     calls[k].header.set_step(step);
     if (!versions.empty()) calls[k].header.set_version(versions[k]);
@@ -341,17 +391,43 @@ absl::StatusOr<proto::Header> PsClient::FetchReplica(int holder, int shard,
 absl::Status PsClient::RestoreFromState(const proto::JobConfig& job, int shard,
                                         const proto::ReplicaState& replica,
                                         absl::Span<const float> state, int64_t generation,
-                                        bool rollback) {
+                                        bool rollback, const proto::ShardStats* stats) {
   std::vector<Call> calls(1);
   calls[0].shard = shard;
   calls[0].header = BaseHeader(proto::RESTORE, shard);
   *calls[0].header.mutable_job() = job;
   *calls[0].header.mutable_replica() = replica;
+  if (stats != nullptr) *calls[0].header.mutable_stats() = *stats;
   calls[0].header.mutable_restore()->set_from_payload(true);
   calls[0].header.mutable_restore()->set_generation(generation);
   calls[0].header.mutable_restore()->set_rollback(rollback);
   calls[0].payload = state;
   return Exchange(&calls);
+}
+
+absl::StatusOr<proto::Header> PsClient::CallOne(proto::MessageType type, int shard, int ps,
+                                                double timeout_s) {
+  std::vector<Call> calls(1);
+  calls[0].shard = shard;
+  calls[0].socket = ps;
+  calls[0].header = BaseHeader(type, shard);
+  RETURN_IF_ERROR(Exchange(&calls, timeout_s));
+  return calls[0].reply;
+}
+
+absl::StatusOr<proto::Header> PsClient::Adopt(int shard, int holder) {
+  ASSIGN_OR_RETURN(proto::Header reply, CallOne(proto::ADOPT, shard, holder));
+  route_[shard] = holder;
+  return reply;
+}
+
+absl::StatusOr<proto::Header> PsClient::Release(int shard) {
+  return CallOne(proto::RELEASE, shard, route_[shard]);
+}
+
+absl::StatusOr<proto::ShardStats> PsClient::StatsOf(int ps, double timeout_s) {
+  ASSIGN_OR_RETURN(const proto::Header reply, CallOne(proto::STATS, ps, ps, timeout_s));
+  return reply.stats();
 }
 
 absl::StatusOr<std::vector<proto::SavedShard>> PsClient::Save(int64_t step, int keep) {
@@ -434,6 +510,16 @@ absl::Status PsClient::Shutdown() {
   // read as a failure.
   watch_heartbeat_ = false;
   std::vector<Call> calls = ShardCalls(proto::SHUTDOWN, 0, {});
+  // A ps that serves no shard now (it came back after its shard was
+  // adopted, and was not given it back yet) is told too.
+  const std::vector<PsView> views = heartbeat_->Views();
+  for (int j = 0; j < plan_.num_shards(); ++j) {
+    if (std::count(route_.begin(), route_.end(), j) > 0 || !views[j].answered) continue;
+    Call c;
+    c.shard = j;
+    c.header = BaseHeader(proto::SHUTDOWN, j);
+    calls.push_back(std::move(c));
+  }
   return Exchange(&calls, kShutdownTimeoutS);
 }
 

@@ -11,6 +11,12 @@
 // answering heartbeats all come back as a rejoin status (common/rejoin.h):
 // the caller makes a new client and registers again (worker/trainer.h).
 //
+// Routing (failover): shard k's requests go to the ps that serves it, which
+// is ps k unless ps k is away and its standby adopted the shard. Where each
+// shard is served is decided by WaitForServers from what every ps says it
+// serves (worker/shard_routes.h), and kept until the client is replaced;
+// a ps serving two shards gets both shards' requests on one socket.
+//
 // Payload lifetime: gradients are sent without copying. A span passed to
 // PushPull must stay alive and unchanged until the call returns; after a
 // call fails, destroy the client before reusing the span.
@@ -85,9 +91,30 @@ class PsClient {
                                                           const PsClientOptions& options);
   ~PsClient();
 
-  // Waits until every ps answers, logging who is missing. Unavailable
-  // naming each unreachable ps and its address after connect_timeout_s.
-  absl::Status WaitForServers();
+  // Waits until every shard has a ps to serve it (its own ps answers, or
+  // another serves it: shard_routes.h), logging who is missing, and routes
+  // every shard there. Unavailable naming each unreachable ps and its
+  // address after `timeout_s` (< 0: connect_timeout_s); UnservedShards()
+  // then says which shards have none.
+  absl::Status WaitForServers(double timeout_s = -1);
+  std::vector<int> UnservedShards() const { return unserved_; }
+  // The ps shard `shard`'s requests go to.
+  int route(int shard) const { return route_[shard]; }
+  void SetRoute(int shard, int ps) { route_[shard] = ps; }
+  // Shards routed away from their own ps whose own ps answers again (it
+  // restarted, or woke up): the chief gives them back (RELEASE).
+  std::vector<int> ShardsWhoseHomeIsBack() const;
+
+  // Chief only (failover): ps `holder`, the standby of shard `shard`,
+  // serves it from its replica from now on; routes the shard there. The
+  // reply carries the shard's version and the replica's ReplicaState.
+  absl::StatusOr<proto::Header> Adopt(int shard, int holder);
+  // Chief only: the ps that adopted `shard` gives it up and keeps its
+  // state as its replica (FetchReplica reads it; the reply's ReplicaState
+  // says which).
+  absl::StatusOr<proto::Header> Release(int shard);
+  // STATS of ps `ps`'s own shard, wherever the shard is routed.
+  absl::StatusOr<proto::ShardStats> StatsOf(int ps, double timeout_s = -1);
 
   // Chief only: sends every shard its slice of `params` and the job.
   absl::Status Init(const proto::JobConfig& job, absl::Span<const float> params);
@@ -108,9 +135,11 @@ class PsClient {
 
   // Chief only: initialises the empty shard `shard` from such a state
   // (with `rollback`, a live one too).
+  // `stats` (may be null): the counters to continue from.
   absl::Status RestoreFromState(const proto::JobConfig& job, int shard,
                                 const proto::ReplicaState& replica, absl::Span<const float> state,
-                                int64_t generation, bool rollback = false);
+                                int64_t generation, bool rollback = false,
+                                const proto::ShardStats* stats = nullptr);
 
   // Chief only: every shard writes checkpoint `step` and keeps the newest
   // `keep`; returns what each wrote, by shard.
@@ -181,6 +210,12 @@ class PsClient {
   absl::Status Exchange(std::vector<Call>* calls, double timeout_s = -1);
   absl::Status SendCall(Call& call, int64_t deadline_us);
   absl::Status WaitReplies(std::vector<Call>* calls, int64_t deadline_us);
+  // Reads what ps `ps`'s socket holds into the calls waiting on it, until
+  // each of them is answered or nothing more is queued.
+  absl::Status DrainSocket(int ps, std::vector<Call>* calls);
+  // One call to ps `ps` about shard `shard`.
+  absl::StatusOr<proto::Header> CallOne(proto::MessageType type, int shard, int ps,
+                                        double timeout_s = -1);
   absl::Status TakeReply(Call& call, const Message& m);
   absl::Status CheckWaiting(int64_t deadline_us, const char* what) const;
   std::string ShardName(int shard) const;
@@ -195,7 +230,9 @@ class PsClient {
   PsClientOptions options_;
   uint64_t session_ = 0;  // random: names this client's requests on the ps
   uint64_t next_request_id_ = 1;
-  std::vector<uint64_t> instances_;  // [shard] the ps process that answered first
+  std::vector<uint64_t> instances_;  // [ps] the ps process that answered first
+  std::vector<int> route_;           // [shard] the ps serving it (WaitForServers)
+  std::vector<int> unserved_;        // shards WaitForServers found no ps for
   zmq::context_t context_;
   std::vector<zmq::socket_t> sockets_;
   std::unique_ptr<HeartbeatMonitor> heartbeat_;

@@ -71,6 +71,9 @@ ABSL_FLAG(bool, restore, Defaults().restore,
           "Chief: RESTORE the ps tasks from the newest usable checkpoint in --checkpoint_dir and continue from it (others: append to the metrics)");
 ABSL_FLAG(int, ps_replicas, Defaults().ps_replicas,
           "1: every shard keeps a hot standby on the next ps; a lost ps loses no update");
+ABSL_FLAG(double, failover_after_s, Defaults().failover_after_s,
+          "Chief, with --ps_replicas=1: a ps that stays away this long has its shard served by "
+          "its standby until it is back (0: never; wait for it)");
 ABSL_FLAG(bool, timeline, Defaults().timeline,
           "Write each worker's timeline (compute, push/pull per ps, evaluation, checkpoints, "
           "rejoins) as Chrome trace events; pstrain launch merges them into RUN_DIR/timeline.json");
@@ -131,6 +134,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
   o.restore = absl::GetFlag(FLAGS_restore);
   o.ps_replicas = absl::GetFlag(FLAGS_ps_replicas);
+  o.failover_after_s = absl::GetFlag(FLAGS_failover_after_s);
   o.timeline = absl::GetFlag(FLAGS_timeline);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.metrics_host = absl::GetFlag(FLAGS_metrics_host);

@@ -92,6 +92,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.keep_checkpoints < 1) return Bad("keep_checkpoints", "must be >= 1");
   if (!(o.recovery_timeout_s > 0)) return Bad("recovery_timeout_s", "must be > 0");
   if (o.ps_replicas < 0 || o.ps_replicas > 1) return Bad("ps_replicas", "must be 0 or 1");
+  if (!(o.failover_after_s >= 0) || !std::isfinite(o.failover_after_s)) {
+    return Bad("failover_after_s", "must be a number of seconds >= 0");
+  }
   if (o.heartbeat_interval_s * 2 > o.peer_timeout_s) {
     return Bad("peer_timeout_s", "must be at least twice --heartbeat_interval_s");
   }
@@ -137,6 +140,7 @@ std::vector<std::string> TrainOptions::ToArgs() const {
           Arg("keep_checkpoints", keep_checkpoints),
           Arg("restore", restore),
           Arg("ps_replicas", ps_replicas),
+          Arg("failover_after_s", failover_after_s),
           Arg("timeline", timeline),
           Arg("metrics_port", metrics_port),
           Arg("metrics_host", metrics_host)};

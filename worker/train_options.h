@@ -77,6 +77,11 @@ struct TrainOptions {
   // which has every update a worker has seen; a restarted ps is restored
   // from it and nothing applied is lost. Needs 2 or more ps. 0: none.
   int ps_replicas = 0;
+  // With ps_replicas: a ps that has not come back this long after it was
+  // lost has its shard served by its standby (ADOPT) until it is back, when
+  // the chief gives the shard back (ps_server/hosted_shards.h). 0: never;
+  // the workers wait for the ps, up to recovery_timeout_s.
+  double failover_after_s = 2.0;
   // Write this task's timeline (Chrome trace events) to
   // RUN_DIR/timeline/; `pstrain launch` merges them into
   // RUN_DIR/timeline.json (worker/metrics_recorder.h).

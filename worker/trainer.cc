@@ -311,165 +311,6 @@ absl::Status Trainer::InitFresh() {
   return absl::OkStatus();
 }
 
-Trainer::ShardCensus Trainer::ShardCensus::Of(const std::vector<proto::ShardStats>& stats) {
-  ShardCensus c;
-  std::set<int64_t> generations;
-  for (int k = 0; k < static_cast<int>(stats.size()); ++k) {
-    if (!stats[k].initialized()) {
-      c.empty.push_back(k);
-      c.names.push_back(TaskId{TaskType::kPs, k}.ToString());
-      continue;
-    }
-    generations.insert(stats[k].generation());
-    c.max_generation = std::max(c.max_generation, stats[k].generation());
-    c.max_version = std::max(c.max_version, stats[k].version());
-  }
-  c.generations = static_cast<int>(generations.size());
-  return c;
-}
-
-absl::Status Trainer::RecoverShards(bool first) {
-  const int64_t t0 = MonotonicMicros();
-  ASSIGN_OR_RETURN(const std::vector<proto::ShardStats> stats,
-                   client_->Stats(first ? 0.0 : options_.recovery_timeout_s));
-  const ShardCensus census = ShardCensus::Of(stats);
-  const std::vector<int>& empty = census.empty;
-  const std::vector<std::string>& names = census.names;
-  const int64_t max_generation = census.max_generation, max_version = census.max_version;
-  const bool sync = options_.mode == proto::SYNC;
-  const int num_shards = static_cast<int>(stats.size());
-  if (static_cast<int>(empty.size()) == num_shards && first && !options_.restore) return InitFresh();
-  // A chief that died in the middle of a sync rollback left the shards at
-  // different generations: roll them back again, together.
-  const bool torn = sync && census.generations > 1;
-  if (empty.empty() && !torn) return absl::OkStatus();  // a live job: just register
-  if (!empty.empty() && options_.ps_replicas > 0) {
-    const absl::Status s = RestoreFromStandbys(empty, max_generation, t0);
-    if (s.ok() || IsRejoin(s)) return s;
-    LOG(WARNING) << "cannot restore from the standbys (" << s.message()
-                 << "); restoring from the newest checkpoint instead";
-  }
-  RestoreScope scope;
-  scope.generation = max_generation + 1;
-  scope.rollback = sync;
-  if (!sync) scope.shards = empty;
-  absl::StatusOr<proto::CheckpointManifest> resumed =
-      checkpointer_ != nullptr ? checkpointer_->Resume(scope)
-                               : absl::FailedPreconditionError("the chief has no --checkpoint_dir");
-  if (!resumed.ok() && absl::IsFailedPrecondition(resumed.status()) &&
-      !(first && options_.restore)) {
-    // No checkpoint yet (a ps lost before ckpt-0 was written), or none at
-    // all: the job's step 0 is the one state the chief can always rebuild.
-    LOG(WARNING) << absl::StrJoin(names, ", ") << " lost its state and there is no usable "
-                 << "checkpoint (" << resumed.status().message()
-                 << "): restoring from the initial parameters (step 0)";
-    return RestoreInitialState(scope, empty, max_version, t0);
-  }
-  ASSIGN_OR_RETURN(const proto::CheckpointManifest m, std::move(resumed));
-  if (first && options_.restore && static_cast<int>(empty.size()) == num_shards) {
-    resumed_from_ = CheckpointName(m.step());
-    return absl::OkStatus();
-  }
-  RecordCheckpointRecovery(m, stats, census, t0);
-  return absl::OkStatus();
-}
-
-void Trainer::RecordCheckpointRecovery(const proto::CheckpointManifest& m,
-                                       const std::vector<proto::ShardStats>& stats,
-                                       const ShardCensus& census, int64_t t0) {
-  const bool sync = options_.mode == proto::SYNC;
-  const std::vector<int>& empty = census.empty;
-  proto::Recovery r;
-  r.set_checkpoint(CheckpointName(m.step()));
-  r.set_source("checkpoint");
-  for (int k : empty) r.add_shards_restored(k);
-  int64_t to_version = 0, lost = 0, from_version = 0;
-  for (const proto::SavedShard& saved : m.shards()) {
-    const int k = saved.shard_index();
-    const bool restored = sync || std::count(empty.begin(), empty.end(), k) > 0;
-    if (!restored) continue;
-    if (sync && stats[k].initialized()) r.add_shards_rolled_back(k);
-    // What the shard had: a live one says; of a dead one, the chief knows
-    // the last version it was answered (a lower bound).
-    const int64_t had = sync ? census.max_version : std::max<int64_t>(versions_[k], saved.version());
-    from_version = std::max(from_version, had);
-    to_version = std::max(to_version, saved.version());
-    lost += sync ? 0 : had - saved.version();
-  }
-  if (sync) lost = std::max<int64_t>(0, census.max_version - to_version);
-  r.set_from_version(static_cast<int32_t>(from_version));
-  r.set_to_version(static_cast<int32_t>(to_version));
-  r.set_updates_lost(static_cast<int32_t>(lost));
-  r.set_what(absl::StrCat(empty.empty() ? "shards at different generations" :
-                          absl::StrJoin(census.names, ", ") + " restarted empty", ": ",
-                          sync ? "every shard rolled back to " : "restored alone from ",
-                          CheckpointName(m.step())));
-  r.set_seconds(SecondsSince(t0));
-  RecordRecovery(std::move(r));
-}
-
-absl::Status Trainer::RestoreInitialState(const RestoreScope& scope, const std::vector<int>& empty,
-                                          int64_t max_version, int64_t t0) {
-  models::InitParams(model_->param_specs(), options_.seed, params_.data());
-  proto::ReplicaState initial;
-  for (int r = 0; r < num_workers_; ++r) initial.add_worker_clocks(0);
-  proto::Recovery rec;
-  rec.set_source("initial parameters");
-  int64_t lost = 0;
-  for (int k = 0; k < plan_->num_shards(); ++k) {
-    const bool was_empty = std::count(empty.begin(), empty.end(), k) > 0;
-    if (!scope.rollback && !was_empty) continue;
-    const ShardRange range = plan_->range(k);
-    std::vector<float> state(params_.begin() + range.begin, params_.begin() + range.end);
-    state.resize(2 * static_cast<size_t>(range.size()), 0.0f);  // momentum 0
-    RETURN_IF_ERROR(client_->RestoreFromState(MakeJobConfig(), k, initial, state, scope.generation,
-                                              scope.rollback));
-    if (was_empty) rec.add_shards_restored(k);
-    if (!was_empty) rec.add_shards_rolled_back(k);
-    if (!scope.rollback) lost += versions_[k];
-  }
-  if (scope.rollback) lost = max_version;
-  rec.set_from_version(static_cast<int32_t>(scope.rollback ? max_version : lost));
-  rec.set_to_version(0);
-  rec.set_updates_lost(static_cast<int32_t>(lost));
-  rec.set_what(scope.rollback ? "no checkpoint: every shard back to the initial parameters"
-                              : "no checkpoint: the lost shard(s) back to the initial parameters");
-  rec.set_seconds(SecondsSince(t0));
-  RecordRecovery(std::move(rec));
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::RestoreFromStandbys(const std::vector<int>& empty, int64_t generation,
-                                          int64_t t0) {
-  const int n = plan_->num_shards();
-  proto::Recovery r;
-  r.set_source("standby");
-  std::vector<std::string> what;
-  int64_t version = 0;
-  for (int k : empty) {
-    const int holder = (k + 1) % n;
-    if (std::count(empty.begin(), empty.end(), holder) > 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "ps:", holder, ", the standby of shard ", k, ", lost its state too"));
-    }
-    std::vector<float> state;
-    ASSIGN_OR_RETURN(const proto::Header h, client_->FetchReplica(holder, k, &state));
-    RETURN_IF_ERROR(
-        client_->RestoreFromState(MakeJobConfig(), k, h.replica(), state, generation));
-    r.add_shards_restored(k);
-    version = std::max(version, h.replica().version());
-    what.push_back(absl::StrCat("ps:", k, " from its standby ps:", holder, " at version ",
-                                h.replica().version()));
-  }
-  r.set_from_version(static_cast<int32_t>(version));
-  r.set_to_version(static_cast<int32_t>(version));
-  r.set_updates_lost(0);  // the standby has every state a worker saw
-  r.set_what(absl::StrCat(absl::StrJoin(what, ", "), " restored; nothing rolled back"));
-  r.set_seconds(SecondsSince(t0));
-  RecordRecovery(std::move(r));
-  return absl::OkStatus();
-}
-
 absl::Status Trainer::RegisterAndPosition(bool first) {
   if (!first || !is_chief_) {
     LOG(INFO) << "registering" << (first ? "; waiting for the chief (" +
@@ -509,7 +350,7 @@ absl::Status Trainer::Rejoin(const absl::Status& cause) {
   const int64_t t0 = MonotonicMicros();
   const int64_t start_unix = UnixMicros();
   RETURN_IF_ERROR(MakeClient(options_.recovery_timeout_s));
-  RETURN_IF_ERROR(client_->WaitForServers());
+  RETURN_IF_ERROR(WaitForShards());
   RETURN_IF_ERROR(Join(/*first=*/false));
   LOG(WARNING) << absl::StrFormat("rejoined after %.1f s; continuing at step %d", SecondsSince(t0),
                                   global_step_);
@@ -519,7 +360,7 @@ absl::Status Trainer::Rejoin(const absl::Status& cause) {
 }
 
 absl::Status Trainer::Run() {
-  RETURN_IF_ERROR(client_->WaitForServers());
+  RETURN_IF_ERROR(WaitForShards());
   absl::Status s = Join(/*first=*/true);
   if (s.ok()) s = OpenMetrics();
   for (;;) {
@@ -587,37 +428,6 @@ absl::Status Trainer::TrainToEnd() {
   return FinishChief();
 }
 
-void Trainer::RecordRecovery(proto::Recovery recovery) {
-  recovery.set_at(absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone()));
-  LOG(WARNING) << "recovered: " << recovery.what() << "; " << recovery.updates_lost()
-               << " updates lost (version " << recovery.from_version() << " -> "
-               << recovery.to_version() << ")";
-  if (options_.run_dir.empty()) return;
-  proto::RecoveryLog log;
-  const std::string path = options_.run_dir + "/recoveries.json";
-  if (auto text = ReadFileToString(path); text.ok()) {
-    if (!ParseJsonMessage(*text, path, &log).ok()) log.Clear();
-  }
-  *log.add_recoveries() = std::move(recovery);
-  if (absl::Status s = WriteFileAtomic(path, ToJson(log)); !s.ok()) LOG(ERROR) << s.message();
-}
-
-absl::Status Trainer::AddRecoveries(proto::RunSummary* summary) const {
-  if (options_.run_dir.empty()) return absl::OkStatus();
-  const std::string path = options_.run_dir + "/recoveries.json";
-  if (!FileExists(path)) return absl::OkStatus();
-  ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
-  proto::RecoveryLog log;
-  RETURN_IF_ERROR(ParseJsonMessage(text, path, &log));
-  int64_t lost = 0;
-  for (const proto::Recovery& r : log.recoveries()) {
-    *summary->add_recoveries() = r;
-    lost += r.updates_lost();
-  }
-  summary->set_updates_lost(static_cast<int32_t>(lost));
-  return absl::OkStatus();
-}
-
 void Trainer::UpdateVersions(const std::vector<ShardReply>& replies) {
   for (size_t k = 0; k < replies.size(); ++k) versions_[k] = replies[k].version;
 }
@@ -666,6 +476,13 @@ absl::Status Trainer::TrainLoop() {
     const int epoch = JobEpoch();
     RETURN_IF_ERROR(Step(static_cast<int>(global_step_ / per_epoch), global_step_ % per_epoch));
     rejoins_without_progress_ = 0;
+    if (is_chief_ && options_.ps_replicas > 0) {
+      const std::vector<int> back = client_->ShardsWhoseHomeIsBack();
+      if (!back.empty()) {
+        return RejoinError(absl::StrCat("ps:", back.front(), " is back: shard ", back.front(),
+                                        " goes back to it"));
+      }
+    }
     MaybeCheckpoint();
     last_epoch_ = std::min(epoch, options_.epochs - 1);
     const bool epoch_end = JobEpoch() != epoch || TrainingDone();

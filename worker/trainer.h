@@ -100,6 +100,7 @@ class Trainer {
     std::vector<std::string> names;  // of the empty shards' ps tasks
     int64_t max_generation = 0;
     int64_t max_version = 0;
+    int64_t min_version = 0;
     int generations = 0;
     static ShardCensus Of(const std::vector<proto::ShardStats>& stats);
   };
@@ -115,8 +116,26 @@ class Trainer {
   absl::Status RestoreInitialState(const RestoreScope& scope, const std::vector<int>& empty,
                                    int64_t max_version, int64_t t0);
   // --ps_replicas: restores each of the `empty` shards from its standby
-  // (the next ps), at `generation`; nothing is rolled back.
-  absl::Status RestoreFromStandbys(const std::vector<int>& empty, int64_t generation, int64_t t0);
+  // (the next ps), at `generation`; nothing is rolled back. `max_version`:
+  // the live shards' newest (CheckReplicaUsable).
+  absl::Status RestoreFromStandbys(const std::vector<int>& empty, int64_t generation,
+                                   int64_t max_version, int64_t t0);
+  // Sync: FailedPrecondition when a replica at `replica_version` is more
+  // than one version behind `max_version` (no step joins them up).
+  absl::Status CheckReplicaUsable(int shard, int64_t replica_version, int64_t max_version) const;
+  // Failover (--ps_replicas, --failover_after_s; docs/design_notes.md,
+  // "Failover"). Waits for a ps to serve every shard; the chief has the
+  // standby of a shard whose ps stays away failover_after_s serve it.
+  absl::Status WaitForShards();
+  // Chief: each of `shards` (no ps serves them) is adopted by its standby
+  // when that standby holds a usable replica of it; recorded.
+  void FailOver(const std::vector<int>& shards);
+  // Chief: each of `shards` (adopted, and its own ps answers again) goes
+  // back to its own ps: RELEASE, then RESTORE from the released state.
+  absl::Status FailBack(const std::vector<int>& shards);
+  // Chief: a shard served at an older term than its standby's replica (a
+  // give-back cut short by the chief's death) is restored from it.
+  absl::Status RestoreStaleFromStandbys(const std::vector<proto::ShardStats>& stats, int64_t t0);
   absl::Status RegisterAndPosition(bool first);
   // After a rejoin status: a new client, then Join(false).
   absl::Status Rejoin(const absl::Status& cause);

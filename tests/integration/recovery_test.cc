@@ -46,8 +46,9 @@ struct Task {
 };
 
 // The four tasks of the job in `dir` (ps:0, ps:1, worker:0 the chief, worker:1).
-std::vector<Task> MakeJob(const std::string& dir, bool replicas = false,
-                          bool checkpoints = true) {
+// `extra`: more flags for every task.
+std::vector<Task> MakeJob(const std::string& dir, bool replicas = false, bool checkpoints = true,
+                          const std::vector<std::string>& extra = {}) {
   const std::string spec = testing::WriteLocalSpec(dir, 2, 2);
   const std::string ckpt = "--checkpoint_dir=" + dir + "/checkpoints";
   std::vector<Task> tasks;
@@ -67,11 +68,13 @@ std::vector<Task> MakeJob(const std::string& dir, bool replicas = false,
     tasks.push_back({testing::BinaryPath("worker"), args, testing::TfConfigFor(spec, "worker", w),
                      nullptr});
   }
+  for (Task& t : tasks) t.args.insert(t.args.end(), extra.begin(), extra.end());
   return tasks;
 }
 
-void WaitAll(std::vector<Task>& tasks) {
+void WaitAll(std::vector<Task>& tasks, const Task* except = nullptr) {
   for (Task& t : tasks) {
+    if (&t == except) continue;
     auto code = t.process->Wait(300);
     ASSERT_TRUE(code.ok()) << t.process->output();
     EXPECT_EQ(*code, 0) << t.process->output();
@@ -144,6 +147,75 @@ INSTANTIATE_TEST_SUITE_P(Tasks, KilledAndRestarted,
                                            Victim{"ps0_with_standby", 0, true},
                                            Victim{"ps1_without_checkpoints", 1, false, false}),
                          [](const ::testing::TestParamInfo<Victim>& p) {
+                           return std::string(p.param.name);
+                         });
+
+// Failover (--ps_replicas=1): the victim ps stays away past the chief's
+// --failover_after_s, so its standby serves its shard meanwhile and the
+// job goes on; when the ps comes back (restarted empty, or a frozen ps that
+// wakes still holding its old copy) the chief gives the shard back to it.
+// Sync stays bitwise the uninterrupted run, and nothing is lost.
+enum class Away { kForGood, kRestartedLater, kFrozen };
+
+struct FailoverCase {
+  const char* name;
+  Away away;
+};
+
+class FailedOver : public ::testing::TestWithParam<FailoverCase> {};
+
+TEST_P(FailedOver, TheStandbyServesTheShardAndNothingIsLost) {
+  const std::vector<float>& reference = Reference();
+  ASSERT_FALSE(reference.empty());
+  const std::string dir = testing::MakeTempDir("failover");
+  // A short peer timeout, so that a frozen ps is noticed in seconds.
+  std::vector<Task> tasks =
+      MakeJob(dir, /*replicas=*/true, /*checkpoints=*/true, {"--peer_timeout_s=3"});
+  for (Task& t : tasks) t.Start();
+  Task& chief = tasks[2];
+  Task& victim = tasks[1];
+  ASSERT_TRUE(chief.process->WaitForOutput("checkpoint ckpt-20 written", 240))
+      << chief.process->output();
+  victim.process->Signal(GetParam().away == Away::kFrozen ? SIGSTOP : SIGKILL);
+  ASSERT_TRUE(chief.process->WaitForOutput("served by its standby ps:0", 120))
+      << chief.process->output();
+  if (GetParam().away == Away::kFrozen) victim.process->Signal(SIGCONT);
+  if (GetParam().away == Away::kRestartedLater) {
+    ASSERT_TRUE(victim.process->Wait(30).ok());
+    victim.Start();
+  }
+  WaitAll(tasks, GetParam().away == Away::kForGood ? &victim : nullptr);
+  const std::vector<float> params = testing::ReadFinalParams(dir + "/run");
+  EXPECT_EQ(params, reference) << "the failed-over run's final parameters differ";
+  const proto::RunSummary summary = testing::ReadRunSummary(dir + "/run");
+  std::printf(
+      "RESULT failover case=%s bitwise_equal=%d updates_lost=%d recoveries=%d "
+      "accuracy=%.4f\n",
+      GetParam().name, params == reference ? 1 : 0, summary.updates_lost(),
+      summary.recoveries_size(), summary.final_test_accuracy());
+  EXPECT_EQ(summary.updates_lost(), 0);
+  ASSERT_GE(summary.recoveries_size(), 1);
+  EXPECT_EQ(summary.recoveries(0).source(), "failover");
+  EXPECT_THAT(summary.recoveries(0).what(), HasSubstr("shard 1 served by its standby ps:0"));
+  if (GetParam().away == Away::kForGood) {
+    EXPECT_EQ(summary.recoveries_size(), 1);
+    return;
+  }
+  ASSERT_EQ(summary.recoveries_size(), 2) << chief.process->output();
+  EXPECT_EQ(summary.recoveries(1).source(), "failback");
+  EXPECT_THAT(summary.recoveries(1).what(),
+              HasSubstr(GetParam().away == Away::kFrozen ? "ps:1 is back (it had frozen): shard 1"
+                                                         : "ps:1 is back: shard 1"));
+  EXPECT_THAT(victim.process->output(), HasSubstr(GetParam().away == Away::kFrozen
+                                                      ? "replaced by the chief with its standby's"
+                                                      : "restored by the chief from its standby"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ps1, FailedOver,
+                         ::testing::Values(FailoverCase{"lost_for_good", Away::kForGood},
+                                           FailoverCase{"restarted_later", Away::kRestartedLater},
+                                           FailoverCase{"frozen", Away::kFrozen}),
+                         [](const ::testing::TestParamInfo<FailoverCase>& p) {
                            return std::string(p.param.name);
                          });
 

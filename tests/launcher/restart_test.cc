@@ -340,6 +340,21 @@ TEST(LaunchFaults, AKilledTaskIsRestartedAndAFaultForATaskNotInTheSpecIsRefused)
   EXPECT_THAT(result.status().message(), HasSubstr("worker:3 is not in"));
 }
 
+TEST(LaunchFaults, ALostTaskIsRestartedNoSoonerThanItsAwayTime) {
+  const FakeCluster cluster(R"([ $n -eq 1 ] && while :; do sleep 0.05; done; finish)");
+  LaunchOptions o = cluster.Options();  // a backoff of 0.05 s
+  o.faults = {{0.2, {TaskType::kWorker, 0}, FaultKind::kLose, 1.5}};
+  LaunchEvents events;
+  auto result = Launch(o, &events);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_THAT(events.faults, SizeIs(1));
+  EXPECT_EQ(events.faults[0].fault.kind, FaultKind::kLose);
+  ASSERT_EQ(result->summary.task_restarts_size(), 1);
+  EXPECT_EQ(result->summary.task_restarts(0).reason(), "killed by signal 9");
+  EXPECT_GE(result->summary.task_restarts(0).after_s() - events.faults[0].sent_s, 1.5 - 0.05);
+  EXPECT_EQ(DescribeFault(o.faults[0]), "lose worker:0 at 0.2 s for 1.5 s");
+}
+
 // The real binaries: in async mode a restarted worker registers again and
 // continues from its clock on the ps, so killing worker:1 costs the job a
 // restart, not the run.

@@ -202,5 +202,69 @@ TEST_F(StandbyTest, WithoutAStandbyTheRepliesGoOutAfterTheGiveUpTime) {
   EXPECT_EQ(H().Stats().unreplicated_releases(), 1);
 }
 
+// A standby that dies closes its connection: the primary stops holding
+// replies back at once, not after the give-up time (the fake clock never
+// moves here).
+TEST_F(StandbyTest, AStandbyWhoseConnectionClosesIsGivenUpAtOnce) {
+  num_shards_ = 2;
+  Init(proto::ASYNC, 2);
+  RegisterAll(2);
+  zmq::context_t context(1);
+  auto router = BindRouter(context, "tcp://127.0.0.1:0", SocketOptions());
+  ASSERT_TRUE(router.ok()) << router.status();
+  ReplicatorOptions ro;
+  ro.standby_name = "ps:1";
+  ro.endpoint = router->get(zmq::sockopt::last_endpoint);
+  auto replicator = Replicator::Create(context, ro, &clock_);
+  ASSERT_TRUE(replicator.ok()) << replicator.status();
+  // One state acknowledged: the connection is up.
+  std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
+  (*replicator)->Hold(H(), &replies);
+  std::vector<Reply> released;
+  for (int i = 0; i < 500 && released.empty(); ++i) {
+    (*replicator)->Pump(H(), &released);
+    RoutedMessage in = ReceiveRouted(*router);
+    if (in.message.ok()) {
+      std::vector<Reply> ack;
+      Standby().Handle({"primary", ""}, *in.message, &ack);
+      ASSERT_TRUE(SendRouted(*router, in.identity, ack[0].header, {}).ok());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(released.size(), 1u);
+  // The standby dies; the next state is not held for long.
+  router->close();
+  replies = Push(1, 1, 1, 0.1f);
+  (*replicator)->Hold(H(), &replies);
+  EXPECT_TRUE(replies.empty());
+  released.clear();
+  for (int i = 0; i < 1000 && released.empty(); ++i) {
+    (*replicator)->Pump(H(), &released);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(released.size(), 1u);
+  EXPECT_EQ(H().Stats().unreplicated_releases(), 1);
+}
+
+// A REPLICATE of an older term than the replica held comes from a primary
+// whose shard moved while it was away: refused, counted; a newer one is
+// kept.
+TEST_F(StandbyTest, RefusesAStateOfAnOlderTermThanTheOneItHolds) {
+  Message newer = Replicate(0, 0, 9, 0.5f);
+  newer.header.mutable_replica()->set_term(2);
+  ASSERT_FALSE(IsError(ToStandby(newer)[0]));
+  std::vector<Reply> out = ToStandby(Replicate(0, 0, 12, 0.25f));  // term 0
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("older than the replica held"));
+  EXPECT_EQ(Standby().Stats().replica_version(), 9);
+  EXPECT_EQ(Standby().Stats().replica_term(), 2);
+  EXPECT_EQ(Standby().Stats().stale_replications_refused(), 1);
+  Message next = Replicate(0, 0, 13, 0.125f);
+  next.header.mutable_replica()->set_term(3);
+  EXPECT_FALSE(IsError(ToStandby(next)[0]));
+  EXPECT_EQ(Standby().Stats().replica_version(), 13);
+}
+
 }  // namespace
 }  // namespace pstrain

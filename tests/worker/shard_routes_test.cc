@@ -1,0 +1,49 @@
+// Where a worker sends each shard's requests (worker/shard_routes.h): its
+// own ps unless another ps lists it at a higher placement term.
+
+#include "worker/shard_routes.h"
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+proto::ShardPlacement At(int shard, int64_t term) {
+  proto::ShardPlacement p;
+  p.set_shard(shard);
+  p.set_term(term);
+  return p;
+}
+
+TEST(ChooseRoutes, EveryShardGoesToItsOwnPsWhileNothingMoved) {
+  // A fresh job: every ps answers, none initialised yet.
+  EXPECT_EQ(ChooseRoutes(3, {{true, {}}, {true, {}}, {true, {}}}), (std::vector<int>{0, 1, 2}));
+  // Initialised, each its own shard at term 0.
+  EXPECT_EQ(ChooseRoutes(2, {{true, {At(0, 0)}}, {true, {At(1, 0)}}}), (std::vector<int>{0, 1}));
+}
+
+TEST(ChooseRoutes, AShardWhosePsIsAwayIsServedByItsAdopterOrNobody) {
+  EXPECT_EQ(ChooseRoutes(2, {{true, {At(0, 0)}}, {false, {}}}), (std::vector<int>{0, -1}));
+  EXPECT_EQ(ChooseRoutes(2, {{true, {At(0, 0), At(1, 1)}}, {false, {}}}), (std::vector<int>{0, 0}));
+}
+
+TEST(ChooseRoutes, TheAdopterWinsOverAPsThatCameBackEmptyOrStale) {
+  // Restarted empty: answers, lists nothing.
+  EXPECT_EQ(ChooseRoutes(2, {{true, {At(0, 0), At(1, 1)}}, {true, {}}}), (std::vector<int>{0, 0}));
+  // Woke from a freeze still serving shard 1 at the old term.
+  EXPECT_EQ(ChooseRoutes(2, {{true, {At(0, 0), At(1, 1)}}, {true, {At(1, 0)}}}),
+            (std::vector<int>{0, 0}));
+  // Given back at a newer term.
+  EXPECT_EQ(ChooseRoutes(2, {{true, {At(0, 0)}}, {true, {At(1, 2)}}}), (std::vector<int>{0, 1}));
+}
+
+TEST(ChooseRoutes, ATieGoesToTheShardsOwnPsAndNonsenseIsIgnored) {
+  EXPECT_EQ(ChooseRoutes(2, {{true, {At(0, 0), At(1, 3)}}, {true, {At(1, 3)}}}),
+            (std::vector<int>{0, 1}));
+  // Shards out of range, and what an unanswered ps once said, count for nothing.
+  EXPECT_EQ(ChooseRoutes(2, {{true, {At(7, 9), At(-1, 9)}}, {false, {At(0, 9)}}}),
+            (std::vector<int>{0, -1}));
+}
+
+}  // namespace
+}  // namespace pstrain

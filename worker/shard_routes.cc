@@ -1,0 +1,26 @@
+#include "worker/shard_routes.h"
+
+namespace pstrain {
+
+std::vector<int> ChooseRoutes(int num_shards, const std::vector<PsView>& ps) {
+  std::vector<int> route(num_shards, -1);
+  std::vector<int64_t> best_term(num_shards, -1);
+  for (int j = 0; j < static_cast<int>(ps.size()); ++j) {
+    if (!ps[j].answered) continue;
+    for (const proto::ShardPlacement& p : ps[j].hosted) {
+      const int k = p.shard();
+      if (k < 0 || k >= num_shards) continue;
+      // Higher term wins; on a tie, the shard's own ps.
+      if (p.term() > best_term[k] || (p.term() == best_term[k] && j == k)) {
+        best_term[k] = p.term();
+        route[k] = j;
+      }
+    }
+  }
+  for (int k = 0; k < num_shards && k < static_cast<int>(ps.size()); ++k) {
+    if (route[k] < 0 && ps[k].answered) route[k] = k;
+  }
+  return route;
+}
+
+}  // namespace pstrain

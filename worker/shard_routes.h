@@ -1,0 +1,35 @@
+#pragma once
+
+// Which ps a worker sends each shard's requests to (failover, issue 8
+// stage 2; ps_server/hosted_shards.h).
+//
+// Shard k lives on ps k, unless ps k is away and the chief had its standby
+// (ps k+1 mod n) adopt it. Every ps says, in each HEARTBEAT reply, which
+// shards it serves initialised and at which placement term; a term grows
+// with every move of a shard. So for each shard:
+//  - the ps listing it at the highest term serves it (a frozen ps that
+//    woke still listing a shard that was adopted meanwhile lists an older
+//    term, and is passed over); on a tie, its own ps;
+//  - else its own ps, if that ps answers at all (a ps that restarted empty
+//    is where the chief restores the shard, and where REGISTER waits);
+//  - else nobody yet (-1).
+//
+// Thread safety: a pure function.
+
+#include <vector>
+
+#include "proto/pstrain.pb.h"
+
+namespace pstrain {
+
+// What the worker has heard from one ps.
+struct PsView {
+  bool answered = false;                      // it answered a heartbeat
+  std::vector<proto::ShardPlacement> hosted;  // from its last HEARTBEAT reply
+};
+
+// route[k]: the index of the ps serving shard k, or -1. `ps` is indexed
+// by ps task index; shards are 0 .. num_shards - 1.
+std::vector<int> ChooseRoutes(int num_shards, const std::vector<PsView>& ps);
+
+}  // namespace pstrain
