@@ -75,13 +75,8 @@ absl::Status CudaContext::Activate() const {
   return absl::OkStatus();
 }
 
-absl::Status CudaContext::ReserveWorkspace(size_t bytes) {
-  if (bytes <= workspace_.bytes()) return absl::OkStatus();
-  RETURN_IF_ERROR(Activate());
-  workspace_ = DeviceArray<char>();  // free the old one first: lower peak
-  ASSIGN_OR_RETURN(workspace_,
-                   DeviceArray<char>::Create("cudnn workspace", static_cast<int64_t>(bytes)));
-  return absl::OkStatus();
+void CudaContext::AdoptWorkspace(DeviceArray<char> workspace) {
+  if (workspace.bytes() > workspace_.bytes()) workspace_ = std::move(workspace);
 }
 
 // Filled by a synchronous copy from the host: construction time, once per

@@ -16,8 +16,9 @@
 // reference for the GPU's results.
 //
 // Not thread-safe: one thread drives a context and the layers that borrow
-// it. The context must outlive those layers. Reserve* reallocate and are for
-// construction time only, never between a layer's Forward and Backward.
+// it. The context must outlive those layers. ReserveOnes and AdoptWorkspace
+// reallocate and are for construction time only, never between a layer's
+// Forward and Backward.
 
 #include <cstddef>
 #include <cstdint>
@@ -65,8 +66,12 @@ class CudaContext {
   // several devices).
   absl::Status Activate() const;
 
-  // Grows the shared cuDNN workspace to at least `bytes`.
-  absl::Status ReserveWorkspace(size_t bytes);
+  // Makes `workspace` the shared cuDNN workspace if it is larger than the
+  // current one, which is then freed; else frees `workspace`. Conv2d
+  // allocates a candidate algorithm's workspace on its own while the shared
+  // one stays valid, and hands it over only once the candidate is chosen.
+  // REQUIRES: `workspace` is on this context's device.
+  void AdoptWorkspace(DeviceArray<char> workspace);
   void* workspace() const { return workspace_.data(); }
   size_t workspace_bytes() const { return workspace_.bytes(); }
 
