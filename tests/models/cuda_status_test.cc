@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "models/cuda/cuda_context.h"
 #include "models/cuda/cuda_resources.h"
@@ -118,14 +119,39 @@ TEST(CudaLaunchKernel, ClearsAnEarlierCallsErrorAndReportsOnlyItsOwn) {
   EXPECT_EQ(cudaSetDevice(current), cudaSuccess);
 }
 
+// The versions are 1000 * major + 10 * minor; the runtime's minor-version
+// compatibility means only a lower major version (or the runtime's own
+// verdict) makes a driver too old.
+TEST(DescribeCudaVersions, NamesBothVersionsAndATooOldDriver) {
+  EXPECT_EQ(DescribeCudaVersions({12080, 13000}),
+            "CUDA driver 12.8, runtime 13.0: the NVIDIA driver is too old for this build's CUDA "
+            "runtime; install a driver for CUDA 13.0 or newer");
+  EXPECT_EQ(DescribeCudaVersions({13010, 13000}), "CUDA driver 13.1, runtime 13.0");
+  EXPECT_EQ(DescribeCudaVersions({13000, 13020}), "CUDA driver 13.0, runtime 13.2");
+  EXPECT_TRUE(absl::StrContains(DescribeCudaVersions({13000, 13020}, cudaErrorInsufficientDriver),
+                                "driver is too old"));
+  EXPECT_EQ(DescribeCudaVersions({0, 13000}), "no NVIDIA driver loaded (CUDA runtime 13.0)");
+}
+
+TEST(GetCudaVersions, KnowsThisBuildsRuntimeEvenWithoutADriver) {
+  const CudaVersions versions = GetCudaVersions();
+  EXPECT_EQ(versions.runtime / 1000, CUDART_VERSION / 1000);
+  EXPECT_GE(versions.driver, 0);
+}
+
 // Without a GPU: DeviceCount is 0 and says nothing; CountDevices and a
-// context say why, as FailedPrecondition "no CUDA device (...)".
+// context say why, as FailedPrecondition "no CUDA device (...)", naming the
+// CUDA versions.
 TEST(CudaDevices, WithoutAGpuThereIsNoDeviceAndACleanError) {
   if (DeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU";
   const absl::StatusOr<int> count = CountDevices();
   ASSERT_FALSE(count.ok());
   EXPECT_EQ(count.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StartsWith(count.status().message(), "no CUDA device")) << count.status();
+  const int runtime = GetCudaVersions().runtime;
+  const std::string runtime_version =
+      absl::StrCat("runtime ", runtime / 1000, ".", (runtime % 1000) / 10);
+  EXPECT_TRUE(absl::StrContains(count.status().message(), runtime_version)) << count.status();
   const absl::StatusOr<std::unique_ptr<CudaContext>> context = CudaContext::Create(0);
   ASSERT_FALSE(context.ok());
   EXPECT_EQ(context.status().code(), absl::StatusCode::kFailedPrecondition);
