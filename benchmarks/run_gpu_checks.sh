@@ -44,7 +44,7 @@ step build cmake --build "$build" -j "$(nproc)"
   step fetch_mnist tools/fetch_mnist.sh
 
 # The CUDA tests must run here: a "needs a GPU" skip means the GPU was not seen.
-for t in cuda_status_test cuda_layers_test cuda_model_test; do
+for t in cuda_status_test cuda_algorithm_search_test cuda_layers_test cuda_model_test; do
   step "$t" "$build/bin/$t"
   if grep -q "needs a GPU" "$out/$t.log"; then failed+=("$t skipped on a GPU machine"); fi
 done

@@ -92,13 +92,16 @@ class Model {
 };
 
 // Builds the model on the requested device. "auto" is "cuda" when the CUDA
-// backend is built and the driver reports a GPU, else "cpu"; "cuda" is
-// "cuda:I" with I = local_rank mod the number of GPUs. NotFound for an
-// unknown model name, InvalidArgument for a bad device string or a negative
-// local_rank, FailedPrecondition when CUDA is asked for and unavailable
-// ("no CUDA device ...", also for a "cuda:I" beyond the machine's GPUs or a
-// build without the CUDA backend), ResourceExhausted when the model does
-// not fit in the GPU's memory.
+// backend is built and the driver reports a GPU, else "cpu" (with a warning
+// in the log, once, when an NVIDIA driver is loaded yet no GPU is usable,
+// e.g. a driver too old for the CUDA runtime: it names both versions);
+// "cuda" is "cuda:I" with I = local_rank mod the number of GPUs. NotFound
+// for an unknown model name, InvalidArgument for a bad device string or a
+// negative local_rank, FailedPrecondition when CUDA is asked for and
+// unavailable ("no CUDA device ...", with the driver's and the runtime's
+// CUDA versions; also for a "cuda:I" beyond the machine's GPUs or a build
+// without the CUDA backend), ResourceExhausted when the model does not fit
+// in the GPU's memory.
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options);
 
 // Number of GPUs usable by this build: 0 without the CUDA backend, without a

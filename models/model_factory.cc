@@ -37,7 +37,7 @@ namespace {
 
 // The CUDA plugin's entry points (models/plugin_abi.h), loaded once.
 struct CudaPlugin {
-  int (*device_count)() = nullptr;
+  int (*device_count)(absl::Status*) = nullptr;
   Model* (*create_model)(const NetSpec*, const ModelOptions*, int, absl::Status*) = nullptr;
   std::string error;  // why it could not be loaded
 };
@@ -69,7 +69,7 @@ const CudaPlugin& LoadCudaPlugin() {
                                   why != nullptr ? why : "unknown error");
       return;
     }
-    plugin.device_count = reinterpret_cast<int (*)()>(
+    plugin.device_count = reinterpret_cast<int (*)(absl::Status*)>(
         dlsym(handle, PSTRAIN_STRINGIFY(PSTRAIN_CUDA_DEVICE_COUNT_SYMBOL)));
     plugin.create_model = reinterpret_cast<Model* (*)(const NetSpec*, const ModelOptions*, int,
                                                       absl::Status*)>(
@@ -90,17 +90,36 @@ bool NvidiaDriverPresent() {
   return access("/dev/nvidiactl", F_OK) == 0 || access("/proc/driver/nvidia/version", F_OK) == 0;
 }
 
+// The usable GPUs, or why there are none (from the plugin: with the
+// driver's and the runtime's CUDA versions).
+absl::StatusOr<int> CountCudaDevices() {
+  if (!PSTRAIN_HAVE_CUDA) return absl::FailedPreconditionError("this build has no CUDA backend");
+  if (!NvidiaDriverPresent()) return absl::FailedPreconditionError("no NVIDIA driver is loaded");
+  const CudaPlugin& plugin = LoadCudaPlugin();
+  if (plugin.device_count == nullptr) return absl::FailedPreconditionError(plugin.error);
+  absl::Status reason;
+  const int count = plugin.device_count(&reason);
+  if (count > 0) return count;
+  return reason.ok() ? absl::FailedPreconditionError("no CUDA device") : reason;
+}
+
+// "cuda" when a GPU can be used, else "cpu". With a driver loaded but no
+// usable GPU (a driver too old for this build's CUDA runtime, a missing
+// plugin), a machine meant to train on its GPU would quietly train on the
+// CPU: a warning says why. Without a driver the CPU is the expected choice.
+std::string AutoDevice() {
+  const absl::StatusOr<int> count = CountCudaDevices();
+  if (count.ok()) return "cuda";
+  if (PSTRAIN_HAVE_CUDA && NvidiaDriverPresent()) {
+    LOG_FIRST_N(WARNING, 1) << "--device=auto: " << count.status().message()
+                            << "; training on the CPU";
+  }
+  return "cpu";
+}
+
 }  // namespace
 
-int CudaDeviceCount() {
-  if (!PSTRAIN_HAVE_CUDA || !NvidiaDriverPresent()) return 0;
-  const CudaPlugin& plugin = LoadCudaPlugin();
-  if (plugin.device_count == nullptr) {
-    LOG_FIRST_N(WARNING, 1) << plugin.error << "; using the CPU";
-    return 0;
-  }
-  return plugin.device_count();
-}
+int CudaDeviceCount() { return CountCudaDevices().value_or(0); }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) {
   ASSIGN_OR_RETURN(NetSpec net, GetNetSpec(options.name));
@@ -112,7 +131,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelOptions& options) 
         absl::StrCat("local_rank must be >= 0, got ", options.local_rank));
   }
   std::string device = options.device;
-  if (device == "auto") device = CudaDeviceCount() > 0 ? "cuda" : "cpu";
+  if (device == "auto") device = AutoDevice();
   if (device == "cpu") return cpu::CreateCpuModel(net, options);
   const int index = ParseCudaIndex(device, options.local_rank);
   if (index < 0) {

@@ -4,11 +4,13 @@
 #include <initializer_list>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "models/net_spec.h"
+#include "models/cuda/algorithm_search.h"
 #include "models/cuda/cuda_status.h"
 
 namespace pstrain::models::cuda {
@@ -39,59 +41,104 @@ bool SumsProducts(cudnnConvolutionBwdFilterAlgo_t algo) {
          algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 || algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
 }
 
-// The heuristics' results worth trying, in cuDNN's order of expected speed
-// with deterministic algorithms first (so runs repeat bit for bit), leaving
-// out failures, tensor-op algorithms (TF32 on fp32 data) and transforms;
-// then, should the heuristics not have listed them at all, `fallbacks`.
+// cuDNN's heuristics as RankAlgorithms takes them: usable when listed as
+// working, in fp32 math (tensor-op algorithms would round through TF32) and
+// summing products; then `fallbacks`.
 template <typename Perf>
-std::vector<Perf> Rank(const Perf* perf, int count,
-                       std::initializer_list<decltype(Perf::algo)> fallbacks) {
-  std::vector<Perf> usable;
+std::vector<int> Rank(const Perf* perf, int count,
+                      std::initializer_list<decltype(Perf::algo)> fallbacks) {
+  std::vector<ListedAlgorithm> listed;
   for (int i = 0; i < count; ++i) {
     const cudnnMathType_t math = perf[i].mathType;
-    if (perf[i].status != CUDNN_STATUS_SUCCESS || math == CUDNN_TENSOR_OP_MATH ||
-        math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION || !SumsProducts(perf[i].algo)) {
-      continue;
-    }
-    usable.push_back(perf[i]);
+    const bool fp32 = math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    listed.push_back({static_cast<int>(perf[i].algo),
+                      perf[i].status == CUDNN_STATUS_SUCCESS && fp32 && SumsProducts(perf[i].algo),
+                      perf[i].determinism == CUDNN_DETERMINISTIC});
   }
-  std::stable_partition(usable.begin(), usable.end(),
-                        [](const Perf& p) { return p.determinism == CUDNN_DETERMINISTIC; });
-  for (const auto algo : fallbacks) {
-    if (std::none_of(perf, perf + count, [&](const Perf& p) { return p.algo == algo; })) {
-      Perf listed{};
-      listed.algo = algo;
-      usable.push_back(listed);
-    }
-  }
-  return usable;
+  std::vector<int> last_resort;
+  for (const auto algo : fallbacks) last_resort.push_back(static_cast<int>(algo));
+  return RankAlgorithms(listed, last_resort);
 }
 
-// The first of `ranked` whose workspace (size(algo, &bytes)) fits and whose
-// trial (run(algo), with the workspace reserved) succeeds.
-template <typename Perf, typename SizeFn, typename RunFn>
-absl::StatusOr<decltype(Perf::algo)> Pick(CudaContext& context, const std::vector<Perf>& ranked,
-                                          SizeFn size, RunFn run, absl::string_view what) {
-  std::string tried;
-  for (const Perf& perf : ranked) {
-    size_t bytes = 0;
-    if (size(perf.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
-    if (bytes > Conv2d::kMaxWorkspaceBytes) continue;
-    RETURN_IF_ERROR(context.ReserveWorkspace(bytes));
-    const absl::Status trial = run(perf.algo);
-    if (trial.ok()) return perf.algo;
-    absl::StrAppend(&tried, " [algo ", static_cast<int>(perf.algo), ": ", trial.message(), "]");
+// Where a trial puts its pointers, in floats past cudaMalloc's 256-byte
+// alignment: w and dw (`params`), x, y, dx and dy (`activations`).
+struct TrialLayout {
+  int params;
+  int activations;
+};
+
+// Inside one algorithm cuDNN may pick kernels by the pointers' alignment,
+// so an algorithm that ran on aligned scratch may refuse or fail on the
+// model's pointers. There, a layer's parameters and gradients are a slice
+// of the flat buffers starting at any float (aligned to 4, 8, ... or 256
+// bytes: the first seven layouts) and its activations are cudaMalloc'd;
+// a caller of the layer may pass any float pointer (the last layout).
+constexpr TrialLayout kTrialLayouts[] = {{0, 0}, {1, 0},  {2, 0},  {4, 0},
+                                         {8, 0}, {16, 0}, {32, 0}, {1, 1}};
+constexpr int kMaxTrialOffset = 32;
+constexpr int kTrialLayoutCount = sizeof(kTrialLayouts) / sizeof(kTrialLayouts[0]);
+
+// Waits for a queued trial; its error names the layout it ran at.
+absl::Status FinishTrial(cudaStream_t stream, absl::Status queued, int layout) {
+  if (queued.ok()) {
+    queued = CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize(trial)");
   }
-  return absl::InternalError(absl::StrCat(what, ": cuDNN offers no usable algorithm (",
-                                          ranked.size(), " fp32 GEMM-family candidates",
-                                          tried.empty() ? "" : ":", tried, ")"));
+  if (queued.ok()) return queued;
+  const TrialLayout at = kTrialLayouts[layout];
+  return absl::Status(queued.code(), absl::StrCat(queued.message(), " (trial with w at +",
+                                                  at.params, " floats and x at +", at.activations,
+                                                  " floats past a 256-byte boundary)"));
 }
 
 }  // namespace
 
-// Zeroed device buffers at max_batch for the algorithms' trial runs.
+// Zeroed device buffers at max_batch for the algorithms' trial runs, each
+// kMaxTrialOffset floats longer, so that a trial may start it at any layout.
 struct Conv2d::Scratch {
   DeviceArray<float> x, y, w;
+
+  float* x_at(int layout) const { return x.data() + kTrialLayouts[layout].activations; }
+  float* y_at(int layout) const { return y.data() + kTrialLayouts[layout].activations; }
+  float* w_at(int layout) const { return w.data() + kTrialLayouts[layout].params; }
+};
+
+// The workspace of one candidate's trials: the shared one when that is
+// large enough, else the candidate's own. That one is allocated while the
+// shared one stays as it is, so running out of memory leaves the layers'
+// workspace intact, and it is handed to the context only once the candidate
+// is chosen, so a rejected candidate's workspace is freed, never kept.
+class Conv2d::TrialWorkspace {
+ public:
+  explicit TrialWorkspace(CudaContext& context) : context_(context) {}
+
+  // The search's workspace side and limits; each pass adds its
+  // workspace_bytes and run.
+  AlgorithmSearch Search() {
+    AlgorithmSearch search;
+    search.reserve = [this](size_t bytes) { return Reserve(bytes); };
+    search.release = [this] { own_ = DeviceArray<char>(); };
+    search.keep = [this] {
+      if (own_.size() > 0) context_.AdoptWorkspace(std::move(own_));
+    };
+    search.layouts = kTrialLayoutCount;
+    search.max_workspace_bytes = kMaxWorkspaceBytes;
+    return search;
+  }
+
+  void* data() const { return own_.size() > 0 ? own_.data() : context_.workspace(); }
+  size_t bytes() const { return own_.size() > 0 ? own_.bytes() : context_.workspace_bytes(); }
+
+ private:
+  absl::Status Reserve(size_t bytes) {
+    own_ = DeviceArray<char>();
+    if (bytes <= context_.workspace_bytes()) return absl::OkStatus();
+    ASSIGN_OR_RETURN(own_,
+                     DeviceArray<char>::Create("cudnn workspace", static_cast<int64_t>(bytes)));
+    return absl::OkStatus();
+  }
+
+  CudaContext& context_;
+  DeviceArray<char> own_;
 };
 
 absl::StatusOr<std::unique_ptr<Conv2d>> Conv2d::Create(CudaContext& context, std::string name,
@@ -157,83 +204,107 @@ absl::Status Conv2d::CreateDescriptors() {
 absl::Status Conv2d::ChooseAlgorithms() {
   const Shape in = input_shape(), out = output_shape();
   Scratch scratch;
-  ASSIGN_OR_RETURN(scratch.x,
-                   DeviceArray<float>::Create(name() + ".trial_x", in.size() * max_batch()));
-  ASSIGN_OR_RETURN(scratch.y,
-                   DeviceArray<float>::Create(name() + ".trial_y", out.size() * max_batch()));
-  ASSIGN_OR_RETURN(scratch.w, DeviceArray<float>::Create(name() + ".trial_w", weights_));
+  ASSIGN_OR_RETURN(scratch.x, DeviceArray<float>::Create(
+                                  name() + ".trial_x", in.size() * max_batch() + kMaxTrialOffset));
+  ASSIGN_OR_RETURN(scratch.y, DeviceArray<float>::Create(
+                                  name() + ".trial_y", out.size() * max_batch() + kMaxTrialOffset));
+  ASSIGN_OR_RETURN(scratch.w,
+                   DeviceArray<float>::Create(name() + ".trial_w", weights_ + kMaxTrialOffset));
   for (const DeviceArray<float>* array : {&scratch.x, &scratch.y, &scratch.w}) {
     CUDA_RETURN_IF_ERROR(cudaMemsetAsync(array->data(), 0, array->bytes(), stream()));
   }
-  RETURN_IF_ERROR(ChooseForward(scratch));
-  RETURN_IF_ERROR(ChooseBackwardData(scratch));
-  RETURN_IF_ERROR(ChooseBackwardFilter(scratch));
+  TrialWorkspace workspace(context());
+  RETURN_IF_ERROR(ChooseForward(scratch, workspace));
+  RETURN_IF_ERROR(ChooseBackwardData(scratch, workspace));
+  RETURN_IF_ERROR(ChooseBackwardFilter(scratch, workspace));
   batch_ = max_batch();
   return absl::OkStatus();
 }
 
-absl::Status Conv2d::ChooseForward(const Scratch& scratch) {
+absl::Status Conv2d::ChooseForward(const Scratch& scratch, TrialWorkspace& workspace) {
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int count = 0;
   CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(
       context().cudnn(), x_desc_.get(), w_desc_.get(), conv_desc_.get(), y_desc_.get(),
       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
-  const auto size = [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
-    return cudnnGetConvolutionForwardWorkspaceSize(context().cudnn(), x_desc_.get(), w_desc_.get(),
-                                                   conv_desc_.get(), y_desc_.get(), algo, bytes);
+  AlgorithmSearch search = workspace.Search();
+  search.workspace_bytes = [&](int algo) -> absl::StatusOr<size_t> {
+    size_t bytes = 0;
+    CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardWorkspaceSize(
+        context().cudnn(), x_desc_.get(), w_desc_.get(), conv_desc_.get(), y_desc_.get(),
+        static_cast<cudnnConvolutionFwdAlgo_t>(algo), &bytes));
+    return bytes;
   };
-  const auto run = [&](cudnnConvolutionFwdAlgo_t algo) -> absl::Status {
-    RETURN_IF_ERROR(RunForward(algo, scratch.w.data(), scratch.x.data(), scratch.y.data()));
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
-    return absl::OkStatus();
+  search.run = [&](int algo, int layout) {
+    return FinishTrial(
+        stream(),
+        RunForward(static_cast<cudnnConvolutionFwdAlgo_t>(algo), scratch.w_at(layout),
+                   scratch.x_at(layout), scratch.y_at(layout), workspace.data(), workspace.bytes()),
+        layout);
   };
-  const auto ranked = Rank(
+  const std::vector<int> ranked = Rank(
       perf, count,
       {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM});
-  ASSIGN_OR_RETURN(fwd_algo_, Pick(context(), ranked, size, run, name() + " forward"));
+  ASSIGN_OR_RETURN(const int algo, PickAlgorithm(ranked, search, name() + " forward"));
+  fwd_algo_ = static_cast<cudnnConvolutionFwdAlgo_t>(algo);
   return absl::OkStatus();
 }
 
-absl::Status Conv2d::ChooseBackwardData(const Scratch& scratch) {
+// ALGO_0 (atomics: not deterministic) is the last resort.
+absl::Status Conv2d::ChooseBackwardData(const Scratch& scratch, TrialWorkspace& workspace) {
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   int count = 0;
   CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
       context().cudnn(), w_desc_.get(), y_desc_.get(), conv_desc_.get(), x_desc_.get(),
       CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
-  const auto size = [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
-    return cudnnGetConvolutionBackwardDataWorkspaceSize(context().cudnn(), w_desc_.get(),
-                                                        y_desc_.get(), conv_desc_.get(),
-                                                        x_desc_.get(), algo, bytes);
+  AlgorithmSearch search = workspace.Search();
+  search.workspace_bytes = [&](int algo) -> absl::StatusOr<size_t> {
+    size_t bytes = 0;
+    CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        context().cudnn(), w_desc_.get(), y_desc_.get(), conv_desc_.get(), x_desc_.get(),
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &bytes));
+    return bytes;
   };
-  const auto run = [&](cudnnConvolutionBwdDataAlgo_t algo) -> absl::Status {
-    RETURN_IF_ERROR(RunBackwardData(algo, scratch.w.data(), scratch.y.data(), scratch.x.data()));
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
-    return absl::OkStatus();
+  search.run = [&](int algo, int layout) {
+    return FinishTrial(stream(),
+                       RunBackwardData(static_cast<cudnnConvolutionBwdDataAlgo_t>(algo),
+                                       scratch.w_at(layout), scratch.y_at(layout),
+                                       scratch.x_at(layout), workspace.data(), workspace.bytes()),
+                       layout);
   };
-  const auto ranked = Rank(perf, count, {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1});
-  ASSIGN_OR_RETURN(bwd_data_algo_, Pick(context(), ranked, size, run, name() + " backward data"));
+  const std::vector<int> ranked =
+      Rank(perf, count, {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0});
+  ASSIGN_OR_RETURN(const int algo, PickAlgorithm(ranked, search, name() + " backward data"));
+  bwd_data_algo_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(algo);
   return absl::OkStatus();
 }
 
-absl::Status Conv2d::ChooseBackwardFilter(const Scratch& scratch) {
+// ALGO_0 (atomics: not deterministic) is the last resort.
+absl::Status Conv2d::ChooseBackwardFilter(const Scratch& scratch, TrialWorkspace& workspace) {
   cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   int count = 0;
   CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
       context().cudnn(), x_desc_.get(), y_desc_.get(), conv_desc_.get(), w_desc_.get(),
       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
-  const auto size = [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(context().cudnn(), x_desc_.get(),
-                                                          y_desc_.get(), conv_desc_.get(),
-                                                          w_desc_.get(), algo, bytes);
+  AlgorithmSearch search = workspace.Search();
+  search.workspace_bytes = [&](int algo) -> absl::StatusOr<size_t> {
+    size_t bytes = 0;
+    CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        context().cudnn(), x_desc_.get(), y_desc_.get(), conv_desc_.get(), w_desc_.get(),
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), &bytes));
+    return bytes;
   };
-  const auto run = [&](cudnnConvolutionBwdFilterAlgo_t algo) -> absl::Status {
-    RETURN_IF_ERROR(RunBackwardFilter(algo, scratch.x.data(), scratch.y.data(), scratch.w.data()));
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
-    return absl::OkStatus();
+  search.run = [&](int algo, int layout) {
+    return FinishTrial(stream(),
+                       RunBackwardFilter(static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo),
+                                         scratch.x_at(layout), scratch.y_at(layout),
+                                         scratch.w_at(layout), workspace.data(), workspace.bytes()),
+                       layout);
   };
-  const auto ranked = Rank(perf, count, {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1});
-  ASSIGN_OR_RETURN(bwd_filter_algo_,
-                   Pick(context(), ranked, size, run, name() + " backward filter"));
+  const std::vector<int> ranked =
+      Rank(perf, count, {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0});
+  ASSIGN_OR_RETURN(const int algo, PickAlgorithm(ranked, search, name() + " backward filter"));
+  bwd_filter_algo_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo);
   return absl::OkStatus();
 }
 
@@ -267,7 +338,8 @@ absl::Status Conv2d::Forward(const BatchContext& ctx, const float* params, const
                              float* y) {
   RETURN_IF_ERROR(CheckBatch(ctx));
   RETURN_IF_ERROR(SetBatch(ctx.n));
-  RETURN_IF_ERROR(RunForward(fwd_algo_, params, x, y));
+  RETURN_IF_ERROR(
+      RunForward(fwd_algo_, params, x, y, context().workspace(), context().workspace_bytes()));
   CUDNN_RETURN_IF_ERROR(cudnnAddTensor(context().cudnn(), &kOne, bias_desc_.get(),
                                        params + weights_, &kOne, y_desc_.get(), y));
   return absl::OkStatus();
@@ -277,34 +349,38 @@ absl::Status Conv2d::Backward(const BatchContext& ctx, const float* params, cons
                               const float* y, const float* dy, float* dx, float* dparams) {
   RETURN_IF_ERROR(CheckBatch(ctx));
   RETURN_IF_ERROR(SetBatch(ctx.n));
-  RETURN_IF_ERROR(RunBackwardFilter(bwd_filter_algo_, x, dy, dparams));
+  RETURN_IF_ERROR(RunBackwardFilter(bwd_filter_algo_, x, dy, dparams, context().workspace(),
+                                    context().workspace_bytes()));
   CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardBias(context().cudnn(), &kOne, y_desc_.get(), dy,
                                                      &kZero, bias_desc_.get(), dparams + weights_));
   if (dx == nullptr) return absl::OkStatus();
-  return RunBackwardData(bwd_data_algo_, params, dy, dx);
+  return RunBackwardData(bwd_data_algo_, params, dy, dx, context().workspace(),
+                         context().workspace_bytes());
 }
 
 absl::Status Conv2d::RunForward(cudnnConvolutionFwdAlgo_t algo, const float* w, const float* x,
-                                float* y) {
-  CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(
-      context().cudnn(), &kOne, x_desc_.get(), x, w_desc_.get(), w, conv_desc_.get(), algo,
-      context().workspace(), context().workspace_bytes(), &kZero, y_desc_.get(), y));
+                                float* y, void* workspace, size_t workspace_bytes) {
+  CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(context().cudnn(), &kOne, x_desc_.get(), x,
+                                                w_desc_.get(), w, conv_desc_.get(), algo, workspace,
+                                                workspace_bytes, &kZero, y_desc_.get(), y));
   return absl::OkStatus();
 }
 
 absl::Status Conv2d::RunBackwardData(cudnnConvolutionBwdDataAlgo_t algo, const float* w,
-                                     const float* dy, float* dx) {
+                                     const float* dy, float* dx, void* workspace,
+                                     size_t workspace_bytes) {
   CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(
       context().cudnn(), &kOne, w_desc_.get(), w, y_desc_.get(), dy, conv_desc_.get(), algo,
-      context().workspace(), context().workspace_bytes(), &kZero, x_desc_.get(), dx));
+      workspace, workspace_bytes, &kZero, x_desc_.get(), dx));
   return absl::OkStatus();
 }
 
 absl::Status Conv2d::RunBackwardFilter(cudnnConvolutionBwdFilterAlgo_t algo, const float* x,
-                                       const float* dy, float* dw) {
+                                       const float* dy, float* dw, void* workspace,
+                                       size_t workspace_bytes) {
   CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(
       context().cudnn(), &kOne, x_desc_.get(), x, y_desc_.get(), dy, conv_desc_.get(), algo,
-      context().workspace(), context().workspace_bytes(), &kZero, w_desc_.get(), dw));
+      workspace, workspace_bytes, &kZero, w_desc_.get(), dw));
   return absl::OkStatus();
 }
 

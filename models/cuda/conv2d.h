@@ -19,17 +19,27 @@
 //
 // Algorithms are chosen once, in Create, for max_batch, from cuDNN's
 // heuristics (cudnnGetConvolution*Algorithm_v7: no benchmarking, so every run
-// and every worker makes the same choice): in cuDNN's order, deterministic
-// algorithms first, only the GEMM family (FFT and Winograd round through
-// their transforms, well above a direct sum's error, which would break the
-// 1e-5 parity with the CPU) and no tensor-op ones, the first whose workspace
-// is at most kMaxWorkspaceBytes and whose trial run on zeroed scratch
-// succeeds. Their workspace is reserved in the context's shared workspace.
+// and every worker makes the same choice), by the policy of
+// models/cuda/algorithm_search.h: in cuDNN's order, deterministic algorithms
+// first, only the GEMM family (FFT and Winograd round through their
+// transforms, well above a direct sum's error, which would break the 1e-5
+// parity with the CPU) and no tensor-op ones, then the fallbacks (forward:
+// IMPLICIT_PRECOMP_GEMM, IMPLICIT_GEMM; backward data and filter: ALGO_1,
+// then the non-deterministic ALGO_0) whatever the heuristics said of them.
+// The first whose workspace is at most kMaxWorkspaceBytes and can be
+// allocated, and whose trial runs on zeroed scratch succeed with the
+// pointers at every alignment a float pointer can have (4 to 256 bytes: a
+// layer's parameters are a slice of the model's flat buffers), is chosen.
+// A candidate that runs out of memory for its workspace, or fails a trial,
+// is passed over for the next, and its workspace freed; the chosen one's
+// becomes the context's shared workspace if it is the largest yet.
 // A batch of another size reuses the algorithms; its workspace need is
 // checked once per size (Internal if it were ever larger than what was
 // reserved).
 //
 // Parameters in params() order: weight [cout, cin, k, k], then bias [cout].
+// Every pointer passed to Forward and Backward needs only float alignment
+// (4 bytes): the algorithms were tried at each alignment.
 
 #include <cstdint>
 #include <memory>
@@ -48,7 +58,8 @@ class Conv2d final : public CudaLayer {
   static constexpr size_t kMaxWorkspaceBytes = size_t{256} << 20;
 
   // Internal when cuDNN offers no usable algorithm for a pass;
-  // ResourceExhausted when the device is out of memory.
+  // ResourceExhausted when the device is out of memory (for the layer's
+  // scratch, or for the workspace of every candidate that could have run).
   // REQUIRES: out_channels >= 1, 1 <= kernel <= min(input.h, input.w),
   // max_batch >= 1; `context` outlives the layer.
   static absl::StatusOr<std::unique_ptr<Conv2d>> Create(CudaContext& context, std::string name,
@@ -67,23 +78,27 @@ class Conv2d final : public CudaLayer {
 
  private:
   struct Scratch;
+  class TrialWorkspace;
 
   Conv2d(CudaContext& context, std::string name, Shape input, int out_channels, int kernel,
          int max_batch);
 
   absl::Status CreateDescriptors();
   absl::Status ChooseAlgorithms();
-  absl::Status ChooseForward(const Scratch& scratch);
-  absl::Status ChooseBackwardData(const Scratch& scratch);
-  absl::Status ChooseBackwardFilter(const Scratch& scratch);
+  absl::Status ChooseForward(const Scratch& scratch, TrialWorkspace& workspace);
+  absl::Status ChooseBackwardData(const Scratch& scratch, TrialWorkspace& workspace);
+  absl::Status ChooseBackwardFilter(const Scratch& scratch, TrialWorkspace& workspace);
   // Sets the x and y descriptors to batch n and checks, once per n, that the
   // chosen algorithms' workspace fits the reserved one.
   absl::Status SetBatch(int n);
-  absl::Status RunForward(cudnnConvolutionFwdAlgo_t algo, const float* w, const float* x, float* y);
+  // Queue one pass with `algo` on `workspace_bytes` of `workspace`.
+  absl::Status RunForward(cudnnConvolutionFwdAlgo_t algo, const float* w, const float* x, float* y,
+                          void* workspace, size_t workspace_bytes);
   absl::Status RunBackwardData(cudnnConvolutionBwdDataAlgo_t algo, const float* w, const float* dy,
-                               float* dx);
+                               float* dx, void* workspace, size_t workspace_bytes);
   absl::Status RunBackwardFilter(cudnnConvolutionBwdFilterAlgo_t algo, const float* x,
-                                 const float* dy, float* dw);
+                                 const float* dy, float* dw, void* workspace,
+                                 size_t workspace_bytes);
 
   int kernel_;
   int64_t weights_;  // cout * cin * k * k: the bias's offset in params

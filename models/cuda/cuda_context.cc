@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 
 namespace pstrain::models::cuda {
 namespace {
@@ -13,7 +14,37 @@ namespace {
 // explicitly so cuBLAS allocates nothing of its own during a step.
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
+// "13.0" for 13000.
+std::string VersionString(int version) {
+  return absl::StrCat(version / 1000, ".", (version % 1000) / 10);
+}
+
 }  // namespace
+
+CudaVersions GetCudaVersions() {
+  CudaVersions versions;
+  if (cudaDriverGetVersion(&versions.driver) != cudaSuccess) versions.driver = 0;
+  if (cudaRuntimeGetVersion(&versions.runtime) != cudaSuccess) versions.runtime = 0;
+  (void)cudaGetLastError();
+  return versions;
+}
+
+// CUDA's minor-version compatibility lets a driver of the runtime's major
+// version run it, so a lower minor version alone is not "too old"; the
+// runtime's own verdict (cudaErrorInsufficientDriver) is.
+std::string DescribeCudaVersions(CudaVersions versions, cudaError_t error) {
+  const std::string runtime = VersionString(versions.runtime);
+  if (versions.driver == 0) {
+    return absl::StrCat("no NVIDIA driver loaded (CUDA runtime ", runtime, ")");
+  }
+  std::string text =
+      absl::StrCat("CUDA driver ", VersionString(versions.driver), ", runtime ", runtime);
+  if (versions.driver / 1000 < versions.runtime / 1000 || error == cudaErrorInsufficientDriver) {
+    absl::StrAppend(&text, ": the NVIDIA driver is too old for this build's CUDA runtime; install ",
+                    "a driver for CUDA ", runtime, " or newer");
+  }
+  return text;
+}
 
 int DeviceCount() {
   absl::StatusOr<int> count = CountDevices();
@@ -23,12 +54,15 @@ int DeviceCount() {
 absl::StatusOr<int> CountDevices() {
   int count = 0;
   const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error == cudaSuccess && count >= 1) return count;
+  const std::string versions = DescribeCudaVersions(GetCudaVersions(), error);
   if (error != cudaSuccess) {
     return absl::FailedPreconditionError(
-        absl::StrCat("no CUDA device (", CudaStatus(error, "cudaGetDeviceCount").message(), ")"));
+        absl::StrCat("no CUDA device (", CudaStatus(error, "cudaGetDeviceCount").message(), "; ",
+                     versions, ")"));
   }
-  if (count < 1) return absl::FailedPreconditionError("no CUDA device (the driver reports none)");
-  return count;
+  return absl::FailedPreconditionError(
+      absl::StrCat("no CUDA device (the driver reports none; ", versions, ")"));
 }
 
 absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::Create(int device) {
@@ -44,6 +78,8 @@ absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::Create(int device) {
   std::unique_ptr<CudaContext> context(
       new CudaContext(device, absl::StrCat("cuda:", device, " (", properties.name, ")")));
   RETURN_IF_ERROR(context->Init());
+  LOG(INFO) << "CUDA backend on " << context->description() << ": "
+            << DescribeCudaVersions(GetCudaVersions());
   return context;
 }
 
@@ -75,13 +111,8 @@ absl::Status CudaContext::Activate() const {
   return absl::OkStatus();
 }
 
-absl::Status CudaContext::ReserveWorkspace(size_t bytes) {
-  if (bytes <= workspace_.bytes()) return absl::OkStatus();
-  RETURN_IF_ERROR(Activate());
-  workspace_ = DeviceArray<char>();  // free the old one first: lower peak
-  ASSIGN_OR_RETURN(workspace_,
-                   DeviceArray<char>::Create("cudnn workspace", static_cast<int64_t>(bytes)));
-  return absl::OkStatus();
+void CudaContext::AdoptWorkspace(DeviceArray<char> workspace) {
+  if (workspace.bytes() > workspace_.bytes()) workspace_ = std::move(workspace);
 }
 
 // Filled by a synchronous copy from the host: construction time, once per

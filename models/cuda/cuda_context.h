@@ -16,8 +16,9 @@
 // reference for the GPU's results.
 //
 // Not thread-safe: one thread drives a context and the layers that borrow
-// it. The context must outlive those layers. Reserve* reallocate and are for
-// construction time only, never between a layer's Forward and Backward.
+// it. The context must outlive those layers. ReserveOnes and AdoptWorkspace
+// reallocate and are for construction time only, never between a layer's
+// Forward and Backward.
 
 #include <cstddef>
 #include <cstdint>
@@ -30,22 +31,42 @@
 
 namespace pstrain::models::cuda {
 
+// The CUDA versions of the loaded NVIDIA driver (cudaDriverGetVersion: the
+// newest CUDA it supports; 0 when no driver is loaded) and of this build's
+// runtime (cudaRuntimeGetVersion), each as 1000 * major + 10 * minor.
+struct CudaVersions {
+  int driver = 0;
+  int runtime = 0;
+};
+
+// Asks the runtime; prints nothing and creates no context.
+CudaVersions GetCudaVersions();
+
+// "CUDA driver 12.8, runtime 13.0". When the driver is too old for the
+// runtime (a lower CUDA major version, or `error` is
+// cudaErrorInsufficientDriver) it goes on ": the NVIDIA driver is too old
+// for this build's CUDA runtime; install a driver for CUDA 13.0 or newer";
+// without a driver: "no NVIDIA driver loaded (CUDA runtime 13.0)".
+std::string DescribeCudaVersions(CudaVersions versions, cudaError_t error = cudaSuccess);
+
 // Number of CUDA devices the driver reports; 0 when there is no driver, no
 // device, or the driver is too old for this runtime. Prints nothing and
 // creates no context (cudaGetDeviceCount only initialises the driver).
 int DeviceCount();
 
-// As DeviceCount, but a failure is a FailedPrecondition that says why:
-// "no CUDA device (cudaGetDeviceCount: CUDA driver version is insufficient
-// for CUDA runtime version (cudaErrorInsufficientDriver))". OK with a count
-// >= 1 only.
+// As DeviceCount, but a failure is a FailedPrecondition that says why and
+// names both CUDA versions: "no CUDA device (cudaGetDeviceCount: CUDA driver
+// version is insufficient for CUDA runtime version
+// (cudaErrorInsufficientDriver); CUDA driver 12.4, runtime 13.0: the NVIDIA
+// driver is too old ...)". OK with a count >= 1 only.
 absl::StatusOr<int> CountDevices();
 
 class CudaContext {
  public:
-  // A context on device `device` (cuda:<device>). FailedPrecondition when
-  // there is no such device (with the reason, see CountDevices);
-  // ResourceExhausted when the device is out of memory.
+  // A context on device `device` (cuda:<device>), logged at INFO with both
+  // CUDA versions. FailedPrecondition when there is no such device (with the
+  // reason, see CountDevices); ResourceExhausted when the device is out of
+  // memory.
   static absl::StatusOr<std::unique_ptr<CudaContext>> Create(int device);
 
   CudaContext(const CudaContext&) = delete;
@@ -65,8 +86,12 @@ class CudaContext {
   // several devices).
   absl::Status Activate() const;
 
-  // Grows the shared cuDNN workspace to at least `bytes`.
-  absl::Status ReserveWorkspace(size_t bytes);
+  // Makes `workspace` the shared cuDNN workspace if it is larger than the
+  // current one, which is then freed; else frees `workspace`. Conv2d
+  // allocates a candidate algorithm's workspace on its own while the shared
+  // one stays valid, and hands it over only once the candidate is chosen.
+  // REQUIRES: `workspace` is on this context's device.
+  void AdoptWorkspace(DeviceArray<char> workspace);
   void* workspace() const { return workspace_.data(); }
   size_t workspace_bytes() const { return workspace_.bytes(); }
 

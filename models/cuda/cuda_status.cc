@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 
 // The status codes below, and cudnnGetLastErrorString, are cuDNN 9's.
 static_assert(CUDNN_MAJOR >= 9, "models/cuda needs cuDNN 9 or later");
@@ -71,8 +72,36 @@ absl::Status CublasStatus(cublasStatus_t status, absl::string_view what) {
                                          cublasGetStatusString(status), ")"));
 }
 
+absl::Status LastErrorStatus(cudaError_t error, cudaError_t after_reset, absl::string_view what) {
+  absl::Status status = CudaStatus(error, what);
+  if (status.ok() || after_reset == cudaSuccess) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(status.message(),
+                                   "; sticky: the CUDA context is unusable until the process "
+                                   "restarts (the error may come from earlier work)"));
+}
+
+// The last-error slot is per thread, and cuDNN and cuBLAS make runtime
+// calls of their own whose failures they handle without reading it, so
+// without this reset the first kernel launched after one of them would
+// report that error as its own.
+absl::Status ClearErrorBeforeLaunch(absl::string_view kernel) {
+  const cudaError_t stale = cudaGetLastError();
+  if (stale == cudaSuccess) return absl::OkStatus();
+  const cudaError_t after_reset = cudaPeekAtLastError();
+  if (after_reset != cudaSuccess) {
+    return LastErrorStatus(stale, after_reset, absl::StrCat("before launch of ", kernel));
+  }
+  LOG_FIRST_N(WARNING, 1) << "before launch of " << kernel << ": cleared "
+                          << cudaGetErrorName(stale)
+                          << ", left unread by an earlier CUDA call (not this kernel's)";
+  return absl::OkStatus();
+}
+
 absl::Status LaunchStatus(absl::string_view kernel) {
-  return CudaStatus(cudaGetLastError(), absl::StrCat("launch of ", kernel));
+  const cudaError_t error = cudaGetLastError();
+  const cudaError_t after_reset = error == cudaSuccess ? cudaSuccess : cudaPeekAtLastError();
+  return LastErrorStatus(error, after_reset, absl::StrCat("launch of ", kernel));
 }
 
 }  // namespace pstrain::models::cuda

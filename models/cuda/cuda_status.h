@@ -35,10 +35,39 @@ absl::Status CudnnStatus(cudnnStatus_t status, absl::string_view what);
 // OK for CUBLAS_STATUS_SUCCESS, else "<what>: <cuBLAS's message>".
 absl::Status CublasStatus(cublasStatus_t status, absl::string_view what);
 
+// The status of a CUDA error read from the runtime's last-error slot:
+// `error` from cudaGetLastError(), `after_reset` from cudaPeekAtLastError()
+// right after it. A sticky error (an earlier kernel's illegal address, a
+// lost device...) survives the reset: the context is unusable until the
+// process restarts, and the message says so; any other error (a bad launch
+// configuration, an invalid argument) is the call's own and the context
+// goes on. OK when `error` is cudaSuccess. Codes as CudaStatus's.
+absl::Status LastErrorStatus(cudaError_t error, cudaError_t after_reset, absl::string_view what);
+
+// Before a kernel launch: clears a non-sticky error that an earlier call
+// left in the runtime's last-error slot unread (a runtime call inside cuDNN
+// or cuBLAS that failed and was handled there, say), so that LaunchStatus
+// does not blame the kernel for it; it is logged, not returned. A sticky
+// error is returned ("before launch of <kernel>: ...; sticky ..."): the
+// kernel cannot run.
+absl::Status ClearErrorBeforeLaunch(absl::string_view kernel);
+
 // Status of the kernel launch just made on this thread (cudaGetLastError):
-// catches bad launch configurations; faults during execution surface at the
-// next synchronisation.
+// catches bad launch configurations ("launch of <kernel>: ..."), and sticky
+// errors, which may be an earlier kernel's; faults during execution surface
+// at the next synchronisation. Only the launch's own error when
+// ClearErrorBeforeLaunch ran right before it.
 absl::Status LaunchStatus(absl::string_view kernel);
+
+// ClearErrorBeforeLaunch, then `launch()` (which makes exactly one kernel
+// launch), then LaunchStatus: how every kernel of models/cuda is launched.
+//   return LaunchKernel("ReluForwardKernel", [&] { ReluForwardKernel<<<...>>>(...); });
+template <typename Launch>
+absl::Status LaunchKernel(absl::string_view kernel, Launch&& launch) {
+  RETURN_IF_ERROR(ClearErrorBeforeLaunch(kernel));
+  launch();
+  return LaunchStatus(kernel);
+}
 
 }  // namespace pstrain::models::cuda
 

@@ -88,18 +88,20 @@ absl::Status Dropout::Backward(const BatchContext& ctx, const float* params, con
 
 absl::Status Dropout::DrawMask(const BatchContext& ctx) {
   const int64_t total = ctx.n * mask_per_example_;
-  DrawMaskKernel<<<BlocksFor(total), kThreadsPerBlock, 0, stream()>>>(
-      ctx.seed, layer_index_, ctx.example_keys, mask_per_example_, total, channelwise_, p_,
-      mask_.data());
-  return LaunchStatus("DrawMaskKernel");
+  return LaunchKernel("DrawMaskKernel", [&] {
+    DrawMaskKernel<<<BlocksFor(total), kThreadsPerBlock, 0, stream()>>>(
+        ctx.seed, layer_index_, ctx.example_keys, mask_per_example_, total, channelwise_, p_,
+        mask_.data());
+  });
 }
 
 absl::Status Dropout::ApplyMask(int n, const float* in, float* out) {
   const int64_t size = n * input_shape().size();
   const int64_t plane = channelwise_ ? int64_t{input_shape().h} * input_shape().w : 1;
   const unsigned int blocks = BlocksFor(size);
-  ApplyMaskKernel<<<blocks, kThreadsPerBlock, 0, stream()>>>(in, mask_.data(), plane, size, out);
-  return LaunchStatus("ApplyMaskKernel");
+  return LaunchKernel("ApplyMaskKernel", [&] {
+    ApplyMaskKernel<<<blocks, kThreadsPerBlock, 0, stream()>>>(in, mask_.data(), plane, size, out);
+  });
 }
 
 absl::Status Dropout::Copy(int n, const float* in, float* out) {

@@ -65,17 +65,19 @@ absl::Status LogSoftmaxNll::CheckLabels(int n, const int32_t* labels) const {
 
 absl::Status LogSoftmaxNll::Forward(cudaStream_t stream, int n, const float* logits,
                                     const int32_t* labels, float* log_probs, float* stats) const {
-  LogSoftmaxNllForwardKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(
-      n, classes_, logits, labels, log_probs, stats);
-  return LaunchStatus("LogSoftmaxNllForwardKernel");
+  return LaunchKernel("LogSoftmaxNllForwardKernel", [&] {
+    LogSoftmaxNllForwardKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(
+        n, classes_, logits, labels, log_probs, stats);
+  });
 }
 
 absl::Status LogSoftmaxNll::Backward(cudaStream_t stream, int n, const float* log_probs,
                                      const int32_t* labels, float* dlogits) const {
   const int64_t size = int64_t{n} * classes_;
-  LogSoftmaxNllBackwardKernel<<<BlocksFor(size), kThreadsPerBlock, 0, stream>>>(
-      n, classes_, log_probs, labels, dlogits);
-  return LaunchStatus("LogSoftmaxNllBackwardKernel");
+  return LaunchKernel("LogSoftmaxNllBackwardKernel", [&] {
+    LogSoftmaxNllBackwardKernel<<<BlocksFor(size), kThreadsPerBlock, 0, stream>>>(
+        n, classes_, log_probs, labels, dlogits);
+  });
 }
 
 double LogSoftmaxNll::MeanLoss(int n, const float* stats) {

@@ -94,8 +94,10 @@ absl::Status MaxPool2d::Forward(const BatchContext& ctx, const float* params, co
   const PoolGeometry g{in.h, in.w, kernel_, out.h, out.w};
   const int64_t outputs = ctx.n * out.size();
   const unsigned int blocks = BlocksFor(outputs);
-  MaxPoolForwardKernel<<<blocks, kThreadsPerBlock, 0, stream()>>>(x, outputs, g, y, argmax_.data());
-  return LaunchStatus("MaxPoolForwardKernel");
+  return LaunchKernel("MaxPoolForwardKernel", [&] {
+    MaxPoolForwardKernel<<<blocks, kThreadsPerBlock, 0, stream()>>>(x, outputs, g, y,
+                                                                    argmax_.data());
+  });
 }
 
 absl::Status MaxPool2d::Backward(const BatchContext& ctx, const float* params, const float* x,
@@ -106,9 +108,10 @@ absl::Status MaxPool2d::Backward(const BatchContext& ctx, const float* params, c
   const PoolGeometry g{in.h, in.w, kernel_, out.h, out.w};
   const int64_t inputs = ctx.n * in.size();
   const unsigned int blocks = BlocksFor(inputs);
-  MaxPoolBackwardKernel<<<blocks, kThreadsPerBlock, 0, stream()>>>(dy, argmax_.data(), inputs, g,
-                                                                   dx);
-  return LaunchStatus("MaxPoolBackwardKernel");
+  return LaunchKernel("MaxPoolBackwardKernel", [&] {
+    MaxPoolBackwardKernel<<<blocks, kThreadsPerBlock, 0, stream()>>>(dy, argmax_.data(), inputs, g,
+                                                                     dx);
+  });
 }
 
 }  // namespace pstrain::models::cuda

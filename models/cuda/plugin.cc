@@ -18,7 +18,12 @@
 
 extern "C" {
 
-int PSTRAIN_CUDA_DEVICE_COUNT_SYMBOL() { return pstrain::models::cuda::DeviceCount(); }
+int PSTRAIN_CUDA_DEVICE_COUNT_SYMBOL(absl::Status* reason) {
+  const absl::StatusOr<int> count = pstrain::models::cuda::CountDevices();
+  if (count.ok()) return *count;
+  *reason = count.status();
+  return 0;
+}
 
 pstrain::models::Model* PSTRAIN_CUDA_CREATE_MODEL_SYMBOL(const pstrain::models::NetSpec* net,
                                                          const pstrain::models::ModelOptions* options,

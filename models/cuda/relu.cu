@@ -29,8 +29,9 @@ Relu::Relu(CudaContext& context, std::string name, Shape shape, int max_batch)
 absl::Status Relu::Forward(const BatchContext& ctx, const float* params, const float* x, float* y) {
   RETURN_IF_ERROR(CheckBatch(ctx));
   const int64_t size = ctx.n * input_shape().size();
-  ReluForwardKernel<<<BlocksFor(size), kThreadsPerBlock, 0, stream()>>>(x, size, y);
-  return LaunchStatus("ReluForwardKernel");
+  return LaunchKernel("ReluForwardKernel", [&] {
+    ReluForwardKernel<<<BlocksFor(size), kThreadsPerBlock, 0, stream()>>>(x, size, y);
+  });
 }
 
 absl::Status Relu::Backward(const BatchContext& ctx, const float* params, const float* x,
@@ -38,8 +39,9 @@ absl::Status Relu::Backward(const BatchContext& ctx, const float* params, const 
   RETURN_IF_ERROR(CheckBatch(ctx));
   if (dx == nullptr) return absl::OkStatus();
   const int64_t size = ctx.n * input_shape().size();
-  ReluBackwardKernel<<<BlocksFor(size), kThreadsPerBlock, 0, stream()>>>(y, dy, size, dx);
-  return LaunchStatus("ReluBackwardKernel");
+  return LaunchKernel("ReluBackwardKernel", [&] {
+    ReluBackwardKernel<<<BlocksFor(size), kThreadsPerBlock, 0, stream()>>>(y, dy, size, dx);
+  });
 }
 
 }  // namespace pstrain::models::cuda

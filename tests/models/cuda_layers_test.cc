@@ -4,6 +4,13 @@
 // pooling floors). Skipped where there is no GPU; the host-side parts of
 // LogSoftmaxNll are tested everywhere.
 //
+// Every GPU output and gradient buffer starts filled with a NaN sentinel
+// and sits between sentinel guards, and each pass runs twice on the same
+// buffers, both compared with the CPU: an element a pass leaves unwritten,
+// a write outside a buffer, an output accumulated into instead of
+// overwritten (beta = 1 for 0), or state carried from one pass to the next
+// all fail a comparison.
+//
 // Tolerances, as relative errors ||gpu - cpu|| / ||cpu|| per tensor:
 //  - Relu, MaxPool2d, Dropout, Dropout2d: 0 (bit-identical). Both backends
 //    do the same float operations on the same inputs (a compare, a select,
@@ -26,6 +33,8 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -34,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/random.h"
 #include "gtest/gtest.h"
 #include "models/cpu/conv2d.h"
@@ -106,27 +116,87 @@ Outputs RunCpu(Layer& layer, const Inputs& in) {
   return out;
 }
 
-// The parameters and their gradients sit one float into their buffers: in
-// the model they are a slice of the flat buffers, which may start at any
-// float (mnist_cnn's conv1.bias and fc2.weight are only 8-byte aligned; a
-// tensor of odd size leaves the next one 4-byte aligned), so the layers must
-// not rely on cudaMalloc's 256-byte alignment there.
-Outputs RunCuda(Layer& layer, const Inputs& in) {
-  std::vector<float> padded_params(1, 0.0f);
-  padded_params.insert(padded_params.end(), in.params.begin(), in.params.end());
-  const auto params = ToDevice(padded_params), x = ToDevice(in.x), dy = ToDevice(in.dy);
-  const auto keys = ToDevice(in.keys);
-  auto y = ToDevice(std::vector<float>(in.dy.size()));
-  auto dx = ToDevice(std::vector<float>(in.x.size()));
-  auto dparams = ToDevice(std::vector<float>(1 + in.params.size()));
-  const BatchContext ctx{in.n, in.training, in.seed, keys.data()};
-  PSTRAIN_EXPECT_OK(layer.Forward(ctx, params.data() + 1, x.data(), y.data()));
-  PSTRAIN_EXPECT_OK(layer.Backward(ctx, params.data() + 1, x.data(), y.data(), dy.data(), dx.data(),
-                                   dparams.data() + 1));
-  std::vector<float> grads = ToHost(dparams, dparams.size());
-  grads.erase(grads.begin());
-  return {ToHost(y, y.size()), ToHost(dx, dx.size()), std::move(grads)};
+// What the GPU buffers hold before the first pass, and their guards: a
+// quiet NaN with a payload no computation makes (computed NaNs are the
+// default NaN or an input's, and no input holds this one). An element left
+// unwritten stays NaN, which fails every comparison below.
+constexpr uint32_t kSentinelBits = 0x7fc0dead;
+constexpr int kGuard = 64;  // sentinel floats after each buffer
+constexpr int kPasses = 2;
+
+float Sentinel() {
+  float value;
+  std::memcpy(&value, &kSentinelBits, sizeof(value));
+  return value;
 }
+
+std::vector<float> Sentinels(size_t size) { return std::vector<float>(size, Sentinel()); }
+
+bool IsSentinel(float value) { return std::memcmp(&value, &kSentinelBits, sizeof(value)) == 0; }
+
+// Where RunCuda places its buffers, in floats past cudaMalloc's 256-byte
+// alignment: the parameters and their gradients (in a model, a slice of the
+// flat buffers, which may start at any float: mnist_cnn's conv1.bias and
+// fc2.weight are only 8-byte aligned, a tensor of odd size leaves the next
+// one 4-byte aligned), and the activations and their gradients.
+struct Placement {
+  int params = 1;
+  int activations = 0;
+};
+
+// A device copy of `values`, starting `offset` floats past a 256-byte
+// boundary, after `offset` sentinels and before kGuard more.
+class PlacedBuffer {
+ public:
+  PlacedBuffer(const std::vector<float>& values, int offset)
+      : offset_(offset), size_(static_cast<int64_t>(values.size())) {
+    std::vector<float> host = Sentinels(offset + values.size() + kGuard);
+    std::copy(values.begin(), values.end(), host.begin() + offset);
+    array_ = ToDevice(host);
+  }
+
+  float* data() const { return array_.data() + offset_; }
+
+  // The values, once the device is idle; expects the guards untouched.
+  std::vector<float> Download(const std::string& what) const {
+    std::vector<float> host = ToHost(array_, array_.size());
+    const auto guard_intact = [&](int64_t begin, int64_t end) {
+      return std::all_of(host.begin() + begin, host.begin() + end, IsSentinel);
+    };
+    EXPECT_TRUE(guard_intact(0, offset_)) << what << ": written before its start";
+    EXPECT_TRUE(guard_intact(offset_ + size_, array_.size())) << what << ": written past its end";
+    return std::vector<float>(host.begin() + offset_, host.begin() + offset_ + size_);
+  }
+
+ private:
+  cuda::DeviceArray<float> array_;
+  int offset_;
+  int64_t size_;
+};
+
+// kPasses forward and backward passes on the same device buffers, placed
+// as `at` says; the outputs of each pass. The first pass finds sentinels in
+// every output, the second the first's results.
+std::vector<Outputs> RunCuda(Layer& layer, const Inputs& in, Placement at = {}) {
+  const PlacedBuffer params(in.params, at.params), x(in.x, at.activations);
+  const PlacedBuffer dy(in.dy, at.activations);
+  const PlacedBuffer y(Sentinels(in.dy.size()), at.activations);
+  const PlacedBuffer dx(Sentinels(in.x.size()), at.activations);
+  const PlacedBuffer dparams(Sentinels(in.params.size()), at.params);
+  const auto keys = ToDevice(in.keys);
+  const BatchContext ctx{in.n, in.training, in.seed, keys.data()};
+  std::vector<Outputs> passes;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    PSTRAIN_EXPECT_OK(layer.Forward(ctx, params.data(), x.data(), y.data()));
+    PSTRAIN_EXPECT_OK(layer.Backward(ctx, params.data(), x.data(), y.data(), dy.data(), dx.data(),
+                                     dparams.data()));
+    passes.push_back({y.Download("y"), dx.Download("dx"), dparams.Download("dparams")});
+  }
+  return passes;
+}
+
+// "pass 2/2 ", for the messages of a pass's comparisons.
+std::string PassName(size_t pass) { return absl::StrCat("pass ", pass + 1, "/", kPasses, " "); }
 
 std::vector<float> Slice(const std::vector<float>& v, const ParamSpec& spec) {
   return std::vector<float>(v.begin() + spec.offset, v.begin() + spec.offset + spec.size);
@@ -163,28 +233,43 @@ void PrintTo(const ConvCase& c, std::ostream* os) {
 
 class CudaConv2d : public CudaLayers, public ::testing::WithParamInterface<ConvCase> {};
 
-// Compares one pass of both layers at batch n with the tolerances above.
-void ExpectConvMatches(Layer& gpu, Layer& cpu, int n, int kernel, uint64_t seed) {
+// Compares both GPU passes with the CPU's at batch n, with the tolerances
+// above.
+void ExpectConvMatches(Layer& gpu, Layer& cpu, int n, int kernel, uint64_t seed,
+                       Placement placement = {}) {
   const Inputs in = RandomInputs(cpu, n, seed);
-  const Outputs want = RunCpu(cpu, in), got = RunCuda(gpu, in);
+  const Outputs want = RunCpu(cpu, in);
+  const std::vector<Outputs> passes = RunCuda(gpu, in, placement);
   const Shape x = cpu.input_shape(), y = cpu.output_shape();
-  const std::string at = cpu.name() + " n=" + std::to_string(n) + " ";
-  ExpectRelativeError(at + "y", got.y, want.y, SumTolerance(int64_t{x.c} * kernel * kernel + 1));
-  ExpectRelativeError(at + "dx", got.dx, want.dx, SumTolerance(int64_t{y.c} * kernel * kernel));
-  for (const ParamSpec& spec : cpu.params()) {
-    ExpectRelativeError(at + spec.name, Slice(got.dparams, spec), Slice(want.dparams, spec),
-                        SumTolerance(int64_t{n} * y.h * y.w));
+  for (size_t pass = 0; pass < passes.size(); ++pass) {
+    const Outputs& got = passes[pass];
+    const std::string at = absl::StrCat(cpu.name(), " n=", n, " w+", placement.params, " x+",
+                                        placement.activations, " ", PassName(pass));
+    ExpectRelativeError(at + "y", got.y, want.y, SumTolerance(int64_t{x.c} * kernel * kernel + 1));
+    ExpectRelativeError(at + "dx", got.dx, want.dx, SumTolerance(int64_t{y.c} * kernel * kernel));
+    for (const ParamSpec& spec : cpu.params()) {
+      ExpectRelativeError(at + spec.name, Slice(got.dparams, spec), Slice(want.dparams, spec),
+                          SumTolerance(int64_t{n} * y.h * y.w));
+    }
   }
 }
 
-TEST_P(CudaConv2d, MatchesTheCpuForwardAndBackward) {
+// The algorithms are chosen once, in Create; they must then work wherever
+// a model's flat buffers put the parameters (any float: 4, 8, 12 or 16
+// bytes past an alignment boundary, or on one) and on a caller's
+// misaligned activations.
+constexpr Placement kPlacements[] = {{0, 0}, {1, 0}, {2, 0}, {3, 0}, {4, 0}, {1, 1}};
+
+TEST_P(CudaConv2d, MatchesTheCpuForwardAndBackwardWhereverItsBuffersStart) {
   const ConvCase c = GetParam();
   cpu::Conv2d cpu("conv", c.in, c.cout, c.kernel, c.max_batch);
   auto gpu = cuda::Conv2d::Create(*context_, "conv", c.in, c.cout, c.kernel, c.max_batch);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   RecordProperty("algorithms", (*gpu)->algorithms());
   ASSERT_EQ((*gpu)->output_shape(), cpu.output_shape());
-  ExpectConvMatches(**gpu, cpu, c.n, c.kernel, 100 + c.n);
+  for (const Placement& placement : kPlacements) {
+    ExpectConvMatches(**gpu, cpu, c.n, c.kernel, 100 + c.n, placement);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -225,13 +310,17 @@ TEST_P(CudaLinear, MatchesTheCpuForwardAndBackward) {
   auto gpu = cuda::Linear::Create(*context_, "fc", c.in, c.out, c.max_batch);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   const Inputs in = RandomInputs(cpu, c.n, 300 + c.out);
-  const Outputs want = RunCpu(cpu, in), got = RunCuda(**gpu, in);
-  const std::string at = "fc " + std::to_string(c.in.size()) + "->" + std::to_string(c.out) + " ";
-  ExpectRelativeError(at + "y", got.y, want.y, SumTolerance(c.in.size() + 1));
-  ExpectRelativeError(at + "dx", got.dx, want.dx, SumTolerance(c.out));
-  for (const ParamSpec& spec : cpu.params()) {
-    ExpectRelativeError(at + spec.name, Slice(got.dparams, spec), Slice(want.dparams, spec),
-                        SumTolerance(c.n));
+  const Outputs want = RunCpu(cpu, in);
+  const std::vector<Outputs> passes = RunCuda(**gpu, in);
+  for (size_t pass = 0; pass < passes.size(); ++pass) {
+    const Outputs& got = passes[pass];
+    const std::string at = absl::StrCat("fc ", c.in.size(), "->", c.out, " ", PassName(pass));
+    ExpectRelativeError(at + "y", got.y, want.y, SumTolerance(c.in.size() + 1));
+    ExpectRelativeError(at + "dx", got.dx, want.dx, SumTolerance(c.out));
+    for (const ParamSpec& spec : cpu.params()) {
+      ExpectRelativeError(at + spec.name, Slice(got.dparams, spec), Slice(want.dparams, spec),
+                          SumTolerance(c.n));
+    }
   }
 }
 
@@ -253,9 +342,54 @@ TEST_F(CudaLayers, ReluIsBitIdenticalToTheCpu) {
   for (int i = 0; i < 50; ++i) in.x[i * 7] = 0.0f;  // the kink itself: y = 0, dx = 0
   for (int i = 0; i < 20; ++i) in.x[i * 11 + 3] = -0.0f;
   for (int i = 0; i < 20; ++i) in.x[i * 13 + 5] = std::numeric_limits<float>::quiet_NaN();
-  const Outputs want = RunCpu(cpu, in), got = RunCuda(gpu, in);
-  EXPECT_TRUE(SameBits(got.y, want.y));
-  EXPECT_TRUE(SameBits(got.dx, want.dx));
+  const Outputs want = RunCpu(cpu, in);
+  const std::vector<Outputs> passes = RunCuda(gpu, in);
+  for (size_t pass = 0; pass < passes.size(); ++pass) {
+    EXPECT_TRUE(SameBits(passes[pass].y, want.y)) << PassName(pass);
+    EXPECT_TRUE(SameBits(passes[pass].dx, want.dx)) << PassName(pass);
+  }
+}
+
+// An error an earlier call left unread (here an invalid cudaSetDevice, as a
+// runtime call inside cuDNN or cuBLAS may leave one) is not blamed on the
+// next kernel launched, which runs and matches the CPU.
+TEST_F(CudaLayers, AKernelIsNotBlamedForAnEarlierCallsError) {
+  const Shape shape{4, 5, 6};
+  cpu::Relu cpu("relu", shape, 3);
+  cuda::Relu gpu(*context_, "relu", shape, 3);
+  const Inputs in = RandomInputs(cpu, 3, 410);
+  const Outputs want = RunCpu(cpu, in);
+  const auto x = ToDevice(in.x);
+  auto y = ToDevice(Sentinels(in.x.size()));
+  ASSERT_NE(cudaSetDevice(cuda::DeviceCount() + 7), cudaSuccess);
+  PSTRAIN_EXPECT_OK(gpu.Forward({3, false, 1, nullptr}, nullptr, x.data(), y.data()));
+  EXPECT_TRUE(SameBits(ToHost(y, y.size()), want.y));
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// After a fault (a kernel read an address that is no device memory) the
+// context is unusable: the next launch is refused with the sticky error
+// named. In a child process (a death test run as a fresh process), as the
+// fault ends the CUDA context of the process it happens in.
+[[noreturn]] void FaultThenLaunch(cuda::CudaContext& context) {
+  const Shape shape{1, 1, 1024};
+  cuda::Relu relu(context, "relu", shape, 1);
+  auto y = ToDevice(std::vector<float>(shape.size()));
+  const BatchContext ctx{1, false, 1, nullptr};
+  const float* unmapped = reinterpret_cast<const float*>(uintptr_t{256});
+  const absl::Status launched = relu.Forward(ctx, nullptr, unmapped, y.data());
+  const cudaError_t fault = cudaStreamSynchronize(context.stream());
+  const absl::Status next = relu.Forward(ctx, nullptr, y.data(), y.data());
+  std::fprintf(stderr, "launched: %s; fault: %s; next: %s\n", launched.ToString().c_str(),
+               cudaGetErrorName(fault), next.ToString().c_str());
+  std::fflush(stderr);
+  std::_Exit(launched.ok() && fault != cudaSuccess && !next.ok() ? 0 : 1);
+}
+
+TEST_F(CudaLayers, AfterAFaultTheNextLaunchReportsTheStickyError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(FaultThenLaunch(*context_), ::testing::ExitedWithCode(0),
+              "next: .*before launch of ReluForwardKernel: .*cudaError.*sticky");
 }
 
 // --- MaxPool2d --------------------------------------------------------------
@@ -282,9 +416,12 @@ TEST_P(CudaMaxPool2d, IsBitIdenticalToTheCpuTiesIncluded) {
   if (c.grid > 0) {
     for (float& v : in.x) v = std::round(v / c.grid) * c.grid;
   }
-  const Outputs want = RunCpu(cpu, in), got = RunCuda(**gpu, in);
-  EXPECT_TRUE(SameBits(got.y, want.y));
-  EXPECT_TRUE(SameBits(got.dx, want.dx));
+  const Outputs want = RunCpu(cpu, in);
+  const std::vector<Outputs> passes = RunCuda(**gpu, in);
+  for (size_t pass = 0; pass < passes.size(); ++pass) {
+    EXPECT_TRUE(SameBits(passes[pass].y, want.y)) << PassName(pass);
+    EXPECT_TRUE(SameBits(passes[pass].dx, want.dx)) << PassName(pass);
+  }
   const int64_t outputs = n * cpu.output_shape().size();
   std::vector<int32_t> gpu_argmax(outputs);
   ASSERT_EQ(cudaMemcpy(gpu_argmax.data(), (*gpu)->argmax(), sizeof(int32_t) * outputs,
@@ -299,7 +436,10 @@ INSTANTIATE_TEST_SUITE_P(
                       PoolCase{{20, 8, 8}, 2, 0.0f},    // mnist_cnn pool2
                       PoolCase{{20, 8, 8}, 2, 0.5f},    // ties in most windows
                       PoolCase{{3, 7, 9}, 2, 0.25f},    // floor: last row and column unused
-                      PoolCase{{2, 9, 10}, 3, 0.5f}));  // k = 3, ties
+                      PoolCase{{4, 7, 7}, 2, 0.0f},     // floor: 7x7 -> 3x3
+                      PoolCase{{2, 9, 10}, 3, 0.5f},    // k = 3, ties; floor in w
+                      PoolCase{{3, 10, 11}, 3, 0.0f},   // floor: 10x11 -> 3x3
+                      PoolCase{{2, 9, 9}, 4, 0.5f}));   // k = 4, ties; floor: 9x9 -> 2x2
 
 // A NaN wins its window (the last NaN, in row-major order), on both.
 TEST_F(CudaLayers, MaxPool2dLetsNaNWinAsTheCpuDoes) {
@@ -310,9 +450,12 @@ TEST_F(CudaLayers, MaxPool2dLetsNaNWinAsTheCpuDoes) {
   Inputs in = RandomInputs(cpu, 2, 600);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int i : {0, 1, 7, 14, 20, 21, 40, 77, 100}) in.x[i] = nan;
-  const Outputs want = RunCpu(cpu, in), got = RunCuda(**gpu, in);
-  EXPECT_TRUE(SameBits(got.y, want.y));
-  EXPECT_TRUE(SameBits(got.dx, want.dx));
+  const Outputs want = RunCpu(cpu, in);
+  const std::vector<Outputs> passes = RunCuda(**gpu, in);
+  for (size_t pass = 0; pass < passes.size(); ++pass) {
+    EXPECT_TRUE(SameBits(passes[pass].y, want.y)) << PassName(pass);
+    EXPECT_TRUE(SameBits(passes[pass].dx, want.dx)) << PassName(pass);
+  }
 }
 
 // --- Dropout, Dropout2d -----------------------------------------------------
@@ -347,17 +490,22 @@ TEST_P(CudaDropout, DrawsTheCpusMasksBitForBit) {
   }
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   Inputs in = RandomInputs(*cpu, n, 700 + c.layer_index);
-  Outputs want = RunCpu(*cpu, in), got = RunCuda(**gpu, in);
-  EXPECT_EQ(got.y, want.y);
-  EXPECT_EQ(got.dx, want.dx);
+  Outputs want = RunCpu(*cpu, in);
+  std::vector<Outputs> passes = RunCuda(**gpu, in);
+  for (size_t pass = 0; pass < passes.size(); ++pass) {
+    EXPECT_EQ(passes[pass].y, want.y) << PassName(pass);
+    EXPECT_EQ(passes[pass].dx, want.dx) << PassName(pass);
+  }
   in.x.assign(in.x.size(), 1.0f);
   want = RunCpu(*cpu, in);
-  got = RunCuda(**gpu, in);
-  EXPECT_EQ(got.y, want.y);
-  int64_t dropped = 0;
-  for (float m : got.y) dropped += m == 0.0f;
-  EXPECT_GT(dropped, 0);
-  EXPECT_LT(dropped, static_cast<int64_t>(got.y.size()));
+  passes = RunCuda(**gpu, in);
+  for (size_t pass = 0; pass < passes.size(); ++pass) {
+    const std::vector<float>& mask = passes[pass].y;
+    EXPECT_EQ(mask, want.y) << PassName(pass);
+    const int64_t dropped = std::count(mask.begin(), mask.end(), 0.0f);
+    EXPECT_GT(dropped, 0) << PassName(pass);
+    EXPECT_LT(dropped, static_cast<int64_t>(mask.size())) << PassName(pass);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -372,9 +520,11 @@ TEST_F(CudaLayers, DropoutIsTheIdentityWhenNotTraining) {
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   Inputs in = RandomInputs(**gpu, 5, 800);
   in.training = false;
-  const Outputs got = RunCuda(**gpu, in);
-  EXPECT_EQ(got.y, in.x);
-  EXPECT_EQ(got.dx, in.dy);
+  const std::vector<Outputs> passes = RunCuda(**gpu, in);
+  for (size_t pass = 0; pass < passes.size(); ++pass) {
+    EXPECT_EQ(passes[pass].y, in.x) << PassName(pass);
+    EXPECT_EQ(passes[pass].dx, in.dy) << PassName(pass);
+  }
 }
 
 TEST_F(CudaLayers, DropoutRefusesToTrainWithoutKeys) {
@@ -415,19 +565,21 @@ TEST_F(CudaLayers, LogSoftmaxNllMatchesTheCpu) {
   PSTRAIN_EXPECT_OK(gpu.CheckLabels(n, labels.data()));
   const auto d_logits = ToDevice(logits);
   const auto d_labels = ToDevice(labels);
-  auto log_probs = ToDevice(std::vector<float>(n * classes));
-  auto stats = ToDevice(std::vector<float>(2 * n));
-  auto dlogits = ToDevice(std::vector<float>(n * classes));
-  PSTRAIN_EXPECT_OK(gpu.Forward(context_->stream(), n, d_logits.data(), d_labels.data(),
-                                log_probs.data(), stats.data()));
-  PSTRAIN_EXPECT_OK(
-      gpu.Backward(context_->stream(), n, log_probs.data(), d_labels.data(), dlogits.data()));
-  const std::vector<float> host_stats = ToHost(stats, 2 * n);
-  ExpectRelativeError("log_probs", ToHost(log_probs, n * classes), cpu_log_probs, 1e-6);
-  ExpectRelativeError("dlogits", ToHost(dlogits, n * classes), cpu_dlogits, 1e-6);
-  EXPECT_NEAR(cuda::LogSoftmaxNll::MeanLoss(n, host_stats.data()), *cpu_loss, 1e-6 * *cpu_loss);
-  EXPECT_EQ(cuda::LogSoftmaxNll::Correct(n, host_stats.data()), cpu_correct);
-  EXPECT_EQ(host_stats[n], 1.0f);  // row 0, all tied, picks class 0, its label
+  const PlacedBuffer log_probs(Sentinels(n * classes), 0), stats(Sentinels(2 * n), 0);
+  const PlacedBuffer dlogits(Sentinels(n * classes), 0);
+  for (int pass = 0; pass < kPasses; ++pass) {
+    PSTRAIN_EXPECT_OK(gpu.Forward(context_->stream(), n, d_logits.data(), d_labels.data(),
+                                  log_probs.data(), stats.data()));
+    PSTRAIN_EXPECT_OK(
+        gpu.Backward(context_->stream(), n, log_probs.data(), d_labels.data(), dlogits.data()));
+    const std::vector<float> host_stats = stats.Download("stats");
+    const std::string at = PassName(pass);
+    ExpectRelativeError(at + "log_probs", log_probs.Download("log_probs"), cpu_log_probs, 1e-6);
+    ExpectRelativeError(at + "dlogits", dlogits.Download("dlogits"), cpu_dlogits, 1e-6);
+    EXPECT_NEAR(cuda::LogSoftmaxNll::MeanLoss(n, host_stats.data()), *cpu_loss, 1e-6 * *cpu_loss);
+    EXPECT_EQ(cuda::LogSoftmaxNll::Correct(n, host_stats.data()), cpu_correct) << at;
+    EXPECT_EQ(host_stats[n], 1.0f) << at;  // row 0, all tied, picks class 0, its label
+  }
 }
 
 // Host-side, so these run with or without a GPU.

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "models/cuda/cuda_context.h"
 #include "models/cuda/cuda_resources.h"
@@ -64,14 +65,93 @@ TEST(CudaArray, OfSizeZeroOwnsNothing) {
   EXPECT_EQ(empty->bytes(), 0u);
 }
 
+// A sticky error survives cudaGetLastError's reset and says so; any other
+// is the call's own.
+TEST(CudaLastErrorStatus, TellsAStickyErrorFromTheCallsOwn) {
+  EXPECT_TRUE(LastErrorStatus(cudaSuccess, cudaSuccess, "launch of K").ok());
+  const absl::Status own =
+      LastErrorStatus(cudaErrorInvalidConfiguration, cudaSuccess, "launch of ReluForwardKernel");
+  EXPECT_EQ(own.code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(absl::StartsWith(own.message(), "launch of ReluForwardKernel: ")) << own;
+  EXPECT_TRUE(absl::StrContains(own.message(), "cudaErrorInvalidConfiguration")) << own;
+  EXPECT_FALSE(absl::StrContains(own.message(), "sticky")) << own;
+  const absl::Status sticky = LastErrorStatus(cudaErrorIllegalAddress, cudaErrorIllegalAddress,
+                                              "before launch of ReluForwardKernel");
+  EXPECT_EQ(sticky.code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(absl::StartsWith(sticky.message(), "before launch of ReluForwardKernel: ")) << sticky;
+  EXPECT_TRUE(absl::StrContains(sticky.message(), "cudaErrorIllegalAddress")) << sticky;
+  EXPECT_TRUE(absl::StrContains(sticky.message(), "sticky")) << sticky;
+}
+
+// Without a driver every runtime call fails with an error that no reset
+// clears: LaunchKernel reports it as sticky before the launch, and does not
+// launch.
+TEST(CudaLaunchKernel, WithoutAGpuRefusesBeforeLaunchingAndSaysWhy) {
+  if (DeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU";
+  bool launched = false;
+  const absl::Status status = LaunchKernel("TestKernel", [&] { launched = true; });
+  EXPECT_FALSE(launched);
+  EXPECT_FALSE(status.ok());
+  EXPECT_TRUE(absl::StartsWith(status.message(), "before launch of TestKernel: ")) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "sticky")) << status;
+}
+
+// With a GPU, an error an earlier call left unread (here an invalid
+// cudaSetDevice) is cleared before the launch and not blamed on it; the
+// launch's own error is reported with the kernel's name. The launch is a
+// runtime call standing in for one; cuda_layers_test launches real kernels
+// after a stale error.
+TEST(CudaLaunchKernel, ClearsAnEarlierCallsErrorAndReportsOnlyItsOwn) {
+  if (DeviceCount() == 0) GTEST_SKIP() << "needs a GPU";
+  const int invalid = DeviceCount() + 7;
+  int current = -1;
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_NE(cudaSetDevice(invalid), cudaSuccess);  // leaves cudaErrorInvalidDevice unread
+  bool launched = false;
+  const absl::Status clean = LaunchKernel("TestKernel", [&] { launched = true; });
+  EXPECT_TRUE(launched);
+  EXPECT_TRUE(clean.ok()) << clean;
+  const absl::Status own = LaunchKernel("TestKernel", [&] { (void)cudaSetDevice(invalid); });
+  EXPECT_TRUE(absl::StartsWith(own.message(), "launch of TestKernel: ")) << own;
+  EXPECT_TRUE(absl::StrContains(own.message(), "cudaErrorInvalidDevice")) << own;
+  EXPECT_FALSE(absl::StrContains(own.message(), "sticky")) << own;
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaSetDevice(current), cudaSuccess);
+}
+
+// The versions are 1000 * major + 10 * minor; the runtime's minor-version
+// compatibility means only a lower major version (or the runtime's own
+// verdict) makes a driver too old.
+TEST(DescribeCudaVersions, NamesBothVersionsAndATooOldDriver) {
+  EXPECT_EQ(DescribeCudaVersions({12080, 13000}),
+            "CUDA driver 12.8, runtime 13.0: the NVIDIA driver is too old for this build's CUDA "
+            "runtime; install a driver for CUDA 13.0 or newer");
+  EXPECT_EQ(DescribeCudaVersions({13010, 13000}), "CUDA driver 13.1, runtime 13.0");
+  EXPECT_EQ(DescribeCudaVersions({13000, 13020}), "CUDA driver 13.0, runtime 13.2");
+  EXPECT_TRUE(absl::StrContains(DescribeCudaVersions({13000, 13020}, cudaErrorInsufficientDriver),
+                                "driver is too old"));
+  EXPECT_EQ(DescribeCudaVersions({0, 13000}), "no NVIDIA driver loaded (CUDA runtime 13.0)");
+}
+
+TEST(GetCudaVersions, KnowsThisBuildsRuntimeEvenWithoutADriver) {
+  const CudaVersions versions = GetCudaVersions();
+  EXPECT_EQ(versions.runtime / 1000, CUDART_VERSION / 1000);
+  EXPECT_GE(versions.driver, 0);
+}
+
 // Without a GPU: DeviceCount is 0 and says nothing; CountDevices and a
-// context say why, as FailedPrecondition "no CUDA device (...)".
+// context say why, as FailedPrecondition "no CUDA device (...)", naming the
+// CUDA versions.
 TEST(CudaDevices, WithoutAGpuThereIsNoDeviceAndACleanError) {
   if (DeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU";
   const absl::StatusOr<int> count = CountDevices();
   ASSERT_FALSE(count.ok());
   EXPECT_EQ(count.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StartsWith(count.status().message(), "no CUDA device")) << count.status();
+  const int runtime = GetCudaVersions().runtime;
+  const std::string runtime_version =
+      absl::StrCat("runtime ", runtime / 1000, ".", (runtime % 1000) / 10);
+  EXPECT_TRUE(absl::StrContains(count.status().message(), runtime_version)) << count.status();
   const absl::StatusOr<std::unique_ptr<CudaContext>> context = CudaContext::Create(0);
   ASSERT_FALSE(context.ok());
   EXPECT_EQ(context.status().code(), absl::StatusCode::kFailedPrecondition);
