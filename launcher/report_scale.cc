@@ -61,23 +61,34 @@ std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores) {
     all_from_one = all_from_one && scaling[i].baseline_workers == 1;
     std::string note = CoreNote(c.ps, c.workers, cores);
     if (!c.record.status.ok()) {
-      rows.push_back({absl::StrCat(c.ps), absl::StrCat(c.workers), "", "failed", "", "", "", "", "",
-                      note.empty() ? "see below" : note});
+      std::vector<std::string> row(7 + std::size(kAccuracyTargets));
+      row[0] = absl::StrCat(c.ps);
+      row[1] = absl::StrCat(c.workers);
+      row[3] = "failed";
+      row.back() = note.empty() ? "see below" : note;
+      rows.push_back(std::move(row));
       continue;
     }
     if (scaling[i].baseline_workers != 1) absl::StrAppend(&note, note.empty() ? "" : "; ", "speedup over ",
                                                           scaling[i].baseline_workers, " workers");
-    rows.push_back({absl::StrCat(c.ps), absl::StrCat(c.workers), absl::StrFormat("%g", s.learning_rate()),
-                    absl::StrFormat("%.0f", c.record.throughput.images_per_sec), Times(scaling[i].speedup, "%.2fx"),
-                    Times(scaling[i].efficiency, "%.2f"),
-                    SecondsOrNotReached(SecondsToAccuracy(c.record.evals, 0.95)),
-                    SecondsOrNotReached(SecondsToAccuracy(c.record.evals, 0.97)),
-                    absl::StrFormat("%.4f", s.final_test_accuracy()), note});
+    std::vector<std::string> row = {
+        absl::StrCat(c.ps), absl::StrCat(c.workers), absl::StrFormat("%g", s.learning_rate()),
+        absl::StrFormat("%.0f", c.record.throughput.images_per_sec),
+        Times(scaling[i].speedup, "%.2fx"), Times(scaling[i].efficiency, "%.2f")};
+    for (double target : kAccuracyTargets) {
+      row.push_back(SecondsOrNotReached(SecondsToAccuracy(c.record.evals, target)));
+    }
+    row.push_back(absl::StrFormat("%.4f", s.final_test_accuracy()));
+    row.push_back(note);
+    rows.push_back(std::move(row));
   }
-  return MarkdownTable({"ps", "workers", "lr", "train images/s",
-                        all_from_one ? "speedup over 1 worker" : "speedup", "efficiency",
-                        "time to 95%", "time to 97%", "final test acc", "note"},
-                       rows);
+  std::vector<std::string> header = {"ps", "workers", "lr", "train images/s",
+                                     all_from_one ? "speedup over 1 worker" : "speedup",
+                                     "efficiency"};
+  for (double target : kAccuracyTargets) header.push_back(absl::StrFormat("time to %.0f%%", target * 100));
+  header.push_back("final test acc");
+  header.push_back("note");
+  return MarkdownTable(header, rows);
 }
 
 std::vector<std::string> ScaleSummary(const std::vector<ScaleCell>& cells, const MachineInfo& machine) {

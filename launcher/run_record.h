@@ -75,9 +75,12 @@ struct RunRecord {
 // summary names into `record`. NotFound / DataLoss naming the file.
 absl::Status ReadRunDir(const std::string& run_dir, RunRecord* record);
 
+// The test accuracies whose time the reports give (time to 95% ... 99%).
+inline constexpr double kAccuracyTargets[] = {0.95, 0.97, 0.98, 0.99};
+
 // The first evaluation's `seconds` at which accuracy >= target;
 // nullopt if no evaluation reached it (the rule summary.json's
-// seconds_to_95/97 follow).
+// seconds_to_95/97/98/99 follow).
 std::optional<double> SecondsToAccuracy(const std::vector<EvalSample>& evals, double target);
 
 // The mean loss per step over the workers' rows; non-finite losses (a

@@ -28,8 +28,9 @@ void PrintSummary(const proto::RunSummary& s, const std::string& run_dir, std::F
   }
   absl::FPrintF(out, "train images/s %.0f | train time %.1f s | wall time %.1f s\n",
                 s.train_images_per_sec(), s.train_seconds(), s.wall_seconds());
-  absl::FPrintF(out, "time to 95%% %s | to 97%% %s\n", SecondsOrNever(s.seconds_to_95()),
-                SecondsOrNever(s.seconds_to_97()));
+  absl::FPrintF(out, "time to 95%% %s | to 97%% %s | to 98%% %s | to 99%% %s\n",
+                SecondsOrNever(s.seconds_to_95()), SecondsOrNever(s.seconds_to_97()),
+                SecondsOrNever(s.seconds_to_98()), SecondsOrNever(s.seconds_to_99()));
   absl::FPrintF(out, "updates applied %d | gradients %d | stale dropped %d | late dropped %d | "
                 "mean staleness %.2f (p99 %d, max %d)\n",
                 s.updates_applied(), s.gradients_received(), s.stale_gradients_dropped(),

@@ -106,6 +106,8 @@ void FillSummaryResults(const std::vector<EvalPoint>& evals,
   }
   summary->set_seconds_to_95(SecondsToAccuracy(evals, 0.95));
   summary->set_seconds_to_97(SecondsToAccuracy(evals, 0.97));
+  summary->set_seconds_to_98(SecondsToAccuracy(evals, 0.98));
+  summary->set_seconds_to_99(SecondsToAccuracy(evals, 0.99));
   if (!shards.empty()) FillThroughput(shards.front(), eval_seconds, summary);
   FillCounters(shards, summary);
 }

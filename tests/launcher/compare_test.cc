@@ -175,11 +175,15 @@ TEST(Report, CompareTableHasOneRowPerModeAndSaysNotReached) {
   failed.label = "ssp:2";
   failed.status = absl::AbortedError("worker:1 failed");
   const std::string table =
-      CompareTable({Finished("sync", 0.9812, 12000.4, {{10, 5.0, 0.96, 0, 5.0}}), failed});
+      CompareTable({Finished("sync", 0.9812, 12000.4,
+                             {{10, 5.0, 0.96, 0, 5.0}, {20, 9.0, 0.9805, 0, 9.0}}),
+                    failed});
   const std::vector<std::string> lines = absl::StrSplit(table, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 4u);
-  EXPECT_THAT(lines[0], HasSubstr("| mode | final test acc | time to 95% | time to 97% | train images/s"));
-  EXPECT_EQ(lines[2], "| sync | 0.9812 | 5.0 s | not reached | 12000 | 100 | 0 | 7 | 1.23 | 4 | 0.02 |");
+  EXPECT_THAT(lines[0], HasSubstr("| mode | final test acc | time to 95% | time to 97% | time to 98% | "
+                                  "time to 99% | train images/s"));
+  EXPECT_EQ(lines[2],
+            "| sync | 0.9812 | 5.0 s | 9.0 s | 9.0 s | not reached | 12000 | 100 | 0 | 7 | 1.23 | 4 | 0.02 |");
   EXPECT_THAT(lines[3], HasSubstr("| ssp:2 | failed |"));
 }
 
@@ -188,7 +192,9 @@ TEST(Report, HighlightsNameTheBestOfEachColumn) {
                                        Finished("async", 0.97, 15000, {{10, 5.0, 0.97, 0, 6.0}})};
   EXPECT_THAT(CompareHighlights(runs),
               ElementsAre("Highest final test accuracy: sync (0.9800).", "Fastest to 95%: async (6.0 s).",
-                          "Fastest to 97%: async (6.0 s).", "Highest throughput: async (15000 images/s)."));
+                          "Fastest to 97%: async (6.0 s).", "No mode reached 98% test accuracy.",
+                          "No mode reached 99% test accuracy.",
+                          "Highest throughput: async (15000 images/s)."));
 }
 
 TEST(Report, MarkdownTableEscapesPipes) {

@@ -64,7 +64,8 @@ TEST(Scale, SaysPlainlyWhenWorkersOutnumberTheCores) {
   const std::vector<std::string> lines = absl::StrSplit(ScaleTable(cells, 2), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_THAT(lines[0], HasSubstr("speedup over 1 worker"));
-  EXPECT_EQ(lines[4], "| 1 | 4 | 0.04 | 2000 | 2.00x | 0.50 | not reached | not reached | 0.9700 | 4 workers > 2 cores |");
+  EXPECT_EQ(lines[4], "| 1 | 4 | 0.04 | 2000 | 2.00x | 0.50 | not reached | not reached | not reached | not reached | "
+            "0.9700 | 4 workers > 2 cores |");
 }
 
 TEST(Scale, GeneratesLocalSpecsTheClusterParserAccepts) {
