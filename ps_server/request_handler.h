@@ -160,8 +160,8 @@ class RequestHandler {
 
   proto::ShardStats Stats() const;
 
-  // The shard's state for its standby: parameters then momentum, and the
-  // rest. REQUIRES: initialized().
+  // The shard's state for its standby: parameters then the optimizer's
+  // slots (common/optimizer.h), and the rest. REQUIRES: initialized().
   std::vector<float> StateSnapshot() const;
   proto::ReplicaState ReplicaStateNow() const;
   // A REPLICATE request for this shard's standby, without payload.
@@ -265,7 +265,7 @@ class RequestHandler {
   bool restored_ = false;
   // The replica this ps keeps as standby of shard (index - 1) mod n: the
   // header of its last REPLICATE (job, plan, range, ReplicaState) and its
-  // parameters then momentum (null: none held yet).
+  // state, parameters then slots (null: none held yet).
   struct Replica {
     proto::Header header;
     std::shared_ptr<const std::vector<float>> state;
