@@ -90,14 +90,15 @@ absl::StatusOr<std::vector<float>> ReadCheckpoint(const std::string& dir, int64_
     }
     const uint64_t begin = c.header.range_begin();
     const uint64_t end = c.header.range_end();
+    // The state holds the parameters first, then the optimizer's slots
+    // (common/optimizer.h), which a trained model does not need.
     if (end <= begin || end > static_cast<uint64_t>(m.num_params()) ||
-        c.params.size() != end - begin) {
+        c.state.size() < end - begin) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": range [", begin, ", ", end,
                                                      ") does not fit a model of ", m.num_params(),
                                                      " parameters"));
     }
-    std::copy(c.params.begin(), c.params.end(),
-              params.begin() + static_cast<std::ptrdiff_t>(begin));
+    std::copy_n(c.state.begin(), end - begin, params.begin() + static_cast<std::ptrdiff_t>(begin));
     ranges.emplace_back(begin, end);
   }
   std::sort(ranges.begin(), ranges.end());

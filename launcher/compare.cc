@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "launcher/plot.h"
 #include "launcher/report.h"
+#include "launcher/summary_printer.h"
 
 namespace pstrain {
 namespace {
@@ -85,9 +86,9 @@ std::vector<std::string> Facts(const CompareOptions& options, const ClusterSpec&
     const proto::RunSummary& s = r.summary;
     facts.push_back(absl::StrFormat(
         "Training: %s on %s, %d epoch(s), %d steps per worker, batch %d per worker (global %d), "
-        "seed %d, momentum %g, learning rate %s; the same in every run",
+        "seed %d, %s, learning rate %s; the same in every run",
         s.model(), s.device(), s.epochs(), s.steps_per_worker(), s.batch_size(), s.global_batch(),
-        s.seed(), s.momentum(), DescribeLearningRate(s, options.lr_given)));
+        s.seed(), DescribeRunOptimizer(s), DescribeLearningRate(s, options.lr_given)));
     break;
   }
   facts.push_back(absl::StrFormat("Evaluation: the chief tests on the 10,000 test images every %d "

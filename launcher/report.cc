@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "launcher/summary_printer.h"
 
 namespace pstrain {
 namespace {
@@ -62,6 +63,7 @@ std::string FiguresSection(const std::vector<Figure>& figures, const std::vector
 
 std::string DescribeLearningRate(const proto::RunSummary& s, bool lr_given) {
   if (lr_given) return absl::StrFormat("%g (--lr)", s.learning_rate());
+  if (!IsSgdRun(s)) return absl::StrFormat("%g (the optimizer's default)", s.learning_rate());
   return absl::StrFormat("%g (0.01 x %d workers, the default)", s.learning_rate(), s.num_workers());
 }
 

@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "launcher/plot.h"
 #include "launcher/report.h"
+#include "launcher/summary_printer.h"
 #include "launcher/report_scale.h"
 
 namespace pstrain {
@@ -91,9 +92,11 @@ std::vector<std::string> Facts(const ScaleOptions& options, const std::vector<Sc
     if (!c.record.status.ok()) continue;
     const proto::RunSummary& s = c.record.summary;
     facts.push_back(absl::StrFormat(
-        "Training: %s on %s, %d epoch(s), batch %d per worker, seed %d, momentum %g; learning rate %s",
-        s.model(), s.device(), s.epochs(), s.batch_size(), s.seed(), s.momentum(),
-        options.lr_given ? "as --lr (column lr)" : "0.01 x workers, the default (column lr)"));
+        "Training: %s on %s, %d epoch(s), batch %d per worker, seed %d, %s; learning rate %s",
+        s.model(), s.device(), s.epochs(), s.batch_size(), s.seed(), DescribeRunOptimizer(s),
+        options.lr_given  ? "as --lr (column lr)"
+        : IsSgdRun(s)     ? "0.01 x workers, the default (column lr)"
+                          : "the optimizer's default (column lr)"));
     break;
   }
   std::map<int, int64_t> every;  // by worker count

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
@@ -15,11 +16,19 @@ std::string SecondsOrNever(double s) {
 
 }  // namespace
 
+bool IsSgdRun(const proto::RunSummary& s) {
+  return s.optimizer().empty() || absl::StartsWith(s.optimizer(), "sgd");
+}
+
+std::string DescribeRunOptimizer(const proto::RunSummary& s) {
+  return IsSgdRun(s) ? absl::StrFormat("momentum %g", s.momentum()) : s.optimizer();
+}
+
 void PrintSummary(const proto::RunSummary& s, const std::string& run_dir, std::FILE* out) {
   absl::FPrintF(out, "\n== pstrain summary: %s ==\n", run_dir);
-  absl::FPrintF(out, "mode %s | %d ps | %d workers | model %s on %s | global batch %d | lr %g | momentum %g\n",
+  absl::FPrintF(out, "mode %s | %d ps | %d workers | model %s on %s | global batch %d | lr %g | %s\n",
                 s.mode(), s.num_ps(), s.num_workers(), s.model(), s.device(), s.global_batch(),
-                s.learning_rate(), s.momentum());
+                s.learning_rate(), DescribeRunOptimizer(s));
   absl::FPrintF(out, "final test accuracy %.4f (loss %.4f) after %d epoch(s), %d steps per worker\n",
                 s.final_test_accuracy(), s.final_test_loss(), s.epochs(), s.steps_per_worker());
   if (!s.resumed_from().empty()) {

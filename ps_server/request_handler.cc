@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/lr_schedule.h"
+#include "common/optimizer.h"
 #include "common/checkpoint_dir.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
@@ -88,7 +89,7 @@ absl::Status ValidateJob(const proto::JobConfig& job) {
   if (!(job.learning_rate() > 0) || !std::isfinite(job.learning_rate())) {
     return absl::InvalidArgumentError(absl::StrCat("INIT: learning_rate=", job.learning_rate()));
   }
-  return ValidateOptimizerConfig({job.momentum(), job.nesterov(), job.weight_decay()});
+  return OptimizerFromJob(job).status();
 }
 
 }  // namespace
@@ -233,8 +234,9 @@ absl::Status RequestHandler::Authorize(const Principal& who, const proto::Header
 }
 
 absl::Status RequestHandler::CheckSize(const Message& m) const {
-  // A shard's whole state (two floats per parameter), from a ps or the
-  // chief, both authenticated: bounded by the socket's message limit.
+  // A shard's whole state (parameters and the optimizer's slots), from a
+  // ps or the chief, both authenticated: bounded by the socket's message
+  // limit.
   if (m.header.type() == proto::REPLICATE ||
       (m.header.type() == proto::RESTORE && m.header.restore().from_payload())) {
     return absl::OkStatus();
@@ -480,8 +482,8 @@ void RequestHandler::FinishInit(const std::string& peer, const proto::Header& h,
             << range_.end << ") " << range_.size() << " floats, version " << policy_->version()
             << ", mode " << proto::UpdateMode_Name(job_.mode()) << ", " << job_.num_workers()
             << " workers, lr " << job_.learning_rate() << " ("
-            << LrSchedule::FromJob(job_).value_or(LrSchedule()).Describe() << "), momentum "
-            << job_.momentum();
+            << LrSchedule::FromJob(job_).value_or(LrSchedule()).Describe() << "), "
+            << DescribeOptimizer(policy_->store().config());
   Reply reply{peer, MakeReply(h), false, /*record=*/true};
   *reply.header.mutable_job() = job_;
   out->push_back(std::move(reply));
@@ -555,8 +557,8 @@ absl::Status RequestHandler::Initialize(const Message& m) {
     return absl::InvalidArgumentError(
         "INIT: parameters are not finite in f32 (a non-finite value, or a norm that overflows)");
   }
-  auto store = std::make_unique<ShardStore>(
-      std::move(initial), OptimizerConfig{h.job().momentum(), h.job().nesterov(), h.job().weight_decay()});
+  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(h.job()));
+  auto store = std::make_unique<ShardStore>(initial, optimizer);
   ASSIGN_OR_RETURN(std::unique_ptr<UpdatePolicy> policy, CreateUpdatePolicy(h.job(), std::move(store)));
   Install(h, std::move(policy));
   return absl::OkStatus();

@@ -92,7 +92,7 @@ struct Reply {
 
 // A standby's copy of another ps's shard: the last REPLICATE's header (job,
 // plan, range, ReplicaState, the primary's counters) and its state,
-// parameters then momentum (null: none held).
+// parameters then the optimizer's slots (null: none held).
 struct HeldReplica {
   proto::Header header;
   std::shared_ptr<const std::vector<float>> state;
@@ -203,8 +203,8 @@ class RequestHandler {
 
   proto::ShardStats Stats() const;
 
-  // The shard's state for its standby: parameters then momentum, and the
-  // rest. REQUIRES: initialized().
+  // The shard's state for its standby: parameters then the optimizer's
+  // slots (common/optimizer.h), and the rest. REQUIRES: initialized().
   std::vector<float> StateSnapshot() const;
   proto::ReplicaState ReplicaStateNow() const;
   // A REPLICATE request for this shard's standby, without payload.

@@ -63,9 +63,7 @@ absl::StatusOr<proto::SavedShard> RequestHandler::Save(int64_t step, int keep) {
   *hdr.mutable_stats() = Stats();
   const std::vector<int64_t> clocks = policy_->Clocks();
   *hdr.mutable_worker_clocks() = {clocks.begin(), clocks.end()};
-  const ShardStore& store = policy_->store();
-  c.params.assign(store.params().begin(), store.params().end());
-  c.momentum.assign(store.momentum_buffer().begin(), store.momentum_buffer().end());
+  c.state.assign(policy_->store().state().begin(), policy_->store().state().end());
   const std::string file = ShardFileName(step, options_.shard_index, num_shards_);
   RETURN_IF_ERROR(WriteShardCheckpoint(absl::StrCat(options_.checkpoint_dir, "/", file), &c));
   RETURN_IF_ERROR(PruneCheckpoints(options_.checkpoint_dir, keep, BaseName(file)).status());
@@ -139,8 +137,9 @@ absl::StatusOr<ShardCheckpoint> RequestHandler::LoadCheckpoint(const proto::Head
                                             h.plan_fingerprint(), h.restore().checksum(),
                                             &h.job()};
   RETURN_IF_ERROR(CheckShardCheckpoint(c, expected, path));
+  const auto n = static_cast<int64_t>(h.range_end() - h.range_begin());
   if (c.header.version() < 0 || c.header.version() > kMaxCheckpointStep || c.header.updates() < 0 ||
-      !IsFiniteInF32(c.params) || !IsFiniteInF32(c.momentum)) {
+      !IsFiniteState(c.state, n)) {
     return absl::DataLossError(absl::StrCat(path, ": damaged checkpoint: a version, update count "
                                                   "or value out of range"));
   }
@@ -160,9 +159,11 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
                                          " by the chief: register again")),
                 out);
   }
-  const OptimizerConfig optimizer{h.job().momentum(), h.job().nesterov(), h.job().weight_decay()};
-  auto store = std::make_unique<ShardStore>(std::move(c.params), std::move(c.momentum),
-                                            c.header.updates(), optimizer);
+  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(h.job()));
+  if (c.state.size() != StateFloats(optimizer, h.range_end() - h.range_begin())) {
+    return absl::InvalidArgumentError("RESTORE: a state of another size than the shard's");
+  }
+  auto store = std::make_unique<ShardStore>(std::move(c.state), c.header.updates(), optimizer);
   ASSIGN_OR_RETURN(std::unique_ptr<UpdatePolicy> policy, CreateUpdatePolicy(h.job(), std::move(store)));
   policy->Resume(c.header.version(), c.header.worker_clocks());
   for (int rank = 0; rank < workers_.size(); ++rank) {

@@ -5,6 +5,7 @@
 // side is ps_server/replicator.h.
 
 #include "absl/strings/str_cat.h"
+#include "common/optimizer.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "ps_server/request_handler.h"
@@ -15,18 +16,23 @@ namespace {
 constexpr uint64_t kMaxRange = uint64_t{1} << 40;
 constexpr int64_t kMaxVersion = int64_t{1} << 48;
 
-// The shard's size as a state's header gives it. InvalidArgument when the
-// range, the payload or the ReplicaState is not one a shard could have.
+// The floats of the state a message carries: its range's parameters and
+// the slots of its job's optimizer (common/optimizer.h). InvalidArgument
+// when the range, the optimizer, the payload or the ReplicaState is not
+// one a shard could have.
 absl::StatusOr<size_t> CheckState(const Message& m, int num_workers) {
   const proto::Header& h = m.header;
   if (h.range_end() <= h.range_begin() || h.range_end() > kMaxRange) {
     return absl::InvalidArgumentError(
         absl::StrCat("bad range [", h.range_begin(), ", ", h.range_end(), ")"));
   }
+  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(h.job()));
   const size_t n = static_cast<size_t>(h.range_end() - h.range_begin());
-  if (h.encoding() != proto::F32 || m.payload_floats() != 2 * n) {
-    return absl::InvalidArgumentError(absl::StrCat("a state of ", m.payload_bytes(),
-                                                   " bytes for a range of ", n, " floats"));
+  const size_t floats = StateFloats(optimizer, n);
+  if (h.encoding() != proto::F32 || m.payload_floats() != floats) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a state of ", m.payload_bytes(), " bytes for a range of ", n, " floats and ",
+                     OptimizerName(optimizer.kind), "'s ", NumSlots(optimizer), " slot(s)"));
   }
   const proto::ReplicaState& r = h.replica();
   if (r.version() < 0 || r.version() > kMaxVersion || r.updates() < 0 ||
@@ -36,16 +42,14 @@ absl::StatusOr<size_t> CheckState(const Message& m, int num_workers) {
   for (int64_t c : r.worker_clocks()) {
     if (c < 0 || c > kMaxVersion) return absl::InvalidArgumentError("a worker clock out of range");
   }
-  return n;
+  return floats;
 }
 
 }  // namespace
 
 std::vector<float> RequestHandler::StateSnapshot() const {
-  const ShardStore& store = policy_->store();
-  std::vector<float> state(store.params().begin(), store.params().end());
-  state.insert(state.end(), store.momentum_buffer().begin(), store.momentum_buffer().end());
-  return state;
+  const absl::Span<const float> state = policy_->store().state();
+  return {state.begin(), state.end()};
 }
 
 proto::ReplicaState RequestHandler::ReplicaStateNow() const {
@@ -106,11 +110,11 @@ void RequestHandler::HandleReplicate(const std::string& peer, const Principal& w
                       "): shard ", primary, " moved while this primary was away")),
                   out);
   }
-  auto n = CheckState(m, options_.num_workers);
-  if (!n.ok()) return Refuse(peer, h, n.status(), out);
-  auto state = std::make_shared<std::vector<float>>(2 * *n);
+  auto floats = CheckState(m, options_.num_workers);
+  if (!floats.ok()) return Refuse(peer, h, floats.status(), out);
+  auto state = std::make_shared<std::vector<float>>(*floats);
   m.CopyPayloadTo(absl::MakeSpan(*state));
-  if (!IsFiniteInF32(*state)) {
+  if (!IsFiniteState(*state, static_cast<int64_t>(h.range_end() - h.range_begin()))) {
     return Refuse(peer, h, absl::InvalidArgumentError("REPLICATE: a state not finite in f32"), out);
   }
   replica_.header = h;
@@ -142,13 +146,12 @@ void RequestHandler::HandleFetchReplica(const std::string& peer, const Message& 
 }
 
 absl::StatusOr<ShardCheckpoint> RequestHandler::StateFromPayload(const Message& m) const {
-  ASSIGN_OR_RETURN(const size_t n, CheckState(m, options_.num_workers));
+  ASSIGN_OR_RETURN(const size_t floats, CheckState(m, options_.num_workers));
   ShardCheckpoint c;
-  std::vector<float> state(2 * n);
-  m.CopyPayloadTo(absl::MakeSpan(state));
-  c.params.assign(state.begin(), state.begin() + static_cast<std::ptrdiff_t>(n));
-  c.momentum.assign(state.begin() + static_cast<std::ptrdiff_t>(n), state.end());
-  if (!IsFiniteInF32(c.params) || !IsFiniteInF32(c.momentum)) {
+  c.state.resize(floats);
+  m.CopyPayloadTo(absl::MakeSpan(c.state));
+  const uint64_t n = m.header.range_end() - m.header.range_begin();
+  if (!IsFiniteState(c.state, static_cast<int64_t>(n))) {
     return absl::InvalidArgumentError("RESTORE: a state not finite in f32");
   }
   const proto::ReplicaState& r = m.header.replica();

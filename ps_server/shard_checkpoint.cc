@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/hash.h"
+#include "common/optimizer.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -36,6 +37,10 @@ absl::Status Damaged(const std::string& path, absl::string_view what) {
   return absl::DataLossError(absl::StrCat(path, ": damaged checkpoint: ", what));
 }
 
+std::string Describe(const absl::StatusOr<OptimizerConfig>& optimizer) {
+  return optimizer.ok() ? DescribeOptimizer(*optimizer) : std::string(optimizer.status().message());
+}
+
 absl::Status Mismatch(const std::string& path, absl::string_view field, const std::string& file,
                       const std::string& wanted) {
   return absl::FailedPreconditionError(absl::StrCat(path, ": checkpoint of another job: ", field,
@@ -43,45 +48,63 @@ absl::Status Mismatch(const std::string& path, absl::string_view field, const st
                                                     " here"));
 }
 
-// The payload after the header: params then momentum, each `n` floats.
+// The floats of the file's state: its range's parameters and the slots of
+// its optimizer (format version 1: SGD's buffer).
+absl::StatusOr<uint64_t> StateFloatsOf(const proto::ShardCheckpointHeader& h,
+                                       const std::string& path) {
+  const absl::StatusOr<OptimizerConfig> optimizer = OptimizerFromJob(h.job());
+  if (!optimizer.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": a checkpoint of an optimizer this build cannot run: ",
+                     optimizer.status().message()));
+  }
+  if (h.format_version() == proto::CHECKPOINT_FORMAT_V1 && optimizer->kind != proto::SGD) {
+    return Damaged(path, "a format version 1 file of another optimizer than sgd");
+  }
+  return StateFloats(*optimizer, h.range_end() - h.range_begin());
+}
+
+// The payload after the header: the state, parameters then slots.
 absl::Status DecodePayload(absl::string_view payload, const std::string& path,
                            ShardCheckpoint* c) {
   const proto::ShardCheckpointHeader& h = c->header;
   if (h.range_end() <= h.range_begin() || h.range_end() - h.range_begin() > (uint64_t{1} << 40)) {
     return Damaged(path, absl::StrCat("range [", h.range_begin(), ", ", h.range_end(), ")"));
   }
-  const uint64_t n = h.range_end() - h.range_begin();
-  if (h.payload_bytes() != 2 * n * sizeof(float) || payload.size() != h.payload_bytes()) {
-    return Damaged(path, absl::StrCat(payload.size(), " payload bytes for a range of ", n,
+  ASSIGN_OR_RETURN(const uint64_t floats, StateFloatsOf(h, path));
+  if (h.payload_bytes() != floats * sizeof(float) || payload.size() != h.payload_bytes()) {
+    return Damaged(path, absl::StrCat(payload.size(), " payload bytes for a state of ", floats,
                                       " floats (header says ", h.payload_bytes(), ")"));
   }
   if (Fnv1a64(payload) != h.payload_checksum()) return Damaged(path, "payload checksum mismatch");
-  c->params.resize(n);
-  c->momentum.resize(n);
-  std::memcpy(c->params.data(), payload.data(), n * sizeof(float));
-  std::memcpy(c->momentum.data(), payload.data() + n * sizeof(float), n * sizeof(float));
+  c->state.resize(floats);
+  std::memcpy(c->state.data(), payload.data(), payload.size());
   return absl::OkStatus();
+}
+
+bool KnownFormat(uint32_t version) {
+  return version == proto::CHECKPOINT_FORMAT_V1 || version == proto::CHECKPOINT_FORMAT_V2;
 }
 
 }  // namespace
 
-uint64_t PayloadChecksum(absl::Span<const float> params, absl::Span<const float> momentum) {
-  return Fnv1a64(Bytes(momentum), Fnv1a64(Bytes(params)));
-}
+uint64_t PayloadChecksum(absl::Span<const float> state) { return Fnv1a64(Bytes(state)); }
 
 std::string EncodeShardCheckpoint(ShardCheckpoint* c) {
-  CHECK_EQ(c->params.size(), c->momentum.size());
   proto::ShardCheckpointHeader& h = c->header;
-  h.set_format_version(proto::CHECKPOINT_FORMAT_V1);
+  const absl::StatusOr<OptimizerConfig> optimizer = OptimizerFromJob(h.job());
+  CHECK(optimizer.ok()) << optimizer.status();
+  CHECK_EQ(c->state.size(), StateFloats(*optimizer, h.range_end() - h.range_begin()));
+  h.set_format_version(proto::CHECKPOINT_FORMAT_V2);
   h.set_encoding(proto::F32);
-  h.set_payload_bytes(2 * c->params.size() * sizeof(float));
-  h.set_payload_checksum(PayloadChecksum(c->params, c->momentum));
+  h.set_payload_bytes(c->state.size() * sizeof(float));
+  h.set_payload_checksum(PayloadChecksum(c->state));
   const std::string header = h.SerializeAsString();
   std::string out(kMagic);
   out.reserve(kPreambleBytes + header.size() + h.payload_bytes());
   PutLittleEndian(header.size(), 4, &out);
   PutLittleEndian(Fnv1a64(header), 8, &out);
-  absl::StrAppend(&out, header, Bytes(c->params), Bytes(c->momentum));
+  absl::StrAppend(&out, header, Bytes(c->state));
   return out;
 }
 
@@ -104,10 +127,10 @@ absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(const std::string& bytes,
   if (!c.header.ParseFromArray(header.data(), static_cast<int>(header.size()))) {
     return Damaged(path, "header does not parse");
   }
-  if (c.header.format_version() != proto::CHECKPOINT_FORMAT_V1) {
+  if (!KnownFormat(c.header.format_version())) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, ": checkpoint format version ", c.header.format_version(), "; this build reads ",
-        proto::CHECKPOINT_FORMAT_V1));
+        proto::CHECKPOINT_FORMAT_V1, " and ", proto::CHECKPOINT_FORMAT_V2));
   }
   if (c.header.encoding() != proto::F32) {
     return Damaged(path, absl::StrCat("payload encoding ", c.header.encoding()));
@@ -158,12 +181,10 @@ absl::Status CheckShardCheckpoint(const ShardCheckpoint& c, const ShardCheckpoin
     return Mismatch(path, "num_workers", absl::StrCat(j.num_workers()),
                     absl::StrCat(e.job->num_workers()));
   }
-  if (j.momentum() != e.job->momentum() || j.nesterov() != e.job->nesterov() ||
-      j.weight_decay() != e.job->weight_decay()) {
-    return Mismatch(path, "the optimizer (momentum, nesterov, weight_decay)",
-                    absl::StrCat(j.momentum(), ", ", j.nesterov(), ", ", j.weight_decay()),
-                    absl::StrCat(e.job->momentum(), ", ", e.job->nesterov(), ", ",
-                                 e.job->weight_decay()));
+  const absl::StatusOr<OptimizerConfig> file = OptimizerFromJob(j);
+  const absl::StatusOr<OptimizerConfig> here = OptimizerFromJob(*e.job);
+  if (!file.ok() || !here.ok() || !SameOptimizer(*file, *here)) {
+    return Mismatch(path, "the optimizer", Describe(file), Describe(here));
   }
   return absl::OkStatus();
 }

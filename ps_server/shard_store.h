@@ -1,20 +1,36 @@
 #pragma once
 
 // One ps shard's parameters and optimizer state: a contiguous range of the
-// model's flat parameter vector, its SGD momentum buffer, and the update.
+// model's flat parameter vector, the optimizer's slots (common/optimizer.h
+// gives the layout), the step count, and the update.
 //
-// SGD follows PyTorch's torch.optim.SGD exactly (dampening 0):
-//   g   = grad + weight_decay * p
-//   buf = g                      on the first update
-//   buf = momentum * buf + g     afterwards
-//   g   = g + momentum * buf     if nesterov, else g = buf
-//   p  -= lr * g
+// Each update follows PyTorch's torch.optim exactly, for a gradient
+// grad (already scaled by the sync average's 1/weight), learning rate lr
+// (the schedule's, common/lr_schedule.h) and step t = updates() + 1:
 //
-// An update is applied only when the new parameters and momentum are
-// finite in f32 arithmetic: every value finite and the squared L2 norm
-// below FLT_MAX (so |p| < 1.8e19). A huge but finite gradient (3e38) would
-// otherwise leave values that overflow the next forward pass; such an
-// update leaves the shard as it was.
+//   sgd      g = grad + weight_decay * p
+//            buf = g on the first update, momentum * buf + g afterwards
+//            p -= lr * (nesterov ? g + momentum * buf : buf)
+//            (momentum 0: p -= lr * g, the buffer is left alone)
+//   adam     g = grad + weight_decay * p                  (L2, into the gradient)
+//   adamw    p *= 1 - lr * weight_decay                   (decoupled)
+//            g = grad
+//   both     m = beta1 * m + (1 - beta1) * g               exp_avg
+//            v = beta2 * v + (1 - beta2) * g * g           exp_avg_sq
+//            p -= (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+//   adagrad  g = grad + weight_decay * p
+//            sum += g * g
+//            p -= (lr / (1 + (t - 1) * lr_decay)) * g / (sqrt(sum) + eps)
+//
+// Arithmetic is f32 per element, with the scalars (bias corrections, step
+// sizes, the decay factor) computed in double and rounded once, as PyTorch
+// computes them in Python. Each update is one pass over the shard.
+//
+// An update is applied only when the new parameters and every new slot
+// are finite in f32 arithmetic (IsFiniteInF32, each array on its own: so
+// |p| < 1.8e19). A huge but finite gradient (3e38) would otherwise leave
+// values that overflow the next forward pass; such an update leaves the
+// shard as it was, step count included.
 //
 // Thread safety: none; the ps's single event loop owns it.
 
@@ -23,54 +39,62 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/optimizer.h"
 
 namespace pstrain {
-
-struct OptimizerConfig {
-  double momentum = 0.0;
-  bool nesterov = false;
-  double weight_decay = 0.0;
-};
 
 // True when every value is finite and the squared L2 norm, summed in
 // double, is below FLT_MAX: what the ps accepts as gradients and keeps as
 // parameters.
 bool IsFiniteInF32(absl::Span<const float> values);
 
-// InvalidArgument naming the field when a value is out of range
-// (momentum outside [0, 1), negative weight decay, nesterov without momentum).
-absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
+// Whether a shard state of `num_params` parameters (its parameters, then
+// its slots) is IsFiniteInF32 array by array.
+// REQUIRES: num_params > 0, state.size() a multiple of num_params.
+bool IsFiniteState(absl::Span<const float> state, int64_t num_params);
 
 class ShardStore {
  public:
-  // REQUIRES: ValidateOptimizerConfig(config).ok().
-  ShardStore(std::vector<float> initial_params, const OptimizerConfig& config);
-  // The state a checkpoint recorded: parameters, momentum buffer and the
-  // number of updates taken (the first one sets the buffer to g).
-  // REQUIRES: as above, and momentum.size() == params.size(), updates >= 0.
-  ShardStore(std::vector<float> saved_params, std::vector<float> saved_momentum, int64_t updates,
-             const OptimizerConfig& config);
+  // A fresh shard: `params`, the slots at their initial values, step 0.
+  // REQUIRES: ValidateOptimizerConfig(config).ok(), params not empty.
+  ShardStore(absl::Span<const float> params, const OptimizerConfig& config);
+  // The state a checkpoint or a standby recorded: parameters then slots
+  // (common/optimizer.h), and the number of updates taken.
+  // REQUIRES: ValidateOptimizerConfig(config).ok(), state.size() a
+  // positive multiple of 1 + NumSlots(config), updates >= 0.
+  ShardStore(std::vector<float> state, int64_t updates, const OptimizerConfig& config);
 
-  int64_t size() const { return static_cast<int64_t>(params_.size()); }
-  absl::Span<const float> params() const { return params_; }
-  absl::Span<const float> momentum_buffer() const { return momentum_; }
+  int64_t size() const { return size_; }  // parameters
+  int num_slots() const { return num_slots_; }
+  // The whole state: parameters, then the slots.
+  absl::Span<const float> state() const { return state_; }
+  absl::Span<const float> params() const { return state().subspan(0, Index(size_)); }
+  // Slot k (common/optimizer.h's order). REQUIRES: 0 <= k < num_slots().
+  absl::Span<const float> slot(int k) const;
   int64_t updates() const { return updates_; }
+  const OptimizerConfig& config() const { return config_; }
 
   // Applies one optimizer step with gradient `grad` scaled by `grad_scale`
   // (an average's 1/weight) and learning rate `lr`. FailedPrecondition,
-  // and nothing changed, when the result would not be IsFiniteInF32.
+  // and nothing changed, when the result would not be finite (above).
   // REQUIRES: grad.size() == size().
   absl::Status Apply(absl::Span<const float> grad, float grad_scale, float lr);
 
  private:
-  std::vector<float> params_;
-  std::vector<float> momentum_;
-  // The candidate update, swapped in when it is finite; so Apply
-  // allocates nothing and a refused update leaves no trace.
-  std::vector<float> next_params_;
-  std::vector<float> next_momentum_;
-  std::vector<float> scratch_;  // g
+  static size_t Index(int64_t i) { return static_cast<size_t>(i); }
+  void ApplySgd(const float* grad, float grad_scale, float lr);
+  void ApplyAdam(const float* grad, float grad_scale, float lr);
+  void ApplyAdagrad(const float* grad, float grad_scale, float lr);
+
   OptimizerConfig config_;
+  int num_slots_;
+  int64_t size_;
+  std::vector<float> state_;
+  // The candidate update, swapped in when it is finite: so Apply
+  // allocates nothing and a refused update leaves no trace. It starts as
+  // a copy of state_, so what an update does not write (SGD's buffer
+  // without momentum) is the same in both.
+  std::vector<float> next_state_;
   int64_t updates_ = 0;
 };
 

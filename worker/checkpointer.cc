@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "common/optimizer.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "worker/train_options.h"
@@ -33,6 +34,13 @@ proto::WorkerPosition Position(int rank, int64_t step, int64_t steps_per_epoch) 
   return p;
 }
 
+// "lr 0.01, sgd (momentum 0.5, weight decay 0)".
+std::string LrAndOptimizer(double lr, const absl::StatusOr<OptimizerConfig>& optimizer) {
+  return absl::StrCat("lr ", lr, ", ",
+                      optimizer.ok() ? DescribeOptimizer(*optimizer)
+                                     : std::string(optimizer.status().message()));
+}
+
 absl::Status CheckJob(const proto::JobConfig& j, const proto::JobConfig& e, const std::string& path) {
   if (j.mode() != e.mode()) {
     return Other(path, "the mode", proto::UpdateMode_Name(j.mode()), proto::UpdateMode_Name(e.mode()));
@@ -43,11 +51,13 @@ absl::Status CheckJob(const proto::JobConfig& j, const proto::JobConfig& e, cons
                  absl::StrCat(j.batch_size(), " (", j.steps_per_epoch(), ")"),
                  absl::StrCat(e.batch_size(), " (", e.steps_per_epoch(), ")"));
   }
-  if (j.learning_rate() != e.learning_rate() || j.momentum() != e.momentum() ||
-      j.nesterov() != e.nesterov() || j.weight_decay() != e.weight_decay()) {
-    return Other(path, "the optimizer (lr, momentum, nesterov, weight_decay)",
-                 absl::StrCat(j.learning_rate(), ", ", j.momentum(), ", ", j.nesterov(), ", ", j.weight_decay()),
-                 absl::StrCat(e.learning_rate(), ", ", e.momentum(), ", ", e.nesterov(), ", ", e.weight_decay()));
+  // A manifest from before optimizers could be chosen has none: SGD.
+  const absl::StatusOr<OptimizerConfig> there = OptimizerFromJob(j);
+  const absl::StatusOr<OptimizerConfig> here = OptimizerFromJob(e);
+  if (j.learning_rate() != e.learning_rate() || !there.ok() || !here.ok() ||
+      !SameOptimizer(*there, *here)) {
+    return Other(path, "the optimizer", LrAndOptimizer(j.learning_rate(), there),
+                 LrAndOptimizer(e.learning_rate(), here));
   }
   return absl::OkStatus();
 }

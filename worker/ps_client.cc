@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
+#include "common/optimizer.h"
 #include "common/rejoin.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
@@ -378,10 +379,11 @@ absl::StatusOr<proto::Header> PsClient::FetchReplica(int holder, int shard,
   RETURN_IF_ERROR(Exchange(&calls));
   const proto::Header& r = calls[0].reply;
   const ShardRange range = plan_.range(shard);
+  const absl::StatusOr<OptimizerConfig> optimizer = OptimizerFromJob(r.job());
   if (r.range_begin() != static_cast<uint64_t>(range.begin) ||
       r.range_end() != static_cast<uint64_t>(range.end) ||
-      r.plan_fingerprint() != plan_.fingerprint() ||
-      state->size() != 2 * static_cast<size_t>(range.size())) {
+      r.plan_fingerprint() != plan_.fingerprint() || !optimizer.ok() ||
+      state->size() != StateFloats(*optimizer, static_cast<uint64_t>(range.size()))) {
     return absl::FailedPreconditionError(absl::StrCat(
         ShardName(holder), ": its replica of shard ", shard, " is of another plan or range"));
   }

@@ -128,9 +128,10 @@ class PsClient {
                        const RestoreScope& scope = {});
 
   // Chief only (--ps_replicas): the replica of shard `shard` that ps
-  // `holder` keeps as its standby: its state (parameters, then momentum)
-  // into `state`; the reply's header (ReplicaState, range, plan, job).
-  // NotFound when that ps holds none.
+  // `holder` keeps as its standby: its state (parameters, then the
+  // optimizer's slots: common/optimizer.h) into `state`; the reply's
+  // header (ReplicaState, range, plan, job). NotFound when that ps holds
+  // none.
   absl::StatusOr<proto::Header> FetchReplica(int holder, int shard, std::vector<float>* state);
 
   // Chief only: initialises the empty shard `shard` from such a state

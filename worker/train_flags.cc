@@ -2,6 +2,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/optimizer.h"
 #include "common/status_macros.h"
 
 namespace {
@@ -26,10 +27,25 @@ ABSL_FLAG(std::string, staleness_lr, OnOff(Defaults().staleness_lr),
           "async/ssp: divide the step by the staleness (on|off)");
 ABSL_FLAG(int, epochs, Defaults().epochs, "Passes over the training set");
 ABSL_FLAG(int, batch_size, Defaults().batch_size, "Examples per worker per step");
-ABSL_FLAG(double, lr, Defaults().lr, "Learning rate (0: 0.01 x number of workers, the seed's rule)");
-ABSL_FLAG(double, momentum, Defaults().momentum, "SGD momentum (PyTorch's definition)");
-ABSL_FLAG(bool, nesterov, Defaults().nesterov, "Nesterov momentum");
-ABSL_FLAG(double, weight_decay, Defaults().weight_decay, "L2 weight decay");
+ABSL_FLAG(double, lr, Defaults().lr,
+          "Learning rate (0: the optimizer's default: sgd 0.01 x number of workers, the seed's "
+          "rule; adam and adamw 1e-3; adagrad 1e-2)");
+ABSL_FLAG(std::string, optimizer, pstrain::OptimizerName(Defaults().optimizer),
+          "The ps tasks' optimizer, as PyTorch defines it: sgd, adam, adamw or adagrad");
+ABSL_FLAG(double, momentum, Defaults().momentum, "sgd: momentum");
+ABSL_FLAG(bool, nesterov, Defaults().nesterov, "sgd: Nesterov momentum");
+ABSL_FLAG(double, weight_decay, Defaults().weight_decay,
+          "Weight decay: L2, added to the gradient (sgd, adam, adagrad); decoupled for adamw "
+          "(p *= 1 - lr * weight_decay)");
+ABSL_FLAG(double, beta1, Defaults().beta1, "adam, adamw: the first moment's decay");
+ABSL_FLAG(double, beta2, Defaults().beta2, "adam, adamw: the second moment's decay");
+ABSL_FLAG(double, eps, Defaults().eps,
+          "adam, adamw, adagrad: added to the denominator (0: PyTorch's default, 1e-8 for adam "
+          "and adamw, 1e-10 for adagrad)");
+ABSL_FLAG(double, adagrad_lr_decay, Defaults().adagrad_lr_decay,
+          "adagrad: lr / (1 + (t - 1) * lr_decay) at step t");
+ABSL_FLAG(double, adagrad_initial_accumulator, Defaults().adagrad_initial_accumulator,
+          "adagrad: the sum of squared gradients' initial value");
 ABSL_FLAG(std::string, lr_schedule, Defaults().lr_schedule,
           "Learning rate per update, computed on the ps: constant, step or cosine");
 ABSL_FLAG(int64_t, warmup_steps, Defaults().warmup_steps,
@@ -103,9 +119,15 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.epochs = absl::GetFlag(FLAGS_epochs);
   o.batch_size = absl::GetFlag(FLAGS_batch_size);
   o.lr = absl::GetFlag(FLAGS_lr);
+  ASSIGN_OR_RETURN(o.optimizer, ParseOptimizer(absl::GetFlag(FLAGS_optimizer)));
   o.momentum = absl::GetFlag(FLAGS_momentum);
   o.nesterov = absl::GetFlag(FLAGS_nesterov);
   o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  o.beta1 = absl::GetFlag(FLAGS_beta1);
+  o.beta2 = absl::GetFlag(FLAGS_beta2);
+  o.eps = absl::GetFlag(FLAGS_eps);
+  o.adagrad_lr_decay = absl::GetFlag(FLAGS_adagrad_lr_decay);
+  o.adagrad_initial_accumulator = absl::GetFlag(FLAGS_adagrad_initial_accumulator);
   o.lr_schedule = absl::GetFlag(FLAGS_lr_schedule);
   o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   o.lr_step_size = absl::GetFlag(FLAGS_lr_step_size);

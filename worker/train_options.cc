@@ -5,6 +5,7 @@
 #include "absl/flags/marshalling.h"
 #include "absl/strings/str_cat.h"
 #include "common/lr_schedule.h"
+#include "common/optimizer.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
 
@@ -19,6 +20,45 @@ absl::Status Bad(absl::string_view flag, absl::string_view what) {
 template <typename T>
 std::string Arg(absl::string_view name, const T& value) {
   return absl::StrCat("--", name, "=", absl::UnparseFlag(value));
+}
+
+bool InUnitInterval(double x) { return x >= 0 && x < 1; }
+bool NonNegative(double x) { return x >= 0 && std::isfinite(x); }
+
+// The optimizer flags' ranges (PyTorch's, but eps: 0 is the default).
+absl::Status ValidateOptimizerRanges(const TrainOptions& o) {
+  if (!proto::Optimizer_IsValid(o.optimizer)) return Bad("optimizer", "unknown optimizer");
+  if (!InUnitInterval(o.momentum)) {
+    return Bad("momentum", absl::StrCat("must be in [0, 1), got ", o.momentum));
+  }
+  if (o.nesterov && o.momentum == 0) return Bad("nesterov", "needs --momentum > 0");
+  if (!NonNegative(o.weight_decay)) return Bad("weight_decay", "must be >= 0");
+  for (const auto& [flag, beta] : {std::pair<const char*, double>{"beta1", o.beta1},
+                                   std::pair<const char*, double>{"beta2", o.beta2}}) {
+    if (!InUnitInterval(beta)) return Bad(flag, absl::StrCat("must be in [0, 1), got ", beta));
+  }
+  if (!NonNegative(o.eps)) return Bad("eps", "must be >= 0 (0: the optimizer's default)");
+  if (!NonNegative(o.adagrad_lr_decay)) return Bad("adagrad_lr_decay", "must be >= 0");
+  if (!NonNegative(o.adagrad_initial_accumulator)) {
+    return Bad("adagrad_initial_accumulator", "must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+// A flag that only another optimizer reads is refused when it is not at
+// its default: it would be ignored. (--momentum and the betas have
+// non-zero defaults and cannot be told apart from them; they are ignored.)
+absl::Status ValidateOptimizerOptions(const TrainOptions& o) {
+  RETURN_IF_ERROR(ValidateOptimizerRanges(o));
+  if (o.nesterov && o.optimizer != proto::SGD) {
+    return Bad("nesterov", "only applies to --optimizer=sgd");
+  }
+  const bool adagrad_flags = o.adagrad_lr_decay != 0 || o.adagrad_initial_accumulator != 0;
+  if (adagrad_flags && o.optimizer != proto::ADAGRAD) {
+    return Bad(o.adagrad_lr_decay != 0 ? "adagrad_lr_decay" : "adagrad_initial_accumulator",
+               "only applies to --optimizer=adagrad");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -49,11 +89,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return Bad("batch_size", absl::StrCat("must be in 1..65536, got ", o.batch_size));
   }
   if (o.lr < 0 || !std::isfinite(o.lr)) return Bad("lr", absl::StrCat("must be >= 0, got ", o.lr));
-  if (!(o.momentum >= 0 && o.momentum < 1)) {
-    return Bad("momentum", absl::StrCat("must be in [0, 1), got ", o.momentum));
-  }
-  if (o.nesterov && o.momentum == 0) return Bad("nesterov", "needs --momentum > 0");
-  if (!(o.weight_decay >= 0)) return Bad("weight_decay", "must be >= 0");
+  RETURN_IF_ERROR(ValidateOptimizerOptions(o));
   RETURN_IF_ERROR(ParseLrScheduleKind(o.lr_schedule).status());
   if (o.warmup_steps < 0) return Bad("warmup_steps", "must be >= 0");
   if (o.lr_schedule == "step" && o.lr_step_size < 1) {
@@ -109,9 +145,15 @@ std::vector<std::string> TrainOptions::ToArgs() const {
           Arg("epochs", epochs),
           Arg("batch_size", batch_size),
           Arg("lr", lr),
+          Arg("optimizer", OptimizerName(optimizer)),
           Arg("momentum", momentum),
           Arg("nesterov", nesterov),
           Arg("weight_decay", weight_decay),
+          Arg("beta1", beta1),
+          Arg("beta2", beta2),
+          Arg("eps", eps),
+          Arg("adagrad_lr_decay", adagrad_lr_decay),
+          Arg("adagrad_initial_accumulator", adagrad_initial_accumulator),
           Arg("lr_schedule", lr_schedule),
           Arg("warmup_steps", warmup_steps),
           Arg("lr_step_size", lr_step_size),
@@ -147,7 +189,39 @@ std::vector<std::string> TrainOptions::ToArgs() const {
 }
 
 double EffectiveLearningRate(const TrainOptions& options, int num_workers) {
-  return options.lr > 0 ? options.lr : 0.01 * num_workers;
+  if (options.lr > 0) return options.lr;
+  switch (options.optimizer) {
+    case proto::ADAM:
+    case proto::ADAMW:
+      return 1e-3;
+    case proto::ADAGRAD:
+      return 1e-2;
+    default:
+      return 0.01 * num_workers;
+  }
+}
+
+double EffectiveEps(const TrainOptions& options) {
+  if (options.eps > 0) return options.eps;
+  return options.optimizer == proto::ADAGRAD ? kAdagradEps : kAdamEps;
+}
+
+void SetJobOptimizer(const TrainOptions& o, proto::JobConfig* job) {
+  job->set_optimizer(o.optimizer);
+  job->set_weight_decay(o.weight_decay);
+  if (o.optimizer == proto::SGD) {
+    job->set_momentum(o.momentum);
+    job->set_nesterov(o.nesterov);
+    return;
+  }
+  job->set_eps(EffectiveEps(o));
+  if (o.optimizer == proto::ADAGRAD) {
+    job->set_adagrad_lr_decay(o.adagrad_lr_decay);
+    job->set_adagrad_initial_accumulator(o.adagrad_initial_accumulator);
+    return;
+  }
+  job->set_beta1(o.beta1);
+  job->set_beta2(o.beta2);
 }
 
 }  // namespace pstrain

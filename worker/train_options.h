@@ -24,10 +24,20 @@ struct TrainOptions {
   bool staleness_lr = false;             // async/ssp: lr / staleness
   int epochs = 1;
   int batch_size = 128;                  // per worker
-  double lr = 0.0;                       // 0: 0.01 x number of workers (the seed's rule)
-  double momentum = 0.5;
-  bool nesterov = false;
-  double weight_decay = 0.0;
+  // 0: sgd, 0.01 x number of workers (the seed's rule); adam and adamw
+  // 1e-3, adagrad 1e-2 (PyTorch's defaults).
+  double lr = 0.0;
+  // The optimizer the ps tasks apply (common/optimizer.h, PyTorch's
+  // definitions) and its hyperparameters; each optimizer reads its own.
+  proto::Optimizer optimizer = proto::SGD;  // --optimizer=sgd|adam|adamw|adagrad
+  double momentum = 0.5;                    // sgd
+  bool nesterov = false;                    // sgd
+  double weight_decay = 0.0;                // every optimizer (adamw: decoupled)
+  double beta1 = 0.9;                       // adam, adamw
+  double beta2 = 0.999;                     // adam, adamw
+  double eps = 0.0;                         // 0: 1e-8 (adam, adamw), 1e-10 (adagrad)
+  double adagrad_lr_decay = 0.0;
+  double adagrad_initial_accumulator = 0.0;
   // The learning rate per update, computed on the ps (common/lr_schedule.h):
   // constant | step | cosine, after a linear warm-up of warmup_steps updates.
   std::string lr_schedule = "constant";
@@ -105,7 +115,16 @@ std::string UpdateModeName(proto::UpdateMode mode);
 // InvalidArgument naming the flag for any value out of range.
 absl::Status ValidateTrainOptions(const TrainOptions& options);
 
-// The learning rate actually used: options.lr, or 0.01 x num_workers.
+// The learning rate actually used: options.lr, or the optimizer's default
+// (sgd: 0.01 x num_workers).
 double EffectiveLearningRate(const TrainOptions& options, int num_workers);
+
+// The eps actually used: options.eps, or the optimizer's PyTorch default.
+double EffectiveEps(const TrainOptions& options);
+
+// Sets `job`'s optimizer fields (optimizer, momentum, nesterov,
+// weight_decay, betas, eps, Adagrad's) from `options`: those the optimizer
+// reads, the others left unset.
+void SetJobOptimizer(const TrainOptions& options, proto::JobConfig* job);
 
 }  // namespace pstrain

@@ -15,6 +15,7 @@
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/lr_schedule.h"
+#include "common/optimizer.h"
 #include "common/rejoin.h"
 #include "common/run_dir.h"
 #include "common/status_macros.h"
@@ -243,9 +244,7 @@ proto::JobConfig Trainer::MakeJobConfig() const {
   job.set_mode(options_.mode);
   job.set_num_workers(num_workers_);
   job.set_learning_rate(EffectiveLearningRate(options_, lr_workers_));
-  job.set_momentum(options_.momentum);
-  job.set_nesterov(options_.nesterov);
-  job.set_weight_decay(options_.weight_decay);
+  SetJobOptimizer(options_, &job);
   job.set_staleness(options_.staleness);
   job.set_backup_workers(options_.backup_workers);
   job.set_staleness_lr(options_.staleness_lr);
@@ -704,7 +703,10 @@ absl::Status Trainer::FinishChief() {
     summary_.set_global_batch(options_.batch_size);
   }
   summary_.set_learning_rate(EffectiveLearningRate(options_, lr_workers_));
-  summary_.set_momentum(options_.momentum);
+  summary_.set_momentum(options_.optimizer == proto::SGD ? options_.momentum : 0.0);
+  if (auto optimizer = OptimizerFromJob(MakeJobConfig()); optimizer.ok()) {
+    summary_.set_optimizer(DescribeOptimizer(*optimizer));
+  }
   if (auto schedule = LrSchedule::FromJob(MakeJobConfig()); schedule.ok()) {
     summary_.set_lr_schedule(schedule->Describe());
   }

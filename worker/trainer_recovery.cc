@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "common/optimizer.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -137,6 +138,7 @@ void Trainer::RecordCheckpointRecovery(const proto::CheckpointManifest& m,
 absl::Status Trainer::RestoreInitialState(const RestoreScope& scope, const std::vector<int>& empty,
                                           int64_t max_version, int64_t t0) {
   models::InitParams(model_->param_specs(), options_.seed, params_.data());
+  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(MakeJobConfig()));
   proto::ReplicaState initial;
   for (int r = 0; r < num_workers_; ++r) initial.add_worker_clocks(0);
   proto::Recovery rec;
@@ -146,8 +148,9 @@ absl::Status Trainer::RestoreInitialState(const RestoreScope& scope, const std::
     const bool was_empty = std::count(empty.begin(), empty.end(), k) > 0;
     if (!scope.rollback && !was_empty) continue;
     const ShardRange range = plan_->range(k);
-    std::vector<float> state(params_.begin() + range.begin, params_.begin() + range.end);
-    state.resize(2 * static_cast<size_t>(range.size()), 0.0f);  // momentum 0
+    const std::vector<float> state = InitialState(
+        optimizer, absl::MakeConstSpan(params_).subspan(static_cast<size_t>(range.begin),
+                                                        static_cast<size_t>(range.size())));
     RETURN_IF_ERROR(client_->RestoreFromState(MakeJobConfig(), k, initial, state, scope.generation,
                                               scope.rollback));
     if (was_empty) rec.add_shards_restored(k);

@@ -44,7 +44,7 @@ void WriteLaunchJson(const std::string& run_dir, const std::vector<std::string>&
 }
 
 // Checkpoint `step` of `dir` with the model split at `split` into two
-// shards; returns the parameters.
+// Adam shards; returns the parameters.
 std::vector<float> WriteCheckpoint(const std::string& dir, int64_t step, uint64_t split,
                                    float start) {
   const std::vector<float> params = Ramp(kMnistCnnParams, start);
@@ -62,9 +62,14 @@ std::vector<float> WriteCheckpoint(const std::string& dir, int64_t step, uint64_
     c.header.set_num_shards(2);
     c.header.set_range_begin(bounds[k]);
     c.header.set_range_end(bounds[k + 1]);
-    c.params.assign(params.begin() + static_cast<std::ptrdiff_t>(bounds[k]),
-                    params.begin() + static_cast<std::ptrdiff_t>(bounds[k + 1]));
-    c.momentum.assign(c.params.size(), 0.0f);
+    // An Adam shard: the parameters, then two slots that export must skip.
+    c.header.mutable_job()->set_optimizer(proto::ADAM);
+    c.header.mutable_job()->set_beta1(0.9);
+    c.header.mutable_job()->set_beta2(0.999);
+    c.header.mutable_job()->set_eps(1e-8);
+    c.state.assign(params.begin() + static_cast<std::ptrdiff_t>(bounds[k]),
+                   params.begin() + static_cast<std::ptrdiff_t>(bounds[k + 1]));
+    c.state.resize(3 * (bounds[k + 1] - bounds[k]), 7.0f);
     const std::string file = ShardFileName(step, k, 2);
     EXPECT_TRUE(WriteShardCheckpoint(absl::StrCat(dir, "/", file), &c).ok());
     proto::SavedShard* s = m.add_shards();

@@ -105,6 +105,25 @@ TEST(BadInput, WrongTaskTypeForTheBinaryExitsTwo) {
   EXPECT_THAT(p->output(), HasSubstr("start it with the worker binary"));
 }
 
+TEST(BadInput, AnOptimizerFlagOutOfRangeExitsTwoNamingIt) {
+  const std::string dir = testing::MakeTempDir("badoptimizer");
+  const std::string spec = testing::WriteLocalSpec(dir, 1, 1);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--optimizer=rmsprop"}, "--optimizer"},
+      {{"--optimizer=adam", "--beta1=1"}, "--beta1"},
+      {{"--optimizer=adam", "--nesterov"}, "--nesterov"},
+      {{"--optimizer=sgd", "--adagrad_lr_decay=0.1"}, "--adagrad_lr_decay"},
+  };
+  for (const auto& [flags, named] : cases) {
+    std::vector<std::string> args = {"--data_dir=" + MnistDir(), testing::SecretFlag()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    auto p = RunningProcess::Start(BinaryPath("worker"), args, testing::TfConfigFor(spec, "worker", 0));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(RunToExit(*p), 2) << flags.back() << "\n" << p->output();
+    EXPECT_THAT(p->output(), HasSubstr(named));
+  }
+}
+
 TEST(BadInput, MissingMnistExitsTwoNamingTheFile) {
   const std::string dir = testing::MakeTempDir("nomnist");
   const std::string spec = testing::WriteLocalSpec(dir, 1, 1);

@@ -105,5 +105,32 @@ TEST(GoldenEquivalence, TwoSyncWorkersReproduceOneProcessUnderAScheduleToo) {
   EXPECT_GT(Compare(constant, one).relative_l2, 1e-3);
 }
 
+// Adam and AdamW run on the ps too, their moments and step count in the
+// shard (issue 10): N sync workers still reproduce one process, since the
+// ps applies the same averaged gradient to the same state.
+void ExpectTwoWorkersEqualOne(const char* name, const std::vector<std::string>& flags) {
+  const std::vector<float> one = RunAndReadParams(1, 128, 1, flags);
+  const std::vector<float> two = RunAndReadParams(2, 64, 1, flags);
+  ASSERT_EQ(one.size(), 21840u);
+  ASSERT_EQ(two.size(), one.size());
+  const Difference golden = Compare(two, one);
+  std::printf("RESULT golden_%s steps=%d max_abs_diff=%.3g max_relative_diff=%.3g "
+              "relative_l2_diff=%.3g\n",
+              name, kSteps, golden.max_abs, golden.max_relative, golden.relative_l2);
+  EXPECT_LT(golden.relative_l2, 1e-5);
+  EXPECT_LT(golden.max_abs, 1e-5);
+  // And the optimizer changed the run: SGD at the same rate gives others.
+  const std::vector<float> sgd = RunAndReadParams(1, 128, 1, {"--lr=0.001"});
+  EXPECT_GT(Compare(sgd, one).relative_l2, 1e-3);
+}
+
+TEST(GoldenEquivalence, TwoSyncWorkersReproduceOneProcessWithAdam) {
+  ExpectTwoWorkersEqualOne("adam", {"--optimizer=adam", "--lr=0.001"});
+}
+
+TEST(GoldenEquivalence, TwoSyncWorkersReproduceOneProcessWithAdamW) {
+  ExpectTwoWorkersEqualOne("adamw", {"--optimizer=adamw", "--lr=0.001", "--weight_decay=0.01"});
+}
+
 }  // namespace
 }  // namespace pstrain

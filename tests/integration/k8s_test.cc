@@ -215,6 +215,26 @@ TEST_F(K8s, TheCommittedExampleIsWhatTheCommandWrites) {
   EXPECT_EQ(Validate(testing::SourcePath("deploy/k8s/mnist_sync_2ps_2w.yaml")).code, 0);
 }
 
+// The training flags reach the chief and worker replicas (here one Worker
+// replica spec: the spec has no chief, worker 0 is it), the optimizer's
+// among them.
+TEST_F(K8s, TheOptimizerFlagsGoToTheWorkerReplicas) {
+  const std::string manifest = Generate(
+      testing::SourcePath("cluster_specs/local_2ps_2w.json"),
+      {"--image=pstrain:latest", "--name=mnist-adamw", "--optimizer=adamw", "--weight_decay=0.01"},
+      "adamw.yaml");
+  auto text = ReadFileToString(manifest);
+  ASSERT_TRUE(text.ok());
+  for (const char* flag : {"\"--optimizer=adamw\"", "\"--weight_decay=0.01\""}) {
+    size_t count = 0;
+    for (size_t at = text->find(flag); at != std::string::npos; at = text->find(flag, at + 1)) {
+      ++count;
+    }
+    EXPECT_EQ(count, 1u) << flag;  // the Worker replica spec, not the PS one
+  }
+  EXPECT_EQ(Validate(manifest).code, 0);
+}
+
 TEST_F(K8s, BadNamesImagesAndSpecsAreRefusedNamingThem) {
   const std::string spec = testing::SourcePath("cluster_specs/local_2ps_2w.json");
   const std::string evaluator = dir_ + "/evaluator.json";
@@ -228,6 +248,11 @@ TEST_F(K8s, BadNamesImagesAndSpecsAreRefusedNamingThem) {
       {{"k8s", "--cluster_spec=" + spec, "--image=p:1", "--name=j", "--namespace=NS"}, "--namespace"},
       {{"k8s", "--cluster_spec=" + evaluator, "--image=p:1", "--name=j"}, "evaluator"},
       {{"k8s", "--image=p:1", "--name=j"}, "--cluster_spec"},
+      {{"k8s", "--cluster_spec=" + spec, "--image=p:1", "--name=j", "--optimizer=rmsprop"},
+       "--optimizer"},
+      {{"k8s", "--cluster_spec=" + spec, "--image=p:1", "--name=j", "--optimizer=adam",
+        "--beta2=1"},
+       "--beta2"},
   };
   for (const auto& [args, named] : cases) {
     const Ran r = RunProgram(testing::BinaryPath("pstrain"), args);

@@ -10,11 +10,14 @@
 // --ps_replicas=1 a restarted ps is restored from its standby instead: no
 // update is lost and nothing is rolled back. Without any checkpoint, every
 // shard goes back to the initial parameters, and the run still ends where
-// the uninterrupted one does.
+// the uninterrupted one does. The same holds with Adam (its moments come
+// back from the standby) and Adagrad (its sum's initial value from the
+// chief's initial state).
 
 #include <signal.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,9 +48,18 @@ struct Task {
   void Start() { process = RunningProcess::Start(binary, args, tf_config); }
 };
 
+// The optimizer flags of a job: SGD's defaults, or another optimizer's.
+std::vector<std::string> OptimizerFlags(const std::string& optimizer) {
+  if (optimizer == "adam") return {"--optimizer=adam", "--lr=0.001"};
+  // A sum that does not start at 0: the chief's initial state must say so.
+  if (optimizer == "adagrad") return {"--optimizer=adagrad", "--adagrad_initial_accumulator=0.1"};
+  return {};
+}
+
 // The four tasks of the job in `dir` (ps:0, ps:1, worker:0 the chief, worker:1).
 // `extra`: more flags for every task.
 std::vector<Task> MakeJob(const std::string& dir, bool replicas = false, bool checkpoints = true,
+                          const std::string& optimizer = "sgd",
                           const std::vector<std::string>& extra = {}) {
   const std::string spec = testing::WriteLocalSpec(dir, 2, 2);
   const std::string ckpt = "--checkpoint_dir=" + dir + "/checkpoints";
@@ -65,6 +77,7 @@ std::vector<Task> MakeJob(const std::string& dir, bool replicas = false, bool ch
         "--run_dir=" + dir + "/run", "--data_dir=" + testing::SourcePath("data/mnist"),
         w == 1 ? "--straggler_delay_ms=30" : "--straggler_delay_ms=0",
         replicas ? "--ps_replicas=1" : "--ps_replicas=0"};
+    for (const std::string& f : OptimizerFlags(optimizer)) args.push_back(f);
     tasks.push_back({testing::BinaryPath("worker"), args, testing::TfConfigFor(spec, "worker", w),
                      nullptr});
   }
@@ -81,15 +94,18 @@ void WaitAll(std::vector<Task>& tasks, const Task* except = nullptr) {
   }
 }
 
-const std::vector<float>& Reference() {
-  static const std::vector<float>* reference = [] {
+// The uninterrupted run's final parameters with `optimizer`.
+const std::vector<float>& Reference(const std::string& optimizer) {
+  static std::map<std::string, std::vector<float>>* const references =
+      new std::map<std::string, std::vector<float>>();
+  if (references->count(optimizer) == 0) {
     const std::string dir = testing::MakeTempDir("uninterrupted");
-    std::vector<Task> tasks = MakeJob(dir);
+    std::vector<Task> tasks = MakeJob(dir, false, true, optimizer);
     for (Task& t : tasks) t.Start();
     WaitAll(tasks);
-    return new std::vector<float>(testing::ReadFinalParams(dir + "/run"));
-  }();
-  return *reference;
+    (*references)[optimizer] = testing::ReadFinalParams(dir + "/run");
+  }
+  return references->at(optimizer);
 }
 
 struct Victim {
@@ -97,15 +113,17 @@ struct Victim {
   int task;  // index into MakeJob's tasks
   bool replicas = false;
   bool checkpoints = true;
+  const char* optimizer = "sgd";
 };
 
 class KilledAndRestarted : public ::testing::TestWithParam<Victim> {};
 
 TEST_P(KilledAndRestarted, TheJobFinishesWithTheUninterruptedParameters) {
-  const std::vector<float>& reference = Reference();
+  const std::vector<float>& reference = Reference(GetParam().optimizer);
   ASSERT_FALSE(reference.empty());
   const std::string dir = testing::MakeTempDir("recovery");
-  std::vector<Task> tasks = MakeJob(dir, GetParam().replicas, GetParam().checkpoints);
+  std::vector<Task> tasks =
+      MakeJob(dir, GetParam().replicas, GetParam().checkpoints, GetParam().optimizer);
   for (Task& t : tasks) t.Start();
   // Past a checkpoint (or step 40), then the victim dies and comes back.
   ASSERT_TRUE(tasks[2].process->WaitForOutput(
@@ -145,7 +163,14 @@ INSTANTIATE_TEST_SUITE_P(Tasks, KilledAndRestarted,
                                            Victim{"chief", 2},
                                            Victim{"ps1_with_standby", 1, true},
                                            Victim{"ps0_with_standby", 0, true},
-                                           Victim{"ps1_without_checkpoints", 1, false, false}),
+                                           Victim{"ps1_without_checkpoints", 1, false, false},
+                                           // The optimizer's slots travel with the
+                                           // parameters: Adam's moments through the
+                                           // standby, Adagrad's initial sum through the
+                                           // chief's initial state.
+                                           Victim{"ps0_with_standby_adam", 0, true, true, "adam"},
+                                           Victim{"ps1_without_checkpoints_adagrad", 1, false,
+                                                  false, "adagrad"}),
                          [](const ::testing::TestParamInfo<Victim>& p) {
                            return std::string(p.param.name);
                          });
@@ -165,7 +190,7 @@ struct FailoverCase {
 class FailedOver : public ::testing::TestWithParam<FailoverCase> {};
 
 TEST_P(FailedOver, TheStandbyServesTheShardAndNothingIsLost) {
-  const std::vector<float>& reference = Reference();
+  const std::vector<float>& reference = Reference("sgd");
   ASSERT_FALSE(reference.empty());
   const std::string dir = testing::MakeTempDir("failover");
   // A short peer timeout, so that a frozen ps is noticed in seconds.

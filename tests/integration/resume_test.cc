@@ -6,7 +6,8 @@
 // by seed, epoch and example). So does a run given --max_steps and resumed
 // to train longer, even when its newest checkpoint is damaged (the one
 // before is used, the damaged file named). A flag that disagrees with the
-// run being resumed is refused naming it.
+// run being resumed is refused naming it. A resumed Adam run continues with
+// Adam's moments and step count, exactly.
 
 #include <signal.h>
 
@@ -57,9 +58,10 @@ int Finish(RunningProcess& p) {
   return code.ok() ? *code : -1;
 }
 
-std::vector<float> UninterruptedParams(int64_t steps) {
+std::vector<float> UninterruptedParams(int64_t steps, std::vector<std::string> extra = {}) {
   const std::string dir = testing::MakeTempDir("reference");
-  auto p = StartRun(dir, {absl::StrCat("--max_steps=", steps)});
+  extra.push_back(absl::StrCat("--max_steps=", steps));
+  auto p = StartRun(dir, extra);
   EXPECT_EQ(Finish(*p), 0) << p->output();
   return testing::ReadFinalParams(dir);
 }
@@ -83,13 +85,19 @@ std::string ResumedFrom(const std::string& run_dir) {
   return s.resumed_from();
 }
 
-TEST(Resume, ASyncRunWhoseLauncherWasKilledFinishesWithTheUninterruptedParameters) {
+// A sync run with `extra` flags, its launcher killed after ckpt-40, then
+// resumed with --resume alone, against the same run uninterrupted.
+void ExpectAKilledRunResumesToTheUninterruptedParameters(const std::vector<std::string>& extra,
+                                                         const char* what) {
   constexpr int64_t kSteps = 120;
-  const std::vector<float> reference = UninterruptedParams(kSteps);
+  const std::vector<float> reference = UninterruptedParams(kSteps, extra);
   const std::string dir = testing::MakeTempDir("killed");
   // worker:1 is slowed so that the run is still going when the launcher dies.
-  auto p = StartRun(dir, {absl::StrCat("--max_steps=", kSteps), "--checkpoint_every_steps=20",
-                          "--straggler=worker:1:delay_ms=20"});
+  std::vector<std::string> flags = {absl::StrCat("--max_steps=", kSteps),
+                                    "--checkpoint_every_steps=20",
+                                    "--straggler=worker:1:delay_ms=20"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  auto p = StartRun(dir, flags);
   ASSERT_TRUE(p->WaitForOutput("checkpoint ckpt-40 written", 240)) << p->output();
   p->Signal(SIGKILL);
   ASSERT_TRUE(p->Wait(30).ok());
@@ -102,8 +110,20 @@ TEST(Resume, ASyncRunWhoseLauncherWasKilledFinishesWithTheUninterruptedParameter
   EXPECT_THAT(resumed->output(), HasSubstr("resumed from checkpoint ckpt-"));
   EXPECT_NE(ResumedFrom(dir), "");
   const std::vector<float> params = testing::ReadFinalParams(dir);
-  EXPECT_EQ(MaxAbsDifference(params, reference, "after_sigkill"), 0.0);
+  EXPECT_EQ(MaxAbsDifference(params, reference, what), 0.0);
   EXPECT_EQ(params, reference);  // bitwise: the same sums in the same order
+}
+
+TEST(Resume, ASyncRunWhoseLauncherWasKilledFinishesWithTheUninterruptedParameters) {
+  ExpectAKilledRunResumesToTheUninterruptedParameters({}, "after_sigkill");
+}
+
+// The same with Adam: the resumed shards must get back exp_avg, exp_avg_sq
+// and the step count of the bias corrections, or the parameters differ.
+// launch.json carries --optimizer, so --resume alone continues with Adam.
+TEST(Resume, AnAdamSyncRunWhoseLauncherWasKilledFinishesWithTheUninterruptedParameters) {
+  ExpectAKilledRunResumesToTheUninterruptedParameters({"--optimizer=adam", "--lr=0.001"},
+                                                      "adam_after_sigkill");
 }
 
 TEST(Resume, ARunResumedToTrainLongerSkipsADamagedCheckpointAndRefusesOtherFlags) {

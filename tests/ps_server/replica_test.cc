@@ -18,8 +18,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A REPLICATE of shard `shard` (range [0, kSize)) from ps `from`.
-Message Replicate(int from, int shard, int64_t version, float value) {
+// A REPLICATE of shard `shard` (range [0, kSize)) from ps `from`: a state
+// of `floats` floats (SGD's: parameters and momentum) for a job with
+// `optimizer`'s fields.
+Message Replicate(int from, int shard, int64_t version, float value,
+                  const proto::JobConfig& optimizer = proto::JobConfig(), int floats = 2 * kSize) {
   proto::Header h;
   h.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
   h.set_job_id(kJob);
@@ -36,7 +39,8 @@ Message Replicate(int from, int shard, int64_t version, float value) {
   h.mutable_replica()->set_version(version);
   h.mutable_replica()->set_updates(version);
   for (int r = 0; r < 2; ++r) h.mutable_replica()->add_worker_clocks(version);
-  std::vector<float> state(2 * kSize, value);
+  *h.mutable_job() = optimizer;
+  std::vector<float> state(static_cast<size_t>(floats), value);
   Message m;
   m.header = h;
   m.payload = zmq::message_t(state.data(), state.size() * sizeof(float));
@@ -100,8 +104,40 @@ TEST_F(StandbyTest, RefusesAStateFromAnyoneButItsPrimary) {
   EXPECT_EQ(Standby().Stats().replica_version(), -1);
 }
 
-TEST_F(StandbyTest, ARestoreFromAStateContinuesFromItExactly) {
+// An Adam shard's state is its parameters, exp_avg and exp_avg_sq: kept
+// whole, and refused when its size is another optimizer's.
+TEST_F(StandbyTest, KeepsAnAdamStateAndRefusesOneOfAnotherSize) {
+  std::vector<Reply> ack = ToStandby(Replicate(0, 0, 5, 0.25f, AdamJob(), 3 * kSize));
+  ASSERT_EQ(ack.size(), 1u);
+  EXPECT_FALSE(IsError(ack[0])) << ack[0].header.error().message();
+  proto::Header fetch = Base(proto::FETCH_REPLICA, 0);
+  fetch.set_shard_index(0);
+  std::vector<Reply> got = ToStandby(WithPayload(fetch, {}));
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_NE(got[0].payload, nullptr);
+  EXPECT_EQ(*got[0].payload, std::vector<float>(3 * kSize, 0.25f));
+  EXPECT_EQ(got[0].header.job().optimizer(), proto::ADAM);
+
+  std::vector<Reply> out = ToStandby(Replicate(0, 0, 6, 0.5f, AdamJob(), 2 * kSize));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("adam's 2 slot(s)"));
+  proto::JobConfig unknown = AdamJob();
+  unknown.set_optimizer(static_cast<proto::Optimizer>(9));
+  out = ToStandby(Replicate(0, 0, 6, 0.5f, unknown, 3 * kSize));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].header.error().message(), HasSubstr("optimizer 9"));
+  EXPECT_EQ(Standby().Stats().replica_version(), 5);  // the good one is still held
+}
+
+class StandbyRestoreTest : public StandbyTest,
+                           public ::testing::WithParamInterface<proto::Optimizer> {};
+
+// The restarted primary takes the state (RESTORE from_payload), then both
+// apply one more version: they stay equal, slots and step count included.
+TEST_P(StandbyRestoreTest, ARestoreFromAStateContinuesFromItExactly) {
   momentum_ = 0.5;
+  if (GetParam() != proto::SGD) optimizer_ = AdamJob(GetParam());
   Init(proto::SYNC, 2);
   RegisterAll(2);
   Push(0, 0, 0, 0.1f);
@@ -118,6 +154,7 @@ TEST_F(StandbyTest, ARestoreFromAStateContinuesFromItExactly) {
   r.mutable_job()->set_num_workers(2);
   r.mutable_job()->set_learning_rate(0.5);
   r.mutable_job()->set_momentum(0.5);
+  r.mutable_job()->MergeFrom(optimizer_);
   r.mutable_restore()->set_from_payload(true);
   *r.mutable_replica() = replica;
   std::vector<Reply> out;
@@ -136,7 +173,23 @@ TEST_F(StandbyTest, ARestoreFromAStateContinuesFromItExactly) {
     }
   }
   EXPECT_EQ(restarted.StateSnapshot(), H().StateSnapshot());
+  EXPECT_EQ(H().StateSnapshot().size(), (GetParam() == proto::SGD ? 2u : 3u) * kSize);
+  // A state of another optimizer's size is refused, naming the sizes.
+  RequestHandler other(o);
+  std::vector<float> short_state = state;
+  short_state.resize(short_state.size() - kSize);
+  out.clear();
+  other.Handle({Peer(0), ""}, WithPayload(r, short_state), &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_FALSE(other.initialized());
 }
+
+INSTANTIATE_TEST_SUITE_P(StandbyTest, StandbyRestoreTest,
+                         ::testing::Values(proto::SGD, proto::ADAM, proto::ADAMW),
+                         [](const ::testing::TestParamInfo<proto::Optimizer>& p) {
+                           return proto::Optimizer_Name(p.param);
+                         });
 
 // The primary's Replicator against a standby handler behind a real ROUTER.
 TEST_F(StandbyTest, AReplyShowingANewStateWaitsForTheStandbysAcknowledgement) {

@@ -86,6 +86,7 @@ class RequestHandlerTest : public ::testing::Test {
     job->set_num_workers(workers);
     job->set_learning_rate(0.5);
     job->set_momentum(momentum_);
+    job->MergeFrom(optimizer_);
     job->set_staleness(staleness);
     job->set_backup_workers(backup);
     job->set_staleness_lr(staleness_lr);
@@ -125,13 +126,14 @@ class RequestHandlerTest : public ::testing::Test {
   int num_shards_ = 1;          // ps tasks in the spec (this one is ps 0)
   bool dynamic_ = false;        // a sparse spec (dynamic workers)
   double momentum_ = 0.0;       // what Init asks for
+  proto::JobConfig optimizer_;  // merged into the job of Init and Restore
   std::unique_ptr<RequestHandler> handler_;
   uint64_t request_id_ = 0;
 };
 
 // Checkpoints: SAVE from the chief writes the shard; RESTORE on a fresh
-// handler continues from it exactly (parameters, momentum, version, each
-// rank's clock); damage is refused naming the file.
+// handler continues from it exactly (parameters, the optimizer's slots,
+// version, each rank's clock); damage is refused naming the file.
 class CheckpointRequestTest : public RequestHandlerTest {
  protected:
   void SetUp() override {
@@ -157,6 +159,7 @@ class CheckpointRequestTest : public RequestHandlerTest {
     h.mutable_job()->set_num_workers(2);
     h.mutable_job()->set_learning_rate(0.5);
     h.mutable_job()->set_momentum(momentum_);
+    h.mutable_job()->MergeFrom(optimizer_);
     h.mutable_restore()->set_step(step);
     h.mutable_restore()->set_checksum(checksum);
     h.mutable_restore()->set_verify_only(verify_only);
@@ -172,6 +175,16 @@ class CheckpointRequestTest : public RequestHandlerTest {
 
   std::vector<float> Params() { return {H().params().begin(), H().params().end()}; }
 };
+
+// The fields of an Adam job (PyTorch's defaults), for optimizer_.
+inline proto::JobConfig AdamJob(proto::Optimizer kind = proto::ADAM) {
+  proto::JobConfig job;
+  job.set_optimizer(kind);
+  job.set_beta1(0.9);
+  job.set_beta2(0.999);
+  job.set_eps(1e-8);
+  return job;
+}
 
 }  // namespace
 }  // namespace pstrain

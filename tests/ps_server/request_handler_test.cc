@@ -12,6 +12,8 @@
 #include <memory>
 #include <numeric>
 
+#include "common/file_util.h"
+#include "common/hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -273,6 +275,39 @@ TEST_F(RequestHandlerTest, EachVersionUsesTheSchedulesRate) {
   std::vector<Reply> out = Send(0, WithPayload(bad, {1.0f, 1.0f, 1.0f, 1.0f}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("sawtooth"));
+}
+
+// Every optimizer runs on the shard (ps_server/shard_store.h has their
+// rules): one sync version of Adam from p = 1, both workers pushing 0.1,
+// moves p by lr x m^ / (sqrt(v^) + eps) = 0.5 x 0.1 / (0.1 + 1e-8); the
+// state is the parameters, exp_avg and exp_avg_sq.
+TEST_F(RequestHandlerTest, ASyncShardAppliesAdamWithItsMoments) {
+  optimizer_ = AdamJob();
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  Push(0, 0, 0, 0.1f);
+  Push(1, 0, 0, 0.1f);
+  EXPECT_NEAR(H().params()[0], 1.0 - 0.5 * 0.1 / (0.1 + 1e-8), 1e-6);
+  const std::vector<float> state = H().StateSnapshot();
+  ASSERT_EQ(state.size(), 3u * kSize);
+  EXPECT_FLOAT_EQ(state[kSize], 0.1f * 0.1f);              // exp_avg
+  EXPECT_FLOAT_EQ(state[2 * kSize], 0.001f * 0.1f * 0.1f);  // exp_avg_sq
+}
+
+TEST_F(RequestHandlerTest, InitRefusesAnOptimizerItCannotRunNamingTheField) {
+  for (int variant = 0; variant < 3; ++variant) {
+    optimizer_ = AdamJob();
+    if (variant == 0) optimizer_.set_optimizer(static_cast<proto::Optimizer>(9));  // a later build's
+    if (variant == 1) optimizer_.set_eps(0.0);
+    if (variant == 2) optimizer_.set_beta1(1.0);
+    handler_.reset();
+    std::vector<Reply> out = Init(proto::SYNC, 2);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+    EXPECT_THAT(out[0].header.error().message(),
+                HasSubstr(variant == 0 ? "optimizer 9" : variant == 1 ? "eps" : "beta1"));
+    EXPECT_FALSE(H().initialized());
+  }
 }
 
 TEST_F(RequestHandlerTest, CountersAddUp) {
@@ -679,6 +714,94 @@ TEST_F(CheckpointRequestTest, SaveWritesTheShardAndRestoreContinuesFromItExactly
   Version(2, -2.0f);
   EXPECT_EQ(Params(), uninterrupted);  // momentum and update count came back too
   EXPECT_EQ(H().Stats().gradients_received(), 6);  // counters go on
+}
+
+// Each optimizer's whole state comes back: the same next versions give
+// the same parameters and slots, so the step count (Adam's bias
+// corrections, Adagrad's lr decay) came back too.
+TEST_F(CheckpointRequestTest, EveryOptimizersStateComesBackExactly) {
+  proto::JobConfig adagrad;
+  adagrad.set_optimizer(proto::ADAGRAD);
+  adagrad.set_eps(1e-10);
+  adagrad.set_adagrad_lr_decay(0.1);
+  adagrad.set_adagrad_initial_accumulator(0.1);
+  for (const proto::JobConfig& optimizer : {AdamJob(), AdamJob(proto::ADAMW), adagrad}) {
+    const std::string name = proto::Optimizer_Name(optimizer.optimizer());
+    handler_.reset();
+    optimizer_ = optimizer;
+    optimizer_.set_weight_decay(0.01);
+    Init(proto::SYNC, 2);
+    RegisterAll(2);
+    Version(0, 1.0f);
+    Version(1, 3.0f);
+    const proto::SavedShard saved = Save(0, 2)[0].header.saved();
+    EXPECT_EQ(saved.payload_bytes(), (adagrad.optimizer() == optimizer.optimizer() ? 2u : 3u) *
+                                         kSize * sizeof(float)) << name;
+    Version(2, -2.0f);
+    const std::vector<float> uninterrupted = H().StateSnapshot();
+    handler_.reset();
+    std::vector<Reply> out = Restore(2, saved.checksum(), /*verify_only=*/false);
+    ASSERT_FALSE(IsError(out[0])) << name << ": " << out[0].header.error().message();
+    RegisterAll(2);
+    Version(2, -2.0f);
+    EXPECT_EQ(H().StateSnapshot(), uninterrupted) << name;
+  }
+}
+
+TEST_F(CheckpointRequestTest, ACheckpointOfAnotherOptimizerIsRefusedNamingTheFile) {
+  optimizer_ = AdamJob();
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  Version(0, 1.0f);
+  const proto::SavedShard saved = Save(0, 1)[0].header.saved();
+  for (const proto::JobConfig& other : {proto::JobConfig(), AdamJob(proto::ADAMW)}) {
+    handler_.reset();
+    optimizer_ = other;  // sgd (momentum 0.5), then adamw: the same slots, another rule
+    for (bool verify_only : {true, false}) {
+      std::vector<Reply> out = Restore(1, saved.checksum(), verify_only);
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].header.error().code(),
+                static_cast<int>(absl::StatusCode::kFailedPrecondition));
+      EXPECT_THAT(out[0].header.error().message(), HasSubstr(checkpoint_dir_ + "/" + saved.file()));
+      EXPECT_THAT(out[0].header.error().message(), HasSubstr("the optimizer is adam ("));
+    }
+    EXPECT_FALSE(H().initialized());
+  }
+}
+
+// A shard file of format version 1 (what builds before optimizers wrote:
+// SGD, parameters then momentum) still restores an SGD shard exactly. It
+// is made here from a version 2 file of the same state, whose bytes differ
+// only in the header's format_version (proto/checkpoint.proto).
+TEST_F(CheckpointRequestTest, AFormatOneCheckpointRestoresAnSgdShardExactly) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  Version(0, 1.0f);
+  Version(1, 3.0f);
+  const proto::SavedShard saved = Save(0, 2)[0].header.saved();
+  Version(2, -2.0f);
+  const std::vector<float> uninterrupted = H().StateSnapshot();
+  const std::string path = checkpoint_dir_ + "/" + saved.file();
+  auto c = ReadShardCheckpoint(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::string bytes = EncodeShardCheckpoint(&*c);
+  const size_t header_bytes = bytes.size() - 20 - c->header.payload_bytes();
+  proto::ShardCheckpointHeader h = c->header;
+  h.set_format_version(proto::CHECKPOINT_FORMAT_V1);
+  std::string header = h.SerializeAsString();
+  ASSERT_EQ(header.size(), header_bytes);  // a varint 1 for a varint 2
+  uint64_t sum = Fnv1a64(header);
+  for (int i = 0; i < 8; ++i) bytes[12 + i] = static_cast<char>((sum >> (8 * i)) & 0xff);
+  bytes.replace(20, header.size(), header);
+  ASSERT_TRUE(WriteFileAtomic(path, bytes).ok());
+  ASSERT_EQ(ReadShardCheckpoint(path)->header.format_version(), proto::CHECKPOINT_FORMAT_V1);
+
+  handler_.reset();
+  std::vector<Reply> out = Restore(2, saved.checksum(), /*verify_only=*/false);
+  ASSERT_FALSE(IsError(out[0])) << out[0].header.error().message();
+  RegisterAll(2);
+  Version(2, -2.0f);
+  EXPECT_EQ(H().StateSnapshot(), uninterrupted);
 }
 
 TEST_F(CheckpointRequestTest, OnlyTheChiefSavesAndOnlyIntoACheckpointDir) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/file_util.h"
+#include "common/optimizer.h"
 #include "common/hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -36,9 +37,50 @@ ShardCheckpoint Sample() {
   h.mutable_stats()->set_gradients_received(40);
   h.add_worker_clocks(20);
   h.add_worker_clocks(20);
-  c.params = {1.5f, -2.0f, 3.25f, 0.0f};
-  c.momentum = {0.1f, 0.2f, -0.3f, 1e-30f};
+  c.state = {1.5f, -2.0f, 3.25f, 0.0f,     // parameters
+             0.1f, 0.2f, -0.3f, 1e-30f};  // momentum buffer
   return c;
+}
+
+// The sample as an Adam (or AdamW) shard: parameters, exp_avg, exp_avg_sq.
+ShardCheckpoint AdamSample(proto::Optimizer kind = proto::ADAM) {
+  ShardCheckpoint c = Sample();
+  proto::JobConfig* job = c.header.mutable_job();
+  job->set_optimizer(kind);
+  job->set_beta1(0.9);
+  job->set_beta2(0.999);
+  job->set_eps(1e-8);
+  c.state.insert(c.state.end(), {4e-6f, 1e-5f, 0.0f, 2.5f});
+  return c;
+}
+
+void PutLittleEndian(uint64_t value, int bytes, std::string* out) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+// A file's bytes for `header` and `payload`, framed by hand as
+// proto/checkpoint.proto lays it out (not by the code under test).
+std::string Frame(const proto::ShardCheckpointHeader& header, const std::vector<float>& payload) {
+  const std::string h = header.SerializeAsString();
+  std::string bytes = "PSTRCKPT";
+  PutLittleEndian(h.size(), 4, &bytes);
+  PutLittleEndian(Fnv1a64(h), 8, &bytes);
+  bytes += h;
+  bytes.append(reinterpret_cast<const char*>(payload.data()), payload.size() * sizeof(float));
+  return bytes;
+}
+
+// A format version 1 file, as the builds before optimizers wrote it: an
+// SGD job, the payload the parameters then the momentum buffer.
+std::string FormatOneFile() {
+  ShardCheckpoint c = Sample();
+  proto::ShardCheckpointHeader h = c.header;
+  h.set_format_version(proto::CHECKPOINT_FORMAT_V1);
+  h.set_encoding(proto::F32);
+  h.set_payload_bytes(c.state.size() * sizeof(float));
+  h.set_payload_checksum(Fnv1a64(absl::string_view(reinterpret_cast<const char*>(c.state.data()),
+                                                   c.state.size() * sizeof(float))));
+  return Frame(h, c.state);
 }
 
 ShardCheckpointExpectation Expected(const ShardCheckpoint& c) {
@@ -67,13 +109,88 @@ TEST(ShardCheckpoint, ReadsBackExactlyWhatWasWritten) {
   ASSERT_TRUE(WriteShardCheckpoint(path, &written).ok());  // makes ckpt-20/
   auto read = ReadShardCheckpoint(path);
   ASSERT_TRUE(read.ok()) << read.status();
-  EXPECT_EQ(read->params, written.params);
-  EXPECT_EQ(read->momentum, written.momentum);
+  EXPECT_EQ(read->state, written.state);
   EXPECT_EQ(read->header.SerializeAsString(), written.header.SerializeAsString());
-  EXPECT_EQ(read->header.format_version(), proto::CHECKPOINT_FORMAT_V1);
+  EXPECT_EQ(read->header.format_version(), proto::CHECKPOINT_FORMAT_V2);
   EXPECT_EQ(read->header.payload_bytes(), 2 * 4 * sizeof(float));
-  EXPECT_EQ(read->header.payload_checksum(), PayloadChecksum(written.params, written.momentum));
+  EXPECT_EQ(read->header.payload_checksum(), PayloadChecksum(written.state));
   EXPECT_TRUE(CheckShardCheckpoint(*read, Expected(*read), path).ok());
+}
+
+TEST(ShardCheckpoint, EveryOptimizersStateReadsBackExactly) {
+  ShardCheckpoint adagrad = Sample();
+  adagrad.header.mutable_job()->set_optimizer(proto::ADAGRAD);
+  adagrad.header.mutable_job()->set_eps(1e-10);
+  for (ShardCheckpoint written : {AdamSample(), AdamSample(proto::ADAMW), adagrad}) {
+    const std::string name = OptimizerName(written.header.job().optimizer());
+    const std::string path = testing::MakeTempDir("ckpt") + "/" + name + ".ckpt";
+    ASSERT_TRUE(WriteShardCheckpoint(path, &written).ok()) << name;
+    auto read = ReadShardCheckpoint(path);
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(read->state, written.state) << name;
+    EXPECT_EQ(read->header.payload_bytes(), written.state.size() * sizeof(float)) << name;
+    EXPECT_EQ(read->header.job().optimizer(), written.header.job().optimizer());
+    EXPECT_TRUE(CheckShardCheckpoint(*read, Expected(*read), path).ok()) << name;
+  }
+  // Adam's state is parameters, exp_avg, exp_avg_sq: 3 x 4 floats.
+  EXPECT_EQ(AdamSample().state.size(), 12u);
+}
+
+TEST(ShardCheckpoint, AFormatOneFileReadsAsSgdWithItsMomentum) {
+  const std::string path = testing::MakeTempDir("ckpt") + "/v1.ckpt";
+  ASSERT_TRUE(WriteFileAtomic(path, FormatOneFile()).ok());
+  auto read = ReadShardCheckpoint(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->header.format_version(), proto::CHECKPOINT_FORMAT_V1);
+  EXPECT_EQ(read->state, Sample().state);
+  // It restores an SGD job as before, and its checksum is what a format 2
+  // file of the same state has (a manifest written before still matches).
+  EXPECT_TRUE(CheckShardCheckpoint(*read, Expected(*read), path).ok());
+  ShardCheckpoint v2 = Sample();
+  EncodeShardCheckpoint(&v2);
+  EXPECT_EQ(read->header.payload_checksum(), v2.header.payload_checksum());
+  proto::JobConfig adam = read->header.job();
+  adam.set_optimizer(proto::ADAM);
+  adam.set_beta2(0.999);
+  adam.set_eps(1e-8);
+  const absl::Status s = CheckShardCheckpoint(*read, {1, 2, 100, 104, 0xabc, 0, &adam}, path);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr(path));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("the optimizer is sgd (momentum 0.5"));
+}
+
+TEST(ShardCheckpoint, AFormatOneFileOfAnotherOptimizerOrAnUnknownOptimizerIsRefused) {
+  // Version 1 knew SGD only: one that says otherwise is damaged.
+  ShardCheckpoint c = AdamSample();
+  proto::ShardCheckpointHeader h = c.header;
+  h.set_format_version(proto::CHECKPOINT_FORMAT_V1);
+  h.set_encoding(proto::F32);
+  h.set_payload_bytes(c.state.size() * sizeof(float));
+  h.set_payload_checksum(PayloadChecksum(c.state));
+  auto v1 = DecodeShardCheckpoint(Frame(h, c.state), "v1-adam.ckpt");
+  EXPECT_EQ(v1.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(v1.status().message()), HasSubstr("v1-adam.ckpt"));
+  // A later build's optimizer: this one cannot say how large its state is.
+  h.set_format_version(proto::CHECKPOINT_FORMAT_V2);
+  h.mutable_job()->set_optimizer(static_cast<proto::Optimizer>(9));
+  auto unknown = DecodeShardCheckpoint(Frame(h, c.state), "later.ckpt");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("later.ckpt"));
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("optimizer"));
+}
+
+TEST(ShardCheckpoint, AStateOfTheWrongSizeForItsOptimizerIsDamage) {
+  // An Adam header over an SGD-sized payload (a slot missing).
+  ShardCheckpoint c = AdamSample();
+  proto::ShardCheckpointHeader h = c.header;
+  h.set_format_version(proto::CHECKPOINT_FORMAT_V2);
+  h.set_encoding(proto::F32);
+  const std::vector<float> short_state(c.state.begin(), c.state.begin() + 8);
+  h.set_payload_bytes(short_state.size() * sizeof(float));
+  h.set_payload_checksum(PayloadChecksum(short_state));
+  auto read = DecodeShardCheckpoint(Frame(h, short_state), "short.ckpt");
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr("short.ckpt"));
 }
 
 TEST(ShardCheckpoint, ADamagedPayloadIsRefusedNamingTheFile) {
@@ -105,24 +222,14 @@ TEST(ShardCheckpoint, TruncatedEmptyOrForeignFilesAreRefused) {
   EXPECT_EQ(ReadShardCheckpoint(path + ".missing").status().code(), absl::StatusCode::kNotFound);
 }
 
-void PutLittleEndian(uint64_t value, int bytes, std::string* out) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-
 TEST(ShardCheckpoint, AWellFormedFileOfAFutureFormatIsRefused) {
   ShardCheckpoint c = Sample();
-  const std::string good = EncodeShardCheckpoint(&c);
-  c.header.set_format_version(2);
-  const std::string header = c.header.SerializeAsString();
-  std::string bytes = "PSTRCKPT";
-  PutLittleEndian(header.size(), 4, &bytes);
-  PutLittleEndian(Fnv1a64(header), 8, &bytes);
-  bytes += header;
-  bytes += good.substr(good.size() - c.header.payload_bytes());
-  auto decoded = DecodeShardCheckpoint(bytes, "future.ckpt");
+  EncodeShardCheckpoint(&c);
+  c.header.set_format_version(3);
+  auto decoded = DecodeShardCheckpoint(Frame(c.header, c.state), "future.ckpt");
   EXPECT_EQ(decoded.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(decoded.status().message()), HasSubstr("future.ckpt"));
-  EXPECT_THAT(std::string(decoded.status().message()), HasSubstr("format version 2"));
+  EXPECT_THAT(std::string(decoded.status().message()), HasSubstr("format version 3"));
 }
 
 TEST(ShardCheckpoint, AMismatchedPlanRangeShardOrOptimizerIsRefusedNamingTheFile) {
@@ -137,15 +244,19 @@ TEST(ShardCheckpoint, AMismatchedPlanRangeShardOrOptimizerIsRefusedNamingTheFile
   other_momentum.set_momentum(0.9);
   proto::JobConfig other_mode = c->header.job();
   other_mode.set_mode(proto::ASYNC);
+  proto::JobConfig adagrad = c->header.job();
+  adagrad.set_optimizer(proto::ADAGRAD);  // one slot, as SGD's
+  adagrad.set_eps(1e-10);
   std::vector<Case> cases = {
-      {"plan fingerprint", Expected(*c)}, {"range", Expected(*c)},   {"shard", Expected(*c)},
-      {"optimizer", Expected(*c)},        {"mode", Expected(*c)},
+      {"plan fingerprint", Expected(*c)}, {"range", Expected(*c)},     {"shard", Expected(*c)},
+      {"optimizer", Expected(*c)},        {"mode", Expected(*c)},      {"optimizer", Expected(*c)},
   };
   cases[0].e.plan_fingerprint = 0xdef;
   cases[1].e.range_end = 105;
   cases[2].e.shard_index = 0;
   cases[3].e.job = &other_momentum;
   cases[4].e.job = &other_mode;
+  cases[5].e.job = &adagrad;
   for (const Case& k : cases) {
     const absl::Status s = CheckShardCheckpoint(*c, k.e, path);
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << k.field;
@@ -157,6 +268,26 @@ TEST(ShardCheckpoint, AMismatchedPlanRangeShardOrOptimizerIsRefusedNamingTheFile
   const absl::Status s = CheckShardCheckpoint(*c, other_save, path);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(s.message()), HasSubstr("manifest"));
+}
+
+TEST(ShardCheckpoint, AnAdamCheckpointIsRefusedForAnAdamwJobAndOtherBetas) {
+  const std::string path = testing::MakeTempDir("ckpt") + "/adam.ckpt";
+  ShardCheckpoint written = AdamSample();
+  ASSERT_TRUE(WriteShardCheckpoint(path, &written).ok());
+  auto c = ReadShardCheckpoint(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  proto::JobConfig adamw = c->header.job();
+  adamw.set_optimizer(proto::ADAMW);
+  proto::JobConfig other_beta2 = c->header.job();
+  other_beta2.set_beta2(0.99);
+  for (const proto::JobConfig* job : {&adamw, &other_beta2}) {
+    ShardCheckpointExpectation e = Expected(*c);
+    e.job = job;
+    const absl::Status s = CheckShardCheckpoint(*c, e, path);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(s.message()), HasSubstr(path));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("the optimizer is adam (betas 0.9, 0.999"));
+  }
 }
 
 }  // namespace

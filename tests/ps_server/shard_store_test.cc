@@ -1,7 +1,18 @@
+// Each optimizer's update against PyTorch's definition (ps_server/
+// shard_store.h writes them out): SGD against a double-precision loop over
+// many steps, Adam, AdamW and Adagrad against values computed in Python's
+// float64 from the same formulas (and checked once against torch.optim
+// 1.13 in float64, which agreed to 2e-16), over three steps with a
+// learning rate that changes each step (as a schedule's does) and a
+// gradient scale. The state's layout, and that a refused update leaves no
+// trace.
+
 #include "ps_server/shard_store.h"
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -26,17 +37,25 @@ struct ReferenceSgd {
   }
 };
 
-struct Config {
+OptimizerConfig Sgd(double mu, bool nesterov = false, double wd = 0.0) {
+  OptimizerConfig c;
+  c.momentum = mu;
+  c.nesterov = nesterov;
+  c.weight_decay = wd;
+  return c;
+}
+
+struct SgdCase {
   double mu, wd;
   bool nesterov;
 };
 
-class ShardStoreMatchesPyTorchSgd : public ::testing::TestWithParam<Config> {};
+class ShardStoreMatchesPyTorchSgd : public ::testing::TestWithParam<SgdCase> {};
 
 TEST_P(ShardStoreMatchesPyTorchSgd, OverManySteps) {
-  const Config c = GetParam();
+  const SgdCase c = GetParam();
   const std::vector<float> init = {0.5f, -1.25f, 2.0f, 0.0f};
-  ShardStore store(init, {c.mu, c.nesterov, c.wd});
+  ShardStore store(init, Sgd(c.mu, c.nesterov, c.wd));
   std::vector<ReferenceSgd> ref;
   for (float p : init) ref.push_back({0.05, c.mu, c.wd, c.nesterov, p});
   for (int step = 0; step < 50; ++step) {
@@ -49,31 +68,204 @@ TEST_P(ShardStoreMatchesPyTorchSgd, OverManySteps) {
   }
   for (size_t i = 0; i < init.size(); ++i) {
     EXPECT_NEAR(store.params()[i], ref[i].p, 1e-5) << "param " << i;
+    if (c.mu != 0) {
+      EXPECT_NEAR(store.slot(0)[i], ref[i].buf, 1e-5) << "buffer " << i;
+    }
   }
   EXPECT_EQ(store.updates(), 50);
 }
 
 INSTANTIATE_TEST_SUITE_P(ShardStore, ShardStoreMatchesPyTorchSgd,
-                         ::testing::Values(Config{0.0, 0.0, false}, Config{0.5, 0.0, false},
-                                           Config{0.9, 0.0, true}, Config{0.5, 1e-2, false},
-                                           Config{0.9, 1e-3, true}));
+                         ::testing::Values(SgdCase{0.0, 0.0, false}, SgdCase{0.5, 0.0, false},
+                                           SgdCase{0.9, 0.0, true}, SgdCase{0.5, 1e-2, false},
+                                           SgdCase{0.9, 1e-3, true}));
 
-TEST(ShardStore, GradScaleAveragesASum) {
-  ShardStore a({1.0f, 2.0f}, {0.5, false, 0.0});
-  ShardStore b({1.0f, 2.0f}, {0.5, false, 0.0});
-  ASSERT_TRUE(a.Apply(std::vector<float>{4.0f, 8.0f}, 0.25f, 0.1f).ok());
-  ASSERT_TRUE(b.Apply(std::vector<float>{1.0f, 2.0f}, 1.0f, 0.1f).ok());
-  EXPECT_FLOAT_EQ(a.params()[0], b.params()[0]);
-  EXPECT_FLOAT_EQ(a.params()[1], b.params()[1]);
+// Three steps on p0 = {0.5, -1.25, 2.0, 0.0}: gradient sums `kGrads[t]`
+// scaled by kScales[t] (the sync average's 1/weight), at learning rate
+// kLrs[t]. The last element's gradient is 0 until step 3, so its update is
+// 0 / (0 + eps) = 0 until then.
+const std::vector<float> kInit = {0.5f, -1.25f, 2.0f, 0.0f};
+const std::vector<std::vector<float>> kGrads = {
+    {0.2f, -0.4f, 0.6f, 0.0f}, {0.4f, 0.05f, -0.1f, 0.0f}, {-0.3f, 0.25f, 0.2f, 1e-3f}};
+const float kScales[] = {0.5f, 1.0f, 1.0f};
+const float kLrs[] = {0.1f, 0.05f, 0.02f};
+
+struct HandCase {
+  const char* name;
+  OptimizerConfig config;
+  std::vector<std::vector<double>> params;  // after each step
+  std::vector<std::vector<double>> slots;   // after the last step, in slot order
+};
+
+OptimizerConfig Adam(proto::Optimizer kind, double wd, double beta1, double beta2, double eps) {
+  OptimizerConfig c;
+  c.kind = kind;
+  c.weight_decay = wd;
+  c.beta1 = beta1;
+  c.beta2 = beta2;
+  c.eps = eps;
+  return c;
 }
 
-TEST(ShardStore, RejectsBadOptimizerConfig) {
-  EXPECT_FALSE(ValidateOptimizerConfig({1.0, false, 0.0}).ok());
-  EXPECT_FALSE(ValidateOptimizerConfig({-0.1, false, 0.0}).ok());
-  EXPECT_FALSE(ValidateOptimizerConfig({0.5, false, -1.0}).ok());
-  EXPECT_FALSE(ValidateOptimizerConfig({0.0, true, 0.0}).ok());
-  EXPECT_FALSE(ValidateOptimizerConfig({std::nan(""), false, 0.0}).ok());
-  EXPECT_TRUE(ValidateOptimizerConfig({0.9, true, 1e-4}).ok());
+OptimizerConfig Adagrad(double wd, double lr_decay, double initial, double eps) {
+  OptimizerConfig c;
+  c.kind = proto::ADAGRAD;
+  c.weight_decay = wd;
+  c.lr_decay = lr_decay;
+  c.initial_accumulator = initial;
+  c.eps = eps;
+  return c;
+}
+
+// Computed in Python (float64) from shard_store.h's formulas. By hand, adam
+// step 1, element 0: g = 0.2 x 0.5 = 0.1; m = 0.1 g = 0.01; v = 0.001 g^2
+// = 1e-5; step size 0.1 / (1 - 0.9) = 1; sqrt(v) / sqrt(1 - 0.999) = 0.1;
+// p = 0.5 - 0.01 / (0.1 + 1e-8) = 0.40000000999999.
+const HandCase kHandCases[] = {
+    {"adam",
+     Adam(proto::ADAM, 0.0, 0.9, 0.999, 1e-8),
+     {{0.400000009999999, -1.1500000049999999, 1.9000000033333333, 0.0},
+      {0.355781186987558, -1.1265265980502235, 1.8799890756307072, 0.0},
+      {0.3522470209504651, -1.1317726394904213, 1.8679273463603188, -0.01277605081091368}},
+     {{0.014100000000000001, 0.013299999999999994, 0.03529999999999999, 9.999999999999998e-05},
+      {0.00025982001000000025, 0.00010491754000000009, 0.00013981009000000013,
+       1.000000000000001e-09}}},
+    // L2 weight decay: g = grad + 0.1 p, before the moments.
+    {"adam_l2",
+     Adam(proto::ADAM, 0.1, 0.9, 0.999, 1e-8),
+     {{0.40000000666666624, -1.150000003076923, 1.900000002, 0.0},
+      {0.3539758479603675, -1.109847955841787, 1.8604330149867216, 0.0},
+      {0.34793274387527123, -1.103346687268364, 1.8429608398085342, -0.01277605081091368}},
+     {{0.025289758539603673, -0.018273479586110176, 0.0872043301678672, 9.999999999999998e-05},
+      {0.00028587586121785083, 0.0001289598577237327, 0.00040662158066795905,
+       1.000000000000001e-09}}},
+    // Decoupled: p *= 1 - lr x 0.1 first; the moments see the bare gradient.
+    {"adamw",
+     Adam(proto::ADAMW, 0.1, 0.8, 0.99, 1e-6),
+     {{0.3950009999900001, -1.1375004999975, 1.8800003333322222, 0.0},
+      {0.34739424766343513, -1.1108055789255262, 1.8531737061063616, 0.0},
+      {0.3443642566066522, -1.1156740016183557, 1.8376078336951873, -0.014101908332109525}},
+     {{0.01680000000000001, 0.03239999999999999, 0.06239999999999998, 0.00019999999999999996},
+      {0.0025820100000000026, 0.001041790000000001, 0.0013810900000000013,
+       1.000000000000001e-08}}},
+    // lr / (1 + (t - 1) 0.1), the sum starting at 0.5, L2 decay 0.01.
+    {"adagrad",
+     Adagrad(0.01, 0.1, 0.5, 1e-10),
+     {{0.4853118118999566, -1.2212194932414353, 1.9587705542429061, 0.0},
+      {0.46291196219342595, -1.2235427673972714, 1.9634547912732945, 0.0},
+      {0.4685507931602817, -1.2286454130557216, 1.9589390207721966, -2.3570202466027572e-05}},
+     {{0.7621750042259903, 0.6031161600652045, 0.6571054717367617, 0.500001}}},
+    // PyTorch's defaults: the sum starts at 0, so a zero gradient divides 0 by eps.
+    {"adagrad_defaults",
+     Adagrad(0.0, 0.0, 0.0, kAdagradEps),
+     {{0.4000000001, -1.15000000005, 1.9000000000333332, 0.0},
+      {0.3514928751044981, -1.1621267812959342, 1.9158113883291752, 0.0},
+      {0.36325984321048144, -1.1775571162873815, 1.9051209386555354, -0.0199999980000002}},
+     {{0.26, 0.10500000000000001, 0.14, 1e-06}}},
+};
+
+// f32 arithmetic against float64: a few ulps, relative (the simulated f32
+// run differs from the float64 one by at most 5e-7).
+void ExpectClose(absl::Span<const float> actual, const std::vector<double>& expected,
+                 const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_NEAR(actual[i], expected[i], 2e-6 * std::fabs(expected[i]) + 1e-12)
+        << what << " element " << i;
+  }
+}
+
+class ShardStoreMatchesHandValues : public ::testing::TestWithParam<HandCase> {};
+
+TEST_P(ShardStoreMatchesHandValues, OverThreeSteps) {
+  const HandCase& c = GetParam();
+  ShardStore store(kInit, c.config);
+  ASSERT_EQ(store.num_slots(), static_cast<int>(c.slots.size()));
+  for (int t = 0; t < 3; ++t) {
+    ASSERT_TRUE(store.Apply(kGrads[t], kScales[t], kLrs[t]).ok());
+    ExpectClose(store.params(), c.params[t], absl::StrCat(c.name, " params, step ", t + 1));
+  }
+  for (int k = 0; k < store.num_slots(); ++k) {
+    ExpectClose(store.slot(k), c.slots[k], absl::StrCat(c.name, " slot ", k));
+  }
+  EXPECT_EQ(store.updates(), 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(ShardStore, ShardStoreMatchesHandValues, ::testing::ValuesIn(kHandCases),
+                         [](const ::testing::TestParamInfo<HandCase>& c) {
+                           return std::string(c.param.name);
+                         });
+
+TEST(ShardStore, TheStateIsTheParametersThenTheSlots) {
+  ShardStore adam(kInit, Adam(proto::ADAMW, 0.0, 0.9, 0.999, 1e-8));
+  ASSERT_TRUE(adam.Apply(kGrads[0], 1.0f, 0.1f).ok());
+  ASSERT_EQ(adam.state().size(), 3 * kInit.size());
+  EXPECT_EQ(adam.state().subspan(0, 4), adam.params());
+  EXPECT_EQ(adam.state().subspan(4, 4), adam.slot(0));  // exp_avg
+  EXPECT_EQ(adam.state().subspan(8, 4), adam.slot(1));  // exp_avg_sq
+  EXPECT_FLOAT_EQ(adam.slot(0)[0], 0.1f * 0.2f);
+  EXPECT_FLOAT_EQ(adam.slot(1)[0], 0.001f * 0.2f * 0.2f);
+  // Adagrad's sum starts at initial_accumulator.
+  ShardStore adagrad(kInit, Adagrad(0, 0, 0.25, 1e-10));
+  EXPECT_THAT(adagrad.slot(0), ::testing::Each(0.25f));
+}
+
+TEST(ShardStore, ARestoredStateContinuesExactly) {
+  const OptimizerConfig config = Adam(proto::ADAM, 0.1, 0.9, 0.999, 1e-8);
+  ShardStore straight(kInit, config);
+  ASSERT_TRUE(straight.Apply(kGrads[0], kScales[0], kLrs[0]).ok());
+  ShardStore restored({straight.state().begin(), straight.state().end()}, straight.updates(),
+                      config);
+  for (ShardStore* s : {&straight, &restored}) {
+    ASSERT_TRUE(s->Apply(kGrads[1], kScales[1], kLrs[1]).ok());
+  }
+  EXPECT_EQ(std::vector<float>(restored.state().begin(), restored.state().end()),
+            std::vector<float>(straight.state().begin(), straight.state().end()));
+  EXPECT_EQ(restored.updates(), 2);  // the bias corrections' step went on too
+}
+
+TEST(ShardStore, SgdWithoutMomentumLeavesTheBufferAlone) {
+  ShardStore store(kInit, Sgd(0.0));
+  for (int t = 0; t < 3; ++t) ASSERT_TRUE(store.Apply(kGrads[t], 1.0f, 0.1f).ok());
+  EXPECT_THAT(store.slot(0), ::testing::Each(0.0f));
+  EXPECT_FLOAT_EQ(store.params()[0], 0.5f - 0.1f * (0.2f + 0.4f - 0.3f));
+}
+
+TEST(ShardStore, GradScaleAveragesASumForEveryOptimizer) {
+  for (const OptimizerConfig& config :
+       {Sgd(0.5), Adam(proto::ADAM, 0.01, 0.9, 0.999, 1e-8),
+        Adam(proto::ADAMW, 0.01, 0.9, 0.999, 1e-8), Adagrad(0.01, 0.1, 0.1, 1e-10)}) {
+    ShardStore a({1.0f, 2.0f}, config);
+    ShardStore b({1.0f, 2.0f}, config);
+    ASSERT_TRUE(a.Apply(std::vector<float>{4.0f, 8.0f}, 0.25f, 0.1f).ok());
+    ASSERT_TRUE(b.Apply(std::vector<float>{1.0f, 2.0f}, 1.0f, 0.1f).ok());
+    EXPECT_FLOAT_EQ(a.params()[0], b.params()[0]) << DescribeOptimizer(config);
+    EXPECT_FLOAT_EQ(a.params()[1], b.params()[1]) << DescribeOptimizer(config);
+  }
+}
+
+// A gradient whose square overflows f32 would make exp_avg_sq (or
+// Adagrad's sum) infinite: refused, and the shard is as it was, its step
+// count included, so the next update is the first one.
+TEST(ShardStore, AnUpdateThatWouldMakeASlotNonFiniteLeavesNoTrace) {
+  for (const HandCase& c : kHandCases) {
+    ShardStore store(kInit, c.config);
+    const std::vector<float> before(store.state().begin(), store.state().end());
+    const absl::Status refused = store.Apply(std::vector<float>(4, 3e38f), 1.0f, 0.1f);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << c.name;
+    EXPECT_EQ(std::vector<float>(store.state().begin(), store.state().end()), before) << c.name;
+    EXPECT_EQ(store.updates(), 0) << c.name;
+    ASSERT_TRUE(store.Apply(kGrads[0], kScales[0], kLrs[0]).ok());
+    ExpectClose(store.params(), c.params[0], c.name);
+  }
+}
+
+TEST(ShardStore, IsFiniteStateChecksEachArrayOnItsOwn) {
+  EXPECT_TRUE(IsFiniteState(std::vector<float>{1.0f, 2.0f, 0.0f, 0.0f}, 2));
+  EXPECT_FALSE(IsFiniteState(std::vector<float>{1.0f, 2.0f, 0.0f, NAN}, 2));
+  // 2e19^2 overflows f32 in one array; split over two arrays each is fine.
+  EXPECT_FALSE(IsFiniteState(std::vector<float>{2e19f, 0.0f}, 2));
+  EXPECT_TRUE(IsFiniteState(std::vector<float>{1.3e19f, 1.3e19f}, 1));
 }
 
 }  // namespace

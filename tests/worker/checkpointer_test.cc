@@ -113,13 +113,21 @@ TEST(Checkpointer, AManifestOfAnotherJobIsRefusedNamingTheFieldAndTheFile) {
   };
   std::vector<Case> cases = {{"the plan", Manifest(20, o)},      {"the number of workers", Manifest(20, o)},
                              {"the mode", Manifest(20, o)},      {"the seed", Manifest(20, o)},
-                             {"the optimizer", Manifest(20, o)}, {"the batch size", Manifest(20, o)}};
+                             {"the optimizer", Manifest(20, o)}, {"the batch size", Manifest(20, o)},
+                             {"the optimizer is lr 0.02, adam (betas 0.9", Manifest(20, o)}};
   cases[0].m.set_plan_fingerprint(0xdef);
   cases[1].m.mutable_job()->set_num_workers(3);
   cases[2].m.mutable_job()->set_mode(proto::ASYNC);
   cases[3].m.mutable_job()->set_seed(2);
   cases[4].m.mutable_job()->set_learning_rate(0.1);
   cases[5].m.mutable_job()->set_batch_size(64);
+  // An Adam run's checkpoint for an SGD job (the optimizer, not only its
+  // hyperparameters).
+  proto::JobConfig* adam = cases[6].m.mutable_job();
+  adam->set_optimizer(proto::ADAM);
+  adam->set_beta1(0.9);
+  adam->set_beta2(0.999);
+  adam->set_eps(1e-8);
   for (const Case& k : cases) {
     const absl::Status s = CheckManifest(k.m, o, "ckpt-20/manifest.json");
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << k.field;

@@ -41,11 +41,17 @@ void ExpectSame(const TrainOptions& a, const TrainOptions& b) {
   EXPECT_EQ(a.lr_step_size, b.lr_step_size);
   EXPECT_EQ(a.lr_gamma, b.lr_gamma);
   EXPECT_EQ(a.min_lr, b.min_lr);
+  EXPECT_EQ(a.optimizer, b.optimizer);
+  EXPECT_EQ(a.beta1, b.beta1);
+  EXPECT_EQ(a.beta2, b.beta2);
+  EXPECT_EQ(a.eps, b.eps);
+  EXPECT_EQ(a.adagrad_lr_decay, b.adagrad_lr_decay);
+  EXPECT_EQ(a.adagrad_initial_accumulator, b.adagrad_initial_accumulator);
 }
 
 TEST(TrainOptions, EveryFieldIsAFlagWhoseDefaultIsTheFieldsDefault) {
   const std::vector<std::string> args = TrainOptions().ToArgs();
-  EXPECT_EQ(args.size(), 42u);  // one per field
+  EXPECT_EQ(args.size(), 48u);  // one per field
   for (const std::string& arg : args) {
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq - 2);
@@ -91,6 +97,89 @@ TEST(TrainOptions, ToArgsParsesBackToTheSameOptions) {
   auto parsed = Parse(o.ToArgs());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ExpectSame(*parsed, o);
+
+  // And every optimizer's flags (what launch.json records for --resume).
+  o.nesterov = false;
+  o.optimizer = proto::ADAGRAD;
+  o.eps = 1e-7 / 3;
+  o.adagrad_lr_decay = 0.01;
+  o.adagrad_initial_accumulator = 0.1;
+  o.beta1 = 0.8;
+  o.beta2 = 0.99;
+  ASSERT_TRUE(ValidateTrainOptions(o).ok());
+  EXPECT_THAT(o.ToArgs(), Contains("--optimizer=adagrad"));
+  parsed = Parse(o.ToArgs());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ExpectSame(*parsed, o);
+}
+
+TEST(TrainOptions, OptimizerFlagsOutOfRangeOrForAnotherOptimizerAreRefusedNamingTheFlag) {
+  struct Case {
+    const char* flag;
+    void (*edit)(TrainOptions*);
+  };
+  const Case cases[] = {
+      {"--beta1", [](TrainOptions* o) { o->beta1 = 1.0; }},
+      {"--beta2", [](TrainOptions* o) { o->beta2 = -0.5; }},
+      {"--eps", [](TrainOptions* o) { o->eps = -1e-8; }},
+      {"--weight_decay", [](TrainOptions* o) { o->weight_decay = -0.1; }},
+      {"--adagrad_lr_decay", [](TrainOptions* o) { o->adagrad_lr_decay = -1; }},
+      {"--adagrad_initial_accumulator",
+       [](TrainOptions* o) {
+         o->optimizer = proto::ADAGRAD;
+         o->adagrad_initial_accumulator = -1;
+       }},
+      {"--nesterov",
+       [](TrainOptions* o) {
+         o->optimizer = proto::ADAM;
+         o->nesterov = true;
+       }},
+      {"--adagrad_lr_decay",
+       [](TrainOptions* o) {
+         o->optimizer = proto::ADAMW;
+         o->adagrad_lr_decay = 0.1;
+       }},
+  };
+  for (const Case& c : cases) {
+    TrainOptions o;
+    c.edit(&o);
+    const absl::Status s = ValidateTrainOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.flag;
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr(c.flag));
+  }
+  auto parsed = Parse({"--optimizer=rmsprop"});
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(parsed.status().message()), ::testing::HasSubstr("--optimizer"));
+  ASSERT_TRUE(Parse(TrainOptions().ToArgs()).ok());  // the defaults again, for other tests
+}
+
+// lr and eps 0 mean PyTorch's defaults for the optimizer (SGD's lr: the
+// seed's rule, 0.01 x workers); the JobConfig carries the optimizer's own
+// fields, eps resolved.
+TEST(TrainOptions, DefaultsFollowTheOptimizer) {
+  TrainOptions o;
+  EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, 4), 0.04);
+  proto::JobConfig job;
+  SetJobOptimizer(o, &job);
+  EXPECT_EQ(job.optimizer(), proto::SGD);
+  EXPECT_EQ(job.momentum(), 0.5);
+  EXPECT_EQ(job.eps(), 0.0);  // not SGD's
+  o.optimizer = proto::ADAMW;
+  o.weight_decay = 0.01;
+  EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, 4), 1e-3);
+  job.Clear();
+  SetJobOptimizer(o, &job);
+  EXPECT_EQ(job.optimizer(), proto::ADAMW);
+  EXPECT_EQ(job.eps(), 1e-8);
+  EXPECT_EQ(job.beta1(), 0.9);
+  EXPECT_EQ(job.beta2(), 0.999);
+  EXPECT_EQ(job.weight_decay(), 0.01);
+  EXPECT_EQ(job.momentum(), 0.0);  // not AdamW's
+  o.optimizer = proto::ADAGRAD;
+  EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, 4), 1e-2);
+  EXPECT_EQ(EffectiveEps(o), 1e-10);
+  o.eps = 1e-6;
+  EXPECT_EQ(EffectiveEps(o), 1e-6);
 }
 
 }  // namespace
