@@ -274,6 +274,9 @@ absl::Status Trainer::CheckJobMatches(const proto::JobConfig& job) const {
     return Mismatch("mode", UpdateModeName(mine.mode()), UpdateModeName(job.mode()));
   }
   if (job.model() != mine.model()) return Mismatch("model", mine.model(), job.model());
+  if (job.optimizer() != mine.optimizer()) {
+    return Mismatch("optimizer", OptimizerName(mine.optimizer()), OptimizerName(job.optimizer()));
+  }
   if (job.batch_size() != mine.batch_size()) {
     return Mismatch("batch_size", absl::StrCat(mine.batch_size()), absl::StrCat(job.batch_size()));
   }

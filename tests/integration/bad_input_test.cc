@@ -230,5 +230,13 @@ TEST_F(MismatchedWorker, OtherTrainingFlagsAreRefused) {
   EXPECT_THAT(worker->output(), HasSubstr("--mode=async but the chief started the job with sync"));
 }
 
+TEST_F(MismatchedWorker, AnotherOptimizerIsRefused) {
+  StartPsAndChief();
+  auto worker = StartWorker({"--optimizer=adam"});
+  ASSERT_NE(worker, nullptr);
+  EXPECT_EQ(RunToExit(*worker), 1);
+  EXPECT_THAT(worker->output(), HasSubstr("--optimizer=adam but the chief started the job with sgd"));
+}
+
 }  // namespace
 }  // namespace pstrain
