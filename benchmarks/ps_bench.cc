@@ -243,11 +243,15 @@ BENCHMARK(BM_PushPullWorkers)
 
 // The wire's ceiling: `clients` DEALERs send n floats to one ROUTER, which
 // sends each message straight back (no copy: the received frame is sent).
-void RawZmqEcho(benchmark::State& state, int clients) {
+// `server_context`: the echo has a context (an I/O thread) of its own, as
+// a ps in another process does; otherwise one I/O thread serves both ends
+// (the first baseline, 2026-11-24), which saves the hand-offs between two.
+void RawZmqEcho(benchmark::State& state, int clients, bool server_context = false) {
   const int64_t n = state.range(0);
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   zmq::context_t context(1);
-  zmq::socket_t router(context, zmq::socket_type::router);
+  zmq::context_t own_context(1);
+  zmq::socket_t router(server_context ? own_context : context, zmq::socket_type::router);
   router.set(zmq::sockopt::linger, 0);
   router.bind("tcp://127.0.0.1:*");
   const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
@@ -290,6 +294,9 @@ void RawZmqEcho(benchmark::State& state, int clients) {
 
 void BM_RawZmqEcho(benchmark::State& state) { RawZmqEcho(state, 1); }
 BENCHMARK(BM_RawZmqEcho)->PS_BENCH_SIZES->UseRealTime();
+// Like for like with PUSH_PULL, whose ps has a context of its own.
+void BM_RawZmqEchoTwoContexts(benchmark::State& state) { RawZmqEcho(state, 1, true); }
+BENCHMARK(BM_RawZmqEchoTwoContexts)->PS_BENCH_SIZES->UseRealTime();
 void BM_RawZmqEchoWorkers(benchmark::State& state) {
   RawZmqEcho(state, static_cast<int>(state.range(1)));
 }

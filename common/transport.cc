@@ -78,6 +78,17 @@ void Message::CopyPayloadTo(absl::Span<float> out) const {
   std::memcpy(out.data(), payload.data(), out.size() * sizeof(float));
 }
 
+absl::Span<const float> Message::PayloadFloats(std::vector<float>* scratch) const {
+  const size_t n = payload_floats();
+  if (n == 0) return {};
+  if (reinterpret_cast<uintptr_t>(payload.data()) % alignof(float) == 0) {
+    return {static_cast<const float*>(payload.data()), n};
+  }
+  scratch->resize(n);
+  CopyPayloadTo(absl::MakeSpan(*scratch));
+  return *scratch;
+}
+
 uint64_t RandomId() {
   std::random_device device;
   return device() | (uint64_t{device()} << 32);
@@ -150,6 +161,13 @@ absl::Status SendRequest(zmq::socket_t& dealer, const proto::Header& header,
 
 absl::Status SendRouted(zmq::socket_t& router, const zmq::message_t& identity,
                         const proto::Header& header, absl::Span<const float> payload) {
+  if (payload.empty()) return SendRoutedFrame(router, identity, header, zmq::message_t());
+  return SendRoutedFrame(router, identity, header,
+                         zmq::message_t(payload.data(), payload.size() * sizeof(float)));
+}
+
+absl::Status SendRoutedFrame(zmq::socket_t& router, const zmq::message_t& identity,
+                             const proto::Header& header, zmq::message_t body) {
   try {
     zmq::message_t id;
     id.copy(const_cast<zmq::message_t&>(identity));
@@ -157,12 +175,9 @@ absl::Status SendRouted(zmq::socket_t& router, const zmq::message_t& identity,
       return absl::UnavailableError("peer queue full");
     }
     zmq::message_t head = HeaderFrame(header);
-    const bool more = !payload.empty();
+    const bool more = body.size() > 0;
     (void)router.send(head, more ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    if (more) {
-      zmq::message_t body(payload.data(), payload.size() * sizeof(float));
-      (void)router.send(body, zmq::send_flags::none);
-    }
+    if (more) (void)router.send(body, zmq::send_flags::none);
     return absl::OkStatus();
   } catch (const zmq::error_t& e) {
     return ZmqError(e, "reply");

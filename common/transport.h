@@ -41,6 +41,10 @@ struct Message {
   // Copies the payload's floats into `out`. REQUIRES: out.size() ==
   // payload_floats(). Safe whatever the payload's alignment.
   void CopyPayloadTo(absl::Span<float> out) const;
+  // The payload's floats in place when the frame is aligned for floats
+  // (libzmq's own buffers are), else copied into `scratch` (a copy, not a
+  // misaligned read). Valid while this message and `scratch` live.
+  absl::Span<const float> PayloadFloats(std::vector<float>* scratch) const;
 };
 
 // What a ROUTER received: the sender's identity and, unless the frames were
@@ -107,6 +111,10 @@ absl::Status SendRequest(zmq::socket_t& dealer, const proto::Header& header,
 // Returns Unavailable when the peer is gone (ZMQ_ROUTER_MANDATORY).
 absl::Status SendRouted(zmq::socket_t& router, const zmq::message_t& identity,
                         const proto::Header& header, absl::Span<const float> payload);
+// The same with the payload frame made by the caller (sent as it is, e.g.
+// without a copy: common/pinned_floats.h); an empty `body` sends none.
+absl::Status SendRoutedFrame(zmq::socket_t& router, const zmq::message_t& identity,
+                             const proto::Header& header, zmq::message_t body);
 
 // Receives one whole multipart message from a ROUTER. REQUIRES: the socket
 // is readable (poll said so). Frames are always drained, even when malformed.

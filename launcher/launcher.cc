@@ -643,7 +643,8 @@ std::string DescribeFault(const Fault& f) {
 double RestartBackoffSeconds(const LaunchOptions& options, int restart) {
   double s = options.restart_backoff_s;
   for (int i = 1; i < restart && s < kMaxRestartBackoffS; ++i) s *= 2;
-  return std::min(s, kMaxRestartBackoffS);
+  // The cap holds the doubling back, not a longer first wait asked for.
+  return std::max(options.restart_backoff_s, std::min(s, kMaxRestartBackoffS));
 }
 
 absl::StatusOr<std::string> TaskSecurityArg(const LaunchOptions& options) {

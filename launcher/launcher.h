@@ -160,7 +160,8 @@ struct LaunchOptions {
 inline constexpr double kMaxRestartBackoffS = 8.0;
 
 // The wait before a task's restart number `restart` (1-based):
-// restart_backoff_s x 2^(restart - 1), at most kMaxRestartBackoffS.
+// restart_backoff_s x 2^(restart - 1), at most kMaxRestartBackoffS (or
+// restart_backoff_s itself, when that is longer).
 double RestartBackoffSeconds(const LaunchOptions& options, int restart);
 
 // What happened to a launch's tasks: the faults sent and the restarts made,

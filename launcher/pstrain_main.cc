@@ -100,6 +100,9 @@ ABSL_FLAG(int, max_restarts, LaunchDefaults().max_restarts,
           "launch/compare/scale/chaos: restart a task that fails (non-zero exit or a signal) up to this "
           "many times, with the same command line, after a backoff of 1 s doubling per restart (at most "
           "8 s); 0: a failed task fails the launch");
+ABSL_FLAG(double, restart_backoff_s, LaunchDefaults().restart_backoff_s,
+          "launch: the wait before a failed task's first restart, doubled for each later one (at "
+          "most 8 s, or this when longer): how long a pod takes to come back");
 ABSL_FLAG(std::string, resume, "",
           "launch: continue the run in this run directory from its newest usable checkpoint, "
           "with the flags it was launched with (RUN_DIR/launch.json)");
@@ -246,6 +249,10 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   ASSIGN_OR_RETURN(o.echo, ParseEcho(absl::GetFlag(FLAGS_echo)));
   o.stop_grace_s = absl::GetFlag(FLAGS_stop_grace_s);
   ASSIGN_OR_RETURN(o.max_restarts, MaxRestartsFlag());
+  o.restart_backoff_s = absl::GetFlag(FLAGS_restart_backoff_s);
+  if (!(o.restart_backoff_s >= 0) || o.restart_backoff_s > 3600) {
+    return absl::InvalidArgumentError("--restart_backoff_s must be in [0, 3600] seconds");
+  }
   std::vector<std::string> args(argv, argv + argc);
   o.command_line = absl::StrJoin(args, " ");
   return o;
@@ -394,6 +401,7 @@ std::vector<std::string> LaunchFlags(const LaunchOptions& o) {
   flags.push_back(absl::StrCat("--echo=", EchoModeName(o.echo)));
   flags.push_back(absl::StrCat("--stop_grace_s=", absl::UnparseFlag(o.stop_grace_s)));
   flags.push_back(absl::StrCat("--max_restarts=", o.max_restarts));
+  flags.push_back(absl::StrCat("--restart_backoff_s=", absl::UnparseFlag(o.restart_backoff_s)));
   flags.push_back(absl::StrCat("--secret_file=", o.secret_file));
   flags.push_back(absl::StrCat("--insecure=", absl::UnparseFlag(o.insecure)));
   return flags;

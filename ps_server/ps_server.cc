@@ -230,27 +230,14 @@ void PsServer::Send(std::vector<Reply>* replies) {
                                << proto::MessageType_Name(r.header.type()) << " from " << from
                                << ": " << r.header.error().message();
     }
-    absl::Span<const float> payload;
-    if (r.with_params) {
-      const RequestHandler* shard = shards_.Serving(r.header.shard_index());
-      if (shard == nullptr) {
-        // Cannot happen: a reply with parameters comes from a shard served
-        // here. Sent as a refusal rather than without its parameters.
-        LOG(ERROR) << task_.ToString() << ": no shard " << r.header.shard_index()
-                   << " here for a reply with parameters";
-        r.header = ErrorReply(r.header, absl::InternalError("the shard is not served here"));
-        r.with_params = false;
-      } else {
-        payload = shard->params();
-      }
-    }
-    if (r.payload != nullptr) payload = *r.payload;
+    zmq::message_t body = ReplyBody(r);
     const proto::MessageType type = r.header.type();
     if ((type == proto::HEARTBEAT || type == proto::STATS) && r.header.error().code() == 0) {
       for (const proto::ShardPlacement& p : shards_.Placements()) *r.header.add_hosted() = p;
     }
     const zmq::message_t identity(r.peer.data(), r.peer.size());
-    const absl::Status s = SendRouted(socket_, identity, r.header, payload);
+    const size_t body_bytes = body.size();
+    const absl::Status s = SendRoutedFrame(socket_, identity, r.header, std::move(body));
     if (!s.ok() && r.notice) continue;  // that worker is gone: nobody to tell
     if (!s.ok()) {
       ++send_failures_;
@@ -258,8 +245,26 @@ void PsServer::Send(std::vector<Reply>* replies) {
                                << ": " << s.message();
       continue;
     }
-    handler_.CountBytes(0, static_cast<int64_t>(r.header.ByteSizeLong() + payload.size() * 4));
+    handler_.CountBytes(0, static_cast<int64_t>(r.header.ByteSizeLong() + body_bytes));
   }
+}
+
+zmq::message_t PsServer::ReplyBody(Reply& r) {
+  if (r.payload != nullptr && !r.payload->empty()) {
+    return zmq::message_t(r.payload->data(), r.payload->size() * sizeof(float));
+  }
+  if (!r.with_params) return zmq::message_t();
+  // Parameters go out from the shard's own buffer, without a copy
+  // (RequestHandler::ParamsFrame).
+  const RequestHandler* shard = shards_.Serving(r.header.shard_index());
+  if (shard != nullptr) return shard->ParamsFrame();
+  // Cannot happen: a reply with parameters comes from a shard served here.
+  // Sent as a refusal rather than without its parameters.
+  LOG(ERROR) << task_.ToString() << ": no shard " << r.header.shard_index()
+             << " here for a reply with parameters";
+  r.header = ErrorReply(r.header, absl::InternalError("the shard is not served here"));
+  r.with_params = false;
+  return zmq::message_t();
 }
 
 void PsServer::FailJob(const std::string& why) {

@@ -81,6 +81,10 @@ class PsServer {
   void ServeReadable();
   void Process(RoutedMessage routed);
   void Send(std::vector<Reply>* replies);
+  // The payload frame of `r`: the shard's parameters without a copy, or
+  // its own payload; none. A reply naming a shard not served here becomes
+  // a refusal.
+  zmq::message_t ReplyBody(Reply& r);
   void CheckLiveness();
   // "worker:1 at host:port" (just "worker:1" when the spec has no address).
   std::string Describe(const TaskId& task) const;

@@ -122,6 +122,12 @@ absl::Span<const float> RequestHandler::params() const {
   return policy_->store().params();
 }
 
+zmq::message_t RequestHandler::ParamsFrame() const {
+  CHECK(initialized());
+  return PinnedFloats::Frame(policy_->store().pinned_state(), 0,
+                             static_cast<size_t>(policy_->store().size()));
+}
+
 int64_t RequestHandler::version() const { return initialized() ? policy_->version() : 0; }
 
 int64_t RequestHandler::updates() const { return policy_->store().updates(); }
@@ -626,8 +632,8 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
       h.version() < 0 || h.step() > kMaxStepOrVersion || h.version() > kMaxStepOrVersion) {
     return Refuse(peer, h, absl::InvalidArgumentError("step, version or num_examples out of range"), out);
   }
-  std::vector<float> grad(range_.size());  // aligned copy of the payload
-  m.CopyPayloadTo(absl::MakeSpan(grad));
+  // In place: a copy of a 4 MiB gradient was a tenth of a push's time.
+  const absl::Span<const float> grad = m.PayloadFloats(&scratch_);
   if (!IsFiniteInF32(grad)) {
     stats_.set_nonfinite_gradients_dropped(stats_.nonfinite_gradients_dropped() + 1);
     return Refuse(peer, h, absl::InvalidArgumentError(

@@ -192,6 +192,10 @@ class RequestHandler {
   // REQUIRES: initialized().
   const proto::JobConfig& job() const { return job_; }
   absl::Span<const float> params() const;
+  // The parameters as a message frame sent without a copy: the buffer is
+  // not written while ZeroMQ holds it (common/pinned_floats.h).
+  // REQUIRES: initialized().
+  zmq::message_t ParamsFrame() const;
   int64_t version() const;
   // Optimizer steps the shard has taken. REQUIRES: initialized().
   int64_t updates() const;
@@ -309,6 +313,7 @@ class RequestHandler {
   bool restored_ = false;
   // The replica this ps keeps as standby of shard (index - 1) mod n.
   HeldReplica replica_;
+  std::vector<float> scratch_;  // a pushed gradient whose frame is misaligned
   int64_t generation_ = 0;
   int64_t term_ = 0;
   absl::Status failure_;

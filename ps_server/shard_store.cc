@@ -1,5 +1,6 @@
 #include "ps_server/shard_store.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 
@@ -9,31 +10,60 @@
 namespace pstrain {
 namespace {
 
-// The update kernels: one loop over the shard each, reading the gradient
-// and the current state and writing the next state, so that nothing
-// full-size is allocated and every input is read once (the finiteness
-// check then reads the result). `__restrict` (the arrays never
-// overlap: the two states are distinct buffers, the gradient a third)
-// lets the compiler vectorise them without run-time alias checks, and
-// this file is built with -fno-math-errno so that sqrt vectorises too.
+// The update kernels: one loop each, reading the gradient and the current
+// state and writing the next state, run block by block (kBlockFloats) so
+// that the finiteness check of what a block wrote reads it from the cache
+// (FiniteSums): every input is read once from memory, every output
+// written once. `__restrict` (the states are distinct buffers, the
+// gradient a third) lets the compiler vectorise them without run-time
+// alias checks, and this file is built with -fno-math-errno so that sqrt
+// vectorises too.
+
+// How an update's gradient is formed, element by element (GradientAt):
+//  - kScaled: a pushed gradient times `scale` (async; a sync version
+//    whose sum was accumulated already);
+//  - kFirstOfVersion: a sync version's only gradient, weight x grad, times
+//    scale = 1 / weight (as its accumulation would give: 0 + weight x g);
+//  - kSumOfVersion: the gradients accumulated before (`partial`) plus the
+//    one that completes the version, weight x grad, times 1 / the total
+//    weight: the version's example-weighted average, summed here instead
+//    of into the accumulator and read back.
+enum class Gradient { kScaled, kFirstOfVersion, kSumOfVersion };
+
+template <Gradient kKind>
+struct GradientAt {
+  const float* __restrict grad;
+  const float* __restrict partial;  // kSumOfVersion
+  float weight;                     // kFirstOfVersion, kSumOfVersion
+  float scale;
+  float operator()(int64_t i) const {
+    if constexpr (kKind == Gradient::kScaled) return grad[i] * scale;
+    if constexpr (kKind == Gradient::kFirstOfVersion) return (weight * grad[i] + 0.0f) * scale;
+    return (partial[i] + weight * grad[i]) * scale;
+  }
+};
+
+constexpr int64_t kBlockFloats = 4096;  // 16 KiB per array: an L1 cache's share
 
 // SGD without momentum: PyTorch keeps no buffer, and the step is g.
-void PlainSgd(int64_t n, float scale, float wd, float lr, const float* __restrict grad,
+template <typename G>
+void PlainSgd(int64_t begin, int64_t end, const G& grad, float wd, float lr,
               const float* __restrict p, float* __restrict next_p) {
-  for (int64_t i = 0; i < n; ++i) next_p[i] = p[i] - lr * (grad[i] * scale + wd * p[i]);
+  for (int64_t i = begin; i < end; ++i) next_p[i] = p[i] - lr * (grad(i) + wd * p[i]);
 }
 
 struct MomentumScalars {
-  float scale, wd, lr, mu;
+  float wd, lr, mu;
   float keep;  // the old buffer's weight: mu, or 0 on the first update (buf = g)
   bool nesterov;
 };
 
-void MomentumSgd(const MomentumScalars& c, int64_t n, const float* __restrict grad,
+template <typename G>
+void MomentumSgd(const MomentumScalars& c, int64_t begin, int64_t end, const G& grad,
                  const float* __restrict p, const float* __restrict buf, float* __restrict next_p,
                  float* __restrict next_buf) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] * c.scale + c.wd * p[i];
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = grad(i) + c.wd * p[i];
     const float b = c.keep * buf[i] + g;
     next_buf[i] = b;
     next_p[i] = p[i] - c.lr * (c.nesterov ? g + c.mu * b : b);
@@ -41,7 +71,6 @@ void MomentumSgd(const MomentumScalars& c, int64_t n, const float* __restrict gr
 }
 
 struct AdamScalars {
-  float scale;
   float l2;     // adam: weight_decay, into the gradient; adamw: 0
   float decay;  // adamw: 1 - lr * weight_decay, applied to p first; adam: 1
   float beta1, one_minus_beta1, beta2, one_minus_beta2;
@@ -50,11 +79,12 @@ struct AdamScalars {
   float eps;
 };
 
-void Adam(const AdamScalars& c, int64_t n, const float* __restrict grad, const float* __restrict p,
-          const float* __restrict m, const float* __restrict v, float* __restrict next_p,
-          float* __restrict next_m, float* __restrict next_v) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] * c.scale + c.l2 * p[i];
+template <typename G>
+void Adam(const AdamScalars& c, int64_t begin, int64_t end, const G& grad,
+          const float* __restrict p, const float* __restrict m, const float* __restrict v,
+          float* __restrict next_p, float* __restrict next_m, float* __restrict next_v) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = grad(i) + c.l2 * p[i];
     const float mi = c.beta1 * m[i] + c.one_minus_beta1 * g;
     const float vi = c.beta2 * v[i] + c.one_minus_beta2 * g * g;
     next_m[i] = mi;
@@ -64,31 +94,74 @@ void Adam(const AdamScalars& c, int64_t n, const float* __restrict grad, const f
 }
 
 struct AdagradScalars {
-  float scale, wd;
+  float wd;
   float clr;  // lr / (1 + (t - 1) * lr_decay)
   float eps;
 };
 
-void Adagrad(const AdagradScalars& c, int64_t n, const float* __restrict grad,
+template <typename G>
+void Adagrad(const AdagradScalars& c, int64_t begin, int64_t end, const G& grad,
              const float* __restrict p, const float* __restrict sum, float* __restrict next_p,
              float* __restrict next_sum) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] * c.scale + c.wd * p[i];
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = grad(i) + c.wd * p[i];
     const float s = sum[i] + g * g;
     next_sum[i] = s;
     next_p[i] = p[i] - c.clr * g / (std::sqrt(s) + c.eps);
   }
 }
 
+MomentumScalars MomentumScalarsFor(const OptimizerConfig& o, int64_t updates, float lr) {
+  const float mu = static_cast<float>(o.momentum);
+  return {static_cast<float>(o.weight_decay), lr, mu, updates == 0 ? 0.0f : mu, o.nesterov};
+}
+
+AdamScalars AdamScalarsFor(const OptimizerConfig& o, int64_t updates, float lr) {
+  const double t = static_cast<double>(updates + 1);
+  const bool adamw = o.kind == proto::ADAMW;
+  AdamScalars c;
+  c.l2 = adamw ? 0.0f : static_cast<float>(o.weight_decay);
+  c.decay = adamw ? static_cast<float>(1.0 - static_cast<double>(lr) * o.weight_decay) : 1.0f;
+  c.beta1 = static_cast<float>(o.beta1);
+  c.one_minus_beta1 = static_cast<float>(1.0 - o.beta1);
+  c.beta2 = static_cast<float>(o.beta2);
+  c.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
+  c.step_size = static_cast<float>(static_cast<double>(lr) / (1.0 - std::pow(o.beta1, t)));
+  c.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(o.beta2, t)));
+  c.eps = static_cast<float>(o.eps);
+  return c;
+}
+
+// Sums of squares in double, in eight lanes the compiler keeps in one
+// vector register (a strict left-to-right sum in double does not
+// vectorise); NaN and infinities propagate into them.
+struct SquareSums {
+  static constexpr size_t kLanes = 8;
+  double lanes[kLanes] = {};
+
+  void Add(const float* x, size_t n) {
+    size_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (size_t j = 0; j < kLanes; ++j) {
+        const double v = x[i + j];
+        lanes[j] += v * v;
+      }
+    }
+    for (; i < n; ++i) lanes[0] += static_cast<double>(x[i]) * x[i];
+  }
+  bool Finite() const {
+    double sum = 0;
+    for (double lane : lanes) sum += lane;
+    return sum < static_cast<double>(FLT_MAX);
+  }
+};
+
 }  // namespace
 
 bool IsFiniteInF32(absl::Span<const float> values) {
-  // NaN and infinities propagate into the sum, which then fails the test.
-  const double sum =
-      Eigen::Map<const Eigen::VectorXf>(values.data(), static_cast<Eigen::Index>(values.size()))
-          .cast<double>()
-          .squaredNorm();
-  return sum < static_cast<double>(FLT_MAX);
+  SquareSums sums;
+  sums.Add(values.data(), values.size());
+  return sums.Finite();
 }
 
 bool IsFiniteState(absl::Span<const float> state, int64_t num_params) {
@@ -107,12 +180,12 @@ ShardStore::ShardStore(std::vector<float> state, int64_t updates, const Optimize
     : config_(config),
       num_slots_(NumSlots(config)),
       size_(static_cast<int64_t>(state.size()) / (1 + num_slots_)),
-      state_(std::move(state)),
-      next_state_(state_),
+      state_(std::make_shared<PinnedFloats>(std::move(state))),
+      next_state_(std::make_shared<PinnedFloats>(state_->data())),
       updates_(updates) {
   CHECK(ValidateOptimizerConfig(config).ok());
   CHECK_GT(size_, 0);
-  CHECK_EQ(state_.size(), StateFloats(config_, static_cast<uint64_t>(size_)));
+  CHECK_EQ(state_->data().size(), StateFloats(config_, static_cast<uint64_t>(size_)));
   CHECK_GE(updates, 0);
 }
 
@@ -123,68 +196,71 @@ absl::Span<const float> ShardStore::slot(int k) const {
 
 absl::Status ShardStore::Apply(absl::Span<const float> grad, float grad_scale, float lr) {
   CHECK_EQ(static_cast<int64_t>(grad.size()), size_);
-  switch (config_.kind) {
-    case proto::SGD:
-      ApplySgd(grad.data(), grad_scale, lr);
-      break;
-    case proto::ADAM:
-    case proto::ADAMW:
-      ApplyAdam(grad.data(), grad_scale, lr);
-      break;
-    default:  // the constructor validated the config: adagrad
-      ApplyAdagrad(grad.data(), grad_scale, lr);
-      break;
+  return Update(GradientAt<Gradient::kScaled>{grad.data(), nullptr, 0.0f, grad_scale}, lr);
+}
+
+absl::Status ShardStore::ApplySum(absl::Span<const float> partial, absl::Span<const float> grad,
+                                  float weight, float grad_scale, float lr) {
+  CHECK_EQ(static_cast<int64_t>(grad.size()), size_);
+  if (partial.empty()) {
+    return Update(
+        GradientAt<Gradient::kFirstOfVersion>{grad.data(), nullptr, weight, grad_scale}, lr);
   }
-  if (!IsFiniteState(next_state_, size_)) {
-    return absl::FailedPreconditionError(
-        "the update would make the shard non-finite in f32; not applied");
+  CHECK_EQ(static_cast<int64_t>(partial.size()), size_);
+  return Update(
+      GradientAt<Gradient::kSumOfVersion>{grad.data(), partial.data(), weight, grad_scale}, lr);
+}
+
+template <typename G>
+absl::Status ShardStore::Update(const G& grad, float lr) {
+  // Replies may still carry the buffer the last update replaced (they
+  // were sent from it, PinnedFloats): this update is then written into a
+  // new one, never under a message. By now ZeroMQ has almost always sent
+  // them (the workers had them before they pushed this gradient).
+  if (next_state_->held()) next_state_ = std::make_shared<PinnedFloats>(state_->data());
+  const float* s = state_->data().data();
+  float* next = next_state_->data().data();
+  // The arrays this update writes, each checked on its own.
+  const int written = config_.kind == proto::SGD && config_.momentum == 0.0 ? 1 : 1 + num_slots_;
+  SquareSums sums[3];
+  for (int64_t begin = 0; begin < size_; begin += kBlockFloats) {
+    const int64_t end = std::min(size_, begin + kBlockFloats);
+    UpdateBlock(grad, lr, begin, end, s, next);
+    for (int k = 0; k < written; ++k) {
+      sums[k].Add(next + k * size_ + begin, static_cast<size_t>(end - begin));
+    }
+  }
+  for (int k = 0; k < written; ++k) {
+    if (!sums[k].Finite()) {
+      return absl::FailedPreconditionError(
+          "the update would make the shard non-finite in f32; not applied");
+    }
   }
   state_.swap(next_state_);
   ++updates_;
   return absl::OkStatus();
 }
 
-void ShardStore::ApplySgd(const float* grad, float grad_scale, float lr) {
-  const float wd = static_cast<float>(config_.weight_decay);
-  const float* p = state_.data();
-  float* next_p = next_state_.data();
-  if (config_.momentum == 0.0) {
-    PlainSgd(size_, grad_scale, wd, lr, grad, p, next_p);
-    return;
-  }
-  const float mu = static_cast<float>(config_.momentum);
-  const MomentumScalars c{grad_scale, wd, lr, mu, updates_ == 0 ? 0.0f : mu, config_.nesterov};
-  MomentumSgd(c, size_, grad, p, p + size_, next_p, next_p + size_);
-}
-
-void ShardStore::ApplyAdam(const float* grad, float grad_scale, float lr) {
-  const double t = static_cast<double>(updates_ + 1);
+template <typename G>
+void ShardStore::UpdateBlock(const G& grad, float lr, int64_t begin, int64_t end, const float* s,
+                             float* next) const {
   const OptimizerConfig& o = config_;
-  const bool adamw = o.kind == proto::ADAMW;
-  AdamScalars c;
-  c.scale = grad_scale;
-  c.l2 = adamw ? 0.0f : static_cast<float>(o.weight_decay);
-  c.decay = adamw ? static_cast<float>(1.0 - static_cast<double>(lr) * o.weight_decay) : 1.0f;
-  c.beta1 = static_cast<float>(o.beta1);
-  c.one_minus_beta1 = static_cast<float>(1.0 - o.beta1);
-  c.beta2 = static_cast<float>(o.beta2);
-  c.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
-  c.step_size = static_cast<float>(static_cast<double>(lr) / (1.0 - std::pow(o.beta1, t)));
-  c.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(o.beta2, t)));
-  c.eps = static_cast<float>(o.eps);
-  const float* s = state_.data();
-  float* next = next_state_.data();
-  Adam(c, size_, grad, s, s + size_, s + 2 * size_, next, next + size_, next + 2 * size_);
-}
-
-void ShardStore::ApplyAdagrad(const float* grad, float grad_scale, float lr) {
   const double t = static_cast<double>(updates_ + 1);
-  const AdagradScalars c{grad_scale, static_cast<float>(config_.weight_decay),
-                         static_cast<float>(lr / (1.0 + (t - 1.0) * config_.lr_decay)),
-                         static_cast<float>(config_.eps)};
-  const float* s = state_.data();
-  float* next = next_state_.data();
-  Adagrad(c, size_, grad, s, s + size_, next, next + size_);
+  const float wd = static_cast<float>(o.weight_decay);
+  switch (o.kind) {
+    case proto::SGD:
+      if (o.momentum == 0.0) return PlainSgd(begin, end, grad, wd, lr, s, next);
+      return MomentumSgd(MomentumScalarsFor(o, updates_, lr), begin, end, grad, s, s + size_, next,
+                         next + size_);
+    case proto::ADAM:
+    case proto::ADAMW:
+      return Adam(AdamScalarsFor(o, updates_, lr), begin, end, grad, s, s + size_, s + 2 * size_, next,
+                  next + size_, next + 2 * size_);
+    default:  // the constructor validated the config: adagrad
+      return Adagrad({wd, static_cast<float>(lr / (1.0 + (t - 1.0) * o.lr_decay)),
+                      static_cast<float>(o.eps)},
+                     begin, end, grad, s, s + size_, next, next + size_);
+  }
 }
 
 }  // namespace pstrain

@@ -35,11 +35,13 @@
 // Thread safety: none; the ps's single event loop owns it.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "common/optimizer.h"
+#include "common/pinned_floats.h"
 
 namespace pstrain {
 
@@ -67,7 +69,10 @@ class ShardStore {
   int64_t size() const { return size_; }  // parameters
   int num_slots() const { return num_slots_; }
   // The whole state: parameters, then the slots.
-  absl::Span<const float> state() const { return state_; }
+  absl::Span<const float> state() const { return state_->data(); }
+  // The same buffer, for replies sent without a copy: an update never
+  // writes into a buffer a message still holds (common/pinned_floats.h).
+  const std::shared_ptr<PinnedFloats>& pinned_state() const { return state_; }
   absl::Span<const float> params() const { return state().subspan(0, Index(size_)); }
   // Slot k (common/optimizer.h's order). REQUIRES: 0 <= k < num_slots().
   absl::Span<const float> slot(int k) const;
@@ -79,22 +84,35 @@ class ShardStore {
   // and nothing changed, when the result would not be finite (above).
   // REQUIRES: grad.size() == size().
   absl::Status Apply(absl::Span<const float> grad, float grad_scale, float lr);
+  // The same step for a sync version whose gradient is the sum of
+  // `partial` (the version's gradients accumulated before; empty: none)
+  // and `weight` x `grad` (the one that completes it), times grad_scale:
+  // summed in the update's own pass instead of into the accumulator first.
+  // REQUIRES: grad.size() == size(), partial empty or of that size.
+  absl::Status ApplySum(absl::Span<const float> partial, absl::Span<const float> grad, float weight,
+                        float grad_scale, float lr);
 
  private:
   static size_t Index(int64_t i) { return static_cast<size_t>(i); }
-  void ApplySgd(const float* grad, float grad_scale, float lr);
-  void ApplyAdam(const float* grad, float grad_scale, float lr);
-  void ApplyAdagrad(const float* grad, float grad_scale, float lr);
+  // One optimizer step, the gradient formed element by element by `grad`
+  // (shard_store.cc's GradientAt), block by block with the finiteness
+  // check of each block's output while it is in the cache.
+  template <typename G>
+  absl::Status Update(const G& grad, float lr);
+  template <typename G>
+  void UpdateBlock(const G& grad, float lr, int64_t begin, int64_t end, const float* state,
+                   float* next) const;
 
   OptimizerConfig config_;
   int num_slots_;
   int64_t size_;
-  std::vector<float> state_;
+  std::shared_ptr<PinnedFloats> state_;
   // The candidate update, swapped in when it is finite: so Apply
-  // allocates nothing and a refused update leaves no trace. It starts as
-  // a copy of state_, so what an update does not write (SGD's buffer
-  // without momentum) is the same in both.
-  std::vector<float> next_state_;
+  // allocates nothing (unless a reply still carries it, see Apply) and a
+  // refused update leaves no trace. It starts as a copy of state_, so what
+  // an update does not write (SGD's buffer without momentum) is the same
+  // in both.
+  std::shared_ptr<PinnedFloats> next_state_;
   int64_t updates_ = 0;
 };
 

@@ -37,11 +37,18 @@ class SyncPolicy final : public UpdatePolicy {
       return PushOutcome{late ? PushResult::kLate : PushResult::kStale, version_ - version};
     }
     if (pushed_[rank]) return PushOutcome{PushResult::kDuplicate, 0};
-    Accumulate(grad, num_examples);
     pushed_[rank] = true;
+    const bool first = num_pushed_ == 0;
     ++num_pushed_;
-    if (!Complete()) return PushOutcome{PushResult::kAccumulated, 0};
-    const bool applied = ApplyAverage();
+    if (!Complete()) {
+      Accumulate(grad, num_examples, first);
+      return PushOutcome{PushResult::kAccumulated, 0};
+    }
+    // The gradient that completes the version is summed in the update's
+    // own pass (ShardStore::ApplySum), not into the accumulator first.
+    weight_ += num_examples;
+    const bool applied = ApplyAverage(first ? absl::Span<const float>() : accum_, grad,
+                                      static_cast<float>(num_examples));
     return PushOutcome{PushResult::kApplied, 0, !applied};
   }
 
@@ -58,7 +65,7 @@ class SyncPolicy final : public UpdatePolicy {
     *update_refused = false;
     const bool finished = total_steps_ > 0 && version_ >= total_steps_;
     if (active || finished || num_pushed_ == 0 || !Complete()) return false;
-    *update_refused = !ApplyAverage();
+    *update_refused = !ApplyAverage(accum_, {}, 0.0f);
     return true;
   }
 
@@ -70,21 +77,34 @@ class SyncPolicy final : public UpdatePolicy {
     return num_pushed_ >= std::max(1, live - backup_);
   }
 
-  void Accumulate(absl::Span<const float> grad, int num_examples) {
+  // Adds a gradient that does not complete the version; `first`: the
+  // version's first.
+  void Accumulate(absl::Span<const float> grad, int num_examples, bool first) {
     Eigen::Map<Eigen::VectorXf> acc(accum_.data(), static_cast<Eigen::Index>(accum_.size()));
-    acc += static_cast<float>(num_examples) *
-           Eigen::Map<const Eigen::VectorXf>(grad.data(), static_cast<Eigen::Index>(grad.size()));
+    const auto weighted =
+        static_cast<float>(num_examples) *
+        Eigen::Map<const Eigen::VectorXf>(grad.data(), static_cast<Eigen::Index>(grad.size()));
+    // The version's first gradient is written, not added to zeros: one
+    // pass less per version, and no clearing after it. (0 + x, so that a
+    // -0 becomes +0 exactly as the sum did.)
+    if (first) {
+      acc = (weighted.array() + 0.0f).matrix();
+    } else {
+      acc += weighted;
+    }
     weight_ += num_examples;
   }
 
   // Weighted average over the version's examples: with the same global
-  // batch, exactly the gradient one process would compute. False when the
-  // update was refused (the version moves on all the same).
-  bool ApplyAverage() {
-    const bool applied =
-        store_->Apply(accum_, weight_ > 0 ? 1.0f / static_cast<float>(weight_) : 0.0f,
-                      static_cast<float>(schedule_.At(version_))).ok();
-    std::fill(accum_.begin(), accum_.end(), 0.0f);
+  // batch, exactly the gradient one process would compute. Its sum is
+  // `partial` (accumulated; empty: none) plus `weight` x `last` (the push
+  // that completed it; empty when a dead rank's absence did). False when
+  // the update was refused (the version moves on all the same).
+  bool ApplyAverage(absl::Span<const float> partial, absl::Span<const float> last, float weight) {
+    const float scale = weight_ > 0 ? 1.0f / static_cast<float>(weight_) : 0.0f;
+    const float lr = static_cast<float>(schedule_.At(version_));
+    const bool applied = last.empty() ? store_->Apply(partial, scale, lr).ok()
+                                      : store_->ApplySum(partial, last, weight, scale, lr).ok();
     std::fill(pushed_.begin(), pushed_.end(), false);
     weight_ = 0;
     num_pushed_ = 0;

@@ -127,6 +127,11 @@ TEST(RestartBackoff, DoublesPerRestartOfATaskUpToEightSeconds) {
   EXPECT_EQ(RestartBackoffSeconds(o, 3), 8);
   o.restart_backoff_s = 0;
   EXPECT_EQ(RestartBackoffSeconds(o, 3), 0);
+  // A first wait longer than the cap (a pod that takes long to come back)
+  // is kept, not doubled.
+  o.restart_backoff_s = 20;
+  EXPECT_EQ(RestartBackoffSeconds(o, 1), 20);
+  EXPECT_EQ(RestartBackoffSeconds(o, 3), 20);
 }
 
 TEST(LaunchRestarts, RestartsAFailedTaskWithTheSameCommandAfterItsBackoff) {
