@@ -1,6 +1,8 @@
 #include "common/task_flags.h"
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/string_view.h"
 
 ABSL_FLAG(std::string, cluster_spec, "",
           "Cluster spec JSON file (TF_CONFIG format); overrides $TF_CONFIG");
@@ -32,5 +34,19 @@ absl::StatusOr<TransportSecurity> TransportSecurityFromFlags() {
 
 std::string SecretFileFlag() { return absl::GetFlag(FLAGS_secret_file); }
 bool InsecureFlag() { return absl::GetFlag(FLAGS_insecure); }
+
+std::set<std::string> FlagsOnCommandLine(int argc, char** argv) {
+  std::set<std::string> names;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    std::string name(arg.substr(0, arg.find('=')));
+    if (absl::FindCommandLineFlag(name) == nullptr && name.rfind("no", 0) == 0) name = name.substr(2);
+    names.insert(name);
+  }
+  return names;
+}
 
 }  // namespace pstrain

@@ -6,6 +6,7 @@
 // main() and handed in here.
 
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -22,6 +23,10 @@ std::string ClusterSpecFlag();
 
 // --secret_file and --insecure, resolved (see ResolveTransportSecurity).
 absl::StatusOr<TransportSecurity> TransportSecurityFromFlags();
+
+// The names of the flags that `argv` gives ("--lr=0.1" and "--lr 0.1" give
+// "lr"; "--nofree_ports" gives "free_ports"); parsing stops at "--".
+std::set<std::string> FlagsOnCommandLine(int argc, char** argv);
 
 // The flags' raw values (the launcher forwards them).
 std::string SecretFileFlag();

@@ -70,20 +70,6 @@ absl::Status WriteLaunchRecord(const std::string& run_dir, const std::vector<std
   return WriteFileAtomic(LaunchRecordPath(run_dir), ToJson(record));
 }
 
-std::set<std::string> FlagsOnCommandLine(int argc, char** argv) {
-  std::set<std::string> names;
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (arg.size() < 2 || arg[0] != '-') continue;
-    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
-    std::string name(arg.substr(0, arg.find('=')));
-    if (absl::FindCommandLineFlag(name) == nullptr && name.rfind("no", 0) == 0) name = name.substr(2);
-    names.insert(name);
-  }
-  return names;
-}
-
 absl::Status ApplyLaunchRecord(const std::string& run_dir, const std::set<std::string>& given) {
   const std::string path = LaunchRecordPath(run_dir);
   auto text = ReadFileToString(path);

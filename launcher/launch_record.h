@@ -27,12 +27,9 @@ std::string LaunchRecordPath(const std::string& run_dir);
 absl::Status WriteLaunchRecord(const std::string& run_dir, const std::vector<std::string>& flags,
                                const std::string& command_line);
 
-// The names of the flags that `argv` gives ("--lr=0.1" and "--lr 0.1" give
-// "lr"; "--nofree_ports" gives "free_ports"); parsing stops at "--".
-std::set<std::string> FlagsOnCommandLine(int argc, char** argv);
-
 // Reads RUN_DIR/launch.json and applies it to this process's flags (see
-// above); `given` are the flags on the command line (FlagsOnCommandLine).
+// above); `given` are the flags on the command line (common/task_flags.h's
+// FlagsOnCommandLine).
 // NotFound naming the file when RUN_DIR holds no record (not a run
 // directory of `pstrain launch`); InvalidArgument naming the flag that
 // disagrees; DataLoss for a damaged record.

@@ -45,6 +45,7 @@
 #include "common/signals.h"
 #include "common/status_macros.h"
 #include "common/task_flags.h"
+#include "worker/presets.h"
 #include "export/commands.h"
 #include "glog/logging.h"
 #include "launcher/chaos.h"
@@ -573,6 +574,14 @@ int main(int argc, char** argv) {
   if (positional.size() < 2) {
     std::fprintf(stderr, "%s", pstrain::kUsage);
     return pstrain::kExitBadConfig;
+  }
+  const std::set<std::string> given = pstrain::FlagsOnCommandLine(argc, argv);
+  if (given.count("preset") > 0 && given.count("resume") > 0) {
+    return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(
+        "--preset with --resume: a resumed run continues with the flags it recorded"));
+  }
+  if (absl::Status s = pstrain::ApplyPresetFlag(given); !s.ok()) {
+    return pstrain::ExitWith("pstrain", s);
   }
   const std::string command = positional[1];
   if (command == "predict") {

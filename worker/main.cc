@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/signals.h"
 #include "common/task_flags.h"
+#include "worker/presets.h"
 #include "worker/train_flags.h"
 #include "worker/trainer.h"
 
@@ -37,5 +38,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   pstrain::InitLogging(argv[0]);
   pstrain::InstallShutdownHandlers();
+  if (absl::Status s = pstrain::ApplyPresetFlag(pstrain::FlagsOnCommandLine(argc, argv)); !s.ok()) {
+    return pstrain::ExitWith("worker", s);
+  }
   return pstrain::ExitWith("worker", RunWorker(std::getenv("TF_CONFIG")));
 }
