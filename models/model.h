@@ -13,6 +13,7 @@
 // Thread safety: none; one thread drives a model.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,6 +90,18 @@ class Model {
   // kernels run asynchronously, and timing them would take CUDA events and
   // a synchronisation per layer.
   virtual void set_layer_spans(std::vector<LayerSpan>* spans) { (void)spans; }
+
+  // Not null: ForwardBackward calls `done(begin)` after each layer's
+  // backward pass, when every gradient from flat offset `begin` to the
+  // end of `grads` is final and will not be written again in this pass
+  // (backward runs last layer first). A worker sends each shard whose
+  // gradient is complete while backward goes on (overlap). Returns
+  // whether the backend calls it: the CPU model does; the CUDA model
+  // copies the gradients out at the end of the pass, and does not.
+  virtual bool set_backward_progress(std::function<void(int64_t begin)>* done) {
+    (void)done;
+    return false;
+  }
 };
 
 // Builds the model on the requested device. "auto" is "cuda" when the CUDA

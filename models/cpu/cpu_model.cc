@@ -174,6 +174,7 @@ absl::Status CpuModel::Backward(const BatchContext& ctx, const float* images, fl
                                          activations_[l].data(), grad_[dy].data(), dx,
                                          grads + layer_offsets_[l]));
     if (timed) layer_spans_->push_back({&net_.layers[l].name, true, start, UnixMicros() - start});
+    if (backward_done_ != nullptr) (*backward_done_)(layer_offsets_[l]);
     dy = 1 - dy;
   }
   return absl::OkStatus();

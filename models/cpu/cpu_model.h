@@ -16,6 +16,7 @@
 //    leaves the parameters untouched (grads are then unspecified).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,10 @@ class CpuModel final : public Model {
   absl::StatusOr<float> ForwardBackward(const Batch& batch, absl::Span<float> grads) override;
   absl::StatusOr<EvalResult> Evaluate(const Batch& batch) override;
   void set_layer_spans(std::vector<LayerSpan>* spans) override { layer_spans_ = spans; }
+  bool set_backward_progress(std::function<void(int64_t begin)>* done) override {
+    backward_done_ = done;
+    return true;
+  }
 
   // Inference (dropout off) for `pstrain predict`: writes each example's
   // log-probabilities, log-softmax of the last layer, into log_probs
@@ -72,6 +77,7 @@ class CpuModel final : public Model {
   std::vector<std::vector<float>> activations_;  // [layer][max_batch, output shape]
   std::vector<float> log_probs_;                 // [max_batch, num_classes]
   std::vector<LayerSpan>* layer_spans_ = nullptr;  // training passes' timings, if asked
+  std::function<void(int64_t begin)>* backward_done_ = nullptr;  // see Model
   std::vector<float> grad_[2];                   // dL/d(activation), ping-pong
 };
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -282,6 +283,36 @@ TEST(CpuModel, RunsAreBitwiseDeterministic) {
   ASSERT_TRUE(loss.ok());
   EXPECT_EQ(*loss, first.loss);
   EXPECT_EQ(std::vector<float>(grads.begin() + 3, grads.end()), first.grads);
+}
+
+// Overlap relies on this: when backward reports a layer done from offset
+// `begin`, grads[begin, end) already hold their final values, and the
+// offsets only go down.
+TEST(CpuModel, BackwardProgressReportsGradientsThatAreFinal) {
+  for (const char* name : {"mnist_cnn", "cnn_large"}) {
+    std::unique_ptr<Model> model = MakeModel(Options(name, 8));
+    ASSERT_NE(model, nullptr);
+    const Examples ex = RandomExamples(model->net(), 8, 3);
+    const Step reference = RunStep(*model, ex);
+    std::vector<float> grads(model->num_params(), NAN);
+    std::vector<std::pair<int64_t, std::vector<float>>> seen;
+    std::function<void(int64_t)> done = [&](int64_t begin) {
+      seen.push_back({begin, std::vector<float>(grads.begin() + begin, grads.end())});
+    };
+    ASSERT_TRUE(model->set_backward_progress(&done));
+    ASSERT_TRUE(model->ForwardBackward(ex.batch(), absl::MakeSpan(grads)).ok());
+    model->set_backward_progress(nullptr);
+    ASSERT_EQ(seen.size(), model->net().layers.size()) << name;
+    EXPECT_EQ(seen.back().first, 0) << name;
+    for (size_t i = 0; i < seen.size(); ++i) {
+      if (i > 0) {
+        EXPECT_LE(seen[i].first, seen[i - 1].first) << name;
+      }
+      const std::vector<float> final_values(reference.grads.begin() + seen[i].first,
+                                            reference.grads.end());
+      EXPECT_EQ(seen[i].second, final_values) << name << ": layer " << i << " from the end";
+    }
+  }
 }
 
 TEST(CpuModel, DropoutMasksFollowTheSeedAndTheExampleKeys) {
