@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/cpu/conv2d.h"
@@ -210,6 +211,45 @@ TEST(MaxPool2d, FloorLeavesTheLastRowAndColumnOut) {
   std::vector<float> expected(25, 0.0f);
   expected[0] = expected[3] = expected[15] = expected[18] = 1;
   EXPECT_THAT(dx, ElementsAreArray(expected));
+}
+
+// A window at a time, in row-major order: the first maximum wins, a NaN
+// wins over anything before it. Returns the argmax within the plane.
+int32_t ReferenceArgmax(const float* plane, int w, int k, int p, int q) {
+  int32_t best = p * k * w + q * k;
+  for (int u = 0; u < k; ++u) {
+    for (int v = 0; v < k; ++v) {
+      const int32_t i = (p * k + u) * w + q * k + v;
+      if (plane[i] > plane[best] || std::isnan(plane[i])) best = i;
+    }
+  }
+  return best;
+}
+
+// k = 2 runs in vectors of 4 or 8 windows with an overlapping last block;
+// every row width from 4 to 17 windows (odd input sizes too), values with
+// many ties and NaNs.
+TEST(MaxPool2d, EveryRowWidthMatchesAWindowAtATimeScan) {
+  const float kValues[] = {-1.0f, 0.0f, 2.0f, 2.0f, std::nanf("")};
+  for (int w = 8; w <= 35; ++w) {
+    const int h = 4 + w % 3, n = 2, c = 3;
+    MaxPool2d pool("pool", {c, h, w}, 2, n);
+    const Shape out = pool.output_shape();
+    SplitMix64 rng(w);
+    std::vector<float> x(n * c * h * w);
+    for (float& v : x) v = kValues[rng.Below(5)];
+    std::vector<float> y(n * out.size());
+    ASSERT_TRUE(pool.Forward(TrainingBatch(n), nullptr, x.data(), y.data()).ok());
+    for (int plane = 0; plane < n * c; ++plane) {
+      for (int i = 0; i < out.h * out.w; ++i) {
+        const int32_t want = ReferenceArgmax(x.data() + plane * h * w, w, 2, i / out.w, i % out.w);
+        const int j = plane * out.h * out.w + i;
+        ASSERT_EQ(pool.argmax()[j], want) << "w=" << w << " plane " << plane << " window " << i;
+        const float expected = x[plane * h * w + want];
+        ASSERT_TRUE(y[j] == expected || (std::isnan(y[j]) && std::isnan(expected)));
+      }
+    }
+  }
 }
 
 TEST(MaxPool2d, GradientsMatchFiniteDifferences) {
