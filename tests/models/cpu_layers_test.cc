@@ -124,29 +124,46 @@ void ExpectNear(const std::vector<float>& actual, const std::vector<double>& exp
   }
 }
 
-TEST(Conv2d, GroupsOfImagesMatchTheDirectConvolution) {
-  const Shape in{2, 28, 28};
-  const int k = 5;
-  Conv2d conv("conv", in, 5, k, 64);
-  const int n = 2 * conv.group_size() + 1;  // two full groups and a partial one
-  ASSERT_LE(n, 64);
+struct ConvCase {
+  Shape in;
+  int out_channels, kernel, n;
+};
+
+// The networks' shapes and odd ones: output rows that the kernels' vectors
+// (4 or 8 lanes) divide or not (24, 8; 26, 4, 5), channel and tap counts
+// that their register blocks divide or not.
+class Conv2dShapes : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(Conv2dShapes, MatchTheDirectConvolution) {
+  const ConvCase c = GetParam();
+  Conv2d conv("conv", c.in, c.out_channels, c.kernel, c.n);
   const Shape out = conv.output_shape();
-  const std::vector<float> x = RandomVector(n * in.size(), -1, 1, 4);
+  const std::vector<float> x = RandomVector(c.n * c.in.size(), -1, 1, 4);
   const std::vector<float> params = RandomVector(conv.num_params(), -0.2f, 0.2f, 5);
-  const std::vector<float> dy = RandomVector(n * out.size(), -1, 1, 6);
+  const std::vector<float> dy = RandomVector(c.n * out.size(), -1, 1, 6);
   std::vector<float> y(dy.size()), dx(x.size()), dparams(params.size());
-  ASSERT_TRUE(conv.Forward(TrainingBatch(n), params.data(), x.data(), y.data()).ok());
-  ASSERT_TRUE(conv.Backward(TrainingBatch(n), params.data(), x.data(), y.data(), dy.data(),
+  ASSERT_TRUE(conv.Forward(TrainingBatch(c.n), params.data(), x.data(), y.data()).ok());
+  ASSERT_TRUE(conv.Backward(TrainingBatch(c.n), params.data(), x.data(), y.data(), dy.data(),
                             dx.data(), dparams.data())
                   .ok());
-  const ConvReference ref = DirectConv(x, params, dy, n, in, out, k);
+  const ConvReference ref = DirectConv(x, params, dy, c.n, c.in, out, c.kernel);
   ExpectNear(y, ref.y, 1e-5);
   ExpectNear(dx, ref.dx, 1e-5);
   std::vector<double> dparams_ref = ref.dw;
   dparams_ref.insert(dparams_ref.end(), ref.db.begin(), ref.db.end());
-  // dw and db are float sums of n * 24 * 24 = 23,040 terms: looser.
+  // dw and db are float sums of up to n * 24 * 24 = 11,520 terms: looser.
   ExpectNear(dparams, dparams_ref, 1e-4);
 }
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Conv2dShapes,
+                         ::testing::Values(ConvCase{{1, 28, 28}, 10, 5, 20},
+                                           ConvCase{{10, 12, 12}, 20, 5, 7},
+                                           ConvCase{{1, 28, 28}, 32, 3, 3},
+                                           ConvCase{{32, 26, 26}, 64, 3, 2},
+                                           ConvCase{{2, 28, 28}, 5, 5, 3},
+                                           ConvCase{{3, 7, 6}, 4, 3, 5},
+                                           ConvCase{{2, 9, 13}, 7, 5, 3},
+                                           ConvCase{{1, 4, 4}, 1, 4, 2}));
 
 TEST(Conv2d, SkipsTheInputGradientWhenDxIsNull) {
   Conv2d conv("conv", {1, 5, 5}, 2, 3, 1);
