@@ -65,6 +65,10 @@ Conv2d::Conv2d(std::string name, Shape input, int out_channels, int kernel, int 
   CHECK(out_channels >= 1 && kernel >= 1 && kernel <= input.h && kernel <= input.w)
       << this->name() << ": conv " << kernel << "x" << kernel << " on " << input.h << "x"
       << input.w;
+  if (Winograd3x3::Applies(input, out_channels, kernel)) {
+    winograd_ = std::make_unique<Winograd3x3>(input, out_channels);
+    return;
+  }
   dcols_.resize(int64_t{geometry_.taps} * geometry_.vectors * kLanes);
   dw_lanes_.resize(int64_t{out_channels} * geometry_.taps * kLanes);
   const int64_t image_bytes = sizeof(float) * (input.size() + output_shape().size());
@@ -80,47 +84,51 @@ absl::Status Conv2d::Forward(const BatchContext& ctx, const float* params, const
   if (absl::Status status = CheckBatch(ctx); !status.ok()) return status;
   const int64_t in_size = input_shape().size(), out_size = output_shape().size();
   const float* bias = params + int64_t{output_shape().c} * geometry_.taps;
+  if (winograd_ != nullptr) {
+    winograd_->Forward(ctx.n, params, bias, x, y);
+    return absl::OkStatus();
+  }
   for (int i = 0; i < ctx.n; ++i) {
+    const float* x_i = x + i * in_size;
+    float* y_i = y + i * out_size;
     if (geometry_.KernelsApply()) {
-      ConvForwardImage(geometry_, params, bias, x + i * in_size, y + i * out_size);
+      ConvForwardImage(geometry_, params, bias, x_i, y_i);
     } else {
-      ScalarForward(geometry_, params, bias, x + i * in_size, y + i * out_size);
+      ScalarForward(geometry_, params, bias, x_i, y_i);
     }
   }
   return absl::OkStatus();
 }
 
 // db sums each image's planes, image after image; dw sums images in each
-// lane (dw_lanes_), then the lanes; dx is per image.
+// lane, then the lanes; dx is per image.
 absl::Status Conv2d::Backward(const BatchContext& ctx, const float* params, const float* x,
                               const float* y, const float* dy, float* dx, float* dparams) {
   if (absl::Status status = CheckBatch(ctx); !status.ok()) return status;
   const Shape out = output_shape();
-  const int64_t in_size = input_shape().size(), out_size = out.size(), plane = out.h * out.w;
+  const int64_t out_size = out.size(), plane = out.h * out.w;
   float* db = dparams + int64_t{out.c} * geometry_.taps;
   std::fill_n(db, out.c, 0.0f);
   for (int i = 0; i < ctx.n; ++i) {
     for (int o = 0; o < out.c; ++o) db[o] += DeterministicSum(dy + i * out_size + o * plane, plane);
   }
-  if (dx != nullptr) std::fill_n(dx, ctx.n * in_size, 0.0f);
-  if (!geometry_.KernelsApply()) {
+  if (dx != nullptr) std::fill_n(dx, ctx.n * input_shape().size(), 0.0f);
+  if (winograd_ != nullptr) {
+    winograd_->Backward(ctx.n, params, x, dy, dx, dparams);
+  } else if (geometry_.KernelsApply()) {
+    KernelsBackward(ctx.n, params, x, dy, dx, dparams);
+  } else {
     std::fill_n(dparams, int64_t{out.c} * geometry_.taps, 0.0f);
     for (int i = 0; i < ctx.n; ++i) {
-      ScalarBackward(geometry_, params, x + i * in_size, dy + i * out_size, dparams,
-                     dx == nullptr ? nullptr : dx + i * in_size);
+      ScalarBackward(geometry_, params, x + i * input_shape().size(), dy + i * out_size, dparams,
+                     dx == nullptr ? nullptr : dx + i * input_shape().size());
     }
-    return absl::OkStatus();
-  }
-  WeightGrad(ctx.n, x, dy, dparams);
-  if (dx == nullptr) return absl::OkStatus();
-  for (int i = 0; i < ctx.n; ++i) {
-    ConvTapGradImage(geometry_, params, dy + i * out_size, dcols_.data());
-    Col2ImImage(geometry_, dcols_.data(), dx + i * in_size);
   }
   return absl::OkStatus();
 }
 
-void Conv2d::WeightGrad(int n, const float* x, const float* dy, float* dw) {
+void Conv2d::KernelsBackward(int n, const float* params, const float* x, const float* dy,
+                             float* dx, float* dw) {
   const int64_t in_size = input_shape().size(), out_size = output_shape().size();
   std::fill(dw_lanes_.begin(), dw_lanes_.end(), 0.0f);
   for (int first = 0; first < n; first += chunk_) {
@@ -129,6 +137,11 @@ void Conv2d::WeightGrad(int n, const float* x, const float* dy, float* dw) {
   }
   const int64_t weights = int64_t{output_shape().c} * geometry_.taps;
   for (int64_t j = 0; j < weights; ++j) dw[j] = simd::SumLanes(simd::Load(&dw_lanes_[j * kLanes]));
+  if (dx == nullptr) return;
+  for (int i = 0; i < n; ++i) {
+    ConvTapGradImage(geometry_, params, dy + i * out_size, dcols_.data());
+    Col2ImImage(geometry_, dcols_.data(), dx + i * in_size);
+  }
 }
 
 }  // namespace pstrain::models::cpu

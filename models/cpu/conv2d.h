@@ -15,13 +15,17 @@
 // Computed by the register-blocked kernels of models/cpu/conv_kernels.h,
 // which read the input in place (no im2col matrix) and write NCHW
 // directly; dx goes through one image's tap gradient and col2im at a time.
+// Where Winograd3x3::Applies (3x3 kernels, even output sizes, 4 or more
+// input channels: cnn_large's second conv), models/cpu/winograd.h instead.
 // Output rows narrower than a vector (simd::kLanes) take scalar loops.
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "models/cpu/conv_kernels.h"
 #include "models/cpu/cpu_layer.h"
+#include "models/cpu/winograd.h"
 
 namespace pstrain::models::cpu {
 
@@ -38,12 +42,14 @@ class Conv2d final : public CpuLayer {
                         const float* y, const float* dy, float* dx, float* dparams) override;
 
  private:
-  // dw [cout, K] of the batch: dw_lanes_ over chunks of chunk_ images, then
-  // each weight's lanes added up.
-  void WeightGrad(int n, const float* x, const float* dy, float* dw);
+  // dw [cout, K] and, unless dx is null, dx of the batch by the kernels:
+  // dw_lanes_ over chunks of chunk_ images, then each weight's lanes added.
+  void KernelsBackward(int n, const float* params, const float* x, const float* dy, float* dx,
+                       float* dw);
 
   ConvGeometry geometry_;
-  int chunk_;                     // images per ConvWeightGrad call
+  std::unique_ptr<Winograd3x3> winograd_;  // where it applies
+  int chunk_ = 1;                 // images per ConvWeightGrad call
   std::vector<float> dcols_;      // [K, R*kLanes], one image's
   std::vector<float> dw_lanes_;   // [cout, K, kLanes]
 };

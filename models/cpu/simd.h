@@ -30,6 +30,28 @@ inline void Store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
 inline Vec Broadcast(float x) { return Vec{} + x; }
 
+// Lanes 0, 2, 4, ... and 1, 3, 5, ... of the 2*kLanes floats a, b (a
+// stride-2 load from two contiguous ones).
+#ifdef __AVX__
+inline Vec EvenLanes(Vec a, Vec b) { return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14); }
+inline Vec OddLanes(Vec a, Vec b) { return __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15); }
+#else
+inline Vec EvenLanes(Vec a, Vec b) { return __builtin_shufflevector(a, b, 0, 2, 4, 6); }
+inline Vec OddLanes(Vec a, Vec b) { return __builtin_shufflevector(a, b, 1, 3, 5, 7); }
+#endif
+
+// Stores a[0], b[0], a[1], b[1], ... to p[0, 2*kLanes): the inverse of
+// EvenLanes and OddLanes.
+inline void StoreInterleaved(float* p, Vec a, Vec b) {
+#ifdef __AVX__
+  Store(p, __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11));
+  Store(p + kLanes, __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15));
+#else
+  Store(p, __builtin_shufflevector(a, b, 0, 4, 1, 5));
+  Store(p + kLanes, __builtin_shufflevector(a, b, 2, 6, 3, 7));
+#endif
+}
+
 // v[0] + v[1] + ... + v[kLanes-1], in that order.
 inline float SumLanes(Vec v) {
   float sum = v[0];

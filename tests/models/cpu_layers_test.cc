@@ -84,6 +84,15 @@ TEST(Conv2d, GradientsMatchFiniteDifferences) {
   EXPECT_LT(check.MaxParamError(kEps, kAll), kPiecewiseLinearTolerance);
 }
 
+// Winograd's F(2x2, 3x3) (4 or more input channels, even output sizes).
+TEST(Conv2d, WinogradGradientsMatchFiniteDifferences) {
+  Conv2d conv("conv", {4, 18, 20}, 3, 3, 2);
+  LayerGradCheck check(conv, TrainingBatch(2), RandomVector(2 * 4 * 18 * 20, -1, 1, 11),
+                       RandomVector(conv.num_params(), -0.5f, 0.5f, 12), 13);
+  EXPECT_LT(check.MaxInputError(kEps, 300), kPiecewiseLinearTolerance);
+  EXPECT_LT(check.MaxParamError(kEps, kAll), kPiecewiseLinearTolerance);
+}
+
 // The textbook loops, in double: y, and dx, dw, db for a given dy.
 struct ConvReference {
   std::vector<double> y, dx, dw, db;
@@ -131,7 +140,9 @@ struct ConvCase {
 
 // The networks' shapes and odd ones: output rows that the kernels' vectors
 // (4 or 8 lanes) divide or not (24, 8; 26, 4, 5), channel and tap counts
-// that their register blocks divide or not.
+// that their register blocks divide or not; 3x3 convolutions that take
+// Winograd's F(2x2, 3x3) (32 -> 64 on 26x26, and rows of tiles that the
+// vectors divide or not).
 class Conv2dShapes : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(Conv2dShapes, MatchTheDirectConvolution) {
@@ -163,7 +174,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Conv2dShapes,
                                            ConvCase{{2, 28, 28}, 5, 5, 3},
                                            ConvCase{{3, 7, 6}, 4, 3, 5},
                                            ConvCase{{2, 9, 13}, 7, 5, 3},
-                                           ConvCase{{1, 4, 4}, 1, 4, 2}));
+                                           ConvCase{{1, 4, 4}, 1, 4, 2},
+                                           ConvCase{{4, 18, 18}, 6, 3, 3},
+                                           ConvCase{{5, 20, 22}, 9, 3, 2}));
 
 TEST(Conv2d, SkipsTheInputGradientWhenDxIsNull) {
   Conv2d conv("conv", {1, 5, 5}, 2, 3, 1);
