@@ -112,16 +112,20 @@ absl::Status Conv2d::Backward(const BatchContext& ctx, const float* params, cons
   for (int i = 0; i < ctx.n; ++i) {
     for (int o = 0; o < out.c; ++o) db[o] += DeterministicSum(dy + i * out_size + o * plane, plane);
   }
-  if (dx != nullptr) std::fill_n(dx, ctx.n * input_shape().size(), 0.0f);
   if (winograd_ != nullptr) {
     winograd_->Backward(ctx.n, params, x, dy, dx, dparams);
-  } else if (geometry_.KernelsApply()) {
+    return absl::OkStatus();
+  }
+  // The direct paths add every tap's share into dx.
+  if (dx != nullptr) std::fill_n(dx, ctx.n * input_shape().size(), 0.0f);
+  if (geometry_.KernelsApply()) {
     KernelsBackward(ctx.n, params, x, dy, dx, dparams);
   } else {
     std::fill_n(dparams, int64_t{out.c} * geometry_.taps, 0.0f);
     for (int i = 0; i < ctx.n; ++i) {
-      ScalarBackward(geometry_, params, x + i * input_shape().size(), dy + i * out_size, dparams,
-                     dx == nullptr ? nullptr : dx + i * input_shape().size());
+      const int64_t in_size = input_shape().size();
+      ScalarBackward(geometry_, params, x + i * in_size, dy + i * out_size, dparams,
+                     dx == nullptr ? nullptr : dx + i * in_size);
     }
   }
   return absl::OkStatus();
