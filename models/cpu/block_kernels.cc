@@ -36,7 +36,8 @@ constexpr std::array<Fn, sizeof...(J)> BlockRow(std::integer_sequence<int, J...>
   return {Block<I + 1, J + 1>::kFn...};
 }
 template <typename Fn, template <int, int> class Block, int Cols, int... I>
-constexpr std::array<std::array<Fn, Cols>, sizeof...(I)> BlockTable(std::integer_sequence<int, I...>) {
+constexpr std::array<std::array<Fn, Cols>, sizeof...(I)> BlockTable(
+    std::integer_sequence<int, I...>) {
   return {BlockRow<Fn, Block, I>(std::make_integer_sequence<int, Cols>())...};
 }
 
@@ -80,7 +81,9 @@ template <int MB, int NB>
 void LaneDotBlock(const LaneDot& d, int cols, int m0, int n0) {
   Vec acc[MB][NB];
   for (int m = 0; m < MB; ++m) {
-    for (int n = 0; n < NB; ++n) acc[m][n] = simd::Load(d.acc + (int64_t{m0 + m} * cols + n0 + n) * kLanes);
+    for (int n = 0; n < NB; ++n) {
+      acc[m][n] = simd::Load(d.acc + (int64_t{m0 + m} * cols + n0 + n) * kLanes);
+    }
   }
   const int32_t* a_offsets = d.a_offsets + m0;
   const int32_t* b_offsets = d.b_offsets + n0;
@@ -102,7 +105,9 @@ void LaneDotBlock(const LaneDot& d, int cols, int m0, int n0) {
     }
   }
   for (int m = 0; m < MB; ++m) {
-    for (int n = 0; n < NB; ++n) simd::Store(d.acc + (int64_t{m0 + m} * cols + n0 + n) * kLanes, acc[m][n]);
+    for (int n = 0; n < NB; ++n) {
+      simd::Store(d.acc + (int64_t{m0 + m} * cols + n0 + n) * kLanes, acc[m][n]);
+    }
   }
 }
 

@@ -47,9 +47,9 @@ struct LaneDot {
   const int32_t* b_offsets;  // [cols]
   const int32_t* b_bases;    // [vectors]
   int count, vectors;
-  const uint8_t* overlaps;   // [vectors] or null
-  const float* masks;        // [vectors, kLanes] or null
-  float* acc;                // [rows, cols, kLanes]
+  const uint8_t* overlaps;  // [vectors] or null
+  const float* masks;       // [vectors, kLanes] or null
+  float* acc;               // [rows, cols, kLanes]
 };
 void RunLaneDot(const LaneDot& d, int rows, int cols);
 

@@ -131,8 +131,8 @@ absl::Status Conv2d::Backward(const BatchContext& ctx, const float* params, cons
   return absl::OkStatus();
 }
 
-void Conv2d::KernelsBackward(int n, const float* params, const float* x, const float* dy,
-                             float* dx, float* dw) {
+void Conv2d::KernelsBackward(int n, const float* params, const float* x, const float* dy, float* dx,
+                             float* dw) {
   const int64_t in_size = input_shape().size(), out_size = output_shape().size();
   std::fill(dw_lanes_.begin(), dw_lanes_.end(), 0.0f);
   for (int first = 0; first < n; first += chunk_) {

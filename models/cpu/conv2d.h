@@ -49,9 +49,9 @@ class Conv2d final : public CpuLayer {
 
   ConvGeometry geometry_;
   std::unique_ptr<Winograd3x3> winograd_;  // where it applies
-  int chunk_ = 1;                 // images per ConvWeightGrad call
-  std::vector<float> dcols_;      // [K, R*kLanes], one image's
-  std::vector<float> dw_lanes_;   // [cout, K, kLanes]
+  int chunk_ = 1;                          // images per ConvWeightGrad call
+  std::vector<float> dcols_;               // [K, R*kLanes], one image's
+  std::vector<float> dw_lanes_;            // [cout, K, kLanes]
 };
 
 }  // namespace pstrain::models::cpu

@@ -44,26 +44,56 @@ ConvGeometry::ConvGeometry(Shape input, int out_channels, int kernel_size)
 
 bool ConvGeometry::KernelsApply() const { return out.w >= kLanes; }
 
-void ConvForwardImage(const ConvGeometry& g, const float* weight, const float* bias,
-                      const float* x, float* y) {
-  const BlockProduct p{weight, g.taps, 1, g.taps, x, g.tap_offsets.data(), g.input_bases.data(),
-                       bias, y, int64_t{g.out.h} * g.out.w, g.output_bases.data()};
+void ConvForwardImage(const ConvGeometry& g, const float* weight, const float* bias, const float* x,
+                      float* y) {
+  BlockProduct p{};
+  p.a = weight;
+  p.a_row = g.taps;
+  p.a_col = 1;
+  p.depth = g.taps;
+  p.b = x;
+  p.b_offsets = g.tap_offsets.data();
+  p.b_bases = g.input_bases.data();
+  p.init = bias;
+  p.out = y;
+  p.out_row = int64_t{g.out.h} * g.out.w;
+  p.out_bases = g.output_bases.data();
   RunBlockProduct(p, g.out.c, g.vectors);
 }
 
 void ConvWeightGrad(const ConvGeometry& g, const float* x, const float* dy, int count,
                     float* dw_lanes) {
-  const LaneDot d{dy, g.out.size(), g.channel_planes.data(), g.output_bases.data(),
-                  x, g.in.size(), g.tap_offsets.data(), g.input_bases.data(),
-                  count, g.vectors, g.overlaps.data(), g.masks.data(), dw_lanes};
+  LaneDot d{};
+  d.a = dy;
+  d.a_image = g.out.size();
+  d.a_offsets = g.channel_planes.data();
+  d.a_bases = g.output_bases.data();
+  d.b = x;
+  d.b_image = g.in.size();
+  d.b_offsets = g.tap_offsets.data();
+  d.b_bases = g.input_bases.data();
+  d.count = count;
+  d.vectors = g.vectors;
+  d.overlaps = g.overlaps.data();
+  d.masks = g.masks.data();
+  d.acc = dw_lanes;
   RunLaneDot(d, g.out.c, g.taps);
 }
 
-void ConvTapGradImage(const ConvGeometry& g, const float* weight, const float* dy,
-                      float* dcols) {
-  const BlockProduct p{weight, 1, g.taps, g.out.c, dy, g.channel_planes.data(),
-                       g.output_bases.data(), nullptr, dcols, int64_t{g.vectors} * kLanes,
-                       g.column_bases.data()};
+// dcols[t, r] = sum_o weight[o, t] dy[o, r]: weight read as its transpose.
+void ConvTapGradImage(const ConvGeometry& g, const float* weight, const float* dy, float* dcols) {
+  BlockProduct p{};
+  p.a = weight;
+  p.a_row = 1;
+  p.a_col = g.taps;
+  p.depth = g.out.c;
+  p.b = dy;
+  p.b_offsets = g.channel_planes.data();
+  p.b_bases = g.output_bases.data();
+  p.init = nullptr;
+  p.out = dcols;
+  p.out_row = int64_t{g.vectors} * kLanes;
+  p.out_bases = g.column_bases.data();
   RunBlockProduct(p, g.taps, g.vectors);
 }
 

@@ -37,8 +37,8 @@ struct ConvGeometry {
 
   Shape in, out;
   int kernel;
-  int taps;     // K
-  int vectors;  // R
+  int taps;                             // K
+  int vectors;                          // R
   std::vector<int32_t> tap_offsets;     // [K] c*H*W + u*W + v
   std::vector<int32_t> input_bases;     // [R] p*W + q0
   std::vector<int32_t> output_bases;    // [R] p*Wo + q0
@@ -50,8 +50,8 @@ struct ConvGeometry {
 
 // y [O, Ho, Wo] = bias[o] + sum_t weight[o, t] * (tap t of x), NCHW, for
 // one image x [C, H, W].
-void ConvForwardImage(const ConvGeometry& g, const float* weight, const float* bias,
-                      const float* x, float* y);
+void ConvForwardImage(const ConvGeometry& g, const float* weight, const float* bias, const float* x,
+                      float* y);
 
 // dw_lanes [O, K, kLanes] += lane by lane, the sum over `count` images (x
 // [count, C, H, W], dy [count, O, Ho, Wo]) and their vectors r of
@@ -62,8 +62,7 @@ void ConvWeightGrad(const ConvGeometry& g, const float* x, const float* dy, int 
 
 // dcols [K, R*kLanes] = weight^T dy for one image dy [O, Ho, Wo]: what each
 // tap of each output vector passes back to the input.
-void ConvTapGradImage(const ConvGeometry& g, const float* weight, const float* dy,
-                      float* dcols);
+void ConvTapGradImage(const ConvGeometry& g, const float* weight, const float* dy, float* dcols);
 
 // dx [C, H, W] += every tap of dcols added back where ConvForwardImage read
 // it (col2im), overlapped lanes once.

@@ -37,8 +37,12 @@ inline Vec Broadcast(float x) { return x - Vec{}; }
 // Lanes 0, 2, 4, ... and 1, 3, 5, ... of the 2*kLanes floats a, b (a
 // stride-2 load from two contiguous ones).
 #ifdef __AVX__
-inline Vec EvenLanes(Vec a, Vec b) { return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14); }
-inline Vec OddLanes(Vec a, Vec b) { return __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15); }
+inline Vec EvenLanes(Vec a, Vec b) {
+  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+}
+inline Vec OddLanes(Vec a, Vec b) {
+  return __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+}
 #else
 inline Vec EvenLanes(Vec a, Vec b) { return __builtin_shufflevector(a, b, 0, 2, 4, 6); }
 inline Vec OddLanes(Vec a, Vec b) { return __builtin_shufflevector(a, b, 1, 3, 5, 7); }

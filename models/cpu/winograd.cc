@@ -247,13 +247,22 @@ void Winograd3x3::TransformOutputGrad(const float* dy, int lane0, TileBuffer* ou
   }
 }
 
-void Winograd3x3::Multiply(const std::vector<float>& filters, const TileBuffer& data,
-                           int vectors, TileBuffer* out) const {
+void Winograd3x3::Multiply(const std::vector<float>& filters, const TileBuffer& data, int vectors,
+                           TileBuffer* out) const {
   const int rows = out->channels, depth = data.channels;
   for (int x = 0; x < kPositions; ++x) {
-    const BlockProduct p{filters.data() + int64_t{x} * rows * depth, depth, 1, depth,
-                         data.at(x, 0), data.rows.data(), bases_.data(), nullptr, out->at(x, 0),
-                         out->lanes, bases_.data()};
+    BlockProduct p{};
+    p.a = filters.data() + int64_t{x} * rows * depth;
+    p.a_row = depth;
+    p.a_col = 1;
+    p.depth = depth;
+    p.b = data.at(x, 0);
+    p.b_offsets = data.rows.data();
+    p.b_bases = bases_.data();
+    p.init = nullptr;
+    p.out = out->at(x, 0);
+    p.out_row = out->lanes;
+    p.out_bases = bases_.data();
     RunBlockProduct(p, rows, vectors);
   }
 }
@@ -269,8 +278,7 @@ void Winograd3x3::ConvolveImage(const Tiling& t, const float* img,
   }
 }
 
-void Winograd3x3::Forward(int n, const float* weight, const float* bias, const float* x,
-                          float* y) {
+void Winograd3x3::Forward(int n, const float* weight, const float* bias, const float* x, float* y) {
   SetFilters(weight);
   for (int i = 0; i < n; ++i) {
     ConvolveImage(tiles_, x + i * in_.size(), filters_, bias, &data_, &products_,
@@ -278,8 +286,8 @@ void Winograd3x3::Forward(int n, const float* weight, const float* bias, const f
   }
 }
 
-void Winograd3x3::Backward(int n, const float* weight, const float* x, const float* dy,
-                           float* dx, float* dw) {
+void Winograd3x3::Backward(int n, const float* weight, const float* x, const float* dy, float* dx,
+                           float* dw) {
   SetFilters(weight);
   std::fill(dw_lanes_.begin(), dw_lanes_.end(), 0.0f);
   for (int first = 0; first < n; first += grad_images_) {
@@ -306,10 +314,20 @@ void Winograd3x3::AccumulateWeightGrad(const float* x, const float* dy, int coun
       float* row = grad_data_.at(pos, c);
       std::fill(row + used, row + vectors * kLanes, 0.0f);
     }
-    const LaneDot d{grad_dy_.at(pos, 0), 0, grad_dy_.rows.data(), bases_.data(),
-                    grad_data_.at(pos, 0), 0, grad_data_.rows.data(), bases_.data(),
-                    1, vectors, nullptr, nullptr,
-                    dw_lanes_.data() + int64_t{pos} * o_count * c_count * kLanes};
+    LaneDot d{};
+    d.a = grad_dy_.at(pos, 0);
+    d.a_image = 0;
+    d.a_offsets = grad_dy_.rows.data();
+    d.a_bases = bases_.data();
+    d.b = grad_data_.at(pos, 0);
+    d.b_image = 0;
+    d.b_offsets = grad_data_.rows.data();
+    d.b_bases = bases_.data();
+    d.count = 1;
+    d.vectors = vectors;
+    d.overlaps = nullptr;
+    d.masks = nullptr;
+    d.acc = dw_lanes_.data() + int64_t{pos} * o_count * c_count * kLanes;
     RunLaneDot(d, o_count, c_count);
   }
 }

@@ -49,8 +49,7 @@ class Winograd3x3 {
 
   // dw [O, C, 3, 3] (summed over the n images) and, unless dx is null,
   // dx [n, C, H, W], both overwritten, from dy [n, O, Ho, Wo].
-  void Backward(int n, const float* weight, const float* x, const float* dy, float* dx,
-                float* dw);
+  void Backward(int n, const float* weight, const float* x, const float* dy, float* dx, float* dw);
 
  private:
   // The 2x2 tiles of one output (rows x cols of them), transformed a block
@@ -65,7 +64,9 @@ class Winograd3x3 {
   // (ty - ty0)*cols + tx. `rows` holds each channel's offset, c*lanes.
   struct TileBuffer {
     TileBuffer(int channels, int lanes);
-    float* at(int position, int channel) { return data.data() + (position * channels + channel) * int64_t{lanes}; }
+    float* at(int position, int channel) {
+      return data.data() + (position * channels + channel) * int64_t{lanes};
+    }
     const float* at(int position, int channel) const {
       return data.data() + (position * channels + channel) * int64_t{lanes};
     }
@@ -98,17 +99,17 @@ class Winograd3x3 {
   void FinishWeightGrad(float* dw);
 
   Shape in_, out_;
-  Tiling tiles_;     // of y
-  Tiling dx_tiles_;  // of dx
-  int grad_images_;  // images per weight-gradient pass
-  std::vector<int32_t> bases_;      // r*kLanes for every vector of any buffer
-  std::vector<float> filters_;      // [16, O, C] G g G^T
-  std::vector<float> dx_filters_;   // [16, C, O], of the filters rotated 180 degrees
-  TileBuffer data_, products_;      // forward blocks: [16, C, .], [16, O, .]
+  Tiling tiles_;                      // of y
+  Tiling dx_tiles_;                   // of dx
+  int grad_images_;                   // images per weight-gradient pass
+  std::vector<int32_t> bases_;        // r*kLanes for every vector of any buffer
+  std::vector<float> filters_;        // [16, O, C] G g G^T
+  std::vector<float> dx_filters_;     // [16, C, O], of the filters rotated 180 degrees
+  TileBuffer data_, products_;        // forward blocks: [16, C, .], [16, O, .]
   TileBuffer dx_data_, dx_products_;  // dx blocks: [16, O, .], [16, C, .]
-  TileBuffer grad_data_, grad_dy_;  // weight gradient passes: [16, C, .], [16, O, .]
-  std::vector<float> padded_dy_;    // [O, Ho+4, Wo+4], zero border
-  std::vector<float> dw_lanes_;     // [16, O, C, kLanes]
+  TileBuffer grad_data_, grad_dy_;    // weight gradient passes: [16, C, .], [16, O, .]
+  std::vector<float> padded_dy_;      // [O, Ho+4, Wo+4], zero border
+  std::vector<float> dw_lanes_;       // [16, O, C, kLanes]
 };
 
 }  // namespace pstrain::models::cpu

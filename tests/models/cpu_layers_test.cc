@@ -166,17 +166,13 @@ TEST_P(Conv2dShapes, MatchTheDirectConvolution) {
   ExpectNear(dparams, dparams_ref, 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Conv2dShapes,
-                         ::testing::Values(ConvCase{{1, 28, 28}, 10, 5, 20},
-                                           ConvCase{{10, 12, 12}, 20, 5, 7},
-                                           ConvCase{{1, 28, 28}, 32, 3, 3},
-                                           ConvCase{{32, 26, 26}, 64, 3, 2},
-                                           ConvCase{{2, 28, 28}, 5, 5, 3},
-                                           ConvCase{{3, 7, 6}, 4, 3, 5},
-                                           ConvCase{{2, 9, 13}, 7, 5, 3},
-                                           ConvCase{{1, 4, 4}, 1, 4, 2},
-                                           ConvCase{{4, 18, 18}, 6, 3, 3},
-                                           ConvCase{{5, 20, 22}, 9, 3, 2}));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Conv2dShapes,
+    ::testing::Values(ConvCase{{1, 28, 28}, 10, 5, 20}, ConvCase{{10, 12, 12}, 20, 5, 7},
+                      ConvCase{{1, 28, 28}, 32, 3, 3}, ConvCase{{32, 26, 26}, 64, 3, 2},
+                      ConvCase{{2, 28, 28}, 5, 5, 3}, ConvCase{{3, 7, 6}, 4, 3, 5},
+                      ConvCase{{2, 9, 13}, 7, 5, 3}, ConvCase{{1, 4, 4}, 1, 4, 2},
+                      ConvCase{{4, 18, 18}, 6, 3, 3}, ConvCase{{5, 20, 22}, 9, 3, 2}));
 
 TEST(Conv2d, SkipsTheInputGradientWhenDxIsNull) {
   Conv2d conv("conv", {1, 5, 5}, 2, 3, 1);
