@@ -20,13 +20,24 @@ inline constexpr int kLanes = 4;
 
 typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
 
-inline Vec Load(const float* p) {
-  Vec v;
+// 4 floats on every target: for what is left of a row that a Vec does not
+// divide. Where Vec has 4 lanes, it is Vec.
+typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));
+
+template <typename V>
+inline constexpr int kLanesOf = sizeof(V) / sizeof(float);
+
+template <typename V = Vec>
+inline V Load(const float* p) {
+  V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 
-inline void Store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+template <typename V>
+inline void Store(float* p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 // Every lane x. Written x - 0, which is x for every x: Vec{} + x is not
 // (0 + -0 is +0), so the compiler adds before it broadcasts, an instruction
@@ -43,21 +54,21 @@ inline Vec EvenLanes(Vec a, Vec b) {
 inline Vec OddLanes(Vec a, Vec b) {
   return __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
 }
-#else
-inline Vec EvenLanes(Vec a, Vec b) { return __builtin_shufflevector(a, b, 0, 2, 4, 6); }
-inline Vec OddLanes(Vec a, Vec b) { return __builtin_shufflevector(a, b, 1, 3, 5, 7); }
 #endif
+inline Vec4 EvenLanes(Vec4 a, Vec4 b) { return __builtin_shufflevector(a, b, 0, 2, 4, 6); }
+inline Vec4 OddLanes(Vec4 a, Vec4 b) { return __builtin_shufflevector(a, b, 1, 3, 5, 7); }
 
-// Stores a[0], b[0], a[1], b[1], ... to p[0, 2*kLanes): the inverse of
+// Stores a[0], b[0], a[1], b[1], ... to p[0, 2*lanes): the inverse of
 // EvenLanes and OddLanes.
-inline void StoreInterleaved(float* p, Vec a, Vec b) {
 #ifdef __AVX__
+inline void StoreInterleaved(float* p, Vec a, Vec b) {
   Store(p, __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11));
   Store(p + kLanes, __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15));
-#else
-  Store(p, __builtin_shufflevector(a, b, 0, 4, 1, 5));
-  Store(p + kLanes, __builtin_shufflevector(a, b, 2, 6, 3, 7));
+}
 #endif
+inline void StoreInterleaved(float* p, Vec4 a, Vec4 b) {
+  Store(p, __builtin_shufflevector(a, b, 0, 4, 1, 5));
+  Store(p + 4, __builtin_shufflevector(a, b, 2, 6, 3, 7));
 }
 
 // v[0] + v[1] + ... + v[kLanes-1], in that order.

@@ -12,6 +12,7 @@ namespace {
 
 using simd::kLanes;
 using simd::Vec;
+using simd::Vec4;
 
 constexpr int kPositions = 16;  // of a 4x4 tile
 constexpr int kMinChannels = 4;
@@ -59,20 +60,22 @@ void TransformFilterGrad(const float* du, float* dg) {
   }
 }
 
-// v[16] = B^T d B for kLanes tiles side by side: d[i][j] of tile l is
-// rows[i*width + 2*l + j].
-void TransformInputTiles(const float* rows, int width, Vec* v) {
-  Vec d[4][4];
+// v[16] = B^T d B for the lanes of V tiles side by side: d[i][j] of tile l
+// is rows[i*width + 2*l + j].
+template <typename V>
+void TransformInputTiles(const float* rows, int width, V* v) {
+  constexpr int kN = simd::kLanesOf<V>;
+  V d[4][4];
   for (int i = 0; i < 4; ++i) {
     const float* r = rows + i * width;
-    const Vec a = simd::Load(r), b = simd::Load(r + kLanes);
-    const Vec c = simd::Load(r + 2), e = simd::Load(r + 2 + kLanes);
+    const V a = simd::Load<V>(r), b = simd::Load<V>(r + kN);
+    const V c = simd::Load<V>(r + 2), e = simd::Load<V>(r + 2 + kN);
     d[i][0] = simd::EvenLanes(a, b);
     d[i][1] = simd::OddLanes(a, b);
     d[i][2] = simd::EvenLanes(c, e);
     d[i][3] = simd::OddLanes(c, e);
   }
-  Vec w[4][4];  // B^T d
+  V w[4][4];  // B^T d
   for (int j = 0; j < 4; ++j) {
     w[0][j] = d[0][j] - d[2][j];
     w[1][j] = d[1][j] + d[2][j];
@@ -87,9 +90,10 @@ void TransformInputTiles(const float* rows, int width, Vec* v) {
   }
 }
 
-// y[i][j] = (A^T m A)[i][j] + bias for kLanes tiles; m[16].
-void TransformOutputTiles(const Vec* m, float bias, Vec y[2][2]) {
-  Vec z[2][4];  // A^T m
+// y[i][j] = (A^T m A)[i][j] + bias for the lanes of V tiles; m[16].
+template <typename V>
+void TransformOutputTiles(const V* m, float bias, V y[2][2]) {
+  V z[2][4];  // A^T m
   for (int j = 0; j < 4; ++j) {
     z[0][j] = m[j] + m[4 + j] + m[8 + j];
     z[1][j] = m[4 + j] - m[8 + j] - m[12 + j];
@@ -100,13 +104,16 @@ void TransformOutputTiles(const Vec* m, float bias, Vec y[2][2]) {
   }
 }
 
-// g[16] = A dy A^T for kLanes tiles: dy[i][j] of tile l is rows[i*width + 2*l + j].
-void TransformOutputGradTiles(const float* rows, int width, Vec* g) {
-  Vec p[4][2];  // A dy
-  const Vec a = simd::Load(rows), b = simd::Load(rows + kLanes);
-  const Vec c = simd::Load(rows + width), e = simd::Load(rows + width + kLanes);
-  const Vec dy[2][2] = {{simd::EvenLanes(a, b), simd::OddLanes(a, b)},
-                        {simd::EvenLanes(c, e), simd::OddLanes(c, e)}};
+// g[16] = A dy A^T for the lanes of V tiles: dy[i][j] of tile l is
+// rows[i*width + 2*l + j].
+template <typename V>
+void TransformOutputGradTiles(const float* rows, int width, V* g) {
+  constexpr int kN = simd::kLanesOf<V>;
+  const V a = simd::Load<V>(rows), b = simd::Load<V>(rows + kN);
+  const V c = simd::Load<V>(rows + width), e = simd::Load<V>(rows + width + kN);
+  const V dy[2][2] = {{simd::EvenLanes(a, b), simd::OddLanes(a, b)},
+                      {simd::EvenLanes(c, e), simd::OddLanes(c, e)}};
+  V p[4][2];  // A dy
   for (int j = 0; j < 2; ++j) {
     p[0][j] = dy[0][j];
     p[1][j] = dy[0][j] + dy[1][j];
@@ -119,6 +126,28 @@ void TransformOutputGradTiles(const float* rows, int width, Vec* g) {
     g[i * 4 + 2] = p[i][0] - p[i][1];
     g[i * 4 + 3] = -p[i][1];
   }
+}
+
+// One vector of tiles from the rows at `rows` into the 16 positions'
+// buffers, position x at dst + x*stride; the forward transforms of the
+// input (TransformInputTiles) or of the output gradient.
+template <typename V, void (*kTiles)(const float*, int, V*)>
+void TransformVector(const float* rows, int width, float* dst, int64_t stride) {
+  V v[kPositions];
+  kTiles(rows, width, v);
+  for (int x = 0; x < kPositions; ++x) simd::Store(dst + x * stride, v[x]);
+}
+
+// One vector of tiles back from the 16 positions' buffers (position x at
+// src + x*stride) into two output rows at dst, dst + width.
+template <typename V>
+void TransformVectorBack(const float* src, int64_t stride, float bias, float* dst, int width) {
+  V m[kPositions];
+  for (int x = 0; x < kPositions; ++x) m[x] = simd::Load<V>(src + x * stride);
+  V y[2][2];
+  TransformOutputTiles(m, bias, y);
+  simd::StoreInterleaved(dst, y[0][0], y[0][1]);
+  simd::StoreInterleaved(dst + width, y[1][0], y[1][1]);
 }
 
 std::vector<int32_t> RowOffsets(int rows, int stride) {
@@ -148,7 +177,14 @@ Winograd3x3::Tiling::Tiling(int out_h, int out_w, int max_channels)
     if (waste <= double(RoundUp(block_rows * cols, kLanes)) / (block_rows * cols)) block_rows = b;
   }
   block_lanes = RoundUp(block_rows * cols, kLanes);
-  for (int tx0 = 0; tx0 < cols; tx0 += kLanes) starts.push_back(std::min(tx0, cols - kLanes));
+  int tx0 = 0;
+  for (; tx0 + kLanes <= cols; tx0 += kLanes) vectors.push_back({tx0, kLanes});
+  const int rest = cols - tx0;
+  if (rest > 0 && rest <= 4) {
+    vectors.push_back({cols - 4, 4});
+  } else if (rest > 0) {
+    vectors.push_back({cols - kLanes, kLanes});
+  }
 }
 
 // Lanes no transform writes stay 0 (the products compute 0 there).
@@ -199,13 +235,17 @@ void Winograd3x3::TransformInput(const Tiling& t, int ty0, int ty1, const float*
                                  TileBuffer* out) {
   const int width = 2 * t.cols + 2;
   const int64_t plane = int64_t{2 * t.rows + 2} * width;
-  Vec v[kPositions];
+  const int64_t stride = int64_t{out->channels} * out->lanes;
   for (int c = 0; c < out->channels; ++c) {
     for (int ty = ty0; ty < ty1; ++ty) {
-      for (const int tx0 : t.starts) {
-        TransformInputTiles(img + c * plane + 2 * ty * width + 2 * tx0, width, v);
-        const int lane = lane0 + (ty - ty0) * t.cols + tx0;
-        for (int x = 0; x < kPositions; ++x) simd::Store(out->at(x, c) + lane, v[x]);
+      for (const TileVector& v : t.vectors) {
+        const float* rows = img + c * plane + 2 * ty * width + 2 * v.first;
+        float* dst = out->at(0, c) + lane0 + (ty - ty0) * t.cols + v.first;
+        if (v.lanes == kLanes) {
+          TransformVector<Vec, TransformInputTiles<Vec>>(rows, width, dst, stride);
+        } else {
+          TransformVector<Vec4, TransformInputTiles<Vec4>>(rows, width, dst, stride);
+        }
       }
     }
   }
@@ -215,18 +255,18 @@ void Winograd3x3::TransformOutput(const Tiling& t, int ty0, int ty1, const TileB
                                   const float* bias, float* out) {
   const int width = 2 * t.cols;
   const int64_t plane = int64_t{2 * t.rows} * width;
-  Vec mv[kPositions];
-  Vec y[2][2];
+  const int64_t stride = int64_t{m.channels} * m.lanes;
   for (int c = 0; c < m.channels; ++c) {
     const float b = bias == nullptr ? 0.0f : bias[c];
     for (int ty = ty0; ty < ty1; ++ty) {
-      for (const int tx0 : t.starts) {
-        const int lane = (ty - ty0) * t.cols + tx0;
-        for (int x = 0; x < kPositions; ++x) mv[x] = simd::Load(m.at(x, c) + lane);
-        TransformOutputTiles(mv, b, y);
-        float* dst = out + c * plane + 2 * ty * width + 2 * tx0;
-        simd::StoreInterleaved(dst, y[0][0], y[0][1]);
-        simd::StoreInterleaved(dst + width, y[1][0], y[1][1]);
+      for (const TileVector& v : t.vectors) {
+        const float* src = m.at(0, c) + (ty - ty0) * t.cols + v.first;
+        float* dst = out + c * plane + 2 * ty * width + 2 * v.first;
+        if (v.lanes == kLanes) {
+          TransformVectorBack<Vec>(src, stride, b, dst, width);
+        } else {
+          TransformVectorBack<Vec4>(src, stride, b, dst, width);
+        }
       }
     }
   }
@@ -235,13 +275,17 @@ void Winograd3x3::TransformOutput(const Tiling& t, int ty0, int ty1, const TileB
 void Winograd3x3::TransformOutputGrad(const float* dy, int lane0, TileBuffer* out) const {
   const Tiling& t = tiles_;
   const int64_t plane = int64_t{out_.h} * out_.w;
-  Vec g[kPositions];
+  const int64_t stride = int64_t{out->channels} * out->lanes;
   for (int o = 0; o < out_.c; ++o) {
     for (int ty = 0; ty < t.rows; ++ty) {
-      for (const int tx0 : t.starts) {
-        TransformOutputGradTiles(dy + o * plane + 2 * ty * out_.w + 2 * tx0, out_.w, g);
-        const int lane = lane0 + ty * t.cols + tx0;
-        for (int x = 0; x < kPositions; ++x) simd::Store(out->at(x, o) + lane, g[x]);
+      for (const TileVector& v : t.vectors) {
+        const float* rows = dy + o * plane + 2 * ty * out_.w + 2 * v.first;
+        float* dst = out->at(0, o) + lane0 + ty * t.cols + v.first;
+        if (v.lanes == kLanes) {
+          TransformVector<Vec, TransformOutputGradTiles<Vec>>(rows, out_.w, dst, stride);
+        } else {
+          TransformVector<Vec4, TransformOutputGradTiles<Vec4>>(rows, out_.w, dst, stride);
+        }
       }
     }
   }

@@ -19,9 +19,8 @@
 // For each of the 16 tile positions the sum over channels is a product of
 // a [rows, channels] filter matrix and a [channels, tiles] data matrix,
 // computed by RunBlockProduct (and RunLaneDot for the weights) with the
-// tiles in the lanes. Transforms read a row of kLanes tiles with
-// stride-2 loads; a row's last such vector overlaps the one before when
-// kLanes does not divide the tiles per row, computing some tiles twice.
+// tiles in the lanes. Transforms read a row of kLanes (or 4) tiles with
+// stride-2 loads (see Tiling).
 //
 // Rounding differs from the direct convolution's (the transforms add and
 // halve before multiplying); every sum's order is fixed by indices, so
@@ -52,13 +51,19 @@ class Winograd3x3 {
   void Backward(int n, const float* weight, const float* x, const float* dy, float* dx, float* dw);
 
  private:
+  // `lanes` tiles of a tile row from column `first`.
+  struct TileVector {
+    int first, lanes;
+  };
   // The 2x2 tiles of one output (rows x cols of them), transformed a block
   // of block_rows tile rows at a time so that a block's buffers stay in the
-  // L2 cache; a tile row is covered by vectors of kLanes tiles at `starts`.
+  // L2 cache. A tile row is covered by vectors of kLanes tiles and what is
+  // left by one of 4 (the row's last 4) or, when more than 4 are left, of
+  // kLanes overlapping the one before (its tiles computed twice).
   struct Tiling {
     Tiling(int out_h, int out_w, int max_channels);
     int rows, cols, block_rows, block_lanes;
-    std::vector<int32_t> starts;
+    std::vector<TileVector> vectors;
   };
   // Transformed tiles [16, channels, lanes]; lane l of a block is its tile
   // (ty - ty0)*cols + tx. `rows` holds each channel's offset, c*lanes.
