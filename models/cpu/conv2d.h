@@ -12,13 +12,20 @@
 //   dx[i,c,s,t] = sum_{o,u,v} dy[i,o,s-u,t-v] * w[o,c,u,v]   (terms in range)
 //
 // Parameters in params() order: weight [cout, cin, k, k], then bias [cout].
-// Computed as im2col + one GEMM per group of images; the group is sized so
-// that its column matrix stays in the L2 cache.
+// Computed by the register-blocked kernels of models/cpu/conv_kernels.h,
+// which read the input in place (no im2col matrix) and write NCHW
+// directly; dx goes through one image's tap gradient and col2im at a time.
+// Where Winograd3x3::Applies (3x3 kernels, even output sizes, 4 or more
+// input channels: cnn_large's second conv), models/cpu/winograd.h instead.
+// Output rows narrower than a vector (simd::kLanes) take scalar loops.
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "models/cpu/conv_kernels.h"
 #include "models/cpu/cpu_layer.h"
+#include "models/cpu/winograd.h"
 
 namespace pstrain::models::cpu {
 
@@ -34,20 +41,17 @@ class Conv2d final : public CpuLayer {
   absl::Status Backward(const BatchContext& ctx, const float* params, const float* x,
                         const float* y, const float* dy, float* dx, float* dparams) override;
 
-  // Images per im2col + GEMM step (exposed for tests of partial groups).
-  int group_size() const { return group_; }
-
  private:
-  void ForwardGroup(const float* params, const float* x, int count, float* y);
-  void BackwardGroup(const float* params, const float* x, const float* dy, int count,
-                     bool accumulate, float* dx, float* dparams);
+  // dw [cout, K] and, unless dx is null, dx of the batch by the kernels:
+  // dw_lanes_ over chunks of chunk_ images, then each weight's lanes added.
+  void KernelsBackward(int n, const float* params, const float* x, const float* dy, float* dx,
+                       float* dw);
 
-  int kernel_;
-  int patch_;      // cin * k * k: rows of the column matrix
-  int positions_;  // (h-k+1) * (w-k+1): output positions per image
-  int group_;
-  std::vector<float> cols_;  // [patch, group * positions]: im2col, then its gradient
-  std::vector<float> out_;   // [cout, group * positions]: y or dy, channel-major
+  ConvGeometry geometry_;
+  std::unique_ptr<Winograd3x3> winograd_;  // where it applies
+  int chunk_ = 1;                          // images per ConvWeightGrad call
+  std::vector<float> dcols_;               // [K, R*kLanes], one image's
+  std::vector<float> dw_lanes_;            // [cout, K, kLanes]
 };
 
 }  // namespace pstrain::models::cpu

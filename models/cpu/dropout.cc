@@ -48,14 +48,36 @@ absl::Status Dropout::Backward(const BatchContext& ctx, const float* params, con
   return absl::OkStatus();
 }
 
+namespace {
+
+// Scales of elements [4*first, 4*(first+count)) of the example
+// `example_key` into mask[0, 4*count): element by element DropoutScale, but
+// one Philox call (ten rounds) per four elements, each of its words the
+// draw of one element, in a plain loop that the compiler vectorises across
+// blocks. (cnn_large's 9,216-element dropout was 14% of its step with a call
+// per element that kept one word of four.)
+void DrawBlocks(uint64_t layer_key, uint64_t example_key, bool channelwise, float p, uint32_t first,
+                int64_t count, float* __restrict mask) {
+  for (int64_t b = 0; b < count; ++b) {
+    const Philox4x32Result r =
+        DropoutBlock(layer_key, example_key, first + static_cast<uint32_t>(b), channelwise);
+    for (int j = 0; j < 4; ++j) mask[4 * b + j] = DropoutScaleOf(UniformFloat(r.v[j]), p);
+  }
+}
+
+}  // namespace
+
 void Dropout::DrawMask(const BatchContext& ctx) {
-  float* mask = mask_.data();
+  const uint64_t layer_key = DropoutLayerKey(ctx.seed, layer_index_);
+  const int64_t per = mask_per_example_, blocks = per / 4;
   for (int i = 0; i < ctx.n; ++i) {
-    const uint64_t key = ctx.example_keys[i];
-    for (int64_t e = 0; e < mask_per_example_; ++e) {
-      *mask++ =
-          DropoutScale(ctx.seed, layer_index_, key, static_cast<uint32_t>(e), channelwise_, p_);
-    }
+    float* mask = mask_.data() + i * per;
+    DrawBlocks(layer_key, ctx.example_keys[i], channelwise_, p_, 0, blocks, mask);
+    if (per % 4 == 0) continue;
+    float last[4];
+    DrawBlocks(layer_key, ctx.example_keys[i], channelwise_, p_, static_cast<uint32_t>(blocks), 1,
+               last);
+    std::copy_n(last, per % 4, mask + 4 * blocks);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/cpu/conv2d.h"
@@ -83,6 +84,15 @@ TEST(Conv2d, GradientsMatchFiniteDifferences) {
   EXPECT_LT(check.MaxParamError(kEps, kAll), kPiecewiseLinearTolerance);
 }
 
+// Winograd's F(2x2, 3x3) (4 or more input channels, even output sizes).
+TEST(Conv2d, WinogradGradientsMatchFiniteDifferences) {
+  Conv2d conv("conv", {4, 18, 20}, 3, 3, 2);
+  LayerGradCheck check(conv, TrainingBatch(2), RandomVector(2 * 4 * 18 * 20, -1, 1, 11),
+                       RandomVector(conv.num_params(), -0.5f, 0.5f, 12), 13);
+  EXPECT_LT(check.MaxInputError(kEps, 300), kPiecewiseLinearTolerance);
+  EXPECT_LT(check.MaxParamError(kEps, kAll), kPiecewiseLinearTolerance);
+}
+
 // The textbook loops, in double: y, and dx, dw, db for a given dy.
 struct ConvReference {
   std::vector<double> y, dx, dw, db;
@@ -123,29 +133,46 @@ void ExpectNear(const std::vector<float>& actual, const std::vector<double>& exp
   }
 }
 
-TEST(Conv2d, GroupsOfImagesMatchTheDirectConvolution) {
-  const Shape in{2, 28, 28};
-  const int k = 5;
-  Conv2d conv("conv", in, 5, k, 64);
-  const int n = 2 * conv.group_size() + 1;  // two full groups and a partial one
-  ASSERT_LE(n, 64);
+struct ConvCase {
+  Shape in;
+  int out_channels, kernel, n;
+};
+
+// The networks' shapes and odd ones: output rows that the kernels' vectors
+// (4 or 8 lanes) divide or not (24, 8; 26, 4, 5), channel and tap counts
+// that their register blocks divide or not; 3x3 convolutions that take
+// Winograd's F(2x2, 3x3) (32 -> 64 on 26x26, and rows of tiles that the
+// vectors divide or not).
+class Conv2dShapes : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(Conv2dShapes, MatchTheDirectConvolution) {
+  const ConvCase c = GetParam();
+  Conv2d conv("conv", c.in, c.out_channels, c.kernel, c.n);
   const Shape out = conv.output_shape();
-  const std::vector<float> x = RandomVector(n * in.size(), -1, 1, 4);
+  const std::vector<float> x = RandomVector(c.n * c.in.size(), -1, 1, 4);
   const std::vector<float> params = RandomVector(conv.num_params(), -0.2f, 0.2f, 5);
-  const std::vector<float> dy = RandomVector(n * out.size(), -1, 1, 6);
+  const std::vector<float> dy = RandomVector(c.n * out.size(), -1, 1, 6);
   std::vector<float> y(dy.size()), dx(x.size()), dparams(params.size());
-  ASSERT_TRUE(conv.Forward(TrainingBatch(n), params.data(), x.data(), y.data()).ok());
-  ASSERT_TRUE(conv.Backward(TrainingBatch(n), params.data(), x.data(), y.data(), dy.data(),
+  ASSERT_TRUE(conv.Forward(TrainingBatch(c.n), params.data(), x.data(), y.data()).ok());
+  ASSERT_TRUE(conv.Backward(TrainingBatch(c.n), params.data(), x.data(), y.data(), dy.data(),
                             dx.data(), dparams.data())
                   .ok());
-  const ConvReference ref = DirectConv(x, params, dy, n, in, out, k);
+  const ConvReference ref = DirectConv(x, params, dy, c.n, c.in, out, c.kernel);
   ExpectNear(y, ref.y, 1e-5);
   ExpectNear(dx, ref.dx, 1e-5);
   std::vector<double> dparams_ref = ref.dw;
   dparams_ref.insert(dparams_ref.end(), ref.db.begin(), ref.db.end());
-  // dw and db are float sums of n * 24 * 24 = 23,040 terms: looser.
+  // dw and db are float sums of up to n * 24 * 24 = 11,520 terms: looser.
   ExpectNear(dparams, dparams_ref, 1e-4);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Conv2dShapes,
+    ::testing::Values(ConvCase{{1, 28, 28}, 10, 5, 20}, ConvCase{{10, 12, 12}, 20, 5, 7},
+                      ConvCase{{1, 28, 28}, 32, 3, 3}, ConvCase{{32, 26, 26}, 64, 3, 2},
+                      ConvCase{{2, 28, 28}, 5, 5, 3}, ConvCase{{3, 7, 6}, 4, 3, 5},
+                      ConvCase{{2, 9, 13}, 7, 5, 3}, ConvCase{{1, 4, 4}, 1, 4, 2},
+                      ConvCase{{4, 18, 18}, 6, 3, 3}, ConvCase{{5, 20, 22}, 9, 3, 2}));
 
 TEST(Conv2d, SkipsTheInputGradientWhenDxIsNull) {
   Conv2d conv("conv", {1, 5, 5}, 2, 3, 1);
@@ -210,6 +237,45 @@ TEST(MaxPool2d, FloorLeavesTheLastRowAndColumnOut) {
   std::vector<float> expected(25, 0.0f);
   expected[0] = expected[3] = expected[15] = expected[18] = 1;
   EXPECT_THAT(dx, ElementsAreArray(expected));
+}
+
+// A window at a time, in row-major order: the first maximum wins, a NaN
+// wins over anything before it. Returns the argmax within the plane.
+int32_t ReferenceArgmax(const float* plane, int w, int k, int p, int q) {
+  int32_t best = p * k * w + q * k;
+  for (int u = 0; u < k; ++u) {
+    for (int v = 0; v < k; ++v) {
+      const int32_t i = (p * k + u) * w + q * k + v;
+      if (plane[i] > plane[best] || std::isnan(plane[i])) best = i;
+    }
+  }
+  return best;
+}
+
+// k = 2 runs in vectors of 4 or 8 windows with an overlapping last block;
+// every row width from 4 to 17 windows (odd input sizes too), values with
+// many ties and NaNs.
+TEST(MaxPool2d, EveryRowWidthMatchesAWindowAtATimeScan) {
+  const float kValues[] = {-1.0f, 0.0f, 2.0f, 2.0f, std::nanf("")};
+  for (int w = 8; w <= 35; ++w) {
+    const int h = 4 + w % 3, n = 2, c = 3;
+    MaxPool2d pool("pool", {c, h, w}, 2, n);
+    const Shape out = pool.output_shape();
+    SplitMix64 rng(w);
+    std::vector<float> x(n * c * h * w);
+    for (float& v : x) v = kValues[rng.Below(5)];
+    std::vector<float> y(n * out.size());
+    ASSERT_TRUE(pool.Forward(TrainingBatch(n), nullptr, x.data(), y.data()).ok());
+    for (int plane = 0; plane < n * c; ++plane) {
+      for (int i = 0; i < out.h * out.w; ++i) {
+        const int32_t want = ReferenceArgmax(x.data() + plane * h * w, w, 2, i / out.w, i % out.w);
+        const int j = plane * out.h * out.w + i;
+        ASSERT_EQ(pool.argmax()[j], want) << "w=" << w << " plane " << plane << " window " << i;
+        const float expected = x[plane * h * w + want];
+        ASSERT_TRUE(y[j] == expected || (std::isnan(y[j]) && std::isnan(expected)));
+      }
+    }
+  }
 }
 
 TEST(MaxPool2d, GradientsMatchFiniteDifferences) {
