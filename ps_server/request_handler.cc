@@ -14,7 +14,6 @@
 namespace pstrain {
 namespace {
 
-constexpr int kStalenessBuckets = 256;  // last bucket counts ">= 255"
 constexpr int kMaxExamplesPerPush = 1 << 24;
 // Steps and versions beyond this are lies (2^48 steps is millennia of
 // training); refusing them keeps step + 1 and version + 1 from overflowing.
@@ -616,7 +615,11 @@ void RequestHandler::RecordPush(int rank, const PushOutcome& outcome) {
       break;
   }
   stats_.set_gradients_applied(stats_.gradients_applied() + 1);
-  if (stats_.staleness_histogram_size() == 0) stats_.mutable_staleness_histogram()->Resize(kStalenessBuckets, 0);
+  // Not only when empty: counters restored from a checkpoint or a standby
+  // come trimmed (Stats), and a bucket past their end must not be written.
+  if (stats_.staleness_histogram_size() < kStalenessBuckets) {
+    stats_.mutable_staleness_histogram()->Resize(kStalenessBuckets, 0);
+  }
   const int bucket = static_cast<int>(std::min<int64_t>(outcome.staleness, kStalenessBuckets - 1));
   stats_.set_staleness_histogram(bucket, stats_.staleness_histogram(bucket) + 1);
   stats_.set_staleness_sum(stats_.staleness_sum() + static_cast<double>(outcome.staleness));

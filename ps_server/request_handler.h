@@ -64,6 +64,9 @@
 
 namespace pstrain {
 
+// Buckets of ShardStats.staleness_histogram; the last counts ">= 255".
+inline constexpr int kStalenessBuckets = 256;
+
 // Who sent a request, as far as the transport can tell.
 struct Peer {
   std::string route;    // ROUTER routing id: where replies go

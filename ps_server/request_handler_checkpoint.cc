@@ -189,7 +189,12 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
   stats_.set_stale_replications_refused(live.stale_replications_refused());
   stats_.set_shard_index(options_.shard_index);
   stats_.clear_workers();
+  // These counters come from a file or a standby: sized here, to this
+  // job's ranks and buckets, before anything indexes them.
   stats_.mutable_pushes_by_rank()->Resize(workers_.size(), 0);
+  if (stats_.staleness_histogram_size() > kStalenessBuckets) {
+    stats_.mutable_staleness_histogram()->Truncate(kStalenessBuckets);
+  }
   stats_.set_workers_declared_dead(live.workers_declared_dead());
   stats_.set_workers_rejoined(live.workers_rejoined());
   stats_.set_rollbacks(live.rollbacks());

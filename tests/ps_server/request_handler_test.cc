@@ -716,6 +716,35 @@ TEST_F(CheckpointRequestTest, SaveWritesTheShardAndRestoreContinuesFromItExactly
   EXPECT_EQ(H().Stats().gradients_received(), 6);  // counters go on
 }
 
+// The counters come back trimmed (Stats drops empty staleness buckets):
+// a staleness past the restored histogram's end is counted, not written
+// past it (a heap corruption that killed restarted async ps tasks).
+TEST_F(CheckpointRequestTest, ACounterPastTheRestoredHistogramIsCountedInBounds) {
+  Init(proto::ASYNC, 2);
+  RegisterAll(2);
+  Push(0, 0, 0, 0.1f);  // staleness 0: the histogram is one bucket long in the file
+  std::vector<Reply> out = Save(0, 1);
+  ASSERT_FALSE(IsError(out[0])) << out[0].header.error().message();
+  const uint64_t checksum = out[0].header.saved().checksum();
+  handler_.reset();
+  proto::Header h = Base(proto::RESTORE, 0);
+  h.mutable_job()->set_mode(proto::ASYNC);
+  h.mutable_job()->set_num_workers(2);
+  h.mutable_job()->set_learning_rate(0.5);
+  h.mutable_job()->set_momentum(momentum_);
+  h.mutable_restore()->set_step(1);
+  h.mutable_restore()->set_checksum(checksum);
+  out = Send(0, WithPayload(h, {}));
+  ASSERT_FALSE(IsError(out[0])) << out[0].header.error().message();
+  ASSERT_EQ(H().Stats().staleness_histogram_size(), 1);
+  for (int v = 1; v <= 6; ++v) Push(1, v, 1, 0.1f);  // staleness 0, 1, ..., 5
+  const proto::ShardStats s = H().Stats();
+  ASSERT_EQ(s.staleness_histogram_size(), 6);
+  EXPECT_EQ(s.staleness_histogram(0), 2);
+  EXPECT_EQ(s.staleness_histogram(5), 1);
+  EXPECT_EQ(s.max_staleness(), 5);
+}
+
 // Each optimizer's whole state comes back: the same next versions give
 // the same parameters and slots, so the step count (Adam's bias
 // corrections, Adagrad's lr decay) came back too.
