@@ -174,6 +174,7 @@ void PushPullRoundTrip(benchmark::State& state, bool curve, int workers) {
   struct Worker {
     std::unique_ptr<PsClient> client;
     std::vector<float> params, grads;
+    std::vector<EncodedShard> pushed;  // grads as f32, the one shard's payload
     std::vector<int64_t> versions = {0};
     std::vector<ShardReply> replies;
     int64_t step = 0;
@@ -193,13 +194,15 @@ void PushPullRoundTrip(benchmark::State& state, bool curve, int workers) {
     w[r].client = *std::move(c);
     w[r].params.assign(n, 1.0f);
     w[r].grads.assign(n, 0.5f);
+    w[r].pushed = {{proto::F32, 0,
+                    {reinterpret_cast<const char*>(w[r].grads.data()), w[r].grads.size() * sizeof(float)}}};
     s = w[r].client->WaitForServers();
     if (s.ok() && r == 0) s = w[r].client->Init(job, w[r].params);
     if (s.ok() && r > 0) s = w[r].client->Register().status();
   }
   auto round_trip = [&](int r) {
     Worker& x = w[r];
-    const absl::Status st = x.client->PushPull(x.step++, x.versions, 128, x.grads,
+    const absl::Status st = x.client->PushPull(x.step++, x.versions, 128, x.pushed,
                                                absl::MakeSpan(x.params), &x.replies);
     if (st.ok()) x.versions[0] = x.replies[0].version;
     return st.ok();

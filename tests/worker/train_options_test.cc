@@ -41,11 +41,12 @@ void ExpectSame(const TrainOptions& a, const TrainOptions& b) {
   EXPECT_EQ(a.lr_step_size, b.lr_step_size);
   EXPECT_EQ(a.lr_gamma, b.lr_gamma);
   EXPECT_EQ(a.min_lr, b.min_lr);
+  EXPECT_EQ(a.wire, b.wire);
 }
 
 TEST(TrainOptions, EveryFieldIsAFlagWhoseDefaultIsTheFieldsDefault) {
   const std::vector<std::string> args = TrainOptions().ToArgs();
-  EXPECT_EQ(args.size(), 42u);  // one per field
+  EXPECT_EQ(args.size(), 43u);  // one per field
   for (const std::string& arg : args) {
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq - 2);
@@ -86,11 +87,29 @@ TEST(TrainOptions, ToArgsParsesBackToTheSameOptions) {
   o.lr_step_size = 100;
   o.lr_gamma = 0.3;
   o.min_lr = 1e-5;
+  o.wire = "topk:0.01";
   ASSERT_TRUE(ValidateTrainOptions(o).ok());
   EXPECT_THAT(o.ToArgs(), Contains("--lr=0.30000000000000004"));
   auto parsed = Parse(o.ToArgs());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ExpectSame(*parsed, o);
+}
+
+TEST(TrainOptions, WireTakesTheFourEncodingsAndRefusesOthersNamingTheFlag) {
+  TrainOptions o;
+  EXPECT_EQ(o.wire, "f32");
+  for (const char* ok : {"f32", "bf16", "fp16", "topk:0.01", "topk:1"}) {
+    o.wire = ok;
+    EXPECT_TRUE(ValidateTrainOptions(o).ok()) << ok;
+  }
+  for (const char* bad : {"topk:0", "topk:1.01", "topk:", "f16", ""}) {
+    o.wire = bad;
+    const absl::Status s = ValidateTrainOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(s.message()), ::testing::StartsWith("--wire: ")) << bad;
+  }
+  o.wire = "topk:0";
+  EXPECT_THAT(std::string(ValidateTrainOptions(o).message()), ::testing::HasSubstr("0 < R <= 1"));
 }
 
 }  // namespace
