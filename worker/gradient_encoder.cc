@@ -28,7 +28,7 @@ GradientEncoder::GradientEncoder(const WireEncoding& encoding, const ShardPlan& 
 
 absl::Span<const EncodedShard> GradientEncoder::Encode(int64_t step, absl::Span<const float> grads,
                                                        bool weighted) {
-  CHECK_EQ(grads.size(), ranges_.empty() ? 0 : static_cast<size_t>(ranges_.back().end));
+  CHECK_EQ(grads.size(), static_cast<size_t>(ranges_.back().end));
   if (!encoding_.lossy()) {
     for (size_t k = 0; k < ranges_.size(); ++k) {
       const auto floats = grads.subspan(static_cast<size_t>(ranges_[k].begin),
