@@ -11,6 +11,9 @@
 //    DEALER and a ROUTER that sends them straight back, in the same process
 //    and run: the wire's ceiling, so PUSH_PULL's share of it is measured,
 //    not guessed.
+//  - The worker's --wire encoding of one step with error feedback
+//    (BM_EncodeWithErrorFeedback/<bf16|fp16|topk:0.01>/<floats>): what a
+//    lossy encoding adds to a step, per shard.
 //  - Several workers (BM_PushPullWorkers/<floats>/<workers>, async, and
 //    BM_RawZmqEchoWorkers): every worker a client of its own in a thread of
 //    its own against one ps (one echo server); aggregate_bytes_per_s counts
@@ -23,6 +26,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -34,6 +38,7 @@
 #include "ps_server/ps_server.h"
 #include "ps_server/request_handler.h"
 #include "ps_server/shard_store.h"
+#include "worker/gradient_encoder.h"
 #include "worker/ps_client.h"
 
 namespace pstrain {
@@ -67,6 +72,34 @@ void BM_ShardStoreApply(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);  // floats per second
 }
 BENCHMARK(BM_ShardStoreApply)->ArgsProduct({{10920, 669706}, {0, 1, 2, 3}});
+
+// GradientEncoder::Encode on one shard of n floats: g + e, the encoding,
+// the ps's decoding of it, the new residual. Checked first: what the ps
+// decodes plus the residual is the gradient.
+void BM_EncodeWithErrorFeedback(benchmark::State& state) {
+  static const char* const kWires[] = {"bf16", "fp16", "topk:0.01"};
+  const int64_t n = state.range(1);
+  state.SetLabel(kWires[state.range(0)]);
+  auto plan = ShardPlan::Create("bench", {{"w", n}}, 1, ShardStrategy::kBalanced);
+  GradientEncoder encoder(*ParseWireEncoding(kWires[state.range(0)]), *plan);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1e-2f);
+  std::vector<float> grad(n), decoded(n);
+  for (float& g : grad) g = normal(rng);
+  const EncodedShard& payload = encoder.Encode(0, grad, true)[0];
+  const absl::Status s = DecodeGradient(payload.encoding, payload.topk_count, payload.bytes,
+                                        absl::MakeSpan(decoded));
+  for (int64_t i = 0; i < n; ++i) {
+    if (!s.ok() || std::fabs(decoded[i] + encoder.residual()[i] - grad[i]) > 1e-6f * std::fabs(grad[i])) {
+      state.SkipWithError("decoded + residual is not the gradient");
+      return;
+    }
+  }
+  int64_t step = 1;
+  for (auto _ : state) benchmark::DoNotOptimize(encoder.Encode(step++, grad, true).data());
+  state.SetItemsProcessed(state.iterations() * n);  // floats per second
+}
+BENCHMARK(BM_EncodeWithErrorFeedback)->ArgsProduct({{0, 1, 2}, {10920, 600000}});
 
 Message MakeMessage(proto::Header h, const std::vector<float>& payload) {
   Message m;
@@ -187,6 +220,7 @@ void PushPullRoundTrip(benchmark::State& state, bool curve, int workers) {
   struct Worker {
     std::unique_ptr<PsClient> client;
     std::vector<float> params, grads;
+    std::vector<EncodedShard> pushed;  // grads as f32, the one shard's payload
     std::vector<int64_t> versions = {0};
     std::vector<ShardReply> replies;
     int64_t step = 0;
@@ -206,13 +240,15 @@ void PushPullRoundTrip(benchmark::State& state, bool curve, int workers) {
     w[r].client = *std::move(c);
     w[r].params.assign(n, 1.0f);
     w[r].grads.assign(n, 0.5f);
+    w[r].pushed = {{proto::F32, 0,
+                    {reinterpret_cast<const char*>(w[r].grads.data()), w[r].grads.size() * sizeof(float)}}};
     s = w[r].client->WaitForServers();
     if (s.ok() && r == 0) s = w[r].client->Init(job, w[r].params);
     if (s.ok() && r > 0) s = w[r].client->Register().status();
   }
   auto round_trip = [&](int r) {
     Worker& x = w[r];
-    const absl::Status st = x.client->PushPull(x.step++, x.versions, 128, x.grads,
+    const absl::Status st = x.client->PushPull(x.step++, x.versions, 128, x.pushed,
                                                absl::MakeSpan(x.params), &x.replies);
     if (st.ok()) x.versions[0] = x.replies[0].version;
     return st.ok();

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "glog/logging.h"
 
 namespace pstrain {
 namespace {
@@ -139,16 +140,24 @@ absl::StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& context, const std::
 
 absl::Status SendRequest(zmq::socket_t& dealer, const proto::Header& header,
                          absl::Span<const float> payload, bool zero_copy) {
+  return SendRequestBytes(
+      dealer, header,
+      absl::MakeConstSpan(reinterpret_cast<const char*>(payload.data()), payload.size() * sizeof(float)),
+      zero_copy);
+}
+
+absl::Status SendRequestBytes(zmq::socket_t& dealer, const proto::Header& header,
+                              absl::Span<const char> payload, bool zero_copy) {
+  CHECK_EQ(payload.size() % sizeof(float), 0u) << "a payload of whole 32-bit words";
   try {
     zmq::message_t head = HeaderFrame(header);
     const bool more = !payload.empty();
     auto flags = zmq::send_flags::dontwait | (more ? zmq::send_flags::sndmore : zmq::send_flags::none);
     if (!dealer.send(head, flags)) return absl::UnavailableError("peer not connected or queue full");
     if (more) {
-      const size_t bytes = payload.size() * sizeof(float);
       zmq::message_t body = zero_copy
-          ? zmq::message_t(const_cast<float*>(payload.data()), bytes, nullptr, nullptr)
-          : zmq::message_t(payload.data(), bytes);
+          ? zmq::message_t(const_cast<char*>(payload.data()), payload.size(), nullptr, nullptr)
+          : zmq::message_t(payload.data(), payload.size());
       // The first frame is queued, so the second cannot be refused for lack
       // of a peer: ZeroMQ delivers multipart messages whole or not at all.
       (void)dealer.send(body, zmq::send_flags::dontwait);

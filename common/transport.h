@@ -106,6 +106,10 @@ absl::StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& context, const std::
 // peer is not connected or its queue is full.
 absl::Status SendRequest(zmq::socket_t& dealer, const proto::Header& header,
                          absl::Span<const float> payload, bool zero_copy);
+// The same with a payload of bytes (an encoded gradient,
+// common/wire_codec.h). REQUIRES: payload.size() is a multiple of 4.
+absl::Status SendRequestBytes(zmq::socket_t& dealer, const proto::Header& header,
+                              absl::Span<const char> payload, bool zero_copy);
 
 // Sends [identity, header, payload?] from a ROUTER; the payload is copied.
 // Returns Unavailable when the peer is gone (ZMQ_ROUTER_MANDATORY).

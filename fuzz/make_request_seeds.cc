@@ -1,12 +1,17 @@
 // Writes fuzz_request's seed corpus: real protocol messages (the headers a
 // worker and the chief send) in the harness's frame format, a few valid
-// conversations and a few invalid ones. Usage: make_request_seeds DIR
+// conversations and a few invalid ones, pushes in every --wire encoding
+// among them (so the fuzzer starts inside the decoder, common/wire_codec.h).
+// Usage: make_request_seeds DIR
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "common/wire_codec.h"
 #include "fuzz/request_frames.h"
 
 namespace pstrain::fuzz {
@@ -30,6 +35,39 @@ FuzzMessage Request(proto::MessageType type, int rank, int64_t step = 0, int64_t
   return m;
 }
 
+template <typename T>
+std::string Raw(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+std::string Half(uint16_t (*encode)(float), const std::vector<float>& v) {
+  std::vector<uint16_t> codes;
+  for (float x : v) codes.push_back(encode(x));
+  return Raw(codes);
+}
+
+// (index, value) pairs of a TOPK payload.
+std::string Pairs(const std::vector<std::pair<uint32_t, float>>& pairs) {
+  std::string out;
+  for (const auto& [index, value] : pairs) out += Raw(std::vector<uint32_t>{index}) + Raw(std::vector<float>{value});
+  return out;
+}
+
+// A PUSH_PULL of `rank` whose payload is `bytes` in `encoding`; each with a
+// request id of its own, so that none is answered as a repeat of another.
+FuzzMessage EncodedPush(int rank, int64_t step, proto::Encoding encoding, uint64_t topk_count,
+                        const std::string& bytes) {
+  static uint64_t request_id = 100;
+  proto::Header h = RequestHeader(proto::PUSH_PULL, rank);
+  h.set_request_id(++request_id);
+  h.set_step(step);
+  h.set_version(step);
+  h.set_num_examples(32);
+  h.set_encoding(encoding);
+  h.set_topk_count(topk_count);
+  return {rank, {h.SerializeAsString(), bytes}};
+}
+
 FuzzMessage Barrier(int rank, const std::string& name, bool with_report) {
   proto::Header h = RequestHeader(proto::BARRIER, rank);
   h.set_barrier_name(name);
@@ -51,6 +89,32 @@ struct Seed {
   const char* name;
   std::string bytes;
 };
+
+// Pushes in every encoding, well formed and not.
+std::vector<Seed> EncodedSeeds() {
+  const Setup sync2{true, 0, 2, false};
+  const Setup async2{true, 1, 2, false};
+  const std::vector<float> grad = {0.1f, -0.2f, 0.3f, 0.0f};
+  return {
+      {"valid_sync_encodings", Input(sync2, {EncodedPush(0, 0, proto::BF16, 0, Half(F32ToBf16, grad)),
+                                             EncodedPush(1, 0, proto::TOPK, 2, Pairs({{0, 0.1f}, {2, 0.3f}})),
+                                             EncodedPush(0, 1, proto::FP16, 0, Half(F32ToFp16, grad)),
+                                             EncodedPush(1, 1, proto::F32, 0, Raw(grad))})},
+      {"valid_async_topk", Input(async2, {EncodedPush(1, 0, proto::TOPK, 1, Pairs({{3, -1.0f}})),
+                                          EncodedPush(0, 0, proto::TOPK, 4,
+                                                      Pairs({{0, 1}, {1, 2}, {2, 3}, {3, 4}})),
+                                          EncodedPush(1, 1, proto::FP16, 0, Half(F32ToFp16, {7e4f, 1, 2, 3}))})},
+      {"invalid_encodings", Input(async2, {EncodedPush(1, 0, proto::TOPK, 2, Pairs({{2, 1}, {1, 1}})),
+                                           EncodedPush(1, 0, proto::TOPK, 2, Pairs({{1, 1}, {1, 1}})),
+                                           EncodedPush(1, 0, proto::TOPK, 1, Pairs({{4, 1}})),
+                                           EncodedPush(1, 0, proto::TOPK, 3, Pairs({{0, 1}})),
+                                           EncodedPush(1, 0, proto::TOPK, 0, ""),
+                                           EncodedPush(1, 0, proto::BF16, 0, Half(F32ToBf16, {1, 2, 3})),
+                                           EncodedPush(1, 0, proto::FP16, 2, Half(F32ToFp16, grad)),
+                                           EncodedPush(1, 0, proto::BF16, 0, Half(F32ToBf16, {1, NAN, 0, 0})),
+                                           EncodedPush(1, 0, static_cast<proto::Encoding>(7), 0, Raw(grad))})},
+  };
+}
 
 std::vector<Seed> Seeds() {
   const Setup sync2{true, 0, 2, false};
@@ -96,7 +160,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: make_request_seeds DIR\n");
     return 2;
   }
-  for (const auto& seed : pstrain::fuzz::Seeds()) {
+  std::vector<pstrain::fuzz::Seed> seeds = pstrain::fuzz::Seeds();
+  for (auto& seed : pstrain::fuzz::EncodedSeeds()) seeds.push_back(std::move(seed));
+  for (const auto& seed : seeds) {
     const std::string path = std::string(argv[1]) + "/" + seed.name;
     std::ofstream(path, std::ios::binary) << seed.bytes;
     if (!std::ofstream(path, std::ios::app)) {

@@ -9,6 +9,7 @@
 #include "common/checkpoint_dir.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
+#include "common/wire_codec.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -29,6 +30,10 @@ constexpr size_t kMaxPayloadBeforeInit = 64 * 1024;
 void SetError(const absl::Status& status, proto::Header* h) {
   h->mutable_error()->set_code(static_cast<int>(status.code()));
   h->mutable_error()->set_message(std::string(status.message()));
+}
+
+absl::Span<const char> PayloadBytes(const Message& m) {
+  return {static_cast<const char*>(m.payload.data()), m.payload_bytes()};
 }
 
 bool IsWorkerSender(const proto::TaskId& t) {
@@ -254,7 +259,8 @@ absl::Status RequestHandler::CheckSize(const Message& m) const {
     }
     return absl::OkStatus();
   }
-  if (m.payload_bytes() > static_cast<size_t>(range_.size()) * sizeof(float)) {
+  // A top-k push of every entry takes 8 bytes per float, anything else 4.
+  if (m.payload_bytes() > MaxEncodedBytes(m.header.encoding(), static_cast<size_t>(range_.size()))) {
     return absl::ResourceExhaustedError(
         absl::StrCat("payload of ", m.payload_bytes(), " bytes is larger than the shard"));
   }
@@ -290,19 +296,8 @@ absl::Status RequestHandler::CheckPayload(const Message& m, bool want_payload) c
     return absl::InvalidArgumentError(absl::StrCat("range [", h.range_begin(), ", ", h.range_end(),
                                                    ") is not this shard's range"));
   }
-  if (!want_payload) {
-    if (m.has_payload) return absl::InvalidArgumentError("unexpected payload");
-    return absl::OkStatus();
-  }
-  if (h.encoding() != proto::F32) {
-    return absl::UnimplementedError(absl::StrCat("payload encoding ", h.encoding(), " (only F32)"));
-  }
-  if (m.payload_floats() != static_cast<size_t>(range_.size()) ||
-      m.payload_bytes() != m.payload_floats() * sizeof(float)) {
-    return absl::InvalidArgumentError(absl::StrCat("payload of ", m.payload_bytes(),
-                                                   " bytes for a range of ", range_.size(),
-                                                   " floats"));
-  }
+  // A gradient's bytes are checked as they are decoded (HandlePush).
+  if (!want_payload && m.has_payload) return absl::InvalidArgumentError("unexpected payload");
   return absl::OkStatus();
 }
 
@@ -626,6 +621,12 @@ void RequestHandler::RecordPush(int rank, const PushOutcome& outcome) {
   stats_.set_max_staleness(std::max(stats_.max_staleness(), outcome.staleness));
 }
 
+void RequestHandler::CountEncoding(proto::Encoding encoding) {
+  auto* counts = stats_.mutable_pushes_by_encoding();
+  if (counts->size() <= encoding) counts->Resize(encoding + 1, 0);
+  counts->Set(encoding, counts->Get(encoding) + 1);
+}
+
 void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool then_pull,
                                 std::vector<Reply>* out) {
   const proto::Header& h = m.header;
@@ -635,8 +636,23 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
       h.version() < 0 || h.step() > kMaxStepOrVersion || h.version() > kMaxStepOrVersion) {
     return Refuse(peer, h, absl::InvalidArgumentError("step, version or num_examples out of range"), out);
   }
-  // In place: a copy of a 4 MiB gradient was a tenth of a push's time.
-  const absl::Span<const float> grad = m.PayloadFloats(&scratch_);
+  // F32 is used where ZeroMQ received it (a copy of a 4 MiB gradient was a
+  // tenth of a push's time); the other encodings, and a payload of the
+  // wrong size (refused, saying why), go through the decoder.
+  absl::Span<const float> grad;
+  if (h.encoding() == proto::F32 && h.topk_count() == 0 &&
+      m.payload_bytes() == static_cast<size_t>(range_.size()) * sizeof(float)) {
+    grad = m.PayloadFloats(&scratch_);
+  } else {
+    scratch_.resize(static_cast<size_t>(range_.size()));
+    if (absl::Status s = DecodeGradient(h.encoding(), h.topk_count(), PayloadBytes(m),
+                                        absl::MakeSpan(scratch_));
+        !s.ok()) {
+      return Refuse(peer, h, s, out);
+    }
+    grad = scratch_;
+  }
+  CountEncoding(h.encoding());
   if (!IsFiniteInF32(grad)) {
     stats_.set_nonfinite_gradients_dropped(stats_.nonfinite_gradients_dropped() + 1);
     return Refuse(peer, h, absl::InvalidArgumentError(

@@ -19,8 +19,14 @@
 //  5. repeats: a (rank, session, request_id) seen before is answered again
 //     (or refused when too old), never applied twice;
 //  6. the request's own fields: plan fingerprint, shard range, payload size
-//     and encoding, gradients that are finite and whose update keeps the
-//     shard finite in f32.
+//     and encoding (a gradient is decoded by common/wire_codec.h, which
+//     refuses anything but its exact layout), gradients that are finite
+//     once decoded and whose update keeps the shard finite in f32.
+//
+// Gradient pushes may come in any encoding of Header.encoding (F32, BF16,
+// FP16, TOPK), each worker its own: the ps decodes each into f32 and then
+// treats it as any other (sync averages what it decoded, weighted by
+// examples). Everything the ps sends (parameters) is F32.
 //
 // Recovery (issue 8): a rank silent for the peer timeout is declared dead
 // (DeclareSilentDead): sync versions, barriers and SSP stop waiting for it,
@@ -271,6 +277,8 @@ class RequestHandler {
   absl::Status Restore(const Message& m, std::vector<Reply>* out);
   void Install(const proto::Header& h, std::unique_ptr<UpdatePolicy> policy);
   void HandlePush(const std::string& peer, const Message& m, bool then_pull, std::vector<Reply>* out);
+  // Counts a decoded gradient by its encoding (ShardStats.pushes_by_encoding).
+  void CountEncoding(proto::Encoding encoding);
   void HandlePull(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleBarrier(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleShutdown(const std::string& peer, const Message& m, std::vector<Reply>* out);

@@ -35,6 +35,19 @@ proto::TaskType ProtoTaskType(TaskType t) {
   return proto::TASK_TYPE_UNSPECIFIED;
 }
 
+absl::Span<const char> AsBytes(absl::Span<const float> floats) {
+  return {reinterpret_cast<const char*>(floats.data()), floats.size() * sizeof(float)};
+}
+
+// Shard k's gradient on its request.
+void SetPushPayload(const EncodedShard& grad, int num_examples, proto::Header* h,
+                    absl::Span<const char>* payload) {
+  h->set_num_examples(num_examples);
+  h->set_encoding(grad.encoding);
+  h->set_topk_count(grad.topk_count);
+  *payload = grad.bytes;
+}
+
 int64_t DeadlineFrom(double timeout_s) {
   return timeout_s > 0 ? MonotonicMicros() + static_cast<int64_t>(timeout_s * 1e6) : INT64_MAX;
 }
@@ -177,9 +190,9 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
   call.header.set_request_id(next_request_id_++);
   const std::string type = proto::MessageType_Name(call.header.type());
   for (int64_t backoff_us = 1000;; backoff_us = std::min<int64_t>(backoff_us * 2, 100'000)) {
-    const absl::Status s = SendRequest(sockets_[call.ps()], call.header, call.payload, true);
+    const absl::Status s = SendRequestBytes(sockets_[call.ps()], call.header, call.payload, true);
     if (s.ok()) {
-      sent_bytes_ += static_cast<int64_t>(call.header.ByteSizeLong() + call.payload.size() * sizeof(float));
+      sent_bytes_ += static_cast<int64_t>(call.header.ByteSizeLong() + call.payload.size());
       return s;
     }
     if (!absl::IsUnavailable(s)) {
@@ -320,7 +333,7 @@ absl::Status PsClient::Init(const proto::JobConfig& job, absl::Span<const float>
   for (Call& c : calls) {
     *c.header.mutable_job() = job;
     const ShardRange r = plan_.range(c.shard);
-    c.payload = params.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size()));
+    c.payload = AsBytes(params.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size())));
   }
   return Exchange(&calls);
 }
@@ -403,7 +416,7 @@ absl::Status PsClient::RestoreFromState(const proto::JobConfig& job, int shard,
   calls[0].header.mutable_restore()->set_from_payload(true);
   calls[0].header.mutable_restore()->set_generation(generation);
   calls[0].header.mutable_restore()->set_rollback(rollback);
-  calls[0].payload = state;
+  calls[0].payload = AsBytes(state);
   return Exchange(&calls);
 }
 
@@ -452,15 +465,13 @@ absl::Status PsClient::Pull(int64_t step, absl::Span<const int64_t> min_versions
 }
 
 absl::Status PsClient::PushPull(int64_t step, absl::Span<const int64_t> computed_on,
-                                int num_examples, absl::Span<const float> grads,
+                                int num_examples, absl::Span<const EncodedShard> grads,
                                 absl::Span<float> params, std::vector<ShardReply>* replies) {
-  CHECK_EQ(static_cast<int64_t>(grads.size()), plan_.total_size());
+  CHECK_EQ(static_cast<int>(grads.size()), plan_.num_shards());
   CHECK_EQ(static_cast<int64_t>(params.size()), plan_.total_size());
   std::vector<Call> calls = ShardCalls(proto::PUSH_PULL, step, computed_on);
   for (Call& c : calls) {
-    const ShardRange r = plan_.range(c.shard);
-    c.header.set_num_examples(num_examples);
-    c.payload = grads.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size()));
+    SetPushPayload(grads[c.shard], num_examples, &c.header, &c.payload);
     c.params = params;
   }
   RETURN_IF_ERROR(Exchange(&calls));
@@ -469,9 +480,10 @@ absl::Status PsClient::PushPull(int64_t step, absl::Span<const int64_t> computed
 }
 
 absl::Status PsClient::FinishStep(int64_t step, absl::Span<const int64_t> computed_on,
-                                  int num_examples, absl::Span<const float> grads,
+                                  int num_examples, absl::Span<const EncodedShard> grads,
                                   const std::vector<bool>& push_to, absl::Span<float> params,
                                   std::vector<ShardReply>* replies) {
+  CHECK_EQ(static_cast<int>(grads.size()), plan_.num_shards());
   std::vector<Call> calls = ShardCalls(proto::PUSH_PULL, step, computed_on);
   for (Call& c : calls) {
     c.params = params;
@@ -481,9 +493,7 @@ absl::Status PsClient::FinishStep(int64_t step, absl::Span<const int64_t> comput
       c.header.set_version(computed_on[c.shard] + 1);
       continue;
     }
-    const ShardRange r = plan_.range(c.shard);
-    c.header.set_num_examples(num_examples);
-    c.payload = grads.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size()));
+    SetPushPayload(grads[c.shard], num_examples, &c.header, &c.payload);
   }
   RETURN_IF_ERROR(Exchange(&calls));
   CollectReplies(calls, replies);

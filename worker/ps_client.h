@@ -17,9 +17,14 @@
 // serves (worker/shard_routes.h), and kept until the client is replaced;
 // a ps serving two shards gets both shards' requests on one socket.
 //
-// Payload lifetime: gradients are sent without copying. A span passed to
-// PushPull must stay alive and unchanged until the call returns; after a
-// call fails, destroy the client before reusing the span.
+// Payload lifetime: gradients are sent without copying. The payloads passed
+// to PushPull and FinishStep (their bytes) must stay alive and unchanged
+// until the call returns; after a call fails, destroy the client before
+// reusing them.
+//
+// Encodings: each shard's gradient goes out as encoded (EncodedShard:
+// common/wire_codec.h, made by worker/gradient_encoder.h); parameters
+// always come back F32.
 //
 // Thread safety: none; one training thread drives it.
 
@@ -34,6 +39,7 @@
 #include "common/security.h"
 #include "common/shard_plan.h"
 #include "common/transport.h"
+#include "common/wire_codec.h"
 #include "proto/pstrain.pb.h"
 #include "worker/heartbeat.h"
 #include "zmq.hpp"
@@ -157,17 +163,19 @@ class PsClient {
   absl::Status Pull(int64_t step, absl::Span<const int64_t> min_versions, absl::Span<float> params,
                     std::vector<ShardReply>* replies);
 
-  // Pushes `grads` (computed at `step` on versions `computed_on`, averaged
-  // over `num_examples`) and receives the parameters that follow.
+  // Pushes `grads` (grads[k]: shard k's gradient, encoded; computed at
+  // `step` on versions `computed_on`, averaged over `num_examples`) and
+  // receives the parameters that follow.
   absl::Status PushPull(int64_t step, absl::Span<const int64_t> computed_on, int num_examples,
-                        absl::Span<const float> grads, absl::Span<float> params,
+                        absl::Span<const EncodedShard> grads, absl::Span<float> params,
                         std::vector<ShardReply>* replies);
 
   // PushPull to the shards with push_to[k], and from the others only the
   // parameters that follow (version computed_on[k] + 1): the end of a step
   // some shards already have the gradient of (a restored shard lost it).
+  // `grads` must be the very payloads the step pushed first.
   absl::Status FinishStep(int64_t step, absl::Span<const int64_t> computed_on, int num_examples,
-                          absl::Span<const float> grads, const std::vector<bool>& push_to,
+                          absl::Span<const EncodedShard> grads, const std::vector<bool>& push_to,
                           absl::Span<float> params, std::vector<ShardReply>* replies);
 
   // Waits at the barrier `name` on every shard until every worker reached
@@ -194,7 +202,7 @@ class PsClient {
   struct Call {
     int shard = 0;
     proto::Header header;
-    absl::Span<const float> payload;  // sent
+    absl::Span<const char> payload;   // sent (whole 32-bit words)
     absl::Span<float> params;         // reply payload lands here (may be empty)
     int socket = -1;                  // the ps to ask, when not `shard`'s own
     std::vector<float>* raw = nullptr;  // the whole reply payload lands here

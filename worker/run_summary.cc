@@ -25,6 +25,19 @@ void FillThroughput(const proto::ShardStats& shard0, double eval_seconds,
   summary->set_train_images_per_sec(images / seconds);
 }
 
+void FillEncodingCounts(const std::vector<proto::ShardStats>& shards, proto::RunSummary* summary) {
+  std::vector<int32_t> counts;
+  for (const proto::ShardStats& s : shards) {
+    if (counts.size() < static_cast<size_t>(s.pushes_by_encoding_size())) {
+      counts.resize(s.pushes_by_encoding_size(), 0);
+    }
+    for (int i = 0; i < s.pushes_by_encoding_size(); ++i) {
+      counts[i] += static_cast<int32_t>(s.pushes_by_encoding(i));
+    }
+  }
+  for (int32_t c : counts) summary->add_pushes_by_encoding(c);
+}
+
 void FillCounters(const std::vector<proto::ShardStats>& shards, proto::RunSummary* summary) {
   std::vector<int64_t> histogram;
   double staleness_sum = 0;
@@ -110,6 +123,7 @@ void FillSummaryResults(const std::vector<EvalPoint>& evals,
   summary->set_seconds_to_99(SecondsToAccuracy(evals, 0.99));
   if (!shards.empty()) FillThroughput(shards.front(), eval_seconds, summary);
   FillCounters(shards, summary);
+  FillEncodingCounts(shards, summary);
 }
 
 }  // namespace pstrain

@@ -63,6 +63,9 @@ ABSL_FLAG(std::string, run_dir, Defaults().run_dir, "Directory for metrics and t
 ABSL_FLAG(bool, clean_run_dir, Defaults().clean_run_dir,
           "Remove an earlier run's outputs from --run_dir first (pstrain launch, else the chief)");
 ABSL_FLAG(std::string, shard_strategy, Defaults().shard_strategy, "balanced or tensor_aligned");
+ABSL_FLAG(std::string, wire, Defaults().wire,
+          "Gradient pushes on the wire: f32, bf16, fp16 or topk:R (each shard's largest fraction "
+          "R of entries, 0 < R <= 1); the lossy ones with error feedback. Replies stay f32");
 ABSL_FLAG(int64_t, eval_every_steps, Defaults().eval_every_steps,
           "Chief: also evaluate every N steps (0: epoch ends)");
 ABSL_FLAG(int64_t, log_every_steps, Defaults().log_every_steps, "Progress line every N steps (0: none)");
@@ -142,6 +145,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.run_dir = absl::GetFlag(FLAGS_run_dir);
   o.clean_run_dir = absl::GetFlag(FLAGS_clean_run_dir);
   o.shard_strategy = absl::GetFlag(FLAGS_shard_strategy);
+  o.wire = absl::GetFlag(FLAGS_wire);
   o.eval_every_steps = absl::GetFlag(FLAGS_eval_every_steps);
   o.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
   o.straggler_delay_ms = absl::GetFlag(FLAGS_straggler_delay_ms);

@@ -8,6 +8,7 @@
 #include "common/optimizer.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
+#include "common/wire_codec.h"
 
 namespace pstrain {
 namespace {
@@ -119,6 +120,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (auto s = ParseShardStrategy(o.shard_strategy); !s.ok()) {
     return Bad("shard_strategy", s.status().message());
   }
+  if (auto w = ParseWireEncoding(o.wire); !w.ok()) return Bad("wire", w.status().message());
   if (!(o.connect_timeout_s > 0) || !(o.peer_timeout_s > 0) || !(o.heartbeat_interval_s > 0) ||
       !(o.rpc_timeout_s >= 0)) {
     return Bad("connect_timeout_s/peer_timeout_s/heartbeat_interval_s", "must be > 0");
@@ -168,6 +170,7 @@ std::vector<std::string> TrainOptions::ToArgs() const {
           Arg("run_dir", run_dir),
           Arg("clean_run_dir", clean_run_dir),
           Arg("shard_strategy", shard_strategy),
+          Arg("wire", wire),
           Arg("eval_every_steps", eval_every_steps),
           Arg("log_every_steps", log_every_steps),
           Arg("straggler_delay_ms", straggler_delay_ms),

@@ -57,6 +57,11 @@ struct TrainOptions {
   // (passing false to the workers it starts), else the chief.
   bool clean_run_dir = true;
   std::string shard_strategy = "balanced";
+  // How this worker's gradient pushes travel (common/wire_codec.h): f32,
+  // bf16, fp16 or topk:R (the fraction R of each shard's entries, largest
+  // first), the lossy ones with error feedback (worker/gradient_encoder.h).
+  // Parameters always come back f32. Workers of one job may differ.
+  std::string wire = "f32";
   int64_t eval_every_steps = 0;          // chief: also evaluate every N steps (0: epoch ends only)
   int64_t log_every_steps = 100;         // progress line every N steps
   double straggler_delay_ms = 0.0;       // slow this worker down on purpose (experiments)

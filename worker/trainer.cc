@@ -19,6 +19,7 @@
 #include "common/rejoin.h"
 #include "common/run_dir.h"
 #include "common/status_macros.h"
+#include "common/wire_codec.h"
 #include "glog/logging.h"
 #include "models/dropout_mask.h"
 
@@ -140,6 +141,8 @@ absl::Status Trainer::Setup() {
   ASSIGN_OR_RETURN(ShardPlan plan, ShardPlan::Create(options_.model, Slots(model_->param_specs()),
                                                      cluster_.num_ps(), strategy));
   plan_ = std::make_unique<ShardPlan>(std::move(plan));
+  ASSIGN_OR_RETURN(const WireEncoding wire, ParseWireEncoding(options_.wire));
+  encoder_ = std::make_unique<GradientEncoder>(wire, *plan_);
   // Dynamic workers: nobody knows the others, so nobody splits the set;
   // each worker draws its own order of all of it (its rank in the seed).
   sharder_ = dynamic_ ? std::make_unique<DataSharder>(
@@ -171,6 +174,11 @@ absl::Status Trainer::Setup() {
             << plan_->num_shards() << " ps, " << UpdateModeName(options_.mode) << ", batch "
             << options_.batch_size << ", " << sharder_->steps_per_epoch() << " steps/epoch, "
             << total_steps_ << (dynamic_ ? " updates by all workers together" : " steps");
+  if (wire.lossy()) {
+    LOG(INFO) << "pushing gradients as " << wire.ToString() << " with error feedback: "
+              << encoder_->bytes_per_step() << " payload bytes a step instead of "
+              << plan_->total_size() * sizeof(float);
+  }
   return absl::OkStatus();
 }
 
@@ -395,8 +403,11 @@ absl::Status Trainer::FinishPushedStep() {
   std::vector<bool> push_to(pull_versions_.size());
   for (size_t k = 0; k < push_to.size(); ++k) push_to[k] = pull_versions_[k] == pushed_step_;
   LOG(INFO) << "sending step " << pushed_step_ << "'s gradient again to the shards that lost it";
-  RETURN_IF_ERROR(client_->FinishStep(pushed_step_, pushed_on_, pushed_examples_, grads_, push_to,
-                                      absl::MakeSpan(params_), &replies_));
+  // The step's payloads as they went out first (the encoder keeps them
+  // until the next step): the residual already counts them as sent once.
+  RETURN_IF_ERROR(client_->FinishStep(pushed_step_, pushed_on_, pushed_examples_,
+                                      encoder_->payloads(), push_to, absl::MakeSpan(params_),
+                                      &replies_));
   UpdateVersions(replies_);
   ++global_step_;
   return absl::OkStatus();
@@ -561,8 +572,9 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
   pushed_step_ = global_step_;
   pushed_examples_ = n;
   pushed_on_ = computed_on;
-  RETURN_IF_ERROR(client_->PushPull(global_step_, computed_on, n, grads_, absl::MakeSpan(params_),
-                                    &replies_));
+  encoder_->Encode(global_step_, grads_, /*weighted=*/n > 0);
+  RETURN_IF_ERROR(client_->PushPull(global_step_, computed_on, n, encoder_->payloads(),
+                                    absl::MakeSpan(params_), &replies_));
   const int64_t t2 = MonotonicMicros();
   last_step_unix_us_ = UnixMicros();
   UpdateVersions(replies_);
@@ -720,6 +732,8 @@ absl::Status Trainer::FinishChief() {
   summary_.set_backup_workers(options_.backup_workers);
   summary_.set_staleness_lr(options_.staleness_lr);
   summary_.set_shard_strategy(options_.shard_strategy);
+  summary_.set_wire(encoder_->encoding().ToString());
+  summary_.set_push_bytes_per_step(static_cast<double>(encoder_->bytes_per_step()));
   summary_.set_resumed_from(resumed_from_);
   summary_.set_steps_per_worker(static_cast<int32_t>(global_step_));
   summary_.set_steps_per_epoch(static_cast<int32_t>(sharder_->steps_per_epoch()));

@@ -50,6 +50,7 @@
 #include "models/model.h"
 #include "worker/checkpointer.h"
 #include "worker/data_sharder.h"
+#include "worker/gradient_encoder.h"
 #include "worker/mnist_dataset.h"
 #include "common/metrics_server.h"
 #include "worker/metrics_recorder.h"
@@ -196,9 +197,11 @@ class Trainer {
   std::unique_ptr<DataSharder> sharder_;
 
   // Flat buffers. Declared before client_ so they outlive it: the client
-  // sends grads_ without copying.
+  // sends grads_ (f32) or the encoder's payloads without copying.
   std::vector<float> params_;
   std::vector<float> grads_;
+  // --wire: grads_ as each shard's push carries it, with error feedback.
+  std::unique_ptr<GradientEncoder> encoder_;
   std::vector<float> batch_images_;
   std::vector<int32_t> batch_labels_;
   std::vector<uint64_t> batch_keys_;

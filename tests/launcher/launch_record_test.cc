@@ -31,7 +31,8 @@ class LaunchRecordTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = testing::MakeTempDir("record");
-    ASSERT_TRUE(WriteLaunchRecord(dir_, {"--mode=async", "--lr=0.1", "--max_steps=20", "--seed=7"},
+    ASSERT_TRUE(WriteLaunchRecord(dir_, {"--mode=async", "--lr=0.1", "--max_steps=20", "--seed=7",
+                                          "--wire=topk:0.05"},
                                   "pstrain launch ...").ok());
   }
   absl::FlagSaver saver_;  // each test's flag changes are undone
@@ -51,6 +52,7 @@ TEST_F(LaunchRecordTest, RecordedFlagsComeBackWhenNotGiven) {
   EXPECT_EQ(o->lr, 0.1);
   EXPECT_EQ(o->max_steps, 20);
   EXPECT_EQ(o->seed, 7u);
+  EXPECT_EQ(o->wire, "topk:0.05");
 }
 
 TEST_F(LaunchRecordTest, AGivenFlagMustAgreeButTheRunMayGrowLonger) {
@@ -65,6 +67,11 @@ TEST_F(LaunchRecordTest, AGivenFlagMustAgreeButTheRunMayGrowLonger) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("--mode=sync disagrees"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("--mode=async"));
   EXPECT_THAT(std::string(s.message()), HasSubstr(LaunchRecordPath(dir_)));
+
+  // The push encoding is part of the run: resumed as it was recorded.
+  absl::FindCommandLineFlag("wire")->ParseFrom("bf16", nullptr);
+  EXPECT_THAT(std::string(ApplyLaunchRecord(dir_, Given({"--wire=bf16"})).message()),
+              HasSubstr("--wire=bf16 disagrees"));
 }
 
 TEST_F(LaunchRecordTest, AMissingOrDamagedRecordIsRefusedNamingTheFile) {

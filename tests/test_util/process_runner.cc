@@ -179,7 +179,8 @@ std::string ClusterRun::AllOutput() const {
 }
 
 ClusterRun RunLocalCluster(const std::string& spec_path, int num_ps, int num_workers,
-                           const std::vector<std::string>& worker_flags, double timeout_s) {
+                           const std::vector<std::string>& worker_flags, double timeout_s,
+                           const std::vector<std::vector<std::string>>& per_worker) {
   std::vector<std::unique_ptr<RunningProcess>> tasks;
   for (int k = 0; k < num_ps; ++k) {
     tasks.push_back(RunningProcess::Start(BinaryPath("ps_server"),
@@ -189,7 +190,9 @@ ClusterRun RunLocalCluster(const std::string& spec_path, int num_ps, int num_wor
   std::vector<std::string> flags = worker_flags;
   flags.push_back(SecretFlag());
   for (int w = 0; w < num_workers; ++w) {
-    tasks.push_back(RunningProcess::Start(BinaryPath("worker"), flags,
+    std::vector<std::string> own = flags;
+    if (w < static_cast<int>(per_worker.size())) own.insert(own.end(), per_worker[w].begin(), per_worker[w].end());
+    tasks.push_back(RunningProcess::Start(BinaryPath("worker"), own,
                                           TfConfigFor(spec_path, "worker", w)));
   }
   ClusterRun run;

@@ -82,9 +82,11 @@ struct ClusterRun {
 };
 
 // Starts `num_ps` ps_server and `num_workers` worker processes for the spec
-// at `spec_path`, each with its TF_CONFIG, workers with `worker_flags`;
+// at `spec_path`, each with its TF_CONFIG, workers with `worker_flags`
+// (worker w's followed by per_worker[w], when given: later flags win);
 // waits up to `timeout_s` for all of them (killing stragglers after).
 ClusterRun RunLocalCluster(const std::string& spec_path, int num_ps, int num_workers,
-                           const std::vector<std::string>& worker_flags, double timeout_s);
+                           const std::vector<std::string>& worker_flags, double timeout_s,
+                           const std::vector<std::vector<std::string>>& per_worker = {});
 
 }  // namespace pstrain::testing

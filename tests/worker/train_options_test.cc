@@ -47,11 +47,12 @@ void ExpectSame(const TrainOptions& a, const TrainOptions& b) {
   EXPECT_EQ(a.eps, b.eps);
   EXPECT_EQ(a.adagrad_lr_decay, b.adagrad_lr_decay);
   EXPECT_EQ(a.adagrad_initial_accumulator, b.adagrad_initial_accumulator);
+  EXPECT_EQ(a.wire, b.wire);
 }
 
 TEST(TrainOptions, EveryFieldIsAFlagWhoseDefaultIsTheFieldsDefault) {
   const std::vector<std::string> args = TrainOptions().ToArgs();
-  EXPECT_EQ(args.size(), 48u);  // one per field
+  EXPECT_EQ(args.size(), 49u);  // one per field
   for (const std::string& arg : args) {
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq - 2);
@@ -92,6 +93,7 @@ TEST(TrainOptions, ToArgsParsesBackToTheSameOptions) {
   o.lr_step_size = 100;
   o.lr_gamma = 0.3;
   o.min_lr = 1e-5;
+  o.wire = "topk:0.01";
   ASSERT_TRUE(ValidateTrainOptions(o).ok());
   EXPECT_THAT(o.ToArgs(), Contains("--lr=0.30000000000000004"));
   auto parsed = Parse(o.ToArgs());
@@ -180,6 +182,23 @@ TEST(TrainOptions, DefaultsFollowTheOptimizer) {
   EXPECT_EQ(EffectiveEps(o), 1e-10);
   o.eps = 1e-6;
   EXPECT_EQ(EffectiveEps(o), 1e-6);
+}
+
+TEST(TrainOptions, WireTakesTheFourEncodingsAndRefusesOthersNamingTheFlag) {
+  TrainOptions o;
+  EXPECT_EQ(o.wire, "f32");
+  for (const char* ok : {"f32", "bf16", "fp16", "topk:0.01", "topk:1"}) {
+    o.wire = ok;
+    EXPECT_TRUE(ValidateTrainOptions(o).ok()) << ok;
+  }
+  for (const char* bad : {"topk:0", "topk:1.01", "topk:", "f16", ""}) {
+    o.wire = bad;
+    const absl::Status s = ValidateTrainOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(s.message()), ::testing::StartsWith("--wire: ")) << bad;
+  }
+  o.wire = "topk:0";
+  EXPECT_THAT(std::string(ValidateTrainOptions(o).message()), ::testing::HasSubstr("0 < R <= 1"));
 }
 
 }  // namespace
