@@ -14,6 +14,13 @@
 # Usage: benchmarks/run_gpu_checks.sh [EPOCHS]     (default 1)
 #   BUILD_DIR  build directory (default build/)
 #   OUT_DIR    where logs and run directories go (default a new temp dir)
+#   PSTRAIN_PREBUILT=DIR  use what benchmarks/gpu_pack.sh packed into DIR
+#              (binaries, their libraries, MNIST) instead of building: for a
+#              GPU machine without our -dev packages or a package registry.
+#              cuBLAS, cuDNN and the CUDA runtime are looked for there under
+#              /usr/local and /opt (PyTorch's wheels carry them too).
+#   DEADLINE_S steps not started within this many seconds are skipped and
+#              reported (default: none)
 # Exit status: 0 when every step passed, 1 otherwise (the table still prints).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,12 +30,20 @@ epochs=${1:-1}
 mkdir -p "$out"
 cd "$root" || exit 1
 failed=()
+deadline=${DEADLINE_S:-0}
+prebuilt=${PSTRAIN_PREBUILT:-}
+data_dir=$root/data/mnist
 
 # step NAME COMMAND...: runs COMMAND with its output in $out/NAME.log (and on
 # the terminal), and records NAME as failed when it exits non-zero.
 step() {
   local name=$1
   shift
+  if ((deadline > 0 && SECONDS > deadline)); then
+    printf '\n== %s: skipped (past DEADLINE_S=%s)\n' "$name" "$deadline"
+    failed+=("$name: not run (deadline)")
+    return
+  fi
   printf '\n== %s: %s\n' "$name" "$*"
   if ! "$@" 2>&1 | tee "$out/$name.log"; then failed+=("$name"); fi
 }
@@ -37,32 +52,50 @@ step() {
 field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
 step gpu nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-step configure cmake -S "$root" -B "$build" -DPSTRAIN_CUDA=ON
-grep -q "pstrain: CUDA backend ON" "$out/configure.log" || failed+=("configure: CUDA backend not found")
-step build cmake --build "$build" -j "$(nproc)"
-[[ -f data/mnist/train-images-idx3-ubyte || -f data/mnist/train-images-idx3-ubyte.gz ]] ||
-  step fetch_mnist tools/fetch_mnist.sh
+if [[ -n $prebuilt ]]; then
+  prebuilt=$(cd "$prebuilt" && pwd)
+  build=$prebuilt
+  data_dir=$prebuilt/mnist
+  # The GPU machine's CUDA libraries: wherever its toolkit or PyTorch keeps them.
+  cuda_dirs=$(find /usr/local /opt /usr/lib -name 'libcudnn.so.9' -o -name 'libcublas.so.13' \
+                -o -name 'libcudart.so.13' 2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)
+  export LD_LIBRARY_PATH="$prebuilt/lib${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  printf '\n== prebuilt: %s\nLD_LIBRARY_PATH=%s\n' "$prebuilt" "$LD_LIBRARY_PATH"
+  for b in "$prebuilt"/bin/*; do
+    ldd "$b" | grep 'not found' | sed "s|^|$(basename "$b"): |"
+  done | tee "$out/ldd.log"
+  [[ -s $out/ldd.log ]] && failed+=("prebuilt: libraries not found (ldd.log)")
+else
+  step configure cmake -S "$root" -B "$build" -DPSTRAIN_CUDA=ON
+  grep -q "pstrain: CUDA backend ON" "$out/configure.log" || failed+=("configure: CUDA backend not found")
+  step build cmake --build "$build" -j "$(nproc)"
+  [[ -f data/mnist/train-images-idx3-ubyte || -f data/mnist/train-images-idx3-ubyte.gz ]] ||
+    step fetch_mnist tools/fetch_mnist.sh
+fi
+bin=$build/bin
+[[ -n $prebuilt ]] && bin=$prebuilt/bin
 
 # The CUDA tests must run here: a "needs a GPU" skip means the GPU was not seen.
-for t in cuda_status_test cuda_algorithm_search_test cuda_layers_test cuda_model_test; do
-  step "$t" "$build/bin/$t"
+for t in cuda_status_test cuda_device_selection_test cuda_algorithm_search_test cuda_layers_test \
+         cuda_model_test; do
+  step "$t" "$bin/$t"
   if grep -q "needs a GPU" "$out/$t.log"; then failed+=("$t skipped on a GPU machine"); fi
 done
 
 # End to end: the same seed and flags on both devices.
 for device in cuda cpu; do
   for mode in sync async; do
-    step "e2e_${device}_${mode}" "$build/bin/pstrain" launch \
+    step "e2e_${device}_${mode}" "$bin/pstrain" launch \
       --cluster_spec=cluster_specs/local_1ps_2w.json --mode="$mode" --epochs="$epochs" \
-      --device="$device" --free_ports --echo=progress --data_dir="$root/data/mnist" \
+      --device="$device" --free_ports --echo=progress --data_dir="$data_dir" \
       --run_dir="$out/e2e_${device}_${mode}"
   done
 done
 
-step cuda_model_bench "$build/bin/cuda_model_bench" --benchmark_repetitions=3 \
+step cuda_model_bench "$bin/cuda_model_bench" --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true
-step model_bench "$build/bin/model_bench" --benchmark_filter='mnist_cnn/cpu/forward_backward'
-step pytorch_bench python3 benchmarks/pytorch_mnist_cnn_bench.py --batches=128,1024,4096
+step model_bench "$bin/model_bench" --benchmark_filter='mnist_cnn/cpu/forward_backward'
+step pytorch_bench env -u LD_LIBRARY_PATH python3 benchmarks/pytorch_mnist_cnn_bench.py --batches=128,1024,4096
 
 printf '\n== relative errors against the CPU (worst 10 of %s)\n' \
   "$(cat "$out"/cuda_*_test.log | grep -c '^\[ relerr')"

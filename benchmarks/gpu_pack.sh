@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Packs a CUDA-enabled build for a GPU machine that has the NVIDIA driver,
+# the CUDA runtime, cuBLAS and cuDNN but none of our -dev packages (the lent
+# H100/H200 machines: no package registry there). Writes DEST (default
+# .gpu/, ignored by git):
+#   DEST/bin    the binaries run_gpu_checks.sh runs, and libpstrain_cuda.so
+#   DEST/lib    every shared library they need from /lib, except glibc's,
+#               libstdc++'s and libgcc's (the GPU machine's own are newer)
+#   DEST/mnist  MNIST's four .gz files (from MNIST_MIRROR, else data/mnist)
+# Then, on the GPU machine:  PSTRAIN_PREBUILT=DEST benchmarks/run_gpu_checks.sh
+#
+# Usage: benchmarks/gpu_pack.sh [DEST]      BUILD_DIR: default build/
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+dest=${1:-$root/.gpu}
+bins=(pstrain ps_server worker libpstrain_cuda.so cuda_status_test cuda_device_selection_test
+      cuda_algorithm_search_test cuda_layers_test cuda_model_test cuda_model_bench model_bench)
+grep -q '^PSTRAIN_CUDA:BOOL=ON' "$build/CMakeCache.txt" ||
+  { echo "gpu_pack: $build was not configured with the CUDA backend" >&2; exit 1; }
+rm -rf "$dest" && mkdir -p "$dest/bin" "$dest/lib" "$dest/mnist"
+for b in "${bins[@]}"; do cp "$build/bin/$b" "$dest/bin/"; done
+# Shared libraries: what ldd resolves under /lib or /usr/lib, less the C and
+# C++ runtimes and anything CUDA's (the GPU machine brings those).
+for b in "${bins[@]}"; do ldd "$build/bin/$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
+  grep -E '^/(usr/)?lib/' |
+  grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+  while read -r lib; do cp -L "$lib" "$dest/lib/"; done
+mnist=${MNIST_MIRROR:-}
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+  if [[ -n $mnist && -f $mnist/$f.gz ]]; then cp "$mnist/$f.gz" "$dest/mnist/"
+  else gzip -c "$root/data/mnist/$f" >"$dest/mnist/$f.gz"; fi
+done
+du -sh "$dest"/*
