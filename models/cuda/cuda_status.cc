@@ -85,10 +85,23 @@ absl::Status LastErrorStatus(cudaError_t error, cudaError_t after_reset, absl::s
 // calls of their own whose failures they handle without reading it, so
 // without this reset the first kernel launched after one of them would
 // report that error as its own.
+// After cudaGetLastError returned `error`: the error the context still
+// holds, if it is lost. The last-error slot does not say (on driver 580
+// with runtime 13.0, cudaGetLastError resets it even after an illegal
+// address), but every later call that reaches the device reports a sticky
+// error again; this runs only once an error was seen.
+cudaError_t ErrorAfterReset() {
+  const cudaError_t peeked = cudaPeekAtLastError();
+  if (peeked != cudaSuccess) return peeked;
+  const cudaError_t synced = cudaDeviceSynchronize();
+  if (synced != cudaSuccess) (void)cudaGetLastError();
+  return synced;
+}
+
 absl::Status ClearErrorBeforeLaunch(absl::string_view kernel) {
   const cudaError_t stale = cudaGetLastError();
   if (stale == cudaSuccess) return absl::OkStatus();
-  const cudaError_t after_reset = cudaPeekAtLastError();
+  const cudaError_t after_reset = ErrorAfterReset();
   if (after_reset != cudaSuccess) {
     return LastErrorStatus(stale, after_reset, absl::StrCat("before launch of ", kernel));
   }
@@ -100,7 +113,7 @@ absl::Status ClearErrorBeforeLaunch(absl::string_view kernel) {
 
 absl::Status LaunchStatus(absl::string_view kernel) {
   const cudaError_t error = cudaGetLastError();
-  const cudaError_t after_reset = error == cudaSuccess ? cudaSuccess : cudaPeekAtLastError();
+  const cudaError_t after_reset = error == cudaSuccess ? cudaSuccess : ErrorAfterReset();
   return LastErrorStatus(error, after_reset, absl::StrCat("launch of ", kernel));
 }
 

@@ -36,9 +36,11 @@ absl::Status CudnnStatus(cudnnStatus_t status, absl::string_view what);
 absl::Status CublasStatus(cublasStatus_t status, absl::string_view what);
 
 // The status of a CUDA error read from the runtime's last-error slot:
-// `error` from cudaGetLastError(), `after_reset` from cudaPeekAtLastError()
-// right after it. A sticky error (an earlier kernel's illegal address, a
-// lost device...) survives the reset: the context is unusable until the
+// `error` from cudaGetLastError(), `after_reset` the error the context
+// still reports right after it (cudaPeekAtLastError, else
+// cudaDeviceSynchronize: the slot itself may be reset even for a sticky
+// error). A sticky error (an earlier kernel's illegal address, a lost
+// device...) survives the reset: the context is unusable until the
 // process restarts, and the message says so; any other error (a bad launch
 // configuration, an invalid argument) is the call's own and the context
 // goes on. OK when `error` is cudaSuccess. Codes as CudaStatus's.
