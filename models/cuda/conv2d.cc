@@ -1,6 +1,7 @@
 #include "models/cuda/conv2d.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -18,6 +19,8 @@ namespace {
 
 constexpr float kOne = 1.0f;
 constexpr float kZero = 0.0f;
+// Activations cuDNN is given start on cudaMalloc's boundary (conv2d.h).
+constexpr uintptr_t kActivationAlignment = 256;
 
 Shape ConvOutput(Shape in, int out_channels, int kernel) {
   return {out_channels, in.h - kernel + 1, in.w - kernel + 1};
@@ -71,10 +74,12 @@ struct TrialLayout {
 // so an algorithm that ran on aligned scratch may refuse or fail on the
 // model's pointers. There, a layer's parameters and gradients are a slice
 // of the flat buffers starting at any float (aligned to 4, 8, ... or 256
-// bytes: the first seven layouts) and its activations are cudaMalloc'd;
-// a caller of the layer may pass any float pointer (the last layout).
-constexpr TrialLayout kTrialLayouts[] = {{0, 0}, {1, 0},  {2, 0},  {4, 0},
-                                         {8, 0}, {16, 0}, {32, 0}, {1, 1}};
+// bytes: the layouts below); the activations cuDNN sees always start on a
+// 256-byte boundary (Forward and Backward copy a caller's other pointers).
+// No trial runs activations off that boundary: there an algorithm may
+// fault with a sticky error (cudaErrorMisalignedAddress), which would end
+// the context instead of rejecting the candidate.
+constexpr TrialLayout kTrialLayouts[] = {{0, 0}, {1, 0}, {2, 0}, {4, 0}, {8, 0}, {16, 0}, {32, 0}};
 constexpr int kMaxTrialOffset = 32;
 constexpr int kTrialLayoutCount = sizeof(kTrialLayouts) / sizeof(kTrialLayouts[0]);
 
@@ -334,28 +339,58 @@ absl::Status Conv2d::SetBatch(int n) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<float*> Conv2d::Aligned(const float* p, int64_t count, bool copy_in,
+                                       DeviceArray<float>& buffer, const char* what) {
+  if (reinterpret_cast<uintptr_t>(p) % kActivationAlignment == 0) return const_cast<float*>(p);
+  if (buffer.size() == 0) {
+    const Shape shape = &buffer == &staged_y_ ? output_shape() : input_shape();
+    ASSIGN_OR_RETURN(buffer, DeviceArray<float>::Create(absl::StrCat(name(), ".staged_", what),
+                                                        shape.size() * max_batch()));
+  }
+  if (copy_in) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffer.data(), p, sizeof(float) * count,
+                                         cudaMemcpyDeviceToDevice, stream()));
+  }
+  return buffer.data();
+}
+
+absl::Status Conv2d::CopyOut(const float* staged, float* p, int64_t count) {
+  if (staged == p) return absl::OkStatus();
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(p, staged, sizeof(float) * count, cudaMemcpyDeviceToDevice, stream()));
+  return absl::OkStatus();
+}
+
 absl::Status Conv2d::Forward(const BatchContext& ctx, const float* params, const float* x,
                              float* y) {
   RETURN_IF_ERROR(CheckBatch(ctx));
   RETURN_IF_ERROR(SetBatch(ctx.n));
+  const int64_t x_count = input_shape().size() * ctx.n, y_count = output_shape().size() * ctx.n;
+  ASSIGN_OR_RETURN(const float* xs, Aligned(x, x_count, /*copy_in=*/true, staged_x_, "x"));
+  ASSIGN_OR_RETURN(float* ys, Aligned(y, y_count, /*copy_in=*/false, staged_y_, "y"));
   RETURN_IF_ERROR(
-      RunForward(fwd_algo_, params, x, y, context().workspace(), context().workspace_bytes()));
+      RunForward(fwd_algo_, params, xs, ys, context().workspace(), context().workspace_bytes()));
   CUDNN_RETURN_IF_ERROR(cudnnAddTensor(context().cudnn(), &kOne, bias_desc_.get(),
-                                       params + weights_, &kOne, y_desc_.get(), y));
-  return absl::OkStatus();
+                                       params + weights_, &kOne, y_desc_.get(), ys));
+  return CopyOut(ys, y, y_count);
 }
 
 absl::Status Conv2d::Backward(const BatchContext& ctx, const float* params, const float* x,
                               const float* y, const float* dy, float* dx, float* dparams) {
   RETURN_IF_ERROR(CheckBatch(ctx));
   RETURN_IF_ERROR(SetBatch(ctx.n));
-  RETURN_IF_ERROR(RunBackwardFilter(bwd_filter_algo_, x, dy, dparams, context().workspace(),
+  const int64_t x_count = input_shape().size() * ctx.n, y_count = output_shape().size() * ctx.n;
+  ASSIGN_OR_RETURN(const float* xs, Aligned(x, x_count, /*copy_in=*/true, staged_x_, "x"));
+  ASSIGN_OR_RETURN(const float* dys, Aligned(dy, y_count, /*copy_in=*/true, staged_y_, "y"));
+  RETURN_IF_ERROR(RunBackwardFilter(bwd_filter_algo_, xs, dys, dparams, context().workspace(),
                                     context().workspace_bytes()));
-  CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardBias(context().cudnn(), &kOne, y_desc_.get(), dy,
+  CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardBias(context().cudnn(), &kOne, y_desc_.get(), dys,
                                                      &kZero, bias_desc_.get(), dparams + weights_));
   if (dx == nullptr) return absl::OkStatus();
-  return RunBackwardData(bwd_data_algo_, params, dy, dx, context().workspace(),
-                         context().workspace_bytes());
+  ASSIGN_OR_RETURN(float* dxs, Aligned(dx, x_count, /*copy_in=*/false, staged_dx_, "dx"));
+  RETURN_IF_ERROR(RunBackwardData(bwd_data_algo_, params, dys, dxs, context().workspace(),
+                                  context().workspace_bytes()));
+  return CopyOut(dxs, dx, x_count);
 }
 
 absl::Status Conv2d::RunForward(cudnnConvolutionFwdAlgo_t algo, const float* w, const float* x,

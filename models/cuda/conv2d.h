@@ -39,7 +39,14 @@
 //
 // Parameters in params() order: weight [cout, cin, k, k], then bias [cout].
 // Every pointer passed to Forward and Backward needs only float alignment
-// (4 bytes): the algorithms were tried at each alignment.
+// (4 bytes). The parameters and their gradients are used where they are
+// (the algorithms were tried at each alignment a float can have). An
+// activation (x, y, dy, dx) that does not start on cudaMalloc's 256-byte
+// boundary is copied through the layer's own buffers, allocated on first
+// use: on an H200 with cuDNN 9.19, activations at 4 bytes past a boundary
+// made a chosen algorithm fault with cudaErrorMisalignedAddress, which is
+// sticky (the process's CUDA context is lost), so it cannot be tried for in
+// a trial either. The model's activations are cudaMalloc'd and never copied.
 
 #include <cstdint>
 #include <memory>
@@ -100,8 +107,21 @@ class Conv2d final : public CudaLayer {
                                  const float* dy, float* dw, void* workspace,
                                  size_t workspace_bytes);
 
+  // `p` itself when it starts on a 256-byte boundary, else the start of
+  // `buffer` (allocated at max_batch on first use) holding a copy of
+  // `count` floats from p when `copy_in`.
+  absl::StatusOr<float*> Aligned(const float* p, int64_t count, bool copy_in,
+                                 DeviceArray<float>& buffer, const char* what);
+  // Copies `count` floats from a staging buffer back to the caller's `p`
+  // (nothing when they are the same).
+  absl::Status CopyOut(const float* staged, float* p, int64_t count);
+
   int kernel_;
   int64_t weights_;  // cout * cin * k * k: the bias's offset in params
+  // Staging for activations off a 256-byte boundary (see above).
+  DeviceArray<float> staged_x_;   // x
+  DeviceArray<float> staged_y_;   // y, or dy
+  DeviceArray<float> staged_dx_;  // dx
   TensorDescriptor x_desc_;
   TensorDescriptor y_desc_;
   TensorDescriptor bias_desc_;

@@ -257,8 +257,10 @@ void ExpectConvMatches(Layer& gpu, Layer& cpu, int n, int kernel, uint64_t seed,
 // The algorithms are chosen once, in Create; they must then work wherever
 // a model's flat buffers put the parameters (any float: 4, 8, 12 or 16
 // bytes past an alignment boundary, or on one) and on a caller's
-// misaligned activations.
-constexpr Placement kPlacements[] = {{0, 0}, {1, 0}, {2, 0}, {3, 0}, {4, 0}, {1, 1}};
+// activations off a 256-byte boundary (4 or 16 bytes past one, copied
+// through the layer's buffers) or on another one (64 floats on).
+constexpr Placement kPlacements[] = {{0, 0}, {1, 0}, {2, 0}, {3, 0},
+                                     {4, 0}, {1, 1}, {0, 4}, {3, 64}};
 
 TEST_P(CudaConv2d, MatchesTheCpuForwardAndBackwardWhereverItsBuffersStart) {
   const ConvCase c = GetParam();
