@@ -10,10 +10,12 @@
 #include "ps_server/shard_store.h"
 
 #include <cmath>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ps_server/update_policy.h"
 
 namespace pstrain {
 namespace {
@@ -266,6 +268,57 @@ TEST(ShardStore, IsFiniteStateChecksEachArrayOnItsOwn) {
   // 2e19^2 overflows f32 in one array; split over two arrays each is fine.
   EXPECT_FALSE(IsFiniteState(std::vector<float>{2e19f, 0.0f}, 2));
   EXPECT_TRUE(IsFiniteState(std::vector<float>{1.3e19f, 1.3e19f}, 1));
+}
+
+}  // namespace
+}  // namespace pstrain
+
+namespace pstrain {
+namespace {
+
+// A sync version of two workers: the shard's sum of their weighted
+// gradients must not depend on which arrived first, bit for bit (a sync
+// run is deterministic for a seed whatever the timing). The second push is
+// summed inside the optimizer's pass (ApplySum); a fused multiply-add there
+// (x + w * g rounded once) would make the order matter.
+TEST(SyncPolicy, TwoWorkersGradientsSumTheSameInEitherOrder) {
+  constexpr int kN = 4099;  // not a multiple of the vector width or of the blocks
+  std::vector<float> params(kN), g1(kN), g2(kN);
+  uint32_t x = 12345;
+  auto next = [&] {
+    x = x * 1664525u + 1013904223u;
+    return static_cast<float>(static_cast<int32_t>(x)) * 1e-9f;
+  };
+  for (int i = 0; i < kN; ++i) {
+    params[i] = next();
+    g1[i] = next() * (1 + i % 7);
+    g2[i] = next() * 1e-3f;
+  }
+  proto::JobConfig job;
+  job.set_mode(proto::SYNC);
+  job.set_num_workers(2);
+  job.set_learning_rate(0.1);
+  job.set_momentum(0.5);
+  auto run = [&](bool first_is_one) {
+    auto config = OptimizerFromJob(job);
+    EXPECT_TRUE(config.ok());
+    auto policy = CreateUpdatePolicy(job, std::make_unique<ShardStore>(params, *config));
+    EXPECT_TRUE(policy.ok());
+    for (int version = 0; version < 2; ++version) {
+      const int a = first_is_one ? 0 : 1;
+      EXPECT_TRUE((*policy)->Push(a, version, version, a == 0 ? g1 : g2, a == 0 ? 128 : 64).ok());
+      EXPECT_TRUE((*policy)->Push(1 - a, version, version, a == 0 ? g2 : g1, a == 0 ? 64 : 128).ok());
+    }
+    EXPECT_EQ((*policy)->version(), 2);
+    const absl::Span<const float> s = (*policy)->store().state();
+    return std::vector<float>(s.begin(), s.end());
+  };
+  const std::vector<float> one_first = run(true);
+  const std::vector<float> two_first = run(false);
+  ASSERT_EQ(one_first.size(), two_first.size());
+  for (size_t i = 0; i < one_first.size(); ++i) {
+    ASSERT_EQ(one_first[i], two_first[i]) << "element " << i;
+  }
 }
 
 }  // namespace
