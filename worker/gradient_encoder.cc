@@ -28,24 +28,34 @@ GradientEncoder::GradientEncoder(const WireEncoding& encoding, const ShardPlan& 
 
 absl::Span<const EncodedShard> GradientEncoder::Encode(int64_t step, absl::Span<const float> grads,
                                                        bool weighted) {
-  CHECK_EQ(grads.size(), static_cast<size_t>(ranges_.back().end));
-  if (!encoding_.lossy()) {
-    for (size_t k = 0; k < ranges_.size(); ++k) {
-      const auto floats = grads.subspan(static_cast<size_t>(ranges_[k].begin),
-                                        static_cast<size_t>(ranges_[k].size()));
-      payloads_[k].bytes = {reinterpret_cast<const char*>(floats.data()), floats.size() * sizeof(float)};
-    }
-    return payloads_;
-  }
-  // A new step starts from the residual the last one left; the same step
-  // again, from the one it started from (previous_ still holds it).
-  if (step != last_step_) residual_.swap(previous_);
-  last_step_ = step;
+  Begin(step);
   for (size_t k = 0; k < ranges_.size(); ++k) EncodeShard(static_cast<int>(k), grads, weighted);
   return payloads_;
 }
 
-void GradientEncoder::EncodeShard(int shard, absl::Span<const float> grads, bool weighted) {
+void GradientEncoder::Begin(int64_t step) {
+  if (!encoding_.lossy()) return;
+  // A new step starts from the residual the last one left; the same step
+  // again, from the one it started from (previous_ still holds it).
+  if (step != last_step_) residual_.swap(previous_);
+  last_step_ = step;
+}
+
+const EncodedShard& GradientEncoder::EncodeShard(int shard, absl::Span<const float> grads,
+                                                 bool weighted) {
+  CHECK_EQ(grads.size(), static_cast<size_t>(ranges_.back().end));
+  if (encoding_.lossy()) {
+    EncodeLossy(shard, grads, weighted);
+  } else {
+    const auto floats = grads.subspan(static_cast<size_t>(ranges_[shard].begin),
+                                      static_cast<size_t>(ranges_[shard].size()));
+    payloads_[shard].bytes = {reinterpret_cast<const char*>(floats.data()),
+                              floats.size() * sizeof(float)};
+  }
+  return payloads_[shard];
+}
+
+void GradientEncoder::EncodeLossy(int shard, absl::Span<const float> grads, bool weighted) {
   const auto begin = static_cast<size_t>(ranges_[shard].begin);
   const auto n = static_cast<size_t>(ranges_[shard].size());
   const absl::Span<const float> g = grads.subspan(begin, n);

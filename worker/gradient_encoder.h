@@ -50,6 +50,10 @@ class GradientEncoder {
   // and updates the residual; returns the payloads, one per shard.
   // REQUIRES: grads.size() == plan.total_size().
   absl::Span<const EncodedShard> Encode(int64_t step, absl::Span<const float> grads, bool weighted);
+  // The same, a shard at a time (overlap: a shard is sent as soon as its
+  // gradient is final): Begin(step), then EncodeShard for every shard.
+  void Begin(int64_t step);
+  const EncodedShard& EncodeShard(int shard, absl::Span<const float> grads, bool weighted);
 
   // The last Encode's payloads, one per shard.
   absl::Span<const EncodedShard> payloads() const { return payloads_; }
@@ -61,7 +65,7 @@ class GradientEncoder {
   size_t bytes_per_step() const;
 
  private:
-  void EncodeShard(int shard, absl::Span<const float> grads, bool weighted);
+  void EncodeLossy(int shard, absl::Span<const float> grads, bool weighted);
 
   WireEncoding encoding_;
   std::vector<ShardRange> ranges_;

@@ -467,15 +467,37 @@ absl::Status PsClient::Pull(int64_t step, absl::Span<const int64_t> min_versions
 absl::Status PsClient::PushPull(int64_t step, absl::Span<const int64_t> computed_on,
                                 int num_examples, absl::Span<const EncodedShard> grads,
                                 absl::Span<float> params, std::vector<ShardReply>* replies) {
-  CHECK_EQ(static_cast<int>(grads.size()), plan_.num_shards());
+  StartPushPull(step, computed_on, num_examples, params);
+  return FinishPushPull(grads, replies);
+}
+
+void PsClient::StartPushPull(int64_t step, absl::Span<const int64_t> computed_on, int num_examples,
+                             absl::Span<float> params) {
   CHECK_EQ(static_cast<int64_t>(params.size()), plan_.total_size());
-  std::vector<Call> calls = ShardCalls(proto::PUSH_PULL, step, computed_on);
-  for (Call& c : calls) {
-    SetPushPayload(grads[c.shard], num_examples, &c.header, &c.payload);
-    c.params = params;
-  }
-  RETURN_IF_ERROR(Exchange(&calls));
-  CollectReplies(calls, replies);
+  pending_.calls = ShardCalls(proto::PUSH_PULL, step, computed_on);
+  for (Call& c : pending_.calls) c.params = params;
+  pending_.sent.assign(pending_.calls.size(), false);
+  pending_.num_examples = num_examples;
+  pending_.deadline_us = DeadlineFrom(options_.rpc_timeout_s);
+  pending_.error = absl::OkStatus();
+}
+
+void PsClient::SendShard(int shard, const EncodedShard& grad) {
+  CHECK(shard >= 0 && shard < static_cast<int>(pending_.calls.size()));
+  if (pending_.sent[shard] || !pending_.error.ok()) return;
+  Call& c = pending_.calls[shard];
+  SetPushPayload(grad, pending_.num_examples, &c.header, &c.payload);
+  pending_.error = SendCall(c, pending_.deadline_us);
+  pending_.sent[shard] = true;
+}
+
+absl::Status PsClient::FinishPushPull(absl::Span<const EncodedShard> grads,
+                                      std::vector<ShardReply>* replies) {
+  CHECK_EQ(static_cast<int>(grads.size()), plan_.num_shards());
+  for (int k = 0; k < plan_.num_shards(); ++k) SendShard(k, grads[k]);
+  RETURN_IF_ERROR(pending_.error);
+  RETURN_IF_ERROR(WaitReplies(&pending_.calls, pending_.deadline_us));
+  CollectReplies(pending_.calls, replies);
   return absl::OkStatus();
 }
 

@@ -170,6 +170,19 @@ class PsClient {
                         absl::Span<const EncodedShard> grads, absl::Span<float> params,
                         std::vector<ShardReply>* replies);
 
+  // The same, a shard at a time (overlap: each shard's gradient goes out as
+  // soon as backward has finished it, while backward goes on):
+  // StartPushPull prepares the step (nothing is sent); SendShard(k, g)
+  // sends shard k's push now; FinishPushPull sends every push not sent yet
+  // (grads, as PushPull's) and waits for every reply. Each payload stays
+  // alive and unchanged until FinishPushPull returns. An error of SendShard
+  // is kept and returned by FinishPushPull.
+  void StartPushPull(int64_t step, absl::Span<const int64_t> computed_on, int num_examples,
+                     absl::Span<float> params);
+  void SendShard(int shard, const EncodedShard& grad);
+  absl::Status FinishPushPull(absl::Span<const EncodedShard> grads,
+                              std::vector<ShardReply>* replies);
+
   // PushPull to the shards with push_to[k], and from the others only the
   // parameters that follow (version computed_on[k] + 1): the end of a step
   // some shards already have the gradient of (a restored shard lost it).
@@ -241,6 +254,15 @@ class PsClient {
   uint64_t next_request_id_ = 1;
   std::vector<uint64_t> instances_;  // [ps] the ps process that answered first
   std::vector<int> route_;           // [shard] the ps serving it (WaitForServers)
+  // The push/pull under way between StartPushPull and FinishPushPull.
+  struct PendingStep {
+    std::vector<Call> calls;
+    std::vector<bool> sent;
+    int num_examples = 0;
+    int64_t deadline_us = 0;
+    absl::Status error;  // SendShard's first
+  };
+  PendingStep pending_;
   std::vector<int> unserved_;        // shards WaitForServers found no ps for
   zmq::context_t context_;
   std::vector<zmq::socket_t> sockets_;

@@ -63,6 +63,9 @@ ABSL_FLAG(std::string, run_dir, Defaults().run_dir, "Directory for metrics and t
 ABSL_FLAG(bool, clean_run_dir, Defaults().clean_run_dir,
           "Remove an earlier run's outputs from --run_dir first (pstrain launch, else the chief)");
 ABSL_FLAG(std::string, shard_strategy, Defaults().shard_strategy, "balanced or tensor_aligned");
+ABSL_FLAG(bool, overlap, Defaults().overlap,
+          "Push each shard's gradient as soon as backward has finished it (last layers first), "
+          "while backward goes on");
 ABSL_FLAG(std::string, wire, Defaults().wire,
           "Gradient pushes on the wire: f32, bf16, fp16 or topk:R (each shard's largest fraction "
           "R of entries, 0 < R <= 1); the lossy ones with error feedback. Replies stay f32");
@@ -146,6 +149,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.clean_run_dir = absl::GetFlag(FLAGS_clean_run_dir);
   o.shard_strategy = absl::GetFlag(FLAGS_shard_strategy);
   o.wire = absl::GetFlag(FLAGS_wire);
+  o.overlap = absl::GetFlag(FLAGS_overlap);
   o.eval_every_steps = absl::GetFlag(FLAGS_eval_every_steps);
   o.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
   o.straggler_delay_ms = absl::GetFlag(FLAGS_straggler_delay_ms);

@@ -62,6 +62,10 @@ struct TrainOptions {
   // first), the lossy ones with error feedback (worker/gradient_encoder.h).
   // Parameters always come back f32. Workers of one job may differ.
   std::string wire = "f32";
+  // Send each shard's gradient as soon as backward has finished it, while
+  // backward goes on (the CPU model; a backend that cannot say when, the
+  // CUDA one, sends them all at the end as without it).
+  bool overlap = true;
   int64_t eval_every_steps = 0;          // chief: also evaluate every N steps (0: epoch ends only)
   int64_t log_every_steps = 100;         // progress line every N steps
   double straggler_delay_ms = 0.0;       // slow this worker down on purpose (experiments)

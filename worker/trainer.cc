@@ -143,6 +143,9 @@ absl::Status Trainer::Setup() {
   plan_ = std::make_unique<ShardPlan>(std::move(plan));
   ASSIGN_OR_RETURN(const WireEncoding wire, ParseWireEncoding(options_.wire));
   encoder_ = std::make_unique<GradientEncoder>(wire, *plan_);
+  backward_done_ = [this](int64_t begin) { SendReadyShards(begin); };
+  overlap_ = options_.overlap && plan_->num_shards() > 1 && model_->set_backward_progress(&backward_done_);
+  shard_pushed_.assign(plan_->num_shards(), false);
   // Dynamic workers: nobody knows the others, so nobody splits the set;
   // each worker draws its own order of all of it (its rank in the seed).
   sharder_ = dynamic_ ? std::make_unique<DataSharder>(
@@ -429,6 +432,10 @@ absl::Status Trainer::TrainToEnd() {
               << *std::min_element(versions_.begin(), versions_.end());
   }
   RETURN_IF_ERROR(TrainLoop());
+  if (overlap_) {
+    LOG(INFO) << "overlap: " << early_pushes_ << " shard pushes left while backward was still "
+              << "running (of " << plan_->num_shards() << " a step)";
+  }
   RETURN_IF_ERROR(ReportDone());
   if (!is_chief_) {
     LOG(INFO) << "training done: " << global_step_ << " steps, " << images_ << " images";
@@ -544,7 +551,14 @@ absl::Status Trainer::ComputeGradients(int epoch, int64_t step_in_epoch, float* 
                                             static_cast<uint32_t>(indices_[i]));
   }
   RETURN_IF_ERROR(model_->SetParams(params_));
+  // A slow worker's compute (--straggler_delay_ms): before any of its
+  // gradient goes out.
+  if (options_.straggler_delay_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(
+        static_cast<int64_t>(options_.straggler_delay_ms * 1000)));
+  }
   const models::Batch batch{n, batch_images_.data(), batch_labels_.data(), batch_keys_.data()};
+  if (overlap_) StartOverlappedPush(n);
   ASSIGN_OR_RETURN(*loss, model_->ForwardBackward(batch, absl::MakeSpan(grads_)));
   if (!std::isfinite(*loss)) {
     return absl::InternalError(absl::StrCat("loss is ", *loss, " at step ", global_step_,
@@ -561,20 +575,14 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
   }
   float loss = 0;
   layer_spans_.clear();
+  std::fill(shard_pushed_.begin(), shard_pushed_.end(), false);
+  pushed_step_ = global_step_;
+  pushed_on_ = versions_;
   RETURN_IF_ERROR(ComputeGradients(epoch, step_in_epoch, &loss));
-  if (options_.straggler_delay_ms > 0) {
-    std::this_thread::sleep_for(std::chrono::microseconds(
-        static_cast<int64_t>(options_.straggler_delay_ms * 1000)));
-  }
   const int64_t t1 = MonotonicMicros();
   const int n = static_cast<int>(indices_.size());
   const std::vector<int64_t> computed_on = versions_;
-  pushed_step_ = global_step_;
-  pushed_examples_ = n;
-  pushed_on_ = computed_on;
-  encoder_->Encode(global_step_, grads_, /*weighted=*/n > 0);
-  RETURN_IF_ERROR(client_->PushPull(global_step_, computed_on, n, encoder_->payloads(),
-                                    absl::MakeSpan(params_), &replies_));
+  RETURN_IF_ERROR(PushAndPull(n, computed_on));
   const int64_t t2 = MonotonicMicros();
   last_step_unix_us_ = UnixMicros();
   UpdateVersions(replies_);
@@ -598,6 +606,35 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
     ++epoch_loss_count_;
   }
   return absl::OkStatus();
+}
+
+void Trainer::StartOverlappedPush(int num_examples) {
+  encoder_->Begin(global_step_);
+  client_->StartPushPull(global_step_, versions_, num_examples, absl::MakeSpan(params_));
+}
+
+void Trainer::SendReadyShards(int64_t begin) {
+  // Backward runs last layer first: the last shards are complete first.
+  for (int k = plan_->num_shards() - 1; k >= 0; --k) {
+    if (shard_pushed_[k] || plan_->range(k).begin < begin) continue;
+    shard_pushed_[k] = true;
+    if (begin > 0) ++early_pushes_;  // layers before the shard are still in backward
+    client_->SendShard(k, encoder_->EncodeShard(k, grads_, /*weighted=*/true));
+  }
+}
+
+absl::Status Trainer::PushAndPull(int num_examples, const std::vector<int64_t>& computed_on) {
+  pushed_examples_ = num_examples;
+  const bool overlapped = overlap_ && num_examples > 0;
+  if (!overlapped) {
+    encoder_->Encode(global_step_, grads_, /*weighted=*/num_examples > 0);
+    return client_->PushPull(global_step_, computed_on, num_examples, encoder_->payloads(),
+                             absl::MakeSpan(params_), &replies_);
+  }
+  for (int k = 0; k < plan_->num_shards(); ++k) {
+    if (!shard_pushed_[k]) encoder_->EncodeShard(k, grads_, /*weighted=*/true);
+  }
+  return client_->FinishPushPull(encoder_->payloads(), &replies_);
 }
 
 StepRecord Trainer::MakeStepRecord(int epoch, int64_t step_in_epoch, float loss, int examples,

@@ -39,6 +39,7 @@
 //    declared dead meanwhile) skips to their version.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -160,6 +161,12 @@ class Trainer {
   int JobEpoch() const;
   absl::Status Step(int epoch, int64_t step_in_epoch);
   absl::Status ComputeGradients(int epoch, int64_t step_in_epoch, float* loss);
+  // Overlap: the step's push/pull is prepared before backward, and each
+  // shard whose gradient (flat offsets from `begin` on) is final goes out.
+  void StartOverlappedPush(int num_examples);
+  void SendReadyShards(int64_t begin);
+  // The step's push/pull: the rest of an overlapped one, or all of it.
+  absl::Status PushAndPull(int num_examples, const std::vector<int64_t>& computed_on);
   absl::Status Evaluate(int epoch, bool epoch_end);
   absl::Status EndEpoch(int epoch);
   // Every worker: the final BARRIER, carrying its report.
@@ -202,6 +209,13 @@ class Trainer {
   std::vector<float> grads_;
   // --wire: grads_ as each shard's push carries it, with error feedback.
   std::unique_ptr<GradientEncoder> encoder_;
+  // Overlap (--overlap, a backend that reports backward's progress): the
+  // model calls it after each layer's backward; it sends the shards whose
+  // gradient is complete (SendReadyShards).
+  std::function<void(int64_t begin)> backward_done_;
+  bool overlap_ = false;
+  std::vector<bool> shard_pushed_;  // [shard] sent during this step's backward
+  int64_t early_pushes_ = 0;        // shard pushes sent before backward's last layer
   std::vector<float> batch_images_;
   std::vector<int32_t> batch_labels_;
   std::vector<uint64_t> batch_keys_;

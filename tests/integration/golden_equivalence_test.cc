@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
@@ -22,7 +24,8 @@ namespace {
 constexpr int kSteps = 20;
 
 std::vector<float> RunAndReadParams(int num_workers, int batch_size, int seed,
-                                    const std::vector<std::string>& more = {}) {
+                                    const std::vector<std::string>& more = {},
+                                    std::string* output = nullptr) {
   const std::string dir = testing::MakeTempDir("golden");
   const std::string spec = testing::WriteLocalSpec(dir, 2, num_workers);
   std::vector<std::string> flags = {
@@ -32,6 +35,7 @@ std::vector<float> RunAndReadParams(int num_workers, int batch_size, int seed,
   flags.insert(flags.end(), more.begin(), more.end());  // later flags win
   const testing::ClusterRun run = testing::RunLocalCluster(spec, 2, num_workers, flags, 240);
   EXPECT_TRUE(run.all_ok()) << run.AllOutput();
+  if (output != nullptr) *output = run.AllOutput();
   return testing::ReadFinalParams(dir);
 }
 
@@ -130,6 +134,26 @@ TEST(GoldenEquivalence, TwoSyncWorkersReproduceOneProcessWithAdam) {
 
 TEST(GoldenEquivalence, TwoSyncWorkersReproduceOneProcessWithAdamW) {
   ExpectTwoWorkersEqualOne("adamw", {"--optimizer=adamw", "--lr=0.001", "--weight_decay=0.01"});
+}
+
+// Overlap (--overlap, on by default) only changes when each shard's push
+// leaves, not what it carries: the same run with and without it ends with
+// the same parameters bit for bit. Two ps, so there are two shards to send
+// at different times; the workers' logs say how many left early.
+TEST(GoldenEquivalence, OverlapChangesNothingButWhenPushesLeave) {
+  std::string with_log, without_log;
+  const std::vector<float> with = RunAndReadParams(2, 64, 1, {"--overlap=true"}, &with_log);
+  const std::vector<float> without = RunAndReadParams(2, 64, 1, {"--overlap=false"}, &without_log);
+  // mnist_cnn over 2 ps: shard 1 (the fully connected layers) is final
+  // before conv1's backward, every step of both workers.
+  EXPECT_NE(with_log.find(absl::StrCat("overlap: ", kSteps, " shard pushes left while backward")),
+            std::string::npos)
+      << with_log;
+  EXPECT_EQ(without_log.find("overlap:"), std::string::npos);
+  ASSERT_EQ(with.size(), without.size());
+  ASSERT_FALSE(with.empty());
+  EXPECT_EQ(std::memcmp(with.data(), without.data(), sizeof(float) * with.size()), 0)
+      << "--overlap changed the parameters: " << Compare(with, without).max_abs;
 }
 
 }  // namespace

@@ -48,11 +48,12 @@ void ExpectSame(const TrainOptions& a, const TrainOptions& b) {
   EXPECT_EQ(a.adagrad_lr_decay, b.adagrad_lr_decay);
   EXPECT_EQ(a.adagrad_initial_accumulator, b.adagrad_initial_accumulator);
   EXPECT_EQ(a.wire, b.wire);
+  EXPECT_EQ(a.overlap, b.overlap);
 }
 
 TEST(TrainOptions, EveryFieldIsAFlagWhoseDefaultIsTheFieldsDefault) {
   const std::vector<std::string> args = TrainOptions().ToArgs();
-  EXPECT_EQ(args.size(), 49u);  // one per field
+  EXPECT_EQ(args.size(), 50u);  // one per field
   for (const std::string& arg : args) {
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq - 2);
