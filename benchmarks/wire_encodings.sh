@@ -14,6 +14,10 @@
 # Environment:
 #   MODELS="mnist_cnn cnn_large"  RATES="loopback 1gbit"  MODES="sync async"
 #   WIRES="f32 bf16 fp16 topk:0.01"
+#   OVERLAPS="true"   --overlap values, alternating innermost ("false true"
+#                     measures what overlap buys)
+#   EXTRA_FLAGS=""    more `pstrain launch` flags for every run
+#                     (e.g. --shard_strategy=tensor_aligned)
 #   STEPS_mnist_cnn=300 STEPS_cnn_large=100   steps per worker
 # A rate other than loopback runs every task in a network namespace of its
 # own with that tc rate on its egress (pstrain launch --isolate=netns
@@ -47,15 +51,18 @@ for round in $(seq "$rounds"); do
       [[ $rate != loopback ]] && link=(--isolate=netns "--link_rate=$rate")
       for mode in ${MODES:-sync async}; do
         for wire in ${WIRES:-f32 bf16 fp16 topk:0.01}; do
-          dir="$out/$round-$model-$rate-$mode-${wire/:/_}"
-          echo "wire_encodings: round $round, $model, $rate, $mode, $wire" >&2
+        for overlap in ${OVERLAPS:-true}; do
+          dir="$out/$round-$model-$rate-$mode-${wire/:/_}-$overlap"
+          echo "wire_encodings: round $round, $model, $rate, $mode, $wire, overlap $overlap" >&2
           "$bin/pstrain" launch --cluster_spec="$spec" --mode="$mode" --max_steps="$steps" \
-            --epochs=100 --model="$model" --wire="$wire" --free_ports --device=cpu --echo=none \
-            --run_dir="$dir" --data_dir="$root/data/mnist" "${link[@]}" >/dev/null 2>&1
+            --epochs=100 --model="$model" --wire="$wire" --overlap="$overlap" --free_ports \
+            --device=cpu --echo=none --run_dir="$dir" --data_dir="$root/data/mnist" \
+            "${link[@]}" ${EXTRA_FLAGS:-} >/dev/null 2>&1
           read -r ips acc push sent received <<< "$(summary_fields "$dir/summary.json")"
-          echo "RESULT bench=wire model=$model rate=$rate mode=$mode wire=$wire round=$round" \
-               "steps=$steps images_per_sec=$ips test_accuracy=$acc push_bytes=$push" \
-               "sent_bytes=$sent received_bytes=$received"
+          echo "RESULT bench=wire model=$model rate=$rate mode=$mode wire=$wire overlap=$overlap" \
+               "round=$round steps=$steps images_per_sec=$ips test_accuracy=$acc" \
+               "push_bytes=$push sent_bytes=$sent received_bytes=$received"
+        done
         done
       done
     done
