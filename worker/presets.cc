@@ -16,7 +16,8 @@ const std::vector<Preset>& Presets() {
   static const std::vector<Preset>* presets = new std::vector<Preset>{
       {"mnist_99",
        "the PyTorch MNIST example's two-convolution net (cnn_large) with Adam and a cosine "
-       "schedule: >= 99.0% test accuracy in 2 epochs (1 ps + 2 workers, sync)",
+       "schedule to 0 over 3 epochs: 99.00% test accuracy at the end with 1 ps + 2 workers, "
+       "sync, seed 1 (2 epochs end at 98.88%; benchmarks/README.md, 'mnist_99')",
        {{"model", "cnn_large"},
         {"mode", "sync"},
         {"optimizer", "adam"},
@@ -24,7 +25,7 @@ const std::vector<Preset>& Presets() {
         {"lr_schedule", "cosine"},
         {"warmup_steps", "50"},
         {"batch_size", "64"},
-        {"epochs", "2"}}},
+        {"epochs", "3"}}},
   };
   return *presets;
 }
