@@ -40,7 +40,8 @@ print("accuracy=%.4f restarts=%d updates_lost=%d recoveries=%d sources=%s what=%
 EOF
 }
 
-# The pid `pstrain launch` reported for a task ("pstrain: started ps:0 (pid N)").
+# The pid `pstrain launch` reported for a task ("pstrain: started ps:0 (pid N)";
+# printed unless --echo=none).
 task_pid() {
   grep -o "started $2 (pid [0-9]*)" "$1" | tail -1 | grep -o '[0-9]*)' | tr -d ')'
 }
@@ -48,7 +49,7 @@ task_pid() {
 run() {
   local mode=$1 case=$2 dir=$out/$1-$2
   local flags=(--cluster_spec="$root/cluster_specs/local_2ps_2w.json" --free_ports --epochs="$epochs"
-               --mode="$mode" --seed=1 --checkpoint_every_steps=50 --echo=none
+               --mode="$mode" --seed=1 --checkpoint_every_steps=50 --echo=progress
                --data_dir="$root/data/mnist" --run_dir="$dir")
   case $case in
     ps0_standby) flags+=(--ps_replicas=1) ;;

@@ -306,8 +306,8 @@ TEST(SyncPolicy, TwoWorkersGradientsSumTheSameInEitherOrder) {
     EXPECT_TRUE(policy.ok());
     for (int version = 0; version < 2; ++version) {
       const int a = first_is_one ? 0 : 1;
-      EXPECT_TRUE((*policy)->Push(a, version, version, a == 0 ? g1 : g2, a == 0 ? 128 : 64).ok());
-      EXPECT_TRUE((*policy)->Push(1 - a, version, version, a == 0 ? g2 : g1, a == 0 ? 64 : 128).ok());
+      EXPECT_TRUE((*policy)->Push(a, version, version, a == 0 ? g1 : g2, a == 0 ? 48 : 80).ok());
+      EXPECT_TRUE((*policy)->Push(1 - a, version, version, a == 0 ? g2 : g1, a == 0 ? 80 : 48).ok());
     }
     EXPECT_EQ((*policy)->version(), 2);
     const absl::Span<const float> s = (*policy)->store().state();
