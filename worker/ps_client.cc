@@ -20,6 +20,8 @@ namespace {
 constexpr int kPollSliceMs = 100;
 // How long SHUTDOWN waits for every ps (the chief's last request).
 constexpr double kShutdownTimeoutS = 30.0;
+// How long it waits for a ps that serves no shard and was not heard from.
+constexpr double kUnheardShutdownTimeoutS = 5.0;
 
 proto::TaskType ProtoTaskType(TaskType t) {
   switch (t) {
@@ -545,16 +547,26 @@ absl::Status PsClient::Shutdown() {
   watch_heartbeat_ = false;
   std::vector<Call> calls = ShardCalls(proto::SHUTDOWN, 0, {});
   // A ps that serves no shard now (it came back after its shard was
-  // adopted, and was not given it back yet) is told too.
+  // adopted, and was not given it back yet) is told too. One this worker
+  // has heard from must answer, as a serving one must; one it has not (it
+  // may have come back moments ago, or be gone for good) is told on a
+  // shorter wait whose end is only logged.
   const std::vector<PsView> views = heartbeat_->Views();
+  std::vector<Call> unheard;
   for (int j = 0; j < plan_.num_shards(); ++j) {
-    if (std::count(route_.begin(), route_.end(), j) > 0 || !views[j].answered) continue;
+    if (std::count(route_.begin(), route_.end(), j) > 0) continue;
     Call c;
     c.shard = j;
     c.header = BaseHeader(proto::SHUTDOWN, j);
-    calls.push_back(std::move(c));
+    (views[j].answered ? calls : unheard).push_back(std::move(c));
   }
-  return Exchange(&calls, kShutdownTimeoutS);
+  RETURN_IF_ERROR(Exchange(&calls, kShutdownTimeoutS));
+  if (!unheard.empty()) {
+    if (absl::Status s = Exchange(&unheard, kUnheardShutdownTimeoutS); !s.ok()) {
+      LOG(WARNING) << "a ps that serves no shard did not answer the shutdown: " << s.message();
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace pstrain
