@@ -1,12 +1,11 @@
 #include "export/evaluate.h"
 
-#include <algorithm>
-#include <numeric>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "models/model.h"
+#include "worker/evaluation.h"
 
 namespace pstrain {
 
@@ -26,24 +25,12 @@ absl::StatusOr<Evaluation> EvaluateParams(const std::string& model, absl::Span<c
   const size_t image_size = static_cast<size_t>(test.rows) * test.cols;
   std::vector<float> images(kBatch * image_size);
   std::vector<int32_t> labels(kBatch);
-  std::vector<int64_t> indices;
+  ASSIGN_OR_RETURN(const models::EvalResult r,
+                   EvaluateDataset(*m, test, norm, kBatch, images.data(), labels.data()));
   Evaluation total;
-  double loss_sum = 0;
-  for (int64_t begin = 0; begin < test.size; begin += kBatch) {
-    const int n = static_cast<int>(std::min<int64_t>(kBatch, test.size - begin));
-    indices.resize(static_cast<size_t>(n));
-    std::iota(indices.begin(), indices.end(), begin);
-    GatherBatch(test, indices, norm, images.data(), labels.data());
-    models::Batch batch;
-    batch.n = n;
-    batch.images = images.data();
-    batch.labels = labels.data();
-    ASSIGN_OR_RETURN(const models::EvalResult r, m->Evaluate(batch));
-    total.correct += r.correct;
-    total.count += r.count;
-    loss_sum += r.loss_sum;
-  }
-  total.mean_loss = total.count > 0 ? loss_sum / static_cast<double>(total.count) : 0.0;
+  total.correct = r.correct;
+  total.count = r.count;
+  total.mean_loss = r.count > 0 ? r.loss_sum / static_cast<double>(r.count) : 0.0;
   return total;
 }
 

@@ -22,6 +22,7 @@
 #include "common/wire_codec.h"
 #include "glog/logging.h"
 #include "models/dropout_mask.h"
+#include "worker/evaluation.h"
 
 namespace pstrain {
 namespace {
@@ -678,19 +679,9 @@ absl::Status Trainer::Evaluate(int epoch, bool epoch_end) {
     UpdateVersions(replies_);
   }
   RETURN_IF_ERROR(model_->SetParams(params_));
-  const int chunk = std::max(options_.batch_size, kMinEvalBatch);
-  models::EvalResult total;
-  for (int64_t begin = 0; begin < test_.size; begin += chunk) {
-    indices_.clear();
-    for (int64_t i = begin; i < std::min<int64_t>(begin + chunk, test_.size); ++i) indices_.push_back(i);
-    GatherBatch(test_, indices_, norm_, batch_images_.data(), batch_labels_.data());
-    const models::Batch batch{static_cast<int>(indices_.size()), batch_images_.data(),
-                              batch_labels_.data(), nullptr};
-    ASSIGN_OR_RETURN(const models::EvalResult r, model_->Evaluate(batch));
-    total.loss_sum += r.loss_sum;
-    total.correct += r.correct;
-    total.count += r.count;
-  }
+  ASSIGN_OR_RETURN(const models::EvalResult total,
+                   EvaluateDataset(*model_, test_, norm_, std::max(options_.batch_size, kMinEvalBatch),
+                                   batch_images_.data(), batch_labels_.data()));
   if (!last) eval_seconds_ += SecondsSince(t0);  // inside the training window
   const EvalPoint point{global_step_, TrainSeconds() - (last ? SecondsSince(t0) : 0.0),
                         static_cast<double>(total.correct) / std::max<int64_t>(1, total.count),

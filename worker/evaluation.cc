@@ -1,0 +1,32 @@
+#include "worker/evaluation.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+
+absl::StatusOr<models::EvalResult> EvaluateDataset(models::Model& model, const Dataset& dataset,
+                                                   const Normalization& norm, int batch,
+                                                   float* images, int32_t* labels) {
+  CHECK_GE(batch, 1);
+  models::EvalResult total;
+  std::vector<int64_t> indices;
+  for (int64_t begin = 0; begin < dataset.size; begin += batch) {
+    const int n = static_cast<int>(std::min<int64_t>(batch, dataset.size - begin));
+    indices.resize(static_cast<size_t>(n));
+    std::iota(indices.begin(), indices.end(), begin);
+    GatherBatch(dataset, indices, norm, images, labels);
+    const models::Batch b{n, images, labels, nullptr};
+    ASSIGN_OR_RETURN(const models::EvalResult r, model.Evaluate(b));
+    total.loss_sum += r.loss_sum;
+    total.correct += r.correct;
+    total.count += r.count;
+  }
+  return total;
+}
+
+}  // namespace pstrain
