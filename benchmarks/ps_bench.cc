@@ -195,9 +195,10 @@ void TimeWithHelpers(benchmark::State& state, int clients, int64_t bytes, RoundT
 }
 
 // `workers` workers and one ps in this process, over loopback TCP; with
-// CURVE when `curve` (keys from a fresh job secret). One worker: sync; more:
-// async (a sync version would make them wait for each other).
-void PushPullRoundTrip(benchmark::State& state, bool curve, int workers) {
+// CURVE when `curve` (keys from a fresh job secret); the ps's context with
+// `io_threads` I/O threads. One worker: sync; more: async (a sync version
+// would make them wait for each other).
+void PushPullRoundTrip(benchmark::State& state, bool curve, int workers, int io_threads = 1) {
   const int64_t n = state.range(0);
   TransportSecurity security;
   if (curve) security.secret = JobSecret::Generate();
@@ -208,7 +209,9 @@ void PushPullRoundTrip(benchmark::State& state, bool curve, int workers) {
   }
   ClusterSpec ps_spec = *spec;
   ps_spec.set_task({TaskType::kPs, 0});
-  auto server = PsServer::Create(ps_spec, PsServerOptions{}, security);
+  PsServerOptions ps_options;
+  ps_options.io_threads = io_threads;
+  auto server = PsServer::Create(ps_spec, ps_options, security);
   if (!server.ok()) {
     state.SkipWithError(std::string(server.status().message()).c_str());
     return;
@@ -275,6 +278,15 @@ void BM_PushPullWorkers(benchmark::State& state) {
 }
 BENCHMARK(BM_PushPullWorkers)
     ->ArgsProduct({{65536, 1 << 20}, {1, 2, 4, 8}})
+    ->UseRealTime();
+
+// With CURVE, several workers, and the ps's I/O threads (--io_threads):
+// BM_PushPullWorkersCurve/<floats>/<workers>/<io_threads>.
+void BM_PushPullWorkersCurve(benchmark::State& state) {
+  PushPullRoundTrip(state, true, static_cast<int>(state.range(1)), static_cast<int>(state.range(2)));
+}
+BENCHMARK(BM_PushPullWorkersCurve)
+    ->ArgsProduct({{65536, 1 << 20}, {1, 2, 4}, {1, 2}})
     ->UseRealTime();
 
 // The wire's ceiling: `clients` DEALERs send n floats to one ROUTER, which

@@ -41,6 +41,9 @@ ABSL_FLAG(std::string, metrics_host, Defaults().metrics_host,
 ABSL_FLAG(std::string, timeline_dir, Defaults().timeline_dir,
           "Write this ps's timeline (update applies, sync gathers, checkpoints) as Chrome trace "
           "events into DIR/ps<k>.json; '' for none");
+ABSL_FLAG(int, io_threads, Defaults().io_threads,
+          "ZeroMQ I/O threads (1 to 16): with CURVE, each encrypts and decrypts its share of the "
+          "workers' connections");
 ABSL_FLAG(int64_t, max_message_mb, Defaults().max_message_bytes >> 20,
           "Largest message accepted from a peer, in MiB");
 
@@ -56,6 +59,7 @@ pstrain::PsServerOptions PsServerOptionsFromFlags() {
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
   options.timeline_dir = absl::GetFlag(FLAGS_timeline_dir);
+  options.io_threads = absl::GetFlag(FLAGS_io_threads);
   return options;
 }
 

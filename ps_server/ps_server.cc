@@ -111,6 +111,7 @@ PsServer::PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
     : cluster_(cluster),
       task_(*cluster.task()),
       options_(options),
+      context_(options.io_threads),
       shards_(handler_options),
       handler_(shards_.own()),
       security_(security) {}

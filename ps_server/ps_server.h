@@ -107,7 +107,7 @@ class PsServer {
   ClusterSpec cluster_;
   TaskId task_;
   PsServerOptions options_;
-  zmq::context_t context_{1};
+  zmq::context_t context_;  // options_.io_threads I/O threads
   std::unique_ptr<HandshakeGuard> guard_;  // before socket_: closed after it
   zmq::socket_t socket_;
   std::string endpoint_;

@@ -13,7 +13,8 @@ std::vector<std::string> PsServerOptions::ToArgs() const {
           absl::StrCat("--checkpoint_dir=", checkpoint_dir),
           absl::StrCat("--metrics_port=", metrics_port),
           absl::StrCat("--metrics_host=", metrics_host),
-          absl::StrCat("--timeline_dir=", timeline_dir)};
+          absl::StrCat("--timeline_dir=", timeline_dir),
+          absl::StrCat("--io_threads=", io_threads)};
 }
 
 absl::Status ValidatePsServerOptions(const PsServerOptions& options) {
@@ -21,6 +22,9 @@ absl::Status ValidatePsServerOptions(const PsServerOptions& options) {
       options.max_message_bytes <= 0) {
     return absl::InvalidArgumentError(
         "--peer_timeout_s, --register_timeout_s and --max_message_mb must be > 0");
+  }
+  if (options.io_threads < 1 || options.io_threads > 16) {
+    return absl::InvalidArgumentError("--io_threads must be 1 to 16");
   }
   return absl::OkStatus();
 }

@@ -49,6 +49,11 @@ struct PsServerOptions {
   // Empty: none. Flag --timeline_dir; `pstrain launch --timeline` gives
   // every ps RUN_DIR/timeline.
   std::string timeline_dir;
+  // ZeroMQ I/O threads of the ps's context (1 to 16). Each worker's
+  // connection is served by one of them: with CURVE, where an I/O thread
+  // encrypts and decrypts every byte, more threads let several workers'
+  // traffic be handled at once. Flag --io_threads.
+  int io_threads = 1;
 
   // "--name=value" for every field that has a flag (max_message_bytes in
   // whole MiB, rounded down), such that ps_server parses them back to these
