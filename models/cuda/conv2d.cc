@@ -339,11 +339,10 @@ absl::Status Conv2d::SetBatch(int n) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<float*> Conv2d::Aligned(const float* p, int64_t count, bool copy_in,
-                                       DeviceArray<float>& buffer, const char* what) {
+absl::StatusOr<float*> Conv2d::Aligned(const float* p, const Shape& shape, int64_t count,
+                                       bool copy_in, DeviceArray<float>& buffer, const char* what) {
   if (reinterpret_cast<uintptr_t>(p) % kActivationAlignment == 0) return const_cast<float*>(p);
   if (buffer.size() == 0) {
-    const Shape shape = &buffer == &staged_y_ ? output_shape() : input_shape();
     ASSIGN_OR_RETURN(buffer, DeviceArray<float>::Create(absl::StrCat(name(), ".staged_", what),
                                                         shape.size() * max_batch()));
   }
@@ -366,8 +365,10 @@ absl::Status Conv2d::Forward(const BatchContext& ctx, const float* params, const
   RETURN_IF_ERROR(CheckBatch(ctx));
   RETURN_IF_ERROR(SetBatch(ctx.n));
   const int64_t x_count = input_shape().size() * ctx.n, y_count = output_shape().size() * ctx.n;
-  ASSIGN_OR_RETURN(const float* xs, Aligned(x, x_count, /*copy_in=*/true, staged_x_, "x"));
-  ASSIGN_OR_RETURN(float* ys, Aligned(y, y_count, /*copy_in=*/false, staged_y_, "y"));
+  ASSIGN_OR_RETURN(const float* xs,
+                   Aligned(x, input_shape(), x_count, /*copy_in=*/true, staged_x_, "x"));
+  ASSIGN_OR_RETURN(float* ys,
+                   Aligned(y, output_shape(), y_count, /*copy_in=*/false, staged_y_, "y"));
   RETURN_IF_ERROR(
       RunForward(fwd_algo_, params, xs, ys, context().workspace(), context().workspace_bytes()));
   CUDNN_RETURN_IF_ERROR(cudnnAddTensor(context().cudnn(), &kOne, bias_desc_.get(),
@@ -380,14 +381,17 @@ absl::Status Conv2d::Backward(const BatchContext& ctx, const float* params, cons
   RETURN_IF_ERROR(CheckBatch(ctx));
   RETURN_IF_ERROR(SetBatch(ctx.n));
   const int64_t x_count = input_shape().size() * ctx.n, y_count = output_shape().size() * ctx.n;
-  ASSIGN_OR_RETURN(const float* xs, Aligned(x, x_count, /*copy_in=*/true, staged_x_, "x"));
-  ASSIGN_OR_RETURN(const float* dys, Aligned(dy, y_count, /*copy_in=*/true, staged_y_, "y"));
+  ASSIGN_OR_RETURN(const float* xs,
+                   Aligned(x, input_shape(), x_count, /*copy_in=*/true, staged_x_, "x"));
+  ASSIGN_OR_RETURN(const float* dys,
+                   Aligned(dy, output_shape(), y_count, /*copy_in=*/true, staged_y_, "y"));
   RETURN_IF_ERROR(RunBackwardFilter(bwd_filter_algo_, xs, dys, dparams, context().workspace(),
                                     context().workspace_bytes()));
   CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardBias(context().cudnn(), &kOne, y_desc_.get(), dys,
                                                      &kZero, bias_desc_.get(), dparams + weights_));
   if (dx == nullptr) return absl::OkStatus();
-  ASSIGN_OR_RETURN(float* dxs, Aligned(dx, x_count, /*copy_in=*/false, staged_dx_, "dx"));
+  ASSIGN_OR_RETURN(float* dxs,
+                   Aligned(dx, input_shape(), x_count, /*copy_in=*/false, staged_dx_, "dx"));
   RETURN_IF_ERROR(RunBackwardData(bwd_data_algo_, params, dys, dxs, context().workspace(),
                                   context().workspace_bytes()));
   return CopyOut(dxs, dx, x_count);

@@ -108,9 +108,9 @@ class Conv2d final : public CudaLayer {
                                  size_t workspace_bytes);
 
   // `p` itself when it starts on a 256-byte boundary, else the start of
-  // `buffer` (allocated at max_batch on first use) holding a copy of
-  // `count` floats from p when `copy_in`.
-  absl::StatusOr<float*> Aligned(const float* p, int64_t count, bool copy_in,
+  // `buffer` (allocated on first use for max_batch examples of `shape`)
+  // holding a copy of `count` floats from p when `copy_in`.
+  absl::StatusOr<float*> Aligned(const float* p, const Shape& shape, int64_t count, bool copy_in,
                                  DeviceArray<float>& buffer, const char* what);
   // Copies `count` floats from a staging buffer back to the caller's `p`
   // (nothing when they are the same).

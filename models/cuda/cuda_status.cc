@@ -81,10 +81,6 @@ absl::Status LastErrorStatus(cudaError_t error, cudaError_t after_reset, absl::s
                                    "restarts (the error may come from earlier work)"));
 }
 
-// The last-error slot is per thread, and cuDNN and cuBLAS make runtime
-// calls of their own whose failures they handle without reading it, so
-// without this reset the first kernel launched after one of them would
-// report that error as its own.
 // After cudaGetLastError returned `error`: the error the context still
 // holds, if it is lost. The last-error slot does not say (on driver 580
 // with runtime 13.0, cudaGetLastError resets it even after an illegal
@@ -98,6 +94,10 @@ cudaError_t ErrorAfterReset() {
   return synced;
 }
 
+// The last-error slot is per thread, and cuDNN and cuBLAS make runtime
+// calls of their own whose failures they handle without reading it, so
+// without this reset the first kernel launched after one of them would
+// report that error as its own.
 absl::Status ClearErrorBeforeLaunch(absl::string_view kernel) {
   const cudaError_t stale = cudaGetLastError();
   if (stale == cudaSuccess) return absl::OkStatus();
