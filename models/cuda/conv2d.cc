@@ -12,6 +12,7 @@
 #include "glog/logging.h"
 #include "models/net_spec.h"
 #include "models/cuda/algorithm_search.h"
+#include "models/cuda/channel_sum.h"
 #include "models/cuda/cuda_status.h"
 
 namespace pstrain::models::cuda {
@@ -153,6 +154,9 @@ absl::StatusOr<std::unique_ptr<Conv2d>> Conv2d::Create(CudaContext& context, std
       new Conv2d(context, std::move(name), input, out_channels, kernel, max_batch));
   RETURN_IF_ERROR(context.Activate());
   RETURN_IF_ERROR(layer->CreateDescriptors());
+  ASSIGN_OR_RETURN(layer->bias_partials_,
+                   DeviceArray<float>::Create(layer->name() + " bias partial sums",
+                                              int64_t{out_channels} * kChannelSumSlices));
   RETURN_IF_ERROR(layer->ChooseAlgorithms());
   VLOG(1) << layer->name() << ": cuDNN algorithms " << layer->algorithms() << ", workspace "
           << context.workspace_bytes() << " bytes";
@@ -387,8 +391,9 @@ absl::Status Conv2d::Backward(const BatchContext& ctx, const float* params, cons
                    Aligned(dy, output_shape(), y_count, /*copy_in=*/true, staged_y_, "y"));
   RETURN_IF_ERROR(RunBackwardFilter(bwd_filter_algo_, xs, dys, dparams, context().workspace(),
                                     context().workspace_bytes()));
-  CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardBias(context().cudnn(), &kOne, y_desc_.get(), dys,
-                                                     &kZero, bias_desc_.get(), dparams + weights_));
+  const Shape out = output_shape();
+  RETURN_IF_ERROR(LaunchChannelSum(dys, ctx.n, out.c, int64_t{out.h} * out.w,
+                                   bias_partials_.data(), dparams + weights_, stream()));
   if (dx == nullptr) return absl::OkStatus();
   ASSIGN_OR_RETURN(float* dxs,
                    Aligned(dx, input_shape(), x_count, /*copy_in=*/false, staged_dx_, "dx"));

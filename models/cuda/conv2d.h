@@ -13,8 +13,9 @@
 //
 // With cuDNN's legacy convolution API: cudnnConvolutionForward then
 // cudnnAddTensor (the bias added after the sum, as on the CPU);
-// cudnnConvolutionBackwardFilter, cudnnConvolutionBackwardBias and
-// cudnnConvolutionBackwardData. CUDNN_CROSS_CORRELATION (PyTorch's
+// cudnnConvolutionBackwardFilter, our own channel sum for db
+// (models/cuda/channel_sum.h: cuDNN's BackwardBias was half the step at large
+// batches) and cudnnConvolutionBackwardData. CUDNN_CROSS_CORRELATION (PyTorch's
 // convolution does not flip the kernel), CUDNN_FMA_MATH (no TF32).
 //
 // Algorithms are chosen once, in Create, for max_batch, from cuDNN's
@@ -122,6 +123,8 @@ class Conv2d final : public CudaLayer {
   DeviceArray<float> staged_x_;   // x
   DeviceArray<float> staged_y_;   // y, or dy
   DeviceArray<float> staged_dx_;  // dx
+  // The bias gradient's per-slice sums (models/cuda/channel_sum.h).
+  DeviceArray<float> bias_partials_;
   TensorDescriptor x_desc_;
   TensorDescriptor y_desc_;
   TensorDescriptor bias_desc_;

@@ -279,7 +279,22 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ConvCase{{1, 28, 28}, 10, 5, 16, 16},   // mnist_cnn conv1
                       ConvCase{{10, 12, 12}, 20, 5, 16, 16},  // mnist_cnn conv2
                       ConvCase{{32, 26, 26}, 64, 3, 4, 4},    // cnn_large conv2
-                      ConvCase{{3, 7, 6}, 4, 3, 8, 5}));      // odd shape, partial batch
+                      ConvCase{{3, 7, 6}, 4, 3, 8, 5},        // odd shape, partial batch
+                      // more examples than the bias sum's 64 slices, unevenly cut
+                      ConvCase{{1, 28, 28}, 10, 5, 160, 130}));
+
+// A sync run repeats bit for bit only if every pass does: the bias sum and
+// the chosen algorithms must not depend on timing (atomics).
+TEST_F(CudaLayers, Conv2dGradientsRepeatBitForBit) {
+  cpu::Conv2d cpu("conv1", {1, 28, 28}, 10, 5, 200);
+  auto gpu = cuda::Conv2d::Create(*context_, "conv1", {1, 28, 28}, 10, 5, 200);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const Inputs in = RandomInputs(cpu, 197, 5);
+  const std::vector<Outputs> passes = RunCuda(**gpu, in);
+  ASSERT_EQ(passes.size(), 2u);
+  EXPECT_TRUE(SameBits(passes[0].dparams, passes[1].dparams)) << (*gpu)->algorithms();
+  EXPECT_TRUE(SameBits(passes[0].dx, passes[1].dx)) << (*gpu)->algorithms();
+}
 
 // The descriptors follow the batch size; the algorithms chosen at max_batch
 // serve every smaller one.
