@@ -107,6 +107,16 @@ endfunction()
 
 # pstrain_test(NAME SRCS x_test.cc DEPS lib... [LABELS ...] [TIMEOUT s])
 # Every TEST is discovered by ctest, so none silently drops out.
+# The test code's own optimisation (PSTRAIN_TEST_OPTIMIZE, default -O1): GCC
+# compiled request_handler_test.cc in 25 s at -O1 against 46 s at -O2 under
+# ASan, and test bodies are not where a test spends its time. Appended after
+# the build type's flags, so it wins; Debug builds keep -O0.
+function(pstrain_test_code_options target)
+  if(PSTRAIN_TEST_OPTIMIZE AND CMAKE_BUILD_TYPE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PSTRAIN_TEST_OPTIMIZE}>)
+  endif()
+endfunction()
+
 function(pstrain_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SRCS})
@@ -123,6 +133,10 @@ function(pstrain_test name)
   set(_props TIMEOUT ${ARG_TIMEOUT})
   if(ARG_LABELS)
     list(APPEND _props LABELS "${ARG_LABELS}")
+  endif()
+  pstrain_test_code_options(${name})
+  if(TARGET pstrain_test_pch)
+    target_precompile_headers(${name} REUSE_FROM pstrain_test_pch)
   endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${_props})
 endfunction()

@@ -1,0 +1,1 @@
+// The translation unit that builds tests/test_util/pch.h (see there).
