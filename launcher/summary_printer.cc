@@ -1,5 +1,6 @@
 #include "launcher/summary_printer.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,20 @@ void PrintSummary(const proto::RunSummary& s, const std::string& run_dir, std::F
   absl::FPrintF(out, "mode %s | %d ps | %d workers | model %s on %s | global batch %d | lr %g | %s\n",
                 s.mode(), s.num_ps(), s.num_workers(), s.model(), s.device(), s.global_batch(),
                 s.learning_rate(), DescribeRunOptimizer(s));
-  absl::FPrintF(out, "final test accuracy %.4f (loss %.4f) after %d epoch(s), %d steps per worker\n",
-                s.final_test_accuracy(), s.final_test_loss(), s.epochs(), s.steps_per_worker());
+  // summary.json's epochs is what was asked for; --max_steps (or a run
+  // stopped early) may have ended training sooner, and then the line says
+  // how far it got.
+  const int64_t asked_steps = int64_t{s.epochs()} * s.steps_per_epoch();
+  if (s.steps_per_epoch() > 0 && s.steps_per_worker() < asked_steps) {
+    absl::FPrintF(out,
+                  "final test accuracy %.4f (loss %.4f) after %d steps per worker: %.2f of the %d "
+                  "epoch(s) asked for\n",
+                  s.final_test_accuracy(), s.final_test_loss(), s.steps_per_worker(),
+                  static_cast<double>(s.steps_per_worker()) / s.steps_per_epoch(), s.epochs());
+  } else {
+    absl::FPrintF(out, "final test accuracy %.4f (loss %.4f) after %d epoch(s), %d steps per worker\n",
+                  s.final_test_accuracy(), s.final_test_loss(), s.epochs(), s.steps_per_worker());
+  }
   if (!s.resumed_from().empty()) {
     absl::FPrintF(out, "resumed from checkpoint %s (the figures below cover the resumed part; the "
                   "counters, the whole run)\n", s.resumed_from());
