@@ -13,6 +13,7 @@
 #include "models/net_spec.h"
 #include "models/cuda/algorithm_search.h"
 #include "models/cuda/channel_sum.h"
+#include "models/cuda/im2col.h"
 #include "models/cuda/cuda_status.h"
 
 namespace pstrain::models::cuda {
@@ -154,6 +155,7 @@ absl::StatusOr<std::unique_ptr<Conv2d>> Conv2d::Create(CudaContext& context, std
       new Conv2d(context, std::move(name), input, out_channels, kernel, max_batch));
   RETURN_IF_ERROR(context.Activate());
   RETURN_IF_ERROR(layer->CreateDescriptors());
+  RETURN_IF_ERROR(layer->AllocateGemmScratch());
   ASSIGN_OR_RETURN(layer->bias_partials_,
                    DeviceArray<float>::Create(layer->name() + " bias partial sums",
                                               int64_t{out_channels} * kChannelSumSlices));
@@ -389,17 +391,72 @@ absl::Status Conv2d::Backward(const BatchContext& ctx, const float* params, cons
                    Aligned(x, input_shape(), x_count, /*copy_in=*/true, staged_x_, "x"));
   ASSIGN_OR_RETURN(const float* dys,
                    Aligned(dy, output_shape(), y_count, /*copy_in=*/true, staged_y_, "y"));
-  RETURN_IF_ERROR(RunBackwardFilter(bwd_filter_algo_, xs, dys, dparams, context().workspace(),
-                                    context().workspace_bytes()));
   const Shape out = output_shape();
   RETURN_IF_ERROR(LaunchChannelSum(dys, ctx.n, out.c, int64_t{out.h} * out.w,
                                    bias_partials_.data(), dparams + weights_, stream()));
+  if (gemm_chunk_ > 0) return BackwardByGemm(ctx.n, params, xs, dys, dparams, dx);
+  RETURN_IF_ERROR(RunBackwardFilter(bwd_filter_algo_, xs, dys, dparams, context().workspace(),
+                                    context().workspace_bytes()));
   if (dx == nullptr) return absl::OkStatus();
   ASSIGN_OR_RETURN(float* dxs,
                    Aligned(dx, input_shape(), x_count, /*copy_in=*/false, staged_dx_, "dx"));
   RETURN_IF_ERROR(RunBackwardData(bwd_data_algo_, params, dys, dxs, context().workspace(),
                                   context().workspace_bytes()));
   return CopyOut(dxs, dx, x_count);
+}
+
+absl::Status Conv2d::AllocateGemmScratch() {
+  const Shape in = input_shape(), out = output_shape();
+  const int64_t plane = int64_t{out.h} * out.w;
+  const int64_t per_example = (int64_t{in.c} * kernel_ * kernel_ + out.c) * plane;
+  const int chunk = static_cast<int>(
+      std::clamp<int64_t>(kMaxGemmScratchFloats / per_example, 1, max_batch()));
+  absl::StatusOr<DeviceArray<float>> cols = DeviceArray<float>::Create(
+      name() + ".gemm_cols", int64_t{in.c} * kernel_ * kernel_ * chunk * plane);
+  absl::StatusOr<DeviceArray<float>> rows =
+      DeviceArray<float>::Create(name() + ".gemm_rows", int64_t{out.c} * chunk * plane);
+  if (!cols.ok() || !rows.ok()) {
+    const absl::Status error = cols.ok() ? rows.status() : cols.status();
+    if (error.code() != absl::StatusCode::kResourceExhausted) return error;
+    LOG(WARNING) << name() << ": no memory for backward's GEMM scratch; cuDNN's algorithms "
+                 << algorithms() << " run it";
+    return absl::OkStatus();
+  }
+  gemm_cols_ = std::move(cols).value();
+  gemm_rows_ = std::move(rows).value();
+  gemm_chunk_ = chunk;
+  return absl::OkStatus();
+}
+
+// Column-major, with K = cin*k*k and C = a chunk's examples * oh*ow columns:
+//   dw^T [K, cout]  = cols^T rows        (the first chunk writes dw, beta 0;
+//                                         later ones add to it in order)
+//   dcols^T [C, K]  = rows^T w^T         (into gemm_cols_, once dw is done)
+// so every sum's order depends only on n.
+absl::Status Conv2d::BackwardByGemm(int n, const float* w, const float* x, const float* dy,
+                                    float* dw, float* dx) {
+  const Shape in = input_shape(), out = output_shape();
+  const int64_t plane = int64_t{out.h} * out.w;
+  const int k = in.c * kernel_ * kernel_;
+  cublasHandle_t cublas = context().cublas();
+  for (int first = 0; first < n; first += gemm_chunk_) {
+    const int examples = std::min(gemm_chunk_, n - first);
+    const int columns = static_cast<int>(examples * plane);
+    RETURN_IF_ERROR(
+        LaunchIm2Col(x + first * in.size(), in, kernel_, examples, gemm_cols_.data(), stream()));
+    RETURN_IF_ERROR(LaunchChannelRows(dy + first * out.size(), examples, out.c, plane,
+                                      gemm_rows_.data(), stream()));
+    CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, k, out.c, columns, &kOne,
+                                       gemm_cols_.data(), columns, gemm_rows_.data(), columns,
+                                       first == 0 ? &kZero : &kOne, dw, k));
+    if (dx == nullptr) continue;
+    CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, columns, k, out.c, &kOne,
+                                       gemm_rows_.data(), columns, w, k, &kZero, gemm_cols_.data(),
+                                       columns));
+    RETURN_IF_ERROR(LaunchCol2Im(gemm_cols_.data(), in, kernel_, examples,
+                                 dx + first * in.size(), stream()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Conv2d::RunForward(cudnnConvolutionFwdAlgo_t algo, const float* w, const float* x,

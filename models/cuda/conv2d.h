@@ -13,10 +13,15 @@
 //
 // With cuDNN's legacy convolution API: cudnnConvolutionForward then
 // cudnnAddTensor (the bias added after the sum, as on the CPU);
-// cudnnConvolutionBackwardFilter, our own channel sum for db
-// (models/cuda/channel_sum.h: cuDNN's BackwardBias was half the step at large
-// batches) and cudnnConvolutionBackwardData. CUDNN_CROSS_CORRELATION (PyTorch's
-// convolution does not flip the kernel), CUDNN_FMA_MATH (no TF32).
+// backward as GEMMs of our own, a chunk of examples at a time
+// (models/cuda/im2col.h): dw = rows * cols^T and dcols = w^T * rows, then a
+// gather of dcols into dx (cuDNN's deterministic algorithms, BWD_FILTER_ALGO_1
+// and BWD_DATA_ALGO_1, were the slowest part of the step at large batches on
+// an H200, benchmarks/README.md), or cudnnConvolutionBackwardFilter and
+// BackwardData when that scratch cannot be allocated; db is our own channel
+// sum (models/cuda/channel_sum.h: cuDNN's BackwardBias was half the step at
+// batch 4096). CUDNN_CROSS_CORRELATION (PyTorch's convolution does not flip
+// the kernel), CUDNN_FMA_MATH and cuBLAS's pedantic math (no TF32).
 //
 // Algorithms are chosen once, in Create, for max_batch, from cuDNN's
 // heuristics (cudnnGetConvolution*Algorithm_v7: no benchmarking, so every run
@@ -64,6 +69,9 @@ class Conv2d final : public CudaLayer {
  public:
   // The most workspace one algorithm of one pass may use.
   static constexpr size_t kMaxWorkspaceBytes = size_t{256} << 20;
+  // The most scratch backward's GEMM path holds, in floats: its chunk of
+  // examples is as large as fits (3,328 of mnist_cnn's conv1 examples).
+  static constexpr int64_t kMaxGemmScratchFloats = int64_t{64} << 20;
 
   // Internal when cuDNN offers no usable algorithm for a pass;
   // ResourceExhausted when the device is out of memory (for the layer's
@@ -113,6 +121,14 @@ class Conv2d final : public CudaLayer {
   // holding a copy of `count` floats from p when `copy_in`.
   absl::StatusOr<float*> Aligned(const float* p, const Shape& shape, int64_t count, bool copy_in,
                                  DeviceArray<float>& buffer, const char* what);
+  // Backward as cuBLAS GEMMs, gemm_chunk_ examples at a time
+  // (models/cuda/im2col.h): dw = rows * cols^T, the chunks accumulated in
+  // order, and, when dx is wanted, dcols = w^T * rows gathered into dx. Used
+  // when its scratch could be allocated (else cuDNN's chosen algorithms are).
+  absl::Status AllocateGemmScratch();
+  absl::Status BackwardByGemm(int n, const float* w, const float* x, const float* dy, float* dw,
+                              float* dx);
+
   // Copies `count` floats from a staging buffer back to the caller's `p`
   // (nothing when they are the same).
   absl::Status CopyOut(const float* staged, float* p, int64_t count);
@@ -123,6 +139,11 @@ class Conv2d final : public CudaLayer {
   DeviceArray<float> staged_x_;   // x
   DeviceArray<float> staged_y_;   // y, or dy
   DeviceArray<float> staged_dx_;  // dx
+  // BackwardByGemm's layouts for gemm_chunk_ examples at a time; none when
+  // cuDNN's algorithms run backward.
+  int gemm_chunk_ = 0;
+  DeviceArray<float> gemm_cols_;  // [cin*k*k][chunk * oh*ow]: cols, then dcols
+  DeviceArray<float> gemm_rows_;  // [cout][chunk * oh*ow]
   // The bias gradient's per-slice sums (models/cuda/channel_sum.h).
   DeviceArray<float> bias_partials_;
   TensorDescriptor x_desc_;

@@ -283,6 +283,16 @@ INSTANTIATE_TEST_SUITE_P(
                       // more examples than the bias sum's 64 slices, unevenly cut
                       ConvCase{{1, 28, 28}, 10, 5, 160, 130}));
 
+// cnn_large's conv2 holds (288 + 64) * 576 floats of filter-gradient scratch
+// per example, so at most 331 examples fit Conv2d::kMaxFilterScratchFloats:
+// 397 examples take two chunks, the second adding to the first.
+TEST_F(CudaLayers, Conv2dFilterGradientSpansChunksOfExamples) {
+  cpu::Conv2d cpu("conv2", {32, 26, 26}, 64, 3, 400);
+  auto gpu = cuda::Conv2d::Create(*context_, "conv2", {32, 26, 26}, 64, 3, 400);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ExpectConvMatches(**gpu, cpu, 397, 3, 17);
+}
+
 // A sync run repeats bit for bit only if every pass does: the bias sum and
 // the chosen algorithms must not depend on timing (atomics).
 TEST_F(CudaLayers, Conv2dGradientsRepeatBitForBit) {

@@ -1,0 +1,118 @@
+#include "models/cuda/im2col.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "models/cuda/cuda_status.h"
+#include "models/cuda/launch.h"
+
+namespace pstrain::models::cuda {
+namespace {
+
+// One thread per element of cols, in its order, so writes are coalesced;
+// 32-bit index arithmetic (the caller keeps the count below 2^31).
+__global__ void Im2ColKernel(const float* x, int cin, int h, int w, int kernel, int oh, int ow,
+                             int examples, float* cols) {
+  const unsigned int plane = oh * ow;
+  const unsigned int width = examples * plane;  // columns
+  const unsigned int total = cin * kernel * kernel * width;
+  for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += gridDim.x * blockDim.x) {
+    const unsigned int row = i / width, column = i % width;
+    const unsigned int b = column / plane, p = column % plane;
+    const unsigned int ph = p / ow, pw = p % ow;
+    const unsigned int c = row / (kernel * kernel), uv = row % (kernel * kernel);
+    const unsigned int u = uv / kernel, v = uv % kernel;
+    cols[i] = x[((static_cast<size_t>(b) * cin + c) * h + ph + u) * w + pw + v];
+  }
+}
+
+// One thread per element of dx (examples * cin * h * w, in its order).
+__global__ void Col2ImKernel(const float* dcols, int cin, int h, int w, int kernel, int oh, int ow,
+                             int examples, float* dx) {
+  const unsigned int plane = oh * ow;
+  const unsigned int width = examples * plane;
+  const unsigned int total = examples * cin * h * w;
+  for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += gridDim.x * blockDim.x) {
+    const unsigned int t = i % w, s = (i / w) % h;
+    const unsigned int c = (i / (w * h)) % cin, b = i / (w * h * cin);
+    float sum = 0.0f;
+    for (int u = 0; u < kernel; ++u) {
+      const int ph = static_cast<int>(s) - u;
+      if (ph < 0 || ph >= oh) continue;
+      for (int v = 0; v < kernel; ++v) {
+        const int pw = static_cast<int>(t) - v;
+        if (pw < 0 || pw >= ow) continue;
+        sum += dcols[static_cast<size_t>((c * kernel + u) * kernel + v) * width + b * plane +
+                     ph * ow + pw];
+      }
+    }
+    dx[i] = sum;
+  }
+}
+
+__global__ void ChannelRowsKernel(const float* dy, int examples, int channels, unsigned int plane,
+                                  float* rows) {
+  const unsigned int width = examples * plane;
+  const unsigned int total = channels * width;
+  for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += gridDim.x * blockDim.x) {
+    const unsigned int o = i / width, column = i % width;
+    const unsigned int b = column / plane, p = column % plane;
+    rows[i] = dy[(static_cast<size_t>(b) * channels + o) * plane + p];
+  }
+}
+
+absl::Status CheckCount(int64_t count, const char* what) {
+  if (count < 1 || count >= (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", count, " elements, not in [1, 2^31)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LaunchIm2Col(const float* x, const Shape& in, int kernel, int examples, float* cols,
+                          cudaStream_t stream) {
+  const int oh = in.h - kernel + 1, ow = in.w - kernel + 1;
+  if (kernel < 1 || oh < 1 || ow < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("im2col: kernel ", kernel, " on ", in.h, "x", in.w));
+  }
+  const int64_t count = int64_t{in.c} * kernel * kernel * examples * oh * ow;
+  RETURN_IF_ERROR(CheckCount(count, "im2col"));
+  return LaunchKernel("Im2ColKernel", [&] {
+    Im2ColKernel<<<BlocksFor(count), kThreadsPerBlock, 0, stream>>>(x, in.c, in.h, in.w, kernel, oh,
+                                                                     ow, examples, cols);
+  });
+}
+
+absl::Status LaunchCol2Im(const float* dcols, const Shape& in, int kernel, int examples, float* dx,
+                          cudaStream_t stream) {
+  const int oh = in.h - kernel + 1, ow = in.w - kernel + 1;
+  if (kernel < 1 || oh < 1 || ow < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("col2im: kernel ", kernel, " on ", in.h, "x", in.w));
+  }
+  RETURN_IF_ERROR(
+      CheckCount(int64_t{in.c} * kernel * kernel * examples * oh * ow, "col2im's columns"));
+  const int64_t count = in.size() * examples;
+  RETURN_IF_ERROR(CheckCount(count, "col2im"));
+  return LaunchKernel("Col2ImKernel", [&] {
+    Col2ImKernel<<<BlocksFor(count), kThreadsPerBlock, 0, stream>>>(dcols, in.c, in.h, in.w, kernel,
+                                                                     oh, ow, examples, dx);
+  });
+}
+
+absl::Status LaunchChannelRows(const float* dy, int examples, int channels, int64_t plane,
+                               float* rows, cudaStream_t stream) {
+  const int64_t count = int64_t{channels} * examples * plane;
+  RETURN_IF_ERROR(CheckCount(count, "channel rows"));
+  return LaunchKernel("ChannelRowsKernel", [&] {
+    ChannelRowsKernel<<<BlocksFor(count), kThreadsPerBlock, 0, stream>>>(
+        dy, examples, channels, static_cast<unsigned int>(plane), rows);
+  });
+}
+
+}  // namespace pstrain::models::cuda
