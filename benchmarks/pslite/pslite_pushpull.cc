@@ -1,0 +1,109 @@
+// ps-lite's round trip, for the side-by-side of benchmarks/pslite_compare.sh:
+// one worker ZPushPulls n floats under one key to one server whose handler
+// adds them into its copy and answers with that copy (a summing server,
+// ps-lite's own default handler's work, for one key of length n), so each
+// round trip moves n floats each way, as ps_bench's BM_PushPullRoundTrip.
+//
+// Built against ps-lite (github.com/dmlc/ps-lite) by the script; run as
+// ps-lite's three roles through its DMLC_* environment (the script does).
+//
+//   pslite_pushpull SIZES SECONDS     SIZES: comma-separated float counts
+//
+// The worker prints, per size, the median over 3 timed runs of SECONDS each:
+//   RESULT system=pslite floats=N bytes_per_s=B round_trips_per_s=R
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ps/ps.h"
+
+namespace {
+
+std::vector<int64_t> ParseSizes(const char* text) {
+  std::vector<int64_t> sizes;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) sizes.push_back(std::stoll(item));
+  return sizes;
+}
+
+void Serve() {
+  auto* server = new ps::KVServer<float>(0);
+  auto* store = new std::unordered_map<ps::Key, std::vector<float>>();
+  server->set_request_handle([store](const ps::KVMeta& meta, const ps::KVPairs<float>& data,
+                                     ps::KVServer<float>* self) {
+    std::vector<float>& value = (*store)[data.keys[0]];
+    const size_t n = data.vals.size();
+    ps::KVPairs<float> reply;
+    if (meta.push) {
+      if (value.size() != n) value.assign(n, 0.0f);
+      for (size_t i = 0; i < n; ++i) value[i] += data.vals[i];
+    }
+    if (meta.pull) {
+      reply.keys = data.keys;
+      reply.vals.CopyFrom(value.data(), value.size());
+      reply.lens = ps::SArray<int>(1, static_cast<int>(value.size()));
+    }
+    self->Response(meta, reply);
+  });
+  // The server object lives until the process exits (Finalize waits for
+  // the workers' barrier first).
+}
+
+void Measure(const std::vector<int64_t>& sizes, double seconds) {
+  ps::KVWorker<float> worker(0, 0);
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    const int64_t n = sizes[s];
+    ps::SArray<ps::Key> keys(1, static_cast<ps::Key>(s));
+    ps::SArray<float> grads(n, 0.5f);
+    ps::SArray<int> lens(1, static_cast<int>(n));
+    ps::SArray<float> params;
+    auto round_trip = [&] { worker.Wait(worker.ZPushPull(keys, grads, &params, &lens)); };
+    for (int i = 0; i < 5; ++i) round_trip();
+    if (static_cast<int64_t>(params.size()) != n) {
+      std::fprintf(stderr, "pslite_pushpull: %lld floats back, not %lld\n",
+                   static_cast<long long>(params.size()), static_cast<long long>(n));
+      std::exit(1);
+    }
+    std::vector<double> rates;
+    for (int run = 0; run < 3; ++run) {
+      int64_t trips = 0;
+      const auto start = std::chrono::steady_clock::now();
+      double elapsed = 0;
+      while (elapsed < seconds) {
+        round_trip();
+        ++trips;
+        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+      rates.push_back(trips / elapsed);
+    }
+    std::sort(rates.begin(), rates.end());
+    const double trips_per_s = rates[1];
+    std::printf("RESULT system=pslite floats=%lld bytes_per_s=%.0f round_trips_per_s=%.1f\n",
+                static_cast<long long>(n), trips_per_s * n * 8, trips_per_s);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s SIZES SECONDS\n", argv[0]);
+    return 2;
+  }
+  const std::vector<int64_t> sizes = ParseSizes(argv[1]);
+  const double seconds = std::atof(argv[2]);
+  ps::Start(0);
+  if (ps::IsServer()) Serve();
+  if (ps::IsWorker()) Measure(sizes, seconds);
+  ps::Finalize(0, true);
+  return 0;
+}
