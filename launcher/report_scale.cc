@@ -15,7 +15,7 @@ std::optional<double> ImagesPerSec(const ScaleCell& c) {
   return c.record.throughput.images_per_sec;
 }
 
-std::string Times(const std::optional<double>& v, const char* format) {
+std::string Times(const std::optional<double>& v, const absl::FormatSpec<double>& format) {
   return v ? absl::StrFormat(format, *v) : std::string("-");
 }
 
