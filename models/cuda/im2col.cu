@@ -63,6 +63,13 @@ __global__ void ChannelRowsKernel(const float* dy, int examples, int channels, u
   }
 }
 
+// The columns of `examples` examples of a k x k kernel on `in` (stride 1,
+// no padding): the output plane, and their element count.
+struct Columns {
+  int oh = 0, ow = 0;
+  int64_t count = 0;
+};
+
 absl::Status CheckCount(int64_t count, const char* what) {
   if (count < 1 || count >= (int64_t{1} << 31)) {
     return absl::InvalidArgumentError(
@@ -71,37 +78,37 @@ absl::Status CheckCount(int64_t count, const char* what) {
   return absl::OkStatus();
 }
 
+// InvalidArgument when the kernel does not fit or the count is not below 2^31.
+absl::StatusOr<Columns> ColumnsOf(const Shape& in, int kernel, int examples, const char* what) {
+  Columns columns{in.h - kernel + 1, in.w - kernel + 1};
+  if (kernel < 1 || columns.oh < 1 || columns.ow < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": kernel ", kernel, " on ", in.h, "x", in.w));
+  }
+  columns.count = int64_t{in.c} * kernel * kernel * examples * columns.oh * columns.ow;
+  RETURN_IF_ERROR(CheckCount(columns.count, what));
+  return columns;
+}
+
 }  // namespace
 
 absl::Status LaunchIm2Col(const float* x, const Shape& in, int kernel, int examples, float* cols,
                           cudaStream_t stream) {
-  const int oh = in.h - kernel + 1, ow = in.w - kernel + 1;
-  if (kernel < 1 || oh < 1 || ow < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("im2col: kernel ", kernel, " on ", in.h, "x", in.w));
-  }
-  const int64_t count = int64_t{in.c} * kernel * kernel * examples * oh * ow;
-  RETURN_IF_ERROR(CheckCount(count, "im2col"));
+  ASSIGN_OR_RETURN(const Columns c, ColumnsOf(in, kernel, examples, "im2col"));
   return LaunchKernel("Im2ColKernel", [&] {
-    Im2ColKernel<<<BlocksFor(count), kThreadsPerBlock, 0, stream>>>(x, in.c, in.h, in.w, kernel, oh,
-                                                                     ow, examples, cols);
+    Im2ColKernel<<<BlocksFor(c.count), kThreadsPerBlock, 0, stream>>>(x, in.c, in.h, in.w, kernel,
+                                                                     c.oh, c.ow, examples, cols);
   });
 }
 
 absl::Status LaunchCol2Im(const float* dcols, const Shape& in, int kernel, int examples, float* dx,
                           cudaStream_t stream) {
-  const int oh = in.h - kernel + 1, ow = in.w - kernel + 1;
-  if (kernel < 1 || oh < 1 || ow < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("col2im: kernel ", kernel, " on ", in.h, "x", in.w));
-  }
-  RETURN_IF_ERROR(
-      CheckCount(int64_t{in.c} * kernel * kernel * examples * oh * ow, "col2im's columns"));
+  ASSIGN_OR_RETURN(const Columns c, ColumnsOf(in, kernel, examples, "col2im"));
   const int64_t count = in.size() * examples;
   RETURN_IF_ERROR(CheckCount(count, "col2im"));
   return LaunchKernel("Col2ImKernel", [&] {
     Col2ImKernel<<<BlocksFor(count), kThreadsPerBlock, 0, stream>>>(dcols, in.c, in.h, in.w, kernel,
-                                                                     oh, ow, examples, dx);
+                                                                     c.oh, c.ow, examples, dx);
   });
 }
 
