@@ -105,36 +105,39 @@ function(pstrain_binary name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
 endfunction()
 
-# pstrain_test(NAME SRCS x_test.cc DEPS lib... [LABELS ...] [TIMEOUT s])
-# Every TEST is discovered by ctest, so none silently drops out.
-# The test code's own optimisation (PSTRAIN_TEST_OPTIMIZE, default -O1): GCC
-# compiled request_handler_test.cc in 25 s at -O1 against 46 s at -O2 under
-# ASan, and test bodies are not where a test spends its time. Appended after
-# the build type's flags, so it wins; Debug builds keep -O0.
-function(pstrain_test_code_options target)
+# The compile options of all test code (the tests, their helper library and
+# the precompiled header they share, which must match them exactly): the
+# warnings, where the binaries and the source tree are, and the test code's
+# own optimisation (PSTRAIN_TEST_OPTIMIZE, default -O1: GCC compiled
+# request_handler_test.cc in 25 s at -O1 against 46 s at -O2 under ASan, and
+# test bodies are not where a test spends its time). The optimisation comes
+# after the build type's flags, so it wins; Debug builds keep -O0.
+function(pstrain_test_compile_options target)
+  target_compile_options(${target} PRIVATE ${PSTRAIN_WARNING_FLAGS})
+  # Tests find the built binaries and the source tree (cluster specs, data/)
+  # through these, never through fixed paths or the environment.
+  target_compile_definitions(${target} PRIVATE
+      PSTRAIN_BIN_DIR="${CMAKE_BINARY_DIR}/bin"
+      PSTRAIN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   if(PSTRAIN_TEST_OPTIMIZE AND CMAKE_BUILD_TYPE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PSTRAIN_TEST_OPTIMIZE}>)
   endif()
 endfunction()
 
+# pstrain_test(NAME SRCS x_test.cc DEPS lib... [LABELS ...] [TIMEOUT s])
+# Every TEST is discovered by ctest, so none silently drops out.
 function(pstrain_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SRCS})
-  target_compile_options(${name} PRIVATE ${PSTRAIN_WARNING_FLAGS})
+  pstrain_test_compile_options(${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
-  # Tests find the built binaries and the source tree (cluster specs, data/)
-  # through these, never through fixed paths or the environment.
-  target_compile_definitions(${name} PRIVATE
-      PSTRAIN_BIN_DIR="${CMAKE_BINARY_DIR}/bin"
-      PSTRAIN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   set(_props TIMEOUT ${ARG_TIMEOUT})
   if(ARG_LABELS)
     list(APPEND _props LABELS "${ARG_LABELS}")
   endif()
-  pstrain_test_code_options(${name})
   if(TARGET pstrain_test_pch)
     target_precompile_headers(${name} REUSE_FROM pstrain_test_pch)
   endif()
