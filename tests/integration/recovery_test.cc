@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/json.h"
 #include "gmock/gmock.h"
@@ -98,16 +99,22 @@ void WaitAll(std::vector<Task>& tasks, const Task* except = nullptr) {
 }
 
 // The uninterrupted run's final parameters, with `worker_extra` flags for
-// the workers (each run once per test process).
+// the workers: run once per build, and shared by this binary's test
+// processes (testing::SharedFloats).
 const std::vector<float>& Reference(const std::vector<std::string>& worker_extra = {}) {
   static auto* const references = new std::map<std::vector<std::string>, std::vector<float>>();
   auto it = references->find(worker_extra);
   if (it != references->end()) return it->second;
-  const std::string dir = testing::MakeTempDir("uninterrupted");
-  std::vector<Task> tasks = MakeJob(dir, false, true, {}, worker_extra);
-  for (Task& t : tasks) t.Start();
-  WaitAll(tasks);
-  return (*references)[worker_extra] = testing::ReadFinalParams(dir + "/run");
+  const std::vector<float> params = testing::SharedFloats(
+      absl::StrCat("recovery_test uninterrupted ", absl::StrJoin(worker_extra, " ")),
+      {"worker", "ps_server"}, [&] {
+        const std::string dir = testing::MakeTempDir("uninterrupted");
+        std::vector<Task> tasks = MakeJob(dir, false, true, {}, worker_extra);
+        for (Task& t : tasks) t.Start();
+        WaitAll(tasks);
+        return testing::ReadFinalParams(dir + "/run");
+      });
+  return (*references)[worker_extra] = params;
 }
 
 struct Victim {
