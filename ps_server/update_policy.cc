@@ -6,9 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "common/lr_schedule.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 
 namespace pstrain {
 namespace {
+
+// At most this many floats of a sync version's gradients are kept to be
+// summed in rank order (SyncPolicy::Fold): 256 MiB.
+constexpr int64_t kMaxHeldFloats = int64_t{64} << 20;
 
 class SyncPolicy final : public UpdatePolicy {
  public:
@@ -19,7 +24,9 @@ class SyncPolicy final : public UpdatePolicy {
         total_steps_(job.total_steps()),
         pushed_(job.num_workers(), false),
         active_(job.num_workers(), true),
-        accum_(store_->size(), 0.0f) {}
+        accum_(store_->size(), 0.0f),
+        held_(job.num_workers()),
+        is_held_(job.num_workers(), false) {}
 
   absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
                                    absl::Span<const float> grad, int num_examples) override {
@@ -38,17 +45,28 @@ class SyncPolicy final : public UpdatePolicy {
     }
     if (pushed_[rank]) return PushOutcome{PushResult::kDuplicate, 0};
     pushed_[rank] = true;
-    const bool first = num_pushed_ == 0;
     ++num_pushed_;
+    weight_ += num_examples;
+    const float weight = static_cast<float>(num_examples);
     if (!Complete()) {
-      Accumulate(grad, num_examples, first);
+      Fold(rank, grad, weight);
       return PushOutcome{PushResult::kAccumulated, 0};
     }
     // The gradient that completes the version is summed in the update's
-    // own pass (ShardStore::ApplySum), not into the accumulator first.
-    weight_ += num_examples;
-    const bool applied = ApplyAverage(first ? absl::Span<const float>() : accum_, grad,
-                                      static_cast<float>(num_examples));
+    // own pass (ShardStore::ApplySum) where rank order puts it there:
+    // after every other, or as the second of two (a + b == b + a).
+    bool applied = false;
+    if (num_pushed_ == 1) {
+      applied = ApplyAverage({}, grad, weight);
+    } else if (num_pushed_ == 2) {
+      applied = ApplyAverage(AnyHeld() ? absl::Span<const float>(held_[FirstHeld()]) : accum_, grad,
+                             weight);
+    } else if (!AnyHeld() && rank > max_summed_) {
+      applied = ApplyAverage(accum_, grad, weight);
+    } else {
+      Fold(rank, grad, weight);
+      applied = ApplyAverage(Folded(), {}, 0.0f);
+    }
     return PushOutcome{PushResult::kApplied, 0, !applied};
   }
 
@@ -63,9 +81,14 @@ class SyncPolicy final : public UpdatePolicy {
   bool SetActive(int rank, bool active, bool* update_refused) override {
     active_[rank] = active;
     *update_refused = false;
+    if (!active) {
+      Advance();  // the version's sum no longer waits for it
+    } else if (rank < next_ && !pushed_[rank] && rank > max_summed_) {
+      next_ = rank;  // back before anything after it was summed: waited for again
+    }
     const bool finished = total_steps_ > 0 && version_ >= total_steps_;
     if (active || finished || num_pushed_ == 0 || !Complete()) return false;
-    *update_refused = !ApplyAverage(accum_, {}, 0.0f);
+    *update_refused = !ApplyAverage(Folded(), {}, 0.0f);
     return true;
   }
 
@@ -77,22 +100,90 @@ class SyncPolicy final : public UpdatePolicy {
     return num_pushed_ >= std::max(1, live - backup_);
   }
 
-  // Adds a gradient that does not complete the version; `first`: the
-  // version's first.
-  void Accumulate(absl::Span<const float> grad, int num_examples, bool first) {
-    Eigen::Map<Eigen::VectorXf> acc(accum_.data(), static_cast<Eigen::Index>(accum_.size()));
-    const auto weighted =
-        static_cast<float>(num_examples) *
-        Eigen::Map<const Eigen::VectorXf>(grad.data(), static_cast<Eigen::Index>(grad.size()));
-    // The version's first gradient is written, not added to zeros: one
-    // pass less per version, and no clearing after it. (0 + x, so that a
-    // -0 becomes +0 exactly as the sum did.)
-    if (first) {
+  // The version's sum is formed in rank order, whatever order the pushes
+  // arrive in, so that a sync run repeats bit for bit with any number of
+  // workers (floating-point addition is not associative). A push of the
+  // lowest rank not summed yet (next_; ranks declared dead are passed
+  // over) is added to the accumulator at once, with every kept push that
+  // then follows it; one that arrives before a lower rank's is kept,
+  // weighted, until then. Keeping costs the same pass as adding, and one
+  // more later. Past kMaxHeldFloats kept, and for a dead rank that came
+  // back within the version, the push is added on arrival instead (such a
+  // version repeats only to rounding; a warning says so once).
+  void Fold(int rank, absl::Span<const float> grad, float weight) {
+    const auto size = static_cast<int64_t>(grad.size());
+    if (rank == next_ || rank < next_ || held_floats_ + size > kMaxHeldFloats) {
+      if (rank != next_) {
+        LOG_FIRST_N(WARNING, 1)
+            << "sync: a version's gradients summed partly in arrival order ("
+            << (rank < next_ ? "a rank declared dead pushed after all"
+                             : "more gradients arrived before a lower rank's than are kept")
+            << "); the run repeats only to rounding";
+      }
+      AddToAccumulator(rank, grad.data(), weight);
+      if (rank == next_) {
+        ++next_;
+        Advance();
+      }
+      return;
+    }
+    std::vector<float>& kept = held_[static_cast<size_t>(rank)];
+    kept.resize(grad.size());
+    // + 0 as the accumulator's first (a -0 as +0): as the first of two,
+    // ApplySum adds the other to it directly.
+    Eigen::Map<Eigen::VectorXf>(kept.data(), size) =
+        ((weight * Eigen::Map<const Eigen::VectorXf>(grad.data(), size)).array() + 0.0f).matrix();
+    is_held_[static_cast<size_t>(rank)] = true;
+    held_floats_ += size;
+  }
+
+  // Moves next_ past the ranks summed, kept (adding them) or dead.
+  void Advance() {
+    const int n = static_cast<int>(pushed_.size());
+    while (next_ < n) {
+      const auto r = static_cast<size_t>(next_);
+      if (is_held_[r]) {
+        AddToAccumulator(next_, held_[r].data(), 1.0f);  // weighted already; 1 x w is exact
+        is_held_[r] = false;
+        held_floats_ -= static_cast<int64_t>(held_[r].size());
+      } else if (!pushed_[r] && active_[r]) {
+        return;  // waited for
+      }
+      ++next_;
+    }
+  }
+
+  // acc (+)= weight x grad; the version's first is written, not added to
+  // zeros: one pass less per version, and no clearing after it (0 + x, so
+  // that a -0 becomes +0 exactly as the sum did).
+  void AddToAccumulator(int rank, const float* grad, float weight) {
+    max_summed_ = std::max(max_summed_, rank);
+    const auto size = static_cast<Eigen::Index>(accum_.size());
+    Eigen::Map<Eigen::VectorXf> acc(accum_.data(), size);
+    const auto weighted = weight * Eigen::Map<const Eigen::VectorXf>(grad, size);
+    if (accum_empty_) {
       acc = (weighted.array() + 0.0f).matrix();
+      accum_empty_ = false;
     } else {
       acc += weighted;
     }
-    weight_ += num_examples;
+  }
+
+  // The version's whole sum: what is kept added in rank order.
+  absl::Span<const float> Folded() {
+    for (size_t r = 0; r < held_.size(); ++r) {
+      if (!is_held_[r]) continue;
+      AddToAccumulator(static_cast<int>(r), held_[r].data(), 1.0f);
+      is_held_[r] = false;
+    }
+    held_floats_ = 0;
+    return accum_;
+  }
+
+  bool AnyHeld() const { return held_floats_ > 0; }
+  size_t FirstHeld() const {
+    return static_cast<size_t>(std::find(is_held_.begin(), is_held_.end(), true) -
+                               is_held_.begin());
   }
 
   // Weighted average over the version's examples: with the same global
@@ -106,6 +197,12 @@ class SyncPolicy final : public UpdatePolicy {
     const bool applied = last.empty() ? store_->Apply(partial, scale, lr).ok()
                                       : store_->ApplySum(partial, last, weight, scale, lr).ok();
     std::fill(pushed_.begin(), pushed_.end(), false);
+    std::fill(is_held_.begin(), is_held_.end(), false);
+    held_floats_ = 0;
+    accum_empty_ = true;
+    max_summed_ = -1;
+    next_ = 0;
+    Advance();  // past the dead ranks
     weight_ = 0;
     num_pushed_ = 0;
     ++version_;
@@ -120,6 +217,15 @@ class SyncPolicy final : public UpdatePolicy {
   int num_pushed_ = 0;
   int64_t weight_ = 0;
   std::vector<float> accum_;
+  // Rank order (Fold): the lowest rank not summed yet, whether accum_
+  // holds nothing of this version yet, and the pushes kept until the ranks
+  // below them are in, weighted.
+  int next_ = 0;
+  int max_summed_ = -1;  // the highest rank in accum_ (-1: none)
+  bool accum_empty_ = true;
+  std::vector<std::vector<float>> held_;  // [rank]; buffers kept between versions
+  std::vector<bool> is_held_;             // [rank]
+  int64_t held_floats_ = 0;
 };
 
 class AsyncPolicy final : public UpdatePolicy {
@@ -144,8 +250,10 @@ class AsyncPolicy final : public UpdatePolicy {
     if (num_examples == 0) return PushOutcome{PushResult::kEmpty, staleness};
     // Zhang et al. 2016, "Staleness-aware async-SGD": lr / staleness.
     const float scheduled = static_cast<float>(schedule_.At(version_));
-    const float lr = staleness_lr_ && staleness > 1 ? scheduled / static_cast<float>(staleness) : scheduled;
-    if (!store_->Apply(grad, 1.0f, lr).ok()) return PushOutcome{PushResult::kRefused, staleness, true};
+    const float lr =
+        staleness_lr_ && staleness > 1 ? scheduled / static_cast<float>(staleness) : scheduled;
+    if (!store_->Apply(grad, 1.0f, lr).ok())
+      return PushOutcome{PushResult::kRefused, staleness, true};
     ++version_;
     return PushOutcome{PushResult::kApplied, staleness};
   }
@@ -170,7 +278,9 @@ class AsyncPolicy final : public UpdatePolicy {
     return false;
   }
 
-  void NoteSteps(int rank, int64_t steps) override { clocks_[rank] = std::max(clocks_[rank], steps); }
+  void NoteSteps(int rank, int64_t steps) override {
+    clocks_[rank] = std::max(clocks_[rank], steps);
+  }
 
   void AdmitAtSlowestClock(int rank) override {
     if (bound_ < 0) return;
@@ -200,19 +310,23 @@ class AsyncPolicy final : public UpdatePolicy {
 absl::StatusOr<std::unique_ptr<UpdatePolicy>> CreateUpdatePolicy(
     const proto::JobConfig& job, std::unique_ptr<ShardStore> store) {
   if (job.num_workers() < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("num_workers must be >= 1, got ", job.num_workers()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_workers must be >= 1, got ", job.num_workers()));
   }
   if (job.backup_workers() < 0 || job.backup_workers() >= job.num_workers()) {
-    return absl::InvalidArgumentError(absl::StrCat("backup_workers must be in [0, num_workers=",
-                                                   job.num_workers(), "), got ", job.backup_workers()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("backup_workers must be in [0, num_workers=", job.num_workers(), "), got ",
+                     job.backup_workers()));
   }
   if (job.staleness() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("staleness must be >= 0, got ", job.staleness()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("staleness must be >= 0, got ", job.staleness()));
   }
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::FromJob(job));
   switch (job.mode()) {
     case proto::SYNC:
-      return std::unique_ptr<UpdatePolicy>(new SyncPolicy(job, std::move(store), std::move(schedule)));
+      return std::unique_ptr<UpdatePolicy>(
+          new SyncPolicy(job, std::move(store), std::move(schedule)));
     case proto::ASYNC:
       return std::unique_ptr<UpdatePolicy>(
           new AsyncPolicy(job, std::move(store), std::move(schedule), -1));

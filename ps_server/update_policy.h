@@ -4,7 +4,9 @@
 // the consistency model. One interface, two implementations:
 //
 //  - SyncPolicy (sync, s = 0): version v accumulates the gradients of the
-//    workers computed on v, weighted by their example counts; once
+//    workers computed on v, weighted by their example counts and summed
+//    in rank order whatever order they arrive in (bit for bit the same
+//    sum in every run); once
 //    num_workers - backup_workers have arrived it applies their weighted
 //    average once and moves to v + 1. A gradient computed on an older
 //    version is dropped: "late" with backup workers (it missed its

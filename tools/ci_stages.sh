@@ -47,9 +47,9 @@ readonly FUZZERS=(fuzz_cluster_spec fuzz_idx fuzz_request)
 readonly SLOW_UNDER_SANITIZERS='^(CompareCommand\.WritesOneRowPerModeAndThePlots|ScaleCommand\.WritesTheMatrix|ChaosCommand\.(RestartsKilledWorkers|ASyncJobSurvives)|Tasks/KilledAndRestarted\..*/(worker1|chief|ps0_with_standby|ps1_without_checkpoints)|LaunchRestarts\.AnAsyncJobSurvivesAKilledWorker|Launch\.RestartsAKilledWorkerAndSaysSo)'
 # Left out of the TSan stage besides those: whole trainings that differ from
 # one it runs only in the ps's single-threaded arithmetic (Adam, AdamW and a
-# schedule against the SGD golden run; the staleness-scaled learning rate;
-# the second SSP bound), 15-20 s apiece under TSan. The normal suite runs them.
-readonly SAME_THREADS_UNDER_TSAN='^(GoldenEquivalence\.TwoSyncWorkersReproduceOneProcess(WithAdam|WithAdamW|UnderAScheduleToo)|StalenessAwareLearningRate\..*|Bounds/SspBound\..*/2)$'
+# schedule against the SGD golden run; the rank-ordered sum of three sync
+# workers; the staleness-scaled learning rate; the second SSP bound), 15-20 s apiece under TSan. The normal suite runs them.
+readonly SAME_THREADS_UNDER_TSAN='^(GoldenEquivalence\.(TwoSyncWorkersReproduceOneProcess(WithAdam|WithAdamW|UnderAScheduleToo)|ThreeSyncWorkersRepeatBitForBit.*)|StalenessAwareLearningRate\..*|Bounds/SspBound\..*/2)$'
 # The integration tests the ASan stage runs. The others train whole jobs
 # (one to three minutes each under ASan: the stage took 12 minutes with
 # them all, 2026-11-23) through the same code; the normal suite runs them,

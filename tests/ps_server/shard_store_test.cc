@@ -9,10 +9,14 @@
 
 #include "ps_server/shard_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <numeric>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ps_server/update_policy.h"
@@ -148,8 +152,7 @@ const HandCase kHandCases[] = {
       {0.34739424766343513, -1.1108055789255262, 1.8531737061063616, 0.0},
       {0.3443642566066522, -1.1156740016183557, 1.8376078336951873, -0.014101908332109525}},
      {{0.01680000000000001, 0.03239999999999999, 0.06239999999999998, 0.00019999999999999996},
-      {0.0025820100000000026, 0.001041790000000001, 0.0013810900000000013,
-       1.000000000000001e-08}}},
+      {0.0025820100000000026, 0.001041790000000001, 0.0013810900000000013, 1.000000000000001e-08}}},
     // lr / (1 + (t - 1) 0.1), the sum starting at 0.5, L2 decay 0.01.
     {"adagrad",
      Adagrad(0.01, 0.1, 0.5, 1e-10),
@@ -307,7 +310,8 @@ TEST(SyncPolicy, TwoWorkersGradientsSumTheSameInEitherOrder) {
     for (int version = 0; version < 2; ++version) {
       const int a = first_is_one ? 0 : 1;
       EXPECT_TRUE((*policy)->Push(a, version, version, a == 0 ? g1 : g2, a == 0 ? 48 : 80).ok());
-      EXPECT_TRUE((*policy)->Push(1 - a, version, version, a == 0 ? g2 : g1, a == 0 ? 80 : 48).ok());
+      EXPECT_TRUE(
+          (*policy)->Push(1 - a, version, version, a == 0 ? g2 : g1, a == 0 ? 80 : 48).ok());
     }
     EXPECT_EQ((*policy)->version(), 2);
     const absl::Span<const float> s = (*policy)->store().state();
@@ -318,6 +322,137 @@ TEST(SyncPolicy, TwoWorkersGradientsSumTheSameInEitherOrder) {
   ASSERT_EQ(one_first.size(), two_first.size());
   for (size_t i = 0; i < one_first.size(); ++i) {
     ASSERT_EQ(one_first[i], two_first[i]) << "element " << i;
+  }
+}
+
+// With 3 or more workers the order of a sum changes its rounding: the ps
+// sums a sync version in rank order whatever order the pushes arrive in,
+// so a sync run repeats bit for bit with any number of workers. Checked
+// against the sum formed here by hand in rank order ((w0 g0 + w1 g1) +
+// w2 g2 ..., each product rounded on its own: this file is compiled
+// without contracted multiply-adds), applied as one averaged gradient,
+// for every arrival order of 3 and 4 workers over 3 versions.
+class RankOrderedSum : public ::testing::Test {
+ protected:
+  static constexpr int kN = 4099;
+
+  void SetUp() override {
+    uint32_t x = 777;
+    auto next = [&] {
+      x = x * 1664525u + 1013904223u;
+      return static_cast<float>(static_cast<int32_t>(x)) * 1e-9f;
+    };
+    params_.resize(kN);
+    for (float& p : params_) p = next();
+    grads_.assign(4, std::vector<float>(kN));
+    for (int r = 0; r < 4; ++r) {
+      // Magnitudes 1e3 apart, so the order of the sum shows in its rounding.
+      const float scale = r % 2 == 0 ? 1.0f : 1e-3f;
+      for (float& g : grads_[r]) g = next() * scale;
+    }
+    job_.set_mode(proto::SYNC);
+    job_.set_learning_rate(0.1);
+    job_.set_momentum(0.5);
+  }
+
+  std::unique_ptr<UpdatePolicy> MakePolicy(int workers) {
+    job_.set_num_workers(workers);
+    auto config = OptimizerFromJob(job_);
+    EXPECT_TRUE(config.ok());
+    auto policy = CreateUpdatePolicy(job_, std::make_unique<ShardStore>(params_, *config));
+    EXPECT_TRUE(policy.ok()) << policy.status();
+    return std::move(*policy);
+  }
+
+  // The state after `versions` versions whose gradients are summed in
+  // rank order over `ranks`, by hand.
+  std::vector<float> Expected(const std::vector<int>& ranks, int workers, int versions) {
+    job_.set_num_workers(workers);
+    auto config = OptimizerFromJob(job_);
+    EXPECT_TRUE(config.ok());
+    ShardStore store(params_, *config);
+    for (int v = 0; v < versions; ++v) {
+      std::vector<float> sum(kN, 0.0f);
+      int64_t weight = 0;
+      bool first = true;
+      for (int r : ranks) {
+        const float w = static_cast<float>(kWeights[r]);
+        for (int i = 0; i < kN; ++i) {
+          const float product = w * grads_[r][i];
+          sum[i] = first ? product + 0.0f : sum[i] + product;
+        }
+        first = false;
+        weight += kWeights[r];
+      }
+      EXPECT_TRUE(store.Apply(sum, 1.0f / static_cast<float>(weight), 0.1f).ok());
+    }
+    const absl::Span<const float> s = store.state();
+    return std::vector<float>(s.begin(), s.end());
+  }
+
+  static std::vector<float> State(const UpdatePolicy& policy) {
+    const absl::Span<const float> s = policy.store().state();
+    return std::vector<float>(s.begin(), s.end());
+  }
+
+  static constexpr int kWeights[4] = {48, 37, 80, 51};  // inexact products
+  std::vector<float> params_;
+  std::vector<std::vector<float>> grads_;
+  proto::JobConfig job_;
+};
+
+TEST_F(RankOrderedSum, EveryArrivalOrderOfThreeAndFourWorkersGivesTheSameBits) {
+  for (int workers : {3, 4}) {
+    std::vector<int> order(workers);
+    std::iota(order.begin(), order.end(), 0);
+    const std::vector<float> expected = Expected(order, workers, 3);
+    int orders = 0;
+    do {
+      std::unique_ptr<UpdatePolicy> policy = MakePolicy(workers);
+      for (int v = 0; v < 3; ++v) {
+        for (int k = 0; k < workers; ++k) {
+          const int r = order[(k + v) % workers];  // another order each version
+          auto outcome = policy->Push(r, v, v, grads_[r], kWeights[r]);
+          ASSERT_TRUE(outcome.ok()) << outcome.status();
+          EXPECT_EQ(outcome->result,
+                    k + 1 == workers ? PushResult::kApplied : PushResult::kAccumulated);
+        }
+      }
+      ASSERT_EQ(State(*policy), expected)
+          << workers << " workers, arrival order starting " << absl::StrJoin(order, ",");
+      ++orders;
+    } while (std::next_permutation(order.begin(), order.end()));
+    EXPECT_EQ(orders, workers == 3 ? 6 : 24);
+  }
+}
+
+// A sum in arrival order would differ: the test above can tell.
+TEST_F(RankOrderedSum, TheOrderOfTheSumShowsInItsBits) {
+  EXPECT_NE(Expected({0, 1, 2}, 3, 1), Expected({2, 1, 0}, 3, 1));
+}
+
+// A rank declared dead is passed over: the others' sum keeps rank order
+// whether the dead rank's absence is known before the pushes or is what
+// completes the version.
+TEST_F(RankOrderedSum, ADeadRankIsPassedOver) {
+  const std::vector<float> expected = Expected({0, 2, 3}, 4, 1);
+  bool refused = false;
+  for (const std::vector<int>& order :
+       std::vector<std::vector<int>>{{3, 2, 0}, {2, 0, 3}, {0, 3, 2}}) {
+    // Dead before the version.
+    std::unique_ptr<UpdatePolicy> before = MakePolicy(4);
+    EXPECT_FALSE(before->SetActive(1, false, &refused));
+    for (int r : order) ASSERT_TRUE(before->Push(r, 0, 0, grads_[r], kWeights[r]).ok());
+    EXPECT_EQ(before->version(), 1);
+    EXPECT_EQ(State(*before), expected) << absl::StrJoin(order, ",");
+    // Declared dead once the others are in: that completes the version.
+    std::unique_ptr<UpdatePolicy> after = MakePolicy(4);
+    for (int r : order) ASSERT_TRUE(after->Push(r, 0, 0, grads_[r], kWeights[r]).ok());
+    EXPECT_EQ(after->version(), 0);
+    EXPECT_TRUE(after->SetActive(1, false, &refused));
+    EXPECT_FALSE(refused);
+    EXPECT_EQ(after->version(), 1);
+    EXPECT_EQ(State(*after), expected) << absl::StrJoin(order, ",");
   }
 }
 
