@@ -11,8 +11,8 @@
 namespace pstrain {
 namespace {
 
-// At most this many floats of a sync version's gradients are kept to be
-// summed in rank order (SyncPolicy::Fold): 256 MiB.
+// At most this many floats of buffers keep a sync version's early pushes
+// to be summed in rank order (SyncPolicy::Fold): 256 MiB a shard.
 constexpr int64_t kMaxHeldFloats = int64_t{64} << 20;
 
 class SyncPolicy final : public UpdatePolicy {
@@ -61,8 +61,8 @@ class SyncPolicy final : public UpdatePolicy {
     } else if (num_pushed_ == 2) {
       applied = ApplyAverage(AnyHeld() ? absl::Span<const float>(held_[FirstHeld()]) : accum_, grad,
                              weight);
-    } else if (!AnyHeld() && rank > max_summed_) {
-      applied = ApplyAverage(accum_, grad, weight);
+    } else if (rank > max_summed_ && rank > HighestHeld()) {
+      applied = ApplyAverage(Folded(), grad, weight);  // last in rank order
     } else {
       Fold(rank, grad, weight);
       applied = ApplyAverage(Folded(), {}, 0.0f);
@@ -107,14 +107,15 @@ class SyncPolicy final : public UpdatePolicy {
   // over) is added to the accumulator at once, with every kept push that
   // then follows it; one that arrives before a lower rank's is kept,
   // weighted, until then. Keeping costs the same pass as adding, and one
-  // more later. Past kMaxHeldFloats kept, and for a dead rank that came
-  // back within the version, the push is added on arrival instead (such a
-  // version repeats only to rounding; a warning says so once).
+  // more later. When keeping it would take more than kMaxHeldFloats of
+  // buffers, and for a dead rank that came back after a higher rank was
+  // summed, the push is added on arrival instead (such a version repeats
+  // only to rounding; a warning says so, every 100th time).
   void Fold(int rank, absl::Span<const float> grad, float weight) {
     const auto size = static_cast<int64_t>(grad.size());
-    if (rank == next_ || rank < next_ || held_floats_ + size > kMaxHeldFloats) {
+    if (rank == next_ || rank < next_ || !MakeRoomToKeep(rank, size)) {
       if (rank != next_) {
-        LOG_FIRST_N(WARNING, 1)
+        LOG_EVERY_N(WARNING, 100)
             << "sync: a version's gradients summed partly in arrival order ("
             << (rank < next_ ? "a rank declared dead pushed after all"
                              : "more gradients arrived before a lower rank's than are kept")
@@ -128,13 +129,30 @@ class SyncPolicy final : public UpdatePolicy {
       return;
     }
     std::vector<float>& kept = held_[static_cast<size_t>(rank)];
+    allocated_floats_ -= static_cast<int64_t>(kept.capacity());
     kept.resize(grad.size());
+    allocated_floats_ += static_cast<int64_t>(kept.capacity());
     // + 0 as the accumulator's first (a -0 as +0): as the first of two,
     // ApplySum adds the other to it directly.
     Eigen::Map<Eigen::VectorXf>(kept.data(), size) =
         ((weight * Eigen::Map<const Eigen::VectorXf>(grad.data(), size)).array() + 0.0f).matrix();
     is_held_[static_cast<size_t>(rank)] = true;
     held_floats_ += size;
+  }
+
+  // Whether rank `rank`'s push of `size` floats may be kept: at most
+  // kMaxHeldFloats of buffers are allocated at any time (they are reused
+  // between versions; idle ones are freed to make room).
+  bool MakeRoomToKeep(int rank, int64_t size) {
+    const auto r = static_cast<size_t>(rank);
+    const int64_t more = size - static_cast<int64_t>(held_[r].capacity());
+    if (allocated_floats_ + more <= kMaxHeldFloats) return true;
+    for (size_t q = 0; q < held_.size(); ++q) {
+      if (q == r || is_held_[q] || held_[q].capacity() == 0) continue;
+      allocated_floats_ -= static_cast<int64_t>(held_[q].capacity());
+      std::vector<float>().swap(held_[q]);
+    }
+    return allocated_floats_ + more <= kMaxHeldFloats;
   }
 
   // Moves next_ past the ranks summed, kept (adding them) or dead.
@@ -181,6 +199,13 @@ class SyncPolicy final : public UpdatePolicy {
   }
 
   bool AnyHeld() const { return held_floats_ > 0; }
+  // The highest rank kept (-1: none).
+  int HighestHeld() const {
+    for (size_t r = is_held_.size(); r-- > 0;) {
+      if (is_held_[r]) return static_cast<int>(r);
+    }
+    return -1;
+  }
   size_t FirstHeld() const {
     return static_cast<size_t>(std::find(is_held_.begin(), is_held_.end(), true) -
                                is_held_.begin());
@@ -225,7 +250,8 @@ class SyncPolicy final : public UpdatePolicy {
   bool accum_empty_ = true;
   std::vector<std::vector<float>> held_;  // [rank]; buffers kept between versions
   std::vector<bool> is_held_;             // [rank]
-  int64_t held_floats_ = 0;
+  int64_t held_floats_ = 0;       // in the kept pushes
+  int64_t allocated_floats_ = 0;  // in held_'s buffers (<= kMaxHeldFloats)
 };
 
 class AsyncPolicy final : public UpdatePolicy {

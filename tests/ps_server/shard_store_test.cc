@@ -456,5 +456,36 @@ TEST_F(RankOrderedSum, ADeadRankIsPassedOver) {
   }
 }
 
+// A dead rank that comes back before anything after it was summed is
+// waited for again, in its place.
+TEST_F(RankOrderedSum, ARankThatComesBackIsSummedInItsPlace) {
+  bool refused = false;
+  std::unique_ptr<UpdatePolicy> policy = MakePolicy(4);
+  EXPECT_FALSE(policy->SetActive(1, false, &refused));
+  ASSERT_TRUE(policy->Push(0, 0, 0, grads_[0], kWeights[0]).ok());  // then 1 is passed over
+  ASSERT_TRUE(policy->Push(3, 0, 0, grads_[3], kWeights[3]).ok());  // kept: 2 is missing
+  EXPECT_FALSE(policy->SetActive(1, true, &refused));
+  ASSERT_TRUE(policy->Push(1, 0, 0, grads_[1], kWeights[1]).ok());
+  EXPECT_EQ(policy->version(), 0);
+  ASSERT_TRUE(policy->Push(2, 0, 0, grads_[2], kWeights[2]).ok());
+  EXPECT_EQ(policy->version(), 1);
+  EXPECT_EQ(State(*policy), Expected({0, 1, 2, 3}, 4, 1));
+}
+
+// With backup workers a version is its first arrivals (that is what they
+// are), summed in rank order; the completing push may be any rank.
+TEST_F(RankOrderedSum, BackupWorkersFirstArrivalsAreSummedInRankOrder) {
+  job_.set_backup_workers(1);
+  for (const std::vector<int>& order :
+       std::vector<std::vector<int>>{{2, 0, 3}, {3, 0, 2}, {0, 3, 2}, {3, 1, 2}, {2, 3, 1}}) {
+    std::unique_ptr<UpdatePolicy> policy = MakePolicy(4);
+    for (int r : order) ASSERT_TRUE(policy->Push(r, 0, 0, grads_[r], kWeights[r]).ok());
+    EXPECT_EQ(policy->version(), 1);
+    std::vector<int> ranks = order;
+    std::sort(ranks.begin(), ranks.end());
+    EXPECT_EQ(State(*policy), Expected(ranks, 4, 1)) << absl::StrJoin(order, ",");
+  }
+}
+
 }  // namespace
 }  // namespace pstrain
