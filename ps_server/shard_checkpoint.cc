@@ -15,7 +15,7 @@ namespace {
 constexpr absl::string_view kMagic = "PSTRCKPT";
 constexpr size_t kPreambleBytes = 8 + 4 + 8;  // magic, header length, header checksum
 // A header is small (counters and the job); anything larger is damage.
-constexpr uint32_t kMaxHeaderBytes = 1 << 20;
+constexpr uint32_t kMaxCheckpointHeaderBytes = 1 << 20;
 
 static_assert(sizeof(float) == 4, "f32 payloads");
 
@@ -115,7 +115,7 @@ absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(const std::string& bytes,
     return Damaged(path, "not a pstrain shard checkpoint (bad magic or too short)");
   }
   const uint64_t header_bytes = GetLittleEndian(in.substr(8), 4);
-  if (header_bytes > kMaxHeaderBytes || kPreambleBytes + header_bytes > in.size()) {
+  if (header_bytes > kMaxCheckpointHeaderBytes || kPreambleBytes + header_bytes > in.size()) {
     return Damaged(path, absl::StrCat("header length ", header_bytes, " in a file of ", in.size(),
                                       " bytes"));
   }

@@ -3,11 +3,11 @@
 namespace pstrain::models::cpu {
 
 float DeterministicSum(const float* v, int64_t size) {
-  constexpr int kLanes = 16;
-  float lanes[kLanes] = {};
+  constexpr int kSumLanes = 16;
+  float lanes[kSumLanes] = {};
   int64_t i = 0;
-  for (; i + kLanes <= size; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] += v[i + l];
+  for (; i + kSumLanes <= size; i += kSumLanes) {
+    for (int l = 0; l < kSumLanes; ++l) lanes[l] += v[i + l];
   }
   for (int l = 0; i < size; ++i, ++l) lanes[l] += v[i];
   float total = 0.0f;
