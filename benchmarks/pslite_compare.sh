@@ -7,7 +7,11 @@
 #   ps-lite: benchmarks/pslite/pslite_pushpull.cc, a summing server (what
 #            ps-lite's default handler does) with ZPushPull (its zero-copy
 #            call), built here against ps-lite's sources.
-# Prints both figures per size and their ratio.
+# Alongside pstrain, the same ps_bench run measures BM_RawZmqEchoTwoContexts:
+# ZeroMQ echoing the same bytes between two contexts (no parameter server
+# at all), the ceiling either system can reach on this loopback. Prints the
+# three figures per size, pstrain / ps-lite, and each system's share of the
+# echo.
 #
 # Usage: benchmarks/pslite_compare.sh [ROUNDS]       (default 2: p, s, p, s)
 #   PSLITE_SRC  a ps-lite checkout, or a bare git directory of one; default:
@@ -66,15 +70,16 @@ run_pslite() {
 }
 run_pstrain() {
   local filter
-  filter="BM_PushPullRoundTrip/($(tr ',' '|' <<<"$sizes"))/real_time"
+  filter="BM_(PushPullRoundTrip|RawZmqEchoTwoContexts)/($(tr ',' '|' <<<"$sizes"))/real_time"
   "$root/build/bin/ps_bench" --benchmark_filter="$filter" --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true 2>/dev/null | python3 -c '
 import re, sys
 scale = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}
+names = {"PushPullRoundTrip": "pstrain", "RawZmqEchoTwoContexts": "zmq_echo"}
 for line in sys.stdin:
-    m = re.match(r"BM_PushPullRoundTrip/(\d+)/real_time_median .*bytes_per_second=([\d.]+)([kMG]?)/s", line)
-    if m:
-        print(f"RESULT system=pstrain floats={m[1]} bytes_per_s={float(m[2]) * scale[m[3]]:.0f}")'
+    m = re.match(r"BM_(\w+)/(\d+)/real_time_median .*bytes_per_second=([\d.]+)([kMG]?)/s", line)
+    if m and m[1] in names:
+        print(f"RESULT system={names[m[1]]} floats={m[2]} bytes_per_s={float(m[3]) * scale[m[4]]:.0f}")'
 }
 results=$work/results.txt
 : >"$results"
@@ -91,13 +96,15 @@ for line in open(sys.argv[1]):
     m = dict(re.findall(r"(\w+)=(\S+)", line))
     if "bytes_per_s" in m:
         rates[(m["system"], int(m["floats"]))].append(float(m["bytes_per_s"]))
-print("\n| floats | bytes each way | ps-lite MB/s | pstrain MB/s | pstrain / ps-lite |")
-print("| --- | --- | --- | --- | --- |")
+print("\n| floats | bytes each way | ps-lite MB/s | pstrain MB/s | ZeroMQ echo MB/s | pstrain / ps-lite | ps-lite / echo | pstrain / echo |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 for n in sorted({n for _, n in rates}):
-    p, s = rates.get(("pslite", n), []), rates.get(("pstrain", n), [])
+    p, s, e = (rates.get((name, n), []) for name in ("pslite", "pstrain", "zmq_echo"))
     if not p or not s:
         continue
     pm, sm = statistics.median(p), statistics.median(s)
-    print(f"| {n} | {n * 4:,} | {' / '.join(f'{x / 1e6:,.0f}' for x in p)} | "
-          f"{' / '.join(f'{x / 1e6:,.0f}' for x in s)} | {sm / pm:.2f} |")
+    em = statistics.median(e) if e else float("nan")
+    fmt = lambda xs: " / ".join(f"{x / 1e6:,.0f}" for x in xs) or "-"
+    print(f"| {n} | {n * 4:,} | {fmt(p)} | {fmt(s)} | {fmt(e)} | {sm / pm:.2f} | "
+          f"{pm / em:.2f} | {sm / em:.2f} |")
 PY

@@ -250,8 +250,8 @@ class SyncPolicy final : public UpdatePolicy {
   bool accum_empty_ = true;
   std::vector<std::vector<float>> held_;  // [rank]; buffers kept between versions
   std::vector<bool> is_held_;             // [rank]
-  int64_t held_floats_ = 0;       // in the kept pushes
-  int64_t allocated_floats_ = 0;  // in held_'s buffers (<= kMaxHeldFloats)
+  int64_t held_floats_ = 0;               // in the kept pushes
+  int64_t allocated_floats_ = 0;          // in held_'s buffers (<= kMaxHeldFloats)
 };
 
 class AsyncPolicy final : public UpdatePolicy {
