@@ -146,7 +146,7 @@ absl::Status Trainer::Setup() {
   encoder_ = std::make_unique<GradientEncoder>(wire, *plan_);
   backward_done_ = [this](int64_t begin) { SendReadyShards(begin); };
   overlap_ = options_.overlap && plan_->num_shards() > 1 && model_->set_backward_progress(&backward_done_);
-  shard_pushed_.assign(plan_->num_shards(), false);
+  shard_encoded_.assign(plan_->num_shards(), false);
   // Dynamic workers: nobody knows the others, so nobody splits the set;
   // each worker draws its own order of all of it (its rank in the seed).
   sharder_ = dynamic_ ? std::make_unique<DataSharder>(
@@ -576,7 +576,7 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
   }
   float loss = 0;
   layer_spans_.clear();
-  std::fill(shard_pushed_.begin(), shard_pushed_.end(), false);
+  std::fill(shard_encoded_.begin(), shard_encoded_.end(), false);
   pushed_step_ = global_step_;
   pushed_on_ = versions_;
   RETURN_IF_ERROR(ComputeGradients(epoch, step_in_epoch, &loss));
@@ -617,8 +617,8 @@ void Trainer::StartOverlappedPush(int num_examples) {
 void Trainer::SendReadyShards(int64_t begin) {
   // Backward runs last layer first: the last shards are complete first.
   for (int k = plan_->num_shards() - 1; k >= 0; --k) {
-    if (shard_pushed_[k] || plan_->range(k).begin < begin) continue;
-    shard_pushed_[k] = true;
+    if (shard_encoded_[k] || plan_->range(k).begin < begin) continue;
+    shard_encoded_[k] = true;
     if (begin > 0) ++early_pushes_;  // layers before the shard are still in backward
     client_->SendShard(k, encoder_->EncodeShard(k, grads_, /*weighted=*/true));
   }
@@ -633,7 +633,7 @@ absl::Status Trainer::PushAndPull(int num_examples, const std::vector<int64_t>& 
                              absl::MakeSpan(params_), &replies_);
   }
   for (int k = 0; k < plan_->num_shards(); ++k) {
-    if (!shard_pushed_[k]) encoder_->EncodeShard(k, grads_, /*weighted=*/true);
+    if (!shard_encoded_[k]) encoder_->EncodeShard(k, grads_, /*weighted=*/true);
   }
   return client_->FinishPushPull(encoder_->payloads(), &replies_);
 }

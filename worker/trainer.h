@@ -214,7 +214,11 @@ class Trainer {
   // gradient is complete (SendReadyShards).
   std::function<void(int64_t begin)> backward_done_;
   bool overlap_ = false;
-  std::vector<bool> shard_pushed_;  // [shard] sent during this step's backward
+  // [shard] encoded and handed to the client during this step's backward.
+  // Not the client's own "sent" (PendingStep::sent, which a failed send
+  // leaves false): this says the encoder's error-feedback residual already
+  // counts the shard, so PushAndPull must not encode it again.
+  std::vector<bool> shard_encoded_;
   int64_t early_pushes_ = 0;        // shard pushes sent before backward's last layer
   std::vector<float> batch_images_;
   std::vector<int32_t> batch_labels_;
