@@ -23,8 +23,9 @@ endfunction()
 # generated protobuf code): compile options for C and C++ and link options,
 # set before any subdirectory is added. An undefined-behaviour report aborts
 # the process (-fno-sanitize-recover) instead of printing and going on, so a
-# test cannot pass with one. PSTRAIN_FUZZ adds libFuzzer's coverage
-# instrumentation with address and undefined; it needs clang.
+# test cannot pass with one. PSTRAIN_FUZZ adds address and undefined and
+# needs clang; libFuzzer's coverage instrumentation goes only to the
+# libraries the fuzzers exercise and to the fuzzers (fuzz/CMakeLists.txt).
 function(pstrain_set_sanitizers)
   set(_sans "")
   if(PSTRAIN_SANITIZE)
@@ -40,7 +41,6 @@ function(pstrain_set_sanitizers)
       message(FATAL_ERROR "PSTRAIN_FUZZ=ON builds with address,undefined; it cannot take PSTRAIN_SANITIZE=thread")
     endif()
     list(APPEND _sans address undefined)
-    add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link>)
   endif()
   list(REMOVE_DUPLICATES _sans)
   foreach(_s IN LISTS _sans)
@@ -150,7 +150,7 @@ endfunction()
 function(pstrain_fuzzer name)
   cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SRCS})
-  target_compile_options(${name} PRIVATE ${PSTRAIN_WARNING_FLAGS})
+  target_compile_options(${name} PRIVATE ${PSTRAIN_WARNING_FLAGS} -fsanitize=fuzzer-no-link)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
   target_link_options(${name} PRIVATE -fsanitize=fuzzer)
 endfunction()

@@ -9,8 +9,8 @@
 #         heartbeats, launcher, integration) built with -fsanitize=thread;
 #         their child processes are the TSan-built binaries too (build-tsan/)
 #   fuzz  the libFuzzer targets, each run for FUZZ_SECONDS from its seed
-#         corpus in fuzz/corpus/; built in build-asan/, whose whole build
-#         carries libFuzzer's coverage instrumentation for them
+#         corpus in fuzz/corpus/; built in build-asan/ (PSTRAIN_FUZZ: the
+#         libraries they fuzz carry libFuzzer's coverage instrumentation)
 #
 # Usage: tools/ci_stages.sh [asan] [tsan] [fuzz]   (default: all three)
 # Environment:
@@ -70,13 +70,13 @@ readonly ASAN_INTEGRATION='^(AttackedPs|BadInput|LivePs|MismatchedWorker|LongLau
 readonly SAN_FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
                     -DPSTRAIN_CUDA=OFF -DPSTRAIN_BUILD_BENCHMARKS=OFF -DPSTRAIN_NATIVE=OFF
                     "-DPSTRAIN_WERROR=$werror" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang)
-# The ASan build is also the fuzzers' (PSTRAIN_FUZZ: address, undefined and
-# libFuzzer's coverage instrumentation, the fuzz targets in 'all'): one build
-# for two stages, where the fuzz stage built the libraries again on its own
-# (about 190 of its 250 s, 2026-11-26). Its tests then run with the coverage
-# counters too. The fuzzers so run with NDEBUG: pstrain's own code has no
-# assert or DCHECK (a CHECK stays on), so only third-party headers' debug
-# checks (Eigen's) are off, and ASan checks every access anyway.
+# The ASan build is also the fuzzers' (PSTRAIN_FUZZ: the fuzz targets in
+# 'all', and libFuzzer's coverage instrumentation in the three libraries they
+# fuzz, fuzz/CMakeLists.txt): one build for two stages, where the fuzz stage
+# built the libraries again on its own (about 190 of its 250 s, 2026-11-26).
+# The fuzzers so run with NDEBUG: pstrain's own code has no assert or DCHECK
+# (a CHECK stays on), so only third-party headers' debug checks (Eigen's)
+# are off, and ASan checks every access anyway.
 readonly ASAN_FLAGS=("${SAN_FLAGS[@]}" -DPSTRAIN_SANITIZE=address,undefined -DPSTRAIN_FUZZ=ON)
 
 # usage: build DIR TARGET... -- CMAKE_ARG...
