@@ -113,7 +113,7 @@ class SyncPolicy final : public UpdatePolicy {
   // only to rounding; a warning says so, every 100th time).
   void Fold(int rank, absl::Span<const float> grad, float weight) {
     const auto size = static_cast<int64_t>(grad.size());
-    if (rank == next_ || rank < next_ || !MakeRoomToKeep(rank, size)) {
+    if (rank <= next_ || !MakeRoomToKeep(rank, size)) {
       if (rank != next_) {
         LOG_EVERY_N(WARNING, 100)
             << "sync: a version's gradients summed partly in arrival order ("
@@ -137,7 +137,6 @@ class SyncPolicy final : public UpdatePolicy {
     Eigen::Map<Eigen::VectorXf>(kept.data(), size) =
         ((weight * Eigen::Map<const Eigen::VectorXf>(grad.data(), size)).array() + 0.0f).matrix();
     is_held_[static_cast<size_t>(rank)] = true;
-    held_floats_ += size;
   }
 
   // Whether rank `rank`'s push of `size` floats may be kept: at most
@@ -163,7 +162,6 @@ class SyncPolicy final : public UpdatePolicy {
       if (is_held_[r]) {
         AddToAccumulator(next_, held_[r].data(), 1.0f);  // weighted already; 1 x w is exact
         is_held_[r] = false;
-        held_floats_ -= static_cast<int64_t>(held_[r].size());
       } else if (!pushed_[r] && active_[r]) {
         return;  // waited for
       }
@@ -194,11 +192,10 @@ class SyncPolicy final : public UpdatePolicy {
       AddToAccumulator(static_cast<int>(r), held_[r].data(), 1.0f);
       is_held_[r] = false;
     }
-    held_floats_ = 0;
     return accum_;
   }
 
-  bool AnyHeld() const { return held_floats_ > 0; }
+  bool AnyHeld() const { return HighestHeld() >= 0; }
   // The highest rank kept (-1: none).
   int HighestHeld() const {
     for (size_t r = is_held_.size(); r-- > 0;) {
@@ -223,7 +220,6 @@ class SyncPolicy final : public UpdatePolicy {
                                       : store_->ApplySum(partial, last, weight, scale, lr).ok();
     std::fill(pushed_.begin(), pushed_.end(), false);
     std::fill(is_held_.begin(), is_held_.end(), false);
-    held_floats_ = 0;
     accum_empty_ = true;
     max_summed_ = -1;
     next_ = 0;
@@ -250,7 +246,6 @@ class SyncPolicy final : public UpdatePolicy {
   bool accum_empty_ = true;
   std::vector<std::vector<float>> held_;  // [rank]; buffers kept between versions
   std::vector<bool> is_held_;             // [rank]
-  int64_t held_floats_ = 0;               // in the kept pushes
   int64_t allocated_floats_ = 0;          // in held_'s buffers (<= kMaxHeldFloats)
 };
 
