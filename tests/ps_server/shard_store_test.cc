@@ -279,6 +279,20 @@ TEST(ShardStore, IsFiniteStateChecksEachArrayOnItsOwn) {
 namespace pstrain {
 namespace {
 
+// Values in about [-2.1, 2.1], from a linear congruential generator: the
+// same test data on every machine.
+class TestFloats {
+ public:
+  explicit TestFloats(uint32_t seed) : x_(seed) {}
+  float Next() {
+    x_ = x_ * 1664525u + 1013904223u;
+    return static_cast<float>(static_cast<int32_t>(x_)) * 1e-9f;
+  }
+
+ private:
+  uint32_t x_;
+};
+
 // A sync version of two workers: the shard's sum of their weighted
 // gradients must not depend on which arrived first, bit for bit (a sync
 // run is deterministic for a seed whatever the timing). The second push is
@@ -287,15 +301,11 @@ namespace {
 TEST(SyncPolicy, TwoWorkersGradientsSumTheSameInEitherOrder) {
   constexpr int kN = 4099;  // not a multiple of the vector width or of the blocks
   std::vector<float> params(kN), g1(kN), g2(kN);
-  uint32_t x = 12345;
-  auto next = [&] {
-    x = x * 1664525u + 1013904223u;
-    return static_cast<float>(static_cast<int32_t>(x)) * 1e-9f;
-  };
+  TestFloats random(12345);
   for (int i = 0; i < kN; ++i) {
-    params[i] = next();
-    g1[i] = next() * (1 + i % 7);
-    g2[i] = next() * 1e-3f;
+    params[i] = random.Next();
+    g1[i] = random.Next() * (1 + i % 7);
+    g2[i] = random.Next() * 1e-3f;
   }
   proto::JobConfig job;
   job.set_mode(proto::SYNC);
@@ -337,18 +347,14 @@ class RankOrderedSum : public ::testing::Test {
   static constexpr int kN = 4099;
 
   void SetUp() override {
-    uint32_t x = 777;
-    auto next = [&] {
-      x = x * 1664525u + 1013904223u;
-      return static_cast<float>(static_cast<int32_t>(x)) * 1e-9f;
-    };
+    TestFloats random(777);
     params_.resize(kN);
-    for (float& p : params_) p = next();
+    for (float& p : params_) p = random.Next();
     grads_.assign(4, std::vector<float>(kN));
     for (int r = 0; r < 4; ++r) {
       // Magnitudes 1e3 apart, so the order of the sum shows in its rounding.
       const float scale = r % 2 == 0 ? 1.0f : 1e-3f;
-      for (float& g : grads_[r]) g = next() * scale;
+      for (float& g : grads_[r]) g = random.Next() * scale;
     }
     job_.set_mode(proto::SYNC);
     job_.set_learning_rate(0.1);
