@@ -48,7 +48,8 @@ readonly SLOW_UNDER_SANITIZERS='^(CompareCommand\.WritesOneRowPerModeAndThePlots
 # Left out of the TSan stage besides those: whole trainings that differ from
 # one it runs only in the ps's single-threaded arithmetic (Adam, AdamW and a
 # schedule against the SGD golden run; the rank-ordered sum of three sync
-# workers; the staleness-scaled learning rate; the second SSP bound), 15-20 s apiece under TSan. The normal suite runs them.
+# workers; the staleness-scaled learning rate; the second SSP bound), 15-20 s
+# apiece under TSan. The normal suite runs them.
 readonly SAME_THREADS_UNDER_TSAN='^(GoldenEquivalence\.(TwoSyncWorkersReproduceOneProcess(WithAdam|WithAdamW|UnderAScheduleToo)|ThreeSyncWorkersRepeatBitForBit.*)|StalenessAwareLearningRate\..*|Bounds/SspBound\..*/2)$'
 # The integration tests the ASan stage runs. The others train whole jobs
 # (one to three minutes each under ASan: the stage took 12 minutes with
@@ -72,8 +73,9 @@ readonly SAN_FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITH
                     "-DPSTRAIN_WERROR=$werror" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang)
 # The ASan build is also the fuzzers' (PSTRAIN_FUZZ: the fuzz targets in
 # 'all', and libFuzzer's coverage instrumentation in the three libraries they
-# fuzz and the protobuf code, fuzz/CMakeLists.txt): one build for two stages, where the fuzz stage
-# built the libraries again on its own (about 190 of its 250 s, 2026-11-26).
+# fuzz and the protobuf code, fuzz/CMakeLists.txt): one build for two
+# stages, where the fuzz stage built the libraries again on its own (about
+# 190 of its 250 s, 2026-11-26).
 # The fuzzers so run with NDEBUG: pstrain's own code has no assert or DCHECK
 # (a CHECK stays on), so only third-party headers' debug checks (Eigen's)
 # are off, and ASan checks every access anyway.
