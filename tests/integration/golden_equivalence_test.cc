@@ -23,9 +23,11 @@ namespace {
 
 constexpr int kSteps = 20;
 
+// `per_worker[w]`: more flags for worker w alone.
 std::vector<float> RunAndReadParams(int num_workers, int batch_size, int seed,
                                     const std::vector<std::string>& more = {},
-                                    std::string* output = nullptr) {
+                                    std::string* output = nullptr,
+                                    const std::vector<std::vector<std::string>>& per_worker = {}) {
   const std::string dir = testing::MakeTempDir("golden");
   const std::string spec = testing::WriteLocalSpec(dir, 2, num_workers);
   std::vector<std::string> flags = {
@@ -33,7 +35,8 @@ std::vector<float> RunAndReadParams(int num_workers, int batch_size, int seed,
       absl::StrCat("--max_steps=", kSteps), absl::StrCat("--seed=", seed), "--device=cpu",
       "--data_dir=" + testing::SourcePath("data/mnist"), "--run_dir=" + dir, "--log_every_steps=0"};
   flags.insert(flags.end(), more.begin(), more.end());  // later flags win
-  const testing::ClusterRun run = testing::RunLocalCluster(spec, 2, num_workers, flags, 240);
+  const testing::ClusterRun run =
+      testing::RunLocalCluster(spec, 2, num_workers, flags, 240, per_worker);
   EXPECT_TRUE(run.all_ok()) << run.AllOutput();
   if (output != nullptr) *output = run.AllOutput();
   return testing::ReadFinalParams(dir);
@@ -158,24 +161,14 @@ TEST(GoldenEquivalence, OverlapChangesNothingButWhenPushesLeave) {
 
 // With more than two workers the order of the ps's sum shows in its
 // rounding; the ps sums each version in rank order (SyncPolicy), so a sync
-// run repeats bit for bit however its pushes arrive. Two runs of 1 ps + 3
-// workers with 37 examples each (products that round), one with worker 0
-// slowed (its push comes last every step), one with worker 2 slowed.
+// run repeats bit for bit however its pushes arrive. Two runs of 2 ps + 3
+// workers with 37 examples each (products that round), 10 steps, one with
+// worker 0 slowed (its push comes last every step), one with worker 2.
 TEST(GoldenEquivalence, ThreeSyncWorkersRepeatBitForBitWhicheverPushesFirst) {
   auto run = [](int slowed) {
-    const std::string dir = testing::MakeTempDir("rank_order");
-    const std::string spec = testing::WriteLocalSpec(dir, 1, 3);
-    const std::vector<std::string> flags = {
-        "--mode=sync",      "--batch_size=37",
-        "--lr=0.01",        "--momentum=0.5",
-        "--max_steps=10",   "--seed=3",
-        "--device=cpu",     "--data_dir=" + testing::SourcePath("data/mnist"),
-        "--run_dir=" + dir, "--log_every_steps=0"};
     std::vector<std::vector<std::string>> per_worker(3);
     per_worker[slowed] = {"--straggler_delay_ms=40"};
-    const testing::ClusterRun r = testing::RunLocalCluster(spec, 1, 3, flags, 240, per_worker);
-    EXPECT_TRUE(r.all_ok()) << r.AllOutput();
-    return testing::ReadFinalParams(dir);
+    return RunAndReadParams(3, 37, 3, {"--max_steps=10"}, nullptr, per_worker);
   };
   const std::vector<float> first = run(0);
   const std::vector<float> second = run(2);
