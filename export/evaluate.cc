@@ -1,7 +1,5 @@
 #include "export/evaluate.h"
 
-#include <vector>
-
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "models/model.h"
@@ -22,11 +20,7 @@ absl::StatusOr<Evaluation> EvaluateParams(const std::string& model, absl::Span<c
                                                    params.size(), " were given"));
   }
   RETURN_IF_ERROR(m->SetParams(params));
-  const size_t image_size = static_cast<size_t>(test.rows) * test.cols;
-  std::vector<float> images(kBatch * image_size);
-  std::vector<int32_t> labels(kBatch);
-  ASSIGN_OR_RETURN(const models::EvalResult r,
-                   EvaluateDataset(*m, test, norm, kBatch, images.data(), labels.data()));
+  ASSIGN_OR_RETURN(const models::EvalResult r, EvaluateDataset(*m, test, norm, kBatch));
   Evaluation total;
   total.correct = r.correct;
   total.count = r.count;

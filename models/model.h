@@ -33,6 +33,14 @@ struct Batch {
   const uint64_t* example_keys = nullptr;  // [n], see BatchContext
 };
 
+// Host memory for one batch of up to max_batch examples, owned by a model
+// (Model::InputBuffer).
+struct BatchBuffer {
+  absl::Span<float> images;           // [max_batch, input shape]
+  absl::Span<int32_t> labels;         // [max_batch]
+  absl::Span<uint64_t> example_keys;  // [max_batch]
+};
+
 struct EvalResult {
   double loss_sum = 0;   // sum over the batch of the NLL loss
   int64_t correct = 0;   // examples whose argmax is the label
@@ -83,6 +91,17 @@ class Model {
 
   // Forward pass in inference mode (no dropout). example_keys may be null.
   virtual absl::StatusOr<EvalResult> Evaluate(const Batch& batch) = 0;
+
+  // Where a caller may gather its next batch. ForwardBackward and Evaluate
+  // read a Batch whose arrays start at these in place; any other Batch is
+  // copied. The CUDA model's buffer is its page-locked staging, so the GPU
+  // copies the batch straight from it and the host copy of every step is
+  // saved (at batch 4096 that copy was most of what a step spent outside
+  // the GPU: benchmarks/README.md, "GPU"). Waits until the device has read
+  // the previous batch out of it (only after a step that failed half-way
+  // can it still be reading), so call it before each fill. The memory is
+  // the model's and lives as long as the model.
+  virtual absl::StatusOr<BatchBuffer> InputBuffer() = 0;
 
   // Not null: every ForwardBackward appends its layers' spans to `spans`
   // (the caller clears it between steps; --timeline). The CPU model times

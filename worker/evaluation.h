@@ -15,11 +15,10 @@ namespace pstrain {
 
 // The model's loss sum, correct count and example count over every example
 // of `dataset`, in order, in batches of at most `batch` examples gathered
-// (normalised by `norm`) into `images` and `labels`, which have room for
-// `batch` examples. Dropout off (the model's Evaluate).
-// REQUIRES: batch >= 1 and no larger than the model's max_batch.
+// (normalised by `norm`) into the model's InputBuffer. Dropout off (the
+// model's Evaluate). InvalidArgument when `batch` is larger than the model's
+// max_batch. REQUIRES: batch >= 1.
 absl::StatusOr<models::EvalResult> EvaluateDataset(models::Model& model, const Dataset& dataset,
-                                                   const Normalization& norm, int batch,
-                                                   float* images, int32_t* labels);
+                                                   const Normalization& norm, int batch);
 
 }  // namespace pstrain

@@ -158,10 +158,6 @@ absl::Status Trainer::Setup() {
   total_steps_ = options_.max_steps > 0 ? std::min(options_.max_steps, per_run) : per_run;
   params_.assign(model_->num_params(), 0.0f);
   grads_.assign(model_->num_params(), 0.0f);
-  const int64_t pixels = int64_t{train_.rows} * train_.cols;
-  batch_images_.resize(static_cast<size_t>(std::max(options_.batch_size, mo.max_batch) * pixels));
-  batch_labels_.resize(mo.max_batch);
-  batch_keys_.resize(mo.max_batch);
   versions_.assign(plan_->num_shards(), 0);
   pull_versions_.assign(plan_->num_shards(), 0);
   client_options_.connect_timeout_s = options_.connect_timeout_s;
@@ -546,10 +542,13 @@ absl::Status Trainer::ComputeGradients(int epoch, int64_t step_in_epoch, float* 
     *loss = std::nanf("");
     return absl::OkStatus();
   }
-  GatherBatch(train_, indices_, norm_, batch_images_.data(), batch_labels_.data());
+  // Gathered straight into the model's input buffer (page-locked memory the
+  // GPU copies from, for the CUDA model).
+  ASSIGN_OR_RETURN(const models::BatchBuffer in, model_->InputBuffer());
+  GatherBatch(train_, indices_, norm_, in.images.data(), in.labels.data());
   for (int i = 0; i < n; ++i) {
-    batch_keys_[i] = models::MakeExampleKey(static_cast<uint32_t>(epoch),
-                                            static_cast<uint32_t>(indices_[i]));
+    in.example_keys[i] =
+        models::MakeExampleKey(static_cast<uint32_t>(epoch), static_cast<uint32_t>(indices_[i]));
   }
   RETURN_IF_ERROR(model_->SetParams(params_));
   // A slow worker's compute (--straggler_delay_ms): before any of its
@@ -558,7 +557,7 @@ absl::Status Trainer::ComputeGradients(int epoch, int64_t step_in_epoch, float* 
     std::this_thread::sleep_for(std::chrono::microseconds(
         static_cast<int64_t>(options_.straggler_delay_ms * 1000)));
   }
-  const models::Batch batch{n, batch_images_.data(), batch_labels_.data(), batch_keys_.data()};
+  const models::Batch batch{n, in.images.data(), in.labels.data(), in.example_keys.data()};
   if (overlap_) StartOverlappedPush(n);
   ASSIGN_OR_RETURN(*loss, model_->ForwardBackward(batch, absl::MakeSpan(grads_)));
   if (!std::isfinite(*loss)) {
@@ -679,9 +678,9 @@ absl::Status Trainer::Evaluate(int epoch, bool epoch_end) {
     UpdateVersions(replies_);
   }
   RETURN_IF_ERROR(model_->SetParams(params_));
-  ASSIGN_OR_RETURN(const models::EvalResult total,
-                   EvaluateDataset(*model_, test_, norm_, std::max(options_.batch_size, kMinEvalBatch),
-                                   batch_images_.data(), batch_labels_.data()));
+  ASSIGN_OR_RETURN(
+      const models::EvalResult total,
+      EvaluateDataset(*model_, test_, norm_, std::max(options_.batch_size, kMinEvalBatch)));
   if (!last) eval_seconds_ += SecondsSince(t0);  // inside the training window
   const EvalPoint point{global_step_, TrainSeconds() - (last ? SecondsSince(t0) : 0.0),
                         static_cast<double>(total.correct) / std::max<int64_t>(1, total.count),

@@ -219,10 +219,7 @@ class Trainer {
   // leaves false): this says the encoder's error-feedback residual already
   // counts the shard, so PushAndPull must not encode it again.
   std::vector<bool> shard_encoded_;
-  int64_t early_pushes_ = 0;        // shard pushes sent before backward's last layer
-  std::vector<float> batch_images_;
-  std::vector<int32_t> batch_labels_;
-  std::vector<uint64_t> batch_keys_;
+  int64_t early_pushes_ = 0;  // shard pushes sent before backward's last layer
   std::vector<int64_t> indices_;
   std::vector<int64_t> versions_;
   std::vector<ShardReply> replies_;

@@ -131,6 +131,16 @@ absl::StatusOr<EvalResult> CpuModel::Evaluate(const Batch& batch) {
   return result;
 }
 
+absl::StatusOr<BatchBuffer> CpuModel::InputBuffer() {
+  if (input_labels_.empty()) {
+    input_images_.resize(static_cast<size_t>(net_.input.size() * max_batch_));
+    input_labels_.resize(static_cast<size_t>(max_batch_));
+    input_keys_.resize(static_cast<size_t>(max_batch_));
+  }
+  return BatchBuffer{absl::MakeSpan(input_images_), absl::MakeSpan(input_labels_),
+                     absl::MakeSpan(input_keys_)};
+}
+
 absl::Status CpuModel::Predict(const Batch& batch, absl::Span<float> log_probs) {
   RETURN_IF_ERROR(CheckBatchSize(net_.name, batch.n, max_batch_));
   const int classes = net_.num_classes;

@@ -45,6 +45,9 @@ class CpuModel final : public Model {
   absl::Status SetParams(absl::Span<const float> params) override;
   absl::StatusOr<float> ForwardBackward(const Batch& batch, absl::Span<float> grads) override;
   absl::StatusOr<EvalResult> Evaluate(const Batch& batch) override;
+  // The CPU reads a batch wherever it is: this is plain memory, allocated
+  // on the first call.
+  absl::StatusOr<BatchBuffer> InputBuffer() override;
   void set_layer_spans(std::vector<LayerSpan>* spans) override { layer_spans_ = spans; }
   bool set_backward_progress(std::function<void(int64_t begin)>* done) override {
     backward_done_ = done;
@@ -79,6 +82,10 @@ class CpuModel final : public Model {
   std::vector<LayerSpan>* layer_spans_ = nullptr;  // training passes' timings, if asked
   std::function<void(int64_t begin)>* backward_done_ = nullptr;  // see Model
   std::vector<float> grad_[2];                   // dL/d(activation), ping-pong
+  // InputBuffer's memory: [max_batch, input shape], [max_batch] and [max_batch].
+  std::vector<float> input_images_;
+  std::vector<int32_t> input_labels_;
+  std::vector<uint64_t> input_keys_;
 };
 
 // The factory models/model_factory.cc calls for device "cpu".

@@ -150,17 +150,17 @@ class Conv2d::TrialWorkspace {
 
 absl::StatusOr<std::unique_ptr<Conv2d>> Conv2d::Create(CudaContext& context, std::string name,
                                                        Shape input, int out_channels, int kernel,
-                                                       int max_batch) {
+                                                       int max_batch, BackwardPath backward) {
   std::unique_ptr<Conv2d> layer(
       new Conv2d(context, std::move(name), input, out_channels, kernel, max_batch));
   RETURN_IF_ERROR(context.Activate());
   RETURN_IF_ERROR(layer->CreateDescriptors());
-  RETURN_IF_ERROR(layer->AllocateGemmScratch());
+  if (backward == BackwardPath::kGemmWhenItFits) RETURN_IF_ERROR(layer->AllocateGemmScratch());
   ASSIGN_OR_RETURN(layer->bias_partials_,
                    DeviceArray<float>::Create(layer->name() + " bias partial sums",
                                               int64_t{out_channels} * kChannelSumSlices));
   RETURN_IF_ERROR(layer->ChooseAlgorithms());
-  VLOG(1) << layer->name() << ": cuDNN algorithms " << layer->algorithms() << ", workspace "
+  VLOG(1) << layer->name() << ": algorithms " << layer->algorithms() << ", cuDNN workspace "
           << context.workspace_bytes() << " bytes";
   return layer;
 }
@@ -181,6 +181,7 @@ std::vector<ParamSpec> Conv2d::params() const {
 }
 
 std::string Conv2d::algorithms() const {
+  if (gemm_chunk_ > 0) return absl::StrCat("fwd=", static_cast<int>(fwd_algo_), " bwd=gemm");
   return absl::StrCat("fwd=", static_cast<int>(fwd_algo_),
                       " bwd_data=", static_cast<int>(bwd_data_algo_),
                       " bwd_filter=", static_cast<int>(bwd_filter_algo_));
@@ -226,8 +227,10 @@ absl::Status Conv2d::ChooseAlgorithms() {
   }
   TrialWorkspace workspace(context());
   RETURN_IF_ERROR(ChooseForward(scratch, workspace));
-  RETURN_IF_ERROR(ChooseBackwardData(scratch, workspace));
-  RETURN_IF_ERROR(ChooseBackwardFilter(scratch, workspace));
+  if (gemm_chunk_ == 0) {  // else backward never calls cuDNN
+    RETURN_IF_ERROR(ChooseBackwardData(scratch, workspace));
+    RETURN_IF_ERROR(ChooseBackwardFilter(scratch, workspace));
+  }
   batch_ = max_batch();
   return absl::OkStatus();
 }
@@ -329,12 +332,14 @@ absl::Status Conv2d::SetBatch(int n) {
   size_t fwd = 0, data = 0, filter = 0;
   CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardWorkspaceSize(
       handle, x_desc_.get(), w_desc_.get(), conv_desc_.get(), y_desc_.get(), fwd_algo_, &fwd));
-  CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataWorkspaceSize(
-      handle, w_desc_.get(), y_desc_.get(), conv_desc_.get(), x_desc_.get(), bwd_data_algo_,
-      &data));
-  CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-      handle, x_desc_.get(), y_desc_.get(), conv_desc_.get(), w_desc_.get(), bwd_filter_algo_,
-      &filter));
+  if (gemm_chunk_ == 0) {
+    CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        handle, w_desc_.get(), y_desc_.get(), conv_desc_.get(), x_desc_.get(), bwd_data_algo_,
+        &data));
+    CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        handle, x_desc_.get(), y_desc_.get(), conv_desc_.get(), w_desc_.get(), bwd_filter_algo_,
+        &filter));
+  }
   const size_t need = std::max({fwd, data, filter});
   if (need > context().workspace_bytes()) {
     return absl::InternalError(absl::StrCat(name(), ": batch of ", n, " needs ", need,
@@ -386,15 +391,20 @@ absl::Status Conv2d::Backward(const BatchContext& ctx, const float* params, cons
                               const float* y, const float* dy, float* dx, float* dparams) {
   RETURN_IF_ERROR(CheckBatch(ctx));
   RETURN_IF_ERROR(SetBatch(ctx.n));
+  const Shape out = output_shape();
+  if (gemm_chunk_ > 0) {
+    // Our kernels and cuBLAS take x, dy and dx at any float's alignment.
+    RETURN_IF_ERROR(LaunchChannelSum(dy, ctx.n, out.c, int64_t{out.h} * out.w,
+                                     bias_partials_.data(), dparams + weights_, stream()));
+    return BackwardByGemm(ctx.n, params, x, dy, dparams, dx);
+  }
   const int64_t x_count = input_shape().size() * ctx.n, y_count = output_shape().size() * ctx.n;
   ASSIGN_OR_RETURN(const float* xs,
                    Aligned(x, input_shape(), x_count, /*copy_in=*/true, staged_x_, "x"));
   ASSIGN_OR_RETURN(const float* dys,
                    Aligned(dy, output_shape(), y_count, /*copy_in=*/true, staged_y_, "y"));
-  const Shape out = output_shape();
-  RETURN_IF_ERROR(LaunchChannelSum(dys, ctx.n, out.c, int64_t{out.h} * out.w,
-                                   bias_partials_.data(), dparams + weights_, stream()));
-  if (gemm_chunk_ > 0) return BackwardByGemm(ctx.n, params, xs, dys, dparams, dx);
+  RETURN_IF_ERROR(LaunchChannelSum(dys, ctx.n, out.c, int64_t{out.h} * out.w, bias_partials_.data(),
+                                   dparams + weights_, stream()));
   RETURN_IF_ERROR(RunBackwardFilter(bwd_filter_algo_, xs, dys, dparams, context().workspace(),
                                     context().workspace_bytes()));
   if (dx == nullptr) return absl::OkStatus();
@@ -415,15 +425,19 @@ absl::Status Conv2d::AllocateGemmScratch() {
       name() + ".gemm_cols", int64_t{in.c} * kernel_ * kernel_ * chunk * plane);
   absl::StatusOr<DeviceArray<float>> rows =
       DeviceArray<float>::Create(name() + ".gemm_rows", int64_t{out.c} * chunk * plane);
-  if (!cols.ok() || !rows.ok()) {
-    const absl::Status error = cols.ok() ? rows.status() : cols.status();
+  absl::StatusOr<DeviceArray<float>> partials = DeviceArray<float>::Create(
+      name() + ".filter_partials", int64_t{kMaxFilterSlices + 1} * weights_);
+  if (!cols.ok() || !rows.ok() || !partials.ok()) {
+    const absl::Status error =
+        !cols.ok() ? cols.status() : (!rows.ok() ? rows.status() : partials.status());
     if (error.code() != absl::StatusCode::kResourceExhausted) return error;
     LOG(WARNING) << name() << ": no memory for backward's GEMM scratch; cuDNN's algorithms "
-                 << algorithms() << " run it";
+                 << "run it";
     return absl::OkStatus();
   }
   gemm_cols_ = std::move(cols).value();
   gemm_rows_ = std::move(rows).value();
+  filter_partials_ = std::move(partials).value();
   gemm_chunk_ = chunk;
   return absl::OkStatus();
 }
@@ -446,9 +460,7 @@ absl::Status Conv2d::BackwardByGemm(int n, const float* w, const float* x, const
         LaunchIm2Col(x + first * in.size(), in, kernel_, examples, gemm_cols_.data(), stream()));
     RETURN_IF_ERROR(LaunchChannelRows(dy + first * out.size(), examples, out.c, plane,
                                       gemm_rows_.data(), stream()));
-    CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, k, out.c, columns, &kOne,
-                                       gemm_cols_.data(), columns, gemm_rows_.data(), columns,
-                                       first == 0 ? &kZero : &kOne, dw, k));
+    RETURN_IF_ERROR(FilterGradient(columns, /*accumulate=*/first > 0, dw));
     if (dx == nullptr) continue;
     CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, columns, k, out.c, &kOne,
                                        gemm_rows_.data(), columns, w, k, &kZero, gemm_cols_.data(),
@@ -457,6 +469,34 @@ absl::Status Conv2d::BackwardByGemm(int n, const float* w, const float* x, const
                                  dx + first * in.size(), stream()));
   }
   return absl::OkStatus();
+}
+
+absl::Status Conv2d::FilterGradient(int columns, bool accumulate, float* dw) {
+  const int k = input_shape().c * kernel_ * kernel_, cout = output_shape().c;
+  cublasHandle_t cublas = context().cublas();
+  const float* cols = gemm_cols_.data();
+  const float* rows = gemm_rows_.data();
+  const int slices = std::min(kMaxFilterSlices, columns / kFilterSliceColumns);
+  if (columns < kFilterSplitColumns) {
+    CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, k, cout, columns, &kOne,
+                                       cols, columns, rows, columns, accumulate ? &kOne : &kZero,
+                                       dw, k));
+    return absl::OkStatus();
+  }
+  const int length = columns / slices;
+  const int64_t count = weights_;  // k * cout
+  float* partials = filter_partials_.data();
+  CUBLAS_RETURN_IF_ERROR(cublasSgemmStridedBatched(
+      cublas, CUBLAS_OP_T, CUBLAS_OP_N, k, cout, length, &kOne, cols, columns, length, rows,
+      columns, length, &kZero, partials, k, count, slices));
+  int used = slices;
+  if (const int64_t done = int64_t{slices} * length; done < columns) {
+    CUBLAS_RETURN_IF_ERROR(cublasSgemm(
+        cublas, CUBLAS_OP_T, CUBLAS_OP_N, k, cout, static_cast<int>(columns - done), &kOne,
+        cols + done, columns, rows + done, columns, &kZero, partials + used * count, k));
+    ++used;
+  }
+  return LaunchSumSlices(partials, used, count, accumulate, dw, stream());
 }
 
 absl::Status Conv2d::RunForward(cudnnConvolutionFwdAlgo_t algo, const float* w, const float* x,

@@ -23,7 +23,8 @@
 // batch 4096). CUDNN_CROSS_CORRELATION (PyTorch's convolution does not flip
 // the kernel), CUDNN_FMA_MATH and cuBLAS's pedantic math (no TF32).
 //
-// Algorithms are chosen once, in Create, for max_batch, from cuDNN's
+// Algorithms are chosen once, in Create, for max_batch (the backward ones
+// only when cuDNN runs backward), from cuDNN's
 // heuristics (cudnnGetConvolution*Algorithm_v7: no benchmarking, so every run
 // and every worker makes the same choice), by the policy of
 // models/cuda/algorithm_search.h: in cuDNN's order, deterministic algorithms
@@ -47,12 +48,14 @@
 // Every pointer passed to Forward and Backward needs only float alignment
 // (4 bytes). The parameters and their gradients are used where they are
 // (the algorithms were tried at each alignment a float can have). An
-// activation (x, y, dy, dx) that does not start on cudaMalloc's 256-byte
+// activation cuDNN reads or writes (x and y forward; x, dy and dx when
+// cuDNN runs backward) that does not start on cudaMalloc's 256-byte
 // boundary is copied through the layer's own buffers, allocated on first
 // use: on an H200 with cuDNN 9.19, activations at 4 bytes past a boundary
 // made a chosen algorithm fault with cudaErrorMisalignedAddress, which is
 // sticky (the process's CUDA context is lost), so it cannot be tried for in
-// a trial either. The model's activations are cudaMalloc'd and never copied.
+// a trial either. Backward's GEMM path (our kernels and cuBLAS) takes them
+// where they are. The model's activations are cudaMalloc'd and never copied.
 
 #include <cstdint>
 #include <memory>
@@ -72,15 +75,25 @@ class Conv2d final : public CudaLayer {
   // The most scratch backward's GEMM path holds, in floats: its chunk of
   // examples is as large as fits (3,328 of mnist_cnn's conv1 examples).
   static constexpr int64_t kMaxGemmScratchFloats = int64_t{64} << 20;
+  // The filter gradient's split-K (FilterGradient): from this many columns
+  // up, in slices of at least kFilterSliceColumns, at most kMaxFilterSlices.
+  static constexpr int kFilterSplitColumns = 1 << 18;
+  static constexpr int kFilterSliceColumns = 4096;
+  static constexpr int kMaxFilterSlices = 256;
+
+  // Who computes backward: our GEMMs when their scratch can be allocated
+  // (else cuDNN), or cuDNN's algorithms always (what a device short of
+  // memory gets; tests run it on purpose).
+  enum class BackwardPath { kGemmWhenItFits, kCudnn };
 
   // Internal when cuDNN offers no usable algorithm for a pass;
   // ResourceExhausted when the device is out of memory (for the layer's
   // scratch, or for the workspace of every candidate that could have run).
   // REQUIRES: out_channels >= 1, 1 <= kernel <= min(input.h, input.w),
   // max_batch >= 1; `context` outlives the layer.
-  static absl::StatusOr<std::unique_ptr<Conv2d>> Create(CudaContext& context, std::string name,
-                                                        Shape input, int out_channels, int kernel,
-                                                        int max_batch);
+  static absl::StatusOr<std::unique_ptr<Conv2d>> Create(
+      CudaContext& context, std::string name, Shape input, int out_channels, int kernel,
+      int max_batch, BackwardPath backward = BackwardPath::kGemmWhenItFits);
 
   std::vector<ParamSpec> params() const override;
   absl::Status Forward(const BatchContext& ctx, const float* params, const float* x,
@@ -89,7 +102,8 @@ class Conv2d final : public CudaLayer {
                         const float* y, const float* dy, float* dx, float* dparams) override;
 
   // "fwd=1 bwd_data=1 bwd_filter=1": cuDNN's enum values of the chosen
-  // algorithms, for logs and benchmarks.
+  // algorithms, for logs and benchmarks; "fwd=1 bwd=gemm" when backward is
+  // ours.
   std::string algorithms() const;
 
  private:
@@ -128,6 +142,16 @@ class Conv2d final : public CudaLayer {
   absl::Status AllocateGemmScratch();
   absl::Status BackwardByGemm(int n, const float* w, const float* x, const float* dy, float* dw,
                               float* dx);
+  // dw^T [K, cout] = cols^T rows over the first `columns` columns of
+  // gemm_cols_ and gemm_rows_, written or (`accumulate`) added to dw. A
+  // skinny product (K * cout sums of up to millions of terms) that one
+  // cuBLAS GEMM ran on a handful of thread blocks (0.47 ms for mnist_cnn's
+  // conv1 at batch 4096 on an H200); so, from kFilterSplitColumns columns
+  // up, it is cut into equal column slices multiplied as one strided batch
+  // into filter_partials_ (the few leftover columns as one more), then
+  // summed in slice order: deterministic, no atomics. Below that the split
+  // bought nothing measurable (conv2 at 4096) or cost time (batch 128).
+  absl::Status FilterGradient(int columns, bool accumulate, float* dw);
 
   // Copies `count` floats from a staging buffer back to the caller's `p`
   // (nothing when they are the same).
@@ -144,6 +168,7 @@ class Conv2d final : public CudaLayer {
   int gemm_chunk_ = 0;
   DeviceArray<float> gemm_cols_;  // [cin*k*k][chunk * oh*ow]: cols, then dcols
   DeviceArray<float> gemm_rows_;  // [cout][chunk * oh*ow]
+  DeviceArray<float> filter_partials_;  // [kMaxFilterSlices + 1][cin*k*k * cout]
   // The bias gradient's per-slice sums (models/cuda/channel_sum.h).
   DeviceArray<float> bias_partials_;
   TensorDescriptor x_desc_;

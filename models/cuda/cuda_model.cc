@@ -1,6 +1,7 @@
 #include "models/cuda/cuda_model.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -47,6 +48,14 @@ absl::Status Allocate(absl::string_view what, int64_t size, DeviceArray<T>& devi
   ASSIGN_OR_RETURN(device, DeviceArray<T>::Create(what, size));
   ASSIGN_OR_RETURN(staging, PinnedArray<T>::Create(absl::StrCat(what, " staging"), size));
   return absl::OkStatus();
+}
+
+// Copies `count` elements into `staging`, unless they are already there (a
+// batch gathered into InputBuffer). memmove: a batch may start elsewhere in
+// the staging buffer.
+template <typename T>
+void Stage(const T* from, int64_t count, T* staging) {
+  if (from != staging) std::memmove(staging, from, sizeof(T) * static_cast<size_t>(count));
 }
 
 }  // namespace
@@ -206,14 +215,21 @@ absl::StatusOr<EvalResult> CudaModel::Evaluate(const Batch& batch) {
                     batch.n};
 }
 
+absl::StatusOr<BatchBuffer> CudaModel::InputBuffer() {
+  CUDA_RETURN_IF_ERROR(cudaEventSynchronize(batch_uploaded_.get()));
+  return BatchBuffer{absl::MakeSpan(images_staging_.data(), images_staging_.size()),
+                     absl::MakeSpan(labels_staging_.data(), labels_staging_.size()),
+                     absl::MakeSpan(keys_staging_.data(), keys_staging_.size())};
+}
+
 // Waits for the previous upload to leave the staging buffers, and has the
 // copies wait for the compute stream's queued work, which may still read the
 // batch (both only matter after a step that failed half-way).
 absl::Status CudaModel::Upload(const Batch& batch, bool training) {
   CUDA_RETURN_IF_ERROR(cudaEventSynchronize(batch_uploaded_.get()));
   const int64_t n = batch.n, pixels = n * net_.input.size();
-  std::copy_n(batch.images, pixels, images_staging_.data());
-  std::copy_n(batch.labels, n, labels_staging_.data());
+  Stage(batch.images, pixels, images_staging_.data());
+  Stage(batch.labels, n, labels_staging_.data());
   cudaStream_t copy = copy_stream_.get();
   CUDA_RETURN_IF_ERROR(cudaEventRecord(compute_idle_.get(), context_->stream()));
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, compute_idle_.get(), 0));
@@ -222,7 +238,7 @@ absl::Status CudaModel::Upload(const Batch& batch, bool training) {
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(labels_.data(), labels_staging_.data(), sizeof(int32_t) * n,
                                        cudaMemcpyHostToDevice, copy));
   if (training) {
-    std::copy_n(batch.example_keys, n, keys_staging_.data());
+    Stage(batch.example_keys, n, keys_staging_.data());
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(keys_.data(), keys_staging_.data(), sizeof(uint64_t) * n,
                                          cudaMemcpyHostToDevice, copy));
   }

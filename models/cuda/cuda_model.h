@@ -67,6 +67,8 @@ class CudaModel final : public Model {
   absl::Status SetParams(absl::Span<const float> params) override;
   absl::StatusOr<float> ForwardBackward(const Batch& batch, absl::Span<float> grads) override;
   absl::StatusOr<EvalResult> Evaluate(const Batch& batch) override;
+  // The page-locked staging the batch is uploaded from.
+  absl::StatusOr<BatchBuffer> InputBuffer() override;
 
  private:
   CudaModel(NetSpec net, std::vector<ParamSpec> specs, const ModelOptions& options,
@@ -75,7 +77,8 @@ class CudaModel final : public Model {
   absl::Status Init();
   absl::Status BuildLayers();
   absl::Status AllocateBuffers(int64_t largest_activation);
-  // Stages the batch and queues its upload; the compute stream waits for it.
+  // Stages the batch (unless it is already in the staging buffers,
+  // InputBuffer) and queues its upload; the compute stream waits for it.
   absl::Status Upload(const Batch& batch, bool training);
   // Runs every layer; the logits end up in activations_.back().
   absl::Status Forward(const BatchContext& ctx);

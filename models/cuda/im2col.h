@@ -37,4 +37,10 @@ absl::Status LaunchCol2Im(const float* dcols, const Shape& in, int kernel, int e
 absl::Status LaunchChannelRows(const float* dy, int examples, int channels, int64_t plane,
                                float* rows, cudaStream_t stream);
 
+// out[i] = (accumulate ? out[i] : 0) + partials[0][i] + partials[1][i] + ...
+// + partials[slices-1][i], in that order, for i < count; partials is
+// [slices][count]. The deterministic second half of a split-K GEMM.
+absl::Status LaunchSumSlices(const float* partials, int slices, int64_t count, bool accumulate,
+                             float* out, cudaStream_t stream);
+
 }  // namespace pstrain::models::cuda

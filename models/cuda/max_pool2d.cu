@@ -1,3 +1,4 @@
+#include <cstdint>
 #include <utility>
 
 #include "common/status_macros.h"
@@ -22,11 +23,13 @@ struct PoolGeometry {
 // top-left element; the other offsets (u, v) are folded in row-major order
 // with a strict `>` (the first of equal maxima stays) or isnan (a NaN
 // wins), exactly as models/cpu/max_pool2d.cc's PoolPlane.
-__global__ void MaxPoolForwardKernel(const float* x, int64_t outputs, PoolGeometry g, float* y,
+template <typename Index>
+__global__ void MaxPoolForwardKernel(const float* x, Index outputs, PoolGeometry g, float* y,
                                      int32_t* argmax) {
-  const int64_t out_plane = int64_t{g.oh} * g.ow, in_plane = int64_t{g.h} * g.w;
-  PSTRAIN_GRID_STRIDE_LOOP(o, outputs) {
-    const int64_t plane = o / out_plane;
+  const Index out_plane = static_cast<Index>(g.oh) * g.ow, in_plane = static_cast<Index>(g.h) * g.w;
+  for (Index o = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs;
+       o += static_cast<Index>(gridDim.x) * blockDim.x) {
+    const Index plane = o / out_plane;
     const int r = static_cast<int>(o - plane * out_plane);
     const int p = r / g.ow, q = r % g.ow;
     const float* src = x + plane * in_plane;
@@ -50,21 +53,29 @@ __global__ void MaxPoolForwardKernel(const float* x, int64_t outputs, PoolGeomet
 // One thread per input element (plane, s, t): it receives dy of its window
 // when it is that window's argmax, else 0. Windows do not overlap, so every
 // dx element is written exactly once and no zero-fill pass is needed.
-__global__ void MaxPoolBackwardKernel(const float* dy, const int32_t* argmax, int64_t inputs,
+template <typename Index>
+__global__ void MaxPoolBackwardKernel(const float* dy, const int32_t* argmax, Index inputs,
                                       PoolGeometry g, float* dx) {
-  const int64_t out_plane = int64_t{g.oh} * g.ow, in_plane = int64_t{g.h} * g.w;
-  PSTRAIN_GRID_STRIDE_LOOP(i, inputs) {
-    const int64_t plane = i / in_plane;
+  const Index out_plane = static_cast<Index>(g.oh) * g.ow, in_plane = static_cast<Index>(g.h) * g.w;
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < inputs;
+       i += static_cast<Index>(gridDim.x) * blockDim.x) {
+    const Index plane = i / in_plane;
     const int at = static_cast<int>(i - plane * in_plane);
     const int p = (at / g.w) / g.k, q = (at % g.w) / g.k;
     float grad = 0.0f;
     if (p < g.oh && q < g.ow) {
-      const int64_t o = plane * out_plane + p * g.ow + q;
+      const Index o = plane * out_plane + p * g.ow + q;
       if (argmax[o] == at) grad = dy[o];
     }
     dx[i] = grad;
   }
 }
+
+// Both kernels index in 32 bits when the count allows (a 64-bit division
+// per element made the backward kernel ~0.2 ms of a batch-4096 step on an
+// H200), else in 64. Below 2^31, so that an index plus the grid's stride
+// (at most 2^24) cannot wrap.
+bool Fits32Bits(int64_t count) { return count < (int64_t{1} << 31); }
 
 }  // namespace
 
@@ -95,8 +106,13 @@ absl::Status MaxPool2d::Forward(const BatchContext& ctx, const float* params, co
   const int64_t outputs = ctx.n * out.size();
   const unsigned int blocks = BlocksFor(outputs);
   return LaunchKernel("MaxPoolForwardKernel", [&] {
-    MaxPoolForwardKernel<<<blocks, kThreadsPerBlock, 0, stream()>>>(x, outputs, g, y,
-                                                                    argmax_.data());
+    if (Fits32Bits(outputs)) {
+      MaxPoolForwardKernel<<<blocks, kThreadsPerBlock, 0, stream()>>>(
+          x, static_cast<uint32_t>(outputs), g, y, argmax_.data());
+    } else {
+      MaxPoolForwardKernel<<<blocks, kThreadsPerBlock, 0, stream()>>>(x, outputs, g, y,
+                                                                      argmax_.data());
+    }
   });
 }
 
@@ -109,8 +125,13 @@ absl::Status MaxPool2d::Backward(const BatchContext& ctx, const float* params, c
   const int64_t inputs = ctx.n * in.size();
   const unsigned int blocks = BlocksFor(inputs);
   return LaunchKernel("MaxPoolBackwardKernel", [&] {
-    MaxPoolBackwardKernel<<<blocks, kThreadsPerBlock, 0, stream()>>>(dy, argmax_.data(), inputs, g,
-                                                                     dx);
+    if (Fits32Bits(inputs)) {
+      MaxPoolBackwardKernel<<<blocks, kThreadsPerBlock, 0, stream()>>>(
+          dy, argmax_.data(), static_cast<uint32_t>(inputs), g, dx);
+    } else {
+      MaxPoolBackwardKernel<<<blocks, kThreadsPerBlock, 0, stream()>>>(dy, argmax_.data(), inputs,
+                                                                       g, dx);
+    }
   });
 }
 

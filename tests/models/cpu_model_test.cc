@@ -380,6 +380,33 @@ TEST(CpuModel, SetParamsCopiesTheCallersBuffer) {
   EXPECT_EQ(RunStep(*model, ex).grads, before.grads);
 }
 
+// The input buffer holds max_batch examples, stays where it is, and a step
+// read from it is the step read from the caller's memory.
+TEST(CpuModel, TrainsOnABatchInItsInputBuffer) {
+  std::unique_ptr<Model> model = MakeModel(Options("mnist_cnn", 6));
+  ASSERT_NE(model, nullptr);
+  const Examples ex = RandomExamples(model->net(), 4, 13);
+  std::vector<float> params(model->num_params());
+  InitParams(model->param_specs(), 14, params.data());
+  ASSERT_TRUE(model->SetParams(params).ok());
+  const Step want = RunStep(*model, ex);
+  absl::StatusOr<BatchBuffer> in = model->InputBuffer();
+  ASSERT_TRUE(in.ok()) << in.status();
+  ASSERT_EQ(in->images.size(), static_cast<size_t>(6 * model->net().input.size()));
+  ASSERT_EQ(in->labels.size(), 6u);
+  ASSERT_EQ(in->example_keys.size(), 6u);
+  std::copy(ex.images.begin(), ex.images.end(), in->images.begin());
+  std::copy(ex.labels.begin(), ex.labels.end(), in->labels.begin());
+  std::copy(ex.keys.begin(), ex.keys.end(), in->example_keys.begin());
+  const Batch batch{ex.n(), in->images.data(), in->labels.data(), in->example_keys.data()};
+  std::vector<float> grads(model->num_params());
+  absl::StatusOr<float> loss = model->ForwardBackward(batch, absl::MakeSpan(grads));
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_EQ(*loss, want.loss);
+  EXPECT_EQ(grads, want.grads);
+  EXPECT_EQ(model->InputBuffer()->images.data(), in->images.data());
+}
+
 TEST(CpuModel, RejectsBadInputsWithInvalidArgument) {
   std::unique_ptr<Model> model = MakeModel(Options("mnist_cnn", 4));
   ASSERT_NE(model, nullptr);

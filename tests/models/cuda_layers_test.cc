@@ -43,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/random.h"
 #include "gtest/gtest.h"
@@ -262,15 +263,23 @@ void ExpectConvMatches(Layer& gpu, Layer& cpu, int n, int kernel, uint64_t seed,
 constexpr Placement kPlacements[] = {{0, 0}, {1, 0}, {2, 0}, {3, 0},
                                      {4, 0}, {1, 1}, {0, 4}, {3, 64}};
 
+// Both backward paths: our GEMMs (what a model gets) and cuDNN's algorithms
+// (what a device short of memory gets).
 TEST_P(CudaConv2d, MatchesTheCpuForwardAndBackwardWhereverItsBuffersStart) {
   const ConvCase c = GetParam();
   cpu::Conv2d cpu("conv", c.in, c.cout, c.kernel, c.max_batch);
-  auto gpu = cuda::Conv2d::Create(*context_, "conv", c.in, c.cout, c.kernel, c.max_batch);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  RecordProperty("algorithms", (*gpu)->algorithms());
-  ASSERT_EQ((*gpu)->output_shape(), cpu.output_shape());
-  for (const Placement& placement : kPlacements) {
-    ExpectConvMatches(**gpu, cpu, c.n, c.kernel, 100 + c.n, placement);
+  for (const auto path :
+       {cuda::Conv2d::BackwardPath::kGemmWhenItFits, cuda::Conv2d::BackwardPath::kCudnn}) {
+    auto gpu = cuda::Conv2d::Create(*context_, "conv", c.in, c.cout, c.kernel, c.max_batch, path);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const std::string algorithms = (*gpu)->algorithms();
+    SCOPED_TRACE(algorithms);
+    EXPECT_EQ(absl::StrContains(algorithms, "bwd=gemm"),
+              path == cuda::Conv2d::BackwardPath::kGemmWhenItFits);
+    ASSERT_EQ((*gpu)->output_shape(), cpu.output_shape());
+    for (const Placement& placement : kPlacements) {
+      ExpectConvMatches(**gpu, cpu, c.n, c.kernel, 100 + c.n, placement);
+    }
   }
 }
 
@@ -291,6 +300,18 @@ TEST_F(CudaLayers, Conv2dFilterGradientSpansChunksOfExamples) {
   auto gpu = cuda::Conv2d::Create(*context_, "conv2", {32, 26, 26}, 64, 3, 400);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ExpectConvMatches(**gpu, cpu, 397, 3, 17);
+}
+
+// 500 examples of mnist_cnn's conv1 are 288,000 columns: the filter
+// gradient is summed in 70 slices of 4,114 columns and a 71st of the 20
+// left over (Conv2d::FilterGradient).
+TEST_F(CudaLayers, Conv2dFilterGradientSplitsLongSums) {
+  constexpr int kExamples = 500;
+  static_assert(kExamples * 24 * 24 >= cuda::Conv2d::kFilterSplitColumns);
+  cpu::Conv2d cpu("conv1", {1, 28, 28}, 10, 5, kExamples);
+  auto gpu = cuda::Conv2d::Create(*context_, "conv1", {1, 28, 28}, 10, 5, kExamples);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ExpectConvMatches(**gpu, cpu, kExamples, 5, 23);
 }
 
 // A sync run repeats bit for bit only if every pass does: the bias sum and

@@ -238,6 +238,47 @@ TEST_F(CudaModel, RepeatsAStepBitForBitAndCopiesTheParameters) {
   EXPECT_GT(RelativeError(first.grads, std::vector<float>(first.grads.size())), 0.0);
 }
 
+// A batch gathered into the model's page-locked input buffer is uploaded
+// from there (no host copy); one that starts further into the buffer is
+// moved to its start. Either way the step is the one a caller's own memory
+// gives, bit for bit, in training and in evaluation.
+TEST_F(CudaModel, ReadsABatchInItsInputBufferAsFromTheCallersMemory) {
+  std::unique_ptr<Model> model = MakeModel(Options("mnist_cnn", "cuda", 24));
+  ASSERT_NE(model, nullptr);
+  PSTRAIN_EXPECT_OK(model->SetParams(InitialParams("mnist_cnn", 9)));
+  const Examples ex = MakeExamples(model->net(), 10, 90, /*grid=*/false);
+  const Step want = RunStep(*model, ex);
+  const EvalResult want_eval = RunEvaluate(*model, ex);
+  const int64_t pixels = model->net().input.size();
+  for (const int at : {0, 14}) {  // examples into the buffer
+    SCOPED_TRACE(at);
+    absl::StatusOr<BatchBuffer> in = model->InputBuffer();
+    ASSERT_TRUE(in.ok()) << in.status();
+    ASSERT_EQ(in->images.size(), static_cast<size_t>(24 * pixels));
+    ASSERT_EQ(in->labels.size(), 24u);
+    ASSERT_EQ(in->example_keys.size(), 24u);
+    std::copy(ex.images.begin(), ex.images.end(), in->images.begin() + at * pixels);
+    std::copy(ex.labels.begin(), ex.labels.end(), in->labels.begin() + at);
+    std::copy(ex.keys.begin(), ex.keys.end(), in->example_keys.begin() + at);
+    const Batch batch{ex.n(), in->images.data() + at * pixels, in->labels.data() + at,
+                      in->example_keys.data() + at};
+    std::vector<float> grads(model->num_params());
+    absl::StatusOr<float> loss = model->ForwardBackward(batch, absl::MakeSpan(grads));
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    EXPECT_EQ(*loss, want.loss);
+    EXPECT_EQ(grads, want.grads);
+    absl::StatusOr<BatchBuffer> again = model->InputBuffer();
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->images.data(), in->images.data());
+    const Batch eval{ex.n(), again->images.data(), again->labels.data(), nullptr};
+    if (at != 0) continue;  // the training step moved the batch to the start
+    absl::StatusOr<EvalResult> got = model->Evaluate(eval);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->loss_sum, want_eval.loss_sum);
+    EXPECT_EQ(got->correct, want_eval.correct);
+  }
+}
+
 TEST_F(CudaModel, TakesEveryBatchSizeUpToMax) {
   Pair pair = MakePair("mnist_cnn", 40, InitialParams("mnist_cnn", 5));
   ASSERT_NE(pair.gpu, nullptr);
