@@ -22,6 +22,7 @@ namespace {
 // The fault window, as fractions of the baseline's wall time.
 constexpr double kFirstFaultAt = 0.1;
 constexpr double kLastFaultAt = 0.8;
+constexpr int64_t kProgressEverySteps = 10;
 constexpr double kMinStopS = 1.0;
 // The default hang bound: kTimeoutFactor x the baseline's wall time + kTimeoutSlackS.
 constexpr double kTimeoutFactor = 4.0;
@@ -57,6 +58,11 @@ absl::StatusOr<ChaosRunRecord> LaunchRun(const ChaosOptions& options, const Task
   run.run_dir = absl::StrCat(x.out_dir, "/", name);
   run.train = x.train;
   run.train.run_dir = run.run_dir;
+  // The faults are timed by the chief's progress lines: one at least every
+  // kProgressEverySteps steps (the baseline too, so that runs compare).
+  if (run.train.log_every_steps < 1 || run.train.log_every_steps > kProgressEverySteps) {
+    run.train.log_every_steps = kProgressEverySteps;
+  }
   run.straggler_delay_ms = x.straggler_delay_ms;
   LaunchOptions launch = ExperimentLaunchOptions(x, run);
   launch.faults = faults;
@@ -103,7 +109,6 @@ std::vector<std::string> Facts(const ChaosOptions& o, const ClusterSpec& spec, c
   const TrainOptions& t = o.experiment.train;
   std::vector<std::string> kinds;
   for (FaultKind k : o.fault_kinds) kinds.push_back(absl::StrCat(FaultKindName(k), " (", FaultSignalName(k), ")"));
-  const double base = result.baseline.wall_s;
   return {
       absl::StrFormat("Cluster: %s, %d ps and %d workers, every task a process on this machine",
                       o.cluster_spec_path, spec.num_ps(), spec.num_workers()),
@@ -114,12 +119,13 @@ std::vector<std::string> Facts(const ChaosOptions& o, const ClusterSpec& spec, c
                       t.ps_replicas > 0 ? absl::StrFormat(", a hot standby of every shard (failover after %g s)",
                                                           t.failover_after_s)
                                         : ""),
-      absl::StrFormat("Faults: %s; per run 1%s, target uniform over %s, time uniform in [%.1f s, "
-                      "%.1f s] after start (10%%-80%% of the baseline's %.1f s), a stop (or a loss) lasting 1 s to %g s; "
-                      "drawn from seed %d",
+      absl::StrFormat("Faults: %s; per run 1%s, target uniform over %s, sent when a share of the training "
+                      "steps uniform in [%.0f%%, %.0f%%] is done (by the chief's progress lines, every %d steps), "
+                      "a stop (or a loss) lasting 1 s to %g s; drawn from seed %d",
                       absl::StrJoin(kinds, ", "), o.max_faults_per_run >= 2 ? " (2 with probability 1/4)" : "",
                       o.fault_targets.empty() ? "every task" : absl::StrJoin(o.fault_targets, ", "),
-                      kFirstFaultAt * base, kLastFaultAt * base, base, 2 * t.peer_timeout_s, t.seed),
+                      100 * kFirstFaultAt, 100 * kLastFaultAt, kProgressEverySteps, 2 * t.peer_timeout_s,
+                      t.seed),
       absl::StrFormat("Restarts: at most %d per task (--max_restarts), after a backoff of 1 s doubling "
                       "per restart of the task, at most %g s",
                       o.experiment.max_restarts, kMaxRestartBackoffS),
@@ -164,12 +170,13 @@ std::vector<std::vector<Fault>> PlanFaults(const FaultPlanOptions& o) {
       Fault f;
       f.kind = o.kinds[rng.Below(o.kinds.size())];
       f.task = o.tasks[rng.Below(o.tasks.size())];
-      f.at_s = Uniform(rng, kFirstFaultAt * o.baseline_s, kLastFaultAt * o.baseline_s);
+      f.at_progress = Uniform(rng, kFirstFaultAt, kLastFaultAt);
       const double stop_s = Uniform(rng, kMinStopS, std::max(kMinStopS, 2 * o.peer_timeout_s));
       if (f.kind != FaultKind::kKill) f.stop_s = stop_s;  // drawn for kills too: the plan's draws stay aligned
       run.push_back(f);
     }
-    std::stable_sort(run.begin(), run.end(), [](const Fault& a, const Fault& b) { return a.at_s < b.at_s; });
+    std::stable_sort(run.begin(), run.end(),
+                     [](const Fault& a, const Fault& b) { return a.at_progress < b.at_progress; });
   }
   return plan;
 }
@@ -227,10 +234,8 @@ absl::StatusOr<ChaosResult> RunChaos(const ChaosOptions& options) {
     return absl::AbortedError(absl::StrCat("the baseline run failed, so there is nothing to compare with: ",
                                            result.baseline.status.message()));
   }
-  FaultPlanOptions plan_options{x.train.seed,          n,
-                                options.fault_kinds,   options.max_faults_per_run,
-                                std::move(targets),    result.baseline.wall_s,
-                                x.train.peer_timeout_s};
+  FaultPlanOptions plan_options{x.train.seed,        n, options.fault_kinds, options.max_faults_per_run,
+                                std::move(targets), x.train.peer_timeout_s};
   const std::vector<std::vector<Fault>> plan = PlanFaults(plan_options);
   PrintPlan(options, plan);
   const double timeout_s = options.run_timeout_s > 0

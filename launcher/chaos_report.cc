@@ -23,7 +23,10 @@ std::string OrDash(const std::optional<double>& x) { return x ? Signed(*x) : std
 // The sent record of a planned fault, if it was sent.
 const FaultRecord* SentOf(const ChaosRunRecord& run, const Fault& planned) {
   for (const FaultRecord& r : run.sent) {
-    if (r.fault.at_s == planned.at_s && r.fault.task == planned.task && r.fault.kind == planned.kind) return &r;
+    if (r.fault.at_s == planned.at_s && r.fault.at_progress == planned.at_progress &&
+        r.fault.task == planned.task && r.fault.kind == planned.kind) {
+      return &r;
+    }
   }
   return nullptr;
 }
@@ -65,12 +68,17 @@ Value FaultJson(const Fault& f, const FaultRecord* sent) {
   auto& m = *v.mutable_struct_value()->mutable_fields();
   m["kind"] = Text(FaultKindName(f.kind));
   m["task"] = Text(f.task.ToString());
-  m["planned_at_s"] = Number(f.at_s);
+  if (f.at_progress >= 0) {
+    m["planned_at_progress"] = Number(f.at_progress);
+  } else {
+    m["planned_at_s"] = Number(f.at_s);
+  }
   if (f.kind == FaultKind::kStop) m["stop_s"] = Number(f.stop_s);
   if (f.kind == FaultKind::kLose) m["away_s"] = Number(f.stop_s);
   m["sent"] = Value();
   m["sent"].set_bool_value(sent != nullptr);
   if (sent != nullptr) m["sent_at_s"] = Number(sent->sent_s);
+  if (sent != nullptr && f.at_progress >= 0) m["sent_at_progress"] = Number(sent->sent_progress);
   if (sent != nullptr && f.kind == FaultKind::kStop) m["resumed_at_s"] = Number(sent->resumed_s);
   return v;
 }
@@ -151,7 +159,12 @@ std::string DescribeRunFaults(const ChaosRunRecord& run) {
     }
     Fault actual = f;
     actual.at_s = sent->sent_s;
-    parts.push_back(DescribeFault(actual));
+    if (f.at_progress < 0) {
+      parts.push_back(DescribeFault(actual));
+      continue;
+    }
+    actual.at_progress = sent->sent_progress;
+    parts.push_back(absl::StrFormat("%s (%.1f s)", DescribeFault(actual), sent->sent_s));
   }
   return absl::StrJoin(parts, "; ");
 }

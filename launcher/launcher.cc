@@ -32,6 +32,7 @@
 #include "common/signals.h"
 #include "common/trace_writer.h"
 #include "launcher/netns_harness.h"
+#include "launcher/progress.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -138,6 +139,8 @@ class Supervisor {
   void RestartDue();
   void Restart(Task& task);
   void InjectDueFaults();
+  // Follows the chief's progress lines (progress_).
+  void TrackProgress(const Task& task, absl::string_view line);
   void Inject(const Fault& fault);
   void Resume(Task& task);
   void ResumeDue();
@@ -153,8 +156,11 @@ class Supervisor {
   const std::map<std::string, int> metrics_ports_;
   const NetnsHarness* const net_;
   LaunchEvents* const events_;
-  std::vector<Fault> faults_;  // options_.faults by time
-  size_t next_fault_ = 0;
+  std::vector<Fault> faults_;  // options_.faults
+  std::vector<bool> fault_due_done_;  // [fault] sent, or passed over (its task was down)
+  // The share of the training steps done, from the chief's progress lines
+  // (the highest yet: a restarted chief resumes behind it).
+  double progress_ = 0;
   std::vector<Task> tasks_;
   int64_t launch_us_ = 0;     // when StartAll began (monotonic)
   int64_t started_us_ = 0;    // when every task had been started; 0 before
@@ -174,10 +180,8 @@ Supervisor::Supervisor(const LaunchOptions& options, const ClusterSpec& spec, st
                        LaunchEvents* events)
     : options_(options), spec_(spec), security_arg_(std::move(security_arg)),
       metrics_ports_(std::move(metrics_ports)), net_(net), events_(events),
-      faults_(options.faults) {
-  std::stable_sort(faults_.begin(), faults_.end(),
-                   [](const Fault& a, const Fault& b) { return a.at_s < b.at_s; });
-}
+      faults_(options.faults),
+      fault_due_done_(faults_.size(), false) {}
 
 SpawnOptions Supervisor::SpawnFor(const TaskId& id) const {
   SpawnOptions s;
@@ -259,6 +263,7 @@ void Supervisor::EmitLine(Task& task, absl::string_view line) {
                     (options_.echo == EchoMode::kProgress && IsProgressLine(task, line));
   if (echo) std::printf("[%s] %.*s\n", task.id.ToString().c_str(), static_cast<int>(line.size()), line.data());
   if (options_.on_line) options_.on_line(task.id, line);
+  TrackProgress(task, line);
 }
 
 void Supervisor::Pump(Task& task) {
@@ -429,15 +434,35 @@ void Supervisor::State(const TaskId& id, const std::string& state) {
 void Supervisor::InjectDueFaults() {
   if (started_us_ == 0) return;
   const double now = SecondsSince(started_us_);
-  for (; next_fault_ < faults_.size() && faults_[next_fault_].at_s <= now; ++next_fault_) {
-    Inject(faults_[next_fault_]);
+  // In the order given (PlanFaults orders a run's faults by their time),
+  // one per pass of the loop: two due at once (one progress line can pass
+  // both) go at least a pass apart, so that the second usually finds the
+  // first's effect (a killed task reaped, hence not stopped as well).
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    const Fault& f = faults_[i];
+    const bool due = f.at_progress >= 0 ? progress_ >= f.at_progress : f.at_s <= now;
+    if (fault_due_done_[i] || !due) continue;
+    fault_due_done_[i] = true;
+    Inject(f);
+    return;
   }
+}
+
+void Supervisor::TrackProgress(const Task& task, absl::string_view line) {
+  if (!spec_.IsChief(task.id)) return;
+  const ProgressEvent e = ParseProgressLine(line);
+  if (e.kind != ProgressEvent::Kind::kStep || e.epochs < 1 || e.steps < 1) return;
+  int64_t total = int64_t{e.epochs} * e.steps;
+  if (options_.train.max_steps > 0) total = std::min(total, options_.train.max_steps);
+  const int64_t done = int64_t{e.epoch - 1} * e.steps + e.step;
+  progress_ = std::max(progress_, std::min(1.0, static_cast<double>(done) / static_cast<double>(total)));
 }
 
 void Supervisor::Inject(const Fault& f) {
   const double now = SecondsSince(started_us_);
-  const std::string what = absl::StrCat("fault: ", FaultSignalName(f.kind), " to ", f.task.ToString(), " at ",
-                                        Seconds(now));
+  std::string what = absl::StrCat("fault: ", FaultSignalName(f.kind), " to ", f.task.ToString(), " at ",
+                                  Seconds(now));
+  if (f.at_progress >= 0) absl::StrAppendFormat(&what, " (%.0f%% of training)", 100 * progress_);
   Task* task = nullptr;
   for (Task& t : tasks_) {
     if (t.id == f.task) task = &t;
@@ -447,7 +472,7 @@ void Supervisor::Inject(const Fault& f) {
     return Print(absl::StrCat(what, " not sent: ", stop_us_ != 0 ? "the launch is stopping" : "it is not running"));
   }
   task->process.Signal(f.kind == FaultKind::kStop ? SIGSTOP : SIGKILL);
-  events_->faults.push_back({f, now, task->process.pid(), -1});
+  events_->faults.push_back({f, now, task->process.pid(), -1, progress_});
   if (f.kind == FaultKind::kLose) {
     task->away_until_us = MonotonicMicros() + static_cast<int64_t>(f.stop_s * 1e6);
   }
@@ -635,7 +660,11 @@ const char* FaultKindName(FaultKind kind) {
 const char* FaultSignalName(FaultKind kind) { return kind == FaultKind::kStop ? "SIGSTOP" : "SIGKILL"; }
 
 std::string DescribeFault(const Fault& f) {
-  std::string out = absl::StrFormat("%s %s at %.1f s", FaultKindName(f.kind), f.task.ToString(), f.at_s);
+  std::string out =
+      f.at_progress >= 0
+          ? absl::StrFormat("%s %s at %.0f%% of training", FaultKindName(f.kind), f.task.ToString(),
+                            100 * f.at_progress)
+          : absl::StrFormat("%s %s at %.1f s", FaultKindName(f.kind), f.task.ToString(), f.at_s);
   if (f.kind != FaultKind::kKill) absl::StrAppendFormat(&out, " for %.1f s", f.stop_s);
   return out;
 }
@@ -682,6 +711,14 @@ absl::Status CheckFaults(const LaunchOptions& options, const ClusterSpec& spec) 
     if (!(f.at_s >= 0) || (f.kind != FaultKind::kKill && !(f.stop_s > 0))) {
       return absl::InvalidArgumentError(absl::StrCat("fault \"", DescribeFault(f),
                                                      "\": its time must be >= 0 and a stop's length > 0"));
+    }
+    if (f.at_progress >= 0 && !(f.at_progress > 0 && f.at_progress < 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fault \"", DescribeFault(f), "\": its share of training must be in (0, 1)"));
+    }
+    if (f.at_progress >= 0 && options.train.log_every_steps < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fault \"", DescribeFault(f), "\" is timed by the chief's progress lines, but log_every_steps is 0"));
     }
   }
   if (options.max_restarts < 0 || !(options.restart_backoff_s >= 0) || !(options.deadline_s >= 0)) {

@@ -37,7 +37,8 @@
 // and the summary's TaskExit says how it ended.
 //
 // Faults (tests and `pstrain chaos`): each of options.faults is sent at its
-// time, if its task is running then, and reported as it happens.
+// time, or at its share of the training steps, if its task is running then,
+// and reported as it happens.
 
 #include <sys/types.h>
 
@@ -84,10 +85,17 @@ struct Fault {
   TaskId task;
   FaultKind kind = FaultKind::kKill;
   double stop_s = 0; // kStop: how long the task stays stopped; kLose: away
+  // In (0, 1): sent instead once the chief's progress lines ("epoch E/N
+  // step S/T ...", every train.log_every_steps steps) say this share of
+  // the run's steps is done (of N x T, or of train.max_steps when fewer),
+  // whatever the time; at_s is then not used. < 0: at at_s. A run faster
+  // or slower than expected still gets its fault mid-training, where a
+  // time could fall after its end.
+  double at_progress = -1;
 };
 
 // "kill worker:1 at 3.2 s", "stop ps:0 at 4.0 s for 2.5 s", "lose ps:1 at
-// 2.0 s for 6.0 s".
+// 2.0 s for 6.0 s", "kill worker:1 at 55% of training".
 std::string DescribeFault(const Fault& fault);
 
 // A fault that was sent.
@@ -98,6 +106,7 @@ struct FaultRecord {
   // kStop: when SIGCONT was sent (by plan, or by StopAll so that the task
   // could exit), < 0 if the process died stopped.
   double resumed_s = -1;
+  double sent_progress = 0;  // the share of the training steps done then (as Fault::at_progress)
 };
 
 struct LaunchOptions {

@@ -29,7 +29,6 @@ FaultPlanOptions PlanOptions(uint64_t seed) {
   o.seed = seed;
   o.runs = 400;
   o.tasks = {kPs0, kWorker0, kWorker1};
-  o.baseline_s = 10;
   o.peer_timeout_s = 5;
   return o;
 }
@@ -38,7 +37,9 @@ std::vector<std::string> Described(const std::vector<std::vector<Fault>>& plan) 
   std::vector<std::string> out;
   for (const auto& run : plan) {
     std::string line;
-    for (const Fault& f : run) line += DescribeFault(f) + absl::StrFormat(" [%.17g %.17g]; ", f.at_s, f.stop_s);
+    for (const Fault& f : run) {
+      line += DescribeFault(f) + absl::StrFormat(" [%.17g %.17g]; ", f.at_progress, f.stop_s);
+    }
     out.push_back(line);
   }
   return out;
@@ -65,11 +66,14 @@ TEST(ChaosPlan, DrawsEveryFaultWithinItsBounds) {
     ASSERT_LE(run.size(), 2u);
     if (run.size() == 2) {
       ++two;
-      EXPECT_LE(run[0].at_s, run[1].at_s);
+      EXPECT_LE(run[0].at_progress, run[1].at_progress);
     }
     for (const Fault& f : run) {
-      EXPECT_GE(f.at_s, 1.0);  // 10% of the baseline's 10 s
-      EXPECT_LE(f.at_s, 8.0);  // 80%
+      // A share of the training steps, not a time: a run faster than the
+      // baseline still gets its fault mid-training.
+      EXPECT_GE(f.at_progress, 0.1);
+      EXPECT_LE(f.at_progress, 0.8);
+      EXPECT_EQ(f.at_s, 0);
       if (f.kind == FaultKind::kStop) {
         EXPECT_GE(f.stop_s, 1.0);
         EXPECT_LE(f.stop_s, 10.0);  // 2 x peer timeout
@@ -144,6 +148,10 @@ ChaosResult Result() {
   hung.sent = {{hung.planned[0], 2.01, 124, 11.5}};
   ChaosRunRecord failed = Run("run-003", absl::AbortedError("worker:0 failed (exit code 1)"), 0, 3);
   ChaosRunRecord better = Run("run-004", absl::OkStatus(), 0.96, 2);
+  Fault by_progress{0, kWorker0, FaultKind::kKill, 0};
+  by_progress.at_progress = 0.55;
+  better.planned = {by_progress};
+  better.sent = {{by_progress, 5.52, 125, -1, 0.57}};
   result.runs = {killed, hung, failed, better};
   result.totals = SumUpChaos(result.baseline, result.runs);
   return result;
@@ -182,6 +190,7 @@ TEST(ChaosReport, RendersOneRowPerRunAndTheTotals) {
   EXPECT_THAT(md, HasSubstr("| run-002 | stop ps:0 at 2.0 s for 9.5 s; kill worker:0 at 4.0 s (not sent) | "
                             "hang: did not finish within 80 s: presumed hung | 0 | - | - | - | - | 12.3 s |\n"));
   EXPECT_THAT(md, HasSubstr("| run-003 | none | failed: worker:0 failed (exit code 1) | 3 | - | - | - | - |"));
+  EXPECT_THAT(md, HasSubstr("| run-004 | kill worker:0 at 57% of training (5.5 s) | ok | 2 |"));
   EXPECT_THAT(md, HasSubstr("- Hangs (no end within the run timeout): 1\n"));
   EXPECT_THAT(md, HasSubstr("- Failed runs (any other error): 1\n"));
   EXPECT_THAT(md, HasSubstr("- Restarts: 6\n"));
@@ -206,6 +215,14 @@ TEST(ChaosReport, WritesTheSameDataAsJson) {
   EXPECT_EQ(fault.at("kind").string_value(), "kill");
   EXPECT_EQ(fault.at("task").string_value(), "worker:1");
   EXPECT_EQ(fault.at("sent_at_s").number_value(), 3.04);
+  EXPECT_EQ(fault.at("planned_at_s").number_value(), 3.0);
+  EXPECT_FALSE(fault.contains("planned_at_progress"));
+  const auto& by_progress =
+      runs[3].struct_value().fields().at("faults").list_value().values(0).struct_value().fields();
+  EXPECT_EQ(by_progress.at("planned_at_progress").number_value(), 0.55);
+  EXPECT_EQ(by_progress.at("sent_at_progress").number_value(), 0.57);
+  EXPECT_EQ(by_progress.at("sent_at_s").number_value(), 5.52);
+  EXPECT_FALSE(by_progress.contains("planned_at_s"));
   const auto& hung = runs[1].struct_value().fields();
   EXPECT_EQ(hung.at("outcome").string_value(), "hang");
   EXPECT_TRUE(hung.at("final_test_accuracy").has_null_value());

@@ -345,6 +345,47 @@ TEST(LaunchFaults, AKilledTaskIsRestartedAndAFaultForATaskNotInTheSpecIsRefused)
   EXPECT_THAT(result.status().message(), HasSubstr("worker:3 is not in"));
 }
 
+// A fault timed by training progress is sent when the chief's progress
+// lines reach its share of the steps (of max_steps here, 8 of the 10 an
+// epoch has), however long that takes, and not before.
+TEST(LaunchFaults, AFaultTimedByProgressIsSentWhenTheChiefsStepsReachIt) {
+  // The chief prints steps 1-3, waits 1 s, prints step 4 (half of 8), waits
+  // for worker:1's second life, then prints the rest and finishes.
+  const FakeCluster cluster(R"sh(
+if [ $rank -eq 1 ]; then
+  [ $n -eq 1 ] && while :; do sleep 0.05; done
+  while [ ! -e "$dir/done" ]; do sleep 0.05; done; exit 0
+fi
+step() { echo "I1126 10:00:00.000000 1 metrics_recorder.cc:177] epoch 1/1 step $1/10 loss 0.5  100 img/s (this worker)"; }
+step 1; step 2; step 3; sleep 1; step 4
+while [ "$(cat "$dir/worker1.lives" 2>/dev/null)" != 2 ]; do sleep 0.05; done
+step 5; step 6; step 7; step 8; finish)sh",
+                            kPsUntilDone, /*workers=*/2);
+  LaunchOptions o = cluster.Options();
+  o.train.max_steps = 8;
+  Fault kill{0, {TaskType::kWorker, 1}, FaultKind::kKill, 0};
+  kill.at_progress = 0.5;
+  o.faults = {kill};
+  LaunchEvents events;
+  auto result = Launch(o, &events);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_THAT(events.faults, SizeIs(1));
+  EXPECT_EQ(events.faults[0].sent_progress, 0.5);
+  EXPECT_GE(events.faults[0].sent_s, 1.0);  // not at step 3, before the wait
+  EXPECT_EQ(cluster.Lives("worker1"), 2);
+  ASSERT_EQ(result->summary.task_restarts_size(), 1);
+  EXPECT_EQ(result->summary.task_restarts(0).reason(), "killed by signal 9");
+  EXPECT_EQ(DescribeFault(kill), "kill worker:1 at 50% of training");
+
+  // Progress lines are what times it: none, none of that.
+  o.train.log_every_steps = 0;
+  EXPECT_EQ(Launch(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.train.log_every_steps = 100;
+  kill.at_progress = 1.0;
+  o.faults = {kill};
+  EXPECT_EQ(Launch(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(LaunchFaults, ALostTaskIsRestartedNoSoonerThanItsAwayTime) {
   const FakeCluster cluster(R"([ $n -eq 1 ] && while :; do sleep 0.05; done; finish)");
   LaunchOptions o = cluster.Options();  // a backoff of 0.05 s
