@@ -565,6 +565,7 @@ absl::Status RequestHandler::Initialize(const Message& m) {
 }
 
 void RequestHandler::Install(const proto::Header& h, std::unique_ptr<UpdatePolicy> policy) {
+  if (policy_ != nullptr) unordered_sums_before_ += policy_->unordered_sums();
   policy_ = std::move(policy);
   job_ = h.job();
   fingerprint_ = h.plan_fingerprint();
@@ -896,6 +897,7 @@ proto::ShardStats RequestHandler::Stats() const {
   s.set_range_end(static_cast<uint64_t>(range_.end));
   s.set_version(version());
   s.set_updates_applied(initialized() ? policy_->store().updates() : 0);
+  s.set_unordered_sums(unordered_sums_before_ + (initialized() ? policy_->unordered_sums() : 0));
   s.set_initialized(initialized());
   s.set_generation(generation_);
   s.set_replica_shard(replica_.held() ? replica_.header.shard_index() : -1);

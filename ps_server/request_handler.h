@@ -315,6 +315,7 @@ class RequestHandler {
   uint64_t fingerprint_ = 0;
   ShardRange range_;
   std::unique_ptr<UpdatePolicy> policy_;
+  int64_t unordered_sums_before_ = 0;  // the policies' before this one (Stats)
   WorkerTable workers_;
   std::vector<ParkedRegister> parked_registers_;
   std::vector<ParkedPull> parked_pulls_;

@@ -97,6 +97,10 @@ std::vector<MetricFamily> ShardMetrics::Collect() const {
                    d(s.nonfinite_gradients_dropped()));
   f.LabeledCounter("pstrain_gradients_dropped_total", dropped_help, "reason", "refused",
                    d(s.refused_updates()));
+  f.Counter("pstrain_unordered_sums_total",
+            "Sync gradients summed as they arrived, not in rank order (the run repeats only to "
+            "rounding)",
+            d(s.unordered_sums()));
   for (int rank = 0; rank < s.pushes_by_rank_size(); ++rank) {
     f.LabeledCounter("pstrain_worker_pushes_total", "Gradients received from each worker rank",
                      "rank", absl::StrCat(rank), d(s.pushes_by_rank(rank)));

@@ -72,6 +72,7 @@ class SyncPolicy final : public UpdatePolicy {
 
   bool CanServe(const PullRequest& pull) const override { return version_ >= pull.min_version; }
   int64_t MinClock() const override { return version_; }
+  int64_t unordered_sums() const override { return unordered_sums_; }
   std::vector<int64_t> Clocks() const override {
     std::vector<int64_t> clocks(pushed_.size(), version_);
     for (size_t r = 0; r < pushed_.size(); ++r) clocks[r] += pushed_[r] ? 1 : 0;
@@ -115,6 +116,7 @@ class SyncPolicy final : public UpdatePolicy {
     const auto size = static_cast<int64_t>(grad.size());
     if (rank <= next_ || !MakeRoomToKeep(rank, size)) {
       if (rank != next_) {
+        ++unordered_sums_;
         LOG_EVERY_N(WARNING, 100)
             << "sync: a version's gradients summed partly in arrival order ("
             << (rank < next_ ? "a rank declared dead pushed after all"
@@ -247,6 +249,7 @@ class SyncPolicy final : public UpdatePolicy {
   std::vector<std::vector<float>> held_;  // [rank]; buffers kept between versions
   std::vector<bool> is_held_;             // [rank]
   int64_t allocated_floats_ = 0;          // in held_'s buffers (<= kMaxHeldFloats)
+  int64_t unordered_sums_ = 0;            // pushes Fold added out of rank order
 };
 
 class AsyncPolicy final : public UpdatePolicy {

@@ -105,6 +105,10 @@ class UpdatePolicy {
   // sync has no dynamic workers). REQUIRES: 0 <= rank < num_workers.
   virtual void AdmitAtSlowestClock(int rank) {}
 
+  // Sync: how many gradients were summed on arrival rather than in rank
+  // order (ShardStats.unordered_sums); 0 for the other modes.
+  virtual int64_t unordered_sums() const { return 0; }
+
   // Continues from a checkpoint: the version and, for async/ssp, the
   // clocks it recorded (ignored in sync, where they equal the version).
   // Call before any push. REQUIRES: version >= 0; clocks empty or one per rank.

@@ -26,6 +26,7 @@ TEST(ShardMetricsTest, ServesTheLatestPublishedStatsWithTheTasksIdentity) {
   s.set_gradients_received(15);
   s.set_stale_gradients_dropped(2);
   s.set_refused_updates(1);
+  s.set_unordered_sums(4);
   s.set_bytes_received(1000);
   s.set_bytes_sent(2000);
   s.set_version(7);
@@ -51,6 +52,7 @@ TEST(ShardMetricsTest, ServesTheLatestPublishedStatsWithTheTasksIdentity) {
            "pstrain_gradients_dropped_total{" + id + ",reason=\"refused\"} 1",
            "pstrain_gradients_dropped_total{" + id + ",reason=\"late\"} 0",
            "pstrain_worker_pushes_total{" + id + ",rank=\"1\"} 7",
+           "pstrain_unordered_sums_total{" + id + "} 4",
            "pstrain_received_bytes_total{" + id + "} 1000",
            "pstrain_sent_bytes_total{" + id + "} 2000",
            "# TYPE pstrain_shard_version gauge",

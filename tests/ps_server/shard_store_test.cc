@@ -476,6 +476,25 @@ TEST_F(RankOrderedSum, ARankThatComesBackIsSummedInItsPlace) {
   ASSERT_TRUE(policy->Push(2, 0, 0, grads_[2], kWeights[2]).ok());
   EXPECT_EQ(policy->version(), 1);
   EXPECT_EQ(State(*policy), Expected({0, 1, 2, 3}, 4, 1));
+  EXPECT_EQ(policy->unordered_sums(), 0);
+}
+
+// One that comes back after a higher rank was summed is added on arrival,
+// and counted (ShardStats.unordered_sums): that version repeats only to
+// rounding.
+TEST_F(RankOrderedSum, ARankBackTooLateIsSummedOnArrivalAndCounted) {
+  bool refused = false;
+  std::unique_ptr<UpdatePolicy> policy = MakePolicy(4);
+  EXPECT_FALSE(policy->SetActive(1, false, &refused));
+  ASSERT_TRUE(policy->Push(0, 0, 0, grads_[0], kWeights[0]).ok());
+  ASSERT_TRUE(policy->Push(2, 0, 0, grads_[2], kWeights[2]).ok());  // summed: 1 is passed over
+  EXPECT_FALSE(policy->SetActive(1, true, &refused));
+  ASSERT_TRUE(policy->Push(1, 0, 0, grads_[1], kWeights[1]).ok());
+  EXPECT_EQ(policy->unordered_sums(), 1);
+  ASSERT_TRUE(policy->Push(3, 0, 0, grads_[3], kWeights[3]).ok());
+  EXPECT_EQ(policy->version(), 1);
+  EXPECT_EQ(policy->unordered_sums(), 1);
+  EXPECT_EQ(State(*policy), Expected({0, 2, 1, 3}, 4, 1));
 }
 
 // With backup workers a version is its first arrivals (that is what they
