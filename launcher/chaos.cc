@@ -23,6 +23,15 @@ namespace {
 constexpr double kFirstFaultAt = 0.1;
 constexpr double kLastFaultAt = 0.8;
 constexpr int64_t kProgressEverySteps = 10;
+
+// How often a chaos run's chief prints a progress line: every 10 steps (or
+// as often as asked), and at least 50 times in a run of max_steps.
+int64_t ProgressEverySteps(const TrainOptions& t) {
+  int64_t every = t.log_every_steps >= 1 ? std::min(t.log_every_steps, kProgressEverySteps)
+                                         : kProgressEverySteps;
+  if (t.max_steps > 0) every = std::min(every, std::max<int64_t>(1, t.max_steps / 50));
+  return every;
+}
 constexpr double kMinStopS = 1.0;
 // The default hang bound: kTimeoutFactor x the baseline's wall time + kTimeoutSlackS.
 constexpr double kTimeoutFactor = 4.0;
@@ -58,11 +67,9 @@ absl::StatusOr<ChaosRunRecord> LaunchRun(const ChaosOptions& options, const Task
   run.run_dir = absl::StrCat(x.out_dir, "/", name);
   run.train = x.train;
   run.train.run_dir = run.run_dir;
-  // The faults are timed by the chief's progress lines: one at least every
-  // kProgressEverySteps steps (the baseline too, so that runs compare).
-  if (run.train.log_every_steps < 1 || run.train.log_every_steps > kProgressEverySteps) {
-    run.train.log_every_steps = kProgressEverySteps;
-  }
+  // The faults are timed by the chief's progress lines (the baseline's
+  // too, so that runs compare).
+  run.train.log_every_steps = ProgressEverySteps(x.train);
   run.straggler_delay_ms = x.straggler_delay_ms;
   LaunchOptions launch = ExperimentLaunchOptions(x, run);
   launch.faults = faults;
@@ -119,13 +126,14 @@ std::vector<std::string> Facts(const ChaosOptions& o, const ClusterSpec& spec, c
                       t.ps_replicas > 0 ? absl::StrFormat(", a hot standby of every shard (failover after %g s)",
                                                           t.failover_after_s)
                                         : ""),
-      absl::StrFormat("Faults: %s; per run 1%s, target uniform over %s, sent when a share of the training "
-                      "steps uniform in [%.0f%%, %.0f%%] is done (by the chief's progress lines, every %d steps), "
-                      "a stop (or a loss) lasting 1 s to %g s; drawn from seed %d",
+      absl::StrFormat("Faults: %s; per run 1%s, target uniform over %s, sent when a share u of the training "
+                      "steps uniform in [%.0f%%, %.0f%%] is done (by the chief's progress lines, every %d steps) "
+                      "or u x the baseline's %.1f s after start, whichever comes first, a stop (or a loss) "
+                      "lasting 1 s to %g s; drawn from seed %d",
                       absl::StrJoin(kinds, ", "), o.max_faults_per_run >= 2 ? " (2 with probability 1/4)" : "",
                       o.fault_targets.empty() ? "every task" : absl::StrJoin(o.fault_targets, ", "),
-                      100 * kFirstFaultAt, 100 * kLastFaultAt, kProgressEverySteps, 2 * t.peer_timeout_s,
-                      t.seed),
+                      100 * kFirstFaultAt, 100 * kLastFaultAt, ProgressEverySteps(t), result.baseline.wall_s,
+                      2 * t.peer_timeout_s, t.seed),
       absl::StrFormat("Restarts: at most %d per task (--max_restarts), after a backoff of 1 s doubling "
                       "per restart of the task, at most %g s",
                       o.experiment.max_restarts, kMaxRestartBackoffS),
@@ -171,6 +179,7 @@ std::vector<std::vector<Fault>> PlanFaults(const FaultPlanOptions& o) {
       f.kind = o.kinds[rng.Below(o.kinds.size())];
       f.task = o.tasks[rng.Below(o.tasks.size())];
       f.at_progress = Uniform(rng, kFirstFaultAt, kLastFaultAt);
+      f.at_s = f.at_progress * o.baseline_s;
       const double stop_s = Uniform(rng, kMinStopS, std::max(kMinStopS, 2 * o.peer_timeout_s));
       if (f.kind != FaultKind::kKill) f.stop_s = stop_s;  // drawn for kills too: the plan's draws stay aligned
       run.push_back(f);
@@ -234,8 +243,10 @@ absl::StatusOr<ChaosResult> RunChaos(const ChaosOptions& options) {
     return absl::AbortedError(absl::StrCat("the baseline run failed, so there is nothing to compare with: ",
                                            result.baseline.status.message()));
   }
-  FaultPlanOptions plan_options{x.train.seed,        n, options.fault_kinds, options.max_faults_per_run,
-                                std::move(targets), x.train.peer_timeout_s};
+  FaultPlanOptions plan_options{x.train.seed,          n,
+                                options.fault_kinds,   options.max_faults_per_run,
+                                std::move(targets),    result.baseline.wall_s,
+                                x.train.peer_timeout_s};
   const std::vector<std::vector<Fault>> plan = PlanFaults(plan_options);
   PrintPlan(options, plan);
   const double timeout_s = options.run_timeout_s > 0

@@ -48,16 +48,19 @@ struct FaultPlanOptions {
   std::vector<FaultKind> kinds = {FaultKind::kKill, FaultKind::kStop};
   int max_faults_per_run = 2;
   std::vector<TaskId> tasks;     // the targets
+  double baseline_s = 0;         // the baseline's wall time
   double peer_timeout_s = 60;    // a stop lasts up to twice this
 };
 
 // The faults of each run, a pure function of `options`: per run, one fault,
 // or two with probability 1/4 when max_faults_per_run >= 2; its kind
-// uniform over `kinds`, its target uniform over `tasks`, its time a share
-// of the run's training steps (Fault::at_progress) uniform in [10%, 80%], a
-// stop's length uniform in [1 s, 2 x peer_timeout_s]. A run's faults are
-// in time order. (Until session 9 the time was 10%-80% of the baseline's
-// wall time: a run faster than its baseline could end before its fault.)
+// uniform over `kinds`, its target uniform over `tasks`, its moment a share
+// u of the run's training steps (Fault::at_progress) uniform in [10%, 80%],
+// or u x baseline_s seconds after start if that comes first (a run stalled
+// by an earlier fault), a stop's length uniform in [1 s, 2 x
+// peer_timeout_s]. A run's faults are in time order. (Until session 9 the
+// moment was u x baseline_s alone: a run faster than its baseline could end
+// before its fault.)
 // REQUIRES: runs >= 0, kinds and tasks not empty.
 std::vector<std::vector<Fault>> PlanFaults(const FaultPlanOptions& options);
 

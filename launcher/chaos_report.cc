@@ -164,7 +164,8 @@ std::string DescribeRunFaults(const ChaosRunRecord& run) {
       continue;
     }
     actual.at_progress = sent->sent_progress;
-    parts.push_back(absl::StrFormat("%s (%.1f s)", DescribeFault(actual), sent->sent_s));
+    actual.at_s = 0;
+    parts.push_back(absl::StrFormat("%s, sent at %.1f s", DescribeFault(actual), sent->sent_s));
   }
   return absl::StrJoin(parts, "; ");
 }

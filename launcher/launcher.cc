@@ -440,7 +440,8 @@ void Supervisor::InjectDueFaults() {
   // first's effect (a killed task reaped, hence not stopped as well).
   for (size_t i = 0; i < faults_.size(); ++i) {
     const Fault& f = faults_[i];
-    const bool due = f.at_progress >= 0 ? progress_ >= f.at_progress : f.at_s <= now;
+    const bool on_time = f.at_progress < 0 || f.at_s > 0 ? f.at_s <= now : false;
+    const bool due = on_time || (f.at_progress >= 0 && progress_ >= f.at_progress);
     if (fault_due_done_[i] || !due) continue;
     fault_due_done_[i] = true;
     Inject(f);
@@ -451,11 +452,16 @@ void Supervisor::InjectDueFaults() {
 void Supervisor::TrackProgress(const Task& task, absl::string_view line) {
   if (!spec_.IsChief(task.id)) return;
   const ProgressEvent e = ParseProgressLine(line);
-  if (e.kind != ProgressEvent::Kind::kStep || e.epochs < 1 || e.steps < 1) return;
-  int64_t total = int64_t{e.epochs} * e.steps;
-  if (options_.train.max_steps > 0) total = std::min(total, options_.train.max_steps);
-  const int64_t done = int64_t{e.epoch - 1} * e.steps + e.step;
-  progress_ = std::max(progress_, std::min(1.0, static_cast<double>(done) / static_cast<double>(total)));
+  // A line that does not add up (a task's output is not trusted) moves
+  // nothing.
+  if (e.kind != ProgressEvent::Kind::kStep || e.epoch < 1 || e.epoch > e.epochs || e.step < 1 ||
+      e.step > e.steps) {
+    return;
+  }
+  double total = static_cast<double>(e.epochs) * static_cast<double>(e.steps);
+  if (options_.train.max_steps > 0) total = std::min(total, static_cast<double>(options_.train.max_steps));
+  const double done = static_cast<double>(e.epoch - 1) * static_cast<double>(e.steps) + static_cast<double>(e.step);
+  progress_ = std::max(progress_, std::min(1.0, done / total));
 }
 
 void Supervisor::Inject(const Fault& f) {
@@ -660,11 +666,10 @@ const char* FaultKindName(FaultKind kind) {
 const char* FaultSignalName(FaultKind kind) { return kind == FaultKind::kStop ? "SIGSTOP" : "SIGKILL"; }
 
 std::string DescribeFault(const Fault& f) {
-  std::string out =
-      f.at_progress >= 0
-          ? absl::StrFormat("%s %s at %.0f%% of training", FaultKindName(f.kind), f.task.ToString(),
-                            100 * f.at_progress)
-          : absl::StrFormat("%s %s at %.1f s", FaultKindName(f.kind), f.task.ToString(), f.at_s);
+  std::string out = absl::StrFormat("%s %s at ", FaultKindName(f.kind), f.task.ToString());
+  if (f.at_progress >= 0) absl::StrAppendFormat(&out, "%.0f%% of training", 100 * f.at_progress);
+  if (f.at_progress >= 0 && f.at_s > 0) absl::StrAppend(&out, " or ");
+  if (f.at_progress < 0 || f.at_s > 0) absl::StrAppendFormat(&out, "%.1f s", f.at_s);
   if (f.kind != FaultKind::kKill) absl::StrAppendFormat(&out, " for %.1f s", f.stop_s);
   return out;
 }
@@ -712,7 +717,7 @@ absl::Status CheckFaults(const LaunchOptions& options, const ClusterSpec& spec) 
       return absl::InvalidArgumentError(absl::StrCat("fault \"", DescribeFault(f),
                                                      "\": its time must be >= 0 and a stop's length > 0"));
     }
-    if (f.at_progress >= 0 && !(f.at_progress > 0 && f.at_progress < 1)) {
+    if (!(f.at_progress < 0) && !(f.at_progress > 0 && f.at_progress < 1)) {
       return absl::InvalidArgumentError(
           absl::StrCat("fault \"", DescribeFault(f), "\": its share of training must be in (0, 1)"));
     }

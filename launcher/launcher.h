@@ -85,12 +85,13 @@ struct Fault {
   TaskId task;
   FaultKind kind = FaultKind::kKill;
   double stop_s = 0; // kStop: how long the task stays stopped; kLose: away
-  // In (0, 1): sent instead once the chief's progress lines ("epoch E/N
-  // step S/T ...", every train.log_every_steps steps) say this share of
-  // the run's steps is done (of N x T, or of train.max_steps when fewer),
-  // whatever the time; at_s is then not used. < 0: at at_s. A run faster
-  // or slower than expected still gets its fault mid-training, where a
-  // time could fall after its end.
+  // In (0, 1): sent once the chief's progress lines ("epoch E/N step S/T
+  // ...", every train.log_every_steps steps) say this share of the run's
+  // steps is done (of N x T, or of train.max_steps when fewer), or at at_s
+  // if that comes first and at_s > 0 (at_s 0: no time bound). A run faster
+  // than expected still gets its fault mid-training, where a time alone
+  // could fall after its end; a stalled one (a task stopped, a recovery)
+  // still gets it on time. < 0: at at_s only.
   double at_progress = -1;
 };
 

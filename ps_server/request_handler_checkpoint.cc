@@ -184,6 +184,7 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
   // recovery counters go on from where they are.
   const proto::ShardStats live = stats_;
   stats_ = c.header.stats();
+  unordered_sums_before_ = std::max<int64_t>(0, stats_.unordered_sums());  // Stats() adds the policy's
   stats_.set_adoptions(live.adoptions());
   stats_.set_releases(live.releases());
   stats_.set_stale_replications_refused(live.stale_replications_refused());

@@ -13,15 +13,21 @@ namespace pstrain {
 absl::StatusOr<models::EvalResult> EvaluateDataset(models::Model& model, const Dataset& dataset,
                                                    const Normalization& norm, int batch) {
   CHECK_GE(batch, 1);
+  const models::NetSpec& net = model.net();
+  if (int64_t{dataset.rows} * dataset.cols != net.input.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the test set's images are ", dataset.rows, "x",
+                                                   dataset.cols, "; ", net.name, " takes ",
+                                                   net.input.h, "x", net.input.w));
+  }
   models::EvalResult total;
   std::vector<int64_t> indices;
   for (int64_t begin = 0; begin < dataset.size; begin += batch) {
     const int n = static_cast<int>(std::min<int64_t>(batch, dataset.size - begin));
     ASSIGN_OR_RETURN(const models::BatchBuffer in, model.InputBuffer());
-    if (static_cast<size_t>(n) > in.labels.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("evaluation batch of ", n, " is larger than ",
-                                                     model.net().name, "'s max_batch (",
-                                                     in.labels.size(), ")"));
+    if (static_cast<size_t>(batch) > in.labels.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("evaluation batch of ", batch,
+                                                     " is larger than ", net.name,
+                                                     "'s max_batch (", in.labels.size(), ")"));
     }
     indices.resize(static_cast<size_t>(n));
     std::iota(indices.begin(), indices.end(), begin);

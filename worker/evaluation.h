@@ -17,7 +17,8 @@ namespace pstrain {
 // of `dataset`, in order, in batches of at most `batch` examples gathered
 // (normalised by `norm`) into the model's InputBuffer. Dropout off (the
 // model's Evaluate). InvalidArgument when `batch` is larger than the model's
-// max_batch. REQUIRES: batch >= 1.
+// max_batch, or the dataset's images are not the size the model takes.
+// REQUIRES: batch >= 1.
 absl::StatusOr<models::EvalResult> EvaluateDataset(models::Model& model, const Dataset& dataset,
                                                    const Normalization& norm, int batch);
 

@@ -133,10 +133,13 @@ absl::Status Trainer::Setup() {
   ASSIGN_OR_RETURN(model_, models::CreateModel(mo));
   if (options_.timeline) model_->set_layer_spans(&layer_spans_);
   const models::Shape in = model_->net().input;
-  if (in.h != train_.rows || in.w != train_.cols || in.c != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("model ", options_.model, " takes ", in.h, "x",
-                                                   in.w, " images; the data has ", train_.rows,
-                                                   "x", train_.cols));
+  for (const Dataset* data : {&train_, &test_}) {
+    if ((data == &train_ || data->size > 0) && (in.h != data->rows || in.w != data->cols || in.c != 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model ", options_.model, " takes ", in.h, "x", in.w, " images; the ",
+                       data == &train_ ? "training" : "test", " data has ", data->rows, "x",
+                       data->cols));
+    }
   }
   ASSIGN_OR_RETURN(const ShardStrategy strategy, ParseShardStrategy(options_.shard_strategy));
   ASSIGN_OR_RETURN(ShardPlan plan, ShardPlan::Create(options_.model, Slots(model_->param_specs()),

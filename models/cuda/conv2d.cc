@@ -425,11 +425,8 @@ absl::Status Conv2d::AllocateGemmScratch() {
       name() + ".gemm_cols", int64_t{in.c} * kernel_ * kernel_ * chunk * plane);
   absl::StatusOr<DeviceArray<float>> rows =
       DeviceArray<float>::Create(name() + ".gemm_rows", int64_t{out.c} * chunk * plane);
-  absl::StatusOr<DeviceArray<float>> partials = DeviceArray<float>::Create(
-      name() + ".filter_partials", int64_t{kMaxFilterSlices + 1} * weights_);
-  if (!cols.ok() || !rows.ok() || !partials.ok()) {
-    const absl::Status error =
-        !cols.ok() ? cols.status() : (!rows.ok() ? rows.status() : partials.status());
+  if (!cols.ok() || !rows.ok()) {
+    const absl::Status error = cols.ok() ? rows.status() : cols.status();
     if (error.code() != absl::StatusCode::kResourceExhausted) return error;
     LOG(WARNING) << name() << ": no memory for backward's GEMM scratch; cuDNN's algorithms "
                  << "run it";
@@ -437,8 +434,22 @@ absl::Status Conv2d::AllocateGemmScratch() {
   }
   gemm_cols_ = std::move(cols).value();
   gemm_rows_ = std::move(rows).value();
-  filter_partials_ = std::move(partials).value();
   gemm_chunk_ = chunk;
+  // The split-K's partial sums, when a chunk is long enough to be split
+  // (FilterGradient); without the memory the filter gradient is one GEMM.
+  const int64_t columns = chunk * plane;
+  if (columns < kFilterSplitColumns) return absl::OkStatus();
+  const int64_t slices = std::min<int64_t>(kMaxFilterSlices, columns / kFilterSliceColumns) + 1;
+  absl::StatusOr<DeviceArray<float>> partials =
+      DeviceArray<float>::Create(name() + ".filter_partials", slices * weights_);
+  if (partials.ok()) {
+    filter_partials_ = std::move(partials).value();
+  } else if (partials.status().code() == absl::StatusCode::kResourceExhausted) {
+    LOG(WARNING) << name() << ": no memory for the filter gradient's partial sums; one GEMM "
+                 << "computes it";
+  } else {
+    return partials.status();
+  }
   return absl::OkStatus();
 }
 
@@ -477,7 +488,7 @@ absl::Status Conv2d::FilterGradient(int columns, bool accumulate, float* dw) {
   const float* cols = gemm_cols_.data();
   const float* rows = gemm_rows_.data();
   const int slices = std::min(kMaxFilterSlices, columns / kFilterSliceColumns);
-  if (columns < kFilterSplitColumns) {
+  if (columns < kFilterSplitColumns || filter_partials_.size() == 0) {
     CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, k, cout, columns, &kOne,
                                        cols, columns, rows, columns, accumulate ? &kOne : &kZero,
                                        dw, k));

@@ -168,7 +168,9 @@ class Conv2d final : public CudaLayer {
   int gemm_chunk_ = 0;
   DeviceArray<float> gemm_cols_;  // [cin*k*k][chunk * oh*ow]: cols, then dcols
   DeviceArray<float> gemm_rows_;  // [cout][chunk * oh*ow]
-  DeviceArray<float> filter_partials_;  // [kMaxFilterSlices + 1][cin*k*k * cout]
+  // [slices + 1][cin*k*k * cout] (FilterGradient); none when no chunk is
+  // long enough to be split.
+  DeviceArray<float> filter_partials_;
   // The bias gradient's per-slice sums (models/cuda/channel_sum.h).
   DeviceArray<float> bias_partials_;
   TensorDescriptor x_desc_;

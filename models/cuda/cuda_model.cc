@@ -50,12 +50,18 @@ absl::Status Allocate(absl::string_view what, int64_t size, DeviceArray<T>& devi
   return absl::OkStatus();
 }
 
-// Copies `count` elements into `staging`, unless they are already there (a
-// batch gathered into InputBuffer). memmove: a batch may start elsewhere in
-// the staging buffer.
+// Where the device copies `count` elements from: `from` itself when they
+// lie in `staging` (a batch gathered into InputBuffer, wherever in it),
+// else the start of `staging`, after a host copy there.
 template <typename T>
-void Stage(const T* from, int64_t count, T* staging) {
-  if (from != staging) std::memmove(staging, from, sizeof(T) * static_cast<size_t>(count));
+const T* Staged(const T* from, int64_t count, const PinnedArray<T>& staging) {
+  const auto at = reinterpret_cast<uintptr_t>(from);
+  const auto begin = reinterpret_cast<uintptr_t>(staging.data());
+  const uintptr_t bytes = sizeof(T) * static_cast<uintptr_t>(count);
+  const uintptr_t capacity = sizeof(T) * static_cast<uintptr_t>(staging.size());
+  if (at >= begin && bytes <= capacity && at - begin <= capacity - bytes) return from;
+  std::memmove(staging.data(), from, bytes);  // memmove: `from` may overlap the staging's end
+  return staging.data();
 }
 
 }  // namespace
@@ -228,18 +234,18 @@ absl::StatusOr<BatchBuffer> CudaModel::InputBuffer() {
 absl::Status CudaModel::Upload(const Batch& batch, bool training) {
   CUDA_RETURN_IF_ERROR(cudaEventSynchronize(batch_uploaded_.get()));
   const int64_t n = batch.n, pixels = n * net_.input.size();
-  Stage(batch.images, pixels, images_staging_.data());
-  Stage(batch.labels, n, labels_staging_.data());
+  const float* images = Staged(batch.images, pixels, images_staging_);
+  const int32_t* labels = Staged(batch.labels, n, labels_staging_);
   cudaStream_t copy = copy_stream_.get();
   CUDA_RETURN_IF_ERROR(cudaEventRecord(compute_idle_.get(), context_->stream()));
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, compute_idle_.get(), 0));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(images_.data(), images_staging_.data(),
-                                       sizeof(float) * pixels, cudaMemcpyHostToDevice, copy));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(labels_.data(), labels_staging_.data(), sizeof(int32_t) * n,
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(images_.data(), images, sizeof(float) * pixels,
+                                       cudaMemcpyHostToDevice, copy));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(labels_.data(), labels, sizeof(int32_t) * n,
                                        cudaMemcpyHostToDevice, copy));
   if (training) {
-    Stage(batch.example_keys, n, keys_staging_.data());
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(keys_.data(), keys_staging_.data(), sizeof(uint64_t) * n,
+    const uint64_t* keys = Staged(batch.example_keys, n, keys_staging_);
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(keys_.data(), keys, sizeof(uint64_t) * n,
                                          cudaMemcpyHostToDevice, copy));
   }
   CUDA_RETURN_IF_ERROR(cudaEventRecord(batch_uploaded_.get(), copy));

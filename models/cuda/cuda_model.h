@@ -77,8 +77,9 @@ class CudaModel final : public Model {
   absl::Status Init();
   absl::Status BuildLayers();
   absl::Status AllocateBuffers(int64_t largest_activation);
-  // Stages the batch (unless it is already in the staging buffers,
-  // InputBuffer) and queues its upload; the compute stream waits for it.
+  // Stages the batch (unless it is in the staging buffers already,
+  // InputBuffer: then it is uploaded from where it is) and queues its
+  // upload; the compute stream waits for it.
   absl::Status Upload(const Batch& batch, bool training);
   // Runs every layer; the logits end up in activations_.back().
   absl::Status Forward(const BatchContext& ctx);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -106,7 +107,8 @@ absl::Status MaxPool2d::Forward(const BatchContext& ctx, const float* params, co
   const int64_t outputs = ctx.n * out.size();
   const unsigned int blocks = BlocksFor(outputs);
   return LaunchKernel("MaxPoolForwardKernel", [&] {
-    if (Fits32Bits(outputs)) {
+    // The kernel indexes x too, which has more elements than y.
+    if (Fits32Bits(std::max(outputs, ctx.n * in.size()))) {
       MaxPoolForwardKernel<<<blocks, kThreadsPerBlock, 0, stream()>>>(
           x, static_cast<uint32_t>(outputs), g, y, argmax_.data());
     } else {

@@ -29,6 +29,7 @@ FaultPlanOptions PlanOptions(uint64_t seed) {
   o.seed = seed;
   o.runs = 400;
   o.tasks = {kPs0, kWorker0, kWorker1};
+  o.baseline_s = 10;
   o.peer_timeout_s = 5;
   return o;
 }
@@ -38,7 +39,7 @@ std::vector<std::string> Described(const std::vector<std::vector<Fault>>& plan) 
   for (const auto& run : plan) {
     std::string line;
     for (const Fault& f : run) {
-      line += DescribeFault(f) + absl::StrFormat(" [%.17g %.17g]; ", f.at_progress, f.stop_s);
+      line += DescribeFault(f) + absl::StrFormat(" [%.17g %.17g %.17g]; ", f.at_progress, f.at_s, f.stop_s);
     }
     out.push_back(line);
   }
@@ -73,7 +74,7 @@ TEST(ChaosPlan, DrawsEveryFaultWithinItsBounds) {
       // baseline still gets its fault mid-training.
       EXPECT_GE(f.at_progress, 0.1);
       EXPECT_LE(f.at_progress, 0.8);
-      EXPECT_EQ(f.at_s, 0);
+      EXPECT_EQ(f.at_s, f.at_progress * 10);  // or that share of the baseline's 10 s
       if (f.kind == FaultKind::kStop) {
         EXPECT_GE(f.stop_s, 1.0);
         EXPECT_LE(f.stop_s, 10.0);  // 2 x peer timeout
@@ -190,7 +191,7 @@ TEST(ChaosReport, RendersOneRowPerRunAndTheTotals) {
   EXPECT_THAT(md, HasSubstr("| run-002 | stop ps:0 at 2.0 s for 9.5 s; kill worker:0 at 4.0 s (not sent) | "
                             "hang: did not finish within 80 s: presumed hung | 0 | - | - | - | - | 12.3 s |\n"));
   EXPECT_THAT(md, HasSubstr("| run-003 | none | failed: worker:0 failed (exit code 1) | 3 | - | - | - | - |"));
-  EXPECT_THAT(md, HasSubstr("| run-004 | kill worker:0 at 57% of training (5.5 s) | ok | 2 |"));
+  EXPECT_THAT(md, HasSubstr("| run-004 | kill worker:0 at 57% of training, sent at 5.5 s | ok | 2 |"));
   EXPECT_THAT(md, HasSubstr("- Hangs (no end within the run timeout): 1\n"));
   EXPECT_THAT(md, HasSubstr("- Failed runs (any other error): 1\n"));
   EXPECT_THAT(md, HasSubstr("- Restarts: 6\n"));

@@ -349,15 +349,16 @@ TEST(LaunchFaults, AKilledTaskIsRestartedAndAFaultForATaskNotInTheSpecIsRefused)
 // lines reach its share of the steps (of max_steps here, 8 of the 10 an
 // epoch has), however long that takes, and not before.
 TEST(LaunchFaults, AFaultTimedByProgressIsSentWhenTheChiefsStepsReachIt) {
-  // The chief prints steps 1-3, waits 1 s, prints step 4 (half of 8), waits
-  // for worker:1's second life, then prints the rest and finishes.
+  // The chief prints a line that does not add up (step 99 of 10: ignored),
+  // steps 1-3, waits 1 s, prints step 4 (half of 8), waits for worker:1's
+  // second life, then prints the rest and finishes.
   const FakeCluster cluster(R"sh(
 if [ $rank -eq 1 ]; then
   [ $n -eq 1 ] && while :; do sleep 0.05; done
   while [ ! -e "$dir/done" ]; do sleep 0.05; done; exit 0
 fi
 step() { echo "I1126 10:00:00.000000 1 metrics_recorder.cc:177] epoch 1/1 step $1/10 loss 0.5  100 img/s (this worker)"; }
-step 1; step 2; step 3; sleep 1; step 4
+step 99; step 1; step 2; step 3; sleep 1; step 4
 while [ "$(cat "$dir/worker1.lives" 2>/dev/null)" != 2 ]; do sleep 0.05; done
 step 5; step 6; step 7; step 8; finish)sh",
                             kPsUntilDone, /*workers=*/2);
@@ -377,7 +378,35 @@ step 5; step 6; step 7; step 8; finish)sh",
   EXPECT_EQ(result->summary.task_restarts(0).reason(), "killed by signal 9");
   EXPECT_EQ(DescribeFault(kill), "kill worker:1 at 50% of training");
 
+  // With a time too, whichever comes first: here the time (the chief holds
+  // step 4 until worker:1 has restarted).
+  const FakeCluster timed(R"sh(
+if [ $rank -eq 1 ]; then
+  [ $n -eq 1 ] && while :; do sleep 0.05; done
+  while [ ! -e "$dir/done" ]; do sleep 0.05; done; exit 0
+fi
+step() { echo "I1126 10:00:00.000000 1 metrics_recorder.cc:177] epoch 1/1 step $1/10 loss 0.5  100 img/s (this worker)"; }
+step 1; step 2; step 3
+while [ "$(cat "$dir/worker1.lives" 2>/dev/null)" != 2 ]; do sleep 0.05; done
+step 4; step 5; step 6; step 7; step 8; finish)sh",
+                          kPsUntilDone, /*workers=*/2);
+  LaunchOptions t = timed.Options();
+  t.train.max_steps = 8;
+  kill.at_progress = 0.9;
+  kill.at_s = 0.3;
+  t.faults = {kill};
+  LaunchEvents timed_events;
+  result = Launch(t, &timed_events);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_THAT(timed_events.faults, SizeIs(1));
+  EXPECT_GE(timed_events.faults[0].sent_s, 0.3);
+  EXPECT_LE(timed_events.faults[0].sent_progress, 3.0 / 8);  // not by progress
+  EXPECT_EQ(DescribeFault(kill), "kill worker:1 at 90% of training or 0.3 s");
+
   // Progress lines are what times it: none, none of that.
+  kill.at_s = 0;
+  kill.at_progress = 0.5;
+  o.faults = {kill};
   o.train.log_every_steps = 0;
   EXPECT_EQ(Launch(o).status().code(), absl::StatusCode::kInvalidArgument);
   o.train.log_every_steps = 100;
