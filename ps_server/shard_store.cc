@@ -17,7 +17,9 @@ namespace {
 // written once. `__restrict` (the states are distinct buffers, the
 // gradient a third) lets the compiler vectorise them without run-time
 // alias checks, and this file is built with -fno-math-errno so that sqrt
-// vectorises too.
+// vectorises too. The scalars and the gradient's pointers come by value:
+// by reference, a store through next_p might have changed them (a float
+// of the struct), so they were loaded again on every iteration.
 
 // How an update's gradient is formed, element by element (GradientAt):
 //  - kScaled: a pushed gradient times `scale` (async; a sync version
@@ -47,7 +49,7 @@ constexpr int64_t kBlockFloats = 4096;  // 16 KiB per array: an L1 cache's share
 
 // SGD without momentum: PyTorch keeps no buffer, and the step is g.
 template <typename G>
-void PlainSgd(int64_t begin, int64_t end, const G& grad, float wd, float lr,
+[[gnu::noinline]] void PlainSgd(int64_t begin, int64_t end, const G grad, float wd, float lr,
               const float* __restrict p, float* __restrict next_p) {
   for (int64_t i = begin; i < end; ++i) next_p[i] = p[i] - lr * (grad(i) + wd * p[i]);
 }
@@ -59,7 +61,7 @@ struct MomentumScalars {
 };
 
 template <typename G>
-void MomentumSgd(const MomentumScalars& c, int64_t begin, int64_t end, const G& grad,
+[[gnu::noinline]] void MomentumSgd(const MomentumScalars c, int64_t begin, int64_t end, const G grad,
                  const float* __restrict p, const float* __restrict buf, float* __restrict next_p,
                  float* __restrict next_buf) {
   for (int64_t i = begin; i < end; ++i) {
@@ -80,7 +82,7 @@ struct AdamScalars {
 };
 
 template <typename G>
-void Adam(const AdamScalars& c, int64_t begin, int64_t end, const G& grad,
+[[gnu::noinline]] void Adam(const AdamScalars c, int64_t begin, int64_t end, const G grad,
           const float* __restrict p, const float* __restrict m, const float* __restrict v,
           float* __restrict next_p, float* __restrict next_m, float* __restrict next_v) {
   for (int64_t i = begin; i < end; ++i) {
@@ -100,7 +102,7 @@ struct AdagradScalars {
 };
 
 template <typename G>
-void Adagrad(const AdagradScalars& c, int64_t begin, int64_t end, const G& grad,
+[[gnu::noinline]] void Adagrad(const AdagradScalars c, int64_t begin, int64_t end, const G grad,
              const float* __restrict p, const float* __restrict sum, float* __restrict next_p,
              float* __restrict next_sum) {
   for (int64_t i = begin; i < end; ++i) {
@@ -132,27 +134,40 @@ AdamScalars AdamScalarsFor(const OptimizerConfig& o, int64_t updates, float lr) 
   return c;
 }
 
-// Sums of squares in double, in eight lanes the compiler keeps in one
-// vector register (a strict left-to-right sum in double does not
-// vectorise); NaN and infinities propagate into them.
+// Sums of squares: in float, in 32 lanes the compiler keeps in vector
+// registers, over runs of at most kRun elements, each run's lanes then
+// added into lanes of double. A float lane sums at most kRun / 32 = 128
+// squares, so its rounding is at most 128 ulp (1e-5 relative): the
+// verdict "sum < FLT_MAX" can differ from an exact sum's only within 1e-5
+// of FLT_MAX. A square that overflows is +inf, and so is the sum (the
+// exact one is above FLT_MAX too); NaN propagates. Before session 9 every
+// square was converted to double and summed in 8 lanes: each addition
+// waited for the one before in its register, and the conversions took
+// their own port, so this check took half of an SGD update
+// (BM_ShardStoreApply; benchmarks/README.md).
 struct SquareSums {
-  static constexpr size_t kLanes = 8;
+  static constexpr size_t kLanes = 32;
+  static constexpr size_t kRun = 4096;
   double lanes[kLanes] = {};
 
   void Add(const float* x, size_t n) {
-    size_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-      for (size_t j = 0; j < kLanes; ++j) {
-        const double v = x[i + j];
-        lanes[j] += v * v;
-      }
-    }
-    for (; i < n; ++i) lanes[0] += static_cast<double>(x[i]) * x[i];
+    for (size_t run = 0; run < n; run += kRun) AddRun(x + run, std::min(kRun, n - run));
   }
   bool Finite() const {
     double sum = 0;
     for (double lane : lanes) sum += lane;
     return sum < static_cast<double>(FLT_MAX);
+  }
+
+ private:
+  void AddRun(const float* x, size_t n) {
+    float acc[kLanes] = {};  // a local the compiler may keep in registers
+    size_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (size_t j = 0; j < kLanes; ++j) acc[j] += x[i + j] * x[i + j];
+    }
+    for (; i < n; ++i) acc[0] += x[i] * x[i];
+    for (size_t j = 0; j < kLanes; ++j) lanes[j] += acc[j];
   }
 };
 

@@ -10,6 +10,7 @@
 #include "ps_server/shard_store.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -271,6 +272,24 @@ TEST(ShardStore, IsFiniteStateChecksEachArrayOnItsOwn) {
   // 2e19^2 overflows f32 in one array; split over two arrays each is fine.
   EXPECT_FALSE(IsFiniteState(std::vector<float>{2e19f, 0.0f}, 2));
   EXPECT_TRUE(IsFiniteState(std::vector<float>{1.3e19f, 1.3e19f}, 1));
+}
+
+// The squares are summed in float runs, then in double: over a million
+// values (245 runs, odd lengths) the verdict is the exact sum's, 3% either
+// side of FLT_MAX (3.4e38), and a NaN or an infinity anywhere is caught.
+TEST(ShardStore, IsFiniteInF32JudgesTheSumOfSquaresOfLongArrays) {
+  constexpr size_t kN = 1'000'003;
+  const float below = std::sqrt(0.97f * FLT_MAX / kN), above = std::sqrt(1.03f * FLT_MAX / kN);
+  EXPECT_TRUE(IsFiniteInF32(std::vector<float>(kN, below)));
+  EXPECT_FALSE(IsFiniteInF32(std::vector<float>(kN, above)));
+  EXPECT_TRUE(IsFiniteInF32(std::vector<float>(kN, -below)));
+  for (const float bad : {NAN, INFINITY, -INFINITY, 2e19f}) {
+    for (const size_t at : {size_t{0}, size_t{4095}, size_t{4096}, kN - 1}) {
+      std::vector<float> values(kN, 1.0f);
+      values[at] = bad;
+      EXPECT_FALSE(IsFiniteInF32(values)) << bad << " at " << at;
+    }
+  }
 }
 
 }  // namespace
