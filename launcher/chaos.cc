@@ -127,9 +127,9 @@ std::vector<std::string> Facts(const ChaosOptions& o, const ClusterSpec& spec, c
                                                           t.failover_after_s)
                                         : ""),
       absl::StrFormat("Faults: %s; per run 1%s, target uniform over %s, sent when a share u of the training "
-                      "steps uniform in [%.0f%%, %.0f%%] is done (by the chief's progress lines, every %d steps) "
-                      "or u x the baseline's %.1f s after start, whichever comes first, a stop (or a loss) "
-                      "lasting 1 s to %g s; drawn from seed %d",
+                      "steps uniform in [%.0f%%, %.0f%%] is done (by the chief's progress lines, every %d steps; "
+                      "a second fault at u x the baseline's %.1f s after start if that comes first), a stop (or a "
+                      "loss) lasting 1 s to %g s; drawn from seed %d",
                       absl::StrJoin(kinds, ", "), o.max_faults_per_run >= 2 ? " (2 with probability 1/4)" : "",
                       o.fault_targets.empty() ? "every task" : absl::StrJoin(o.fault_targets, ", "),
                       100 * kFirstFaultAt, 100 * kLastFaultAt, ProgressEverySteps(t), result.baseline.wall_s,

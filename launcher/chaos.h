@@ -55,12 +55,12 @@ struct FaultPlanOptions {
 // The faults of each run, a pure function of `options`: per run, one fault,
 // or two with probability 1/4 when max_faults_per_run >= 2; its kind
 // uniform over `kinds`, its target uniform over `tasks`, its moment a share
-// u of the run's training steps (Fault::at_progress) uniform in [10%, 80%],
-// or u x baseline_s seconds after start if that comes first (a run stalled
-// by an earlier fault), a stop's length uniform in [1 s, 2 x
-// peer_timeout_s]. A run's faults are in time order. (Until session 9 the
-// moment was u x baseline_s alone: a run faster than its baseline could end
-// before its fault.)
+// u of the run's training steps (Fault::at_progress) uniform in [10%, 80%]
+// (for a run's second fault: or u x baseline_s seconds after start if that
+// comes first, which lands it while the first stalls the run), a stop's
+// length uniform in [1 s, 2 x peer_timeout_s]. A run's faults are in time
+// order. (Until session 9 the moment was u x baseline_s alone: a run faster
+// than its baseline could end before its fault.)
 // REQUIRES: runs >= 0, kinds and tasks not empty.
 std::vector<std::vector<Fault>> PlanFaults(const FaultPlanOptions& options);
 

@@ -438,10 +438,12 @@ void Supervisor::InjectDueFaults() {
   // one per pass of the loop: two due at once (one progress line can pass
   // both) go at least a pass apart, so that the second usually finds the
   // first's effect (a killed task reaped, hence not stopped as well).
+  const bool one_gone = std::find(fault_due_done_.begin(), fault_due_done_.end(), true) !=
+                        fault_due_done_.end();
   for (size_t i = 0; i < faults_.size(); ++i) {
     const Fault& f = faults_[i];
-    const bool on_time = f.at_progress < 0 || f.at_s > 0 ? f.at_s <= now : false;
-    const bool due = on_time || (f.at_progress >= 0 && progress_ >= f.at_progress);
+    const bool by_time = f.at_progress < 0 || (f.at_s > 0 && one_gone);
+    const bool due = (by_time && f.at_s <= now) || (f.at_progress >= 0 && progress_ >= f.at_progress);
     if (fault_due_done_[i] || !due) continue;
     fault_due_done_[i] = true;
     Inject(f);

@@ -87,11 +87,12 @@ struct Fault {
   double stop_s = 0; // kStop: how long the task stays stopped; kLose: away
   // In (0, 1): sent once the chief's progress lines ("epoch E/N step S/T
   // ...", every train.log_every_steps steps) say this share of the run's
-  // steps is done (of N x T, or of train.max_steps when fewer), or at at_s
-  // if that comes first and at_s > 0 (at_s 0: no time bound). A run faster
-  // than expected still gets its fault mid-training, where a time alone
-  // could fall after its end; a stalled one (a task stopped, a recovery)
-  // still gets it on time. < 0: at at_s only.
+  // steps is done (of N x T, or of train.max_steps when fewer). A run
+  // faster than expected still gets its fault mid-training, where a time
+  // alone could fall after its end. With at_s > 0 too, once an earlier
+  // fault of the launch has gone out, at at_s if that comes first: a
+  // later fault still lands while an earlier one stalls the run (a
+  // stopped task, a recovery), when no progress line comes. < 0: at at_s.
   double at_progress = -1;
 };
 

@@ -136,10 +136,12 @@ AdamScalars AdamScalarsFor(const OptimizerConfig& o, int64_t updates, float lr) 
 
 // Sums of squares: in float, in 32 lanes the compiler keeps in vector
 // registers, over runs of at most kRun elements, each run's lanes then
-// added into lanes of double. A float lane sums at most kRun / 32 = 128
-// squares, so its rounding is at most 128 ulp (1e-5 relative): the
-// verdict "sum < FLT_MAX" can differ from an exact sum's only within 1e-5
-// of FLT_MAX. A square that overflows is +inf, and so is the sum (the
+// added into lanes of double. A float lane sums at most 159 squares (its
+// 128, and lane 0 a run's last 31), so its rounding is within 1e-5
+// relative: the verdict "sum < FLT_MAX" can differ from an exact sum's only
+// within 1e-5 of FLT_MAX. (Squares of values below 1.1e-19, such as an
+// Adam moment decaying on a dead unit, are subnormal floats, which some
+// CPUs multiply slowly; not measured here, an AMD EPYC.) A square that overflows is +inf, and so is the sum (the
 // exact one is above FLT_MAX too); NaN propagates. Before session 9 every
 // square was converted to double and summed in 8 lanes: each addition
 // waited for the one before in its register, and the conversions took

@@ -45,8 +45,9 @@
 
 namespace pstrain {
 
-// True when every value is finite and the squared L2 norm, summed in
-// double, is below FLT_MAX: what the ps accepts as gradients and keeps as
+// True when every value is finite and the squared L2 norm is below
+// FLT_MAX (to 1e-5 of it: the squares are summed in float lanes, then in
+// double; shard_store.cc): what the ps accepts as gradients and keeps as
 // parameters.
 bool IsFiniteInF32(absl::Span<const float> values);
 

@@ -14,7 +14,7 @@ absl::StatusOr<models::EvalResult> EvaluateDataset(models::Model& model, const D
                                                    const Normalization& norm, int batch) {
   CHECK_GE(batch, 1);
   const models::NetSpec& net = model.net();
-  if (int64_t{dataset.rows} * dataset.cols != net.input.size()) {
+  if (net.input.c != 1 || net.input.h != dataset.rows || net.input.w != dataset.cols) {
     return absl::InvalidArgumentError(absl::StrCat("the test set's images are ", dataset.rows, "x",
                                                    dataset.cols, "; ", net.name, " takes ",
                                                    net.input.h, "x", net.input.w));

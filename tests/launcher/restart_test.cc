@@ -378,8 +378,10 @@ step 5; step 6; step 7; step 8; finish)sh",
   EXPECT_EQ(result->summary.task_restarts(0).reason(), "killed by signal 9");
   EXPECT_EQ(DescribeFault(kill), "kill worker:1 at 50% of training");
 
-  // With a time too, whichever comes first: here the time (the chief holds
-  // step 4 until worker:1 has restarted).
+  // With a time too: a first fault goes by progress only (its time, 100 s,
+  // never comes), and a later one by its time once the first has gone out,
+  // if that comes first: here the chief holds step 4 until worker:1 has
+  // restarted, so only the time (0.5 s) can send the kill.
   const FakeCluster timed(R"sh(
 if [ $rank -eq 1 ]; then
   [ $n -eq 1 ] && while :; do sleep 0.05; done
@@ -392,16 +394,22 @@ step 4; step 5; step 6; step 7; step 8; finish)sh",
                           kPsUntilDone, /*workers=*/2);
   LaunchOptions t = timed.Options();
   t.train.max_steps = 8;
+  Fault stop{100, {TaskType::kWorker, 1}, FaultKind::kStop, 0.2};
+  stop.at_progress = 0.25;
   kill.at_progress = 0.9;
-  kill.at_s = 0.3;
-  t.faults = {kill};
+  kill.at_s = 0.5;
+  t.faults = {stop, kill};
   LaunchEvents timed_events;
   result = Launch(t, &timed_events);
   ASSERT_TRUE(result.ok()) << result.status();
-  ASSERT_THAT(timed_events.faults, SizeIs(1));
-  EXPECT_GE(timed_events.faults[0].sent_s, 0.3);
-  EXPECT_LE(timed_events.faults[0].sent_progress, 3.0 / 8);  // not by progress
-  EXPECT_EQ(DescribeFault(kill), "kill worker:1 at 90% of training or 0.3 s");
+  ASSERT_THAT(timed_events.faults, SizeIs(2));
+  EXPECT_EQ(timed_events.faults[0].fault.kind, FaultKind::kStop);
+  EXPECT_GE(timed_events.faults[0].sent_progress, 0.25);
+  EXPECT_LT(timed_events.faults[0].sent_s, 100);
+  EXPECT_EQ(timed_events.faults[1].fault.kind, FaultKind::kKill);
+  EXPECT_GE(timed_events.faults[1].sent_s, 0.5);
+  EXPECT_LE(timed_events.faults[1].sent_progress, 3.0 / 8);  // not by progress
+  EXPECT_EQ(DescribeFault(kill), "kill worker:1 at 90% of training or 0.5 s");
 
   // Progress lines are what times it: none, none of that.
   kill.at_s = 0;

@@ -275,14 +275,28 @@ TEST(ShardStore, IsFiniteStateChecksEachArrayOnItsOwn) {
 }
 
 // The squares are summed in float runs, then in double: over a million
-// values (245 runs, odd lengths) the verdict is the exact sum's, 3% either
-// side of FLT_MAX (3.4e38), and a NaN or an infinity anywhere is caught.
+// values (245 runs, the last one short) the verdict is the exact sum's
+// 1e-4 either side of FLT_MAX (3.4e38), whether the sum is spread evenly or
+// sits in a few values at the ends of runs, and a NaN or an infinity
+// anywhere is caught.
 TEST(ShardStore, IsFiniteInF32JudgesTheSumOfSquaresOfLongArrays) {
   constexpr size_t kN = 1'000'003;
-  const float below = std::sqrt(0.97f * FLT_MAX / kN), above = std::sqrt(1.03f * FLT_MAX / kN);
-  EXPECT_TRUE(IsFiniteInF32(std::vector<float>(kN, below)));
-  EXPECT_FALSE(IsFiniteInF32(std::vector<float>(kN, above)));
-  EXPECT_TRUE(IsFiniteInF32(std::vector<float>(kN, -below)));
+  const double max = FLT_MAX;
+  auto even = [&](double share) {
+    return std::vector<float>(kN, static_cast<float>(std::sqrt(share * max / kN)));
+  };
+  EXPECT_TRUE(IsFiniteInF32(even(0.9999)));
+  EXPECT_FALSE(IsFiniteInF32(even(1.0001)));
+  // Four large values, in the tails of two runs and of the array (where
+  // the float lanes take the leftovers), the rest ones.
+  auto few = [&](double share) {
+    std::vector<float> values(kN, 1.0f);
+    const float big = static_cast<float>(std::sqrt((share * max - (kN - 4)) / 4));
+    for (const size_t at : {size_t{4095}, size_t{8190}, kN - 2, kN - 1}) values[at] = big;
+    return values;
+  };
+  EXPECT_TRUE(IsFiniteInF32(few(0.9999)));
+  EXPECT_FALSE(IsFiniteInF32(few(1.0001)));
   for (const float bad : {NAN, INFINITY, -INFINITY, 2e19f}) {
     for (const size_t at : {size_t{0}, size_t{4095}, size_t{4096}, kN - 1}) {
       std::vector<float> values(kN, 1.0f);
