@@ -179,13 +179,15 @@ std::vector<std::vector<Fault>> PlanFaults(const FaultPlanOptions& o) {
       f.kind = o.kinds[rng.Below(o.kinds.size())];
       f.task = o.tasks[rng.Below(o.tasks.size())];
       f.at_progress = Uniform(rng, kFirstFaultAt, kLastFaultAt);
-      f.at_s = f.at_progress * o.baseline_s;
       const double stop_s = Uniform(rng, kMinStopS, std::max(kMinStopS, 2 * o.peer_timeout_s));
       if (f.kind != FaultKind::kKill) f.stop_s = stop_s;  // drawn for kills too: the plan's draws stay aligned
       run.push_back(f);
     }
     std::stable_sort(run.begin(), run.end(),
                      [](const Fault& a, const Fault& b) { return a.at_progress < b.at_progress; });
+    // The second also by the clock (Fault::at_progress): it may land while
+    // the first stalls the run.
+    if (run.size() == 2) run[1].at_s = run[1].at_progress * o.baseline_s;
   }
   return plan;
 }
