@@ -36,7 +36,7 @@ Finished RunChaos(const std::string& out, std::vector<std::string> args,
 
 TEST(ChaosCommand, RestartsKilledWorkersAndReportsEveryRun) {
   const std::string out = testing::MakeTempDir("chaos") + "/out";
-  // Seed 1 puts the two kills at 13% and 55% of the baseline's wall time:
+  // Seed 1 puts the two kills at 13% and 55% of the training steps:
   // while worker:1 trains.
   const Finished f = RunChaos(out, {"--mode=async", "--runs=2", "--faults=kill", "--fault_targets=worker:1",
                                     "--max_faults_per_run=1", "--seed=1", "--max_steps=200"});
