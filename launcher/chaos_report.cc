@@ -158,8 +158,8 @@ std::string DescribeRunFaults(const ChaosRunRecord& run) {
       continue;
     }
     Fault actual = f;
-    actual.at_s = sent->sent_s;
     if (f.at_progress < 0) {
+      actual.at_s = sent->sent_s;
       parts.push_back(DescribeFault(actual));
       continue;
     }

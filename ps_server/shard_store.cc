@@ -50,7 +50,7 @@ constexpr int64_t kBlockFloats = 4096;  // 16 KiB per array: an L1 cache's share
 // SGD without momentum: PyTorch keeps no buffer, and the step is g.
 template <typename G>
 [[gnu::noinline]] void PlainSgd(int64_t begin, int64_t end, const G grad, float wd, float lr,
-              const float* __restrict p, float* __restrict next_p) {
+                                const float* __restrict p, float* __restrict next_p) {
   for (int64_t i = begin; i < end; ++i) next_p[i] = p[i] - lr * (grad(i) + wd * p[i]);
 }
 
@@ -61,9 +61,10 @@ struct MomentumScalars {
 };
 
 template <typename G>
-[[gnu::noinline]] void MomentumSgd(const MomentumScalars c, int64_t begin, int64_t end, const G grad,
-                 const float* __restrict p, const float* __restrict buf, float* __restrict next_p,
-                 float* __restrict next_buf) {
+[[gnu::noinline]] void MomentumSgd(const MomentumScalars c, int64_t begin, int64_t end,
+                                   const G grad, const float* __restrict p,
+                                   const float* __restrict buf, float* __restrict next_p,
+                                   float* __restrict next_buf) {
   for (int64_t i = begin; i < end; ++i) {
     const float g = grad(i) + c.wd * p[i];
     const float b = c.keep * buf[i] + g;
@@ -83,8 +84,9 @@ struct AdamScalars {
 
 template <typename G>
 [[gnu::noinline]] void Adam(const AdamScalars c, int64_t begin, int64_t end, const G grad,
-          const float* __restrict p, const float* __restrict m, const float* __restrict v,
-          float* __restrict next_p, float* __restrict next_m, float* __restrict next_v) {
+                            const float* __restrict p, const float* __restrict m,
+                            const float* __restrict v, float* __restrict next_p,
+                            float* __restrict next_m, float* __restrict next_v) {
   for (int64_t i = begin; i < end; ++i) {
     const float g = grad(i) + c.l2 * p[i];
     const float mi = c.beta1 * m[i] + c.one_minus_beta1 * g;
@@ -103,8 +105,8 @@ struct AdagradScalars {
 
 template <typename G>
 [[gnu::noinline]] void Adagrad(const AdagradScalars c, int64_t begin, int64_t end, const G grad,
-             const float* __restrict p, const float* __restrict sum, float* __restrict next_p,
-             float* __restrict next_sum) {
+                               const float* __restrict p, const float* __restrict sum,
+                               float* __restrict next_p, float* __restrict next_sum) {
   for (int64_t i = begin; i < end; ++i) {
     const float g = grad(i) + c.wd * p[i];
     const float s = sum[i] + g * g;
@@ -139,10 +141,11 @@ AdamScalars AdamScalarsFor(const OptimizerConfig& o, int64_t updates, float lr) 
 // added into lanes of double. A float lane sums at most 159 squares (its
 // 128, and lane 0 a run's last 31), so its rounding is within 1e-5
 // relative: the verdict "sum < FLT_MAX" can differ from an exact sum's only
-// within 1e-5 of FLT_MAX. (Squares of values below 1.1e-19, such as an
-// Adam moment decaying on a dead unit, are subnormal floats, which some
-// CPUs multiply slowly; not measured here, an AMD EPYC.) A square that overflows is +inf, and so is the sum (the
-// exact one is above FLT_MAX too); NaN propagates. Before session 9 every
+// within 1e-5 of FLT_MAX. A square that overflows is +inf, and so is the
+// sum (the exact one is above FLT_MAX too); NaN propagates. (Squares of
+// values below 1.1e-19, such as an Adam moment decaying on a dead unit,
+// are subnormal floats, which some CPUs multiply slowly; not measured
+// here, an AMD EPYC.) Before session 9 every
 // square was converted to double and summed in 8 lanes: each addition
 // waited for the one before in its register, and the conversions took
 // their own port, so this check took half of an SGD update

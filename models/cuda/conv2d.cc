@@ -391,20 +391,18 @@ absl::Status Conv2d::Backward(const BatchContext& ctx, const float* params, cons
                               const float* y, const float* dy, float* dx, float* dparams) {
   RETURN_IF_ERROR(CheckBatch(ctx));
   RETURN_IF_ERROR(SetBatch(ctx.n));
+  // The bias gradient, and backward's GEMM path, are our kernels and
+  // cuBLAS, which take x, dy and dx at any float's alignment; only cuDNN's
+  // algorithms get staged copies.
   const Shape out = output_shape();
-  if (gemm_chunk_ > 0) {
-    // Our kernels and cuBLAS take x, dy and dx at any float's alignment.
-    RETURN_IF_ERROR(LaunchChannelSum(dy, ctx.n, out.c, int64_t{out.h} * out.w,
-                                     bias_partials_.data(), dparams + weights_, stream()));
-    return BackwardByGemm(ctx.n, params, x, dy, dparams, dx);
-  }
+  RETURN_IF_ERROR(LaunchChannelSum(dy, ctx.n, out.c, int64_t{out.h} * out.w, bias_partials_.data(),
+                                   dparams + weights_, stream()));
+  if (gemm_chunk_ > 0) return BackwardByGemm(ctx.n, params, x, dy, dparams, dx);
   const int64_t x_count = input_shape().size() * ctx.n, y_count = output_shape().size() * ctx.n;
   ASSIGN_OR_RETURN(const float* xs,
                    Aligned(x, input_shape(), x_count, /*copy_in=*/true, staged_x_, "x"));
   ASSIGN_OR_RETURN(const float* dys,
                    Aligned(dy, output_shape(), y_count, /*copy_in=*/true, staged_y_, "y"));
-  RETURN_IF_ERROR(LaunchChannelSum(dys, ctx.n, out.c, int64_t{out.h} * out.w, bias_partials_.data(),
-                                   dparams + weights_, stream()));
   RETURN_IF_ERROR(RunBackwardFilter(bwd_filter_algo_, xs, dys, dparams, context().workspace(),
                                     context().workspace_bytes()));
   if (dx == nullptr) return absl::OkStatus();
@@ -487,13 +485,13 @@ absl::Status Conv2d::FilterGradient(int columns, bool accumulate, float* dw) {
   cublasHandle_t cublas = context().cublas();
   const float* cols = gemm_cols_.data();
   const float* rows = gemm_rows_.data();
-  const int slices = std::min(kMaxFilterSlices, columns / kFilterSliceColumns);
   if (columns < kFilterSplitColumns || filter_partials_.size() == 0) {
     CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, k, cout, columns, &kOne,
                                        cols, columns, rows, columns, accumulate ? &kOne : &kZero,
                                        dw, k));
     return absl::OkStatus();
   }
+  const int slices = std::min(kMaxFilterSlices, columns / kFilterSliceColumns);
   const int length = columns / slices;
   const int64_t count = weights_;  // k * cout
   float* partials = filter_partials_.data();
