@@ -50,12 +50,11 @@ void ApplyCurve(zmq::socket_t& s, const SocketOptions& options) {
 
 // The ZAP User-Id a frame arrived with, "" when the connection has none.
 std::string UserIdOf(zmq::message_t& frame) {
-  try {
-    const char* id = frame.gets("User-Id");
-    return id == nullptr ? std::string() : std::string(id);
-  } catch (const zmq::error_t&) {
-    return std::string();  // EINVAL: no such property (NULL mechanism)
-  }
+  // The C call, not cppzmq's gets(): that throws for a missing property
+  // (EINVAL under the NULL mechanism), and a throw per request cost the
+  // --insecure ps a few microseconds of every round trip.
+  const char* id = zmq_msg_gets(frame.handle(), "User-Id");
+  return id == nullptr ? std::string() : std::string(id);
 }
 
 void ApplyCommonOptions(zmq::socket_t& s, const SocketOptions& options, bool ipv6) {
