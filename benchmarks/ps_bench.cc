@@ -194,57 +194,79 @@ void TimeWithHelpers(benchmark::State& state, int clients, int64_t bytes, RoundT
   state.counters["aggregate_bytes_per_s"] = seconds > 0 ? static_cast<double>(trips * bytes) / seconds : 0;
 }
 
-// `workers` workers and one ps in this process, over loopback TCP; with
-// CURVE when `curve` (keys from a fresh job secret); the ps's context with
-// `io_threads` I/O threads. One worker: sync; more: async (a sync version
-// would make them wait for each other).
-void PushPullRoundTrip(benchmark::State& state, bool curve, int workers, int io_threads = 1) {
+// One round-trip set-up: `workers` workers and `num_ps` ps (the n floats
+// split between them) in this process, over loopback TCP; with CURVE when
+// `curve` (keys from a fresh job secret). Each ps's context has
+// `ps_io_threads` I/O threads, each worker's `client_io_threads`. One
+// worker: sync; more: async (a sync version would make them wait for each
+// other).
+struct RoundTripCase {
+  bool curve = false;
+  int workers = 1;
+  int ps_io_threads = 1;
+  int num_ps = 1;
+  int client_io_threads = 1;
+};
+
+void PushPullRoundTrip(benchmark::State& state, const RoundTripCase& c) {
   const int64_t n = state.range(0);
   TransportSecurity security;
-  if (curve) security.secret = JobSecret::Generate();
-  auto spec = WithFreePorts(ClusterSpec::Local(1, workers, 1));
+  if (c.curve) security.secret = JobSecret::Generate();
+  auto spec = WithFreePorts(ClusterSpec::Local(c.num_ps, c.workers, 1));
   if (!spec.ok()) {
     state.SkipWithError(std::string(spec.status().message()).c_str());
     return;
   }
-  ClusterSpec ps_spec = *spec;
-  ps_spec.set_task({TaskType::kPs, 0});
-  PsServerOptions ps_options;
-  ps_options.io_threads = io_threads;
-  auto server = PsServer::Create(ps_spec, ps_options, security);
-  if (!server.ok()) {
-    state.SkipWithError(std::string(server.status().message()).c_str());
-    return;
+  std::vector<std::unique_ptr<PsServer>> servers;
+  for (int k = 0; k < c.num_ps; ++k) {
+    ClusterSpec ps_spec = *spec;
+    ps_spec.set_task({TaskType::kPs, k});
+    PsServerOptions ps_options;
+    ps_options.io_threads = c.ps_io_threads;
+    auto server = PsServer::Create(ps_spec, ps_options, security);
+    if (!server.ok()) {
+      state.SkipWithError(std::string(server.status().message()).c_str());
+      return;
+    }
+    servers.push_back(*std::move(server));
   }
-  std::thread serve([&] { (void)(*server)->Run(); });
-  auto plan = ShardPlan::Create("bench", {{"w", n}}, 1, ShardStrategy::kBalanced);
+  std::vector<std::thread> serve;
+  for (auto& server : servers) serve.emplace_back([&server] { (void)server->Run(); });
+  auto plan = ShardPlan::Create("bench", {{"w", n}}, c.num_ps, ShardStrategy::kBalanced);
   PsClientOptions client_options;
   client_options.security = security;
+  client_options.io_threads = c.client_io_threads;
   struct Worker {
     std::unique_ptr<PsClient> client;
     std::vector<float> params, grads;
-    std::vector<EncodedShard> pushed;  // grads as f32, the one shard's payload
-    std::vector<int64_t> versions = {0};
+    std::vector<EncodedShard> pushed;  // grads as f32, a payload per shard
+    std::vector<int64_t> versions;
     std::vector<ShardReply> replies;
     int64_t step = 0;
   };
-  std::vector<Worker> w(workers);
+  std::vector<Worker> w(c.workers);
   proto::JobConfig job;
-  job.set_mode(workers == 1 ? proto::SYNC : proto::ASYNC);
-  job.set_num_workers(workers);
+  job.set_mode(c.workers == 1 ? proto::SYNC : proto::ASYNC);
+  job.set_num_workers(c.workers);
   job.set_learning_rate(0.01);
-  absl::Status s;
-  for (int r = 0; r < workers && s.ok(); ++r) {
-    auto c = PsClient::Create(*spec, {TaskType::kWorker, r}, *plan, client_options);
-    if (!c.ok()) {
-      s = c.status();
+  absl::Status s = plan.status();
+  for (int r = 0; r < c.workers && s.ok(); ++r) {
+    auto client = PsClient::Create(*spec, {TaskType::kWorker, r}, *plan, client_options);
+    if (!client.ok()) {
+      s = client.status();
       break;
     }
-    w[r].client = *std::move(c);
+    w[r].client = *std::move(client);
     w[r].params.assign(n, 1.0f);
     w[r].grads.assign(n, 0.5f);
-    w[r].pushed = {{proto::F32, 0,
-                    {reinterpret_cast<const char*>(w[r].grads.data()), w[r].grads.size() * sizeof(float)}}};
+    w[r].versions.assign(c.num_ps, 0);
+    for (int k = 0; k < c.num_ps; ++k) {
+      const ShardRange range = plan->range(k);
+      w[r].pushed.push_back({proto::F32,
+                             0,
+                             {reinterpret_cast<const char*>(w[r].grads.data() + range.begin),
+                              static_cast<size_t>(range.size()) * sizeof(float)}});
+    }
     s = w[r].client->WaitForServers();
     if (s.ok() && r == 0) s = w[r].client->Init(job, w[r].params);
     if (s.ok() && r > 0) s = w[r].client->Register().status();
@@ -253,28 +275,36 @@ void PushPullRoundTrip(benchmark::State& state, bool curve, int workers, int io_
     Worker& x = w[r];
     const absl::Status st = x.client->PushPull(x.step++, x.versions, 128, x.pushed,
                                                absl::MakeSpan(x.params), &x.replies);
-    if (st.ok()) x.versions[0] = x.replies[0].version;
-    return st.ok();
+    if (!st.ok()) return false;
+    for (int k = 0; k < c.num_ps; ++k) x.versions[k] = x.replies[k].version;
+    return true;
   };
-  if (s.ok() && (!round_trip(0) || std::fabs(w[0].params[0] - 0.995f) > 1e-6f)) {
+  if (s.ok() && (!round_trip(0) || std::fabs(w[0].params[0] - 0.995f) > 1e-6f ||
+                 std::fabs(w[0].params[n - 1] - 0.995f) > 1e-6f)) {
     s = absl::InternalError("wrong parameters back");
   }
   if (!s.ok()) {
     state.SkipWithError(std::string(s.message()).c_str());
   } else {
-    TimeWithHelpers(state, workers, n * 8, round_trip);  // gradient out, parameters back
+    TimeWithHelpers(state, c.workers, n * 8, round_trip);  // gradient out, parameters back
   }
   if (w[0].client != nullptr) (void)w[0].client->Shutdown();
-  serve.join();
+  for (std::thread& t : serve) t.join();
 }
 
-void BM_PushPullRoundTrip(benchmark::State& state) { PushPullRoundTrip(state, false, 1); }
-void BM_PushPullRoundTripCurve(benchmark::State& state) { PushPullRoundTrip(state, true, 1); }
+void BM_PushPullRoundTrip(benchmark::State& state) { PushPullRoundTrip(state, {}); }
+void BM_PushPullRoundTripCurve(benchmark::State& state) {
+  RoundTripCase c;
+  c.curve = true;
+  PushPullRoundTrip(state, c);
+}
 BENCHMARK(BM_PushPullRoundTrip)->PS_BENCH_SIZES->UseRealTime();
 BENCHMARK(BM_PushPullRoundTripCurve)->PS_BENCH_SIZES->UseRealTime();
 
 void BM_PushPullWorkers(benchmark::State& state) {
-  PushPullRoundTrip(state, false, static_cast<int>(state.range(1)));
+  RoundTripCase c;
+  c.workers = static_cast<int>(state.range(1));
+  PushPullRoundTrip(state, c);
 }
 BENCHMARK(BM_PushPullWorkers)
     ->ArgsProduct({{65536, 1 << 20}, {1, 2, 4, 8}})
@@ -283,11 +313,36 @@ BENCHMARK(BM_PushPullWorkers)
 // With CURVE, several workers, and the ps's I/O threads (--io_threads):
 // BM_PushPullWorkersCurve/<floats>/<workers>/<io_threads>.
 void BM_PushPullWorkersCurve(benchmark::State& state) {
-  PushPullRoundTrip(state, true, static_cast<int>(state.range(1)), static_cast<int>(state.range(2)));
+  RoundTripCase c;
+  c.curve = true;
+  c.workers = static_cast<int>(state.range(1));
+  c.ps_io_threads = static_cast<int>(state.range(2));
+  PushPullRoundTrip(state, c);
 }
 BENCHMARK(BM_PushPullWorkersCurve)
     ->ArgsProduct({{65536, 1 << 20}, {1, 2, 4}, {1, 2}})
     ->UseRealTime();
+
+// One worker and several ps, the floats split between them, with the
+// worker's I/O threads (its --io_threads): with one, the worker's single
+// I/O thread encrypts and decrypts every shard's traffic in turn; with as
+// many as shards, ZeroMQ gives each connection a thread of its own.
+// BM_PushPullShards<Curve>/<floats>/<num_ps>/<client_io_threads>.
+RoundTripCase ShardsCase(const benchmark::State& state, bool curve) {
+  RoundTripCase c;
+  c.curve = curve;
+  c.num_ps = static_cast<int>(state.range(1));
+  c.client_io_threads = static_cast<int>(state.range(2));
+  return c;
+}
+void BM_PushPullShards(benchmark::State& state) {
+  PushPullRoundTrip(state, ShardsCase(state, false));
+}
+void BM_PushPullShardsCurve(benchmark::State& state) {
+  PushPullRoundTrip(state, ShardsCase(state, true));
+}
+BENCHMARK(BM_PushPullShards)->ArgsProduct({{669706, 1 << 22}, {2}, {1, 2}})->UseRealTime();
+BENCHMARK(BM_PushPullShardsCurve)->ArgsProduct({{669706, 1 << 22}, {2}, {1, 2}})->UseRealTime();
 
 // The wire's ceiling: `clients` DEALERs send n floats to one ROUTER, which
 // sends each message straight back (no copy: the received frame is sent).

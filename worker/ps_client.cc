@@ -64,6 +64,10 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterSpec& cl
     return absl::InvalidArgumentError(absl::StrCat("the shard plan has ", plan.num_shards(),
                                                    " shards for ", cluster.num_ps(), " ps tasks"));
   }
+  if (options.io_threads < 1 || options.io_threads > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--io_threads must be 1 to 16, not ", options.io_threads));
+  }
   std::unique_ptr<PsClient> client(new PsClient(cluster, self, plan, options));
   std::vector<HeartbeatTarget> targets;
   for (int k = 0; k < cluster.num_ps(); ++k) {
@@ -95,7 +99,7 @@ PsClient::PsClient(const ClusterSpec& cluster, const TaskId& self, const ShardPl
       session_(RandomId()),
       instances_(plan.num_shards(), 0),
       route_(plan.num_shards()),
-      context_(1) {
+      context_(options.io_threads) {
   for (int k = 0; k < plan.num_shards(); ++k) route_[k] = k;
 }
 

@@ -58,6 +58,10 @@ struct PsClientOptions {
   int64_t max_message_bytes = int64_t{1} << 30;
   // CURVE keys from the job secret, or none (--insecure).
   TransportSecurity security;
+  // ZeroMQ I/O threads of this client's context (1 to 16). ZeroMQ gives
+  // each connection to one of them, so with several the traffic to
+  // different ps tasks (CURVE's encryption above all) is handled at once.
+  int io_threads = 1;
 };
 
 // Which shards a RESTORE goes to, and what it makes of them.
