@@ -57,6 +57,12 @@ void PrintSummary(const proto::RunSummary& s, const std::string& run_dir, std::F
                 "mean staleness %.2f (p99 %d, max %d)\n",
                 s.updates_applied(), s.gradients_received(), s.stale_gradients_dropped(),
                 s.late_gradients_dropped(), s.mean_staleness(), s.p99_staleness(), s.max_staleness());
+  if (s.unordered_sums() > 0) {
+    absl::FPrintF(out,
+                  "%d sync push(es) summed out of rank order (a rank back too late, or too "
+                  "many kept): this run may not repeat bit for bit\n",
+                  s.unordered_sums());
+  }
   if (s.restarts() > 0) {
     std::vector<std::string> restarts;
     for (const proto::TaskRestart& r : s.task_restarts()) {

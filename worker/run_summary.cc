@@ -60,6 +60,8 @@ void FillCounters(const std::vector<proto::ShardStats>& shards, proto::RunSummar
                                              s.nonfinite_gradients_dropped());
     summary->set_refused_updates(summary->refused_updates() + s.refused_updates());
     summary->set_oversized_requests(summary->oversized_requests() + s.oversized_requests());
+    summary->set_unordered_sums(summary->unordered_sums() +
+                                static_cast<int32_t>(s.unordered_sums()));
     staleness_sum += s.staleness_sum();
     applied += static_cast<double>(s.gradients_applied());
     if (histogram.size() < static_cast<size_t>(s.staleness_histogram_size())) {
@@ -82,6 +84,7 @@ void FillCounters(const std::vector<proto::ShardStats>& shards, proto::RunSummar
     out->set_ssp_waits(static_cast<int32_t>(s.ssp_waits()));
     out->set_bytes_received(static_cast<double>(s.bytes_received()));
     out->set_bytes_sent(static_cast<double>(s.bytes_sent()));
+    out->set_unordered_sums(static_cast<int32_t>(s.unordered_sums()));
   }
   summary->set_mean_staleness(applied > 0 ? staleness_sum / applied : 0.0);
   summary->set_p99_staleness(HistogramQuantile(histogram, 0.99));

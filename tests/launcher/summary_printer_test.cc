@@ -52,5 +52,12 @@ TEST(SummaryPrinter, ASummaryWithoutStepsPerEpochKeepsTheOldLine) {
   EXPECT_THAT(text, HasSubstr("after 1 epoch(s), 50 steps per worker"));
 }
 
+TEST(SummaryPrinter, SaysWhenSyncPushesWereSummedOutOfRankOrder) {
+  proto::RunSummary s = Summary(1, 10, 10);
+  EXPECT_THAT(Printed(s), Not(HasSubstr("out of rank order")));
+  s.set_unordered_sums(3);
+  EXPECT_THAT(Printed(s), HasSubstr("3 sync push(es) summed out of rank order"));
+}
+
 }  // namespace
 }  // namespace pstrain
