@@ -407,6 +407,95 @@ BENCHMARK(BM_RawZmqEchoWorkers)
     ->ArgsProduct({{65536, 1 << 20}, {1, 2, 4, 8}})
     ->UseRealTime();
 
+// Would the message in pieces help? The same bytes each way, sent as
+// `pieces` ZeroMQ messages; the echo keeps every piece until the last is
+// in and then sends them all back (a ps must have a whole push before it
+// updates). With CURVE, libzmq encrypts and decrypts each message whole,
+// so pieces let the receiver decrypt piece j while the sender encrypts
+// piece j + 1. BM_RawZmqEchoPieces/<floats>/<pieces>/<curve 0|1>.
+void BM_RawZmqEchoPieces(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int pieces = static_cast<int>(state.range(1));
+  const bool curve = state.range(2) != 0;
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  const size_t piece = (bytes / sizeof(float) + pieces - 1) / pieces * sizeof(float);
+  char server_public[41], server_secret[41], client_public[41], client_secret[41];
+  if (zmq_curve_keypair(server_public, server_secret) != 0 ||
+      zmq_curve_keypair(client_public, client_secret) != 0) {
+    state.SkipWithError("no CURVE keys (libzmq without libsodium?)");
+    return;
+  }
+  zmq::context_t context(1);
+  zmq::context_t echo_context(1);
+  zmq::socket_t router(echo_context, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  if (curve) {
+    router.set(zmq::sockopt::curve_server, 1);
+    router.set(zmq::sockopt::curve_secretkey, std::string(server_secret));
+  }
+  router.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  std::atomic<bool> done{false};
+  std::thread echo([&] {
+    zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
+    std::vector<zmq::message_t> held;
+    size_t held_bytes = 0;
+    while (!done.load()) {
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(50)) == 0) continue;
+      zmq::message_t id, body;
+      if (!router.recv(id) || !router.recv(body)) return;
+      held_bytes += body.size();
+      held.push_back(std::move(body));
+      if (held_bytes < bytes) continue;
+      for (zmq::message_t& m : held) {
+        zmq::message_t to;
+        to.copy(id);
+        router.send(to, zmq::send_flags::sndmore);
+        router.send(m, zmq::send_flags::none);
+      }
+      held.clear();
+      held_bytes = 0;
+    }
+  });
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  if (curve) {
+    dealer.set(zmq::sockopt::curve_serverkey, std::string(server_public));
+    dealer.set(zmq::sockopt::curve_publickey, std::string(client_public));
+    dealer.set(zmq::sockopt::curve_secretkey, std::string(client_secret));
+  }
+  dealer.connect(endpoint);
+  std::vector<float> out(n, 0.5f), in(n, 0.0f);
+  auto round_trip = [&](int) {
+    const char* from = reinterpret_cast<const char*>(out.data());
+    for (size_t at = 0; at < bytes; at += piece) {
+      const size_t size = std::min(piece, bytes - at);
+      if (!dealer.send(zmq::message_t(const_cast<char*>(from + at), size, nullptr, nullptr),
+                       zmq::send_flags::none)) {
+        return false;
+      }
+    }
+    char* to = reinterpret_cast<char*>(in.data());
+    for (size_t at = 0; at < bytes;) {
+      zmq::message_t reply;
+      if (!dealer.recv(reply) || reply.size() > bytes - at) return false;
+      std::memcpy(to + at, reply.data(), reply.size());
+      at += reply.size();
+    }
+    return true;
+  };
+  if (!round_trip(0) || in[n - 1] != 0.5f) {
+    state.SkipWithError("the echo came back wrong");
+  } else {
+    TimeWithHelpers(state, 1, n * 8, round_trip);
+  }
+  done = true;
+  echo.join();
+}
+BENCHMARK(BM_RawZmqEchoPieces)
+    ->ArgsProduct({{65536, 669706}, {1, 4, 16}, {0, 1}})
+    ->UseRealTime();
+
 // Console output plus one line per run: RESULT bench=ps case=<name/args>
 // ns_per_op=<real time> <counter>=<value>...
 class ResultReporter : public benchmark::ConsoleReporter {
