@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/pieces.h"
 #include "common/transport.h"
 #include "fuzz/request_frames.h"
 #include "glog/logging.h"
@@ -40,6 +41,13 @@ class HandlerUnderTest {
   void Deliver(int peer, std::vector<zmq::message_t> frames, std::vector<Reply>* out) {
     const Peer from{PeerName(peer), authenticated_ ? UserId(peer) : ""};
     absl::StatusOr<Message> m = ParseFrames(std::move(frames));
+    // Pieces (common/pieces.h) are put back together first, as the ps does.
+    if (m.ok() && IsPiece(m->header)) {
+      absl::StatusOr<std::optional<Message>> whole = pieces_.Take(from.route, *std::move(m));
+      if (whole.ok() && !whole->has_value()) return;
+      m = whole.ok() ? absl::StatusOr<Message>(**std::move(whole))
+                     : absl::StatusOr<Message>(whole.status());
+    }
     if (m.ok()) {
       shards_.Handle(from, *m, out);
     } else {
@@ -76,6 +84,7 @@ class HandlerUnderTest {
 
   HostedShards shards_;
   bool authenticated_;
+  PieceAssembler pieces_{size_t{64} << 20, 8};
 };
 
 std::vector<zmq::message_t> ToFrames(const std::vector<std::string>& parts) {

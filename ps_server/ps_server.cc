@@ -114,7 +114,11 @@ PsServer::PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
       context_(options.io_threads),
       shards_(handler_options),
       handler_(shards_.own()),
-      security_(security) {}
+      security_(security),
+      // One message in pieces per peer: a worker sends one push at a time
+      // on its connection; room for every worker's twice over.
+      pieces_(static_cast<size_t>(options.max_message_bytes),
+              std::max(16, 2 * cluster.num_workers())) {}
 
 void PsServer::MaybeStartReplicator() {
   if (replicator_ != nullptr || !handler_.initialized() || handler_.job().ps_replicas() < 1 ||
@@ -198,6 +202,13 @@ void PsServer::Process(RoutedMessage routed) {
   const Peer peer{routed.identity.to_string(), std::move(routed.user_id)};
   std::vector<Reply> replies;
   handler_.CountBytes(static_cast<int64_t>(routed.wire_bytes), 0);
+  if (routed.message.ok() && IsPiece(routed.message->header)) {
+    absl::StatusOr<std::optional<Message>> whole =
+        pieces_.Take(peer.route, *std::move(routed.message));
+    if (whole.ok() && !whole->has_value()) return;  // more pieces due
+    routed.message = whole.ok() ? absl::StatusOr<Message>(**std::move(whole))
+                                : absl::StatusOr<Message>(whole.status());
+  }
   if (!routed.message.ok()) {
     LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": malformed message ("
                              << routed.wire_bytes << " bytes"
@@ -238,7 +249,13 @@ void PsServer::Send(std::vector<Reply>* replies) {
     }
     const zmq::message_t identity(r.peer.data(), r.peer.size());
     const size_t body_bytes = body.size();
-    const absl::Status s = SendRoutedFrame(socket_, identity, r.header, std::move(body));
+    // CURVE: large parameters in pieces (common/pieces.h).
+    const PieceLayout layout = r.with_params && r.payload == nullptr
+                                   ? PiecesFor(body_bytes, security_.secure())
+                                   : PieceLayout();
+    const absl::Status s = layout.parts > 1
+                               ? SendPieces(identity, r.header, layout, body_bytes)
+                               : SendRoutedFrame(socket_, identity, r.header, std::move(body));
     if (!s.ok() && r.notice) continue;  // that worker is gone: nobody to tell
     if (!s.ok()) {
       ++send_failures_;
@@ -246,8 +263,26 @@ void PsServer::Send(std::vector<Reply>* replies) {
                                << ": " << s.message();
       continue;
     }
-    handler_.CountBytes(0, static_cast<int64_t>(r.header.ByteSizeLong() + body_bytes));
+    handler_.CountBytes(0,
+                        static_cast<int64_t>(layout.parts * r.header.ByteSizeLong() + body_bytes));
   }
+}
+
+absl::Status PsServer::SendPieces(const zmq::message_t& identity, const proto::Header& header,
+                                  const PieceLayout& layout, size_t bytes) {
+  const RequestHandler* shard = shards_.Serving(header.shard_index());
+  if (shard == nullptr) return absl::InternalError("the shard is not served here");
+  proto::Header piece = header;
+  piece.set_parts(layout.parts);
+  piece.set_piece_bytes(layout.piece_bytes);
+  for (uint32_t k = 0; k < layout.parts; ++k) {
+    piece.set_part(k);
+    const size_t begin = k * layout.piece_bytes / sizeof(float);
+    RETURN_IF_ERROR(
+        SendRoutedFrame(socket_, identity, piece,
+                        shard->ParamsFrame(begin, layout.Bytes(k, bytes) / sizeof(float))));
+  }
+  return absl::OkStatus();
 }
 
 zmq::message_t PsServer::ReplyBody(Reply& r) {

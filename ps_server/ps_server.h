@@ -48,6 +48,7 @@
 #include "common/cluster_spec.h"
 #include "common/handshake_guard.h"
 #include "common/metrics_server.h"
+#include "common/pieces.h"
 #include "common/security.h"
 #include "common/trace_writer.h"
 #include "common/transport.h"
@@ -101,6 +102,9 @@ class PsServer {
   // The spans of one handled request that arrived at `start_unix_us`, when
   // the shard had taken `updates_before` updates.
   void TraceRequest(proto::MessageType type, int64_t start_unix_us, int64_t updates_before);
+  // A reply's parameters in `layout`'s pieces, each with `header`.
+  absl::Status SendPieces(const zmq::message_t& identity, const proto::Header& header,
+                          const PieceLayout& layout, size_t bytes);
   void FailJob(const std::string& why);
   absl::Status Finish(absl::Status status);
 
@@ -114,6 +118,8 @@ class PsServer {
   HostedShards shards_;      // its own shard, and one it adopted (failover)
   RequestHandler& handler_;  // shards_.own()
   TransportSecurity security_;
+  // CURVE: pushes that came in pieces (common/pieces.h), until whole.
+  PieceAssembler pieces_;
   std::unique_ptr<Replicator> replicator_;  // --ps_replicas=1, once initialised
   // --metrics_port: the endpoint, and what it serves of this shard.
   std::unique_ptr<MetricsServer> metrics_server_;

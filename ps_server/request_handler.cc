@@ -132,6 +132,12 @@ zmq::message_t RequestHandler::ParamsFrame() const {
                              static_cast<size_t>(policy_->store().size()));
 }
 
+zmq::message_t RequestHandler::ParamsFrame(size_t begin, size_t count) const {
+  CHECK(initialized());
+  CHECK_LE(begin + count, static_cast<size_t>(policy_->store().size()));
+  return PinnedFloats::Frame(policy_->store().pinned_state(), begin, count);
+}
+
 int64_t RequestHandler::version() const { return initialized() ? policy_->version() : 0; }
 
 int64_t RequestHandler::updates() const { return policy_->store().updates(); }

@@ -205,6 +205,9 @@ class RequestHandler {
   // not written while ZeroMQ holds it (common/pinned_floats.h).
   // REQUIRES: initialized().
   zmq::message_t ParamsFrame() const;
+  // Floats [begin, begin + count) of them, the same way (a reply in
+  // pieces). REQUIRES: initialized(), the range inside the shard.
+  zmq::message_t ParamsFrame(size_t begin, size_t count) const;
   int64_t version() const;
   // Optimizer steps the shard has taken. REQUIRES: initialized().
   int64_t updates() const;

@@ -1,12 +1,14 @@
 #include "worker/ps_client.h"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "common/optimizer.h"
+#include "common/pieces.h"
 #include "common/rejoin.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
@@ -194,11 +196,35 @@ absl::Status PsClient::CheckWaiting(int64_t deadline_us, const char* what) const
 
 absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
   call.header.set_request_id(next_request_id_++);
-  const std::string type = proto::MessageType_Name(call.header.type());
+  call.pieces_in = 0;
+  const proto::MessageType type = call.header.type();
+  // CURVE: a large gradient in pieces, which the ps decrypts while the
+  // next is encrypted here (common/pieces.h).
+  const PieceLayout layout = type == proto::PUSH || type == proto::PUSH_PULL
+                                 ? PiecesFor(call.payload.size(), options_.security.secure())
+                                 : PieceLayout();
+  if (layout.parts <= 1) return SendMessage(call, call.header, call.payload, deadline_us);
+  proto::Header piece = call.header;
+  piece.set_parts(layout.parts);
+  piece.set_piece_bytes(layout.piece_bytes);
+  for (uint32_t k = 0; k < layout.parts; ++k) {
+    piece.set_part(k);
+    RETURN_IF_ERROR(SendMessage(
+        call, piece,
+        call.payload.subspan(k * layout.piece_bytes, layout.Bytes(k, call.payload.size())),
+        deadline_us));
+    ++pieces_sent_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::SendMessage(const Call& call, const proto::Header& header,
+                                   absl::Span<const char> payload, int64_t deadline_us) {
+  const std::string type = proto::MessageType_Name(header.type());
   for (int64_t backoff_us = 1000;; backoff_us = std::min<int64_t>(backoff_us * 2, 100'000)) {
-    const absl::Status s = SendRequestBytes(sockets_[call.ps()], call.header, call.payload, true);
+    const absl::Status s = SendRequestBytes(sockets_[call.ps()], header, payload, true);
     if (s.ok()) {
-      sent_bytes_ += static_cast<int64_t>(call.header.ByteSizeLong() + call.payload.size());
+      sent_bytes_ += static_cast<int64_t>(header.ByteSizeLong() + payload.size());
       return s;
     }
     if (!absl::IsUnavailable(s)) {
@@ -212,7 +238,45 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
   }
 }
 
-absl::Status PsClient::TakeReply(Call& call, const Message& m) {
+absl::Status PsClient::TakePiece(Call& call, const Message& m) {
+  const proto::Header& h = m.header;
+  const std::string what =
+      absl::StrCat(ShardName(call.shard), " ", proto::MessageType_Name(call.header.type()));
+  if (absl::Status s = CheckPiece(h, m.payload_bytes()); !s.ok()) {
+    return absl::DataLossError(absl::StrCat(what, ": ", s.message()));
+  }
+  if (call.pieces_in == 0) {
+    call.parts = h.parts();
+    call.piece_bytes = h.piece_bytes();
+  }
+  if (h.part() != call.pieces_in || h.parts() != call.parts ||
+      h.piece_bytes() != call.piece_bytes) {
+    return absl::DataLossError(absl::StrCat(what, ": reply piece ", h.part(), " of ", h.parts(),
+                                            " where piece ", call.pieces_in, " of ", call.parts,
+                                            " was due"));
+  }
+  const size_t offset = static_cast<size_t>(h.part()) * h.piece_bytes();
+  const size_t bytes = m.payload_bytes();
+  const bool last = h.part() + 1 == h.parts();
+  if (call.raw != nullptr) {
+    call.raw->resize((offset + bytes) / sizeof(float));
+    std::memcpy(reinterpret_cast<char*>(call.raw->data()) + offset, m.payload.data(), bytes);
+  } else if (!call.params.empty()) {
+    const ShardRange r = plan_.range(call.shard);
+    const size_t shard_bytes = static_cast<size_t>(r.size()) * sizeof(float);
+    if (offset + bytes > shard_bytes || (last && offset + bytes != shard_bytes)) {
+      return absl::DataLossError(absl::StrCat(what, ": reply pieces carry ", offset + bytes,
+                                              " bytes for ", r.size(), " floats"));
+    }
+    std::memcpy(reinterpret_cast<char*>(call.params.data() + r.begin) + offset, m.payload.data(),
+                bytes);
+  }
+  ++call.pieces_in;
+  ++pieces_received_;
+  return last ? TakeReply(call, m, /*payload_placed=*/true) : absl::OkStatus();
+}
+
+absl::Status PsClient::TakeReply(Call& call, const Message& m, bool payload_placed) {
   const proto::Header& h = m.header;
   const std::string what =
       absl::StrCat(ShardName(call.shard), " ", proto::MessageType_Name(call.header.type()));
@@ -232,7 +296,9 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m) {
     absl::Status refused(code, absl::StrCat(what, " refused: ", h.error().message()));
     return h.rejoin() ? MarkRejoin(std::move(refused)) : refused;
   }
-  if (call.raw != nullptr) {
+  if (payload_placed) {
+    // Every piece is in, in its place (TakePiece).
+  } else if (call.raw != nullptr) {
     call.raw->resize(m.payload_floats());
     m.CopyPayloadTo(absl::MakeSpan(*call.raw));
   } else if (!call.params.empty()) {
@@ -298,8 +364,8 @@ absl::Status PsClient::DrainSocket(int ps, std::vector<Call>* calls) {
       return c.ps() == ps && !c.done && c.header.request_id() == m->header.request_id();
     });
     if (call == calls->end()) continue;
-    RETURN_IF_ERROR(TakeReply(*call, *m));
-    call->received_unix_us = UnixMicros();
+    RETURN_IF_ERROR(IsPiece(m->header) ? TakePiece(*call, *m) : TakeReply(*call, *m));
+    if (call->done) call->received_unix_us = UnixMicros();
   }
   return absl::OkStatus();
 }

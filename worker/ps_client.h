@@ -214,6 +214,10 @@ class PsClient {
   // payload frames; heartbeats are not counted).
   int64_t sent_bytes() const { return sent_bytes_; }
   int64_t received_bytes() const { return received_bytes_; }
+  // Messages of requests sent and of replies received in pieces
+  // (CURVE's large payloads; common/pieces.h).
+  int64_t pieces_sent() const { return pieces_sent_; }
+  int64_t pieces_received() const { return pieces_received_; }
 
  private:
   struct Call {
@@ -227,6 +231,11 @@ class PsClient {
     proto::Header reply;
     bool done = false;
     int64_t received_unix_us = 0;
+    // A reply in pieces (common/pieces.h): how many are in, and their
+    // layout, from the first.
+    uint32_t pieces_in = 0;
+    uint32_t parts = 0;
+    uint64_t piece_bytes = 0;
   };
 
   PsClient(const ClusterSpec& cluster, const TaskId& self, const ShardPlan& plan,
@@ -242,7 +251,15 @@ class PsClient {
   // One call to ps `ps` about shard `shard`.
   absl::StatusOr<proto::Header> CallOne(proto::MessageType type, int shard, int ps,
                                         double timeout_s = -1);
-  absl::Status TakeReply(Call& call, const Message& m);
+  // Sends `payload` with `header` (one message), retrying while the queue
+  // is full until the heartbeat or the deadline gives up.
+  absl::Status SendMessage(const Call& call, const proto::Header& header,
+                           absl::Span<const char> payload, int64_t deadline_us);
+  // The reply's header: the ps's verdict. `m`'s payload goes where the
+  // call wants it unless `payload_placed` (its pieces already did).
+  absl::Status TakeReply(Call& call, const Message& m, bool payload_placed = false);
+  // One piece of a reply in pieces, checked against the ones before it.
+  absl::Status TakePiece(Call& call, const Message& m);
   absl::Status CheckWaiting(int64_t deadline_us, const char* what) const;
   std::string ShardName(int shard) const;
   std::vector<Call> ShardCalls(proto::MessageType type, int64_t step,
@@ -274,6 +291,8 @@ class PsClient {
   bool watch_heartbeat_ = true;  // false once SHUTDOWN is under way
   int64_t sent_bytes_ = 0;
   int64_t received_bytes_ = 0;
+  int64_t pieces_sent_ = 0;
+  int64_t pieces_received_ = 0;
 };
 
 }  // namespace pstrain

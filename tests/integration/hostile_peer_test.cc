@@ -195,6 +195,46 @@ TEST_F(LivePs, InvalidUtf8DoesNotFloodTheLog) {
   EXPECT_LE(lines, 2) << ps_->output();
 }
 
+// A push in pieces (common/pieces.h) is put back together and applied;
+// pieces that do not follow, and pieces of a request that never comes in
+// pieces, are answered as malformed, and the ps goes on serving.
+TEST_F(LivePs, AssemblesAPushInPiecesAndRefusesPiecesOutOfPlace) {
+  proto::Header push = client_->Header(proto::PUSH_PULL);
+  push.set_num_examples(1);
+  push.set_parts(2);
+  push.set_piece_bytes(kShard / 2 * sizeof(float));
+  push.set_part(0);
+  ASSERT_TRUE(client_->Send(push, std::vector<float>(kShard / 2, 1.0f)).ok());
+  push.set_part(1);
+  auto r = client_->Call(push, std::vector<float>(kShard / 2, 2.0f));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->header.error().code(), 0) << r->header.error().message();
+  EXPECT_EQ(r->header.version(), 1);
+  ASSERT_EQ(r->payload_floats(), static_cast<size_t>(kShard));
+  std::vector<float> params(kShard);
+  r->CopyPayloadTo(absl::MakeSpan(params));
+  EXPECT_FLOAT_EQ(params[0], 1.0f - 0.1f * 1.0f);           // lr 0.1, the first piece's 1
+  EXPECT_FLOAT_EQ(params[kShard - 1], 1.0f - 0.1f * 2.0f);  // the second piece's 2
+
+  proto::Header orphan = client_->Header(proto::PUSH);
+  orphan.set_parts(2);
+  orphan.set_piece_bytes(kShard / 2 * sizeof(float));
+  orphan.set_part(1);
+  r = client_->Call(orphan, std::vector<float>(kShard / 2, 1.0f));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->header.error().message(), HasSubstr("without the pieces before it"));
+
+  proto::Header pull = client_->Header(proto::PULL);
+  pull.set_parts(2);
+  pull.set_piece_bytes(4);
+  r = client_->Call(pull, std::vector<float>(1, 1.0f));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->header.error().message(), HasSubstr("PULL in pieces"));
+
+  EXPECT_EQ(Stats().malformed_requests(), 2);
+  ExpectStillServing();
+}
+
 TEST_F(LivePs, RefusesTruncatedPayloadsAndCountsThem) {
   // PUSH whose payload frame is missing.
   auto r = client_->Call(client_->Header(proto::PUSH));

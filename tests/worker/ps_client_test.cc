@@ -2,13 +2,20 @@
 
 #include "worker/ps_client.h"
 
+#include <atomic>
+#include <functional>
 #include <memory>
+#include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/cluster_spec.h"
 #include "common/free_ports.h"
 #include "common/shard_plan.h"
+#include "common/status_macros.h"
+#include "common/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ps_server/ps_server.h"
@@ -99,6 +106,171 @@ TEST(PsClient, TwoIoThreadsPushAndPullEveryShardWithCurve) {
     ASSERT_EQ(back[i], params[i] - 0.5f * grads[i]) << i;  // SGD, lr 0.5, exact in f32
   }
   EXPECT_TRUE((*client)->Shutdown().ok());
+}
+
+// One shard of 1,000,003 floats (4 MB): with CURVE the push and the reply
+// go in pieces, and the parameters come back exact, step after step;
+// without it, whole.
+TEST(PsClient, LargePayloadsGoInPiecesWithCurveOnly) {
+  for (const bool curve : {true, false}) {
+    SCOPED_TRACE(curve ? "curve" : "insecure");
+    auto spec = WithFreePorts(ClusterSpec::Local(1, 1, 1));
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    TransportSecurity security;
+    if (curve) security.secret = JobSecret::Generate();
+    const int64_t n = 1'000'003;
+    auto plan = ShardPlan::Create("t", {{"w", n}}, 1, ShardStrategy::kBalanced);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    LiveShards shards(*spec, security);
+    PsClientOptions options;
+    options.security = security;
+    auto client = PsClient::Create(*spec, {TaskType::kWorker, 0}, *plan, options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    proto::JobConfig job;
+    job.set_mode(proto::SYNC);
+    job.set_num_workers(1);
+    job.set_learning_rate(0.25);
+    std::vector<float> params(n);
+    for (int64_t i = 0; i < n; ++i) params[i] = static_cast<float>(i % 4096);
+    ASSERT_TRUE((*client)->WaitForServers().ok());
+    ASSERT_TRUE((*client)->Init(job, params).ok());
+    std::vector<float> grads(n);
+    for (int64_t i = 0; i < n; ++i) grads[i] = static_cast<float>(i % 5);
+    const std::vector<EncodedShard> pushed = {
+        {proto::F32,
+         0,
+         {reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float)}}};
+    std::vector<float> back(n, -1.0f);
+    std::vector<ShardReply> replies;
+    std::vector<int64_t> versions = {0};
+    for (int step = 0; step < 3; ++step) {
+      ASSERT_TRUE(
+          (*client)->PushPull(step, versions, 4, pushed, absl::MakeSpan(back), &replies).ok());
+      versions[0] = replies[0].version;
+      for (int64_t i = 0; i < n; ++i) params[i] -= 0.25f * grads[i];  // exact in f32
+      ASSERT_EQ(back, params) << "step " << step;
+    }
+    EXPECT_EQ(versions[0], 3);
+    if (curve) {
+      // 4,000,012 bytes: 15 pieces of 250,004 and one of 249,952, each way.
+      EXPECT_EQ((*client)->pieces_sent(), 3 * 16);
+      EXPECT_EQ((*client)->pieces_received(), 3 * 16);
+    } else {
+      EXPECT_EQ((*client)->pieces_sent(), 0);
+      EXPECT_EQ((*client)->pieces_received(), 0);
+    }
+    EXPECT_TRUE((*client)->Shutdown().ok());
+  }
+}
+
+// A ps that answers the first PUSH_PULL with the pieces `reply` makes of
+// the request's header (HEARTBEATs go unanswered: the client's patience,
+// 60 s by default, outlasts a test).
+class FakePs {
+ public:
+  using Pieces = std::vector<std::pair<proto::Header, std::vector<float>>>;
+  FakePs(const ClusterSpec& spec, std::function<Pieces(const proto::Header&)> reply)
+      : router_(context_, zmq::socket_type::router) {
+    router_.set(zmq::sockopt::linger, 0);
+    const std::string& address = spec.Address({TaskType::kPs, 0});
+    router_.bind("tcp://127.0.0.1:" + address.substr(address.rfind(':') + 1));
+    thread_ = std::thread([this, reply] {
+      while (!stop_.load()) {
+        zmq::socket_t* sockets[] = {&router_};
+        auto readable = PollReadable(sockets, 50);
+        if (!readable.ok() || !(*readable)[0]) continue;
+        RoutedMessage m = ReceiveRouted(router_);
+        if (!m.message.ok() || m.message->header.type() != proto::PUSH_PULL) continue;
+        for (auto& [header, floats] : reply(m.message->header)) {
+          (void)SendRoutedFrame(router_, m.identity, header,
+                                zmq::message_t(floats.data(), floats.size() * sizeof(float)));
+        }
+      }
+    });
+  }
+  ~FakePs() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  zmq::context_t context_{1};
+  zmq::socket_t router_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// What a client makes of a ps's pieces: `pieces` is (part, parts,
+// piece_bytes, floats) of each reply message, for a shard of 16 floats.
+absl::Status PushPullAgainst(const std::vector<std::tuple<int, int, int, int>>& pieces,
+                             std::vector<float>* params) {
+  auto spec = WithFreePorts(ClusterSpec::Local(1, 1, 1));
+  if (!spec.ok()) return spec.status();
+  auto plan = ShardPlan::Create("t", {{"w", 16}}, 1, ShardStrategy::kBalanced);
+  if (!plan.ok()) return plan.status();
+  FakePs ps(*spec, [&](const proto::Header& request) {
+    FakePs::Pieces out;
+    float next = 100.0f;
+    for (const auto& [part, parts, piece_bytes, floats] : pieces) {
+      proto::Header h;
+      h.set_type(proto::PUSH_PULL);
+      h.set_is_reply(true);
+      h.set_request_id(request.request_id());
+      h.set_version(1);
+      h.set_part(static_cast<uint32_t>(part));
+      h.set_parts(static_cast<uint32_t>(parts));
+      h.set_piece_bytes(static_cast<uint64_t>(piece_bytes));
+      std::vector<float> values(static_cast<size_t>(floats));
+      for (float& v : values) v = next++;
+      out.emplace_back(h, values);
+    }
+    return out;
+  });
+  PsClientOptions options;
+  options.rpc_timeout_s = 3;
+  ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
+                   PsClient::Create(*spec, {TaskType::kWorker, 0}, *plan, options));
+  const std::vector<float> grads(16, 1.0f);
+  const std::vector<EncodedShard> pushed = {
+      {proto::F32, 0, {reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float)}}};
+  params->assign(16, -1.0f);
+  std::vector<ShardReply> replies;
+  const std::vector<int64_t> versions = {0};
+  return client->PushPull(0, versions, 1, pushed, absl::MakeSpan(*params), &replies);
+}
+
+TEST(PsClient, TakesAReplyInPiecesInPlace) {
+  std::vector<float> params;
+  const absl::Status s = PushPullAgainst({{0, 3, 24, 6}, {1, 3, 24, 6}, {2, 3, 24, 4}}, &params);
+  ASSERT_TRUE(s.ok()) << s;
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(params[i], 100.0f + static_cast<float>(i)) << i;
+}
+
+TEST(PsClient, RefusesAHostilePsPiecesAsDataLoss) {
+  struct Case {
+    const char* what;
+    std::vector<std::tuple<int, int, int, int>> pieces;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"out of order", {{1, 2, 32, 8}, {0, 2, 32, 8}}, "reply piece 1 of 2 where piece 0"},
+      {"the layout changes", {{0, 2, 32, 8}, {1, 3, 32, 8}}, "where piece 1 of 2 was due"},
+      {"beyond the shard",
+       {{0, 3, 32, 8}, {1, 3, 32, 8}, {2, 3, 32, 8}},
+       "reply pieces carry 96 bytes"},
+      {"short of the shard", {{0, 2, 16, 4}, {1, 2, 16, 4}}, "reply pieces carry 32 bytes"},
+      {"a middle piece short", {{0, 2, 32, 4}, {1, 2, 32, 8}}, "carries 16 bytes"},
+      {"piece 1 of 1", {{1, 1, 64, 16}}, "a piece of 1 parts"},
+      {"piece size not whole floats", {{0, 2, 30, 8}, {1, 2, 30, 8}}, "pieces of 30 bytes"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::vector<float> params;
+    const absl::Status s = PushPullAgainst(c.pieces, &params);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr(c.says));
+  }
 }
 
 }  // namespace
