@@ -6,10 +6,11 @@
 // libzmq encrypts and decrypts each message whole: the receiver of one
 // 2.68 MB message decrypts nothing until the sender has encrypted all of
 // it. In pieces, the receiver decrypts piece j while the sender encrypts
-// piece j + 1; a CURVE round trip of 2.68 MB each way took 42-49% less time
-// (BM_RawZmqEchoPieces, benchmarks/README.md). Without encryption, pieces
-// cost time (up to +67% at 256 KiB on loopback), so a plaintext connection
-// sends every payload whole.
+// piece j + 1. A raw CURVE echo of 2.68 MB each way took 42-49% less time
+// in pieces (BM_RawZmqEchoPieces), PUSH_PULL 12-29% less at 2.68 MB and
+// half at 64 MiB (BM_PushPullRoundTripCurve; benchmarks/README.md).
+// Without encryption, pieces cost time (1.67x at 256 KiB in 4 pieces on
+// loopback), so a plaintext connection sends every payload whole.
 //
 // Each piece is an ordinary message whose header carries part, parts and
 // piece_bytes (proto::Header); piece k holds payload bytes
