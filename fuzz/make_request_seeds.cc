@@ -68,6 +68,34 @@ FuzzMessage EncodedPush(int rank, int64_t step, proto::Encoding encoding, uint64
   return {rank, {h.SerializeAsString(), bytes}};
 }
 
+// A PUSH_PULL of `rank` whose payload goes in pieces of `piece_bytes`
+// (common/pieces.h), one message each, as a CURVE worker sends a large one.
+std::vector<FuzzMessage> PiecedPush(int rank, int64_t step, uint32_t piece_bytes,
+                                    const std::string& bytes) {
+  static uint64_t request_id = 500;
+  proto::Header h = RequestHeader(proto::PUSH_PULL, rank);
+  h.set_request_id(++request_id);
+  h.set_step(step);
+  h.set_version(step);
+  h.set_num_examples(32);
+  const uint32_t parts = static_cast<uint32_t>((bytes.size() + piece_bytes - 1) / piece_bytes);
+  h.set_parts(parts);
+  h.set_piece_bytes(piece_bytes);
+  std::vector<FuzzMessage> pieces;
+  for (uint32_t k = 0; k < parts; ++k) {
+    h.set_part(k);
+    pieces.push_back({rank, {h.SerializeAsString(), bytes.substr(k * piece_bytes, piece_bytes)}});
+  }
+  return pieces;
+}
+
+template <typename... Groups>
+std::vector<FuzzMessage> Concat(Groups... groups) {
+  std::vector<FuzzMessage> all;
+  (all.insert(all.end(), groups.begin(), groups.end()), ...);
+  return all;
+}
+
 FuzzMessage Barrier(int rank, const std::string& name, bool with_report) {
   proto::Header h = RequestHeader(proto::BARRIER, rank);
   h.set_barrier_name(name);
@@ -128,27 +156,46 @@ std::vector<Seed> Seeds() {
   reply.set_is_reply(true);
   const std::string header = RequestHeader(proto::PUSH, 1).SerializeAsString();
   return {
-      {"valid_sync_round", Input(sync2, {Request(proto::REGISTER, 1), Request(proto::PUSH_PULL, 0),
-                                         Request(proto::PUSH_PULL, 1), Request(proto::PULL, 0, 1, 1),
-                                         Barrier(0, "done", true), Barrier(1, "done", true),
-                                         Request(proto::STATS, 1), Request(proto::SHUTDOWN, 0)})},
-      {"valid_init_after_register", Input(none, {Request(proto::REGISTER, 1), ValidInit(sync2),
-                                                 Request(proto::HEARTBEAT, 1)})},
-      {"valid_async_pushes", Input(async2, {Request(proto::PUSH, 1), Request(proto::PUSH, 0),
-                                            Request(proto::PUSH_PULL, 1, 1, 0), Request(proto::PULL, 0, 1, 0),
-                                            Request(proto::STATS, 0)})},
-      {"valid_ssp_wait", Input(ssp3, {Request(proto::PUSH_PULL, 0), Request(proto::PUSH_PULL, 0, 1, 1),
-                                      Request(proto::PUSH_PULL, 0, 2, 2), Request(proto::PUSH_PULL, 1),
-                                      Request(proto::PUSH_PULL, 2)})},
-      {"valid_sync_backup", Input(backup3, {Request(proto::PUSH_PULL, 0), Request(proto::PUSH_PULL, 1),
-                                            Request(proto::PUSH_PULL, 2), Request(proto::STATS, 2)})},
-      {"invalid_other_job_and_reply", Input(sync2, {{1, {other_job.SerializeAsString()}},
-                                                    {1, {reply.SerializeAsString()}}})},
-      {"invalid_frames", Input(sync2, {{1, {}}, {1, {""}}, {1, {header, "abc"}},
-                                       {1, {header, "", ""}}, {2, {"\xff\xff\xff"}}})},
-      {"invalid_push_before_init", Input(none, {Request(proto::PUSH_PULL, 1), Request(proto::INIT, 1)})},
-      {"invalid_after_failure", Input({true, 0, 2, true}, {Request(proto::PUSH_PULL, 1),
-                                                          Request(proto::STATS, 0)})},
+      {"valid_sync_round",
+       Input(sync2,
+             {Request(proto::REGISTER, 1), Request(proto::PUSH_PULL, 0),
+              Request(proto::PUSH_PULL, 1), Request(proto::PULL, 0, 1, 1), Barrier(0, "done", true),
+              Barrier(1, "done", true), Request(proto::STATS, 1), Request(proto::SHUTDOWN, 0)})},
+      {"valid_init_after_register",
+       Input(none, {Request(proto::REGISTER, 1), ValidInit(sync2), Request(proto::HEARTBEAT, 1)})},
+      {"valid_async_pushes",
+       Input(async2,
+             {Request(proto::PUSH, 1), Request(proto::PUSH, 0), Request(proto::PUSH_PULL, 1, 1, 0),
+              Request(proto::PULL, 0, 1, 0), Request(proto::STATS, 0)})},
+      {"valid_ssp_wait",
+       Input(ssp3, {Request(proto::PUSH_PULL, 0), Request(proto::PUSH_PULL, 0, 1, 1),
+                    Request(proto::PUSH_PULL, 0, 2, 2), Request(proto::PUSH_PULL, 1),
+                    Request(proto::PUSH_PULL, 2)})},
+      {"valid_sync_backup",
+       Input(backup3, {Request(proto::PUSH_PULL, 0), Request(proto::PUSH_PULL, 1),
+                       Request(proto::PUSH_PULL, 2), Request(proto::STATS, 2)})},
+      {"invalid_other_job_and_reply",
+       Input(sync2, {{1, {other_job.SerializeAsString()}}, {1, {reply.SerializeAsString()}}})},
+      {"invalid_frames", Input(sync2, {{1, {}},
+                                       {1, {""}},
+                                       {1, {header, "abc"}},
+                                       {1, {header, "", ""}},
+                                       {2, {"\xff\xff\xff"}}})},
+      {"invalid_push_before_init",
+       Input(none, {Request(proto::PUSH_PULL, 1), Request(proto::INIT, 1)})},
+      {"invalid_after_failure",
+       Input({true, 0, 2, true}, {Request(proto::PUSH_PULL, 1), Request(proto::STATS, 0)})},
+      // Pieces: two workers' pushes in pieces, interleaved, then whole.
+      {"valid_sync_pieces",
+       Input(sync2, Concat(PiecedPush(0, 0, 8, Floats({0.1f, -0.2f, 0.3f, 0.0f})),
+                           PiecedPush(1, 0, 4, Floats({0.5f, 0.5f, -1.0f, 2.0f})),
+                           std::vector<FuzzMessage>{Request(proto::PULL, 0, 1, 1)}))},
+      // An orphan piece, a piece of a PULL, a layout that changes midway.
+      {"invalid_pieces",
+       Input(async2, Concat(std::vector<FuzzMessage>{PiecedPush(1, 0, 4, Floats({1, 2, 3, 4}))[2]},
+                            std::vector<FuzzMessage>{PiecedPush(0, 0, 8, Floats({1, 2, 3, 4}))[0],
+                                                     PiecedPush(0, 0, 4, Floats({1, 2, 3, 4}))[1]},
+                            std::vector<FuzzMessage>{Request(proto::STATS, 0)}))},
   };
 }
 
