@@ -22,8 +22,9 @@ PieceLayout PiecesFor(size_t bytes, bool curve) {
   piece = (piece + sizeof(float) - 1) / sizeof(float) * sizeof(float);
   piece = std::clamp(piece, kMinPieceBytes, kMaxPieceBytes);
   layout.piece_bytes = piece;
-  layout.parts = static_cast<uint32_t>((bytes + piece - 1) / piece);
-  if (layout.parts <= 1) return PieceLayout();
+  const size_t parts = (bytes + piece - 1) / piece;
+  if (parts <= 1 || parts > kMaxParts) return PieceLayout();  // over 4 GiB: whole
+  layout.parts = static_cast<uint32_t>(parts);
   return layout;
 }
 
@@ -40,7 +41,8 @@ absl::Status CheckPiece(const proto::Header& h, size_t payload_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("pieces of ", h.piece_bytes(), " bytes"));
   }
   const bool last = h.part() + 1 == h.parts();
-  if (last ? (payload_bytes == 0 || payload_bytes > h.piece_bytes())
+  if (last ? (payload_bytes == 0 || payload_bytes > h.piece_bytes() ||
+              payload_bytes % sizeof(float) != 0)
            : payload_bytes != h.piece_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat("piece ", h.part(), " of ", h.parts(),
                                                    " carries ", payload_bytes,
@@ -49,8 +51,24 @@ absl::Status CheckPiece(const proto::Header& h, size_t payload_bytes) {
   return absl::OkStatus();
 }
 
-PieceAssembler::PieceAssembler(size_t max_bytes, int max_partials)
-    : max_bytes_(max_bytes), max_partials_(std::max(1, max_partials)) {}
+PieceAssembler::PieceAssembler(size_t max_message_bytes, size_t max_bytes, int max_partials)
+    : max_message_bytes_(max_message_bytes),
+      max_bytes_(max_bytes),
+      max_partials_(std::max(1, max_partials)) {}
+
+std::vector<PieceAssembler::Dropped> PieceAssembler::TakeDropped() {
+  std::vector<Dropped> out;
+  out.swap(dropped_);
+  return out;
+}
+
+void PieceAssembler::Evict(std::map<std::string, Partial>::iterator it) {
+  dropped_.push_back({it->first, it->second.first,
+                      absl::ResourceExhaustedError(
+                          "the ps dropped this message's pieces to make room for other peers' "
+                          "(too many messages in pieces at once for --max_message_mb)")});
+  Drop(it);
+}
 
 void PieceAssembler::Drop(std::map<std::string, Partial>::iterator it) {
   held_bytes_ -= it->second.bytes;
@@ -65,7 +83,7 @@ bool PieceAssembler::MakeRoom(size_t need, const std::string& keep) {
       if (oldest == partials_.end() || it->second.last_use < oldest->second.last_use) oldest = it;
     }
     if (oldest == partials_.end()) return false;
-    Drop(oldest);
+    Evict(oldest);
   }
   return true;
 }
@@ -102,9 +120,16 @@ absl::StatusOr<std::optional<Message>> PieceAssembler::Add(const std::string& pe
     bad = absl::InvalidArgumentError(
         absl::StrCat("piece ", h.part(), " of ", h.parts(), " without the pieces before it"));
   }
+  // The smallest the whole message can be: every piece but the last full.
+  if (bad.ok() && it == partials_.end() &&
+      static_cast<uint64_t>(h.parts() - 1) * h.piece_bytes() + sizeof(float) > max_message_bytes_) {
+    bad = absl::InvalidArgumentError(absl::StrCat("a message of ", h.parts(), " pieces of ",
+                                                  h.piece_bytes(), " bytes: over the ",
+                                                  max_message_bytes_, "-byte limit"));
+  }
   if (bad.ok() && !MakeRoom(piece.payload_bytes(), peer)) {
-    bad =
-        absl::InvalidArgumentError(absl::StrCat("a message in pieces over ", max_bytes_, " bytes"));
+    bad = absl::ResourceExhaustedError(
+        absl::StrCat("messages in pieces over ", max_bytes_, " bytes at once"));
   }
   if (!bad.ok()) {
     if (it != partials_.end()) Drop(it);
@@ -115,14 +140,14 @@ absl::StatusOr<std::optional<Message>> PieceAssembler::Add(const std::string& pe
       auto oldest = std::min_element(
           partials_.begin(), partials_.end(),
           [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
-      Drop(oldest);
+      Evict(oldest);
     }
     Partial p;
+    p.first = h;
     p.session = h.session();
     p.request_id = h.request_id();
     p.parts = h.parts();
     p.piece_bytes = h.piece_bytes();
-    p.pieces.reserve(h.parts());
     it = partials_.emplace(peer, std::move(p)).first;
   }
   Partial& p = it->second;

@@ -60,18 +60,28 @@ inline bool IsPiece(const proto::Header& h) { return h.parts() > 1 || h.part() !
 // Checks one piece's header and payload size on their own: parts in
 // [2, kMaxParts], part < parts, piece_bytes a multiple of 4 in
 // [4, kMaxPieceBytes], a payload of exactly piece_bytes for every piece
-// but the last, and of 1 to piece_bytes for the last.
+// but the last, and of 4 to piece_bytes whole floats for the last.
 absl::Status CheckPiece(const proto::Header& h, size_t payload_bytes);
 
 // The ps's side: puts the pieces of each peer's message back together.
 // One message per peer at a time; a piece that does not follow its
 // predecessor (another request, a part out of order, another layout)
-// drops what was held of that peer's message. What is held is bounded:
-// at most `max_partials` peers and `max_bytes` in all; past them the
-// longest-idle partial messages are dropped.
+// drops what was held of that peer's message. What is held is bounded: a
+// message in pieces may not be larger than `max_message_bytes` (refused
+// at its first piece), and at most `max_partials` peers and `max_bytes`
+// in all are held; past them the longest-idle partial messages are
+// dropped, and TakeDropped says whose, so that each can be told.
 class PieceAssembler {
  public:
-  PieceAssembler(size_t max_bytes, int max_partials);
+  PieceAssembler(size_t max_message_bytes, size_t max_bytes, int max_partials);
+
+  // A partial message dropped to make room for others': its peer, the
+  // header of its first piece (which request), and why.
+  struct Dropped {
+    std::string peer;
+    proto::Header header;
+    absl::Status why;
+  };
 
   // Takes one piece from `peer`: the whole message once `piece` was the
   // last (its header that of the last piece, part and parts cleared; its
@@ -85,11 +95,15 @@ class PieceAssembler {
   // a piece of any other request is refused (InvalidArgument).
   absl::StatusOr<std::optional<Message>> Take(const std::string& peer, Message m);
 
+  // The partial messages dropped to make room since the last call.
+  std::vector<Dropped> TakeDropped();
+
   size_t partials() const { return partials_.size(); }
   size_t held_bytes() const { return held_bytes_; }
 
  private:
   struct Partial {
+    proto::Header first;  // part 0's header
     uint64_t session = 0;
     uint64_t request_id = 0;
     uint32_t parts = 0;
@@ -99,12 +113,16 @@ class PieceAssembler {
     uint64_t last_use = 0;
   };
   void Drop(std::map<std::string, Partial>::iterator it);
+  // Drops `it` to make room, and keeps it in dropped_.
+  void Evict(std::map<std::string, Partial>::iterator it);
   // Drops the longest-idle partials other than `keep` until `need` more
   // bytes fit; false if they cannot.
   bool MakeRoom(size_t need, const std::string& keep);
 
+  size_t max_message_bytes_;
   size_t max_bytes_;
   int max_partials_;
+  std::vector<Dropped> dropped_;
   std::map<std::string, Partial> partials_;
   size_t held_bytes_ = 0;
   uint64_t clock_ = 0;

@@ -43,10 +43,14 @@ class HandlerUnderTest {
     absl::StatusOr<Message> m = ParseFrames(std::move(frames));
     // Pieces (common/pieces.h) are put back together first, as the ps does.
     if (m.ok() && IsPiece(m->header)) {
+      const proto::Header request = m->header;
       absl::StatusOr<std::optional<Message>> whole = pieces_.Take(from.route, *std::move(m));
-      if (whole.ok() && !whole->has_value()) return;
-      m = whole.ok() ? absl::StatusOr<Message>(**std::move(whole))
-                     : absl::StatusOr<Message>(whole.status());
+      for (PieceAssembler::Dropped& d : pieces_.TakeDropped()) {
+        out->push_back({std::move(d.peer), ErrorReply(d.header, d.why), false, false});
+      }
+      if (!whole.ok()) shards_.own().HandleMalformed(from, whole.status(), out, request);
+      if (!whole.ok() || !whole->has_value()) return;
+      m = **std::move(whole);
     }
     if (m.ok()) {
       shards_.Handle(from, *m, out);
@@ -84,7 +88,7 @@ class HandlerUnderTest {
 
   HostedShards shards_;
   bool authenticated_;
-  PieceAssembler pieces_{size_t{64} << 20, 8};
+  PieceAssembler pieces_{size_t{1} << 20, size_t{2} << 20, 8};
 };
 
 std::vector<zmq::message_t> ToFrames(const std::vector<std::string>& parts) {

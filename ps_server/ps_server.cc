@@ -115,9 +115,11 @@ PsServer::PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
       shards_(handler_options),
       handler_(shards_.own()),
       security_(security),
-      // One message in pieces per peer: a worker sends one push at a time
-      // on its connection; room for every worker's twice over.
+      // One message in pieces per peer (a worker sends one push at a time
+      // on its connection), each at most --max_message_mb; room for every
+      // worker's twice over, and for two such messages' bytes.
       pieces_(static_cast<size_t>(options.max_message_bytes),
+              2 * static_cast<size_t>(options.max_message_bytes),
               std::max(16, 2 * cluster.num_workers())) {}
 
 void PsServer::MaybeStartReplicator() {
@@ -203,11 +205,22 @@ void PsServer::Process(RoutedMessage routed) {
   std::vector<Reply> replies;
   handler_.CountBytes(static_cast<int64_t>(routed.wire_bytes), 0);
   if (routed.message.ok() && IsPiece(routed.message->header)) {
+    // A refusal names the request (its header), so that its sender is not
+    // left waiting; so does a message dropped to make room for this one.
+    const proto::Header request = routed.message->header;
     absl::StatusOr<std::optional<Message>> whole =
         pieces_.Take(peer.route, *std::move(routed.message));
-    if (whole.ok() && !whole->has_value()) return;  // more pieces due
-    routed.message = whole.ok() ? absl::StatusOr<Message>(**std::move(whole))
-                                : absl::StatusOr<Message>(whole.status());
+    for (PieceAssembler::Dropped& d : pieces_.TakeDropped()) {
+      replies.push_back({std::move(d.peer), ErrorReply(d.header, d.why), false, false});
+    }
+    if (!whole.ok()) {
+      LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": refused a piece"
+                               << (peer.user_id.empty() ? "" : " from " + peer.user_id) << ": "
+                               << whole.status().message();
+      handler_.HandleMalformed(peer, whole.status(), &replies, request);
+    }
+    if (!whole.ok() || !whole->has_value()) return Send(&replies);  // more pieces due
+    routed.message = **std::move(whole);
   }
   if (!routed.message.ok()) {
     LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": malformed message ("

@@ -170,11 +170,11 @@ void RequestHandler::Refuse(const std::string& peer, const proto::Header& reques
 }
 
 void RequestHandler::HandleMalformed(const Peer& peer, const absl::Status& error,
-                                     std::vector<Reply>* out) {
+                                     std::vector<Reply>* out, const proto::Header& request) {
   stats_.set_malformed_requests(stats_.malformed_requests() + 1);
   out->push_back({peer.route,
-                  ErrorReply(proto::Header(), absl::InvalidArgumentError(
-                                                  absl::StrCat("malformed message: ", error.message()))),
+                  ErrorReply(request, absl::InvalidArgumentError(
+                                          absl::StrCat("malformed message: ", error.message()))),
                   false, false});
 }
 

@@ -138,8 +138,11 @@ class RequestHandler {
   // Handles one well-formed message from `peer`, appending replies to `out`.
   void Handle(const Peer& peer, const Message& request, std::vector<Reply>* out);
 
-  // Answers a message that could not be parsed (counted as malformed).
-  void HandleMalformed(const Peer& peer, const absl::Status& error, std::vector<Reply>* out);
+  // Answers a message that could not be parsed (counted as malformed);
+  // `request`, when its header could be read (a piece out of place), so
+  // that the sender can tell which of its requests was refused.
+  void HandleMalformed(const Peer& peer, const absl::Status& error, std::vector<Reply>* out,
+                       const proto::Header& request = proto::Header());
 
   // Checks 1-3 above for a request this handler does not serve itself
   // (ADOPT, RELEASE: ps_server/hosted_shards.h): OK when it may be acted

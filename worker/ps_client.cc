@@ -259,6 +259,10 @@ absl::Status PsClient::TakePiece(Call& call, const Message& m) {
   const size_t bytes = m.payload_bytes();
   const bool last = h.part() + 1 == h.parts();
   if (call.raw != nullptr) {
+    if (offset + bytes > static_cast<size_t>(options_.max_message_bytes)) {
+      return absl::DataLossError(
+          absl::StrCat(what, ": reply pieces over ", options_.max_message_bytes, " bytes"));
+    }
     call.raw->resize((offset + bytes) / sizeof(float));
     std::memcpy(reinterpret_cast<char*>(call.raw->data()) + offset, m.payload.data(), bytes);
   } else if (!call.params.empty()) {

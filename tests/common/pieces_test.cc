@@ -82,10 +82,11 @@ TEST(CheckPiece, RefusesIncoherentHeadersAndSizes) {
   EXPECT_FALSE(CheckPiece(PieceHeader(1, 0, 2, 8), 4).ok());   // a middle piece short
   EXPECT_FALSE(CheckPiece(PieceHeader(1, 1, 2, 8), 12).ok());  // the last one long
   EXPECT_FALSE(CheckPiece(PieceHeader(1, 1, 2, 8), 0).ok());   // or empty
+  EXPECT_FALSE(CheckPiece(PieceHeader(1, 1, 2, 8), 3).ok());   // or not whole floats
 }
 
 TEST(PieceAssembler, PutsPiecesInOrderBackTogetherAndHoldsNothingAfter) {
-  PieceAssembler assembler(1 << 20, 4);
+  PieceAssembler assembler(1 << 20, 1 << 20, 4);
   auto first = assembler.Take("w0", Piece(PieceHeader(5, 0, 3, 8), "AAAABBBB"));
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_FALSE(first->has_value());
@@ -107,7 +108,7 @@ TEST(PieceAssembler, PutsPiecesInOrderBackTogetherAndHoldsNothingAfter) {
 }
 
 TEST(PieceAssembler, PassesWholeMessagesThroughAndRefusesPiecesOfOtherRequests) {
-  PieceAssembler assembler(1 << 20, 4);
+  PieceAssembler assembler(1 << 20, 1 << 20, 4);
   proto::Header plain;
   plain.set_type(proto::PUSH);
   auto through = assembler.Take("w0", Piece(plain, "ABCD"));
@@ -126,15 +127,15 @@ TEST(PieceAssembler, PassesWholeMessagesThroughAndRefusesPiecesOfOtherRequests) 
 }
 
 TEST(PieceAssembler, KeepsEachPeersPiecesApart) {
-  PieceAssembler assembler(1 << 20, 4);
+  PieceAssembler assembler(1 << 20, 1 << 20, 4);
   ASSERT_TRUE(assembler.Take("w0", Piece(PieceHeader(1, 0, 2, 4), "AAAA")).ok());
   ASSERT_TRUE(assembler.Take("w1", Piece(PieceHeader(1, 0, 2, 4), "XXXX")).ok());
-  auto w1 = assembler.Take("w1", Piece(PieceHeader(1, 1, 2, 4), "YY"));
-  auto w0 = assembler.Take("w0", Piece(PieceHeader(1, 1, 2, 4), "BB"));
+  auto w1 = assembler.Take("w1", Piece(PieceHeader(1, 1, 2, 4), "YYYY"));
+  auto w0 = assembler.Take("w0", Piece(PieceHeader(1, 1, 2, 4), "BBBB"));
   ASSERT_TRUE(w0.ok() && w0->has_value());
   ASSERT_TRUE(w1.ok() && w1->has_value());
-  EXPECT_EQ((*w0)->payload.to_string(), "AAAABB");
-  EXPECT_EQ((*w1)->payload.to_string(), "XXXXYY");
+  EXPECT_EQ((*w0)->payload.to_string(), "AAAABBBB");
+  EXPECT_EQ((*w1)->payload.to_string(), "XXXXYYYY");
 }
 
 TEST(PieceAssembler, APieceOutOfPlaceDropsThePeersMessage) {
@@ -151,7 +152,7 @@ TEST(PieceAssembler, APieceOutOfPlaceDropsThePeersMessage) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
-    PieceAssembler assembler(1 << 20, 4);
+    PieceAssembler assembler(1 << 20, 1 << 20, 4);
     ASSERT_TRUE(assembler.Take("w0", Piece(PieceHeader(1, 0, 3, 4), "AAAA")).ok());
     auto bad =
         assembler.Take("w0", Piece(c.second, c.second.piece_bytes() == 8 ? "BBBBBBBB" : "BBBB"));
@@ -160,42 +161,68 @@ TEST(PieceAssembler, APieceOutOfPlaceDropsThePeersMessage) {
     EXPECT_EQ(assembler.partials(), 0u);
     EXPECT_EQ(assembler.held_bytes(), 0u);
   }
-  PieceAssembler assembler(1 << 20, 4);
+  PieceAssembler assembler(1 << 20, 1 << 20, 4);
   auto orphan = assembler.Take("w0", Piece(PieceHeader(1, 1, 3, 4), "BBBB"));
   ASSERT_FALSE(orphan.ok());
   EXPECT_THAT(std::string(orphan.status().message()), HasSubstr("without the pieces before it"));
 }
 
 TEST(PieceAssembler, ANewRequestReplacesAnAbandonedOne) {
-  PieceAssembler assembler(1 << 20, 4);
+  PieceAssembler assembler(1 << 20, 1 << 20, 4);
   ASSERT_TRUE(assembler.Take("w0", Piece(PieceHeader(1, 0, 3, 4), "AAAA")).ok());
   ASSERT_TRUE(assembler.Take("w0", Piece(PieceHeader(2, 0, 2, 4), "CCCC")).ok());
   EXPECT_EQ(assembler.held_bytes(), 4u);
-  auto whole = assembler.Take("w0", Piece(PieceHeader(2, 1, 2, 4), "DD"));
+  auto whole = assembler.Take("w0", Piece(PieceHeader(2, 1, 2, 4), "DDDD"));
   ASSERT_TRUE(whole.ok() && whole->has_value());
-  EXPECT_EQ((*whole)->payload.to_string(), "CCCCDD");
+  EXPECT_EQ((*whole)->payload.to_string(), "CCCCDDDD");
   EXPECT_EQ(assembler.held_bytes(), 0u);
 }
 
 TEST(PieceAssembler, HoldsAtMostItsBytesAndItsPeersDroppingTheLongestIdle) {
-  PieceAssembler assembler(/*max_bytes=*/12, /*max_partials=*/2);
+  PieceAssembler assembler(/*max_message_bytes=*/1 << 20, /*max_bytes=*/12, /*max_partials=*/2);
   ASSERT_TRUE(assembler.Take("w0", Piece(PieceHeader(1, 0, 9, 4), "AAAA")).ok());
-  ASSERT_TRUE(assembler.Take("w1", Piece(PieceHeader(1, 0, 9, 4), "BBBB")).ok());
-  // A third peer: the longest idle (w0) goes.
-  ASSERT_TRUE(assembler.Take("w2", Piece(PieceHeader(1, 0, 9, 4), "CCCC")).ok());
+  ASSERT_TRUE(assembler.Take("w1", Piece(PieceHeader(2, 0, 9, 4), "BBBB")).ok());
+  EXPECT_TRUE(assembler.TakeDropped().empty());
+  // A third peer: the longest idle (w0) goes, and is reported with its
+  // request, so that the ps can tell it.
+  ASSERT_TRUE(assembler.Take("w2", Piece(PieceHeader(3, 0, 9, 4), "CCCC")).ok());
   EXPECT_EQ(assembler.partials(), 2u);
+  std::vector<PieceAssembler::Dropped> dropped = assembler.TakeDropped();
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0].peer, "w0");
+  EXPECT_EQ(dropped[0].header.request_id(), 1u);
+  EXPECT_EQ(dropped[0].why.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(assembler.TakeDropped().empty());
   EXPECT_FALSE(assembler.Take("w0", Piece(PieceHeader(1, 1, 9, 4), "AAAA")).ok());
   // 8 bytes held of 12: w2's next piece fits, the one after makes w1 go.
-  ASSERT_TRUE(assembler.Take("w2", Piece(PieceHeader(1, 1, 9, 4), "CCCC")).ok());
-  ASSERT_TRUE(assembler.Take("w2", Piece(PieceHeader(1, 2, 9, 4), "CCCC")).ok());
+  ASSERT_TRUE(assembler.Take("w2", Piece(PieceHeader(3, 1, 9, 4), "CCCC")).ok());
+  ASSERT_TRUE(assembler.Take("w2", Piece(PieceHeader(3, 2, 9, 4), "CCCC")).ok());
   EXPECT_EQ(assembler.partials(), 1u);
   EXPECT_EQ(assembler.held_bytes(), 12u);
+  dropped = assembler.TakeDropped();
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0].peer, "w1");
+  EXPECT_EQ(dropped[0].header.request_id(), 2u);
   // w2 alone over the bound: refused, and nothing is held any more.
-  auto over = assembler.Take("w2", Piece(PieceHeader(1, 3, 9, 4), "CCCC"));
+  auto over = assembler.Take("w2", Piece(PieceHeader(3, 3, 9, 4), "CCCC"));
   ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(over.status().message()), HasSubstr("over 12 bytes"));
   EXPECT_EQ(assembler.partials(), 0u);
   EXPECT_EQ(assembler.held_bytes(), 0u);
+  EXPECT_TRUE(assembler.TakeDropped().empty());  // its own refusal is not a drop
+}
+
+TEST(PieceAssembler, RefusesAtItsFirstPieceAMessageLargerThanTheLimit) {
+  PieceAssembler assembler(/*max_message_bytes=*/64, /*max_bytes=*/1 << 20, 4);
+  // 17 pieces of 4 bytes: at least 68 bytes.
+  auto refused = assembler.Take("w0", Piece(PieceHeader(1, 0, 17, 4), "AAAA"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("over the 64-byte limit"));
+  EXPECT_EQ(assembler.partials(), 0u);
+  // 16 pieces, the last as small as can be: 64 bytes, accepted.
+  auto fits = assembler.Take("w0", Piece(PieceHeader(2, 0, 16, 4), "AAAA"));
+  EXPECT_TRUE(fits.ok()) << fits.status();
 }
 
 }  // namespace

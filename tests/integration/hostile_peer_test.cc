@@ -223,6 +223,9 @@ TEST_F(LivePs, AssemblesAPushInPiecesAndRefusesPiecesOutOfPlace) {
   r = client_->Call(orphan, std::vector<float>(kShard / 2, 1.0f));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_THAT(r->header.error().message(), HasSubstr("without the pieces before it"));
+  // The refusal names the request, so that its sender is not left waiting.
+  EXPECT_EQ(r->header.request_id(), orphan.request_id());
+  EXPECT_EQ(r->header.type(), proto::PUSH);
 
   proto::Header pull = client_->Header(proto::PULL);
   pull.set_parts(2);
@@ -230,6 +233,7 @@ TEST_F(LivePs, AssemblesAPushInPiecesAndRefusesPiecesOutOfPlace) {
   r = client_->Call(pull, std::vector<float>(1, 1.0f));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_THAT(r->header.error().message(), HasSubstr("PULL in pieces"));
+  EXPECT_EQ(r->header.request_id(), pull.request_id());
 
   EXPECT_EQ(Stats().malformed_requests(), 2);
   ExpectStillServing();
