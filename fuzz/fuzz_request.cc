@@ -41,14 +41,11 @@ class HandlerUnderTest {
   void Deliver(int peer, std::vector<zmq::message_t> frames, std::vector<Reply>* out) {
     const Peer from{PeerName(peer), authenticated_ ? UserId(peer) : ""};
     absl::StatusOr<Message> m = ParseFrames(std::move(frames));
-    // Pieces (common/pieces.h) are put back together first, as the ps does.
+    // Pieces (common/pieces.h) are put back together first, by the ps's own
+    // AssemblePiece.
     if (m.ok() && IsPiece(m->header)) {
-      const proto::Header request = m->header;
-      absl::StatusOr<std::optional<Message>> whole = pieces_.Take(from.route, *std::move(m));
-      for (PieceAssembler::Dropped& d : pieces_.TakeDropped()) {
-        out->push_back({std::move(d.peer), ErrorReply(d.header, d.why), false, false});
-      }
-      if (!whole.ok()) shards_.own().HandleMalformed(from, whole.status(), out, request);
+      absl::StatusOr<std::optional<Message>> whole =
+          AssemblePiece(pieces_, shards_.own(), from, *std::move(m), out);
       if (!whole.ok() || !whole->has_value()) return;
       m = **std::move(whole);
     }

@@ -205,19 +205,12 @@ void PsServer::Process(RoutedMessage routed) {
   std::vector<Reply> replies;
   handler_.CountBytes(static_cast<int64_t>(routed.wire_bytes), 0);
   if (routed.message.ok() && IsPiece(routed.message->header)) {
-    // A refusal names the request (its header), so that its sender is not
-    // left waiting; so does a message dropped to make room for this one.
-    const proto::Header request = routed.message->header;
     absl::StatusOr<std::optional<Message>> whole =
-        pieces_.Take(peer.route, *std::move(routed.message));
-    for (PieceAssembler::Dropped& d : pieces_.TakeDropped()) {
-      replies.push_back({std::move(d.peer), ErrorReply(d.header, d.why), false, false});
-    }
+        AssemblePiece(pieces_, handler_, peer, *std::move(routed.message), &replies);
     if (!whole.ok()) {
       LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": refused a piece"
                                << (peer.user_id.empty() ? "" : " from " + peer.user_id) << ": "
                                << whole.status().message();
-      handler_.HandleMalformed(peer, whole.status(), &replies, request);
     }
     if (!whole.ok() || !whole->has_value()) return Send(&replies);  // more pieces due
     routed.message = **std::move(whole);

@@ -111,6 +111,18 @@ proto::Header ErrorReply(const proto::Header& request, const absl::Status& statu
   return r;
 }
 
+absl::StatusOr<std::optional<Message>> AssemblePiece(PieceAssembler& pieces,
+                                                     RequestHandler& handler, const Peer& peer,
+                                                     Message piece, std::vector<Reply>* out) {
+  const proto::Header request = piece.header;
+  absl::StatusOr<std::optional<Message>> whole = pieces.Take(peer.route, std::move(piece));
+  for (PieceAssembler::Dropped& d : pieces.TakeDropped()) {
+    out->push_back({std::move(d.peer), ErrorReply(d.header, d.why), false, false});
+  }
+  if (!whole.ok()) handler.HandleMalformed(peer, whole.status(), out, request);
+  return whole;
+}
+
 RequestHandler::RequestHandler(const RequestHandlerOptions& options)
     : options_(options),
       clock_(options.clock != nullptr ? options.clock : RealClock()),

@@ -56,11 +56,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "common/pieces.h"
 #include "common/shard_plan.h"
 #include "common/transport.h"
 #include "proto/pstrain.pb.h"
@@ -341,5 +344,16 @@ class RequestHandler {
 // A reply to a refused request: the request's type and id and the error,
 // nothing about the shard or the job.
 proto::Header ErrorReply(const proto::Header& request, const absl::Status& status);
+
+// What a ps does with a piece (common/pieces.h) from `peer`: gives it to
+// `pieces`, and returns the whole message once its last piece is in, or
+// nullopt while more are due. Every message `pieces` dropped to make room
+// is answered in `out` with its first piece's header; a refused piece is
+// answered there too, with its own header (counted as malformed by
+// `handler`), and its refusal returned (for the caller's log). So no
+// sender of a piece is left waiting for a reply that will not come.
+absl::StatusOr<std::optional<Message>> AssemblePiece(PieceAssembler& pieces,
+                                                     RequestHandler& handler, const Peer& peer,
+                                                     Message piece, std::vector<Reply>* out);
 
 }  // namespace pstrain
