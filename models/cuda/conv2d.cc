@@ -437,9 +437,8 @@ absl::Status Conv2d::AllocateGemmScratch() {
   // (FilterGradient); without the memory the filter gradient is one GEMM.
   const int64_t columns = chunk * plane;
   if (columns < kFilterSplitColumns) return absl::OkStatus();
-  const int64_t slices = std::min<int64_t>(kMaxFilterSlices, columns / kFilterSliceColumns) + 1;
-  absl::StatusOr<DeviceArray<float>> partials =
-      DeviceArray<float>::Create(name() + ".filter_partials", slices * weights_);
+  absl::StatusOr<DeviceArray<float>> partials = DeviceArray<float>::Create(
+      name() + ".filter_partials", int64_t{FilterSlices(columns) + 1} * weights_);
   if (partials.ok()) {
     filter_partials_ = std::move(partials).value();
   } else if (partials.status().code() == absl::StatusCode::kResourceExhausted) {
@@ -491,7 +490,7 @@ absl::Status Conv2d::FilterGradient(int columns, bool accumulate, float* dw) {
                                        dw, k));
     return absl::OkStatus();
   }
-  const int slices = std::min(kMaxFilterSlices, columns / kFilterSliceColumns);
+  const int slices = FilterSlices(columns);
   const int length = columns / slices;
   const int64_t count = weights_;  // k * cout
   float* partials = filter_partials_.data();

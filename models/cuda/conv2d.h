@@ -57,6 +57,7 @@
 // a trial either. Backward's GEMM path (our kernels and cuBLAS) takes them
 // where they are. The model's activations are cudaMalloc'd and never copied.
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -80,6 +81,11 @@ class Conv2d final : public CudaLayer {
   static constexpr int kFilterSplitColumns = 1 << 18;
   static constexpr int kFilterSliceColumns = 4096;
   static constexpr int kMaxFilterSlices = 256;
+  // The slices a sum over `columns` (>= kFilterSplitColumns) is cut into;
+  // the partial sums hold one more row (their total).
+  static constexpr int FilterSlices(int64_t columns) {
+    return static_cast<int>(std::min<int64_t>(kMaxFilterSlices, columns / kFilterSliceColumns));
+  }
 
   // Who computes backward: our GEMMs when their scratch can be allocated
   // (else cuDNN), or cuDNN's algorithms always (what a device short of
