@@ -1,0 +1,1 @@
+// The translation unit that builds common/pch.h (see there).
