@@ -100,19 +100,26 @@ endfunction()
 
 # pstrain_library_pch(): called once every pstrain_library exists, with
 # its options. Gives them one precompiled header (common/pch.h says what it
-# holds and why), made twice, with and without -fPIC (a compiler refuses a
-# PCH whose -fPIC differs from the file's; three libraries go into the CUDA
-# plugin and are PIC). A PCH made for each library instead cost as much as
-# it saved: 12-14 s apiece to make (a 178 MB .gch) against about 2 s saved
-# per file. GCC builds only (the normal one: 459 -> 368 s to build from
-# scratch, 2026-11-26, 2 vCPUs): clang's TSan build of the libraries took
-# as long with it as without (308 and 301 s of CPU). A library whose
-# sanitizer options are its own (the fuzzers', pstrain_without_tsan's)
+# holds and why), made with and without -fPIC (a compiler refuses a PCH
+# whose -fPIC differs from the file's; three libraries go into the CUDA
+# plugin and are PIC), each only where a library uses it. A PCH made for
+# each library instead cost as much as it saved: 12-14 s apiece to make (a
+# 178 MB .gch) against about 2 s saved per file. GCC builds only (the
+# normal one: 459 -> 368 s to build from scratch, 2026-11-26, 2 vCPUs):
+# clang's TSan build of the libraries took as long with it as without (308
+# and 301 s of CPU), and GCC's TSan build force-includes
+# common/tsan_protobuf_abi.h first, after which GCC silently ignores a
+# PCH. A library with sanitizer options of its own (pstrain_without_tsan)
 # goes without, as does a file with options of its own
 # (SKIP_PRECOMPILE_HEADERS, ps_server/): a PCH made with other options is
-# refused.
+# refused, or its inline code compiled with options not the file's.
+# The PCH targets take only the top-level directory's options: a
+# subdirectory holding libraries must not add compile definitions or
+# options of its own for all its targets (GCC would refuse the PCH, an
+# error under -Werror); per target, with the target's, is fine.
 function(pstrain_library_pch)
-  if(NOT PSTRAIN_LIBRARY_PCH OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  if(NOT PSTRAIN_LIBRARY_PCH OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU"
+     OR PSTRAIN_SANITIZE MATCHES "thread")
     return()
   endif()
   add_library(pstrain_library_pch_deps INTERFACE)
@@ -121,7 +128,8 @@ function(pstrain_library_pch)
                         Eigen3::Eigen)
   foreach(_pic OFF ON)
     set(_pch pstrain_library_pch_pic_${_pic})
-    add_library(${_pch} OBJECT ${CMAKE_SOURCE_DIR}/common/pch.cc)
+    # Built only when a library reuses it (REUSE_FROM adds the dependency).
+    add_library(${_pch} OBJECT EXCLUDE_FROM_ALL ${CMAKE_SOURCE_DIR}/common/pch.cc)
     target_compile_options(${_pch} PRIVATE ${PSTRAIN_WARNING_FLAGS})
     target_link_libraries(${_pch} PRIVATE pstrain_library_pch_deps)
     set_target_properties(${_pch} PROPERTIES POSITION_INDEPENDENT_CODE ${_pic})
