@@ -109,14 +109,12 @@ endfunction()
 # clang's TSan build of the libraries took as long with it as without (308
 # and 301 s of CPU), and GCC's TSan build force-includes
 # common/tsan_protobuf_abi.h first, after which GCC silently ignores a
-# PCH. A library with sanitizer options of its own (pstrain_without_tsan)
-# goes without, as does a file with options of its own
-# (SKIP_PRECOMPILE_HEADERS, ps_server/): a PCH made with other options is
-# refused, or its inline code compiled with options not the file's.
-# The PCH targets take only the top-level directory's options: a
-# subdirectory holding libraries must not add compile definitions or
-# options of its own for all its targets (GCC would refuse the PCH, an
-# error under -Werror); per target, with the target's, is fine.
+# PCH. The PCH targets take only the top-level directory's options and
+# pstrain_library's warnings: a file with options of its own goes without
+# (SKIP_PRECOMPILE_HEADERS, ps_server/), since a PCH made with other options
+# is refused (an error under -Werror) or its inline code compiled with
+# options not the file's; so must a library or subdirectory given options
+# of its own, or definitions that these headers read.
 function(pstrain_library_pch)
   if(NOT PSTRAIN_LIBRARY_PCH OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU"
      OR PSTRAIN_SANITIZE MATCHES "thread")
@@ -137,10 +135,6 @@ function(pstrain_library_pch)
   endforeach()
   get_property(_libs GLOBAL PROPERTY PSTRAIN_LIBRARIES)
   foreach(_lib IN LISTS _libs)
-    get_target_property(_options ${_lib} COMPILE_OPTIONS)
-    if(_options MATCHES "sanitize")
-      continue()
-    endif()
     get_target_property(_pic ${_lib} POSITION_INDEPENDENT_CODE)
     if(_pic)
       set(_pic ON)
