@@ -121,6 +121,35 @@ class Model {
     (void)done;
     return false;
   }
+
+  // The training pass in two halves, so that a worker can run the next
+  // step's forward while that step's parameters are still arriving (issue
+  // 10's pulls in priority; docs/design_notes.md, "Overlap"):
+  //
+  //   RETURN_IF_ERROR(model->ForwardAhead(batch, params, ready));
+  //   ASSIGN_OR_RETURN(float loss, model->BackwardAfterAhead(grads));
+  //
+  // is ForwardBackward(batch, grads) after SetParams(params), bit for bit,
+  // except that each layer's parameters are read from `params` only after
+  // `ready(end)` returned OK, `end` being the flat offset past that layer's
+  // parameters (the calls come in forward order, `end` never decreasing).
+  // An error of `ready` ends the pass with that error; the model's
+  // parameters are then partly new, so call SetParams before any other
+  // pass. Between the halves, the model may not be used and `batch`'s
+  // arrays must stay as they are. supports_forward_ahead() says whether the
+  // backend has them (the CPU model does); ForwardAhead of one that does
+  // not returns Unimplemented.
+  virtual bool supports_forward_ahead() const { return false; }
+  virtual absl::Status ForwardAhead(const Batch& batch, absl::Span<const float> params,
+                                    const std::function<absl::Status(int64_t end)>& ready) {
+    (void)batch, (void)params, (void)ready;
+    return absl::UnimplementedError(device_description() + ": no forward ahead");
+  }
+  // REQUIRES: the last call to the model was a ForwardAhead that returned OK.
+  virtual absl::StatusOr<float> BackwardAfterAhead(absl::Span<float> grads) {
+    (void)grads;
+    return absl::UnimplementedError(device_description() + ": no forward ahead");
+  }
 };
 
 // Builds the model on the requested device. "auto" is "cuda" when the CUDA

@@ -319,6 +319,13 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m, bool payload_plac
 }
 
 absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us) {
+  return WaitReplies(calls, deadline_us, [calls] {
+    return std::all_of(calls->begin(), calls->end(), [](const Call& c) { return c.done; });
+  });
+}
+
+absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us,
+                                   const std::function<bool()>& all_done) {
   // Each ps once: a ps serving two shards answers both on one socket.
   std::vector<int> ps;
   for (const Call& c : *calls) {
@@ -326,9 +333,6 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
   }
   std::vector<zmq::socket_t*> sockets;
   for (int j : ps) sockets.push_back(&sockets_[j]);
-  auto all_done = [&] {
-    return std::all_of(calls->begin(), calls->end(), [](const Call& c) { return c.done; });
-  };
   const std::string what = proto::MessageType_Name(calls->front().header.type());
   for (;;) {
     if (all_done()) return absl::OkStatus();
@@ -575,6 +579,30 @@ absl::Status PsClient::FinishPushPull(absl::Span<const EncodedShard> grads,
   RETURN_IF_ERROR(WaitReplies(&pending_.calls, pending_.deadline_us));
   CollectReplies(pending_.calls, replies);
   return absl::OkStatus();
+}
+
+int64_t PsClient::FloatsIn(const Call& call) const {
+  const int64_t size = plan_.range(call.shard).size();
+  if (call.done) return size;
+  if (call.raw != nullptr || call.params.empty()) return 0;
+  return std::min<int64_t>(
+      size, static_cast<int64_t>(call.pieces_in * call.piece_bytes / sizeof(float)));
+}
+
+absl::Status PsClient::WaitParams(int64_t end) {
+  RETURN_IF_ERROR(pending_.error);
+  std::vector<Call>& calls = pending_.calls;
+  for (const Call& c : calls) {
+    CHECK(pending_.sent[c.shard] || plan_.range(c.shard).begin >= end)
+        << "WaitParams before shard " << c.shard << " was sent";
+  }
+  return WaitReplies(&calls, pending_.deadline_us, [&] {
+    for (const Call& c : calls) {
+      const ShardRange r = plan_.range(c.shard);
+      if (r.begin < end && r.begin + FloatsIn(c) < std::min(end, r.end)) return false;
+    }
+    return true;
+  });
 }
 
 absl::Status PsClient::FinishStep(int64_t step, absl::Span<const int64_t> computed_on,

@@ -29,6 +29,7 @@
 // Thread safety: none; one training thread drives it.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -186,6 +187,15 @@ class PsClient {
   void SendShard(int shard, const EncodedShard& grad);
   absl::Status FinishPushPull(absl::Span<const EncodedShard> grads,
                               std::vector<ShardReply>* replies);
+  // After every shard's SendShard, before FinishPushPull: waits until
+  // params[0, end) hold what this push/pull's replies carry, so that the
+  // next forward can start on the first layers while the rest comes in
+  // (Model::ForwardAhead). A reply in pieces counts as far as its pieces
+  // are in; they come in order, first layers first. Only FinishPushPull
+  // says that the replies are whole and the step done: what forward read
+  // is final only once it returned OK. An error (a refusal, a dead ps) is
+  // the one FinishPushPull would have returned; the step has failed.
+  absl::Status WaitParams(int64_t end);
 
   // PushPull to the shards with push_to[k], and from the others only the
   // parameters that follow (version computed_on[k] + 1): the end of a step
@@ -245,6 +255,13 @@ class PsClient {
   absl::Status Exchange(std::vector<Call>* calls, double timeout_s = -1);
   absl::Status SendCall(Call& call, int64_t deadline_us);
   absl::Status WaitReplies(std::vector<Call>* calls, int64_t deadline_us);
+  // Until `enough()` (checked whenever replies came in) rather than every
+  // call answered.
+  absl::Status WaitReplies(std::vector<Call>* calls, int64_t deadline_us,
+                           const std::function<bool()>& enough);
+  // How many of the shard's floats a call's reply has placed in its
+  // params so far: all once done, else those of its pieces in.
+  int64_t FloatsIn(const Call& call) const;
   // Reads what ps `ps`'s socket holds into the calls waiting on it, until
   // each of them is answered or nothing more is queued.
   absl::Status DrainSocket(int ps, std::vector<Call>* calls);

@@ -66,6 +66,9 @@ ABSL_FLAG(std::string, shard_strategy, Defaults().shard_strategy, "balanced or t
 ABSL_FLAG(bool, overlap, Defaults().overlap,
           "Push each shard's gradient as soon as backward has finished it (last layers first), "
           "while backward goes on");
+ABSL_FLAG(bool, forward_ahead, Defaults().forward_ahead,
+          "With --overlap: run the next step's forward while this step's parameters come in, each "
+          "layer as soon as its own are in (first layers first)");
 ABSL_FLAG(std::string, wire, Defaults().wire,
           "Gradient pushes on the wire: f32, bf16, fp16 or topk:R (each shard's largest fraction "
           "R of entries, 0 < R <= 1); the lossy ones with error feedback. Replies stay f32");
@@ -150,6 +153,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.shard_strategy = absl::GetFlag(FLAGS_shard_strategy);
   o.wire = absl::GetFlag(FLAGS_wire);
   o.overlap = absl::GetFlag(FLAGS_overlap);
+  o.forward_ahead = absl::GetFlag(FLAGS_forward_ahead);
   o.eval_every_steps = absl::GetFlag(FLAGS_eval_every_steps);
   o.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
   o.straggler_delay_ms = absl::GetFlag(FLAGS_straggler_delay_ms);

@@ -171,6 +171,7 @@ std::vector<std::string> TrainOptions::ToArgs() const {
           Arg("clean_run_dir", clean_run_dir),
           Arg("shard_strategy", shard_strategy),
           Arg("overlap", overlap),
+          Arg("forward_ahead", forward_ahead),
           Arg("wire", wire),
           Arg("eval_every_steps", eval_every_steps),
           Arg("log_every_steps", log_every_steps),

@@ -66,6 +66,11 @@ struct TrainOptions {
   // backward goes on (the CPU model; a backend that cannot say when, the
   // CUDA one, sends them all at the end as without it).
   bool overlap = true;
+  // With overlap: run the next step's forward while this step's replies
+  // come in, each layer as soon as its parameters are in (the CPU model;
+  // docs/design_notes.md, "Overlap"). Changes no result, only when
+  // forward runs.
+  bool forward_ahead = true;
   int64_t eval_every_steps = 0;          // chief: also evaluate every N steps (0: epoch ends only)
   int64_t log_every_steps = 100;         // progress line every N steps
   double straggler_delay_ms = 0.0;       // slow this worker down on purpose (experiments)

@@ -150,6 +150,7 @@ absl::Status Trainer::Setup() {
   backward_done_ = [this](int64_t begin) { SendReadyShards(begin); };
   overlap_ = options_.overlap && plan_->num_shards() > 1 && model_->set_backward_progress(&backward_done_);
   shard_encoded_.assign(plan_->num_shards(), false);
+  forward_ahead_ = options_.overlap && options_.forward_ahead && model_->supports_forward_ahead();
   // Dynamic workers: nobody knows the others, so nobody splits the set;
   // each worker draws its own order of all of it (its rank in the seed).
   sharder_ = dynamic_ ? std::make_unique<DataSharder>(
@@ -417,6 +418,7 @@ absl::Status Trainer::FinishPushedStep() {
 }
 
 absl::Status Trainer::TrainToEnd() {
+  ahead_step_ = -1;  // params_ are pulled anew
   if (CanFinishPushedStep()) {
     // The other shards have this step's gradient: recomputing it on their
     // newer parameters would not give the same one.
@@ -435,6 +437,10 @@ absl::Status Trainer::TrainToEnd() {
   if (overlap_) {
     LOG(INFO) << "overlap: " << early_pushes_ << " shard pushes left while backward was still "
               << "running (of " << plan_->num_shards() << " a step)";
+  }
+  if (forward_ahead_) {
+    LOG(INFO) << "forward ahead: " << forwards_ahead_
+              << " steps' forward ran while their parameters came in";
   }
   RETURN_IF_ERROR(ReportDone());
   if (!is_chief_) {
@@ -538,6 +544,11 @@ void Trainer::MaybeCheckpoint() {
 absl::Status Trainer::ComputeGradients(int epoch, int64_t step_in_epoch, float* loss) {
   sharder_->BatchIndices(epoch, step_in_epoch, &indices_);
   const int n = static_cast<int>(indices_.size());
+  // Its forward ran already, while the last step's replies came in.
+  const bool ahead = ahead_step_ == global_step_ && ahead_indices_ == indices_;
+  ahead_step_ = -1;
+  carried_forward_us_ = ahead ? ahead_compute_us_ : 0;
+  forwards_ahead_ += ahead ? 1 : 0;
   if (n == 0) {
     // The last global batch had fewer examples than workers: push a zero
     // gradient of weight 0 so that the version still completes.
@@ -545,24 +556,23 @@ absl::Status Trainer::ComputeGradients(int epoch, int64_t step_in_epoch, float* 
     *loss = std::nanf("");
     return absl::OkStatus();
   }
-  // Gathered straight into the model's input buffer (page-locked memory the
-  // GPU copies from, for the CUDA model).
-  ASSIGN_OR_RETURN(const models::BatchBuffer in, model_->InputBuffer());
-  GatherBatch(train_, indices_, norm_, in.images.data(), in.labels.data());
-  for (int i = 0; i < n; ++i) {
-    in.example_keys[i] =
-        models::MakeExampleKey(static_cast<uint32_t>(epoch), static_cast<uint32_t>(indices_[i]));
+  models::Batch batch;
+  if (!ahead) {
+    ASSIGN_OR_RETURN(batch, LoadBatch(epoch, indices_));
+    RETURN_IF_ERROR(model_->SetParams(params_));
   }
-  RETURN_IF_ERROR(model_->SetParams(params_));
   // A slow worker's compute (--straggler_delay_ms): before any of its
   // gradient goes out.
   if (options_.straggler_delay_ms > 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(
         static_cast<int64_t>(options_.straggler_delay_ms * 1000)));
   }
-  const models::Batch batch{n, in.images.data(), in.labels.data(), in.example_keys.data()};
   if (overlap_) StartOverlappedPush(n);
-  ASSIGN_OR_RETURN(*loss, model_->ForwardBackward(batch, absl::MakeSpan(grads_)));
+  if (ahead) {
+    ASSIGN_OR_RETURN(*loss, model_->BackwardAfterAhead(absl::MakeSpan(grads_)));
+  } else {
+    ASSIGN_OR_RETURN(*loss, model_->ForwardBackward(batch, absl::MakeSpan(grads_)));
+  }
   if (!std::isfinite(*loss)) {
     return absl::InternalError(absl::StrCat("loss is ", *loss, " at step ", global_step_,
                                             ": training diverged (try a smaller --lr)"));
@@ -591,7 +601,8 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
   UpdateVersions(replies_);
   images_ += n;
   const StepRecord record =
-      MakeStepRecord(epoch, step_in_epoch, loss, n, computed_on, (t1 - t0) * 1e-3, (t2 - t1) * 1e-3);
+      MakeStepRecord(epoch, step_in_epoch, loss, n, computed_on,
+                     (t1 - t0 + carried_forward_us_) * 1e-3, (t2 - t1 - ahead_compute_us_) * 1e-3);
   RETURN_IF_ERROR(metrics_->RecordStep(record));
   ++global_step_;
   if (options_.mode == proto::SYNC && options_.backup_workers == 0) {
@@ -628,16 +639,68 @@ void Trainer::SendReadyShards(int64_t begin) {
 
 absl::Status Trainer::PushAndPull(int num_examples, const std::vector<int64_t>& computed_on) {
   pushed_examples_ = num_examples;
+  ahead_compute_us_ = 0;
   const bool overlapped = overlap_ && num_examples > 0;
-  if (!overlapped) {
+  if (!overlapped && !forward_ahead_) {
     encoder_->Encode(global_step_, grads_, /*weighted=*/num_examples > 0);
     return client_->PushPull(global_step_, computed_on, num_examples, encoder_->payloads(),
                              absl::MakeSpan(params_), &replies_);
   }
-  for (int k = 0; k < plan_->num_shards(); ++k) {
-    if (!shard_encoded_[k]) encoder_->EncodeShard(k, grads_, /*weighted=*/true);
+  if (overlapped) {
+    for (int k = 0; k < plan_->num_shards(); ++k) {
+      if (!shard_encoded_[k]) encoder_->EncodeShard(k, grads_, /*weighted=*/true);
+    }
+  } else {
+    encoder_->Encode(global_step_, grads_, /*weighted=*/num_examples > 0);
+    client_->StartPushPull(global_step_, computed_on, num_examples, absl::MakeSpan(params_));
   }
-  return client_->FinishPushPull(encoder_->payloads(), &replies_);
+  const absl::Span<const EncodedShard> payloads = encoder_->payloads();
+  for (int k = 0; k < plan_->num_shards(); ++k) client_->SendShard(k, payloads[k]);
+  if (forward_ahead_) RETURN_IF_ERROR(ForwardAhead());
+  const absl::Status s = client_->FinishPushPull(payloads, &replies_);
+  // The forward that ran is the next step's only if every reply is whole.
+  if (!s.ok()) ahead_step_ = -1;
+  return s;
+}
+
+absl::StatusOr<models::Batch> Trainer::LoadBatch(int epoch, const std::vector<int64_t>& indices) {
+  // Gathered straight into the model's input buffer (page-locked memory the
+  // GPU copies from, for the CUDA model).
+  ASSIGN_OR_RETURN(const models::BatchBuffer in, model_->InputBuffer());
+  GatherBatch(train_, indices, norm_, in.images.data(), in.labels.data());
+  const int n = static_cast<int>(indices.size());
+  for (int i = 0; i < n; ++i) {
+    in.example_keys[i] =
+        models::MakeExampleKey(static_cast<uint32_t>(epoch), static_cast<uint32_t>(indices[i]));
+  }
+  return models::Batch{n, in.images.data(), in.labels.data(), in.example_keys.data()};
+}
+
+absl::Status Trainer::ForwardAhead() {
+  // Only where TrainLoop goes straight on to the next step: not at the
+  // end, nor where an epoch ends or the chief evaluates first (either
+  // would throw the forward away).
+  const int64_t next = global_step_ + 1;
+  const int64_t per_epoch = sharder_->steps_per_epoch();
+  const bool evaluates = is_chief_ && options_.eval_every_steps > 0 &&
+                         next % options_.eval_every_steps == 0;
+  if (next >= total_steps_ || next % per_epoch == 0 || evaluates) return absl::OkStatus();
+  const int epoch = static_cast<int>(next / per_epoch);
+  sharder_->BatchIndices(epoch, next % per_epoch, &ahead_indices_);
+  if (ahead_indices_.empty()) return absl::OkStatus();
+  const int64_t t0 = MonotonicMicros();
+  int64_t waited_us = 0;
+  ASSIGN_OR_RETURN(const models::Batch batch, LoadBatch(epoch, ahead_indices_));
+  const absl::Status s = model_->ForwardAhead(batch, params_, [&](int64_t end) {
+    const int64_t w0 = MonotonicMicros();
+    const absl::Status ready = client_->WaitParams(end);
+    waited_us += MonotonicMicros() - w0;
+    return ready;
+  });
+  ahead_compute_us_ = MonotonicMicros() - t0 - waited_us;
+  RETURN_IF_ERROR(s);
+  ahead_step_ = next;
+  return absl::OkStatus();
 }
 
 StepRecord Trainer::MakeStepRecord(int epoch, int64_t step_in_epoch, float loss, int examples,
@@ -671,6 +734,7 @@ StepRecord Trainer::MakeStepRecord(int epoch, int64_t step_in_epoch, float loss,
 }
 
 absl::Status Trainer::Evaluate(int epoch, bool epoch_end) {
+  ahead_step_ = -1;  // the model is used, and params_ may be pulled anew
   const int64_t t0 = MonotonicMicros();
   const int64_t start_unix = UnixMicros();
   const bool last = TrainingDone() && epoch_end;

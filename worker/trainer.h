@@ -167,6 +167,14 @@ class Trainer {
   void SendReadyShards(int64_t begin);
   // The step's push/pull: the rest of an overlapped one, or all of it.
   absl::Status PushAndPull(int num_examples, const std::vector<int64_t>& computed_on);
+  // Gathers the examples `indices` of data epoch `epoch` into the model's
+  // input buffer.
+  absl::StatusOr<models::Batch> LoadBatch(int epoch, const std::vector<int64_t>& indices);
+  // Forward ahead: between this step's sends and its replies, runs the
+  // next step's forward, each layer once its parameters are in. Does
+  // nothing where the loop will not go straight on to that step. An error
+  // is the step's own (its replies failed).
+  absl::Status ForwardAhead();
   absl::Status Evaluate(int epoch, bool epoch_end);
   absl::Status EndEpoch(int epoch);
   // Every worker: the final BARRIER, carrying its report.
@@ -220,6 +228,18 @@ class Trainer {
   // counts the shard, so PushAndPull must not encode it again.
   std::vector<bool> shard_encoded_;
   int64_t early_pushes_ = 0;  // shard pushes sent before backward's last layer
+  // Forward ahead (--forward_ahead, a backend with Model::ForwardAhead):
+  // ahead_step_ is the step whose forward has run on ahead_indices_, on
+  // the parameters params_ holds (-1: none). Anything else that writes
+  // params_ or uses the model must reset it (TrainToEnd, Evaluate do).
+  bool forward_ahead_ = false;
+  int64_t ahead_step_ = -1;
+  std::vector<int64_t> ahead_indices_;
+  // The step's record counts a forward ahead in the compute of the step it
+  // belongs to, not in the wait of the step it ran in.
+  int64_t ahead_compute_us_ = 0;    // this step's forward ahead: gather and layers, not waits
+  int64_t carried_forward_us_ = 0;  // the one this step used, run in the step before
+  int64_t forwards_ahead_ = 0;    // steps whose forward ran ahead
   std::vector<int64_t> indices_;
   std::vector<int64_t> versions_;
   std::vector<ShardReply> replies_;

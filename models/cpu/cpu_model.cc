@@ -97,6 +97,7 @@ absl::Status CpuModel::BuildLayers() {
 absl::Status CpuModel::SetParams(absl::Span<const float> params) {
   RETURN_IF_ERROR(CheckFloatCount(net_.name, "SetParams", static_cast<int64_t>(params.size()),
                                   static_cast<int64_t>(params_.size())));
+  ahead_batch_ = Batch();
   std::copy(params.begin(), params.end(), params_.begin());
   return absl::OkStatus();
 }
@@ -105,16 +106,48 @@ absl::StatusOr<float> CpuModel::ForwardBackward(const Batch& batch, absl::Span<f
   RETURN_IF_ERROR(CheckBatch(net_.name, batch, max_batch_, /*training=*/true));
   RETURN_IF_ERROR(CheckFloatCount(net_.name, "gradient buffer", static_cast<int64_t>(grads.size()),
                                   static_cast<int64_t>(params_.size())));
+  ahead_batch_ = Batch();
   const BatchContext ctx{batch.n, /*training=*/true, seed_, batch.example_keys};
   RETURN_IF_ERROR(Forward(ctx, batch.images));
+  return LossAndBackward(ctx, batch, grads.data());
+}
+
+absl::StatusOr<float> CpuModel::LossAndBackward(const BatchContext& ctx, const Batch& batch,
+                                                float* grads) {
   ASSIGN_OR_RETURN(const double loss, loss_.Forward(batch.n, activations_.back().data(),
                                                     batch.labels, log_probs_.data()));
   loss_.Backward(batch.n, log_probs_.data(), batch.labels, grad_[0].data());
-  RETURN_IF_ERROR(Backward(ctx, batch.images, grads.data()));
+  RETURN_IF_ERROR(Backward(ctx, batch.images, grads));
   return static_cast<float>(loss);
 }
 
+absl::Status CpuModel::ForwardAhead(const Batch& batch, absl::Span<const float> params,
+                                    const std::function<absl::Status(int64_t end)>& ready) {
+  ahead_batch_ = Batch();
+  RETURN_IF_ERROR(CheckBatch(net_.name, batch, max_batch_, /*training=*/true));
+  RETURN_IF_ERROR(CheckFloatCount(net_.name, "ForwardAhead", static_cast<int64_t>(params.size()),
+                                  static_cast<int64_t>(params_.size())));
+  const BatchContext ctx{batch.n, /*training=*/true, seed_, batch.example_keys};
+  RETURN_IF_ERROR(Forward(ctx, batch.images, &ready, params.data()));
+  ahead_batch_ = batch;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float> CpuModel::BackwardAfterAhead(absl::Span<float> grads) {
+  const Batch batch = ahead_batch_;
+  ahead_batch_ = Batch();
+  if (batch.n == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(net_.name, ": BackwardAfterAhead without a ForwardAhead just before"));
+  }
+  RETURN_IF_ERROR(CheckFloatCount(net_.name, "gradient buffer", static_cast<int64_t>(grads.size()),
+                                  static_cast<int64_t>(params_.size())));
+  const BatchContext ctx{batch.n, /*training=*/true, seed_, batch.example_keys};
+  return LossAndBackward(ctx, batch, grads.data());
+}
+
 absl::StatusOr<EvalResult> CpuModel::Evaluate(const Batch& batch) {
+  ahead_batch_ = Batch();  // the activations are overwritten
   RETURN_IF_ERROR(CheckBatch(net_.name, batch, max_batch_, /*training=*/false));
   const BatchContext ctx{batch.n, /*training=*/false, seed_, batch.example_keys};
   RETURN_IF_ERROR(Forward(ctx, batch.images));
@@ -142,6 +175,7 @@ absl::StatusOr<BatchBuffer> CpuModel::InputBuffer() {
 }
 
 absl::Status CpuModel::Predict(const Batch& batch, absl::Span<float> log_probs) {
+  ahead_batch_ = Batch();  // the activations are overwritten
   RETURN_IF_ERROR(CheckBatchSize(net_.name, batch.n, max_batch_));
   const int classes = net_.num_classes;
   if (batch.images == nullptr || log_probs.size() != static_cast<size_t>(batch.n) * classes) {
@@ -158,11 +192,18 @@ absl::Status CpuModel::Predict(const Batch& batch, absl::Span<float> log_probs) 
   return absl::OkStatus();
 }
 
-absl::Status CpuModel::Forward(const BatchContext& ctx, const float* images) {
+absl::Status CpuModel::Forward(const BatchContext& ctx, const float* images,
+                              const std::function<absl::Status(int64_t end)>* ahead,
+                              const float* ahead_params) {
   const float* x = images;
   const bool timed = layer_spans_ != nullptr && ctx.training;
   for (size_t l = 0; l < layers_.size(); ++l) {
     float* y = activations_[l].data();
+    if (ahead != nullptr) {
+      const int64_t begin = layer_offsets_[l], end = begin + layers_[l]->num_params();
+      RETURN_IF_ERROR((*ahead)(end));
+      std::copy(ahead_params + begin, ahead_params + end, params_.begin() + begin);
+    }
     const int64_t start = timed ? UnixMicros() : 0;
     RETURN_IF_ERROR(layers_[l]->Forward(ctx, params_.data() + layer_offsets_[l], x, y));
     if (timed) layer_spans_->push_back({&net_.layers[l].name, false, start, UnixMicros() - start});

@@ -53,6 +53,10 @@ class CpuModel final : public Model {
     backward_done_ = done;
     return true;
   }
+  bool supports_forward_ahead() const override { return true; }
+  absl::Status ForwardAhead(const Batch& batch, absl::Span<const float> params,
+                            const std::function<absl::Status(int64_t end)>& ready) override;
+  absl::StatusOr<float> BackwardAfterAhead(absl::Span<float> grads) override;
 
   // Inference (dropout off) for `pstrain predict`: writes each example's
   // log-probabilities, log-softmax of the last layer, into log_probs
@@ -65,7 +69,13 @@ class CpuModel final : public Model {
 
   absl::Status BuildLayers();
   // Runs every layer; the logits end up in activations_.back().
-  absl::Status Forward(const BatchContext& ctx, const float* images);
+  // `ahead` not null: before each layer, waits for (*ahead)(end) and
+  // copies the layer's parameters from `ahead_params` (ForwardAhead).
+  absl::Status Forward(const BatchContext& ctx, const float* images,
+                       const std::function<absl::Status(int64_t end)>* ahead = nullptr,
+                       const float* ahead_params = nullptr);
+  // The loss and the backward pass of ForwardBackward, after Forward.
+  absl::StatusOr<float> LossAndBackward(const BatchContext& ctx, const Batch& batch, float* grads);
   // From dlogits in grad_[0]; writes every layer's parameter gradient.
   absl::Status Backward(const BatchContext& ctx, const float* images, float* grads);
 
@@ -81,6 +91,7 @@ class CpuModel final : public Model {
   std::vector<float> log_probs_;                 // [max_batch, num_classes]
   std::vector<LayerSpan>* layer_spans_ = nullptr;  // training passes' timings, if asked
   std::function<void(int64_t begin)>* backward_done_ = nullptr;  // see Model
+  Batch ahead_batch_;  // ForwardAhead's batch; n == 0 when none is pending
   std::vector<float> grad_[2];                   // dL/d(activation), ping-pong
   // InputBuffer's memory: [max_batch, input shape], [max_batch] and [max_batch].
   std::vector<float> input_images_;

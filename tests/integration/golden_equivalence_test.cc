@@ -42,6 +42,12 @@ std::vector<float> RunAndReadParams(int num_workers, int batch_size, int seed,
   return testing::ReadFinalParams(dir);
 }
 
+int CountOf(const std::string& text, const std::string& what) {
+  int count = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
+  return count;
+}
+
 struct Difference {
   double max_abs = 0;       // max_i |a_i - b_i|
   double max_relative = 0;  // max_i |a_i - b_i| / |b_i| over |b_i| > 1e-4
@@ -153,10 +159,38 @@ TEST(GoldenEquivalence, OverlapChangesNothingButWhenPushesLeave) {
             std::string::npos)
       << with_log;
   EXPECT_EQ(without_log.find("overlap:"), std::string::npos);
+  // And each worker ran every step's forward but the first ahead, while the
+  // step before it was still receiving its parameters.
+  EXPECT_EQ(CountOf(with_log, absl::StrCat("forward ahead: ", kSteps - 1, " steps")), 2)
+      << with_log;
+  EXPECT_EQ(without_log.find("forward ahead:"), std::string::npos);
   ASSERT_EQ(with.size(), without.size());
   ASSERT_FALSE(with.empty());
   EXPECT_EQ(std::memcmp(with.data(), without.data(), sizeof(float) * with.size()), 0)
       << "--overlap changed the parameters: " << Compare(with, without).max_abs;
+}
+
+// Forward ahead (on with --overlap) across what breaks the chain of steps:
+// an epoch's end and the chief's evaluations, where no forward may run
+// ahead (the loop does not go straight on), and a last batch of the epoch
+// smaller than the others. Batches of 2,048 so that an epoch is 15 steps.
+TEST(GoldenEquivalence, ForwardAheadChangesNothingAcrossEpochsAndEvaluations) {
+  const std::vector<std::string> flags = {"--epochs=2", "--max_steps=18", "--eval_every_steps=4"};
+  std::vector<std::string> with_flags = flags, without_flags = flags;
+  with_flags.push_back("--forward_ahead=true");
+  without_flags.push_back("--forward_ahead=false");
+  std::string with_log, without_log;
+  const std::vector<float> with = RunAndReadParams(2, 2048, 1, with_flags, &with_log);
+  const std::vector<float> without = RunAndReadParams(2, 2048, 1, without_flags, &without_log);
+  // Steps 1-17 could; not step 15 (an epoch begins) for either worker, nor
+  // 4, 8, 12 and 16 for the chief (it evaluates before them).
+  EXPECT_EQ(CountOf(with_log, "forward ahead: 16 steps"), 1) << with_log;
+  EXPECT_EQ(CountOf(with_log, "forward ahead: 12 steps"), 1) << with_log;
+  EXPECT_EQ(without_log.find("forward ahead:"), std::string::npos);
+  ASSERT_EQ(with.size(), without.size());
+  ASSERT_FALSE(with.empty());
+  EXPECT_EQ(std::memcmp(with.data(), without.data(), sizeof(float) * with.size()), 0)
+      << "--forward_ahead changed the parameters: " << Compare(with, without).max_abs;
 }
 
 // With more than two workers the order of the ps's sum shows in its

@@ -315,6 +315,79 @@ TEST(CpuModel, BackwardProgressReportsGradientsThatAreFinal) {
   }
 }
 
+// Forward ahead (a worker's next forward while the parameters come in)
+// reads each layer's parameters only once the caller said they are final,
+// and the pass it begins ends exactly as ForwardBackward would have. The
+// caller's buffer holds NaN past what `ready` has filled, so a layer that
+// read early would poison the loss and every gradient.
+TEST(CpuModel, ForwardAheadReadsEachLayerWhenReadyAndEqualsForwardBackward) {
+  for (const char* name : {"mnist_cnn", "cnn_large"}) {
+    std::unique_ptr<Model> model = MakeModel(Options(name, 8));  // parameters of seed 9
+    std::unique_ptr<Model> reference_model = MakeModel(Options(name, 8));
+    ASSERT_NE(model, nullptr);
+    ASSERT_NE(reference_model, nullptr);
+    ASSERT_TRUE(model->supports_forward_ahead());
+    std::vector<float> next(model->num_params());
+    InitParams(model->param_specs(), 11, next.data());
+    ASSERT_TRUE(reference_model->SetParams(next).ok());
+    const Examples ex = RandomExamples(model->net(), 8, 4);
+    const Step reference = RunStep(*reference_model, ex);
+
+    std::vector<float> arriving(next.size(), NAN);
+    std::vector<int64_t> ends;
+    const std::function<absl::Status(int64_t)> ready = [&](int64_t end) {
+      const int64_t filled = ends.empty() ? 0 : ends.back();
+      std::copy(next.begin() + std::min(filled, end), next.begin() + end,
+                arriving.begin() + std::min(filled, end));
+      ends.push_back(end);
+      return absl::OkStatus();
+    };
+    ASSERT_TRUE(model->ForwardAhead(ex.batch(), arriving, ready).ok()) << name;
+    ASSERT_EQ(ends.size(), model->net().layers.size()) << name;
+    EXPECT_TRUE(std::is_sorted(ends.begin(), ends.end())) << name;
+    EXPECT_EQ(ends.back(), model->num_params()) << name;
+    std::vector<float> grads(model->num_params(), NAN);
+    absl::StatusOr<float> loss = model->BackwardAfterAhead(absl::MakeSpan(grads));
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    EXPECT_EQ(*loss, reference.loss) << name;
+    EXPECT_EQ(grads, reference.grads) << name;
+    // The pass is spent: a second backward has no forward to follow.
+    EXPECT_EQ(model->BackwardAfterAhead(absl::MakeSpan(grads)).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+}
+
+// When a layer's parameters never come (the ps failed), the pass stops
+// there with the caller's error, and nothing of it can be finished; after
+// SetParams the model trains as before.
+TEST(CpuModel, ForwardAheadStopsAtTheFirstErrorOfReady) {
+  std::unique_ptr<Model> model = MakeModel(Options("mnist_cnn", 8));
+  ASSERT_NE(model, nullptr);
+  std::vector<float> params(model->num_params());
+  InitParams(model->param_specs(), 9, params.data());
+  const Examples ex = RandomExamples(model->net(), 8, 5);
+  const Step reference = RunStep(*model, ex);
+  int calls = 0;
+  const std::function<absl::Status(int64_t)> fails_third = [&](int64_t) {
+    return ++calls == 3 ? absl::UnavailableError("ps:1 is gone") : absl::OkStatus();
+  };
+  std::vector<float> zeros(params.size(), 0.0f);
+  const absl::Status s = model->ForwardAhead(ex.batch(), zeros, fails_third);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(calls, 3);
+  std::vector<float> grads(model->num_params());
+  EXPECT_EQ(model->BackwardAfterAhead(absl::MakeSpan(grads)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(model->SetParams(params).ok());
+  EXPECT_EQ(RunStep(*model, ex).grads, reference.grads);
+  // Nor does a pass survive an evaluation in between, which overwrites it.
+  ASSERT_TRUE(model->ForwardAhead(ex.batch(), params, [](int64_t) { return absl::OkStatus(); })
+                  .ok());
+  ASSERT_TRUE(model->Evaluate(ex.batch()).ok());
+  EXPECT_EQ(model->BackwardAfterAhead(absl::MakeSpan(grads)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(CpuModel, DropoutMasksFollowTheSeedAndTheExampleKeys) {
   std::unique_ptr<Model> model = MakeModel(Options("mnist_cnn", 8, 1));
   std::unique_ptr<Model> reseeded = MakeModel(Options("mnist_cnn", 8, 2));

@@ -3,14 +3,17 @@
 #include "worker/ps_client.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "common/cluster_spec.h"
 #include "common/free_ports.h"
 #include "common/shard_plan.h"
@@ -169,21 +172,26 @@ TEST(PsClient, LargePayloadsGoInPiecesWithCurveOnly) {
 class FakePs {
  public:
   using Pieces = std::vector<std::pair<proto::Header, std::vector<float>>>;
-  FakePs(const ClusterSpec& spec, std::function<Pieces(const proto::Header&)> reply)
+  // `after` (may be empty): called after each message sent, with how many
+  // went out so far (a test holds the rest back there).
+  FakePs(const ClusterSpec& spec, std::function<Pieces(const proto::Header&)> reply,
+         std::function<void(int sent)> after = {})
       : router_(context_, zmq::socket_type::router) {
     router_.set(zmq::sockopt::linger, 0);
     const std::string& address = spec.Address({TaskType::kPs, 0});
     router_.bind("tcp://127.0.0.1:" + address.substr(address.rfind(':') + 1));
-    thread_ = std::thread([this, reply] {
+    thread_ = std::thread([this, reply, after] {
       while (!stop_.load()) {
         zmq::socket_t* sockets[] = {&router_};
         auto readable = PollReadable(sockets, 50);
         if (!readable.ok() || !(*readable)[0]) continue;
         RoutedMessage m = ReceiveRouted(router_);
         if (!m.message.ok() || m.message->header.type() != proto::PUSH_PULL) continue;
+        int sent = 0;
         for (auto& [header, floats] : reply(m.message->header)) {
           (void)SendRoutedFrame(router_, m.identity, header,
                                 zmq::message_t(floats.data(), floats.size() * sizeof(float)));
+          if (after) after(++sent);
         }
       }
     });
@@ -200,39 +208,50 @@ class FakePs {
   std::thread thread_;
 };
 
-// What a client makes of a ps's pieces: `pieces` is (part, parts,
-// piece_bytes, floats) of each reply message, for a shard of 16 floats.
+// A PUSH_PULL reply in the pieces `pieces` lists, (part, parts,
+// piece_bytes, floats) of each message, whose floats count up from 100.
+FakePs::Pieces ReplyPieces(const proto::Header& request,
+                           const std::vector<std::tuple<int, int, int, int>>& pieces) {
+  FakePs::Pieces out;
+  float next = 100.0f;
+  for (const auto& [part, parts, piece_bytes, floats] : pieces) {
+    proto::Header h;
+    h.set_type(proto::PUSH_PULL);
+    h.set_is_reply(true);
+    h.set_request_id(request.request_id());
+    h.set_version(1);
+    h.set_part(static_cast<uint32_t>(part));
+    h.set_parts(static_cast<uint32_t>(parts));
+    h.set_piece_bytes(static_cast<uint64_t>(piece_bytes));
+    std::vector<float> values(static_cast<size_t>(floats));
+    for (float& v : values) v = next++;
+    out.emplace_back(h, values);
+  }
+  return out;
+}
+
+// One 16-float gradient of ones, as shard 0's push.
+const std::vector<EncodedShard>& OnesPush() {
+  static const std::vector<float> grads(16, 1.0f);
+  static const std::vector<EncodedShard> pushed = {
+      {proto::F32, 0, {reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float)}}};
+  return pushed;
+}
+
+// What a client makes of a ps's pieces (ReplyPieces), for a shard of 16
+// floats.
 absl::Status PushPullAgainst(const std::vector<std::tuple<int, int, int, int>>& pieces,
                              std::vector<float>* params) {
   auto spec = WithFreePorts(ClusterSpec::Local(1, 1, 1));
   if (!spec.ok()) return spec.status();
   auto plan = ShardPlan::Create("t", {{"w", 16}}, 1, ShardStrategy::kBalanced);
   if (!plan.ok()) return plan.status();
-  FakePs ps(*spec, [&](const proto::Header& request) {
-    FakePs::Pieces out;
-    float next = 100.0f;
-    for (const auto& [part, parts, piece_bytes, floats] : pieces) {
-      proto::Header h;
-      h.set_type(proto::PUSH_PULL);
-      h.set_is_reply(true);
-      h.set_request_id(request.request_id());
-      h.set_version(1);
-      h.set_part(static_cast<uint32_t>(part));
-      h.set_parts(static_cast<uint32_t>(parts));
-      h.set_piece_bytes(static_cast<uint64_t>(piece_bytes));
-      std::vector<float> values(static_cast<size_t>(floats));
-      for (float& v : values) v = next++;
-      out.emplace_back(h, values);
-    }
-    return out;
-  });
+  FakePs ps(*spec, [&](const proto::Header& request) { return ReplyPieces(request, pieces); });
   PsClientOptions options;
   options.rpc_timeout_s = 3;
   ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
                    PsClient::Create(*spec, {TaskType::kWorker, 0}, *plan, options));
-  const std::vector<float> grads(16, 1.0f);
-  const std::vector<EncodedShard> pushed = {
-      {proto::F32, 0, {reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float)}}};
+  const std::vector<EncodedShard>& pushed = OnesPush();
   params->assign(16, -1.0f);
   std::vector<ShardReply> replies;
   const std::vector<int64_t> versions = {0};
@@ -244,6 +263,66 @@ TEST(PsClient, TakesAReplyInPiecesInPlace) {
   const absl::Status s = PushPullAgainst({{0, 3, 24, 6}, {1, 3, 24, 6}, {2, 3, 24, 4}}, &params);
   ASSERT_TRUE(s.ok()) << s;
   for (int i = 0; i < 16; ++i) EXPECT_EQ(params[i], 100.0f + static_cast<float>(i)) << i;
+}
+
+// Forward ahead's wait: WaitParams(end) returns as soon as the pieces in
+// cover [0, end), while the ps still holds the rest back, and not before;
+// FinishPushPull then takes the rest. A ps that never sends the rest ends
+// the wait at the step's deadline.
+TEST(PsClient, WaitParamsReturnsOnceThePiecesInCoverTheRange) {
+  for (const bool rest_comes : {true, false}) {
+    SCOPED_TRACE(rest_comes ? "the rest comes" : "the rest never comes");
+    auto spec = WithFreePorts(ClusterSpec::Local(1, 1, 1));
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto plan = ShardPlan::Create("t", {{"w", 16}}, 1, ShardStrategy::kBalanced);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    std::mutex mu;
+    std::condition_variable cv;
+    bool release = false;
+    const auto release_the_rest = [&] {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        release = true;
+      }
+      cv.notify_all();
+    };
+    FakePs ps(
+        *spec,
+        [&](const proto::Header& request) {
+          return ReplyPieces(request, {{0, 3, 24, 6}, {1, 3, 24, 6}, {2, 3, 24, 4}});
+        },
+        [&](int sent) {
+          if (sent != 1) return;
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return release; });
+        });
+    // Whatever fails below, the ps's thread is not left waiting.
+    const absl::Cleanup unblock = release_the_rest;
+    PsClientOptions options;
+    options.rpc_timeout_s = 2;
+    auto client = PsClient::Create(*spec, {TaskType::kWorker, 0}, *plan, options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    std::vector<float> params(16, -1.0f);
+    const std::vector<int64_t> versions = {0};
+    (*client)->StartPushPull(0, versions, 1, absl::MakeSpan(params));
+    (*client)->SendShard(0, OnesPush()[0]);
+    ASSERT_TRUE((*client)->WaitParams(6).ok());
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(params[i], 100.0f + static_cast<float>(i)) << i;
+    for (int i = 6; i < 16; ++i) EXPECT_EQ(params[i], -1.0f) << i << ": not sent yet";
+    std::vector<ShardReply> replies;
+    if (rest_comes) {
+      release_the_rest();
+      ASSERT_TRUE((*client)->WaitParams(7).ok());
+      EXPECT_EQ(params[6], 106.0f);
+      ASSERT_TRUE((*client)->FinishPushPull(OnesPush(), &replies).ok());
+      for (int i = 0; i < 16; ++i) EXPECT_EQ(params[i], 100.0f + static_cast<float>(i)) << i;
+      EXPECT_EQ(replies[0].version, 1);
+    } else {
+      const absl::Status s = (*client)->WaitParams(7);
+      EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+      release_the_rest();  // too late: the client has given up
+    }
+  }
 }
 
 TEST(PsClient, RefusesAHostilePsPiecesAsDataLoss) {

@@ -49,11 +49,12 @@ void ExpectSame(const TrainOptions& a, const TrainOptions& b) {
   EXPECT_EQ(a.adagrad_initial_accumulator, b.adagrad_initial_accumulator);
   EXPECT_EQ(a.wire, b.wire);
   EXPECT_EQ(a.overlap, b.overlap);
+  EXPECT_EQ(a.forward_ahead, b.forward_ahead);
 }
 
 TEST(TrainOptions, EveryFieldIsAFlagWhoseDefaultIsTheFieldsDefault) {
   const std::vector<std::string> args = TrainOptions().ToArgs();
-  EXPECT_EQ(args.size(), 50u);  // one per field
+  EXPECT_EQ(args.size(), 51u);  // one per field
   for (const std::string& arg : args) {
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq - 2);
@@ -95,6 +96,7 @@ TEST(TrainOptions, ToArgsParsesBackToTheSameOptions) {
   o.lr_gamma = 0.3;
   o.min_lr = 1e-5;
   o.wire = "topk:0.01";
+  o.forward_ahead = false;
   ASSERT_TRUE(ValidateTrainOptions(o).ok());
   EXPECT_THAT(o.ToArgs(), Contains("--lr=0.30000000000000004"));
   auto parsed = Parse(o.ToArgs());
