@@ -62,7 +62,7 @@ void RecordSteps(benchmark::State& state, bool timeline, bool prometheus) {
   std::vector<models::LayerSpan> layers;
   if (timeline) {
     for (int pass = 0; pass < 2; ++pass) {
-      for (const std::string& n : names) layers.push_back({&n, pass == 1, 0, 300});
+      for (const std::string& n : names) layers.push_back({&n, pass == 1, false, 0, 300});
     }
     r.layers = &layers;
   }

@@ -1,7 +1,11 @@
 #include "common/csv.h"
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -16,6 +20,20 @@ namespace pstrain {
 absl::StatusOr<std::unique_ptr<CsvWriter>> CsvWriter::Open(const std::string& path,
                                                            const std::vector<std::string>& columns,
                                                            bool append) {
+  const std::string header = absl::StrJoin(columns, ",");
+  if (append) {
+    std::ifstream in(path);
+    std::string first;
+    if (std::getline(in, first) && first != header) {
+      std::string old = path + ".old";
+      for (int k = 2; access(old.c_str(), F_OK) == 0; ++k) old = absl::StrCat(path, ".old.", k);
+      if (std::rename(path.c_str(), old.c_str()) != 0) {
+        return absl::InternalError(
+            absl::StrCat(path, ": cannot move aside to ", old, ": ", std::strerror(errno)));
+      }
+      LOG(WARNING) << path << " has other columns (another version wrote it): moved to " << old;
+    }
+  }
   std::FILE* f = std::fopen(path.c_str(), append ? "a" : "w");
   if (f == nullptr) {
     return absl::InternalError(absl::StrCat(path, ": cannot create: ", std::strerror(errno)));

@@ -18,7 +18,9 @@ class CsvWriter {
  public:
   // Creates (truncates) `path` and writes the header. With `append`, a
   // non-empty `path` is kept and rows are added after its own (a resumed
-  // run). Errors name the path.
+  // run), if its header is `columns`; one with another header (written by
+  // another version) is moved to `path`.old (.old.2, ... if taken) and a
+  // new file begun, so no file mixes two layouts. Errors name the path.
   static absl::StatusOr<std::unique_ptr<CsvWriter>> Open(const std::string& path,
                                                          const std::vector<std::string>& columns,
                                                          bool append = false);

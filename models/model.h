@@ -64,6 +64,7 @@ struct ModelOptions {
 struct LayerSpan {
   const std::string* layer = nullptr;  // the NetSpec layer's name ("conv1"); owned by the model
   bool backward = false;
+  bool ahead = false;  // a forward of ForwardAhead: run while the step before waited
   int64_t start_unix_us = 0;
   int64_t duration_us = 0;
 };

@@ -139,12 +139,12 @@ absl::StatusOr<std::unique_ptr<MetricsRecorder>> MetricsRecorder::Open(const Met
     m->prometheus_ = std::make_unique<Prometheus>(*o.server, o.chief, o.learning_rate);
   }
   if (o.run_dir.empty()) return m;
-  ASSIGN_OR_RETURN(
-      m->steps_csv_,
-      CsvWriter::Open(absl::StrCat(o.run_dir, "/steps_worker", o.rank, ".csv"),
-                      {"step", "epoch", "unix_time", "elapsed_s", "loss", "examples", "version",
-                       "min_clock", "staleness", "dropped", "compute_ms", "comm_ms", "wait_ms"},
-                      o.append));
+  ASSIGN_OR_RETURN(m->steps_csv_,
+                   CsvWriter::Open(absl::StrCat(o.run_dir, "/steps_worker", o.rank, ".csv"),
+                                   {"step", "epoch", "unix_time", "elapsed_s", "loss", "examples",
+                                    "version", "min_clock", "staleness", "dropped", "compute_ms",
+                                    "comm_ms", "wait_ms", "ahead_ms"},
+                                   o.append));
   const std::string task = absl::StrCat("worker", o.rank);
   ASSIGN_OR_RETURN(m->events_, EventFileWriter::Open(absl::StrCat(o.run_dir, "/tb/", task), task));
   RETURN_IF_ERROR(m->events_->AddScalar("train/learning_rate", 0, o.learning_rate));
@@ -183,7 +183,8 @@ absl::Status MetricsRecorder::RecordStep(const StepRecord& r) {
       {absl::StrCat(r.step), absl::StrCat(r.epoch), absl::StrFormat("%.6f", r.unix_us * 1e-6),
        CsvNumber(r.elapsed_s), CsvNumber(r.loss), absl::StrCat(r.examples), absl::StrCat(r.version),
        absl::StrCat(r.min_clock), absl::StrCat(r.staleness), r.dropped ? "1" : "0",
-       CsvNumber(r.compute_ms), CsvNumber(r.comm_ms), CsvNumber(r.wait_ms)}));
+       CsvNumber(r.compute_ms), CsvNumber(r.comm_ms), CsvNumber(r.wait_ms),
+       CsvNumber(r.ahead_ms)}));
   const double wall = r.unix_us * 1e-6;
   const double step_ms = r.compute_ms + r.comm_ms;
   RETURN_IF_ERROR(events_->AddScalar("train/loss", r.step, r.loss, wall));
@@ -202,8 +203,10 @@ absl::Status MetricsRecorder::RecordStep(const StepRecord& r) {
 
 absl::Status MetricsRecorder::TraceStep(const StepRecord& r) {
   if (trace_ == nullptr) return absl::OkStatus();
-  const int64_t compute_us = std::llround(r.compute_ms * 1e3);
-  const int64_t comm_us = std::llround(r.comm_ms * 1e3);
+  // The phases as they ran: a forward ahead ran inside the push/pull.
+  const int64_t ahead_us = std::llround(r.ahead_ms * 1e3);
+  const int64_t compute_us = std::llround(r.compute_ms * 1e3) - ahead_us;
+  const int64_t comm_us = std::llround(r.comm_ms * 1e3) + ahead_us;
   const int64_t start = r.unix_us - compute_us - comm_us;
   const int64_t pushed = start + compute_us;
   RETURN_IF_ERROR(trace_->Complete(
@@ -215,10 +218,11 @@ absl::Status MetricsRecorder::TraceStep(const StepRecord& r) {
     // The layers read the Unix clock themselves; the step's spans derive
     // from one Unix reading and monotonic durations. A microsecond apart at
     // most (more if the wall clock is slewed meanwhile): clamped into their
-    // compute span, so the trace nests.
+    // compute span (a forward ahead: into the push/pull), so the trace nests.
     for (const models::LayerSpan& l : *r.layers) {
-      const int64_t begin = std::clamp(l.start_unix_us, start, pushed);
-      const int64_t end = std::clamp(l.start_unix_us + l.duration_us, begin, pushed);
+      const int64_t from = l.ahead ? pushed : start, to = l.ahead ? r.unix_us : pushed;
+      const int64_t begin = std::clamp(l.start_unix_us, from, to);
+      const int64_t end = std::clamp(l.start_unix_us + l.duration_us, begin, to);
       RETURN_IF_ERROR(trace_->Complete(absl::StrCat(l.backward ? "backward " : "forward ", *l.layer),
                                        "layer", kTrainTid, begin, end - begin));
     }

@@ -91,9 +91,14 @@ struct StepRecord {
   int64_t min_clock = 0;
   int64_t staleness = 0;
   bool dropped = false;
+  // The step's wall time, split: computing (compute_ms) and waiting for
+  // the ps (comm_ms). Forward ahead (--forward_ahead) runs the next step's
+  // forward inside this step's push/pull: it counts in compute_ms, and
+  // ahead_ms says how much of compute_ms it was.
   double compute_ms = 0;
   double comm_ms = 0;
-  double wait_ms = 0;  // of comm_ms: the longest a shard held the push back
+  double wait_ms = 0;                        // of comm_ms: the longest a shard held the push back
+  double ahead_ms = 0;                       // of compute_ms: run while the push/pull was under way
   std::vector<int64_t> shard_reply_unix_us;  // [shard] when its reply came (timeline)
   // With a timeline: the model's forward and backward spans per layer
   // (models::Model::set_layer_spans); null or empty: none.

@@ -585,8 +585,8 @@ int64_t PsClient::FloatsIn(const Call& call) const {
   const int64_t size = plan_.range(call.shard).size();
   if (call.done) return size;
   if (call.raw != nullptr || call.params.empty()) return 0;
-  return std::min<int64_t>(
-      size, static_cast<int64_t>(call.pieces_in * call.piece_bytes / sizeof(float)));
+  return std::min<int64_t>(size,
+                           static_cast<int64_t>(call.pieces_in * call.piece_bytes / sizeof(float)));
 }
 
 absl::Status PsClient::WaitParams(int64_t end) {

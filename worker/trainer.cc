@@ -547,7 +547,6 @@ absl::Status Trainer::ComputeGradients(int epoch, int64_t step_in_epoch, float* 
   // Its forward ran already, while the last step's replies came in.
   const bool ahead = ahead_step_ == global_step_ && ahead_indices_ == indices_;
   ahead_step_ = -1;
-  carried_forward_us_ = ahead ? ahead_compute_us_ : 0;
   forwards_ahead_ += ahead ? 1 : 0;
   if (n == 0) {
     // The last global batch had fewer examples than workers: push a zero
@@ -602,7 +601,7 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
   images_ += n;
   const StepRecord record =
       MakeStepRecord(epoch, step_in_epoch, loss, n, computed_on,
-                     (t1 - t0 + carried_forward_us_) * 1e-3, (t2 - t1 - ahead_compute_us_) * 1e-3);
+                     (t1 - t0 + ahead_compute_us_) * 1e-3, (t2 - t1 - ahead_compute_us_) * 1e-3);
   RETURN_IF_ERROR(metrics_->RecordStep(record));
   ++global_step_;
   if (options_.mode == proto::SYNC && options_.backup_workers == 0) {
@@ -682,8 +681,8 @@ absl::Status Trainer::ForwardAhead() {
   // would throw the forward away).
   const int64_t next = global_step_ + 1;
   const int64_t per_epoch = sharder_->steps_per_epoch();
-  const bool evaluates = is_chief_ && options_.eval_every_steps > 0 &&
-                         next % options_.eval_every_steps == 0;
+  const bool evaluates =
+      is_chief_ && options_.eval_every_steps > 0 && next % options_.eval_every_steps == 0;
   if (next >= total_steps_ || next % per_epoch == 0 || evaluates) return absl::OkStatus();
   const int epoch = static_cast<int>(next / per_epoch);
   sharder_->BatchIndices(epoch, next % per_epoch, &ahead_indices_);
@@ -724,6 +723,7 @@ StepRecord Trainer::MakeStepRecord(int epoch, int64_t step_in_epoch, float loss,
   r.compute_ms = compute_ms;
   r.comm_ms = comm_ms;
   r.wait_ms = std::min(comm_ms, LongestParkedUs(replies_) * 1e-3);
+  r.ahead_ms = ahead_compute_us_ * 1e-3;
   r.shard_reply_unix_us = ReplyTimes(replies_);
   r.layers = &layer_spans_;
   r.sent_bytes = client_->sent_bytes();

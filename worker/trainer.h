@@ -235,11 +235,11 @@ class Trainer {
   bool forward_ahead_ = false;
   int64_t ahead_step_ = -1;
   std::vector<int64_t> ahead_indices_;
-  // The step's record counts a forward ahead in the compute of the step it
-  // belongs to, not in the wait of the step it ran in.
-  int64_t ahead_compute_us_ = 0;    // this step's forward ahead: gather and layers, not waits
-  int64_t carried_forward_us_ = 0;  // the one this step used, run in the step before
-  int64_t forwards_ahead_ = 0;    // steps whose forward ran ahead
+  // The forward ahead run during this step's push/pull (gather and layers,
+  // not its waits): the step log counts it as compute of this step, when
+  // it ran (StepRecord::ahead_ms).
+  int64_t ahead_compute_us_ = 0;
+  int64_t forwards_ahead_ = 0;  // steps whose forward ran ahead
   std::vector<int64_t> indices_;
   std::vector<int64_t> versions_;
   std::vector<ShardReply> replies_;

@@ -193,8 +193,8 @@ absl::Status CpuModel::Predict(const Batch& batch, absl::Span<float> log_probs) 
 }
 
 absl::Status CpuModel::Forward(const BatchContext& ctx, const float* images,
-                              const std::function<absl::Status(int64_t end)>* ahead,
-                              const float* ahead_params) {
+                               const std::function<absl::Status(int64_t end)>* ahead,
+                               const float* ahead_params) {
   const float* x = images;
   const bool timed = layer_spans_ != nullptr && ctx.training;
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -206,7 +206,10 @@ absl::Status CpuModel::Forward(const BatchContext& ctx, const float* images,
     }
     const int64_t start = timed ? UnixMicros() : 0;
     RETURN_IF_ERROR(layers_[l]->Forward(ctx, params_.data() + layer_offsets_[l], x, y));
-    if (timed) layer_spans_->push_back({&net_.layers[l].name, false, start, UnixMicros() - start});
+    if (timed) {
+      layer_spans_->push_back(
+          {&net_.layers[l].name, false, ahead != nullptr, start, UnixMicros() - start});
+    }
     x = y;
   }
   return absl::OkStatus();
@@ -224,7 +227,9 @@ absl::Status CpuModel::Backward(const BatchContext& ctx, const float* images, fl
     RETURN_IF_ERROR(layers_[l]->Backward(ctx, params_.data() + layer_offsets_[l], x,
                                          activations_[l].data(), grad_[dy].data(), dx,
                                          grads + layer_offsets_[l]));
-    if (timed) layer_spans_->push_back({&net_.layers[l].name, true, start, UnixMicros() - start});
+    if (timed) {
+      layer_spans_->push_back({&net_.layers[l].name, true, false, start, UnixMicros() - start});
+    }
     if (backward_done_ != nullptr) (*backward_done_)(layer_offsets_[l]);
     dy = 1 - dy;
   }

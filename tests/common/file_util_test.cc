@@ -112,6 +112,36 @@ TEST(CsvWriter, AFullDeviceFailsNamingTheFile) {
   EXPECT_THAT(std::string(w.status().message()), HasSubstr("No space left on device"));
 }
 
+// A resumed run appends to its CSVs; one a version with other columns
+// wrote is moved aside whole, never mixed with rows of another layout.
+TEST(CsvWriter, AppendsUnderTheSameHeaderAndMovesAnotherAside) {
+  const std::string dir = testing::MakeTempDir("csv");
+  const std::string path = dir + "/steps.csv";
+  {
+    auto w = CsvWriter::Open(path, {"step", "loss"});
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_TRUE((*w)->Row({"0", "2.3"}).ok());
+  }
+  {
+    auto w = CsvWriter::Open(path, {"step", "loss"}, /*append=*/true);
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_TRUE((*w)->Row({"1", "2.1"}).ok());
+  }
+  EXPECT_EQ(ReadFileToString(path).value_or(""), "step,loss\n0,2.3\n1,2.1\n");
+  for (const char* moved : {".old", ".old.2"}) {
+    auto w = CsvWriter::Open(path, {"step", "loss", "ahead_ms"}, /*append=*/true);
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_TRUE((*w)->Row({"2", "1.9", "0.5"}).ok());
+    ASSERT_TRUE((*w)->Flush().ok());
+    EXPECT_EQ(ReadFileToString(path).value_or(""), "step,loss,ahead_ms\n2,1.9,0.5\n");
+    EXPECT_TRUE(ReadFileToString(path + moved).ok()) << moved;
+    // The next one differs again.
+    ASSERT_TRUE(WriteFileAtomic(path, "step,loss\n0,2.3\n").ok());
+  }
+  EXPECT_EQ(ReadFileToString(path + ".old").value_or(""), "step,loss\n0,2.3\n1,2.1\n");
+  EXPECT_EQ(ReadFileToString(path + ".old.2").value_or(""), "step,loss\n0,2.3\n");
+}
+
 TEST(ReadFileToString, AMissingFileIsNotFoundNamingIt) {
   const std::string path = testing::MakeTempDir("read") + "/absent";
   const auto text = ReadFileToString(path);

@@ -4,7 +4,8 @@
 // thread), every step's "compute" and "push_pull" spans nest in its "step"
 // span and add up to it exactly, each shard's reply span lies inside the
 // step's push_pull, there is one step span per row of the worker's steps
-// CSV, each layer's forward and backward lie inside the step's compute, the
+// CSV, each layer's backward lies inside the step's compute and its forward
+// there too or, run ahead, in the push_pull before, the
 // chief's evaluations and checkpoints are there, and each ps's gather and
 // apply of every version and its saves.
 
@@ -150,35 +151,55 @@ TEST_F(Timeline, EveryStepIsItsComputeAndPushPullExactlyWithEachShardInside) {
   EXPECT_EQ(checked, 60);  // 30 steps of each worker
 }
 
-TEST_F(Timeline, EveryStepsComputeHoldsEachLayersForwardAndBackward) {
+// Each layer's forward and backward lie in their step: its compute holds
+// every backward, and every forward unless the forward ran ahead
+// (--forward_ahead, on with --overlap), inside the push_pull of the step
+// before, while that step's parameters came in.
+TEST_F(Timeline, EachStepsLayersLieInItsComputeOrAheadInThePushPullBefore) {
   std::vector<google::protobuf::Value> metadata;
   const std::vector<Span> spans = Spans(&metadata);
   std::set<std::string> layers;
-  int checked = 0;
-  for (const Span& compute : spans) {
-    if (compute.name != "compute" || compute.pid > 2) continue;
-    int forward = 0, backward = 0;
-    int64_t inside = 0;
+  // How many layer spans of each kind lie in `outer` (and end inside it).
+  auto count_inside = [&](const Span& outer, int* forward, int* backward) {
+    *forward = *backward = 0;
     for (const Span& s : spans) {
       const bool fwd = s.name.rfind("forward ", 0) == 0, bwd = s.name.rfind("backward ", 0) == 0;
-      if (s.pid != compute.pid || (!fwd && !bwd) || s.ts < compute.ts ||
-          s.ts >= compute.ts + compute.dur) {
+      if (s.pid != outer.pid || (!fwd && !bwd) || s.ts < outer.ts || s.ts >= outer.ts + outer.dur) {
         continue;
       }
-      EXPECT_EQ(s.tid, compute.tid) << s.name;
-      EXPECT_LE(s.ts + s.dur, compute.ts + compute.dur) << s.name << " ends after its compute";
-      forward += fwd;
-      backward += bwd;
-      inside += s.dur;
+      EXPECT_EQ(s.tid, outer.tid) << s.name;
+      EXPECT_LE(s.ts + s.dur, outer.ts + outer.dur) << s.name << " ends after its " << outer.name;
+      *forward += fwd;
+      *backward += bwd;
       if (fwd) layers.insert(s.name.substr(8));
     }
-    EXPECT_EQ(forward, backward);
+  };
+  std::map<int, int> computes, forwards_in_compute, forwards_ahead;  // by pid
+  for (const Span& outer : spans) {
+    if (outer.pid > 2 || outer.tid != 1 || (outer.name != "compute" && outer.name != "push_pull")) {
+      continue;
+    }
+    int forward = 0, backward = 0;
+    count_inside(outer, &forward, &backward);
     // mnist_cnn: conv1 pool1 relu1 conv2 conv2_drop pool2 relu2 fc1 relu3 fc1_drop fc2.
-    EXPECT_EQ(forward, 11);
-    EXPECT_LE(inside, compute.dur);
-    ++checked;
+    EXPECT_TRUE(forward == 0 || forward == 11) << outer.name << ": " << forward << " forward";
+    if (outer.name == "compute") {
+      EXPECT_EQ(backward, 11);
+      ++computes[outer.pid];
+      forwards_in_compute[outer.pid] += forward > 0;
+    } else {
+      EXPECT_EQ(backward, 0);
+      forwards_ahead[outer.pid] += forward > 0;
+    }
   }
-  EXPECT_EQ(checked, 60);
+  for (int pid : {1, 2}) {
+    EXPECT_EQ(computes[pid], 30) << "worker " << pid - 1;
+    EXPECT_EQ(forwards_in_compute[pid] + forwards_ahead[pid], 30) << "worker " << pid - 1;
+  }
+  // Every step but the first ran its forward ahead, except, on the chief,
+  // step 15, before which it evaluates.
+  EXPECT_EQ(forwards_ahead[1], 28);
+  EXPECT_EQ(forwards_ahead[2], 29);
   EXPECT_EQ(layers.size(), 11u) << absl::StrJoin(layers, " ");
   EXPECT_TRUE(layers.count("conv1") && layers.count("fc2")) << absl::StrJoin(layers, " ");
 }

@@ -381,8 +381,8 @@ TEST(CpuModel, ForwardAheadStopsAtTheFirstErrorOfReady) {
   ASSERT_TRUE(model->SetParams(params).ok());
   EXPECT_EQ(RunStep(*model, ex).grads, reference.grads);
   // Nor does a pass survive an evaluation in between, which overwrites it.
-  ASSERT_TRUE(model->ForwardAhead(ex.batch(), params, [](int64_t) { return absl::OkStatus(); })
-                  .ok());
+  ASSERT_TRUE(
+      model->ForwardAhead(ex.batch(), params, [](int64_t) { return absl::OkStatus(); }).ok());
   ASSERT_TRUE(model->Evaluate(ex.batch()).ok());
   EXPECT_EQ(model->BackwardAfterAhead(absl::MakeSpan(grads)).status().code(),
             absl::StatusCode::kFailedPrecondition);
