@@ -25,11 +25,18 @@ absl::StatusOr<std::unique_ptr<CsvWriter>> CsvWriter::Open(const std::string& pa
     std::ifstream in(path);
     std::string first;
     if (std::getline(in, first) && first != header) {
+      // link() refuses a name that exists: no earlier .old is overwritten.
       std::string old = path + ".old";
-      for (int k = 2; access(old.c_str(), F_OK) == 0; ++k) old = absl::StrCat(path, ".old.", k);
-      if (std::rename(path.c_str(), old.c_str()) != 0) {
-        return absl::InternalError(
-            absl::StrCat(path, ": cannot move aside to ", old, ": ", std::strerror(errno)));
+      for (int k = 2; link(path.c_str(), old.c_str()) != 0; ++k) {
+        if (errno != EEXIST) {
+          return absl::InternalError(
+              absl::StrCat(path, ": cannot move aside to ", old, ": ", std::strerror(errno)));
+        }
+        old = absl::StrCat(path, ".old.", k);
+      }
+      if (unlink(path.c_str()) != 0) {
+        return absl::InternalError(absl::StrCat(path, ": cannot remove after moving it to ", old,
+                                                ": ", std::strerror(errno)));
       }
       LOG(WARNING) << path << " has other columns (another version wrote it): moved to " << old;
     }

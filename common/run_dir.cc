@@ -27,11 +27,21 @@ bool IsStaleStepsFile(absl::string_view name, const std::set<int>& live_ranks) {
   return live_ranks.count(rank) == 0;
 }
 
+// Whether `name` is a CSV that a resumed run moved aside (CsvWriter::Open:
+// NAME.csv.old, NAME.csv.old.K); any rank's, since nothing writes them.
+bool IsMovedAsideCsv(absl::string_view name) {
+  const size_t at = name.find(".csv.old");
+  if (at == absl::string_view::npos) return false;
+  absl::string_view rest = name.substr(at + 8);
+  int k = 0;
+  return rest.empty() || (absl::ConsumePrefix(&rest, ".") && absl::SimpleAtoi(rest, &k));
+}
+
 bool IsStale(const std::string& name, const std::set<int>& live_ranks) {
   for (const char* f : kRunFiles) {
     if (name == f) return true;
   }
-  return IsStaleStepsFile(name, live_ranks);
+  return IsStaleStepsFile(name, live_ranks) || IsMovedAsideCsv(name);
 }
 
 }  // namespace

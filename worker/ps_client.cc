@@ -325,7 +325,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
 }
 
 absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us,
-                                   const std::function<bool()>& all_done) {
+                                   const std::function<bool()>& all_done, bool poll_first) {
   // Each ps once: a ps serving two shards answers both on one socket.
   std::vector<int> ps;
   for (const Call& c : *calls) {
@@ -335,10 +335,11 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
   for (int j : ps) sockets.push_back(&sockets_[j]);
   const std::string what = proto::MessageType_Name(calls->front().header.type());
   for (;;) {
-    if (all_done()) return absl::OkStatus();
+    if (!poll_first && all_done()) return absl::OkStatus();
     // What the sockets hold is read before the heartbeat's verdict: a
     // worker that wakes from a freeze finds the ps's last word there.
-    auto readable = PollReadable(sockets, kPollSliceMs);
+    auto readable = PollReadable(sockets, poll_first ? 0 : kPollSliceMs);
+    poll_first = false;
     if (!readable.ok()) {
       if (absl::IsCancelled(readable.status())) continue;  // EINTR: re-check the signal
       return readable.status();
@@ -596,13 +597,17 @@ absl::Status PsClient::WaitParams(int64_t end) {
     CHECK(pending_.sent[c.shard] || plan_.range(c.shard).begin >= end)
         << "WaitParams before shard " << c.shard << " was sent";
   }
-  return WaitReplies(&calls, pending_.deadline_us, [&] {
+  // Reads what came while the caller computed even where enough is in
+  // already: each reply is taken (and timed) when it came, not when the
+  // layer that needs it asks.
+  const auto in = [&] {
     for (const Call& c : calls) {
       const ShardRange r = plan_.range(c.shard);
       if (r.begin < end && r.begin + FloatsIn(c) < std::min(end, r.end)) return false;
     }
     return true;
-  });
+  };
+  return WaitReplies(&calls, pending_.deadline_us, in, /*poll_first=*/true);
 }
 
 absl::Status PsClient::FinishStep(int64_t step, absl::Span<const int64_t> computed_on,

@@ -256,9 +256,10 @@ class PsClient {
   absl::Status SendCall(Call& call, int64_t deadline_us);
   absl::Status WaitReplies(std::vector<Call>* calls, int64_t deadline_us);
   // Until `enough()` (checked whenever replies came in) rather than every
-  // call answered.
+  // call answered. `poll_first`: reads what the sockets hold before the
+  // first check, without waiting.
   absl::Status WaitReplies(std::vector<Call>* calls, int64_t deadline_us,
-                           const std::function<bool()>& enough);
+                           const std::function<bool()>& enough, bool poll_first = false);
   // How many of the shard's floats a call's reply has placed in its
   // params so far: all once done, else those of its pieces in.
   int64_t FloatsIn(const Call& call) const;

@@ -440,7 +440,8 @@ absl::Status Trainer::TrainToEnd() {
   }
   if (forward_ahead_) {
     LOG(INFO) << "forward ahead: " << forwards_ahead_
-              << " steps' forward ran while their parameters came in";
+              << " steps' forward ran while their parameters came in (replies in pieces: "
+              << client_->pieces_received() << " pieces)";
   }
   RETURN_IF_ERROR(ReportDone());
   if (!is_chief_) {
@@ -687,17 +688,31 @@ absl::Status Trainer::ForwardAhead() {
   const int epoch = static_cast<int>(next / per_epoch);
   sharder_->BatchIndices(epoch, next % per_epoch, &ahead_indices_);
   if (ahead_indices_.empty()) return absl::OkStatus();
+  // Its compute runs within the step's --rpc_timeout_s, counted from the
+  // first push; replies that come meanwhile are read in each wait, so the
+  // deadline is judged on what the ps did, not on the forward.
   const int64_t t0 = MonotonicMicros();
   int64_t waited_us = 0;
-  ASSIGN_OR_RETURN(const models::Batch batch, LoadBatch(epoch, ahead_indices_));
-  const absl::Status s = model_->ForwardAhead(batch, params_, [&](int64_t end) {
-    const int64_t w0 = MonotonicMicros();
-    const absl::Status ready = client_->WaitParams(end);
-    waited_us += MonotonicMicros() - w0;
-    return ready;
-  });
+  absl::Status wait_error;
+  absl::StatusOr<models::Batch> batch = LoadBatch(epoch, ahead_indices_);
+  absl::Status s = batch.status();
+  if (s.ok()) {
+    s = model_->ForwardAhead(*batch, params_, [&](int64_t end) {
+      const int64_t w0 = MonotonicMicros();
+      wait_error = client_->WaitParams(end);
+      waited_us += MonotonicMicros() - w0;
+      return wait_error;
+    });
+  }
   ahead_compute_us_ = MonotonicMicros() - t0 - waited_us;
-  RETURN_IF_ERROR(s);
+  // A failed wait is the step's own failure, FinishPushPull's error. Any
+  // other costs only the forward ahead: the next step runs it itself.
+  RETURN_IF_ERROR(wait_error);
+  if (!s.ok()) {
+    LOG(ERROR) << "forward ahead of step " << next << " failed (" << s.message()
+               << "); that step runs its own";
+    return absl::OkStatus();
+  }
   ahead_step_ = next;
   return absl::OkStatus();
 }

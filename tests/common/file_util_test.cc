@@ -151,20 +151,23 @@ TEST(ReadFileToString, AMissingFileIsNotFoundNamingIt) {
 
 TEST(RemoveStaleRunOutputs, RemovesAnEarlierRunsOutputsButNotLiveWorkersOrOtherFiles) {
   const std::string dir = testing::MakeTempDir("rundir");
-  for (const char* f : {"summary.json", "final_params.f32", "epochs.csv", "evals.csv", "steps_worker0.csv",
-                        "steps_worker1.csv", "steps_worker7.csv", "cluster_spec.json", "notes.txt",
-                        "steps_workerX.csv"}) {
+  for (const char* f :
+       {"summary.json", "final_params.f32", "epochs.csv", "evals.csv", "steps_worker0.csv",
+        "steps_worker1.csv", "steps_worker7.csv", "cluster_spec.json", "notes.txt",
+        "steps_workerX.csv", "steps_worker1.csv.old", "epochs.csv.old.2", "notes.csv.older"}) {
     ASSERT_TRUE(WriteFileAtomic(dir + "/" + f, "stale").ok());
   }
   ASSERT_TRUE(MakeDirs(dir + "/logs").ok());
   auto removed = RemoveStaleRunOutputs(dir, /*live_ranks=*/{1});
   ASSERT_TRUE(removed.ok()) << removed.status();
-  EXPECT_THAT(*removed, ElementsAre("epochs.csv", "evals.csv", "final_params.f32", "steps_worker0.csv",
-                                    "steps_worker7.csv", "summary.json"));
-  EXPECT_THAT(Names(dir), ElementsAre("cluster_spec.json", "logs", "notes.txt", "steps_worker1.csv",
-                                      "steps_workerX.csv"));
+  EXPECT_THAT(*removed, ElementsAre("epochs.csv", "epochs.csv.old.2", "evals.csv",
+                                    "final_params.f32", "steps_worker0.csv",
+                                    "steps_worker1.csv.old", "steps_worker7.csv", "summary.json"));
+  EXPECT_THAT(Names(dir), ElementsAre("cluster_spec.json", "logs", "notes.csv.older", "notes.txt",
+                                      "steps_worker1.csv", "steps_workerX.csv"));
   EXPECT_THAT(DescribeRemoved(dir, *removed),
-              HasSubstr("removed the outputs of an earlier run from " + dir + ": epochs.csv, evals.csv"));
+              HasSubstr("removed the outputs of an earlier run from " + dir +
+                        ": epochs.csv, epochs.csv.old.2, evals.csv"));
   removed = RemoveStaleRunOutputs(dir, {});
   ASSERT_TRUE(removed.ok());
   EXPECT_THAT(*removed, ElementsAre("steps_worker1.csv"));

@@ -170,6 +170,27 @@ TEST(GoldenEquivalence, OverlapChangesNothingButWhenPushesLeave) {
       << "--overlap changed the parameters: " << Compare(with, without).max_abs;
 }
 
+// Forward ahead where its waits count a reply's pieces: cnn_large's shards
+// (2.4 MB each over 2 ps) come back in pieces under CURVE, first layers
+// first, so conv1's forward starts on the first piece of shard 0. The
+// parameters are still those of a run without it, bit for bit.
+TEST(GoldenEquivalence, ForwardAheadOnRepliesInPiecesChangesNothing) {
+  const std::vector<std::string> flags = {"--model=cnn_large", "--max_steps=6"};
+  std::vector<std::string> with_flags = flags, without_flags = flags;
+  with_flags.push_back("--forward_ahead=true");
+  without_flags.push_back("--forward_ahead=false");
+  std::string with_log, without_log;
+  const std::vector<float> with = RunAndReadParams(2, 16, 1, with_flags, &with_log);
+  const std::vector<float> without = RunAndReadParams(2, 16, 1, without_flags, &without_log);
+  EXPECT_EQ(CountOf(with_log, "forward ahead: 5 steps"), 2) << with_log;
+  EXPECT_EQ(CountOf(with_log, "(replies in pieces: "), 2) << with_log;
+  EXPECT_EQ(CountOf(with_log, "(replies in pieces: 0 pieces)"), 0) << with_log;
+  ASSERT_EQ(with.size(), without.size());
+  ASSERT_EQ(with.size(), 1199882u);
+  EXPECT_EQ(std::memcmp(with.data(), without.data(), sizeof(float) * with.size()), 0)
+      << "--forward_ahead changed the parameters: " << Compare(with, without).max_abs;
+}
+
 // Forward ahead (on with --overlap) across what breaks the chain of steps:
 // an epoch's end and the chief's evaluations, where no forward may run
 // ahead (the loop does not go straight on), and a last batch of the epoch
