@@ -10,10 +10,10 @@
 #                                                  each layer once its own are in
 # One RESULT line per run: images/s (summary.json) and, per worker step, the
 # means over both workers of steps_worker*.csv after the first 10 steps:
-# compute_ms (forward and backward, a forward ahead counted in its own
-# step), comm_ms (what the step waited after backward, less any forward
-# ahead it ran meanwhile) and wait_ms (of that, parked at a ps for the
-# other worker).
+# compute_ms (the step's computing, a forward ahead counted in the step
+# that ran it), comm_ms (what the step waited for the ps) and wait_ms (of
+# that, parked at a ps for the other worker); compute_ms + comm_ms is the
+# step's wall time.
 #
 # Usage: benchmarks/overlap.sh [ROUNDS]
 # Environment:

@@ -17,9 +17,9 @@ namespace pstrain {
 // summary.json, final_params.f32, epochs.csv, evals.csv, the CSVs a resumed
 // run moved aside (*.csv.old, *.csv.old.K), and steps_worker<r>.csv for
 // every rank r not in `live_ranks` (the files of workers of this run that
-// may have opened theirs already). Returns the
-// names removed, sorted; empty when there were none or `run_dir` does not
-// exist. Internal naming the file that cannot be removed.
+// may have opened theirs already). Returns the names removed, sorted; empty
+// when there were none or `run_dir` does not exist. Internal naming the
+// file that cannot be removed.
 //
 // Called once per run: by the launcher before it starts any task, or by the
 // chief when run by hand (TrainOptions::clean_run_dir).

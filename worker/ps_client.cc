@@ -325,7 +325,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
 }
 
 absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us,
-                                   const std::function<bool()>& all_done, bool poll_first) {
+                                   const std::function<bool()>& enough, bool poll_first) {
   // Each ps once: a ps serving two shards answers both on one socket.
   std::vector<int> ps;
   for (const Call& c : *calls) {
@@ -335,7 +335,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
   for (int j : ps) sockets.push_back(&sockets_[j]);
   const std::string what = proto::MessageType_Name(calls->front().header.type());
   for (;;) {
-    if (!poll_first && all_done()) return absl::OkStatus();
+    if (!poll_first && enough()) return absl::OkStatus();
     // What the sockets hold is read before the heartbeat's verdict: a
     // worker that wakes from a freeze finds the ps's last word there.
     auto readable = PollReadable(sockets, poll_first ? 0 : kPollSliceMs);
@@ -347,7 +347,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
     for (size_t i = 0; i < ps.size(); ++i) {
       if ((*readable)[i]) RETURN_IF_ERROR(DrainSocket(ps[i], calls));
     }
-    if (all_done()) return absl::OkStatus();
+    if (enough()) return absl::OkStatus();
     RETURN_IF_ERROR(CheckWaiting(deadline_us, what.c_str()));
   }
 }

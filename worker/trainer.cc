@@ -640,13 +640,8 @@ void Trainer::SendReadyShards(int64_t begin) {
 absl::Status Trainer::PushAndPull(int num_examples, const std::vector<int64_t>& computed_on) {
   pushed_examples_ = num_examples;
   ahead_compute_us_ = 0;
-  const bool overlapped = overlap_ && num_examples > 0;
-  if (!overlapped && !forward_ahead_) {
-    encoder_->Encode(global_step_, grads_, /*weighted=*/num_examples > 0);
-    return client_->PushPull(global_step_, computed_on, num_examples, encoder_->payloads(),
-                             absl::MakeSpan(params_), &replies_);
-  }
-  if (overlapped) {
+  if (overlap_ && num_examples > 0) {
+    // Started before backward (StartOverlappedPush); some shards are out.
     for (int k = 0; k < plan_->num_shards(); ++k) {
       if (!shard_encoded_[k]) encoder_->EncodeShard(k, grads_, /*weighted=*/true);
     }
@@ -655,8 +650,11 @@ absl::Status Trainer::PushAndPull(int num_examples, const std::vector<int64_t>& 
     client_->StartPushPull(global_step_, computed_on, num_examples, absl::MakeSpan(params_));
   }
   const absl::Span<const EncodedShard> payloads = encoder_->payloads();
-  for (int k = 0; k < plan_->num_shards(); ++k) client_->SendShard(k, payloads[k]);
-  if (forward_ahead_) RETURN_IF_ERROR(ForwardAhead());
+  if (forward_ahead_) {
+    for (int k = 0; k < plan_->num_shards(); ++k) client_->SendShard(k, payloads[k]);
+    RETURN_IF_ERROR(ForwardAhead());
+  }
+  // Sends what is not out yet, and waits for every reply.
   const absl::Status s = client_->FinishPushPull(payloads, &replies_);
   // The forward that ran is the next step's only if every reply is whole.
   if (!s.ok()) ahead_step_ = -1;

@@ -106,7 +106,6 @@ absl::StatusOr<float> CpuModel::ForwardBackward(const Batch& batch, absl::Span<f
   RETURN_IF_ERROR(CheckBatch(net_.name, batch, max_batch_, /*training=*/true));
   RETURN_IF_ERROR(CheckFloatCount(net_.name, "gradient buffer", static_cast<int64_t>(grads.size()),
                                   static_cast<int64_t>(params_.size())));
-  ahead_batch_ = Batch();
   const BatchContext ctx{batch.n, /*training=*/true, seed_, batch.example_keys};
   RETURN_IF_ERROR(Forward(ctx, batch.images));
   return LossAndBackward(ctx, batch, grads.data());
@@ -123,7 +122,7 @@ absl::StatusOr<float> CpuModel::LossAndBackward(const BatchContext& ctx, const B
 
 absl::Status CpuModel::ForwardAhead(const Batch& batch, absl::Span<const float> params,
                                     const std::function<absl::Status(int64_t end)>& ready) {
-  ahead_batch_ = Batch();
+  ahead_batch_ = Batch();  // a refused batch ends an earlier pass too
   RETURN_IF_ERROR(CheckBatch(net_.name, batch, max_batch_, /*training=*/true));
   RETURN_IF_ERROR(CheckFloatCount(net_.name, "ForwardAhead", static_cast<int64_t>(params.size()),
                                   static_cast<int64_t>(params_.size())));
@@ -147,7 +146,6 @@ absl::StatusOr<float> CpuModel::BackwardAfterAhead(absl::Span<float> grads) {
 }
 
 absl::StatusOr<EvalResult> CpuModel::Evaluate(const Batch& batch) {
-  ahead_batch_ = Batch();  // the activations are overwritten
   RETURN_IF_ERROR(CheckBatch(net_.name, batch, max_batch_, /*training=*/false));
   const BatchContext ctx{batch.n, /*training=*/false, seed_, batch.example_keys};
   RETURN_IF_ERROR(Forward(ctx, batch.images));
@@ -175,7 +173,6 @@ absl::StatusOr<BatchBuffer> CpuModel::InputBuffer() {
 }
 
 absl::Status CpuModel::Predict(const Batch& batch, absl::Span<float> log_probs) {
-  ahead_batch_ = Batch();  // the activations are overwritten
   RETURN_IF_ERROR(CheckBatchSize(net_.name, batch.n, max_batch_));
   const int classes = net_.num_classes;
   if (batch.images == nullptr || log_probs.size() != static_cast<size_t>(batch.n) * classes) {
@@ -195,6 +192,7 @@ absl::Status CpuModel::Predict(const Batch& batch, absl::Span<float> log_probs) 
 absl::Status CpuModel::Forward(const BatchContext& ctx, const float* images,
                                const std::function<absl::Status(int64_t end)>* ahead,
                                const float* ahead_params) {
+  ahead_batch_ = Batch();  // whatever ForwardAhead left, the activations are overwritten
   const float* x = images;
   const bool timed = layer_spans_ != nullptr && ctx.training;
   for (size_t l = 0; l < layers_.size(); ++l) {

@@ -91,7 +91,9 @@ class CpuModel final : public Model {
   std::vector<float> log_probs_;                 // [max_batch, num_classes]
   std::vector<LayerSpan>* layer_spans_ = nullptr;  // training passes' timings, if asked
   std::function<void(int64_t begin)>* backward_done_ = nullptr;  // see Model
-  Batch ahead_batch_;  // ForwardAhead's batch; n == 0 when none is pending
+  // ForwardAhead's batch; n == 0 when none is pending (every Forward,
+  // SetParams and a refused ForwardAhead end it).
+  Batch ahead_batch_;
   std::vector<float> grad_[2];                   // dL/d(activation), ping-pong
   // InputBuffer's memory: [max_batch, input shape], [max_batch] and [max_batch].
   std::vector<float> input_images_;
