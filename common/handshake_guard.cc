@@ -128,9 +128,10 @@ void HandshakeGuard::AnswerZap(std::vector<zmq::message_t>& request) {
   }
 }
 
-void HandshakeGuard::ServeEvents() {
+int HandshakeGuard::ServeEvents() {
   std::vector<zmq::message_t> frames;
-  for (int i = 0; i < kMaxPerServe && ReceiveAll(events_, &frames); ++i) {
+  int i = 0;
+  for (; i < kMaxPerServe && ReceiveAll(events_, &frames); ++i) {
     if (frames.empty() || frames[0].size() != 6) continue;
     uint16_t event = 0;
     uint32_t value = 0;
@@ -138,6 +139,7 @@ void HandshakeGuard::ServeEvents() {
     std::memcpy(&value, static_cast<const char*>(frames[0].data()) + 2, sizeof(value));
     OnEvent(event, value);
   }
+  return i;
 }
 
 // A connection is refused when it closes before its handshake succeeded:
@@ -166,6 +168,7 @@ void HandshakeGuard::OnEvent(uint16_t event, uint32_t value) {
       return;
     }
     case ZMQ_EVENT_DISCONNECTED: {
+      if (closed_.size() < kMaxClosed) closed_.push_back(fd);
       auto it = open_.find(fd);
       if (it == open_.end()) return;
       if (!it->second.handshaken) {
@@ -177,6 +180,16 @@ void HandshakeGuard::OnEvent(uint16_t event, uint32_t value) {
     default:
       return;
   }
+}
+
+std::vector<int> HandshakeGuard::TakeClosed() {
+  // Every queued event: a close left unread would be taken for a later
+  // connection's of the same number.
+  while (ServeEvents() == kMaxPerServe) {
+  }
+  std::vector<int> out;
+  out.swap(closed_);
+  return out;
 }
 
 void HandshakeGuard::NoteRefused(const std::string& address) {

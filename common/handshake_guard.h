@@ -62,6 +62,14 @@ class HandshakeGuard {
   // Peers refused at the handshake so far.
   int64_t refused() const { return refused_; }
 
+  // The file descriptors of the connections that closed since the last
+  // call, in the order they closed (reads the queued events first). A
+  // message received before this call that came on one of them
+  // (RoutedMessage::fd) came on the closed connection, not on a later one
+  // given the same number: libzmq reports the close before it accepts the
+  // next connection, which speaks only after that.
+  std::vector<int> TakeClosed();
+
   // Writes every pending rate-limited log line now (at exit).
   void FlushLogs() { FlushLogs(/*force=*/true); }
 
@@ -80,7 +88,8 @@ class HandshakeGuard {
   HandshakeGuard(zmq::context_t& context, const HandshakeGuardOptions& options);
   void ServeZap();
   void AnswerZap(std::vector<zmq::message_t>& request);
-  void ServeEvents();
+  // Reads up to kMaxPerServe queued events; returns how many.
+  int ServeEvents();
   void OnEvent(uint16_t event, uint32_t value);
   void NoteRefused(const std::string& address);
   void FlushLogs(bool force);  // force: ignore the interval
@@ -92,6 +101,9 @@ class HandshakeGuard {
   zmq::socket_t events_;   // PAIR reading the router's monitor
   std::string monitor_endpoint_;
   std::map<int, Connection> open_;  // by fd: accepted, not yet disconnected
+  // Closed since TakeClosed (bounded: the ps takes them every wake).
+  static constexpr size_t kMaxClosed = 4096;
+  std::vector<int> closed_;
   uint64_t next_accept_ = 0;
   std::map<std::string, AddressLog> by_address_;
   int64_t refused_ = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -62,17 +63,48 @@ std::vector<PieceAssembler::Dropped> PieceAssembler::TakeDropped() {
   return out;
 }
 
-void PieceAssembler::Evict(std::map<std::string, Partial>::iterator it) {
-  dropped_.push_back({it->first, it->second.first,
-                      absl::ResourceExhaustedError(
-                          "the ps dropped this message's pieces to make room for other peers' "
-                          "(too many messages in pieces at once for --max_message_mb)")});
+void PieceAssembler::GiveUp(Iterator it, absl::Status why, bool tell) {
+  dropped_.push_back({tell ? it->first : std::string(), it->second.first, std::move(why)});
+  ++dropped_total_;
   Drop(it);
 }
 
-void PieceAssembler::Drop(std::map<std::string, Partial>::iterator it) {
+void PieceAssembler::Drop(Iterator it) {
   held_bytes_ -= it->second.bytes;
   partials_.erase(it);
+}
+
+void PieceAssembler::Forget(const std::string& peer) {
+  if (auto it = partials_.find(peer); it != partials_.end()) Drop(it);
+}
+
+int PieceAssembler::Expire(int64_t now_us, int64_t idle_us) {
+  int n = 0;
+  for (auto it = partials_.begin(); it != partials_.end();) {
+    auto next = std::next(it);
+    if (now_us - it->second.last_us > idle_us) {
+      GiveUp(it, absl::DeadlineExceededError(
+                     absl::StrCat("the ps gave up this message: no piece of it came for ",
+                                  idle_us / 1'000'000, " s")));
+      ++n;
+    }
+    it = next;
+  }
+  return n;
+}
+
+int PieceAssembler::DropConnection(int fd) {
+  if (fd < 0) return 0;
+  int n = 0;
+  for (auto it = partials_.begin(); it != partials_.end();) {
+    auto next = std::next(it);
+    if (it->second.fd == fd) {
+      GiveUp(it, absl::CancelledError("its connection closed"), /*tell=*/false);
+      ++n;
+    }
+    it = next;
+  }
+  return n;
 }
 
 bool PieceAssembler::MakeRoom(size_t need, const std::string& keep) {
@@ -83,12 +115,83 @@ bool PieceAssembler::MakeRoom(size_t need, const std::string& keep) {
       if (oldest == partials_.end() || it->second.last_use < oldest->second.last_use) oldest = it;
     }
     if (oldest == partials_.end()) return false;
-    Evict(oldest);
+    GiveUp(oldest, absl::ResourceExhaustedError(
+                       "the ps dropped this message's pieces to make room for other peers' "
+                       "(too many messages in pieces at once)"));
   }
   return true;
 }
 
-absl::StatusOr<std::optional<Message>> PieceAssembler::Take(const std::string& peer, Message m) {
+void PieceAssembler::MakeRoomForNew(const std::string& holder) {
+  auto oldest_of = [&](bool same_holder) {
+    auto oldest = partials_.end();
+    for (auto it = partials_.begin(); it != partials_.end(); ++it) {
+      if (same_holder && it->second.holder != holder) continue;
+      if (oldest == partials_.end() || it->second.last_use < oldest->second.last_use) oldest = it;
+    }
+    return oldest;
+  };
+  const int held =
+      static_cast<int>(std::count_if(partials_.begin(), partials_.end(),
+                                     [&](const auto& p) { return p.second.holder == holder; }));
+  if (held >= kMaxPartialsPerHolder) {
+    GiveUp(oldest_of(true),
+           absl::ResourceExhaustedError(
+               absl::StrCat("the ps dropped this message's pieces: ", holder, " began more than ",
+                            kMaxPartialsPerHolder, " messages in pieces at once")));
+  }
+  if (partials_.size() >= static_cast<size_t>(max_partials_)) {
+    GiveUp(oldest_of(false), absl::ResourceExhaustedError(
+                                 "the ps dropped this message's pieces to make room for other "
+                                 "peers' (too many messages in pieces at once)"));
+  }
+}
+
+absl::Status PieceAssembler::CheckNext(const Partial& p, const proto::Header& h,
+                                       size_t bytes) const {
+  if (h.parts() != p.parts || h.piece_bytes() != p.piece_bytes) {
+    return absl::InvalidArgumentError("a piece changes its message's layout");
+  }
+  if (h.part() != p.pieces.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("piece ", h.part(), " where piece ", p.pieces.size(), " was due"));
+  }
+  if (p.bytes + bytes > p.max_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pieces of over ", p.max_bytes, " bytes, the most this message may carry"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PieceAssembler::Iterator> PieceAssembler::Start(const std::string& peer,
+                                                               const proto::Header& h,
+                                                               const PieceGrant& grant) {
+  if (h.part() != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("piece ", h.part(), " of ", h.parts(), " without the pieces before it"));
+  }
+  const size_t limit = std::min(max_message_bytes_, grant.max_bytes);
+  // The smallest the whole message can be: every piece but the last full.
+  if (static_cast<uint64_t>(h.parts() - 1) * h.piece_bytes() + sizeof(float) > limit) {
+    return absl::InvalidArgumentError(absl::StrCat("a message of ", h.parts(), " pieces of ",
+                                                   h.piece_bytes(), " bytes: over the ", limit,
+                                                   "-byte limit"));
+  }
+  MakeRoomForNew(grant.holder);
+  Partial p;
+  p.first = h;
+  p.session = h.session();
+  p.request_id = h.request_id();
+  p.parts = h.parts();
+  p.piece_bytes = h.piece_bytes();
+  p.max_bytes = limit;
+  p.holder = grant.holder;
+  p.fd = grant.fd;
+  return partials_.emplace(peer, std::move(p)).first;
+}
+
+absl::StatusOr<std::optional<Message>> PieceAssembler::Take(const std::string& peer, Message m,
+                                                            const PieceGrant& grant) {
   if (!IsPiece(m.header)) return std::optional<Message>(std::move(m));
   const proto::MessageType type = m.header.type();
   if (type != proto::PUSH && type != proto::PUSH_PULL) {
@@ -96,38 +199,30 @@ absl::StatusOr<std::optional<Message>> PieceAssembler::Take(const std::string& p
         "a ", proto::MessageType_IsValid(type) ? proto::MessageType_Name(type) : "request",
         " in pieces (only PUSH and PUSH_PULL payloads come in pieces)"));
   }
-  return Add(peer, std::move(m));
+  return Add(peer, std::move(m), grant);
 }
 
-absl::StatusOr<std::optional<Message>> PieceAssembler::Add(const std::string& peer, Message piece) {
+absl::StatusOr<std::optional<Message>> PieceAssembler::Add(const std::string& peer, Message piece,
+                                                           const PieceGrant& grant) {
   const proto::Header& h = piece.header;
+  const size_t bytes = piece.payload_bytes();
   auto it = partials_.find(peer);
-  absl::Status bad = CheckPiece(h, piece.payload_bytes());
+  absl::Status bad = CheckPiece(h, bytes);
   if (bad.ok() && it != partials_.end()) {
     const Partial& p = it->second;
-    const bool same_message = p.session == h.session() && p.request_id == h.request_id();
-    if (same_message && (h.parts() != p.parts || h.piece_bytes() != p.piece_bytes)) {
-      bad = absl::InvalidArgumentError("a piece changes its message's layout");
-    } else if (same_message && h.part() != p.pieces.size()) {
-      bad = absl::InvalidArgumentError(
-          absl::StrCat("piece ", h.part(), " where piece ", p.pieces.size(), " was due"));
-    } else if (!same_message) {
+    if (p.session == h.session() && p.request_id == h.request_id()) {
+      bad = CheckNext(p, h, bytes);
+    } else {
       Drop(it);  // that request was given up: another one has begun
       it = partials_.end();
     }
   }
-  if (bad.ok() && it == partials_.end() && h.part() != 0) {
-    bad = absl::InvalidArgumentError(
-        absl::StrCat("piece ", h.part(), " of ", h.parts(), " without the pieces before it"));
+  if (bad.ok() && it == partials_.end()) {
+    absl::StatusOr<Iterator> started = Start(peer, h, grant);
+    if (started.ok()) it = *started;
+    bad = started.status();
   }
-  // The smallest the whole message can be: every piece but the last full.
-  if (bad.ok() && it == partials_.end() &&
-      static_cast<uint64_t>(h.parts() - 1) * h.piece_bytes() + sizeof(float) > max_message_bytes_) {
-    bad = absl::InvalidArgumentError(absl::StrCat("a message of ", h.parts(), " pieces of ",
-                                                  h.piece_bytes(), " bytes: over the ",
-                                                  max_message_bytes_, "-byte limit"));
-  }
-  if (bad.ok() && !MakeRoom(piece.payload_bytes(), peer)) {
+  if (bad.ok() && !MakeRoom(bytes, peer)) {
     bad = absl::ResourceExhaustedError(
         absl::StrCat("messages in pieces over ", max_bytes_, " bytes at once"));
   }
@@ -135,29 +230,16 @@ absl::StatusOr<std::optional<Message>> PieceAssembler::Add(const std::string& pe
     if (it != partials_.end()) Drop(it);
     return bad;
   }
-  if (it == partials_.end()) {
-    if (partials_.size() >= static_cast<size_t>(max_partials_)) {
-      auto oldest = std::min_element(
-          partials_.begin(), partials_.end(),
-          [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
-      Evict(oldest);
-    }
-    Partial p;
-    p.first = h;
-    p.session = h.session();
-    p.request_id = h.request_id();
-    p.parts = h.parts();
-    p.piece_bytes = h.piece_bytes();
-    it = partials_.emplace(peer, std::move(p)).first;
-  }
   Partial& p = it->second;
   p.last_use = ++clock_;
-  p.bytes += piece.payload_bytes();
-  held_bytes_ += piece.payload_bytes();
+  p.last_us = grant.now_us;
+  p.bytes += bytes;
+  held_bytes_ += bytes;
   p.pieces.push_back(std::move(piece.payload));
   if (p.pieces.size() < p.parts) return std::optional<Message>();
   Message whole;
-  whole.header = std::move(piece.header);
+  // The first piece's header: the one the ps judged (PieceGrant).
+  whole.header = std::move(p.first);
   whole.header.clear_part();
   whole.header.clear_parts();
   whole.header.clear_piece_bytes();

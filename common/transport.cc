@@ -269,7 +269,13 @@ RoutedMessage ReceiveRouted(zmq::socket_t& router) {
     return out;
   }
   out.identity = std::move(drained->frames.front());
-  if (drained->frames.size() > 1) out.user_id = UserIdOf(drained->frames[1]);
+  if (drained->frames.size() > 1) {
+    out.user_id = UserIdOf(drained->frames[1]);
+    // The connection's file descriptor (-1 where the transport has none):
+    // how the ps ties a peer's partial message to the connection it came
+    // on, whose close the socket monitor reports by descriptor.
+    out.fd = zmq_msg_get(drained->frames[1].handle(), ZMQ_SRCFD);
+  }
   out.wire_bytes = drained->bytes - out.identity.size();
   out.message = ParseDrained(*std::move(drained), 1);
   return out;

@@ -56,6 +56,10 @@ struct RoutedMessage {
   std::string user_id;
   absl::StatusOr<Message> message = absl::UnknownError("not received");
   size_t wire_bytes = 0;  // all frames, identity excluded
+  // The connection the message came on, as a file descriptor (-1: not
+  // known). Unique among open connections only: a closed one's number is
+  // reused (HandshakeGuard::TakeClosed reports closes in order).
+  int fd = -1;
 };
 
 struct SocketOptions {

@@ -44,8 +44,11 @@ class HandlerUnderTest {
     // Pieces (common/pieces.h) are put back together first, by the ps's own
     // AssemblePiece.
     if (m.ok() && IsPiece(m->header)) {
-      absl::StatusOr<std::optional<Message>> whole =
-          AssemblePiece(pieces_, shards_.own(), from, *std::move(m), out);
+      const PieceJudge judge = [this](const Peer& p, const proto::Header& first) {
+        return shards_.AdmitPieces(p, first);
+      };
+      absl::StatusOr<std::optional<Message>> whole = AssemblePiece(
+          pieces_, shards_.own(), from, *std::move(m), judge, {peer % kNumPeers, ++now_us_}, out);
       if (!whole.ok() || !whole->has_value()) return;
       m = **std::move(whole);
     }
@@ -86,6 +89,7 @@ class HandlerUnderTest {
   HostedShards shards_;
   bool authenticated_;
   PieceAssembler pieces_{size_t{1} << 20, size_t{2} << 20, 8};
+  int64_t now_us_ = 0;  // a piece a microsecond
 };
 
 std::vector<zmq::message_t> ToFrames(const std::vector<std::string>& parts) {

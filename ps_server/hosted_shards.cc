@@ -4,9 +4,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rejoin.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace pstrain {
+namespace {
+
+// A request for a shard this ps adopted and gave back.
+absl::Status MovedError(int shard) {
+  return RejoinError(absl::StrCat("shard ", shard, " went back to its own ps: register again"));
+}
+
+}  // namespace
 
 HostedShards::HostedShards(const RequestHandlerOptions& own) : options_(own), own_(own) {}
 
@@ -75,6 +84,18 @@ RequestHandler* HostedShards::Handle(const Peer& peer, const Message& request,
   return &own_;
 }
 
+absl::StatusOr<size_t> HostedShards::AdmitPieces(const Peer& peer, const proto::Header& first) {
+  if (adopted_ != nullptr && adopted_->shard_index() == first.shard_index()) {
+    return adopted_->AdmitPieces(peer, first);
+  }
+  if (first.shard_index() != options_.shard_index && released_.count(first.shard_index()) > 0) {
+    RETURN_IF_ERROR(own_.Admit(peer, first));
+    own_.CountRefusal();
+    return MovedError(first.shard_index());
+  }
+  return own_.AdmitPieces(peer, first);
+}
+
 void HostedShards::RefuseStaleReplicate(const Peer& peer, const proto::Header& h,
                                         std::vector<Reply>* out) {
   if (absl::Status s = own_.Admit(peer, h); !s.ok()) return Refuse(peer, h, s, out);
@@ -91,10 +112,7 @@ void HostedShards::RefuseStaleReplicate(const Peer& peer, const proto::Header& h
 void HostedShards::RefuseMoved(const Peer& peer, const proto::Header& h, std::vector<Reply>* out) {
   if (absl::Status s = own_.Admit(peer, h); !s.ok()) return Refuse(peer, h, s, out);
   own_.CountRefusal();
-  Refuse(peer, h,
-         RejoinError(
-             absl::StrCat("shard ", h.shard_index(), " went back to its own ps: register again")),
-         out);
+  Refuse(peer, h, MovedError(h.shard_index()), out);
 }
 
 void HostedShards::Answer(const Peer& peer, proto::Header reply, const proto::ReplicaState& state,

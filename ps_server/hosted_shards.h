@@ -52,6 +52,10 @@ class HostedShards {
   // handled it, or null (ADOPT, RELEASE, refused here).
   RequestHandler* Handle(const Peer& peer, const Message& request, std::vector<Reply>* out);
 
+  // Judges the first piece of a message in pieces for the shard it names
+  // (RequestHandler::AdmitPieces; a shard given back: a rejoin refusal).
+  absl::StatusOr<size_t> AdmitPieces(const Peer& peer, const proto::Header& first);
+
   RequestHandler& own() { return own_; }
   const RequestHandler& own() const { return own_; }
   // The adopted shard's handler; null while none is adopted.

@@ -179,6 +179,7 @@ absl::Status PsServer::Run() {
     handler_.SetHandshakesRefused(guard_->refused());
     if (readable.ok() && (*readable)[0]) ServeReadable();
     PumpReplicator();
+    ExpirePieces();
     CheckLiveness();
     PublishMetrics(/*now=*/false);
     if (shards_.shutdown_requested()) return Finish(absl::OkStatus());
@@ -205,8 +206,16 @@ void PsServer::Process(RoutedMessage routed) {
   std::vector<Reply> replies;
   handler_.CountBytes(static_cast<int64_t>(routed.wire_bytes), 0);
   if (routed.message.ok() && IsPiece(routed.message->header)) {
+    // Closed connections first: their partial messages are given up
+    // before this piece's (HandshakeGuard::TakeClosed says why in order).
+    DropClosedConnections();
+    const PieceJudge judge = [this](const Peer& p, const proto::Header& first) {
+      return shards_.AdmitPieces(p, first);
+    };
     absl::StatusOr<std::optional<Message>> whole =
-        AssemblePiece(pieces_, handler_, peer, *std::move(routed.message), &replies);
+        AssemblePiece(pieces_, handler_, peer, *std::move(routed.message), judge,
+                      {routed.fd, MonotonicMicros()}, &replies);
+    handler_.SetPartialMessagesDropped(pieces_.dropped_total());
     if (!whole.ok()) {
       LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": refused a piece"
                                << (peer.user_id.empty() ? "" : " from " + peer.user_id) << ": "
@@ -234,6 +243,26 @@ void PsServer::Process(RoutedMessage routed) {
     if (trace_ != nullptr) TraceRequest(routed.message->header.type(), start, updates_before);
     MaybeStartReplicator();
     if (replicator_ != nullptr) replicator_->Hold(handler_, &replies);
+  }
+  Send(&replies);
+}
+
+void PsServer::DropClosedConnections() {
+  for (const int fd : guard_->TakeClosed()) pieces_.DropConnection(fd);
+  handler_.SetPartialMessagesDropped(pieces_.dropped_total());
+}
+
+void PsServer::ExpirePieces() {
+  if (pieces_.partials() == 0) return;
+  DropClosedConnections();
+  // A worker sends a message's pieces back to back: one whose pieces stop
+  // for as long as a silent worker is presumed dead is given up.
+  pieces_.Expire(MonotonicMicros(), static_cast<int64_t>(options_.peer_timeout_s * 1e6));
+  handler_.SetPartialMessagesDropped(pieces_.dropped_total());
+  std::vector<Reply> replies;
+  for (PieceAssembler::Dropped& d : pieces_.TakeDropped()) {
+    if (!d.peer.empty())
+      replies.push_back({std::move(d.peer), ErrorReply(d.header, d.why), false, false});
   }
   Send(&replies);
 }

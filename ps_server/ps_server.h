@@ -81,6 +81,12 @@ class PsServer {
 
   void ServeReadable();
   void Process(RoutedMessage routed);
+  // Gives up the partial messages (common/pieces.h) of connections that
+  // closed; nobody is left to tell.
+  void DropClosedConnections();
+  // Gives up, and answers, partial messages whose pieces stopped coming
+  // for --peer_timeout_s.
+  void ExpirePieces();
   void Send(std::vector<Reply>* replies);
   // The payload frame of `r`: the shard's parameters without a copy, or
   // its own payload; none. A reply naming a shard not served here becomes
@@ -118,7 +124,8 @@ class PsServer {
   HostedShards shards_;      // its own shard, and one it adopted (failover)
   RequestHandler& handler_;  // shards_.own()
   TransportSecurity security_;
-  // CURVE: pushes that came in pieces (common/pieces.h), until whole.
+  // CURVE: pushes that come in pieces (common/pieces.h), until whole; each
+  // judged at its first piece (HostedShards::AdmitPieces).
   PieceAssembler pieces_;
   std::unique_ptr<Replicator> replicator_;  // --ps_replicas=1, once initialised
   // --metrics_port: the endpoint, and what it serves of this shard.

@@ -104,6 +104,7 @@ proto::Header ErrorReply(const proto::Header& request, const absl::Status& statu
   r.set_type(request.type());
   r.set_is_reply(true);
   r.set_rank(request.rank());
+  r.set_session(request.session());
   r.set_request_id(request.request_id());
   SetError(status, &r);
   r.set_rejoin(IsRejoin(status));
@@ -113,12 +114,32 @@ proto::Header ErrorReply(const proto::Header& request, const absl::Status& statu
 
 absl::StatusOr<std::optional<Message>> AssemblePiece(PieceAssembler& pieces,
                                                      RequestHandler& handler, const Peer& peer,
-                                                     Message piece, std::vector<Reply>* out) {
+                                                     Message piece, const PieceJudge& judge,
+                                                     const PieceSource& source,
+                                                     std::vector<Reply>* out) {
   const proto::Header request = piece.header;
-  absl::StatusOr<std::optional<Message>> whole = pieces.Take(peer.route, std::move(piece));
-  for (PieceAssembler::Dropped& d : pieces.TakeDropped()) {
-    out->push_back({std::move(d.peer), ErrorReply(d.header, d.why), false, false});
+  auto answer_dropped = [&] {
+    for (PieceAssembler::Dropped& d : pieces.TakeDropped()) {
+      if (!d.peer.empty())
+        out->push_back({std::move(d.peer), ErrorReply(d.header, d.why), false, false});
+    }
+  };
+  PieceGrant grant;
+  if (IsPiece(request) && request.part() == 0) {
+    // A first piece: judged as its whole message before anything is kept.
+    // Whatever the peer held before is given up either way.
+    absl::StatusOr<size_t> limit = judge(peer, request);
+    if (!limit.ok()) {
+      pieces.Forget(peer.route);
+      answer_dropped();
+      out->push_back({peer.route, ErrorReply(request, limit.status()), false, false});
+      return limit.status();
+    }
+    grant = {*limit, peer.user_id.empty() ? peer.route : peer.user_id, source.fd, source.now_us};
   }
+  grant.now_us = source.now_us;
+  absl::StatusOr<std::optional<Message>> whole = pieces.Take(peer.route, std::move(piece), grant);
+  answer_dropped();
   if (!whole.ok()) handler.HandleMalformed(peer, whole.status(), out, request);
   return whole;
 }
@@ -128,7 +149,8 @@ RequestHandler::RequestHandler(const RequestHandlerOptions& options)
       clock_(options.clock != nullptr ? options.clock : RealClock()),
       job_id_(options.job_id),
       num_shards_(options.num_shards),
-      workers_(options.num_workers, clock_) {
+      workers_(options.num_workers, clock_),
+      repeats_(options.num_workers) {
   stats_.set_shard_index(options.shard_index);
   stats_.mutable_pushes_by_rank()->Resize(workers_.size(), 0);
 }
@@ -163,6 +185,7 @@ proto::Header RequestHandler::MakeReply(const proto::Header& request) const {
   r.mutable_sender()->set_type(proto::PS);
   r.mutable_sender()->set_index(options_.shard_index);
   r.set_rank(request.rank());
+  r.set_session(request.session());
   r.set_request_id(request.request_id());
   r.set_plan_fingerprint(fingerprint_);
   r.set_shard_index(options_.shard_index);
@@ -261,28 +284,62 @@ absl::Status RequestHandler::Authorize(const Principal& who, const proto::Header
                                                   proto::MessageType_Name(t)));
 }
 
-absl::Status RequestHandler::CheckSize(const Message& m) const {
+size_t RequestHandler::MaxPayloadBytes(const proto::Header& h) const {
   // A shard's whole state (parameters and the optimizer's slots), from a
   // ps or the chief, both authenticated: bounded by the socket's message
   // limit.
-  if (m.header.type() == proto::REPLICATE ||
-      (m.header.type() == proto::RESTORE && m.header.restore().from_payload())) {
-    return absl::OkStatus();
+  if (h.type() == proto::REPLICATE || (h.type() == proto::RESTORE && h.restore().from_payload())) {
+    return SIZE_MAX;
   }
-  if (!initialized()) {
-    if (m.header.type() != proto::INIT && m.payload_bytes() > kMaxPayloadBeforeInit) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "payload of ", m.payload_bytes(), " bytes before INIT (at most ", kMaxPayloadBeforeInit,
-          ")"));
-    }
-    return absl::OkStatus();
-  }
+  if (!initialized()) return h.type() == proto::INIT ? SIZE_MAX : kMaxPayloadBeforeInit;
   // A top-k push of every entry takes 8 bytes per float, anything else 4.
-  if (m.payload_bytes() > MaxEncodedBytes(m.header.encoding(), static_cast<size_t>(range_.size()))) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("payload of ", m.payload_bytes(), " bytes is larger than the shard"));
+  return MaxEncodedBytes(h.encoding(), static_cast<size_t>(range_.size()));
+}
+
+absl::Status RequestHandler::CheckSize(const Message& m) const {
+  if (m.payload_bytes() <= MaxPayloadBytes(m.header)) return absl::OkStatus();
+  if (!initialized()) {
+    return absl::ResourceExhaustedError(absl::StrCat("payload of ", m.payload_bytes(),
+                                                     " bytes before INIT (at most ",
+                                                     kMaxPayloadBeforeInit, ")"));
   }
-  return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("payload of ", m.payload_bytes(), " bytes is larger than the shard"));
+}
+
+absl::StatusOr<size_t> RequestHandler::AdmitPieces(const Peer& peer, const proto::Header& first) {
+  ASSIGN_OR_RETURN(const Principal who, Identify(peer, first));
+  auto refuse = [&](absl::Status s) {
+    stats_.set_rejected_requests(stats_.rejected_requests() + 1);
+    return s;
+  };
+  // The smallest the whole message can be: every piece but the last full.
+  Message claimed;
+  claimed.header = first;
+  const uint64_t least =
+      static_cast<uint64_t>(std::max<uint32_t>(first.parts(), 1) - 1) * first.piece_bytes() +
+      sizeof(float);
+  const size_t limit = MaxPayloadBytes(first);
+  if (least > limit) {
+    stats_.set_oversized_requests(stats_.oversized_requests() + 1);
+    return refuse(absl::ResourceExhaustedError(absl::StrCat(
+        "a message of ", first.parts(), " pieces of ", first.piece_bytes(), " bytes (at least ",
+        least, " bytes) is larger than ",
+        initialized() ? "the shard" : absl::StrCat("allowed before INIT (", limit, " bytes)"))));
+  }
+  if (!failure_.ok()) return refuse(failure_);
+  if (who.rank >= 0 && repeats_.retired(who.rank, first.session())) {
+    stats_.set_retired_session_requests(stats_.retired_session_requests() + 1);
+    return refuse(absl::FailedPreconditionError(
+        absl::StrCat("rank ", who.rank,
+                     " has a newer client on this ps: this client's requests are not "
+                     "applied any more")));
+  }
+  // Only PUSH and PUSH_PULL come in pieces (PieceAssembler::Take), and
+  // only a worker may send them (Identify).
+  if (absl::Status s = CheckWorkerRequest(claimed); !s.ok()) return refuse(s);
+  if (absl::Status s = CheckPayload(claimed, /*want_payload=*/true); !s.ok()) return refuse(s);
+  return limit;
 }
 
 absl::Status RequestHandler::CheckWorkerRequest(const Message& m) const {
@@ -361,7 +418,9 @@ void RequestHandler::Dispatch(const Peer& peer, const Message& request, std::vec
     stats_.set_oversized_requests(stats_.oversized_requests() + 1);
     return refuse(s);
   }
-  if (who->rank >= 0) {
+  // A client the rank has left behind (ps_server/request_repeats.h) says
+  // nothing of the rank's liveness or where its replies go.
+  if (who->rank >= 0 && !repeats_.retired(who->rank, h.session())) {
     workers_.NoteAlive(who->rank);
     if (h.type() != proto::HEARTBEAT) workers_.NoteRoute(who->rank, peer.route);
     if (workers_.dead(who->rank)) SetDead(who->rank, false, out);
@@ -408,33 +467,53 @@ void RequestHandler::Dispatch(const Peer& peer, const Message& request, std::vec
 bool RequestHandler::AnswerRepeat(const Peer& peer, const proto::Header& h,
                                   std::vector<Reply>* out) {
   const RecordedReply* recorded = nullptr;
-  const WorkerTable::Seen seen = workers_.Lookup(h.rank(), h.session(), h.request_id(), &recorded);
-  if (seen == WorkerTable::Seen::kNew) return false;
-  stats_.set_duplicate_requests(stats_.duplicate_requests() + 1);
-  if (seen == WorkerTable::Seen::kCompleted) {
-    Reply again{peer.route, recorded->header, recorded->with_params, false};
-    if (again.with_params) again.header.set_version(version());
-    out->push_back(std::move(again));
+  const RequestRepeats::Seen seen =
+      repeats_.Classify(h.rank(), h.session(), h.request_id(), &recorded);
+  auto refuse = [&](const absl::Status& why) {
+    stats_.set_rejected_requests(stats_.rejected_requests() + 1);
+    out->push_back({peer.route, ErrorReply(h, why), false, false});
     return true;
+  };
+  switch (seen) {
+    case RequestRepeats::Seen::kNew:
+      return false;
+    case RequestRepeats::Seen::kTooManySessions:
+      return refuse(absl::ResourceExhaustedError(
+          absl::StrCat("rank ", h.rank(), " has used ", RequestRepeats::kMaxSessions,
+                       " client sessions on this ps; no more are accepted")));
+    case RequestRepeats::Seen::kCompleted: {
+      stats_.set_duplicate_requests(stats_.duplicate_requests() + 1);
+      Reply again{peer.route, recorded->header, recorded->with_params, false};
+      if (again.with_params) again.header.set_version(version());
+      out->push_back(std::move(again));
+      return true;
+    }
+    case RequestRepeats::Seen::kRepeat:
+      stats_.set_duplicate_requests(stats_.duplicate_requests() + 1);
+      if (Reroute(h, peer.route)) return true;
+      return refuse(
+          absl::AlreadyExistsError(absl::StrCat("request ", h.request_id(), " of rank ", h.rank(),
+                                                " was handled already; it is not applied again")));
+    case RequestRepeats::Seen::kRetired:
+      stats_.set_retired_session_requests(stats_.retired_session_requests() + 1);
+      return refuse(absl::FailedPreconditionError(absl::StrCat(
+          "rank ", h.rank(),
+          " has a newer client on this ps (a restarted worker, or a second "
+          "process started as the same task): this client's requests are not applied any more")));
   }
-  if (Reroute(h.rank(), h.request_id(), peer.route)) return true;
-  stats_.set_rejected_requests(stats_.rejected_requests() + 1);
-  out->push_back({peer.route,
-                  ErrorReply(h, absl::AlreadyExistsError(absl::StrCat(
-                                    "request ", h.request_id(), " of rank ", h.rank(),
-                                    " was handled already; it is not applied again"))),
-                  false, false});
-  return true;
+  return false;
 }
 
 // A repeat of a parked request: answer it where the repeat came from (a
 // client that reconnected has a new routing id), and only once.
-bool RequestHandler::Reroute(int rank, uint64_t request_id, const std::string& peer) {
-  auto matches = [&](const Parked& p) {
-    return p.reply.rank() == rank && p.reply.request_id() == request_id;
+bool RequestHandler::Reroute(const proto::Header& h, const std::string& peer) {
+  auto same = [&](const proto::Header& parked) {
+    return parked.rank() == h.rank() && parked.session() == h.session() &&
+           parked.request_id() == h.request_id();
   };
+  auto matches = [&](const Parked& p) { return same(p.reply); };
   for (ParkedRegister& p : parked_registers_) {
-    if (p.request.rank() == rank && p.request.request_id() == request_id) return p.peer = peer, true;
+    if (same(p.request)) return p.peer = peer, true;
   }
   for (ParkedPull& p : parked_pulls_) {
     if (matches(p.parked)) return p.parked.peer = peer, true;
@@ -452,7 +531,7 @@ void RequestHandler::RecordReplies(const std::vector<Reply>& out, size_t from) {
     const Reply& r = out[i];
     const int rank = r.header.rank();
     if (!r.record || !IsTracked(r.header.type()) || rank < 0 || rank >= workers_.size()) continue;
-    workers_.Record(rank, r.header.request_id(), r.header, r.with_params);
+    repeats_.Record(rank, r.header.session(), r.header.request_id(), r.header, r.with_params);
   }
 }
 

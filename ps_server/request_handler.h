@@ -17,7 +17,9 @@
 //  4. size: before INIT nothing but INIT carries a payload over 64 KiB;
 //     after it nothing is larger than the shard;
 //  5. repeats: a (rank, session, request_id) seen before is answered again
-//     (or refused when too old), never applied twice;
+//     (or refused when too old), never applied twice, and a request of a
+//     session the rank has left behind is refused
+//     (ps_server/request_repeats.h);
 //  6. the request's own fields: plan fingerprint, shard range, payload size
 //     and encoding (a gradient is decoded by common/wire_codec.h, which
 //     refuses anything but its exact layout), gradients that are finite
@@ -54,6 +56,7 @@
 // Thread safety: none; the ps's single event loop owns it.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -67,6 +70,7 @@
 #include "common/shard_plan.h"
 #include "common/transport.h"
 #include "proto/pstrain.pb.h"
+#include "ps_server/request_repeats.h"
 #include "ps_server/shard_checkpoint.h"
 #include "ps_server/update_policy.h"
 #include "ps_server/worker_table.h"
@@ -151,6 +155,14 @@ class RequestHandler {
   // (ADOPT, RELEASE: ps_server/hosted_shards.h): OK when it may be acted
   // on, else the refusal (counted).
   absl::Status Admit(const Peer& peer, const proto::Header& h);
+  // The first piece of a message in pieces (common/pieces.h), judged as
+  // the whole message would be before any of it is kept: checks 1-4 above
+  // (who sent it, whether its role may, the size its layout claims against
+  // the shard's and the pre-INIT limit) and the request's own fields but
+  // its payload (a training request of this job's plan and shard). Returns
+  // the largest payload the whole message may have; a refusal is counted
+  // as the whole message's would be.
+  absl::StatusOr<size_t> AdmitPieces(const Peer& peer, const proto::Header& first);
   // A reply to `request` from this shard (its range, version, generation,
   // this ps's instance).
   proto::Header MakeReply(const proto::Header& request) const;
@@ -197,6 +209,8 @@ class RequestHandler {
   void CountBytes(int64_t received, int64_t sent);
   // Adds peers refused at the handshake to the STATS figures.
   void SetHandshakesRefused(int64_t refused) { stats_.set_handshakes_refused(refused); }
+  // Adds messages in pieces given up (PieceAssembler) to the STATS figures.
+  void SetPartialMessagesDropped(int64_t dropped) { stats_.set_partial_messages_dropped(dropped); }
 
   bool initialized() const { return policy_ != nullptr; }
   int shard_index() const { return options_.shard_index; }
@@ -261,10 +275,13 @@ class RequestHandler {
   absl::StatusOr<Principal> Authenticate(const Peer& peer, const proto::Header& h) const;
   absl::Status Authorize(const Principal& who, const proto::Header& h) const;
   absl::Status CheckSize(const Message& m) const;
+  // The largest payload a request `h` may carry (check 4).
+  size_t MaxPayloadBytes(const proto::Header& h) const;
   absl::Status CheckWorkerRequest(const Message& m) const;
   absl::Status CheckPayload(const Message& m, bool want_payload) const;
   bool AnswerRepeat(const Peer& peer, const proto::Header& h, std::vector<Reply>* out);
-  bool Reroute(int rank, uint64_t request_id, const std::string& peer);
+  // Sends a parked request's answer where its repeat `h` came from.
+  bool Reroute(const proto::Header& h, const std::string& peer);
   void Dispatch(const Peer& peer, const Message& request, std::vector<Reply>* out);
 
   void HandleRegister(const std::string& peer, const Message& m, std::vector<Reply>* out);
@@ -326,6 +343,7 @@ class RequestHandler {
   std::unique_ptr<UpdatePolicy> policy_;
   int64_t unordered_sums_before_ = 0;  // the policies' before this one (Stats)
   WorkerTable workers_;
+  RequestRepeats repeats_;
   std::vector<ParkedRegister> parked_registers_;
   std::vector<ParkedPull> parked_pulls_;
   std::map<std::string, BarrierState> barriers_;
@@ -345,15 +363,32 @@ class RequestHandler {
 // nothing about the shard or the job.
 proto::Header ErrorReply(const proto::Header& request, const absl::Status& status);
 
-// What a ps does with a piece (common/pieces.h) from `peer`: gives it to
-// `pieces`, and returns the whole message once its last piece is in, or
-// nullopt while more are due. Every message `pieces` dropped to make room
-// is answered in `out` with its first piece's header; a refused piece is
+// Judges the first piece of a message in pieces as the whole message
+// (RequestHandler::AdmitPieces, or HostedShards's for the shard it names):
+// the largest payload it may have, or its refusal.
+using PieceJudge =
+    std::function<absl::StatusOr<size_t>(const Peer& peer, const proto::Header& first)>;
+
+// Where a piece came from, beyond its peer.
+struct PieceSource {
+  int fd = -1;         // its connection (common/transport.h RoutedMessage)
+  int64_t now_us = 0;  // when it was received (a monotonic clock)
+};
+
+// What a ps does with a piece (common/pieces.h) from `peer`: a first piece
+// is judged by `judge` before anything of it is kept (refused: answered
+// with its header and the refusal, and whatever the peer held is given
+// up); every piece then goes to `pieces`, which returns the whole message
+// once its last piece is in, or nullopt while more are due. Every message
+// `pieces` gave up (to make room, or past its deadline) is answered in
+// `out` with its first piece's header; a piece that does not fit is
 // answered there too, with its own header (counted as malformed by
 // `handler`), and its refusal returned (for the caller's log). So no
 // sender of a piece is left waiting for a reply that will not come.
 absl::StatusOr<std::optional<Message>> AssemblePiece(PieceAssembler& pieces,
                                                      RequestHandler& handler, const Peer& peer,
-                                                     Message piece, std::vector<Reply>* out);
+                                                     Message piece, const PieceJudge& judge,
+                                                     const PieceSource& source,
+                                                     std::vector<Reply>* out);
 
 }  // namespace pstrain

@@ -125,6 +125,11 @@ std::vector<MetricFamily> ShardMetrics::Collect() const {
             d(s.oversized_requests()));
   f.Counter("pstrain_duplicate_requests_total", "Repeated requests answered again, not applied",
             d(s.duplicate_requests()));
+  f.Counter("pstrain_retired_session_requests_total",
+            "Requests of a client its rank had replaced with a newer one, refused",
+            d(s.retired_session_requests()));
+  f.Counter("pstrain_partial_messages_dropped_total",
+            "Messages in pieces given up before their last piece", d(s.partial_messages_dropped()));
   f.Counter("pstrain_handshakes_refused_total", "Peers refused by CURVE/ZAP before any request",
             d(s.handshakes_refused()));
   f.Counter("pstrain_workers_declared_dead_total",

@@ -18,9 +18,10 @@
 //             sent_bytes_total, malformed_requests_total,
 //             refused_requests_total, unauthorized_requests_total,
 //             oversized_requests_total, duplicate_requests_total,
-//             handshakes_refused_total, workers_declared_dead_total,
-//             workers_rejoined_total, rollbacks_total, replications_total,
-//             unreplicated_releases_total
+//             retired_session_requests_total,
+//             partial_messages_dropped_total, handshakes_refused_total,
+//             workers_declared_dead_total, workers_rejoined_total, rollbacks_total,
+//             replications_total, unreplicated_releases_total
 //   gauges    shard_version, shard_generation, shard_initialized,
 //             shard_parameters, max_staleness, replica_version
 //   histogram staleness (of applied gradients; buckets 0, 1, ..., the

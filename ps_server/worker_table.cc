@@ -40,32 +40,4 @@ double WorkerTable::SilentSeconds(int rank) const {
   return static_cast<double>(clock_->NowMicros() - workers_[rank].last_seen_us) * 1e-6;
 }
 
-WorkerTable::Seen WorkerTable::Lookup(int rank, uint64_t session, uint64_t request_id,
-                                      const RecordedReply** recorded) {
-  Worker& w = workers_[rank];
-  if (session != w.session) {
-    w.session = session;
-    w.highest_request_id = 0;
-    w.replies.clear();
-  }
-  if (request_id > w.highest_request_id) {
-    w.highest_request_id = request_id;
-    return Seen::kNew;
-  }
-  for (const RecordedReply& r : w.replies) {
-    if (r.request_id == request_id) {
-      *recorded = &r;
-      return Seen::kCompleted;
-    }
-  }
-  return Seen::kRepeat;
-}
-
-void WorkerTable::Record(int rank, uint64_t request_id, const proto::Header& reply,
-                         bool with_params) {
-  std::deque<RecordedReply>& replies = workers_[rank].replies;
-  replies.push_back({request_id, reply, with_params});
-  while (replies.size() > kRememberedReplies) replies.pop_front();
-}
-
 }  // namespace pstrain

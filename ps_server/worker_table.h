@@ -1,17 +1,9 @@
 #pragma once
 
 // What a ps knows about each worker rank of its spec: whether it has
-// registered, when it was last heard from (authenticated, valid traffic
-// only), and the requests it has made, so that a repeated request is
-// answered again and never applied twice.
-//
-// Requests are named by (rank, session, request_id): a client instance
-// (one PsClient) picks a random session and numbers its requests upwards.
-// A request whose id is not above the session's highest one is a repeat:
-// Lookup returns its recorded reply when it completed recently, and
-// kRepeat otherwise: the caller answers it when it is still parked, and
-// refuses it (never applies it) when it is not.
-// A new session for a rank (a restarted worker) starts a fresh record.
+// registered, and when it was last heard from (authenticated, valid
+// traffic only). The requests each rank has made are
+// ps_server/request_repeats.h's.
 //
 // Liveness: a rank silent for longer than the peer timeout is declared
 // dead (the ps stops waiting for it: sync versions, barriers, SSP's
@@ -21,27 +13,15 @@
 // the ps's event loop owns it.
 
 #include <cstdint>
-#include <deque>
+#include <string>
 #include <vector>
 
 #include "common/clock.h"
-#include "proto/pstrain.pb.h"
 
 namespace pstrain {
 
-struct RecordedReply {
-  uint64_t request_id = 0;
-  proto::Header header;
-  bool with_params = false;
-};
-
 class WorkerTable {
  public:
-  // Replies remembered per rank.
-  static constexpr size_t kRememberedReplies = 8;
-
-  enum class Seen { kNew, kCompleted, kRepeat };
-
   WorkerTable(int num_workers, const Clock* clock);
 
   int size() const { return static_cast<int>(workers_.size()); }
@@ -77,13 +57,6 @@ class WorkerTable {
   // Seconds since the rank was last heard from.
   double SilentSeconds(int rank) const;
 
-  // Classifies a request and, when it is new, records it as the session's
-  // highest. `recorded` gets the reply of a completed repeat.
-  Seen Lookup(int rank, uint64_t session, uint64_t request_id, const RecordedReply** recorded);
-
-  // Remembers the reply sent for a request (a ring per rank).
-  void Record(int rank, uint64_t request_id, const proto::Header& reply, bool with_params);
-
  private:
   struct Worker {
     bool registered = false;
@@ -93,9 +66,6 @@ class WorkerTable {
     uint64_t registered_session = 0;
     std::string route;
     int64_t last_seen_us = 0;
-    uint64_t session = 0;
-    uint64_t highest_request_id = 0;
-    std::deque<RecordedReply> replies;
   };
 
   const Clock* clock_;

@@ -62,6 +62,10 @@ void FillCounters(const std::vector<proto::ShardStats>& shards, proto::RunSummar
     summary->set_oversized_requests(summary->oversized_requests() + s.oversized_requests());
     summary->set_unordered_sums(summary->unordered_sums() +
                                 static_cast<int32_t>(s.unordered_sums()));
+    summary->set_retired_session_requests(summary->retired_session_requests() +
+                                          static_cast<int32_t>(s.retired_session_requests()));
+    summary->set_partial_messages_dropped(summary->partial_messages_dropped() +
+                                          static_cast<int32_t>(s.partial_messages_dropped()));
     staleness_sum += s.staleness_sum();
     applied += static_cast<double>(s.gradients_applied());
     if (histogram.size() < static_cast<size_t>(s.staleness_histogram_size())) {

@@ -1,13 +1,15 @@
-// Issue 7's attacks, each against a live ps_server process (and one against
-// a whole training job): what a stranger on the network, an authenticated
-// but misbehaving task, and a flood can do. After each the ps must still be
-// up and serving, the parameters untouched by anything refused, and the
-// counters must say what was refused.
+// Attacks, each against a live ps_server process (and two against a whole
+// training job): what a stranger on the network, an authenticated but
+// misbehaving task (an insider holding the job secret), and a flood can do.
+// After each the ps must still be up and serving, the parameters untouched
+// by anything refused, and the counters must say what was refused.
 
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -52,6 +54,24 @@ double PeakRssMib(pid_t pid) {
   return -1;
 }
 
+// Resident memory of a process now, in MiB (VmRSS), or -1.
+double RssMib(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, "VmRSS:")) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return -1;
+}
+
+// `h` as piece `part` of `parts` pieces of `piece_bytes` (common/pieces.h).
+proto::Header AsPiece(proto::Header h, uint32_t part, uint32_t parts, uint64_t piece_bytes) {
+  h.set_part(part);
+  h.set_parts(parts);
+  h.set_piece_bytes(piece_bytes);
+  return h;
+}
+
 class AttackedPs : public ::testing::Test {
  protected:
   // A ps for a spec of one ps and two workers; `flags` add to its own.
@@ -63,7 +83,11 @@ class AttackedPs : public ::testing::Test {
     auto parsed = ClusterSpec::FromJson(tf_config, "tf_config");
     ASSERT_TRUE(parsed.ok());
     job_id_ = parsed->JobId();
-    flags.push_back("--peer_timeout_s=120");
+    if (std::none_of(flags.begin(), flags.end(), [](const std::string& f) {
+          return absl::StartsWith(f, "--peer_timeout_s=");
+        })) {
+      flags.push_back("--peer_timeout_s=120");
+    }
     insecure_ = std::find(flags.begin(), flags.end(), "--insecure") != flags.end();
     if (!insecure_) flags.push_back(testing::SecretFlag());
     ps_ = RunningProcess::Start(BinaryPath("ps_server"), flags, tf_config);
@@ -336,6 +360,218 @@ TEST_F(AttackedPs, A200MegabyteFrameIsDroppedWithoutBeingHeld) {
   EXPECT_GT(peak, 0);
   EXPECT_LT(peak, 150) << "the ps held the frame";
   ShutDownAndExpectCleanExit();
+}
+
+// Two clients of one rank (a worker restarted while its old process still
+// talks, or an insider with the rank's key): a request is applied at most
+// once per (rank, session, request id), whatever sessions speak in
+// between, and the client its rank left behind is refused.
+TEST_F(AttackedPs, ARepeatIsNotAppliedAgainAfterAnotherClientOfItsRankSpoke) {
+  StartPs({});
+  ProtocolClient first(As("worker:1", 1));
+  ProtocolClient second(As("worker:1", 1));
+  auto push_from = [](ProtocolClient& c, uint64_t session) {
+    proto::Header h = c.Header(proto::PUSH);
+    h.set_session(session);
+    h.set_num_examples(1);
+    return h;
+  };
+  const std::vector<float> ones(kShard, 1.0f);
+  const proto::Header seven = push_from(first, 0x5);
+  auto r = first.Call(seven, ones);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->header.error().code(), 0) << r->header.error().message();
+  r = second.Call(push_from(second, 0x52), ones);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->header.error().code(), 0) << r->header.error().message();
+  // The first client's request again: answered as before, not applied.
+  r = first.Call(seven, ones);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->header.error().code(), 0) << r->header.error().message();
+  EXPECT_EQ(r->header.request_id(), seven.request_id());
+  // A new request of the first client: refused, its rank has moved on.
+  r = first.Call(push_from(first, 0x5), ones);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->header.error().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(r->header.error().message(), HasSubstr("newer client"));
+  EXPECT_FALSE(r->header.rejoin());
+  // The second goes on.
+  r = second.Call(push_from(second, 0x52), ones);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->header.error().code(), 0) << r->header.error().message();
+  float expected = 1.0f;
+  for (int i = 0; i < 3; ++i) expected -= 0.1f * 1.0f;
+  EXPECT_EQ(Params(), std::vector<float>(kShard, expected));
+  const proto::ShardStats s = Stats();
+  EXPECT_EQ(s.updates_applied(), 3);
+  EXPECT_EQ(s.duplicate_requests(), 1);
+  EXPECT_EQ(s.retired_session_requests(), 1);
+  ShutDownAndExpectCleanExit();
+}
+
+// A push in pieces (CURVE) is judged at its first piece as the whole
+// message would be: who sent it, whether its role may, the size its layout
+// claims. Nothing of a refused one is kept, so 64 MiB sent in 1 MiB pieces
+// against a 64-byte shard leaves the ps's memory where it was.
+TEST_F(AttackedPs, APushInPiecesIsJudgedAtItsFirstPieceAndNeverHeld) {
+  StartPs({});
+  constexpr uint32_t kParts = 64;
+  constexpr uint64_t kPieceBytes = 1 << 20;
+  const std::vector<float> piece(kPieceBytes / sizeof(float), 1.0f);
+  ProtocolClientOptions client_options = As("client", 0);
+  client_options.sender = proto::CLIENT;
+  ProtocolClient client(client_options);
+  ProtocolClient worker1(As("worker:1", 1));
+  const double rss_before = RssMib(ps_->pid());
+  ASSERT_GT(rss_before, 0);
+  struct Sender {
+    ProtocolClient* client;
+    absl::StatusCode refusal;
+    const char* says;
+  };
+  for (const Sender& from :
+       {Sender{&client, absl::StatusCode::kPermissionDenied, "may not send PUSH"},
+        Sender{&worker1, absl::StatusCode::kResourceExhausted, "larger than the shard"}}) {
+    proto::Header push = from.client->Header(proto::PUSH);
+    push.set_num_examples(1);
+    ASSERT_TRUE(from.client->Send(AsPiece(push, 0, kParts, kPieceBytes), piece).ok());
+    // Answered at once: the other 63 pieces have not been sent.
+    auto refused = from.client->Receive();
+    ASSERT_TRUE(refused.ok()) << refused.status();
+    EXPECT_EQ(refused->header.request_id(), push.request_id());
+    EXPECT_EQ(refused->header.error().code(), static_cast<int>(from.refusal))
+        << refused->header.error().message();
+    EXPECT_THAT(refused->header.error().message(), HasSubstr(from.says));
+    // The rest, each refused on its own (it has no first piece) and dropped.
+    for (uint32_t k = 1; k < kParts; ++k) {
+      ASSERT_TRUE(from.client->Send(AsPiece(push, k, kParts, kPieceBytes), piece).ok());
+      auto r = from.client->Receive();
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_THAT(r->header.error().message(), HasSubstr("without the pieces before it"));
+    }
+  }
+  const double rss_after = RssMib(ps_->pid());
+  std::cout << "ps resident memory: " << rss_before << " MiB before 2 x 64 MiB in pieces, "
+            << rss_after << " MiB after\n";
+  EXPECT_LT(rss_after - rss_before, 24)
+      << "the ps held the pieces: " << rss_before << " MiB -> " << rss_after << " MiB";
+  EXPECT_EQ(Params(), std::vector<float>(kShard, 1.0f));
+  const proto::ShardStats s = Stats();
+  EXPECT_EQ(s.updates_applied(), 0);
+  EXPECT_EQ(s.unauthorized_requests(), 1);
+  EXPECT_EQ(s.oversized_requests(), 1);
+  ShutDownAndExpectCleanExit();
+}
+
+// Before the chief's INIT nothing but INIT may carry over 64 KiB, in
+// pieces or not.
+TEST_F(AttackedPs, APushInPiecesBeforeInitIsRefusedAtItsFirstPiece) {
+  StartPs({}, /*init=*/false);
+  ProtocolClient worker1(As("worker:1", 1));
+  proto::Header push = worker1.Header(proto::PUSH);
+  push.set_num_examples(1);
+  const std::vector<float> piece((64 << 10) / sizeof(float), 1.0f);
+  ASSERT_TRUE(worker1.Send(AsPiece(push, 0, 4, 64 << 10), piece).ok());
+  auto r = worker1.Receive();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->header.error().code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(r->header.error().message(), HasSubstr("before INIT"));
+  ASSERT_EQ(Init(*chief_, 2), "");
+  EXPECT_EQ(Stats().oversized_requests(), 1);
+  ShutDownAndExpectCleanExit();
+}
+
+// A peer that starts a message in pieces and goes away, or stops sending
+// its pieces, leaves nothing behind: the partial message is dropped when
+// its connection closes, or answered and dropped after --peer_timeout_s.
+TEST_F(AttackedPs, APartialMessageGoesWithItsConnectionOrItsDeadline) {
+  StartPs({"--peer_timeout_s=2"});
+  // The shard is 16 floats: 4 pieces of 16 bytes.
+  const std::vector<float> piece(4, 1.0f);
+  auto stats_until = [&](auto done) {
+    proto::ShardStats s;
+    for (int i = 0; i < 300 && !done(s = Stats()); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return s;
+  };
+  {
+    ProtocolClient leaver(As("worker:1", 1));
+    proto::Header push = leaver.Header(proto::PUSH);
+    push.set_num_examples(1);
+    ASSERT_TRUE(leaver.Send(AsPiece(push, 0, 4, 16), piece).ok());
+    ASSERT_TRUE(leaver.Send(AsPiece(push, 1, 4, 16), piece).ok());
+    // Both pieces are in once a request sent after them is answered.
+    auto r = leaver.Call(leaver.Header(proto::STATS));
+    ASSERT_TRUE(r.ok()) << r.status();
+  }  // the connection closes
+  proto::ShardStats s =
+      stats_until([](const proto::ShardStats& now) { return now.partial_messages_dropped() >= 1; });
+  EXPECT_EQ(s.partial_messages_dropped(), 1);
+  ProtocolClient staller(As("worker:1", 1));
+  proto::Header push = staller.Header(proto::PUSH);
+  push.set_num_examples(1);
+  ASSERT_TRUE(staller.Send(AsPiece(push, 0, 4, 16), piece).ok());
+  auto given_up = staller.Receive(/*timeout_s=*/60);
+  ASSERT_TRUE(given_up.ok()) << given_up.status();
+  EXPECT_EQ(given_up->header.request_id(), push.request_id());
+  EXPECT_EQ(given_up->header.error().code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded))
+      << given_up->header.error().message();
+  s = Stats();
+  EXPECT_EQ(s.partial_messages_dropped(), 2);
+  EXPECT_EQ(s.updates_applied(), 0);
+  EXPECT_EQ(Params(), std::vector<float>(kShard, 1.0f));
+  ShutDownAndExpectCleanExit();
+}
+
+// A worker frozen mid-run and started again by hand while the frozen
+// process still lives (as a stalled pod and its replacement): when the old
+// process wakes, the ps refuses it (its rank has a newer client) and it
+// exits saying why; nothing it sends is applied, so the async job applies
+// exactly both ranks' steps.
+TEST(ReplacedWorker, ItsOldProcessIsRefusedAndNothingIsAppliedTwice) {
+  constexpr int kSteps = 100;
+  const std::string dir = testing::MakeTempDir("replaced");
+  const std::string spec = testing::WriteLocalSpec(dir, 1, 2);
+  auto ps = RunningProcess::Start(BinaryPath("ps_server"), {testing::SecretFlag()},
+                                  testing::TfConfigFor(spec, "ps", 0));
+  ASSERT_NE(ps, nullptr);
+  auto worker_args = [&](int w) {
+    return std::vector<std::string>{"--data_dir=" + testing::SourcePath("data/mnist"),
+                                    absl::StrCat("--max_steps=", kSteps),
+                                    "--run_dir=" + dir,
+                                    "--mode=async",
+                                    "--log_every_steps=10",
+                                    "--device=cpu",
+                                    w == 1 ? "--straggler_delay_ms=40" : "--straggler_delay_ms=0",
+                                    testing::SecretFlag()};
+  };
+  auto chief = RunningProcess::Start(BinaryPath("worker"), worker_args(0),
+                                     testing::TfConfigFor(spec, "worker", 0));
+  auto old_worker = RunningProcess::Start(BinaryPath("worker"), worker_args(1),
+                                          testing::TfConfigFor(spec, "worker", 1));
+  ASSERT_NE(chief, nullptr);
+  ASSERT_NE(old_worker, nullptr);
+  ASSERT_TRUE(old_worker->WaitForOutput(" step 20/", 120)) << old_worker->output();
+  old_worker->Signal(SIGSTOP);
+  auto new_worker = RunningProcess::Start(BinaryPath("worker"), worker_args(1),
+                                          testing::TfConfigFor(spec, "worker", 1));
+  ASSERT_NE(new_worker, nullptr);
+  // Once the new process has trained a step, the old one wakes.
+  ASSERT_TRUE(new_worker->WaitForOutput("img/s (this worker)", 120)) << new_worker->output();
+  old_worker->Signal(SIGCONT);
+  auto old_code = old_worker->Wait(120);
+  ASSERT_TRUE(old_code.ok()) << old_worker->output();
+  EXPECT_NE(*old_code, 0) << old_worker->output();
+  EXPECT_THAT(old_worker->output(), HasSubstr("newer client"));
+  for (RunningProcess* p : {chief.get(), new_worker.get(), ps.get()}) {
+    auto code = p->Wait(300);
+    ASSERT_TRUE(code.ok()) << p->output();
+    EXPECT_EQ(*code, 0) << p->output();
+  }
+  const proto::RunSummary summary = testing::ReadRunSummary(dir);
+  EXPECT_EQ(summary.updates_applied(), 2 * kSteps);
+  EXPECT_GE(summary.retired_session_requests(), 1);
 }
 
 // A real job (1 ps, 2 workers, sync) trains while strangers attack it.
