@@ -19,11 +19,6 @@ constexpr int kMaxExamplesPerPush = 1 << 24;
 // Steps and versions beyond this are lies (2^48 steps is millennia of
 // training); refusing them keeps step + 1 and version + 1 from overflowing.
 constexpr int64_t kMaxStepOrVersion = int64_t{1} << 48;
-// Bounds on what peers can make a shard hold: a worker has at most one
-// request in flight per shard, so these leave ample room for honest ones.
-constexpr int kMaxParkedPullsPerRank = 8;
-constexpr size_t kMaxParkedRegisters = 4096;
-constexpr size_t kMaxOpenBarriers = 16;
 // Before INIT the ps knows no shard size: only INIT may carry more.
 constexpr size_t kMaxPayloadBeforeInit = 64 * 1024;
 
@@ -34,10 +29,6 @@ void SetError(const absl::Status& status, proto::Header* h) {
 
 absl::Span<const char> PayloadBytes(const Message& m) {
   return {static_cast<const char*>(m.payload.data()), m.payload_bytes()};
-}
-
-bool IsWorkerSender(const proto::TaskId& t) {
-  return t.type() == proto::CHIEF || t.type() == proto::WORKER;
 }
 
 // Requests that change state: a repeat is answered again, never re-applied.
@@ -55,35 +46,6 @@ bool IsTracked(proto::MessageType type) {
     default:
       return false;
   }
-}
-
-bool WorkerMayDo(proto::MessageType type) {
-  switch (type) {
-    case proto::REGISTER:
-    case proto::PUSH:
-    case proto::PULL:
-    case proto::PUSH_PULL:
-    case proto::BARRIER:
-    case proto::HEARTBEAT:
-    case proto::STATS:
-      return true;
-    default:
-      return false;
-  }
-}
-
-const char* RoleName(Role role) {
-  switch (role) {
-    case Role::kChief:
-      return "the chief";
-    case Role::kWorker:
-      return "a worker";
-    case Role::kPs:
-      return "a ps";
-    case Role::kClient:
-      return "a client";
-  }
-  return "?";
 }
 
 absl::Status ValidateJob(const proto::JobConfig& job) {
@@ -147,10 +109,12 @@ absl::StatusOr<std::optional<Message>> AssemblePiece(PieceAssembler& pieces,
 RequestHandler::RequestHandler(const RequestHandlerOptions& options)
     : options_(options),
       clock_(options.clock != nullptr ? options.clock : RealClock()),
-      job_id_(options.job_id),
+      access_({options.principals, options.num_workers, options.job_id, options.dynamic_workers}),
       num_shards_(options.num_shards),
       workers_(options.num_workers, clock_),
-      repeats_(options.num_workers) {
+      repeats_(options.num_workers),
+      checkpoints_(options.checkpoint_dir, options.shard_index),
+      standby_(options.shard_index, options.num_workers) {
   stats_.set_shard_index(options.shard_index);
   stats_.mutable_pushes_by_rank()->Resize(workers_.size(), 0);
 }
@@ -179,7 +143,7 @@ int64_t RequestHandler::updates() const { return policy_->store().updates(); }
 proto::Header RequestHandler::MakeReply(const proto::Header& request) const {
   proto::Header r;
   r.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
-  r.set_job_id(job_id_);
+  r.set_job_id(access_.job_id());
   r.set_type(request.type());
   r.set_is_reply(true);
   r.mutable_sender()->set_type(proto::PS);
@@ -211,77 +175,6 @@ void RequestHandler::HandleMalformed(const Peer& peer, const absl::Status& error
                   ErrorReply(request, absl::InvalidArgumentError(
                                           absl::StrCat("malformed message: ", error.message()))),
                   false, false});
-}
-
-absl::Status RequestHandler::CheckEnvelope(const proto::Header& h) const {
-  if (h.is_reply()) return absl::InvalidArgumentError("a reply sent to a ps");
-  if (h.protocol_version() != proto::PROTOCOL_VERSION_CURRENT) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("protocol version ", h.protocol_version(), "; this ps speaks version ",
-                     proto::PROTOCOL_VERSION_CURRENT));
-  }
-  if (!proto::MessageType_IsValid(h.type()) || h.type() == proto::MESSAGE_TYPE_UNSPECIFIED) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown message type ", h.type()));
-  }
-  // A sparse ps learns its job from the chief's INIT or RESTORE.
-  const bool unknown = options_.dynamic_workers && job_id_ == 0;
-  if (h.job_id() != job_id_ && !unknown) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "request for job ", absl::Hex(h.job_id()),
-        ", which this ps does not serve (started from another cluster spec?)"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Principal> RequestHandler::Authenticate(const Peer& peer,
-                                                       const proto::Header& h) const {
-  if (!options_.principals.empty()) {
-    auto it = options_.principals.find(peer.user_id);
-    if (it == options_.principals.end()) {
-      return absl::UnauthenticatedError("the peer is not an authenticated task of this job");
-    }
-    const Principal& who = it->second;
-    const bool trains = who.role == Role::kChief || who.role == Role::kWorker;
-    if (trains && h.rank() != who.rank) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "the request claims rank ", h.rank(), " but comes from ", peer.user_id, " (rank ",
-          who.rank, ")"));
-    }
-    return who;
-  }
-  // --insecure: the header's word.
-  switch (h.sender().type()) {
-    case proto::CHIEF:
-    case proto::WORKER:
-      if (h.rank() < 0 || h.rank() >= workers_.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("rank ", h.rank(), " is not a worker rank of this job"));
-      }
-      return Principal{h.rank() == 0 ? Role::kChief : Role::kWorker, h.rank()};
-    case proto::PS:
-      return Principal{Role::kPs, -1, h.sender().index()};
-    case proto::CLIENT:
-      return Principal{Role::kClient, -1};
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("unknown sender type ", h.sender().type()));
-  }
-}
-
-absl::Status RequestHandler::Authorize(const Principal& who, const proto::Header& h) const {
-  const proto::MessageType t = h.type();
-  const bool allowed = who.role == Role::kChief ||
-                       (who.role == Role::kWorker && WorkerMayDo(t)) ||
-                       (who.role == Role::kPs &&
-                        (t == proto::STATS || t == proto::HEARTBEAT || t == proto::REPLICATE)) ||
-                       (who.role == Role::kClient && t == proto::STATS);
-  if (allowed) return absl::OkStatus();
-  if (t == proto::INIT || t == proto::RESTORE || t == proto::SAVE || t == proto::SHUTDOWN) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("only the chief may ", proto::MessageType_Name(t), "; ", RoleName(who.role),
-                     " may not"));
-  }
-  return absl::PermissionDeniedError(absl::StrCat(RoleName(who.role), " may not send ",
-                                                  proto::MessageType_Name(t)));
 }
 
 size_t RequestHandler::MaxPayloadBytes(const proto::Header& h) const {
@@ -384,17 +277,13 @@ void RequestHandler::Handle(const Peer& peer, const Message& request, std::vecto
 }
 
 absl::StatusOr<Principal> RequestHandler::Identify(const Peer& peer, const proto::Header& h) {
-  if (absl::Status s = CheckEnvelope(h); !s.ok()) {
-    stats_.set_rejected_requests(stats_.rejected_requests() + 1);
-    return s;
-  }
-  auto who = Authenticate(peer, h);
-  if (who.ok()) {
-    if (absl::Status s = Authorize(*who, h); !s.ok()) who = s;
-  }
+  AccessControl::Refusal refusal;
+  absl::StatusOr<Principal> who = access_.Check(peer, h, &refusal);
   if (!who.ok()) {
     stats_.set_rejected_requests(stats_.rejected_requests() + 1);
-    stats_.set_unauthorized_requests(stats_.unauthorized_requests() + 1);
+    if (refusal.unauthorized) {
+      stats_.set_unauthorized_requests(stats_.unauthorized_requests() + 1);
+    }
   }
   return who;
 }
@@ -490,7 +379,7 @@ bool RequestHandler::AnswerRepeat(const Peer& peer, const proto::Header& h,
     }
     case RequestRepeats::Seen::kRepeat:
       stats_.set_duplicate_requests(stats_.duplicate_requests() + 1);
-      if (Reroute(h, peer.route)) return true;
+      if (parked_.Reroute(h, peer.route)) return true;
       return refuse(
           absl::AlreadyExistsError(absl::StrCat("request ", h.request_id(), " of rank ", h.rank(),
                                                 " was handled already; it is not applied again")));
@@ -500,28 +389,6 @@ bool RequestHandler::AnswerRepeat(const Peer& peer, const proto::Header& h,
           "rank ", h.rank(),
           " has a newer client on this ps (a restarted worker, or a second "
           "process started as the same task): this client's requests are not applied any more")));
-  }
-  return false;
-}
-
-// A repeat of a parked request: answer it where the repeat came from (a
-// client that reconnected has a new routing id), and only once.
-bool RequestHandler::Reroute(const proto::Header& h, const std::string& peer) {
-  auto same = [&](const proto::Header& parked) {
-    return parked.rank() == h.rank() && parked.session() == h.session() &&
-           parked.request_id() == h.request_id();
-  };
-  auto matches = [&](const Parked& p) { return same(p.reply); };
-  for (ParkedRegister& p : parked_registers_) {
-    if (same(p.request)) return p.peer = peer, true;
-  }
-  for (ParkedPull& p : parked_pulls_) {
-    if (matches(p.parked)) return p.parked.peer = peer, true;
-  }
-  for (auto& [name, b] : barriers_) {
-    for (Parked& p : b.waiting) {
-      if (matches(p)) return p.peer = peer, true;
-    }
   }
   return false;
 }
@@ -541,12 +408,10 @@ void RequestHandler::HandleRegister(const std::string& peer, const Message& m,
     return Refuse(peer, m.header, absl::PermissionDeniedError("REGISTER from a non-worker"), out);
   }
   if (!initialized()) {
-    if (parked_registers_.size() >= kMaxParkedRegisters) {
-      return Refuse(peer, m.header, absl::ResourceExhaustedError(
-          "too many REGISTER requests waiting for the chief's INIT"), out);
-    }
     // Answered when the chief's INIT arrives.
-    parked_registers_.push_back({peer, m.header});
+    if (absl::Status s = parked_.ParkRegister(peer, m.header); !s.ok()) {
+      return Refuse(peer, m.header, s, out);
+    }
     return;
   }
   if (absl::Status s = CheckWorkerRequest(m); !s.ok()) return Refuse(peer, m.header, s, out);
@@ -584,11 +449,9 @@ void RequestHandler::FinishInit(const std::string& peer, const proto::Header& h,
   Reply reply{peer, MakeReply(h), false, /*record=*/true};
   *reply.header.mutable_job() = job_;
   out->push_back(std::move(reply));
-  std::vector<ParkedRegister> waiting = std::move(parked_registers_);
-  parked_registers_.clear();
-  for (ParkedRegister& p : waiting) {
+  for (Parked& p : parked_.TakeRegisters()) {
     Message reg;
-    reg.header = std::move(p.request);
+    reg.header = std::move(p.header);
     HandleRegister(p.peer, reg, out);
   }
 }
@@ -668,10 +531,10 @@ void RequestHandler::Install(const proto::Header& h, std::unique_ptr<UpdatePolic
   fingerprint_ = h.plan_fingerprint();
   range_ = {static_cast<int64_t>(h.range_begin()), static_cast<int64_t>(h.range_end())};
   if (!options_.dynamic_workers) return;
-  if (job_id_ == 0) {
-    job_id_ = h.job_id();
+  if (access_.job_id() == 0) {
+    access_.SetJobId(h.job_id());
     num_shards_ = h.num_shards();
-    LOG(INFO) << "dynamic workers: job " << absl::StrCat(absl::Hex(job_id_)) << ", " << num_shards_
+    LOG(INFO) << "dynamic workers: job " << absl::StrCat(absl::Hex(access_.job_id())) << ", " << num_shards_
               << " shards, as the chief says; workers are waited for once they join";
   }
   MarkUnheardAbsent();
@@ -773,10 +636,10 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
   RecordPush(h.rank(), *outcome);
   const bool dropped = outcome->result == PushResult::kStale || outcome->result == PushResult::kLate;
   Parked parked{peer, MakeReply(h)};
-  parked.reply.set_dropped(dropped);
-  parked.reply.set_staleness(outcome->staleness);
+  parked.header.set_dropped(dropped);
+  parked.header.set_staleness(outcome->staleness);
   if (!then_pull) {
-    out->push_back({peer, parked.reply, false, /*record=*/true});
+    out->push_back({peer, parked.header, false, /*record=*/true});
   } else {
     // The parameters this push leads to: in sync, the next version (or the
     // current one if the push was dropped); in async, whatever is current.
@@ -809,78 +672,52 @@ void RequestHandler::HandlePull(const std::string& peer, const Message& m, std::
 void RequestHandler::ServeOrPark(Parked parked, const PullRequest& pull, std::vector<Reply>* out) {
   if (policy_->CanServe(pull)) {
     stats_.set_pulls_served(stats_.pulls_served() + 1);
-    parked.reply.set_version(policy_->version());
-    parked.reply.set_step(policy_->MinClock());
-    out->push_back({std::move(parked.peer), std::move(parked.reply), true, /*record=*/true});
+    parked.header.set_version(policy_->version());
+    parked.header.set_step(policy_->MinClock());
+    out->push_back({std::move(parked.peer), std::move(parked.header), true, /*record=*/true});
     return;
   }
-  const auto parked_by_rank = std::count_if(parked_pulls_.begin(), parked_pulls_.end(),
-                                            [&](const ParkedPull& p) { return p.pull.rank == pull.rank; });
-  if (parked_by_rank >= kMaxParkedPullsPerRank) {
+  if (absl::Status s = parked_.ParkPull(parked, pull, clock_->NowMicros()); !s.ok()) {
     stats_.set_rejected_requests(stats_.rejected_requests() + 1);
-    out->push_back({std::move(parked.peer),
-                    ErrorReply(parked.reply, absl::ResourceExhaustedError(absl::StrCat(
-                        "rank ", pull.rank, " already has ", parked_by_rank, " requests waiting"))),
-                    false, /*record=*/true});
+    out->push_back({std::move(parked.peer), ErrorReply(parked.header, s), false, /*record=*/true});
     return;
   }
   stats_.set_pulls_parked(stats_.pulls_parked() + 1);
   if (job_.mode() == proto::SSP) stats_.set_ssp_waits(stats_.ssp_waits() + 1);
-  parked_pulls_.push_back({std::move(parked), pull, clock_->NowMicros()});
 }
 
 void RequestHandler::ReleaseParkedPulls(std::vector<Reply>* out) {
-  std::vector<ParkedPull> still;
-  for (ParkedPull& p : parked_pulls_) {
-    if (!policy_->CanServe(p.pull)) {
-      still.push_back(std::move(p));
-      continue;
-    }
+  const int64_t now = clock_->NowMicros();
+  for (ParkedPull& p : parked_.TakeServable(
+           [this](const PullRequest& pull) { return policy_->CanServe(pull); })) {
     stats_.set_pulls_served(stats_.pulls_served() + 1);
-    p.parked.reply.set_version(policy_->version());
-    p.parked.reply.set_step(policy_->MinClock());
-    p.parked.reply.set_parked_us(std::max<int64_t>(0, clock_->NowMicros() - p.since_us));
-    out->push_back({std::move(p.parked.peer), std::move(p.parked.reply), true, /*record=*/true});
+    p.parked.header.set_version(policy_->version());
+    p.parked.header.set_step(policy_->MinClock());
+    p.parked.header.set_parked_us(std::max<int64_t>(0, now - p.since_us));
+    out->push_back({std::move(p.parked.peer), std::move(p.parked.header), true, /*record=*/true});
   }
-  parked_pulls_ = std::move(still);
 }
 
 void RequestHandler::HandleBarrier(const std::string& peer, const Message& m,
                                    std::vector<Reply>* out) {
   const proto::Header& h = m.header;
   if (absl::Status s = CheckWorkerRequest(m); !s.ok()) return Refuse(peer, h, s, out);
-  if (h.barrier_name().empty() || h.barrier_name().size() > 64) {
-    return Refuse(peer, h, absl::InvalidArgumentError("BARRIER needs a name of 1..64 bytes"), out);
+  if (absl::Status s = parked_.Arrive(h.barrier_name(), h.rank(), job_.num_workers(),
+                                      {peer, MakeReply(h)});
+      !s.ok()) {
+    return Refuse(peer, h, s, out);
   }
-  if (barriers_.count(h.barrier_name()) == 0 && barriers_.size() >= kMaxOpenBarriers) {
-    return Refuse(peer, h, absl::ResourceExhaustedError(absl::StrCat(
-        kMaxOpenBarriers, " barriers are open already")), out);
-  }
-  BarrierState& b = barriers_[h.barrier_name()];
-  if (b.arrived.empty()) b.arrived.assign(job_.num_workers(), false);
-  if (b.arrived[h.rank()]) {
-    return Refuse(peer, h, absl::AlreadyExistsError(absl::StrCat(
-        "rank ", h.rank(), " is already in barrier \"", h.barrier_name(), "\"")), out);
-  }
-  b.arrived[h.rank()] = true;
   if (h.has_report()) reports_[h.rank()] = h.report();
-  b.waiting.push_back({peer, MakeReply(h)});
   MaybeReleaseBarrier(h.barrier_name(), out);
 }
 
 void RequestHandler::MaybeReleaseBarrier(const std::string& name, std::vector<Reply>* out) {
-  auto it = barriers_.find(name);
-  if (it == barriers_.end()) return;
-  BarrierState& b = it->second;
   // Not waited for: dead ranks, and ranks past their final report (a
   // rank that rejoined late finds the others gone through "done").
-  for (int rank = 0; rank < static_cast<int>(b.arrived.size()); ++rank) {
-    if (!b.arrived[rank] && !workers_.dead(rank) && !reported_done(rank)) return;
+  auto waited_for = [this](int rank) { return !workers_.dead(rank) && !reported_done(rank); };
+  for (Parked& p : parked_.Release(name, waited_for)) {
+    out->push_back({std::move(p.peer), std::move(p.header), false, /*record=*/true});
   }
-  for (Parked& p : b.waiting) {
-    out->push_back({std::move(p.peer), std::move(p.reply), false, /*record=*/true});
-  }
-  barriers_.erase(it);
 }
 
 std::vector<int> RequestHandler::DeclareSilentDead(double peer_timeout_s, std::vector<Reply>* out) {
@@ -922,21 +759,11 @@ void RequestHandler::SetDead(int rank, bool dead, std::vector<Reply>* out) {
   // A new version, or (SSP) a new slowest live rank, may release pulls.
   if (advanced || job_.mode() == proto::SSP) ReleaseParkedPulls(out);
   if (!dead) return;
-  std::vector<std::string> names;
-  for (const auto& [name, b] : barriers_) names.push_back(name);
-  for (const std::string& name : names) MaybeReleaseBarrier(name, out);
+  for (const std::string& name : parked_.barrier_names()) MaybeReleaseBarrier(name, out);
 }
 
 void RequestHandler::ForgetOldSession(int rank) {
-  parked_pulls_.erase(std::remove_if(parked_pulls_.begin(), parked_pulls_.end(),
-                                     [&](const ParkedPull& p) { return p.pull.rank == rank; }),
-                      parked_pulls_.end());
-  for (auto& [name, b] : barriers_) {
-    b.waiting.erase(std::remove_if(b.waiting.begin(), b.waiting.end(),
-                                   [&](const Parked& p) { return p.reply.rank() == rank; }),
-                    b.waiting.end());
-    if (rank < static_cast<int>(b.arrived.size())) b.arrived[rank] = false;
-  }
+  parked_.ForgetRank(rank);
   reports_.erase(rank);
 }
 
@@ -962,19 +789,9 @@ void RequestHandler::HandleShutdown(const std::string& peer, const Message& m,
 }
 
 void RequestHandler::AbortParked(const absl::Status& status, std::vector<Reply>* out) {
-  auto abort = [&](Parked& p) {
-    out->push_back({std::move(p.peer), ErrorReply(p.reply, status), false, false});
-  };
-  for (ParkedRegister& p : parked_registers_) {
-    out->push_back({std::move(p.peer), ErrorReply(p.request, status), false, false});
+  for (Parked& p : parked_.TakeAll()) {
+    out->push_back({std::move(p.peer), ErrorReply(p.header, status), false, false});
   }
-  for (ParkedPull& p : parked_pulls_) abort(p.parked);
-  for (auto& [name, b] : barriers_) {
-    for (Parked& p : b.waiting) abort(p);
-  }
-  parked_registers_.clear();
-  parked_pulls_.clear();
-  barriers_.clear();
 }
 
 void RequestHandler::Fail(const absl::Status& status, std::vector<Reply>* out) {
@@ -997,9 +814,10 @@ proto::ShardStats RequestHandler::Stats() const {
   s.set_unordered_sums(unordered_sums_before_ + (initialized() ? policy_->unordered_sums() : 0));
   s.set_initialized(initialized());
   s.set_generation(generation_);
-  s.set_replica_shard(replica_.held() ? replica_.header.shard_index() : -1);
-  s.set_replica_version(replica_.held() ? replica_.header.replica().version() : -1);
-  s.set_replica_term(replica_.held() ? replica_.header.replica().term() : -1);
+  const HeldReplica& replica = standby_.held();
+  s.set_replica_shard(replica.held() ? replica.header.shard_index() : -1);
+  s.set_replica_version(replica.held() ? replica.header.replica().version() : -1);
+  s.set_replica_term(replica.held() ? replica.header.replica().term() : -1);
   s.set_term(term_);
   // Trim trailing empty histogram buckets to keep the reply small.
   while (s.staleness_histogram_size() > 0 &&

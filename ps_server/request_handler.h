@@ -5,6 +5,16 @@
 // (a push that completes a sync version releases every parked pull), and a
 // request may cause no reply yet (it is parked).
 //
+// RequestHandler is the request's path; each concern is a collaborator
+// with its own header and test:
+//   ps_server/access_control.h   checks 1-3 below: who sent it, may it
+//   ps_server/request_repeats.h  check 5: repeats and retired clients
+//   ps_server/parked_requests.h  what is answered later, and its bounds
+//   ps_server/worker_table.h     registration and liveness of each rank
+//   ps_server/update_policy.h    sync / async / SSP over the ShardStore
+//   ps_server/checkpoint_store.h SAVE's and RESTORE's files
+//   ps_server/standby_replica.h  the replica this ps keeps as a standby
+//
 // Every request is checked before it touches state, in this order:
 //  1. envelope: not a reply, protocol version, job id;
 //  2. who sent it: on an authenticated socket the peer's task comes from
@@ -12,25 +22,28 @@
 //     that claims another rank is refused. Without authentication the
 //     header's sender and rank are taken at their word (--insecure);
 //  3. what that role may do: only the chief INITs, RESTOREs, SAVEs and
-//     SHUTs DOWN;
-//     workers train; a client reads STATS;
+//     SHUTs DOWN; workers train; a client reads STATS;
 //  4. size: before INIT nothing but INIT carries a payload over 64 KiB;
-//     after it nothing is larger than the shard;
+//     after it nothing is larger than the shard (a message in pieces is
+//     judged at its first piece: AdmitPieces);
 //  5. repeats: a (rank, session, request_id) seen before is answered again
 //     (or refused when too old), never applied twice, and a request of a
-//     session the rank has left behind is refused
-//     (ps_server/request_repeats.h);
+//     session the rank has left behind is refused;
 //  6. the request's own fields: plan fingerprint, shard range, payload size
 //     and encoding (a gradient is decoded by common/wire_codec.h, which
 //     refuses anything but its exact layout), gradients that are finite
 //     once decoded and whose update keeps the shard finite in f32.
+// A failed check is an error reply and a counter, never an abort: these
+// bytes come from the network. Error replies carry no job id, plan
+// fingerprint, shard range or version, and their messages never reveal
+// the ps's own values of them.
 //
 // Gradient pushes may come in any encoding of Header.encoding (F32, BF16,
 // FP16, TOPK), each worker its own: the ps decodes each into f32 and then
 // treats it as any other (sync averages what it decoded, weighted by
 // examples). Everything the ps sends (parameters) is F32.
 //
-// Recovery (issue 8): a rank silent for the peer timeout is declared dead
+// Recovery: a rank silent for the peer timeout is declared dead
 // (DeclareSilentDead): sync versions, barriers and SSP stop waiting for it,
 // and it is waited for again as soon as it is heard from. A REGISTER from a
 // new session of a rank (a restarted worker) drops what its old session
@@ -38,20 +51,15 @@
 // a parked request when the chief rolls the shard back (RESTORE with
 // rollback) are refused with Header.rejoin (common/rejoin.h): the worker
 // registers again instead of failing.
-// A failed check is an error reply and a counter, never an abort: these
-// bytes come from the network. Error replies carry no job id, plan
-// fingerprint, shard range or version, and their messages never reveal
-// the ps's own values of them.
 //
-// Hot standby (stage 2, JobConfig.ps_replicas): ps k is the standby of
-// shard (k-1) mod n. It keeps the latest state its primary REPLICATEs (only
-// that ps may, and never one of an older term than the replica it holds),
-// and gives it to the chief (FETCH_REPLICA), which restores a restarted
-// primary from it (RESTORE from_payload): nothing applied is lost. When the
-// primary stays away, the chief has the standby serve the shard from it
-// (AdoptReplica, on a second handler: ps_server/hosted_shards.h).
-// The primary's side, sending its state and holding back what a worker
-// could see before the standby has it, is ps_server/replicator.h.
+// Hot standby (JobConfig.ps_replicas): ps k is the standby of shard
+// (k-1) mod n. It keeps the latest state its primary REPLICATEs and gives
+// it to the chief (FETCH_REPLICA), which restores a restarted primary from
+// it (RESTORE from_payload): nothing applied is lost. When the primary
+// stays away, the chief has the standby serve the shard from it
+// (AdoptReplica, on a second handler: ps_server/hosted_shards.h). The
+// primary's side, sending its state and holding back what a worker could
+// see before the standby has it, is ps_server/replicator.h.
 //
 // Thread safety: none; the ps's single event loop owns it.
 
@@ -70,8 +78,12 @@
 #include "common/shard_plan.h"
 #include "common/transport.h"
 #include "proto/pstrain.pb.h"
+#include "ps_server/access_control.h"
+#include "ps_server/parked_requests.h"
+#include "ps_server/checkpoint_store.h"
 #include "ps_server/request_repeats.h"
 #include "ps_server/shard_checkpoint.h"
+#include "ps_server/standby_replica.h"
 #include "ps_server/update_policy.h"
 #include "ps_server/worker_table.h"
 
@@ -79,21 +91,6 @@ namespace pstrain {
 
 // Buckets of ShardStats.staleness_histogram; the last counts ">= 255".
 inline constexpr int kStalenessBuckets = 256;
-
-// Who sent a request, as far as the transport can tell.
-struct Peer {
-  std::string route;    // ROUTER routing id: where replies go
-  std::string user_id;  // the authenticated task ("worker:1", "client"); "" if none
-};
-
-enum class Role { kChief, kWorker, kPs, kClient };
-
-// An authenticated identity: its role and, for the chief and workers, rank.
-struct Principal {
-  Role role = Role::kClient;
-  int rank = -1;
-  int ps_index = -1;  // a ps: its task index
-};
 
 struct Reply {
   std::string peer;          // ROUTER identity of the receiver
@@ -104,15 +101,6 @@ struct Reply {
   std::shared_ptr<const std::vector<float>> payload = nullptr;
   // Unsolicited (a SHUTDOWN notice): its receiver may be long gone.
   bool notice = false;
-};
-
-// A standby's copy of another ps's shard: the last REPLICATE's header (job,
-// plan, range, ReplicaState, the primary's counters) and its state,
-// parameters then the optimizer's slots (null: none held).
-struct HeldReplica {
-  proto::Header header;
-  std::shared_ptr<const std::vector<float>> state;
-  bool held() const { return state != nullptr; }
 };
 
 struct RequestHandlerOptions {
@@ -193,8 +181,8 @@ class RequestHandler {
   // standby. REQUIRES: initialized().
   HeldReplica ReleaseAsReplica(const absl::Status& why, std::vector<Reply>* out);
   // The replica this ps holds as a standby (of shard (index - 1) mod n).
-  const HeldReplica& replica() const { return replica_; }
-  void KeepReplica(HeldReplica replica) { replica_ = std::move(replica); }
+  const HeldReplica& replica() const { return standby_.held(); }
+  void KeepReplica(HeldReplica replica) { standby_.Set(std::move(replica)); }
   // The shard's placement term (proto ShardPlacement).
   int64_t term() const { return term_; }
   // Counts what the ps did with shards of others (STATS).
@@ -249,39 +237,14 @@ class RequestHandler {
   void CountReplication(bool acknowledged);
 
  private:
-  struct Parked {
-    std::string peer;
-    proto::Header reply;
-  };
-  // A REGISTER that came before INIT: its request, answered at INIT (or
-  // refused by AbortParked) with a reply made then.
-  struct ParkedRegister {
-    std::string peer;
-    proto::Header request;
-  };
-  struct ParkedPull {
-    Parked parked;
-    PullRequest pull;
-    int64_t since_us = 0;  // clock_: when it was parked (Header.parked_us)
-  };
-  struct BarrierState {
-    std::vector<bool> arrived;
-    std::vector<Parked> waiting;
-  };
-
   // Checks 1-3: who sent `h` and whether it may; a refusal is counted.
   absl::StatusOr<Principal> Identify(const Peer& peer, const proto::Header& h);
-  absl::Status CheckEnvelope(const proto::Header& h) const;
-  absl::StatusOr<Principal> Authenticate(const Peer& peer, const proto::Header& h) const;
-  absl::Status Authorize(const Principal& who, const proto::Header& h) const;
   absl::Status CheckSize(const Message& m) const;
   // The largest payload a request `h` may carry (check 4).
   size_t MaxPayloadBytes(const proto::Header& h) const;
   absl::Status CheckWorkerRequest(const Message& m) const;
   absl::Status CheckPayload(const Message& m, bool want_payload) const;
   bool AnswerRepeat(const Peer& peer, const proto::Header& h, std::vector<Reply>* out);
-  // Sends a parked request's answer where its repeat `h` came from.
-  bool Reroute(const proto::Header& h, const std::string& peer);
   void Dispatch(const Peer& peer, const Message& request, std::vector<Reply>* out);
 
   void HandleRegister(const std::string& peer, const Message& m, std::vector<Reply>* out);
@@ -308,11 +271,9 @@ class RequestHandler {
   void HandlePull(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleBarrier(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleShutdown(const std::string& peer, const Message& m, std::vector<Reply>* out);
-  // request_handler_replica.cc
   void HandleReplicate(const std::string& peer, const Principal& who, const Message& m,
                        std::vector<Reply>* out);
   void HandleFetchReplica(const std::string& peer, const Message& m, std::vector<Reply>* out);
-  absl::StatusOr<ShardCheckpoint> StateFromPayload(const Message& m) const;
 
   // Liveness: a dead rank is not waited for; one heard from again is.
   void SetDead(int rank, bool dead, std::vector<Reply>* out);
@@ -333,9 +294,10 @@ class RequestHandler {
 
   RequestHandlerOptions options_;
   const Clock* clock_;
-  // The job's id and shard count: the spec's, or (dynamic workers, 0
-  // until then) the chief's INIT/RESTORE's.
-  uint64_t job_id_ = 0;
+  // Checks 1-3; it holds the job's id: the spec's, or (dynamic workers,
+  // 0 until then) the chief's INIT/RESTORE's.
+  AccessControl access_;
+  // The shard count, known as the job's id is.
   int num_shards_ = 0;
   proto::JobConfig job_;
   uint64_t fingerprint_ = 0;
@@ -344,14 +306,14 @@ class RequestHandler {
   int64_t unordered_sums_before_ = 0;  // the policies' before this one (Stats)
   WorkerTable workers_;
   RequestRepeats repeats_;
-  std::vector<ParkedRegister> parked_registers_;
-  std::vector<ParkedPull> parked_pulls_;
-  std::map<std::string, BarrierState> barriers_;
-  std::map<int, proto::WorkerReport> reports_;
+  ParkedRequests parked_;
+  std::map<int, proto::WorkerReport> reports_;  // the final BARRIER's, by rank
   bool shutdown_requested_ = false;
   bool restored_ = false;
+  // Where SAVE and RESTORE keep the shard's files.
+  CheckpointStore checkpoints_;
   // The replica this ps keeps as standby of shard (index - 1) mod n.
-  HeldReplica replica_;
+  StandbyReplica standby_;
   std::vector<float> scratch_;  // a pushed gradient whose frame is misaligned
   int64_t generation_ = 0;
   int64_t term_ = 0;

@@ -1,27 +1,20 @@
-// RequestHandler's checkpoint requests, SAVE and RESTORE: kept apart from
-// request_handler.cc so that each file stays readable. The file format is
-// ps_server/shard_checkpoint.h; the directory layout common/checkpoint_dir.h.
+// RequestHandler's recovery requests: SAVE and RESTORE (from a checkpoint
+// file, ps_server/checkpoint_store.h, or from a standby's state), and the
+// standby's REPLICATE and FETCH_REPLICA (ps_server/standby_replica.h),
+// each the request's path through the handler; the files and the replica
+// are their collaborators'.
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint_dir.h"
+#include "common/optimizer.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "ps_server/request_handler.h"
 
 namespace pstrain {
-namespace {
-
-constexpr int64_t kMaxCheckpointStep = int64_t{1} << 48;
-
-// "shard-0-of-2.ckpt": the file's name inside its ckpt-<step> directory.
-std::string BaseName(const std::string& relative) {
-  return relative.substr(relative.rfind('/') + 1);
-}
-
-}  // namespace
 
 void RequestHandler::HandleSave(const std::string& peer, const Message& m,
                                 std::vector<Reply>* out) {
@@ -29,11 +22,12 @@ void RequestHandler::HandleSave(const std::string& peer, const Message& m,
   if (!initialized()) {
     return Refuse(peer, h, absl::FailedPreconditionError("SAVE before INIT: nothing to save"), out);
   }
-  if (options_.checkpoint_dir.empty()) {
+  if (!checkpoints_.enabled()) {
     return Refuse(peer, h, absl::FailedPreconditionError(
         "SAVE: this ps was started without --checkpoint_dir"), out);
   }
-  if (h.step() < 0 || h.step() > kMaxCheckpointStep || h.keep_checkpoints() < 1 || m.has_payload) {
+  if (h.step() < 0 || h.step() > CheckpointStore::kMaxStep || h.keep_checkpoints() < 1 ||
+      m.has_payload) {
     return Refuse(peer, h, absl::InvalidArgumentError(
         "SAVE needs a step in [0, 2^48], keep_checkpoints >= 1 and no payload"), out);
   }
@@ -58,40 +52,29 @@ absl::StatusOr<proto::SavedShard> RequestHandler::Save(int64_t step, int keep) {
   hdr.set_version(policy_->version());
   hdr.set_updates(policy_->store().updates());
   hdr.set_plan_fingerprint(fingerprint_);
-  hdr.set_job_id(job_id_);
+  hdr.set_job_id(access_.job_id());
   *hdr.mutable_job() = job_;
   *hdr.mutable_stats() = Stats();
   const std::vector<int64_t> clocks = policy_->Clocks();
   *hdr.mutable_worker_clocks() = {clocks.begin(), clocks.end()};
   c.state.assign(policy_->store().state().begin(), policy_->store().state().end());
-  const std::string file = ShardFileName(step, options_.shard_index, num_shards_);
-  RETURN_IF_ERROR(WriteShardCheckpoint(absl::StrCat(options_.checkpoint_dir, "/", file), &c));
-  RETURN_IF_ERROR(PruneCheckpoints(options_.checkpoint_dir, keep, BaseName(file)).status());
-  proto::SavedShard saved;
-  saved.set_shard_index(options_.shard_index);
-  saved.set_file(file);
-  saved.set_checksum(hdr.payload_checksum());
-  saved.set_version(hdr.version());
-  saved.set_payload_bytes(hdr.payload_bytes());
-  *saved.mutable_worker_steps() = hdr.worker_clocks();
-  LOG(INFO) << "saved " << file << " at version " << hdr.version();
-  return saved;
+  return checkpoints_.Save(&c, num_shards_, keep);
 }
 
 void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
                                    std::vector<Reply>* out) {
   const proto::Header& h = m.header;
-  if (options_.checkpoint_dir.empty() && !h.restore().from_payload()) {
+  if (!checkpoints_.enabled() && !h.restore().from_payload()) {
     return Refuse(peer, h, absl::FailedPreconditionError(
         "RESTORE: this ps was started without --checkpoint_dir"), out);
   }
-  if (h.restore().step() < 0 || h.restore().step() > kMaxCheckpointStep ||
+  if (h.restore().step() < 0 || h.restore().step() > CheckpointStore::kMaxStep ||
       m.has_payload != h.restore().from_payload()) {
     return Refuse(peer, h, absl::InvalidArgumentError(
         "RESTORE needs a step in [0, 2^48], and a payload exactly when from_payload"), out);
   }
   const bool rollback = h.restore().rollback() && initialized();
-  if (h.restore().generation() < 0 || h.restore().generation() > kMaxCheckpointStep) {
+  if (h.restore().generation() < 0 || h.restore().generation() > CheckpointStore::kMaxStep) {
     return Refuse(peer, h, absl::InvalidArgumentError("RESTORE: generation out of range"), out);
   }
   if (h.restore().verify_only()) {
@@ -128,22 +111,7 @@ void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
 absl::StatusOr<ShardCheckpoint> RequestHandler::LoadCheckpoint(const proto::Header& h) const {
   // A restarted sparse ps learns the shard count from this very RESTORE
   // (CheckInitFields checked it).
-  const int shards = num_shards_ != 0 ? num_shards_ : h.num_shards();
-  const std::string path = absl::StrCat(
-      options_.checkpoint_dir, "/", ShardFileName(h.restore().step(), options_.shard_index, shards));
-  ASSIGN_OR_RETURN(ShardCheckpoint c, ReadShardCheckpoint(path));
-  const ShardCheckpointExpectation expected{options_.shard_index, shards,
-                                            h.range_begin(),      h.range_end(),
-                                            h.plan_fingerprint(), h.restore().checksum(),
-                                            &h.job()};
-  RETURN_IF_ERROR(CheckShardCheckpoint(c, expected, path));
-  const auto n = static_cast<int64_t>(h.range_end() - h.range_begin());
-  if (c.header.version() < 0 || c.header.version() > kMaxCheckpointStep || c.header.updates() < 0 ||
-      !IsFiniteState(c.state, n)) {
-    return absl::DataLossError(absl::StrCat(path, ": damaged checkpoint: a version, update count "
-                                                  "or value out of range"));
-  }
-  return c;
+  return checkpoints_.Load(h, num_shards_ != 0 ? num_shards_ : h.num_shards());
 }
 
 absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) {
@@ -151,7 +119,8 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
   const bool rollback = h.restore().rollback() && initialized();
   RETURN_IF_ERROR(rollback ? CheckInitFields(h) : CheckInit(h));
   ASSIGN_OR_RETURN(ShardCheckpoint c,
-                   h.restore().from_payload() ? StateFromPayload(m) : LoadCheckpoint(h));
+                   h.restore().from_payload() ? StateFromPayload(m, options_.num_workers)
+                                              : LoadCheckpoint(h));
   if (rollback) {
     // Whatever waits here was computed on the state being undone.
     AbortParked(RejoinError(absl::StrCat("shard ", options_.shard_index, " was rolled back to ",
@@ -201,6 +170,114 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
   stats_.set_rollbacks(live.rollbacks());
   reports_.clear();
   return absl::OkStatus();
+}
+
+std::vector<float> RequestHandler::StateSnapshot() const {
+  const absl::Span<const float> state = policy_->store().state();
+  return {state.begin(), state.end()};
+}
+
+proto::ReplicaState RequestHandler::ReplicaStateNow() const {
+  proto::ReplicaState r;
+  r.set_version(policy_->version());
+  r.set_updates(policy_->store().updates());
+  const std::vector<int64_t> clocks = policy_->Clocks();
+  *r.mutable_worker_clocks() = {clocks.begin(), clocks.end()};
+  r.set_primary_instance(options_.instance);
+  r.set_term(term_);
+  r.set_generation(generation_);
+  return r;
+}
+
+proto::Header RequestHandler::ReplicateHeader(uint64_t seq) const {
+  proto::Header h = MakeReply(proto::Header());
+  h.set_is_reply(false);
+  h.set_type(proto::REPLICATE);
+  *h.mutable_job() = job_;
+  *h.mutable_replica() = ReplicaStateNow();
+  h.mutable_replica()->set_seq(seq);
+  // The counters travel with the state, so that a shard served from its
+  // standby counts on from where its primary was.
+  *h.mutable_stats() = Stats();
+  return h;
+}
+
+void RequestHandler::CountReplication(bool acknowledged) {
+  if (acknowledged) {
+    stats_.set_replications(stats_.replications() + 1);
+  } else {
+    stats_.set_unreplicated_releases(stats_.unreplicated_releases() + 1);
+  }
+}
+
+void RequestHandler::HandleReplicate(const std::string& peer, const Principal& who,
+                                     const Message& m, std::vector<Reply>* out) {
+  const proto::Header& h = m.header;
+  StandbyReplica::Refusal refusal = StandbyReplica::Refusal::kNone;
+  if (absl::Status s = standby_.Keep(who, m, num_shards_, &refusal); !s.ok()) {
+    if (refusal == StandbyReplica::Refusal::kStaleTerm) CountStaleReplication();
+    return Refuse(peer, h, s, out);
+  }
+  proto::Header ack = MakeReply(h);
+  ack.mutable_replica()->set_seq(h.replica().seq());
+  ack.mutable_replica()->set_version(h.replica().version());
+  out->push_back({peer, std::move(ack), false, false});
+}
+
+void RequestHandler::HandleFetchReplica(const std::string& peer, const Message& m,
+                                        std::vector<Reply>* out) {
+  const proto::Header& h = m.header;
+  const HeldReplica& replica = standby_.held();
+  if (!replica.held() || replica.header.shard_index() != h.shard_index()) {
+    return Refuse(peer, h, absl::NotFoundError(absl::StrCat(
+        "this ps holds no replica of shard ", h.shard_index())), out);
+  }
+  Reply reply{peer, MakeReply(h), false, false};
+  const proto::Header& r = replica.header;
+  reply.header.set_shard_index(r.shard_index());
+  reply.header.set_range_begin(r.range_begin());
+  reply.header.set_range_end(r.range_end());
+  reply.header.set_plan_fingerprint(r.plan_fingerprint());
+  *reply.header.mutable_job() = r.job();
+  *reply.header.mutable_replica() = r.replica();
+  *reply.header.mutable_stats() = r.stats();
+  reply.payload = replica.state;
+  out->push_back(std::move(reply));
+}
+
+absl::Status RequestHandler::AdoptReplica(const HeldReplica& replica) {
+  if (!replica.held()) return absl::NotFoundError("no replica held");
+  // The replica becomes a RESTORE from its payload, as the chief would send
+  // it: the same checks, the same installation.
+  Message m;
+  m.header = replica.header;
+  m.header.set_type(proto::RESTORE);
+  m.header.mutable_sender()->set_type(proto::CHIEF);
+  m.header.mutable_sender()->set_index(0);
+  m.header.set_rank(0);
+  proto::RestoreRequest* restore = m.header.mutable_restore();
+  restore->set_from_payload(true);
+  restore->set_generation(replica.header.replica().generation());
+  restore->set_term(replica.header.replica().term() + 1);
+  const std::vector<float>& state = *replica.state;
+  m.payload = zmq::message_t(state.data(), state.size() * sizeof(float));
+  m.has_payload = true;
+  std::vector<Reply> none;  // an empty handler has nothing parked
+  RETURN_IF_ERROR(Restore(m, &none));
+  LOG(INFO) << "serving shard " << options_.shard_index << " [" << range_.begin << ", "
+            << range_.end << ") from the standby's replica: version " << version()
+            << ", generation " << generation_ << ", term " << term_;
+  return absl::OkStatus();
+}
+
+HeldReplica RequestHandler::ReleaseAsReplica(const absl::Status& why, std::vector<Reply>* out) {
+  CHECK(initialized());
+  AbortParked(why, out);
+  HeldReplica r;
+  r.header = ReplicateHeader(0);
+  r.header.set_is_reply(false);
+  r.state = std::make_shared<const std::vector<float>>(StateSnapshot());
+  return r;
 }
 
 }  // namespace pstrain

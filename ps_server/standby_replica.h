@@ -1,0 +1,71 @@
+#pragma once
+
+// A ps's copy of another ps's shard, as its hot standby (--ps_replicas=1):
+// ps k keeps the state of shard (k - 1) mod n, which that shard's primary
+// sends it after every change (REPLICATE; the primary's side is
+// ps_server/replicator.h), and gives it to the chief (FETCH_REPLICA), which
+// restores a restarted primary from it or has this ps serve the shard
+// meanwhile (failover: ps_server/hosted_shards.h).
+//
+// Keep() takes a REPLICATE only from this ps's primary, for its own shard,
+// of a cluster of this size, never of an older placement term than the
+// replica held (the shard moved while that primary was away), and only a
+// state a shard of its range and optimizer could have, finite in f32.
+// Thread safety: none; the ps's event loop owns it.
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/transport.h"
+#include "proto/pstrain.pb.h"
+#include "ps_server/access_control.h"
+#include "ps_server/shard_checkpoint.h"
+
+namespace pstrain {
+
+// A standby's copy of another ps's shard: the last REPLICATE's header (job,
+// plan, range, ReplicaState, the primary's counters) and its state,
+// parameters then the optimizer's slots (null: none held).
+struct HeldReplica {
+  proto::Header header;
+  std::shared_ptr<const std::vector<float>> state;
+  bool held() const { return state != nullptr; }
+};
+
+// The floats of the state a message carries (a REPLICATE, or a RESTORE
+// from a standby's state): its range's parameters and the slots of its
+// job's optimizer (common/optimizer.h). InvalidArgument when the range,
+// the optimizer, the payload or the ReplicaState is not one a shard of a
+// job of `num_workers` ranks could have.
+absl::StatusOr<size_t> CheckState(const Message& m, int num_workers);
+
+// A RESTORE from_payload's state as a checkpoint (version, updates,
+// clocks and counters from its ReplicaState and stats), checked as
+// CheckState does and finite in f32.
+absl::StatusOr<ShardCheckpoint> StateFromPayload(const Message& m, int num_workers);
+
+class StandbyReplica {
+ public:
+  StandbyReplica(int shard_index, int num_workers)
+      : shard_index_(shard_index), num_workers_(num_workers) {}
+
+  // Why Keep refused a REPLICATE.
+  enum class Refusal { kNone, kNotMyPrimary, kStaleTerm, kBadState };
+
+  // Keeps the state REPLICATE `m` from `who` carries, in a cluster of
+  // `num_shards` ps (see above); the refusal otherwise, and which.
+  absl::Status Keep(const Principal& who, const Message& m, int num_shards,
+                    Refusal* refusal = nullptr);
+
+  const HeldReplica& held() const { return held_; }
+  void Set(HeldReplica replica) { held_ = std::move(replica); }
+
+ private:
+  int shard_index_;
+  int num_workers_;
+  HeldReplica held_;
+};
+
+}  // namespace pstrain
