@@ -673,7 +673,7 @@ void RequestHandler::ServeOrPark(Parked parked, const PullRequest& pull, std::ve
   if (policy_->CanServe(pull)) {
     stats_.set_pulls_served(stats_.pulls_served() + 1);
     parked.header.set_version(policy_->version());
-    parked.header.set_step(policy_->MinClock());
+    parked.header.set_min_clock(policy_->MinClock());
     out->push_back({std::move(parked.peer), std::move(parked.header), true, /*record=*/true});
     return;
   }
@@ -692,7 +692,7 @@ void RequestHandler::ReleaseParkedPulls(std::vector<Reply>* out) {
            [this](const PullRequest& pull) { return policy_->CanServe(pull); })) {
     stats_.set_pulls_served(stats_.pulls_served() + 1);
     p.parked.header.set_version(policy_->version());
-    p.parked.header.set_step(policy_->MinClock());
+    p.parked.header.set_min_clock(policy_->MinClock());
     p.parked.header.set_parked_us(std::max<int64_t>(0, now - p.since_us));
     out->push_back({std::move(p.parked.peer), std::move(p.parked.header), true, /*record=*/true});
   }

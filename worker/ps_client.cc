@@ -403,7 +403,7 @@ void PsClient::CollectReplies(const std::vector<Call>& calls, std::vector<ShardR
   replies->resize(calls.size());
   for (size_t k = 0; k < calls.size(); ++k) {
     const proto::Header& r = calls[k].reply;
-    (*replies)[k] = {r.version(),   r.step(),  r.staleness(), r.dropped(), calls[k].received_unix_us,
+    (*replies)[k] = {r.version(), r.min_clock(), r.staleness(), r.dropped(), calls[k].received_unix_us,
                      r.parked_us()};
   }
 }

@@ -226,7 +226,8 @@ TEST_F(RequestHandlerTest, SspParksAWorkerTooFarAheadOfTheSlowest) {
   std::vector<Reply> out = Push(1, 0, 0, 0.1f);  // the slowest finishes step 0
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[1].peer, Peer(0));  // rank 0 released
-  EXPECT_EQ(out[1].header.step(), 1);  // the slowest worker's clock it was served at
+  EXPECT_EQ(out[1].header.min_clock(), 1);  // the slowest worker's clock it was served at
+  EXPECT_EQ(out[1].header.step(), 0);  // a reply with parameters carries no step
 }
 
 // Found by the dynamic-worker emulation: an SSP shard restored alone from
