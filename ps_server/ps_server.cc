@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
     server->metrics_ = std::make_shared<ShardMetrics>(server->metrics_server_->identity());
     server->metrics_->Publish(server->handler_.Stats());
     server->metrics_server_->Register(server->metrics_);
-    LOG(INFO) << task.ToString() << ": metrics for Prometheus at " << server->metrics_server_->url();
+    LOG(INFO) << task.ToString() << ": metrics for Prometheus on " << server->metrics_server_->Describe();
   }
   LOG(INFO) << task.ToString()
             << (security.secure() ? ": CURVE on (keys derived from the job secret)"

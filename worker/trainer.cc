@@ -118,7 +118,7 @@ absl::Status Trainer::Setup() {
     ASSIGN_OR_RETURN(metrics_server_,
                      MetricsServer::Start({options_.metrics_host, options_.metrics_port},
                                           TaskIdentityLabels(cluster_)));
-    LOG(INFO) << task_.ToString() << ": metrics for Prometheus at " << metrics_server_->url();
+    LOG(INFO) << task_.ToString() << ": metrics for Prometheus on " << metrics_server_->Describe();
   }
   ASSIGN_OR_RETURN(train_, LoadMnist(options_.data_dir, Split::kTrain));
   if (is_chief_) {
@@ -445,6 +445,8 @@ absl::Status Trainer::TrainToEnd() {
   }
   RETURN_IF_ERROR(ReportDone());
   if (!is_chief_) {
+    // Every worker reached the barrier: the chief shuts the ps tasks down.
+    client_->StopWatchingPs();
     LOG(INFO) << "training done: " << global_step_ << " steps, " << images_ << " images";
     return absl::OkStatus();
   }
