@@ -113,6 +113,33 @@ absl::StatusOr<TaskId> ParseTask(const Value& v, absl::string_view origin) {
   return TaskId{*type, index};
 }
 
+// Where the cluster is: "cluster", or "sparseCluster", the key Kubeflow's
+// training operator wrote a dynamic-worker job's cluster under before May
+// 2023 (its SparseTFConfig), read the same way. Both is ambiguous.
+struct ClusterKey {
+  std::string name;
+  const Value* value = nullptr;
+};
+
+absl::StatusOr<ClusterKey> FindClusterKey(
+    const google::protobuf::Map<std::string, Value>& top, absl::string_view origin) {
+  auto cluster_it = top.find("cluster");
+  auto sparse_it = top.find("sparseCluster");
+  if (cluster_it != top.end() && sparse_it != top.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": both \"cluster\" and \"sparseCluster\" given; Kubeflow's training operator "
+        "writes one of them (\"sparseCluster\" before May 2023, \"cluster\" since): keep one"));
+  }
+  if (cluster_it == top.end() && sparse_it == top.end()) return FieldError(origin, "cluster", "missing");
+  ClusterKey key{cluster_it != top.end() ? "cluster" : "sparseCluster",
+                 cluster_it != top.end() ? &cluster_it->second : &sparse_it->second};
+  if (key.value->kind_case() != Value::kStructValue) {
+    return FieldError(origin, key.name,
+                      absl::StrCat("must be an object, got ", JsonKindName(*key.value)));
+  }
+  return key;
+}
+
 }  // namespace
 
 absl::string_view TaskTypeName(TaskType type) {
@@ -210,20 +237,39 @@ absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(absl::string_view json, absl::
         absl::StrCat(origin, ": must be a JSON object, got ", JsonKindName(root)));
   }
   const auto& top = root.struct_value().fields();
-  auto cluster_it = top.find("cluster");
-  if (cluster_it == top.end()) return FieldError(origin, "cluster", "missing");
-  if (cluster_it->second.kind_case() != Value::kStructValue) {
-    return FieldError(origin, "cluster",
-                      absl::StrCat("must be an object, got ", JsonKindName(cluster_it->second)));
-  }
+  ASSIGN_OR_RETURN(const ClusterKey key, FindClusterKey(top, origin));
   ClusterSpec spec;
+  RETURN_IF_ERROR(spec.ParseCluster(*key.value, origin, key.name));
+  std::optional<TaskId> task;
+  if (auto task_it = top.find("task"); task_it != top.end()) {
+    ASSIGN_OR_RETURN(task, ParseTask(task_it->second, origin));
+    // Before the cluster's own checks: the operator's empty cluster has no
+    // ps, and what matters is why it is empty.
+    RETURN_IF_ERROR(spec.CheckSparseTask(*task, origin));
+  }
+  RETURN_IF_ERROR(spec.Validate(origin, key.name));
+  if (task.has_value()) {
+    spec.AdoptSparsePsAddress(*task);
+    if (!spec.Contains(*task)) {
+      return FieldError(origin, "task",
+                        absl::StrCat(task->ToString(), " is not in the cluster (it has ",
+                                     spec.Addresses(task->type).size(), " ",
+                                     TaskTypeName(task->type), " task(s))"));
+    }
+    spec.task_ = task;
+  }
+  return spec;
+}
+
+absl::Status ClusterSpec::ParseCluster(const Value& cluster_value, absl::string_view origin,
+                                       absl::string_view key) {
   bool seen_chief_key = false;
   // Sorted for deterministic error messages.
-  const std::map<std::string, Value> cluster(cluster_it->second.struct_value().fields().begin(),
-                                             cluster_it->second.struct_value().fields().end());
+  const std::map<std::string, Value> cluster(cluster_value.struct_value().fields().begin(),
+                                             cluster_value.struct_value().fields().end());
   for (const auto& [name, value] : cluster) {
     const auto type = ParseTaskType(name);
-    const std::string field = absl::StrCat("cluster.", name);
+    const std::string field = absl::StrCat(key, ".", name);
     if (!type) {
       return FieldError(origin, field,
                         absl::StrCat("unknown task type \"", name,
@@ -237,68 +283,90 @@ absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(absl::string_view json, absl::
     }
     const int t = static_cast<int>(*type);
     if (value.kind_case() == Value::kStructValue) {
-      spec.sparse_ = spec.is_map_[t] = true;
-      RETURN_IF_ERROR(ParseTaskMap(value, origin, field, &spec.listed_[t]));
+      sparse_ = is_map_[t] = true;
+      RETURN_IF_ERROR(ParseTaskMap(value, origin, field, &listed_[t]));
     } else {
-      RETURN_IF_ERROR(ParseTaskList(value, origin, field, &spec.addresses_[t]));
+      RETURN_IF_ERROR(ParseTaskList(value, origin, field, &addresses_[t]));
     }
   }
-  if (spec.sparse_) {
-    // Ranks are those of a cluster with a chief (cluster_spec.h).
-    const auto& chiefs = spec.listed_[static_cast<int>(TaskType::kChief)];
-    if (spec.Addresses(TaskType::kChief).size() + chiefs.size() > 1 ||
-        (!chiefs.empty() && chiefs.begin()->first != 0)) {
-      return FieldError(origin, "cluster.chief", "a cluster has one chief, chief 0");
+  return absl::OkStatus();
+}
+
+absl::Status ClusterSpec::CheckSparseTask(const TaskId& task, absl::string_view origin) const {
+  if (!sparse_ || task.type == TaskType::kPs || task.type == TaskType::kWorker) {
+    return absl::OkStatus();
+  }
+  const bool chief = task.type == TaskType::kChief;
+  const bool empty = num_ps() == 0 && listed_[static_cast<int>(TaskType::kPs)].empty();
+  if (empty) {
+    // Kubeflow's convertClusterSpecToSparseClusterSpec fills the cluster
+    // of ps and worker replicas only.
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, " gives ", task.ToString(),
+        " an empty cluster: Kubeflow's training operator does this to every replica but PS and "
+        "Worker when enableDynamicWorker is true, so ",
+        chief ? "a Chief (or Master) replica" : "an Evaluator replica",
+        " cannot reach the ps. Drop the ",
+        chief ? "Chief replica: in a dynamic-worker job worker 0 is the chief (pstrain k8s "
+                "--dynamic_workers writes such a job)"
+              : "Evaluator replica: pstrain runs no evaluator task (in a dynamic-worker job "
+                "worker 0, the chief, evaluates the model)"));
+  }
+  if (!chief) return absl::OkStatus();  // refused later by what would run it
+  return FieldError(origin, "task",
+                    absl::StrCat(task.ToString(),
+                                 " in a sparse (dynamic-worker) cluster, which has no chief task: "
+                                 "its worker 0 is the chief. Start this task as worker 0, or give "
+                                 "every task the full cluster"));
+}
+
+absl::Status ClusterSpec::Validate(absl::string_view origin, absl::string_view key) const {
+  const std::string field = std::string(key);
+  if (sparse_) {
+    // Ranks are those of a cluster without a chief (cluster_spec.h).
+    if (!Addresses(TaskType::kChief).empty() || !listed_[static_cast<int>(TaskType::kChief)].empty()) {
+      return FieldError(origin, field + ".chief",
+                        "a sparse (dynamic-worker) cluster lists no chief: its worker 0 is the "
+                        "chief; list that task as worker 0");
     }
-    for (const auto& [index, address] : spec.listed_[static_cast<int>(TaskType::kWorker)]) {
-      if (index >= kDynamicWorkerSlots - 1) {
-        return FieldError(origin, absl::StrCat("cluster.worker.", index),
-                          absl::StrCat("a sparse cluster has workers 0..", kDynamicWorkerSlots - 2));
+    for (const auto& [index, address] : listed_[static_cast<int>(TaskType::kWorker)]) {
+      if (index >= kDynamicWorkerSlots) {
+        return FieldError(origin, absl::StrCat(field, ".worker.", index),
+                          absl::StrCat("a sparse cluster has workers 0..", kDynamicWorkerSlots - 1));
       }
     }
-    if (spec.Addresses(TaskType::kWorker).size() > static_cast<size_t>(kDynamicWorkerSlots - 1)) {
-      return FieldError(origin, "cluster.worker",
-                        absl::StrCat("a sparse cluster has at most ", kDynamicWorkerSlots - 1, " workers"));
+    if (Addresses(TaskType::kWorker).size() > static_cast<size_t>(kDynamicWorkerSlots)) {
+      return FieldError(origin, field + ".worker",
+                        absl::StrCat("a sparse cluster has at most ", kDynamicWorkerSlots, " workers"));
     }
   }
-  if (spec.Addresses(TaskType::kChief).size() > 1) {
-    return FieldError(origin, "cluster.chief",
-                      absl::StrCat("has ", spec.Addresses(TaskType::kChief).size(),
+  if (Addresses(TaskType::kChief).size() > 1) {
+    return FieldError(origin, field + ".chief",
+                      absl::StrCat("has ", Addresses(TaskType::kChief).size(),
                                    " tasks; a cluster has at most one chief"));
   }
-  if (spec.Addresses(TaskType::kEvaluator).size() > 1) {
-    return FieldError(origin, "cluster.evaluator", "a cluster has at most one evaluator");
+  if (Addresses(TaskType::kEvaluator).size() > 1) {
+    return FieldError(origin, field + ".evaluator", "a cluster has at most one evaluator");
   }
-  if (spec.num_ps() == 0 && spec.listed_[static_cast<int>(TaskType::kPs)].empty()) {
-    return FieldError(origin, "cluster.ps", "missing or empty; at least one ps task is needed");
+  if (num_ps() == 0 && listed_[static_cast<int>(TaskType::kPs)].empty()) {
+    return FieldError(origin, field + ".ps", "missing or empty; at least one ps task is needed");
   }
-  if (spec.num_workers() == 0) {
-    return FieldError(origin, "cluster.worker",
+  if (num_workers() == 0) {
+    return FieldError(origin, field + ".worker",
                       "missing or empty, and no chief; at least one worker or chief is needed");
   }
   std::map<std::string, TaskId> seen;
-  for (const TaskId& t : spec.AllTasks()) {
-    auto hp = ParseHostPort(spec.Address(t));
+  for (const TaskId& t : AllTasks()) {
+    auto hp = ParseHostPort(Address(t));
     CHECK(hp.ok());  // validated above
     auto [it, inserted] = seen.emplace(CanonicalEndpoint(*hp), t);
     if (!inserted) {
-      return FieldError(origin, absl::StrCat("cluster.", TaskTypeName(t.type), "[", t.index, "]"),
-                        absl::StrCat("duplicate address \"", spec.Address(t), "\" (also ",
+      return FieldError(origin, absl::StrCat(field, ".", TaskTypeName(t.type), "[", t.index, "]"),
+                        absl::StrCat("duplicate address \"", Address(t), "\" (also ",
                                      it->second.ToString(), ")"));
     }
   }
-  if (auto task_it = top.find("task"); task_it != top.end()) {
-    ASSIGN_OR_RETURN(TaskId task, ParseTask(task_it->second, origin));
-    spec.AdoptSparsePsAddress(task);
-    if (!spec.Contains(task)) {
-      return FieldError(origin, "task",
-                        absl::StrCat(task.ToString(), " is not in the cluster (it has ",
-                                     spec.Addresses(task.type).size(), " ", TaskTypeName(task.type),
-                                     " task(s))"));
-    }
-    spec.task_ = task;
-  }
-  return spec;
+  return absl::OkStatus();
 }
 
 ClusterSpec ClusterSpec::Local(int num_ps, int num_workers, int first_port) {
@@ -350,7 +418,7 @@ int ClusterSpec::num_workers() const {
 }
 
 int ClusterSpec::WorkerRank(const TaskId& task) const {
-  CHECK(sparse_ || Contains(task)) << task.ToString();
+  CHECK(sparse_ ? task.type == TaskType::kWorker : Contains(task)) << task.ToString();
   if (task.type == TaskType::kChief) return 0;
   CHECK(task.type == TaskType::kWorker) << task.ToString() << " has no worker rank";
   return task.index + (has_chief() ? 1 : 0);
@@ -365,8 +433,8 @@ TaskId ClusterSpec::TaskForRank(int rank) const {
 }
 
 bool ClusterSpec::IsChief(const TaskId& task) const {
-  return (task.type == TaskType::kChief || task.type == TaskType::kWorker) &&
-         (sparse_ || Contains(task)) && WorkerRank(task) == 0;
+  if (task.type == TaskType::kChief) return Contains(task);
+  return task.type == TaskType::kWorker && (sparse_ || Contains(task)) && WorkerRank(task) == 0;
 }
 
 std::vector<TaskId> ClusterSpec::AllTasks() const {
@@ -470,6 +538,7 @@ absl::StatusOr<ClusterSpec> ResolveTaskConfig(const TaskConfigSources& sources) 
       task.type = *type;
     }
     if (has_index) task.index = sources.task_index;
+    RETURN_IF_ERROR(spec.CheckSparseTask(task, origin));
     ClusterSpec with_task = spec;
     with_task.set_task(task);  // a sparse ps takes the one address listed
     if (!with_task.Contains(task)) {

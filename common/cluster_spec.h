@@ -16,12 +16,18 @@
 // Sparse clusters (Kubeflow's TFJob with enableDynamicWorker, and
 // TensorFlow's own sparse ClusterSpec): a task type may be an object of
 // index -> address, {"worker": {"3": "host:port"}}, listing only some of its
-// tasks. The operator writes a ps {"ps": [its own address], "worker": {}}
-// and a worker (or chief) every ps and only itself. In a sparse cluster
-// nobody knows the worker count: the ranks are those of a cluster with a
-// chief (chief 0, worker i at i + 1) and num_workers() is the fixed number
-// of rank slots, kDynamicWorkerSlots; which of them are present is found
-// out at run time (docs/design_notes.md, "Dynamic workers").
+// tasks. The operator writes a ps {"worker": {}, "ps": [its own address]}
+// and a worker every ps and only itself; every other replica type (Chief,
+// Evaluator) gets an empty cluster, {"worker": {}, "ps": []}. Operators
+// released before May 2023 wrote the same object under "sparseCluster",
+// which is read as "cluster" (never both). In a sparse cluster nobody knows
+// the worker count, and there is no chief task: worker 0 is the chief, and
+// worker i is rank i, which every task computes alone. num_workers() is
+// the fixed number of rank slots, kDynamicWorkerSlots; which of them are
+// present is found out at run time (docs/design_notes.md, "Dynamic
+// workers"). Refused with InvalidArgument saying why: a sparse cluster that
+// lists a chief, and a chief (or master) task given a sparse cluster; an
+// evaluator given the operator's empty cluster is refused the same way.
 
 #include <cstdint>
 #include <map>
@@ -31,6 +37,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+
+namespace google::protobuf {
+class Value;
+}  // namespace google::protobuf
 
 namespace pstrain {
 
@@ -69,7 +79,7 @@ bool IsLoopbackHost(absl::string_view host);
 
 class ClusterSpec {
  public:
-  // Rank slots of a sparse cluster: the chief and workers 0..254.
+  // Rank slots of a sparse cluster: workers 0..255 (worker 0 the chief).
   static constexpr int kDynamicWorkerSlots = 256;
 
   // Parses and validates TF_CONFIG JSON. `origin` names the source in errors
@@ -96,8 +106,9 @@ class ClusterSpec {
   // Training workers: the chief (if any) plus every worker; a sparse
   // spec's rank slots.
   int num_workers() const;
-  // A sparse spec always has a chief (rank 0).
-  bool has_chief() const { return sparse_ || !Addresses(TaskType::kChief).empty(); }
+  // Whether the spec lists a chief task (never a sparse spec: its worker 0
+  // is the chief).
+  bool has_chief() const { return !Addresses(TaskType::kChief).empty(); }
   // Some task type was given as an index -> address object (see above).
   bool sparse() const { return sparse_; }
 
@@ -109,7 +120,8 @@ class ClusterSpec {
   }
 
   // Rank of a chief or worker task. REQUIRES: the task is a chief or worker,
-  // and Contains(task) unless the spec is sparse (any rank slot's task).
+  // and Contains(task) unless the spec is sparse (then a worker, any rank
+  // slot's).
   int WorkerRank(const TaskId& task) const;
   TaskId TaskForRank(int rank) const;
   TaskId ChiefTask() const { return TaskForRank(0); }
@@ -120,9 +132,9 @@ class ClusterSpec {
 
   // Fingerprint of the cluster (task types and addresses): tasks started from
   // the same spec agree on it, so a worker of another cluster that reaches a
-  // ps is refused. Sparse: of the ps list only, which every chief and
-  // worker of the job sees whole (a sparse ps learns the id from the
-  // chief's INIT instead).
+  // ps is refused. Sparse: of the ps list only, which every worker of the
+  // job sees whole (a sparse ps learns the id from the chief's INIT
+  // instead).
   uint64_t JobId() const;
 
   // The cluster as JSON without a task, for files (RUN_DIR/cluster_spec.json,
@@ -137,7 +149,20 @@ class ClusterSpec {
   // validate; re-parse ToJson() when the new address comes from outside.
   void set_address(const TaskId& task, std::string address);
 
+  // InvalidArgument, saying why and what to do, for a task that cannot run
+  // in this spec because it is sparse: a chief (a sparse cluster's chief is
+  // its worker 0), and any type but ps and worker given the operator's
+  // empty cluster. `origin` names the source. OK otherwise.
+  absl::Status CheckSparseTask(const TaskId& task, absl::string_view origin) const;
+
  private:
+  // FromJson's parts: the task lists of the object under `key` ("cluster"
+  // or "sparseCluster", for field names in errors), and the checks of the
+  // whole cluster.
+  absl::Status ParseCluster(const google::protobuf::Value& cluster, absl::string_view origin,
+                            absl::string_view key);
+  absl::Status Validate(absl::string_view origin, absl::string_view key) const;
+
   // A sparse spec's ps task i with a one-entry ps list (the operator's
   // form: the list holds its own address whatever i is): that entry
   // becomes ps i's. No-op otherwise.
@@ -165,7 +190,8 @@ struct TaskConfigSources {
 };
 
 // Resolves the cluster and this process's task. --cluster_spec wins over
-// TF_CONFIG; --task_type/--task_index override the JSON's task. Errors
+// TF_CONFIG; --task_type/--task_index override the JSON's task (and are
+// refused for a sparse cluster as FromJson refuses such a task). Errors
 // (InvalidArgument, NotFound for a missing file) name the source and field.
 absl::StatusOr<ClusterSpec> ResolveTaskConfig(const TaskConfigSources& sources);
 

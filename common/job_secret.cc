@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -18,6 +20,17 @@ namespace pstrain {
 namespace {
 
 constexpr absl::string_view kDerivationLabel = "pstrain/curve25519/v1/";
+
+// Whether `gid` is this process's effective group or one of its
+// supplementary groups.
+bool IsOwnGroup(gid_t gid) {
+  if (gid == getegid()) return true;
+  const int n = getgroups(0, nullptr);
+  if (n <= 0) return false;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  const int got = getgroups(n, groups.data());
+  return got > 0 && std::find(groups.begin(), groups.begin() + got, gid) != groups.begin() + got;
+}
 
 void InitSodium() {
   // Idempotent and thread-safe; fails only without a usable random source.
@@ -109,7 +122,8 @@ CurveKeyPair JobSecret::KeyPairFor(absl::string_view name) const {
 bool SecretFileIsShared(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return false;
-  return (st.st_mode & (S_IRWXG | S_IRWXO)) != 0;
+  const mode_t open_to = st.st_mode & (S_IRWXG | S_IRWXO);
+  return open_to != 0 && !(open_to == S_IRGRP && IsOwnGroup(st.st_gid));
 }
 
 }  // namespace pstrain

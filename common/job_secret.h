@@ -64,8 +64,12 @@ class JobSecret {
   std::array<uint8_t, 32> bytes_;
 };
 
-// True when a file is readable by its group or others (a warning, not an
-// error: Kubernetes mounts Secrets 0644 unless told otherwise).
+// True when a file is open to its group or others (a warning, not an
+// error: Kubernetes mounts Secrets 0644 unless told otherwise), except
+// read by its group when that group is this process's own (its effective
+// or a supplementary group): Kubernetes makes a Secret volume 0440 in a
+// pod with an fsGroup whatever its defaultMode, and the group is the
+// pod's, which no manifest can avoid.
 bool SecretFileIsShared(const std::string& path);
 
 }  // namespace pstrain

@@ -162,8 +162,14 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   server->listen_fd_ = fd;
   const std::string shown = endpoint.host == "0.0.0.0" ? "127.0.0.1" : endpoint.host;
   server->url_ = absl::StrCat("http://", shown, ":", endpoint.port, "/metrics");
+  server->bound_ = absl::StrCat(endpoint.host, ":", endpoint.port);
   server->thread_ = std::thread([s = server.get()] { s->Serve(); });
   return server;
+}
+
+std::string MetricsServer::Describe() const {
+  if (!absl::StartsWith(bound_, "0.0.0.0:")) return url_;
+  return absl::StrCat(bound_, " (every interface; from this machine ", url_, ")");
 }
 
 MetricsServer::~MetricsServer() {

@@ -88,8 +88,13 @@ class MetricsServer {
   // Serves what `collectable` collects (on scrape, on the server's thread)
   // next to the registry's families, for as long as it lives.
   void Register(std::weak_ptr<prometheus::Collectable> collectable);
-  // "http://HOST:PORT/metrics" (0.0.0.0 shown as 127.0.0.1).
+  // "http://HOST:PORT/metrics", where this machine reaches it (bound to
+  // 0.0.0.0, every interface: 127.0.0.1).
   const std::string& url() const { return url_; }
+  // For the task's log: what is bound, and the URL where that differs,
+  // "0.0.0.0:9100 (every interface; from this machine
+  // http://127.0.0.1:9100/metrics)", else the URL.
+  std::string Describe() const;
   // The exposition text a scrape gets now.
   std::string Scrape() const;
 
@@ -103,6 +108,7 @@ class MetricsServer {
   mutable absl::Mutex mu_;
   std::vector<std::weak_ptr<prometheus::Collectable>> collectables_ ABSL_GUARDED_BY(mu_);
   std::string url_;
+  std::string bound_;  // "HOST:PORT" as bound
   int listen_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::thread thread_;

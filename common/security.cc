@@ -27,7 +27,8 @@ absl::StatusOr<TransportSecurity> ResolveTransportSecurity(const std::string& se
   if (!secret.ok()) return secret.status();
   if (SecretFileIsShared(secret_file)) {
     LOG(WARNING) << secret_file << " is readable by other users; chmod 600 it (under "
-                    "Kubernetes: defaultMode: 0400 on the Secret volume)";
+                    "Kubernetes: defaultMode: 0400 on the Secret volume; read by the pod's own "
+                    "fsGroup is fine)";
   }
   security.secret = *std::move(secret);
   return security;

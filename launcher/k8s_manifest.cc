@@ -146,14 +146,24 @@ absl::StatusOr<std::string> TfJobManifest(const ClusterSpec& spec, const K8sMani
           "replicas only"));
     }
   }
-  const int chiefs = spec.has_chief() || o.dynamic_workers ? 1 : 0;
+  // Dynamic workers: no Chief replica (the operator gives it an empty
+  // cluster); the spec's chief, if any, is worker 0.
+  const int chiefs = spec.has_chief() && !o.dynamic_workers ? 1 : 0;
   const int workers = spec.num_workers() - chiefs;
   const std::string claim = o.data_claim.empty() ? o.name + "-data" : o.data_claim;
   const std::string secret = o.name + "-job-secret";
   const std::string ns = o.k8s_namespace;
   std::string y = absl::StrCat(
-      "# A pstrain job as a Kubeflow TFJob, written by `pstrain k8s` for ", spec.num_ps(), " ps, ",
-      chiefs, " chief and ", workers, " worker replicas.\n",
+      "# A pstrain job as a Kubeflow TFJob, written by `pstrain k8s` for ", spec.num_ps(), " ps",
+      o.dynamic_workers ? "" : absl::StrCat(", ", chiefs, " chief"), " and ", workers,
+      " worker replicas.\n",
+      o.dynamic_workers
+          ? "# Dynamic workers (enableDynamicWorker): worker 0 is the chief (it initialises the\n"
+            "# parameters, evaluates, checkpoints and writes the summary); scale the Worker\n"
+            "# replicas up or down while the job runs, never below 1: the operator removes the\n"
+            "# highest indices, so worker 0 stays. Add no Chief replica (it would get an empty\n"
+            "# cluster and exit).\n"
+          : "",
       "# Each pod runs `pstrain task`, which starts ps_server or worker by the TF_CONFIG the\n",
       "# training operator writes (`<job>-<type>-<i>.", ns, ".svc:", o.port, "` per replica).\n",
       "# Before applying it:\n",

@@ -4,8 +4,9 @@
 // Kubeflow TFJob (kubeflow.org/v1), the way users run ParameterServerStrategy
 // jobs on a cluster:
 //   - a TFJob with one replica spec per task type of the spec (PS, Chief,
-//     Worker), each pod running the image's `pstrain task`, which starts
-//     ps_server or worker by TF_CONFIG's task type (the operator writes
+//     Worker; with dynamic workers PS and Worker only), each pod running
+//     the image's `pstrain task`, which starts ps_server or worker by
+//     TF_CONFIG's task type (the operator writes
 //     TF_CONFIG; launcher/task_entry.h);
 //   - restartPolicy OnFailure: a failed replica is restarted alone, and
 //     rejoins (the tasks recover themselves; docs/design_notes.md,
@@ -39,9 +40,10 @@ struct K8sManifestOptions {
   int metrics_port = 9100;             // /metrics of every replica (0: none)
   int gpus_per_worker = 0;             // nvidia.com/gpu per chief/worker replica
   // spec.enableDynamicWorker: the operator writes sparse TF_CONFIGs and
-  // workers may come and go. A Chief replica is then always written (a
-  // spec without a chief gives its worker 0 to it): ranks of a sparse
-  // cluster are those of a cluster with a chief (common/cluster_spec.h).
+  // workers may come and go. No Chief replica is written (the operator
+  // gives a Chief an empty cluster): PS and Worker replicas only, a spec's
+  // chief being one more Worker, and worker 0 is the chief
+  // (common/cluster_spec.h).
   bool dynamic_workers = false;
   // Base64 of the job secret file, to put into the Secret; empty: the
   // Secret is created apart (kubectl create secret generic ...).

@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -58,7 +59,40 @@ struct Task {
   int64_t away_until_us = 0;   // > 0: lost by a fault, not restarted before then
   size_t stop_record = 0;      // that fault's index in LaunchEvents::faults
   int64_t leftover_term_us = 0;  // when it got SIGTERM as a leftover (StopLeftovers)
+  // Of its current life: its last line that reports an error (glog's E
+  // and F lines, a binary's "NAME: error: ..."), and its last line.
+  std::string last_error;
+  std::string last_line;
 };
+
+// The longest part of a task's line a failure message quotes.
+constexpr size_t kMaxQuotedChars = 400;
+
+// glog's "E1126 12:00:00.000000 42 f.cc:1] ..." and "F..." lines.
+bool IsGlogError(absl::string_view line) {
+  return line.size() > 5 && (line[0] == 'E' || line[0] == 'F') && absl::ascii_isdigit(line[1]) &&
+         absl::ascii_isdigit(line[4]);
+}
+
+// Whether `line` reports an error: a glog error line, or ExitWith's
+// "worker: error: ..." (common/exit_codes.h).
+bool IsErrorLine(absl::string_view line) {
+  return IsGlogError(line) || absl::StrContains(line, ": error: ");
+}
+
+// What a failed task last said, for the launcher's message: its last error
+// line (else, when `or_last_line`, its last line), without glog's prefix,
+// at most kMaxQuotedChars; "" when it said nothing.
+std::string LastWords(const Task& t, bool or_last_line) {
+  absl::string_view line = t.last_error;
+  if (line.empty() && or_last_line) line = t.last_line;
+  if (IsGlogError(line)) {
+    if (const size_t end = line.find("] "); end != absl::string_view::npos) line.remove_prefix(end + 2);
+  }
+  line = absl::StripAsciiWhitespace(line);
+  if (line.size() <= kMaxQuotedChars) return std::string(line);
+  return absl::StrCat(line.substr(0, kMaxQuotedChars), "...");
+}
 
 // RUN_DIR/logs/<task>.log, "ps:1" as "ps-1".
 std::string LogPath(const LaunchOptions& options, const TaskId& id) {
@@ -136,6 +170,8 @@ class Supervisor {
   void State(const TaskId& id, const std::string& state);
   void ScheduleRestart(Task& task, int exit_code);
   std::string FailureOf(const Task& task, int exit_code) const;
+  // Stops everything for `task`'s failure, the launch's if it is the first.
+  void FailOn(Task& task, int exit_code);
   void RestartDue();
   void Restart(Task& task);
   void InjectDueFaults();
@@ -165,6 +201,8 @@ class Supervisor {
   int64_t launch_us_ = 0;     // when StartAll began (monotonic)
   int64_t started_us_ = 0;    // when every task had been started; 0 before
   std::string failure_;       // first failure, named
+  int failed_task_ = -1;      // the task whose failure failure_ is (index), -1: none
+  int failed_code_ = 0;       // and its exit code
   int64_t stop_us_ = 0;       // when StopAll sent SIGTERM (monotonic), 0 before
   bool killed_ = false;
   bool deadline_exceeded_ = false;
@@ -259,6 +297,10 @@ const Task* Supervisor::FindTask(const TaskId& id) const {
 void Supervisor::EmitLine(Task& task, absl::string_view line) {
   *task.log << line << '\n';
   task.log->flush();
+  if (!absl::StripAsciiWhitespace(line).empty()) {
+    task.last_line = std::string(line);
+    if (IsErrorLine(line)) task.last_error = std::string(line);
+  }
   const bool echo = options_.echo == EchoMode::kAll ||
                     (options_.echo == EchoMode::kProgress && IsProgressLine(task, line));
   if (echo) std::printf("[%s] %.*s\n", task.id.ToString().c_str(), static_cast<int>(line.size()), line.data());
@@ -318,7 +360,7 @@ void Supervisor::HandleExit(Task& t) {
                                 ExitReason(code), ") after training was done; not a failure"));
     }
     if (MayRestart(t, code)) return ScheduleRestart(t, code);
-    StopAll(FailureOf(t, code));
+    FailOn(t, code);
   } else if (spec_.IsChief(t.id)) {
     OnTrainingDone();
   } else if (t.is_ps && !chief_done_ && early_ps_exit_.empty()) {
@@ -396,6 +438,14 @@ std::string Supervisor::FailureOf(const Task& t, int exit_code) const {
   return absl::StrCat(what, "; see ", LogPath(options_, t.id));
 }
 
+void Supervisor::FailOn(Task& t, int exit_code) {
+  if (failure_.empty()) {
+    failed_task_ = static_cast<int>(&t - tasks_.data());
+    failed_code_ = exit_code;
+  }
+  StopAll(FailureOf(t, exit_code));
+}
+
 void Supervisor::RestartDue() {
   const int64_t now = MonotonicMicros();
   for (Task& t : tasks_) {
@@ -407,6 +457,8 @@ void Supervisor::RestartDue() {
 void Supervisor::Restart(Task& t) {
   t.restart_at_us = 0;
   ++t.restarts;
+  t.last_error.clear();
+  t.last_line.clear();
   const std::string reason = ExitReason(t.dead_exit_code);
   *t.log << "----- restarted (" << t.restarts << " of " << options_.max_restarts << ") after: " << reason
          << " -----\n";
@@ -569,6 +621,17 @@ absl::Status Supervisor::Wait() {
     if (stop_us_ != 0 && !killed_ && SecondsSince(stop_us_) > options_.stop_grace_s) {
       for (Task& t : tasks_) t.process.Signal(SIGKILL);
       killed_ = true;
+    }
+  }
+  // What the failed task said last, read to its end only now (a process
+  // is reaped before its last output is), before where its log is.
+  if (failed_task_ >= 0) {
+    const Task& t = tasks_[static_cast<size_t>(failed_task_)];
+    const std::string see = absl::StrCat("; see ", LogPath(options_, t.id));
+    // Killed by a signal: only an error line of its own (a CHECK's) says why.
+    const std::string said = LastWords(t, /*or_last_line=*/failed_code_ > 0);
+    if (!said.empty() && absl::EndsWith(failure_, see)) {
+      failure_.insert(failure_.size() - see.size(), absl::StrCat("; it said: \"", said, "\""));
     }
   }
   // A task that failed first may have been the victim of a ps that left

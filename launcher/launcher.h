@@ -192,8 +192,9 @@ struct LaunchResult {
 };
 
 // Launches and waits. Errors: InvalidArgument/NotFound for a bad spec or
-// fault (no task started), Aborted naming the task that failed (and its
-// restarts), DeadlineExceeded past options.deadline_s, Cancelled on
+// fault (no task started), Aborted naming the task that failed (its
+// restarts, its last error line, or for an exit code its last line, and
+// its log), DeadlineExceeded past options.deadline_s, Cancelled on
 // SIGINT/SIGTERM, DataLoss if training "succeeded" without a readable
 // summary. `events` (optional, owned by the caller) gets the faults and
 // restarts whatever the outcome.

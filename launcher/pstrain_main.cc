@@ -214,11 +214,13 @@ std::string DefaultRunDir(const TrainOptions& o) {
                       "-", UpdateModeName(o.mode));
 }
 
-// The ps tasks' options: the defaults, but for --peer_timeout_s, which
-// `pstrain` takes as a training flag and gives to both sides.
+// The ps tasks' options: the defaults, but for --peer_timeout_s and
+// --register_timeout_s, which `pstrain` takes as training flags and gives
+// to both sides.
 PsServerOptions PsOptionsFor(const TrainOptions& train) {
   PsServerOptions ps;
   ps.peer_timeout_s = train.peer_timeout_s;
+  ps.register_timeout_s = train.register_timeout_s;
   return ps;
 }
 

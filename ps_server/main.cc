@@ -29,7 +29,8 @@ const pstrain::PsServerOptions& Defaults() {
 ABSL_FLAG(double, peer_timeout_s, Defaults().peer_timeout_s,
           "A registered worker silent (no heartbeat) this long is presumed dead");
 ABSL_FLAG(double, register_timeout_s, Defaults().register_timeout_s,
-          "Every worker must register within this many seconds of the chief's INIT");
+          "The chief must initialise the shard within this many seconds of the ps's start, every "
+          "worker register within as many of the chief's INIT");
 ABSL_FLAG(std::string, bind, Defaults().bind_endpoint,
           "Endpoint to bind instead of the spec's address, e.g. tcp://0.0.0.0:2222");
 ABSL_FLAG(std::string, checkpoint_dir, Defaults().checkpoint_dir,

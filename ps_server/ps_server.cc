@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
     server->metrics_ = std::make_shared<ShardMetrics>(server->metrics_server_->identity());
     server->metrics_->Publish(server->handler_.Stats());
     server->metrics_server_->Register(server->metrics_);
-    LOG(INFO) << task.ToString() << ": metrics for Prometheus at " << server->metrics_server_->url();
+    LOG(INFO) << task.ToString() << ": metrics for Prometheus on " << server->metrics_server_->Describe();
   }
   LOG(INFO) << task.ToString()
             << (security.secure() ? ": CURVE on (keys derived from the job secret)"
@@ -355,9 +355,20 @@ std::string PsServer::Describe(const TaskId& task) const {
 void PsServer::CheckLiveness() {
   const int64_t now = MonotonicMicros();
   if (!handler_.initialized()) {
+    if (!handler_.failure().ok()) return;
+    const std::string chief = Describe(cluster_.ChiefTask());
+    if ((now - started_us_) * 1e-6 > options_.register_timeout_s) {
+      return FailJob(absl::StrCat(
+          "the chief (", chief, ") did not initialise the parameters within ",
+          options_.register_timeout_s, " s of this ps's start (--register_timeout_s): is it running?",
+          cluster_.sparse() ? " In a dynamic-worker job the chief is worker 0: keep at least one "
+                              "Worker replica, and worker 0 with it"
+                            : ""));
+    }
     if (now - last_wait_log_us_ > kWaitLogIntervalUs) {
-      LOG(INFO) << task_.ToString() << ": waiting for the chief (" << Describe(cluster_.ChiefTask())
-                << ") to initialise the parameters";
+      LOG(INFO) << task_.ToString() << ": waiting for the chief (" << chief
+                << ") to initialise the parameters (up to " << options_.register_timeout_s
+                << " s from this ps's start, --register_timeout_s)";
       last_wait_log_us_ = now;
     }
     return;

@@ -14,9 +14,11 @@
 // traffic counts. A registered worker silent for peer_timeout_s is declared
 // dead (logged, counted): the shard stops waiting for it until it is heard
 // from again (RequestHandler::DeclareSilentDead), so a dead worker costs a
-// sync job seconds, and a restarted one rejoins. The job fails when a
-// worker has not registered register_timeout_s after the chief's INIT, or
-// when no worker at all has been alive for register_timeout_s: every parked
+// sync job seconds, and a restarted one rejoins. The job fails when the
+// chief has not initialised (or restored) the shard register_timeout_s
+// after this ps started, when a worker has not registered
+// register_timeout_s after the chief's INIT, or when no worker at all has
+// been alive for register_timeout_s: every parked
 // and later request is answered with an Aborted error naming the cause,
 // and after a short grace (so that the workers hear why) Run returns it.
 //

@@ -20,8 +20,10 @@ struct PsServerOptions {
   // again. Seconds, so that a dead worker stalls sync training briefly.
   // Flag --peer_timeout_s.
   double peer_timeout_s = 10.0;
-  // Every worker must register within this long after the chief's INIT;
-  // and the job fails when no worker at all has been alive this long.
+  // The chief must initialise (or restore) the shard within this long of
+  // the ps's start (a ps may start minutes before its chief's pod), every
+  // worker register within this long after the chief's INIT; and the job
+  // fails when no worker at all has been alive this long.
   // Flag --register_timeout_s.
   double register_timeout_s = 600.0;
   // After a failure, keep answering with the error this long before exiting.

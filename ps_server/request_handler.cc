@@ -436,11 +436,11 @@ void RequestHandler::FinishInit(const std::string& peer, const proto::Header& h,
                                 std::vector<Reply>* out) {
   workers_.MarkRegistered(0, h.session());
   const bool restored = h.type() == proto::RESTORE;
-  LOG(INFO) << (restored ? "restored from " : "initialised ")
-            << (!restored ? std::string()
-                : h.restore().from_payload() ? "its standby's replica"
-                                             : "checkpoint " + CheckpointName(h.restore().step()))
-            << " by the chief: shard " << options_.shard_index << " [" << range_.begin << ", "
+  const std::string how = !restored ? "initialised"
+                         : h.restore().from_payload()
+                             ? "restored from its standby's replica"
+                             : "restored from checkpoint " + CheckpointName(h.restore().step());
+  LOG(INFO) << how << " by the chief: shard " << options_.shard_index << " [" << range_.begin << ", "
             << range_.end << ") " << range_.size() << " floats, version " << policy_->version()
             << ", mode " << proto::UpdateMode_Name(job_.mode()) << ", " << job_.num_workers()
             << " workers, lr " << job_.learning_rate() << " ("

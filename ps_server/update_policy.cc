@@ -260,6 +260,7 @@ class AsyncPolicy final : public UpdatePolicy {
         schedule_(std::move(schedule)),
         staleness_lr_(job.staleness_lr()),
         bound_(bound),
+        last_update_(job.dynamic_workers() ? job.total_steps() : 0),
         clocks_(job.num_workers(), 0),
         active_(job.num_workers(), true) {}
 
@@ -271,6 +272,9 @@ class AsyncPolicy final : public UpdatePolicy {
     }
     clocks_[rank] = std::max(clocks_[rank], step + 1);
     const int64_t staleness = version_ - version;
+    // Dynamic workers: the job is its number of updates, whoever makes
+    // them; pushes that crossed the last one on the way are dropped.
+    if (last_update_ > 0 && version_ >= last_update_) return PushOutcome{PushResult::kLate, staleness};
     if (num_examples == 0) return PushOutcome{PushResult::kEmpty, staleness};
     // Zhang et al. 2016, "Staleness-aware async-SGD": lr / staleness.
     const float scheduled = static_cast<float>(schedule_.At(version_));
@@ -325,6 +329,10 @@ class AsyncPolicy final : public UpdatePolicy {
   LrSchedule schedule_;  // of the update count (the version)
   bool staleness_lr_;
   int64_t bound_;  // -1: none (async)
+  // Dynamic workers: the job's updates (JobConfig.total_steps), after
+  // which every push is dropped as late; 0: no limit (a worker counts its
+  // own steps).
+  int64_t last_update_;
   std::vector<int64_t> clocks_;
   std::vector<bool> active_;
 };

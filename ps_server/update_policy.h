@@ -18,7 +18,11 @@
 //    staleness (current version - version it was computed on) is recorded
 //    and, with staleness_lr, divides the learning rate. With a bound s, a
 //    worker about to compute step t waits until the slowest worker has
-//    finished at least t - s steps (stale synchronous parallel).
+//    finished at least t - s steps (stale synchronous parallel). With
+//    dynamic workers (JobConfig.dynamic_workers) the job is total_steps
+//    updates, whoever pushes them: once the shard applied them, every
+//    push is dropped as late, so that workers pushing at once do not
+//    overshoot.
 //
 // Dead workers (issue 8): a rank the ps declared dead (SetActive false) is
 // not waited for: a sync version completes with the gradients of the live

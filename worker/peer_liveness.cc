@@ -27,7 +27,16 @@ bool PeerLiveness::Latch(const absl::Status& status) {
   return true;
 }
 
+void PeerLiveness::StopJudging() {
+  absl::MutexLock lock(&mu_);
+  judging_ = false;
+}
+
 bool PeerLiveness::LatchRejoin(const std::string& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!judging_) return false;
+  }
   if (!Latch(RejoinError(why))) return false;
   LOG(WARNING) << why;
   return true;

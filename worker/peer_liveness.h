@@ -54,6 +54,11 @@ class PeerLiveness {
   absl::Status status() const;
   // Latches `status` unless a verdict is latched already; true if it did.
   bool Latch(const absl::Status& status);
+  // The job is ending (the chief shuts the ps tasks down): from now on a
+  // closing connection, a silence or a new instance is what an ending job
+  // looks like, not a failure; none is latched or logged. A reply's error
+  // still is.
+  void StopJudging();
   // Names of the targets that have never answered.
   std::vector<std::string> Unanswered() const;
   // Per target: whether it answered, and the shards its last HEARTBEAT or
@@ -69,6 +74,7 @@ class PeerLiveness {
 
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
+  bool judging_ ABSL_GUARDED_BY(mu_) = true;
   std::vector<int64_t> last_answer_us_ ABSL_GUARDED_BY(mu_);  // 0: never
   std::vector<uint64_t> instances_ ABSL_GUARDED_BY(mu_);      // 0: none seen yet
   std::vector<std::vector<proto::ShardPlacement>> hosted_ ABSL_GUARDED_BY(mu_);

@@ -648,10 +648,15 @@ absl::StatusOr<std::vector<proto::ShardStats>> PsClient::Stats(double timeout_s)
   return out;
 }
 
+void PsClient::StopWatchingPs() {
+  watch_heartbeat_ = false;
+  heartbeat_->StopJudging();
+}
+
 absl::Status PsClient::Shutdown() {
   // Each ps exits right after its answer: its closing connection must not
   // read as a failure.
-  watch_heartbeat_ = false;
+  StopWatchingPs();
   std::vector<Call> calls = ShardCalls(proto::SHUTDOWN, 0, {});
   // A ps that serves no shard now (it came back after its shard was
   // adopted, and was not given it back yet) is told too. One this worker

@@ -218,6 +218,10 @@ class PsClient {
 
   // Chief only: tells every shard that training is over.
   absl::Status Shutdown();
+  // This worker makes no more requests: the ps tasks may exit from now on
+  // (the chief shuts them down), which is no failure and is not logged as
+  // one. Shutdown does it too.
+  void StopWatchingPs();
 
   int num_shards() const { return plan_.num_shards(); }
   // Bytes of requests sent and replies received so far (header and

@@ -83,6 +83,9 @@ ABSL_FLAG(double, peer_timeout_s, Defaults().peer_timeout_s,
           "A ps (ps_server: a worker) that stops answering for this long is dead or frozen");
 ABSL_FLAG(double, recovery_timeout_s, Defaults().recovery_timeout_s,
           "How long to wait for a restarted, dead or frozen ps to be back and restored");
+ABSL_FLAG(double, register_timeout_s, Defaults().register_timeout_s,
+          "How long a worker waits for the chief to initialise the parameters (pstrain launch and "
+          "k8s: and each ps, for the chief's INIT and for every worker to register)");
 ABSL_FLAG(double, heartbeat_interval_s, Defaults().heartbeat_interval_s, "Seconds between heartbeats");
 ABSL_FLAG(double, rpc_timeout_s, Defaults().rpc_timeout_s, "Upper bound on one request (0: none)");
 ABSL_FLAG(std::string, checkpoint_dir, Defaults().checkpoint_dir,
@@ -160,6 +163,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.connect_timeout_s = absl::GetFlag(FLAGS_connect_timeout_s);
   o.peer_timeout_s = absl::GetFlag(FLAGS_peer_timeout_s);
   o.recovery_timeout_s = absl::GetFlag(FLAGS_recovery_timeout_s);
+  o.register_timeout_s = absl::GetFlag(FLAGS_register_timeout_s);
   o.heartbeat_interval_s = absl::GetFlag(FLAGS_heartbeat_interval_s);
   o.rpc_timeout_s = absl::GetFlag(FLAGS_rpc_timeout_s);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);

@@ -129,6 +129,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (!(o.checkpoint_every_s >= 0)) return Bad("checkpoint_every_s", "must be >= 0");
   if (o.keep_checkpoints < 1) return Bad("keep_checkpoints", "must be >= 1");
   if (!(o.recovery_timeout_s > 0)) return Bad("recovery_timeout_s", "must be > 0");
+  if (!(o.register_timeout_s > 0)) return Bad("register_timeout_s", "must be > 0");
   if (o.ps_replicas < 0 || o.ps_replicas > 1) return Bad("ps_replicas", "must be 0 or 1");
   if (!(o.failover_after_s >= 0) || !std::isfinite(o.failover_after_s)) {
     return Bad("failover_after_s", "must be a number of seconds >= 0");
@@ -181,6 +182,7 @@ std::vector<std::string> TrainOptions::ToArgs() const {
           Arg("heartbeat_interval_s", heartbeat_interval_s),
           Arg("rpc_timeout_s", rpc_timeout_s),
           Arg("recovery_timeout_s", recovery_timeout_s),
+          Arg("register_timeout_s", register_timeout_s),
           Arg("checkpoint_dir", checkpoint_dir),
           Arg("checkpoint_every_steps", checkpoint_every_steps),
           Arg("checkpoint_every_s", checkpoint_every_s),

@@ -85,6 +85,13 @@ struct TrainOptions {
   // After a ps restarted, died or was rolled back: how long a worker waits
   // for it to be back and restored before it gives up (worker/trainer.h).
   double recovery_timeout_s = 120.0;
+  // How long a worker's first REGISTER waits for the chief to initialise
+  // the shards before it gives up, naming the chief: long enough for a
+  // chief whose pod starts minutes after the others (an image pull, a node
+  // scaled up). `pstrain launch` and `pstrain k8s` give the ps tasks the
+  // same value: a ps waits as long for the chief's INIT after it starts,
+  // and for every worker to register after it.
+  double register_timeout_s = 600.0;
 
   // Checkpoints (the chief asks every ps to SAVE, then writes the manifest;
   // common/checkpoint_dir.h). `pstrain launch` sets checkpoint_dir to

@@ -118,7 +118,7 @@ absl::Status Trainer::Setup() {
     ASSIGN_OR_RETURN(metrics_server_,
                      MetricsServer::Start({options_.metrics_host, options_.metrics_port},
                                           TaskIdentityLabels(cluster_)));
-    LOG(INFO) << task_.ToString() << ": metrics for Prometheus at " << metrics_server_->url();
+    LOG(INFO) << task_.ToString() << ": metrics for Prometheus on " << metrics_server_->Describe();
   }
   ASSIGN_OR_RETURN(train_, LoadMnist(options_.data_dir, Split::kTrain));
   if (is_chief_) {
@@ -326,16 +326,28 @@ absl::Status Trainer::InitFresh() {
 }
 
 absl::Status Trainer::RegisterAndPosition(bool first) {
+  const std::string chief = cluster_.ChiefTask().ToString();
   if (!first || !is_chief_) {
-    LOG(INFO) << "registering" << (first ? "; waiting for the chief (" +
-                                    cluster_.ChiefTask().ToString() + ") to initialise the parameters"
-                                         : "");
+    LOG(INFO) << "registering"
+              << (first ? absl::StrCat("; waiting for the chief (", chief,
+                                       ") to initialise the parameters (up to ",
+                                       options_.register_timeout_s, " s, --register_timeout_s)")
+                        : "");
   }
   const int64_t start = MonotonicMicros();
   const bool sync = options_.mode == proto::SYNC;
   for (;;) {
-    ASSIGN_OR_RETURN(const Registration r,
-                     client_->Register(first ? 0.0 : options_.recovery_timeout_s));
+    absl::StatusOr<Registration> registered =
+        client_->Register(first ? options_.register_timeout_s : options_.recovery_timeout_s);
+    if (first && absl::IsDeadlineExceeded(registered.status())) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the chief (", chief, ") did not initialise the parameters within ",
+          options_.register_timeout_s, " s (--register_timeout_s): is it running?",
+          dynamic_ ? " In a dynamic-worker job the chief is worker 0: keep at least one Worker "
+                     "replica, and worker 0 with it"
+                   : ""));
+    }
+    ASSIGN_OR_RETURN(const Registration r, std::move(registered));
     RETURN_IF_ERROR(CheckJobMatches(r.job));
     if (!sync || r.same_generation()) {
       // Sync: the version (every rank is there); async/ssp: this process's
@@ -445,6 +457,8 @@ absl::Status Trainer::TrainToEnd() {
   }
   RETURN_IF_ERROR(ReportDone());
   if (!is_chief_) {
+    // Every worker reached the barrier: the chief shuts the ps tasks down.
+    client_->StopWatchingPs();
     LOG(INFO) << "training done: " << global_step_ << " steps, " << images_ << " images";
     return absl::OkStatus();
   }

@@ -16,7 +16,9 @@
 //   chief: evaluate the final parameters, STATS, summary.json,
 //          final_params.f32, SHUTDOWN
 //
-// The chief is rank 0 (the spec's chief task, or worker 0 without one).
+// The chief is rank 0 (the spec's chief task, or worker 0 without one, as
+// always in a sparse spec). A worker's first REGISTER waits at most
+// register_timeout_s for the chief's INIT, then fails naming the chief.
 //
 // Recovery (issue 8; docs/design_notes.md, "Recovery"). A task restarted
 // with the same command line rejoins the running job, and a running task

@@ -3,6 +3,8 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/file_util.h"
 #include "common/free_ports.h"
 #include "gmock/gmock.h"
@@ -307,17 +309,19 @@ TEST(ClusterSpec, ShippedSpecsAreValid) {
 }
 
 
-// Kubeflow's training operator with enableDynamicWorker (the form
-// ../shared/k8s/README.md quotes): a ps sees only itself, a worker every ps
-// and only itself.
-constexpr char kSparsePs1[] = R"({"cluster": {"ps": ["job-ps-1.ns.svc:2222"], "worker": {}},
-  "task": {"type": "ps", "index": 1}})";
-constexpr char kSparseWorker3[] = R"({"cluster": {"ps": ["job-ps-0.ns.svc:2222",
-  "job-ps-1.ns.svc:2222"], "worker": {"3": "job-worker-3.ns.svc:2222"}},
-  "task": {"type": "worker", "index": 3}})";
-constexpr char kSparseChief[] = R"({"cluster": {"ps": ["job-ps-0.ns.svc:2222",
-  "job-ps-1.ns.svc:2222"], "chief": {"0": "job-chief-0.ns.svc:2222"}},
-  "task": {"type": "chief", "index": 0}})";
+// Kubeflow's training operator with enableDynamicWorker, byte for byte as
+// its Go code marshals them (convertClusterSpecToSparseClusterSpec): a ps
+// sees only itself, a worker every ps and only itself, and every other
+// replica type an empty cluster. No "environment" key.
+constexpr char kSparsePs1[] =
+    R"({"cluster":{"worker":{},"ps":["job-ps-1.ns.svc:2222"]},"task":{"type":"ps","index":1}})";
+constexpr char kSparseWorker3[] =
+    R"({"cluster":{"worker":{"3":"job-worker-3.ns.svc:2222"},"ps":["job-ps-0.ns.svc:2222",)"
+    R"("job-ps-1.ns.svc:2222"]},"task":{"type":"worker","index":3}})";
+constexpr char kSparseWorker0[] =
+    R"({"cluster":{"worker":{"0":"job-worker-0.ns.svc:2222"},"ps":["job-ps-0.ns.svc:2222",)"
+    R"("job-ps-1.ns.svc:2222"]},"task":{"type":"worker","index":0}})";
+constexpr char kEmptyChief[] = R"({"cluster":{"worker":{},"ps":[]},"task":{"type":"chief","index":0}})";
 
 TEST(ClusterSpec, SparsePsTakesTheOneListedAddressAsItsOwn) {
   auto spec = ClusterSpec::FromJson(kSparsePs1, "TF_CONFIG");
@@ -328,6 +332,8 @@ TEST(ClusterSpec, SparsePsTakesTheOneListedAddressAsItsOwn) {
   EXPECT_FALSE(spec->Contains({TaskType::kPs, 0}));
   EXPECT_EQ(spec->num_ps(), 0);  // unknown: the chief's INIT says
   EXPECT_EQ(spec->num_workers(), ClusterSpec::kDynamicWorkerSlots);
+  // Worker 0 is the chief it waits for.
+  EXPECT_EQ(spec->ChiefTask().ToString(), "worker:0");
   // Written back and read again, it is the same spec.
   auto again = ClusterSpec::FromJson(spec->ToTfConfig(*spec->task()), "again");
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << spec->ToTfConfig(*spec->task());
@@ -335,21 +341,102 @@ TEST(ClusterSpec, SparsePsTakesTheOneListedAddressAsItsOwn) {
   EXPECT_EQ(again->JobId(), spec->JobId());
 }
 
-TEST(ClusterSpec, SparseWorkersHaveTheRanksOfAClusterWithAChief) {
+TEST(ClusterSpec, SparseWorkerIIsRankIAndWorkerZeroIsTheChief) {
   auto worker = ClusterSpec::FromJson(kSparseWorker3, "TF_CONFIG");
   ASSERT_TRUE(worker.ok()) << worker.status();
-  auto chief = ClusterSpec::FromJson(kSparseChief, "TF_CONFIG");
-  ASSERT_TRUE(chief.ok()) << chief.status();
-  EXPECT_EQ(worker->WorkerRank(*worker->task()), 4);
+  auto worker0 = ClusterSpec::FromJson(kSparseWorker0, "TF_CONFIG");
+  ASSERT_TRUE(worker0.ok()) << worker0.status();
+  EXPECT_FALSE(worker->has_chief());
+  EXPECT_EQ(worker->WorkerRank(*worker->task()), 3);
   EXPECT_FALSE(worker->IsChief(*worker->task()));
-  EXPECT_EQ(chief->WorkerRank(*chief->task()), 0);
-  EXPECT_TRUE(chief->IsChief(*chief->task()));
-  EXPECT_EQ(worker->TaskForRank(4).ToString(), "worker:3");
+  EXPECT_EQ(worker0->WorkerRank(*worker0->task()), 0);
+  EXPECT_TRUE(worker0->IsChief(*worker0->task()));
+  EXPECT_EQ(worker->ChiefTask().ToString(), "worker:0");
+  EXPECT_EQ(worker->TaskForRank(3).ToString(), "worker:3");
+  // Every rank slot is a worker, the last one included.
+  const int last = ClusterSpec::kDynamicWorkerSlots - 1;
+  EXPECT_EQ(worker->TaskForRank(last).ToString(), absl::StrCat("worker:", last));
+  EXPECT_EQ(worker->WorkerRank({TaskType::kWorker, last}), last);
   EXPECT_EQ(worker->num_ps(), 2);
-  // Every chief and worker of the job computes the same id: the ps list's.
-  EXPECT_EQ(worker->JobId(), chief->JobId());
+  // Every worker of the job computes the same id: the ps list's.
+  EXPECT_EQ(worker->JobId(), worker0->JobId());
   auto full = ClusterSpec::FromJson(kGood, "TF_CONFIG");
   EXPECT_NE(worker->JobId(), full->JobId());
+}
+
+TEST(ClusterSpec, TheOperatorsEmptyClusterForAChiefIsRefusedSayingWhy) {
+  auto spec = ClusterSpec::FromJson(kEmptyChief, "TF_CONFIG");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(spec.status().message());
+  EXPECT_THAT(message, HasSubstr("TF_CONFIG gives chief:0 an empty cluster"));
+  EXPECT_THAT(message, HasSubstr("enableDynamicWorker"));
+  EXPECT_THAT(message, HasSubstr("Drop the Chief replica"));
+  EXPECT_THAT(message, HasSubstr("worker 0 is the chief"));
+  EXPECT_THAT(message, ::testing::Not(HasSubstr("cluster.ps")));
+  // A Master replica, and the pre-2023 key, the same.
+  spec = ClusterSpec::FromJson(
+      R"({"sparseCluster":{"worker":{},"ps":[]},"task":{"type":"master","index":0}})", "$TF_CONFIG");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(), HasSubstr("$TF_CONFIG gives chief:0 an empty cluster"));
+  // An Evaluator replica gets the same empty cluster: refused, naming it.
+  spec = ClusterSpec::FromJson(R"({"cluster":{"worker":{},"ps":[]},"task":{"type":"evaluator","index":0}})",
+                               "TF_CONFIG");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(), HasSubstr("gives evaluator:0 an empty cluster"));
+  EXPECT_THAT(spec.status().message(), HasSubstr("Drop the Evaluator replica"));
+}
+
+TEST(ClusterSpec, ASparseClusterHasNoChiefTask) {
+  // Listed (a hand-written spec): refused naming the field.
+  for (const char* json :
+       {R"({"cluster": {"ps": ["a:1"], "chief": {"0": "b:2"}}})",
+        R"({"cluster": {"ps": ["a:1"], "worker": {"1": "c:3"}, "chief": ["b:2"]}})",
+        R"({"cluster": {"ps": ["a:1"], "worker": {"1": "c:3"}, "master": ["b:2"]}})"}) {
+    auto spec = ClusterSpec::FromJson(json, "spec.json");
+    ASSERT_FALSE(spec.ok()) << json;
+    EXPECT_THAT(spec.status().message(), HasSubstr("spec.json: cluster.")) << json;
+    EXPECT_THAT(spec.status().message(), HasSubstr("its worker 0 is the chief")) << json;
+  }
+  // A chief task given a sparse cluster that lists the ps.
+  auto spec = ClusterSpec::FromJson(
+      R"({"cluster": {"ps": ["a:1"], "worker": {}}, "task": {"type": "chief", "index": 0}})", "TF_CONFIG");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(), HasSubstr("TF_CONFIG: task: chief:0 in a sparse"));
+  // Or made one by the flags.
+  TaskConfigSources sources;
+  sources.tf_config = R"({"cluster": {"ps": ["a:1"], "worker": {"0": "b:2"}}})";
+  sources.task_type = "chief";
+  sources.task_index = 0;
+  auto resolved = ResolveTaskConfig(sources);
+  ASSERT_FALSE(resolved.ok());
+  EXPECT_THAT(resolved.status().message(), HasSubstr("worker 0 is the chief"));
+}
+
+TEST(ClusterSpec, SparseClusterIsReadAsClusterButNotBesideIt) {
+  // What operators before May 2023 wrote.
+  const std::string legacy = absl::StrReplaceAll(kSparseWorker3, {{"\"cluster\"", "\"sparseCluster\""}});
+  auto spec = ClusterSpec::FromJson(legacy, "TF_CONFIG");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto current = ClusterSpec::FromJson(kSparseWorker3, "TF_CONFIG");
+  ASSERT_TRUE(current.ok());
+  EXPECT_TRUE(spec->sparse());
+  EXPECT_EQ(spec->WorkerRank(*spec->task()), 3);
+  EXPECT_EQ(spec->JobId(), current->JobId());
+  EXPECT_EQ(spec->ToTfConfig(*spec->task()), current->ToTfConfig(*current->task()));
+  // Its errors name the key it came under.
+  auto bad = ClusterSpec::FromJson(R"({"sparseCluster": {"worker": {"0": "b:2"}, "ps": [7]}})", "TF_CONFIG");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("TF_CONFIG: sparseCluster.ps[0]"));
+  // Both keys: which one is meant cannot be told.
+  auto both = ClusterSpec::FromJson(
+      R"({"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "sparseCluster": {"worker": {}, "ps": ["b:2"]}})",
+      "TF_CONFIG");
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(both.status().message(), HasSubstr("both \"cluster\" and \"sparseCluster\""));
+  auto neither = ClusterSpec::FromJson(R"({"task": {"type": "ps", "index": 0}})", "TF_CONFIG");
+  ASSERT_FALSE(neither.ok());
+  EXPECT_THAT(neither.status().message(), HasSubstr("TF_CONFIG: cluster: missing"));
 }
 
 TEST(ClusterSpec, SparseTaskOverridesFromFlagsWork) {
@@ -368,8 +455,8 @@ TEST(ClusterSpec, RefusesBadSparseLists) {
            {R"({"cluster": {"ps": ["a:1"], "worker": {"-1": "b:2"}}})", "task indices"},
            {R"({"cluster": {"ps": ["a:1"], "worker": {"1": 7}}})", "host:port"},
            {R"({"cluster": {"ps": ["a:1"], "worker": {"1": "nohost"}}})", "no port"},
-           {R"({"cluster": {"ps": ["a:1"], "worker": {"255": "b:2"}}})", "workers 0..254"},
-           {R"({"cluster": {"ps": ["a:1"], "chief": {"1": "b:2"}}})", "chief 0"},
+           {R"({"cluster": {"ps": ["a:1"], "worker": {"256": "b:2"}}})", "workers 0..255"},
+           {R"({"cluster": {"ps": ["a:1"], "chief": {"1": "b:2"}}})", "lists no chief"},
            {R"({"cluster": {"ps": ["a:1"], "worker": {"1": "a:1"}}})", "duplicate address"},
            {R"({"cluster": {"ps": {}, "worker": {"0": "b:2"}}})", "at least one ps"},
        }) {

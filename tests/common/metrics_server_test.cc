@@ -100,6 +100,24 @@ TEST(MetricsServerTest, AScrapeSeesTheRegistryAndRegisteredCollectablesWithTheTa
   EXPECT_TRUE(head->body.empty());
 }
 
+// The log says what is bound: every interface for 0.0.0.0 (with the URL
+// this machine reaches it at), else the address itself.
+TEST(MetricsServerTest, DescribeSaysWhatIsBound) {
+  const int port = FreePort();
+  auto any = MetricsServer::Start({"0.0.0.0", port}, {});
+  ASSERT_TRUE(any.ok()) << any.status();
+  EXPECT_EQ((*any)->Describe(), absl::StrCat("0.0.0.0:", port, " (every interface; from this machine "
+                                             "http://127.0.0.1:", port, "/metrics)"));
+  EXPECT_EQ((*any)->url(), absl::StrCat("http://127.0.0.1:", port, "/metrics"));
+  auto r = HttpGet(port, "/metrics");  // and it is reached there
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  auto local = StartServer(FreePort());
+  ASSERT_NE(local, nullptr);
+  EXPECT_EQ(local->Describe(), local->url());
+  EXPECT_TRUE(absl::StartsWith(local->Describe(), "http://127.0.0.1:")) << local->Describe();
+}
+
 TEST(MetricsServerTest, AStrangersBytesGetAnErrorAndTheEndpointServesOn) {
   auto server = StartServer(FreePort());
   ASSERT_NE(server, nullptr);

@@ -40,10 +40,28 @@ Ran RunProgram(const std::string& binary, const std::vector<std::string>& args,
 
 std::string Python() { return "/usr/bin/python3"; }
 
-Ran Validate(const std::string& manifest, const std::string& tf_configs = "") {
+Ran Validate(const std::string& manifest, const std::string& tf_configs = "",
+             std::vector<std::string> flags = {}) {
   std::vector<std::string> args = {testing::SourcePath("tools/k8s/validate_tfjob.py"), manifest};
   if (!tf_configs.empty()) args.push_back("--tf_configs=" + tf_configs);
+  args.insert(args.end(), flags.begin(), flags.end());
   return RunProgram(Python(), args);
+}
+
+// The validator's lines: replica -> TF_CONFIG as the operator sets it.
+std::map<std::string, std::string> TfConfigs(const std::string& jsonl) {
+  std::map<std::string, std::string> out;
+  auto lines = ReadFileToString(jsonl);
+  EXPECT_TRUE(lines.ok()) << lines.status();
+  if (!lines.ok()) return out;
+  for (absl::string_view line : absl::StrSplit(*lines, '\n', absl::SkipEmpty())) {
+    auto json = ParseJson(line, jsonl);
+    EXPECT_TRUE(json.ok()) << json.status();
+    if (!json.ok()) continue;
+    const auto& f = json->struct_value().fields();
+    out[f.at("replica").string_value()] = f.at("tf_config").string_value();
+  }
+  return out;
 }
 
 class K8s : public ::testing::Test {
@@ -96,7 +114,7 @@ TEST_F(K8s, AManifestValidatesAndEveryReplicasTfConfigIsOneJobThatTaskRoutes) {
     const auto& f = json->struct_value().fields();
     const std::string replica = f.at("replica").string_value();
     replicas.insert(replica);
-    const std::string tf_config = ToJson(f.at("tf_config"));
+    const std::string tf_config = f.at("tf_config").string_value();
     auto cluster = ClusterSpec::FromJson(tf_config, replica);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     ASSERT_TRUE(cluster->task().has_value());
@@ -134,12 +152,20 @@ TEST_F(K8s, AManifestValidatesAndEveryReplicasTfConfigIsOneJobThatTaskRoutes) {
   }
   EXPECT_EQ(replicas, (std::set<std::string>{"chief-0", "worker-0", "worker-1", "ps-0", "ps-1"}));
   EXPECT_EQ(job_ids.size(), 1u) << "every replica must compute the same job id";
+  // Byte for byte what the operator sets (Go writes the cluster's keys sorted).
+  EXPECT_EQ(TfConfigs(configs).at("worker-1"),
+            "{\"cluster\":{\"chief\":[\"mnist-async-chief-0.team-a.svc:2222\"],\"ps\":["
+            "\"mnist-async-ps-0.team-a.svc:2222\",\"mnist-async-ps-1.team-a.svc:2222\"],\"worker\":["
+            "\"mnist-async-worker-0.team-a.svc:2222\",\"mnist-async-worker-1.team-a.svc:2222\"]},"
+            "\"task\":{\"type\":\"worker\",\"index\":1},\"environment\":\"cloud\"}");
 }
 
-// enableDynamicWorker: a chief-less spec gets a Chief replica (its worker
-// 0), the manifest validates, and each replica's sparse TF_CONFIG parses to
-// the ranks of a cluster with a chief; every chief and worker agrees on the
-// job id (a ps learns it from the chief).
+// enableDynamicWorker: PS and Worker replicas only (the spec's four
+// workers are Workers 0..3), the manifest validates, each replica's
+// TF_CONFIG is the operator's sparse one byte for byte, and parses to
+// worker i at rank i; every worker agrees on the job id (a ps learns it
+// from the chief's INIT). The same from an operator of before May 2023
+// ("sparseCluster").
 TEST_F(K8s, ADynamicWorkerManifestGivesSparseTfConfigsOfOneJob) {
   const std::string manifest = Generate(
       testing::SourcePath("cluster_specs/local_2ps_4w.json"),
@@ -147,34 +173,71 @@ TEST_F(K8s, ADynamicWorkerManifestGivesSparseTfConfigsOfOneJob) {
   auto text = ReadFileToString(manifest);
   ASSERT_TRUE(text.ok()) << text.status();
   EXPECT_THAT(*text, HasSubstr("enableDynamicWorker: true"));
-  const std::string configs = dir_ + "/dyn.jsonl";
-  const Ran v = Validate(manifest, configs);
-  ASSERT_EQ(v.code, 0) << v.output;
-  auto lines = ReadFileToString(configs);
-  ASSERT_TRUE(lines.ok());
-  std::map<std::string, int> ranks;
-  std::set<uint64_t> job_ids;
-  for (absl::string_view line : absl::StrSplit(*lines, '\n', absl::SkipEmpty())) {
-    auto json = ParseJson(line, "tf_configs");
-    ASSERT_TRUE(json.ok()) << json.status();
-    const auto& f = json->struct_value().fields();
-    const std::string replica = f.at("replica").string_value();
-    auto cluster = ClusterSpec::FromJson(ToJson(f.at("tf_config")), replica);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    EXPECT_TRUE(cluster->sparse()) << replica;
-    const TaskId task = *cluster->task();
-    EXPECT_EQ(cluster->Address(task), absl::StrCat("dyn-", replica, ".default.svc:2222"));
-    if (task.type == TaskType::kPs) {
-      EXPECT_EQ(cluster->num_ps(), 0) << "a ps sees only itself";
-      continue;
+  EXPECT_THAT(*text, ::testing::Not(HasSubstr("Chief:")));
+  EXPECT_THAT(*text, HasSubstr("    Worker:\n      replicas: 4\n"));
+  for (bool before_2023 : {false, true}) {
+    const std::string configs = dir_ + (before_2023 ? "/dyn_old.jsonl" : "/dyn.jsonl");
+    const Ran v = Validate(manifest, configs,
+                           before_2023 ? std::vector<std::string>{"--operator_before_2023"}
+                                       : std::vector<std::string>{});
+    ASSERT_EQ(v.code, 0) << v.output;
+    const std::map<std::string, std::string> tf_configs = TfConfigs(configs);
+    const std::string key = before_2023 ? "sparseCluster" : "cluster";
+    EXPECT_EQ(tf_configs.at("ps-1"), absl::StrCat("{\"", key, "\":{\"worker\":{},\"ps\":[\"dyn-ps-1.default.svc:2222\"]},"
+                                                  "\"task\":{\"type\":\"ps\",\"index\":1}}"));
+    EXPECT_EQ(tf_configs.at("worker-2"),
+              absl::StrCat("{\"", key, "\":{\"worker\":{\"2\":\"dyn-worker-2.default.svc:2222\"},\"ps\":["
+                           "\"dyn-ps-0.default.svc:2222\",\"dyn-ps-1.default.svc:2222\"]},"
+                           "\"task\":{\"type\":\"worker\",\"index\":2}}"));
+    std::map<std::string, int> ranks;
+    std::set<uint64_t> job_ids;
+    for (const auto& [replica, tf_config] : tf_configs) {
+      auto cluster = ClusterSpec::FromJson(tf_config, replica);
+      ASSERT_TRUE(cluster.ok()) << cluster.status();
+      EXPECT_TRUE(cluster->sparse()) << replica;
+      const TaskId task = *cluster->task();
+      EXPECT_EQ(cluster->Address(task), absl::StrCat("dyn-", replica, ".default.svc:2222"));
+      EXPECT_EQ(cluster->ChiefTask().ToString(), "worker:0") << replica;
+      if (task.type == TaskType::kPs) {
+        EXPECT_EQ(cluster->num_ps(), 0) << "a ps sees only itself";
+        continue;
+      }
+      EXPECT_EQ(cluster->num_ps(), 2);
+      ranks[replica] = cluster->WorkerRank(task);
+      job_ids.insert(cluster->JobId());
     }
-    EXPECT_EQ(cluster->num_ps(), 2);
-    ranks[replica] = cluster->WorkerRank(task);
-    job_ids.insert(cluster->JobId());
+    EXPECT_EQ(ranks, (std::map<std::string, int>{
+                         {"worker-0", 0}, {"worker-1", 1}, {"worker-2", 2}, {"worker-3", 3}}));
+    EXPECT_EQ(job_ids.size(), 1u);
   }
-  EXPECT_EQ(ranks, (std::map<std::string, int>{
-                       {"chief-0", 0}, {"worker-0", 1}, {"worker-1", 2}, {"worker-2", 3}}));
-  EXPECT_EQ(job_ids.size(), 1u);
+}
+
+// A dynamic-worker job with a Chief replica (an older manifest, or written
+// by hand) validates: the operator accepts it, and gives the chief an
+// empty cluster, which the chief refuses at once saying why.
+TEST_F(K8s, TheOperatorGivesADynamicWorkerJobsChiefAnEmptyCluster) {
+  const std::string manifest = Generate(
+      testing::SourcePath("cluster_specs/local_2ps_2w.json"),
+      {"--image=localhost/pstrain:test", "--name=dyn", "--mode=async", "--dynamic_workers"}, "dyn.yaml");
+  auto text = ReadFileToString(manifest);
+  ASSERT_TRUE(text.ok());
+  // The Worker replica spec again, as a Chief of one replica.
+  const size_t at = text->find("    Worker:\n      replicas: 2\n");
+  ASSERT_NE(at, std::string::npos) << *text;
+  std::string chief = text->substr(at);
+  chief.replace(0, std::string("    Worker:\n      replicas: 2\n").size(), "    Chief:\n      replicas: 1\n");
+  const std::string with_chief = dir_ + "/with_chief.yaml";
+  ASSERT_TRUE(WriteFileAtomic(with_chief, *text + chief).ok());
+  const std::string configs = dir_ + "/with_chief.jsonl";
+  const Ran v = Validate(with_chief, configs);
+  ASSERT_EQ(v.code, 0) << v.output;
+  const std::map<std::string, std::string> tf_configs = TfConfigs(configs);
+  ASSERT_EQ(tf_configs.count("chief-0"), 1u);
+  EXPECT_EQ(tf_configs.at("chief-0"), R"({"cluster":{"worker":{},"ps":[]},"task":{"type":"chief","index":0}})");
+  auto cluster = ClusterSpec::FromJson(tf_configs.at("chief-0"), "TF_CONFIG");
+  ASSERT_FALSE(cluster.ok());
+  EXPECT_THAT(cluster.status().message(), HasSubstr("TF_CONFIG gives chief:0 an empty cluster"));
+  EXPECT_THAT(cluster.status().message(), HasSubstr("Drop the Chief replica"));
 }
 
 TEST_F(K8s, TheValidatorRefusesWhatAClusterOrTheOperatorWould) {

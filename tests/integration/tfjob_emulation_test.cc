@@ -32,6 +32,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
+#include "common/free_ports.h"
 #include "common/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -64,13 +65,17 @@ std::string ImageCache() {
   return cache != nullptr ? cache : "/var/cache/pstrain";
 }
 
-// The manifest's replicas, as the operator would start them, with the
-// pod's paths mapped to the test's (`dir`: the volume at /data).
-std::vector<Replica> DeriveReplicas(const std::string& dir, const std::string& manifest) {
+// The manifest's replicas, as the operator would start them (each with
+// the TF_CONFIG it sets, byte for byte), with the pod's paths mapped to the
+// test's (`dir`: the volume at /data). `validator_flags`: how the operator
+// is emulated (--operator_before_2023).
+std::vector<Replica> DeriveReplicas(const std::string& dir, const std::string& manifest,
+                                    const std::vector<std::string>& validator_flags = {}) {
   const std::string lines_path = dir + "/replicas.jsonl";
-  auto v = RunningProcess::Start("/usr/bin/python3",
-                                 {testing::SourcePath("tools/k8s/validate_tfjob.py"), manifest,
-                                  "--tf_configs=" + lines_path});
+  std::vector<std::string> args = {testing::SourcePath("tools/k8s/validate_tfjob.py"), manifest,
+                                   "--tf_configs=" + lines_path};
+  args.insert(args.end(), validator_flags.begin(), validator_flags.end());
+  auto v = RunningProcess::Start("/usr/bin/python3", args);
   auto code = v->Wait(120);
   EXPECT_TRUE(code.ok() && *code == 0) << v->output();
   auto lines = ReadFileToString(lines_path);
@@ -85,7 +90,7 @@ std::vector<Replica> DeriveReplicas(const std::string& dir, const std::string& m
     if (!json.ok()) continue;
     const auto& f = json->struct_value().fields();
     Replica r{f.at("replica").string_value(), f.at("service").string_value(),
-              ToJson(f.at("tf_config")), {}, f.at("restartPolicy").string_value(), {}};
+              f.at("tf_config").string_value(), {}, f.at("restartPolicy").string_value(), {}};
     for (const char* key : {"command", "args"}) {
       for (const auto& a : f.at(key).list_value().values()) {
         std::string arg = a.string_value();
@@ -243,13 +248,17 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 
-// enableDynamicWorker: every replica gets the operator's sparse TF_CONFIG (a
-// ps sees only itself, a worker every ps and only itself). The job starts
-// with the chief and one worker; a second worker is added mid-run (the job
-// scaled up: the operator creates its pod) and the first removed (scaled
-// down: its pod deleted, SIGTERM); a third replica of the manifest is never
-// started. The ps tasks accept the workers as they come and go, and the job
-// ends after its number of updates, whoever made them.
+// enableDynamicWorker: every replica gets the operator's sparse TF_CONFIG,
+// exactly as its code writes it (a ps sees only itself, a worker every ps
+// and only itself). The manifest has PS and Worker replicas only: worker 0
+// is the chief. The job starts with Worker replicas 0 and 1; a third is
+// added mid-run (scaled up to 3: the operator creates worker-2's pod) and
+// removed again (scaled down to 2: the operator deletes the highest index,
+// SIGTERM); worker-3 of the spec is never started, and a ps is killed and
+// restarted by its policy. The ps tasks accept the workers as they come and
+// go, and the job ends after exactly its number of updates, whoever made
+// them. The ssp run emulates an operator of before May 2023 (the cluster
+// under "sparseCluster").
 class DynamicWorkerJob : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -263,6 +272,7 @@ TEST_P(DynamicWorkerJob, WorkersJoinAndLeaveWhileTheJobRuns) {
   ASSERT_TRUE(MakeDirs(dir_ + "/data/runs").ok());
   std::filesystem::create_directory_symlink(testing::SourcePath("data/mnist"), dir_ + "/data/mnist");
   const std::string manifest = dir_ + "/job.yaml";
+  const bool ssp = absl::StrContains(GetParam(), "ssp");
   std::vector<std::string> flags = {
       "k8s", "--cluster_spec=" + testing::SourcePath("cluster_specs/local_2ps_4w.json"),
       "--dynamic_workers", "--image=localhost/pstrain:test", "--name=dyn", "--namespace=team",
@@ -275,21 +285,26 @@ TEST_P(DynamicWorkerJob, WorkersJoinAndLeaveWhileTheJobRuns) {
   auto yaml = ReadFileToString(manifest);
   ASSERT_TRUE(yaml.ok());
   EXPECT_THAT(*yaml, ::testing::HasSubstr("enableDynamicWorker: true"));
-  // The spec's four workers: a Chief replica (it initialises the shards)
-  // and three Workers; the manifest validates against the CRD.
+  EXPECT_THAT(*yaml, ::testing::Not(::testing::HasSubstr("Chief:")));
+  // The spec's four workers are four Worker replicas; the manifest
+  // validates against the CRD.
   std::map<std::string, Replica> replicas;
-  for (Replica& r : DeriveReplicas(dir_, manifest)) replicas[r.name] = std::move(r);
+  const std::vector<std::string> operator_flags =
+      ssp ? std::vector<std::string>{"--operator_before_2023"} : std::vector<std::string>{};
+  for (Replica& r : DeriveReplicas(dir_, manifest, operator_flags)) replicas[r.name] = std::move(r);
   ASSERT_EQ(replicas.size(), 6u);
-  for (const char* name : {"ps-0", "ps-1", "chief-0", "worker-0", "worker-1", "worker-2"}) {
+  for (const char* name : {"ps-0", "ps-1", "worker-0", "worker-1", "worker-2", "worker-3"}) {
     ASSERT_EQ(replicas.count(name), 1u) << name;
   }
-  // The operator's sparse form, as ../shared/k8s/README.md says.
-  auto compact = [](const std::string& json) {
-    return absl::StrReplaceAll(json, {{" ", ""}, {"\n", ""}});
-  };
-  EXPECT_THAT(compact(replicas["ps-1"].tf_config), ::testing::HasSubstr("\"worker\":{}"));
-  EXPECT_THAT(compact(replicas["worker-1"].tf_config),
-              ::testing::HasSubstr("\"worker\":{\"1\":\"dyn-worker-1.team.svc:2222\"}"));
+  // The operator's sparse form, byte for byte (../shared/k8s/README.md).
+  const std::string key = ssp ? "sparseCluster" : "cluster";
+  EXPECT_EQ(replicas["ps-1"].tf_config,
+            absl::StrCat("{\"", key, "\":{\"worker\":{},\"ps\":[\"dyn-ps-1.team.svc:2222\"]},"
+                         "\"task\":{\"type\":\"ps\",\"index\":1}}"));
+  EXPECT_EQ(replicas["worker-1"].tf_config,
+            absl::StrCat("{\"", key, "\":{\"worker\":{\"1\":\"dyn-worker-1.team.svc:2222\"},\"ps\":["
+                         "\"dyn-ps-0.team.svc:2222\",\"dyn-ps-1.team.svc:2222\"]},"
+                         "\"task\":{\"type\":\"worker\",\"index\":1}}"));
 
   auto net = NetnsHarness::Create({});
   ASSERT_TRUE(net.ok()) << net.status();
@@ -307,17 +322,18 @@ TEST_P(DynamicWorkerJob, WorkersJoinAndLeaveWhileTheJobRuns) {
     return RunningProcess::Start((*net)->ip(), args, r.tf_config);
   };
   std::map<std::string, std::unique_ptr<RunningProcess>> pods;
-  for (const char* name : {"ps-0", "ps-1", "chief-0", "worker-0"}) pods[name] = start(name);
+  for (const char* name : {"ps-0", "ps-1", "worker-0", "worker-1"}) pods[name] = start(name);
 
-  // Scaled up: worker-1 joins a running job.
-  ASSERT_TRUE(pods["chief-0"]->WaitForOutput("step 100", 240))
-      << pods["chief-0"]->output() << "\nps-0:\n" << pods["ps-0"]->output();
-  pods["worker-1"] = start("worker-1");
+  // Scaled up: worker-2 joins a running job.
+  ASSERT_TRUE(pods["worker-0"]->WaitForOutput("step 100", 240))
+      << pods["worker-0"]->output() << "\nps-0:\n" << pods["ps-0"]->output();
+  EXPECT_THAT(pods["worker-0"]->output(), ::testing::HasSubstr("worker:0 (rank 0, dynamic workers, chief"));
+  pods["worker-2"] = start("worker-2");
   // Three progress lines of its own (its steps start at the slowest
   // worker's clock in ssp, at 0 in async).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
   auto lines = [&] {
-    const std::string& out = pods["worker-1"]->output();
+    const std::string& out = pods["worker-2"]->output();
     int n = 0;
     for (size_t at = out.find("(this worker)"); at != std::string::npos;
          at = out.find("(this worker)", at + 1)) {
@@ -326,24 +342,24 @@ TEST_P(DynamicWorkerJob, WorkersJoinAndLeaveWhileTheJobRuns) {
     return n;
   };
   while (lines() < 3 && std::chrono::steady_clock::now() < deadline) {
-    if (pods["worker-1"]->WaitForOutput("training done", 0.2)) break;
+    if (pods["worker-2"]->WaitForOutput("training done", 0.2)) break;
   }
-  ASSERT_GE(lines(), 3) << pods["worker-1"]->output();
-  if (absl::StrContains(GetParam(), "ssp")) {
-    EXPECT_THAT(pods["worker-1"]->output(), ::testing::HasSubstr("continuing from step"));
+  ASSERT_GE(lines(), 3) << pods["worker-2"]->output();
+  if (ssp) {
+    EXPECT_THAT(pods["worker-2"]->output(), ::testing::HasSubstr("continuing from step"));
   }
-  // Scaled down: worker-0's pod is deleted.
-  pods["worker-0"]->Signal(SIGTERM);
-  auto gone = pods["worker-0"]->Wait(60);
-  ASSERT_TRUE(gone.ok()) << pods["worker-0"]->output();
+  // Scaled down to 2: the operator deletes the highest index's pod.
+  pods["worker-2"]->Signal(SIGTERM);
+  auto gone = pods["worker-2"]->Wait(60);
+  ASSERT_TRUE(gone.ok()) << pods["worker-2"]->output();
   // And a ps dies and is restarted by its policy: the chief restores its
   // shard from the last checkpoint (the restarted ps learns the job from
-  // that RESTORE), and the two workers left rejoin.
+  // that RESTORE), and the workers rejoin.
   pods["ps-1"]->Signal(SIGKILL);
   ASSERT_TRUE(pods["ps-1"]->Wait(60).ok());
   pods["ps-1"] = start("ps-1");
 
-  for (const std::string name : {"chief-0", "worker-1", "ps-0", "ps-1"}) {
+  for (const std::string name : {"worker-0", "worker-1", "ps-0", "ps-1"}) {
     auto c = pods[name]->Wait(600);
     ASSERT_TRUE(c.ok()) << name << ": " << pods[name]->output();
     EXPECT_EQ(*c, 0) << name << ":\n" << pods[name]->output();
@@ -353,21 +369,31 @@ TEST_P(DynamicWorkerJob, WorkersJoinAndLeaveWhileTheJobRuns) {
               GetParam().c_str(), absl::StrJoin(summary.worker_ranks(), ",").c_str(),
               summary.updates_applied(), summary.final_test_accuracy());
   EXPECT_TRUE(summary.dynamic_workers());
-  // The chief (rank 0), worker-0 (rank 1) and worker-1 (rank 2); worker-2's
-  // slot was never taken, and nobody waited for it.
+  // worker-0 (rank 0, the chief), worker-1 (rank 1) and worker-2 (rank 2);
+  // worker-3's slot was never taken, and nobody waited for it.
   EXPECT_THAT(summary.worker_ranks(), ::testing::ElementsAre(0, 1, 2));
   EXPECT_EQ(summary.num_workers(), 3);
-  EXPECT_GE(summary.updates_applied(), 900);
+  // Exactly the job's updates on the shard that was not restarted, however
+  // many workers pushed at the end.
   EXPECT_GT(summary.final_test_accuracy(), 0.85) << summary.DebugString();
+  EXPECT_THAT(pods["ps-0"]->output(), ::testing::HasSubstr("ps:0 done: version 900, 900 updates"));
   EXPECT_THAT(pods["ps-1"]->output(), ::testing::HasSubstr("restored by the chief from ckpt-"));
   ASSERT_GE(summary.recoveries_size(), 1) << summary.DebugString();
   std::printf("  ps-1 killed and restarted: %s; %d updates lost\n",
               summary.recoveries(0).what().c_str(), summary.updates_lost());
-  // ps-0 saw worker-1 join (rank 2) and worker-0 leave.
-  for (const char* ps : {"ps-0"}) {
-    EXPECT_THAT(pods[ps]->output(), ::testing::HasSubstr("rank 2 joined")) << pods[ps]->output();
-    EXPECT_THAT(pods[ps]->output(), ::testing::HasSubstr("worker:0 sent nothing for"))
-        << pods[ps]->output();
+  // ps-0 saw worker-2 join (rank 2) and leave.
+  EXPECT_THAT(pods["ps-0"]->output(), ::testing::HasSubstr("rank 2 joined")) << pods["ps-0"]->output();
+  EXPECT_THAT(pods["ps-0"]->output(), ::testing::HasSubstr("worker:2 sent nothing for"))
+      << pods["ps-0"]->output();
+  // A normal end is no warning: once training is done the ps tasks closing
+  // (the chief shut them down) is what an ending job looks like.
+  for (const char* worker : {"worker-0", "worker-1"}) {
+    const std::string& out = pods[worker]->output();
+    const size_t done = out.rfind("training done");
+    ASSERT_NE(done, std::string::npos) << worker << ":\n" << out;
+    EXPECT_THAT(out.substr(done), ::testing::Not(::testing::HasSubstr("closed its connection")))
+        << worker << ":\n" << out;
+    EXPECT_THAT(out.substr(done), ::testing::Not(::testing::HasSubstr("\nW "))) << worker << ":\n" << out;
   }
 }
 
@@ -380,7 +406,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, DynamicWorkerJob, ::testing::Values("--mode=asyn
 // at once, saying why, by the worker and by `pstrain k8s`.
 TEST(DynamicWorkers, SyncIsRefusedSayingWhy) {
   const std::string tf_config =
-      R"({"cluster": {"ps": ["127.0.0.1:1"], "chief": {"0": "127.0.0.1:2"}}, "task": {"type": "chief", "index": 0}})";
+      R"({"cluster":{"worker":{"0":"127.0.0.1:2"},"ps":["127.0.0.1:1"]},"task":{"type":"worker","index":0}})";
   auto worker = RunningProcess::Start(testing::BinaryPath("worker"),
                                       {"--mode=sync", "--insecure", "--data_dir=" + testing::SourcePath("data/mnist")},
                                       tf_config);
@@ -396,6 +422,105 @@ TEST(DynamicWorkers, SyncIsRefusedSayingWhy) {
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 2) << k8s->output();
   EXPECT_THAT(k8s->output(), ::testing::HasSubstr("--dynamic_workers with --mode=sync"));
+}
+
+// A dynamic-worker job with a Chief replica (an older manifest, or one
+// written by hand): the operator gives the chief an empty cluster, and
+// the chief's container (`pstrain task`, and the worker binary it would
+// become) exits at once with 2, saying why and what to do. Both operator
+// generations.
+TEST(DynamicWorkers, AChiefReplicaExitsAtOnceSayingWhy) {
+  const std::string dir = testing::MakeTempDir("dynchief");
+  const std::string manifest = dir + "/job.yaml";
+  auto gen = RunningProcess::Start(
+      testing::BinaryPath("pstrain"),
+      {"k8s", "--cluster_spec=" + testing::SourcePath("cluster_specs/local_2ps_2w.json"),
+       "--dynamic_workers", "--mode=async", "--image=localhost/pstrain:test", "--name=dyn",
+       "--namespace=team", "--out=" + manifest});
+  auto code = gen->Wait(60);
+  ASSERT_TRUE(code.ok() && *code == 0) << gen->output();
+  auto yaml = ReadFileToString(manifest);
+  ASSERT_TRUE(yaml.ok());
+  const std::string workers = "    Worker:\n      replicas: 2\n";
+  const size_t at = yaml->find(workers);
+  ASSERT_NE(at, std::string::npos) << *yaml;
+  std::string chief = yaml->substr(at);
+  chief.replace(0, workers.size(), "    Chief:\n      replicas: 1\n");
+  ASSERT_TRUE(WriteFileAtomic(manifest, *yaml + chief).ok());
+  ASSERT_TRUE(MakeDirs(dir + "/data").ok());
+  for (bool before_2023 : {false, true}) {
+    std::map<std::string, Replica> replicas;
+    for (Replica& r : DeriveReplicas(dir, manifest,
+                                     before_2023 ? std::vector<std::string>{"--operator_before_2023"}
+                                                 : std::vector<std::string>{})) {
+      replicas[r.name] = std::move(r);
+    }
+    ASSERT_EQ(replicas.count("chief-0"), 1u);
+    const Replica& r = replicas["chief-0"];
+    EXPECT_EQ(r.tf_config, absl::StrCat("{\"", before_2023 ? "sparseCluster" : "cluster",
+                                        "\":{\"worker\":{},\"ps\":[]},\"task\":{\"type\":\"chief\",\"index\":0}}"));
+    // The container's command, and the worker binary itself with its args.
+    std::vector<std::string> worker_args(r.command.begin() + 3, r.command.end());
+    for (const auto& [binary, args] :
+         std::vector<std::pair<std::string, std::vector<std::string>>>{
+             {r.command[0], std::vector<std::string>(r.command.begin() + 1, r.command.end())},
+             {testing::BinaryPath("worker"), worker_args}}) {
+      const auto started = std::chrono::steady_clock::now();
+      auto chief_process = RunningProcess::Start(binary, args, r.tf_config);
+      auto exit = chief_process->Wait(60);
+      ASSERT_TRUE(exit.ok()) << chief_process->output();
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      std::printf("%s (%s): exit %d after %.2f s\n", binary.c_str(),
+                  before_2023 ? "sparseCluster" : "cluster", *exit, seconds);
+      EXPECT_EQ(*exit, 2) << chief_process->output();
+      EXPECT_THAT(chief_process->output(), ::testing::HasSubstr("gives chief:0 an empty cluster: Kubeflow's "
+                                                                "training operator does this"))
+          << chief_process->output();
+      EXPECT_THAT(chief_process->output(),
+                  ::testing::HasSubstr("Drop the Chief replica: in a dynamic-worker job worker 0 is the chief"))
+          << chief_process->output();
+    }
+  }
+}
+
+// A dynamic-worker job whose worker 0 never comes (its pod unschedulable,
+// or failing): worker 1 and the ps wait for it at most
+// --register_timeout_s (the ps from its own start), then exit saying the
+// chief, worker:0, did not initialise the parameters; neither waits for
+// good.
+TEST(DynamicWorkers, WithoutWorkerZeroTheOthersStopWaitingSayingWhy) {
+  auto ports = FreeLoopbackPorts(2, {});
+  ASSERT_TRUE(ports.ok()) << ports.status();
+  const std::string ps = absl::StrCat("127.0.0.1:", (*ports)[0]);
+  const std::string ps_config =
+      absl::StrCat(R"({"cluster":{"worker":{},"ps":[")", ps, R"("]},"task":{"type":"ps","index":0}})");
+  const std::string worker_config =
+      absl::StrCat(R"({"cluster":{"worker":{"1":"127.0.0.1:)", (*ports)[1], R"("},"ps":[")", ps,
+                   R"("]},"task":{"type":"worker","index":1}})");
+  auto ps_process = RunningProcess::Start(testing::BinaryPath("ps_server"),
+                                          {"--insecure", "--register_timeout_s=6"}, ps_config);
+  auto worker = RunningProcess::Start(
+      testing::BinaryPath("worker"),
+      {"--insecure", "--mode=async", "--register_timeout_s=3",
+       "--data_dir=" + testing::SourcePath("data/mnist")},
+      worker_config);
+  auto code = worker->Wait(120);
+  ASSERT_TRUE(code.ok()) << worker->output();
+  EXPECT_EQ(*code, 1) << worker->output();
+  EXPECT_THAT(worker->output(), ::testing::HasSubstr("waiting for the chief (worker:0)"));
+  EXPECT_THAT(worker->output(), ::testing::HasSubstr(
+                                    "worker: error: the chief (worker:0) did not initialise the "
+                                    "parameters within 3 s (--register_timeout_s)"))
+      << worker->output();
+  EXPECT_THAT(worker->output(), ::testing::HasSubstr("keep at least one Worker replica"));
+  code = ps_process->Wait(120);
+  ASSERT_TRUE(code.ok()) << ps_process->output();
+  EXPECT_EQ(*code, 1) << ps_process->output();
+  EXPECT_THAT(ps_process->output(),
+              ::testing::HasSubstr("ps_server: error: the chief (worker:0) did not initialise the "
+                                   "parameters within 6 s of this ps's start (--register_timeout_s)"))
+      << ps_process->output();
 }
 
 }  // namespace

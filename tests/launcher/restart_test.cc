@@ -192,6 +192,46 @@ TEST(LaunchRestarts, ATaskFailingWithTheUsageExitCodeIsNotRestarted) {
   ExpectAllGone(cluster.Pids(), 5);
 }
 
+// The failed task's own last error line is in the launcher's message (the
+// error it exited with, not the lines after it), before where its log is;
+// glog's prefix goes, and a long line is cut.
+TEST(LaunchRestarts, TheFailureSaysWhatTheTaskLastSaid) {
+  const FakeCluster cluster(
+      "echo 'I1126 12:00:00.000000 7 main.cc:1] starting'; "
+      "echo 'E1126 12:00:01.000000 7 main.cc:2] TF_CONFIG: cluster.ps: missing or empty'; "
+      "echo 'I1126 12:00:02.000000 7 main.cc:3] bye'; exit 2");
+  auto result = Launch(cluster.Options());
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("worker:0 failed (exit code 2), a bad configuration or input: not restarted; "
+                        "it said: \"TF_CONFIG: cluster.ps: missing or empty\"; see "))
+      << result.status();
+  EXPECT_THAT(result.status().message(), HasSubstr("logs/worker-0.log")) << result.status();
+  // ExitWith's line is an error line too; a long one is cut.
+  const FakeCluster loud("echo \"worker: error: $(printf 'x%.0s' $(seq 1 2000))\"; echo done; exit 2");
+  result = Launch(loud.Options());
+  ASSERT_FALSE(result.ok());
+  const std::string message(result.status().message());
+  EXPECT_THAT(message, HasSubstr("it said: \"worker: error: xxx")) << message;
+  EXPECT_THAT(message, HasSubstr("xxx...\"; see ")) << message;
+  EXPECT_LT(message.size(), 1000u) << message;
+  // A task with no error line: its last line.
+  const FakeCluster quiet("echo 'nothing is wrong here'; exit 2");
+  result = Launch(quiet.Options());
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("it said: \"nothing is wrong here\"")) << result.status();
+  // Killed by a signal: an error line of its own (a CHECK's), never just
+  // its last line (NoneWithMaxRestartsZero).
+  const FakeCluster crashed("echo 'F1126 12:00:00.000000 7 x.cc:9] Check failed: n > 0'; kill -9 $$");
+  LaunchOptions o = crashed.Options();
+  o.max_restarts = 0;
+  result = Launch(o);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("worker:0 failed (killed by signal 9 (Killed)); it said: \"Check failed: n > 0\"; see "))
+      << result.status();
+}
+
 TEST(LaunchRestarts, ATaskOutOfRestartsFailsTheLaunchNamingItAndTheCount) {
   const FakeCluster cluster("exit 1");
   LaunchOptions o = cluster.Options();

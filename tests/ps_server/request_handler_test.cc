@@ -951,6 +951,41 @@ TEST_F(DynamicWorkersTest, RanksNotHeardFromAreNotWaitedForAndJoinLater) {
   EXPECT_EQ(H().Stats().workers_rejoined(), 1);
 }
 
+// The job is its number of updates (--max_steps), whoever pushes them:
+// two workers pushing at once near the end would make one more each, so
+// the pushes that cross the last update are dropped as late, in async and
+// in ssp alike.
+TEST_F(DynamicWorkersTest, TheShardAppliesExactlyTheJobsUpdates) {
+  for (proto::UpdateMode mode : {proto::ASYNC, proto::SSP}) {
+    handler_.reset();
+    ASSERT_EQ(Init(mode, 8, /*staleness=*/100, 0, false, /*total_steps=*/5).size(), 1u);
+    ASSERT_EQ(Send(3, WithPayload(Base(proto::REGISTER, 3), {})).size(), 1u);
+    for (int step = 0; step < 4; ++step) {
+      // Both computed on the version before either push.
+      const int64_t version = H().version();
+      ASSERT_EQ(Push(0, step, version, 0.5f).size(), 1u) << step;
+      ASSERT_EQ(Push(3, step, version, 0.5f).size(), 1u) << step;
+    }
+    const proto::ShardStats stats = H().Stats();
+    EXPECT_EQ(stats.updates_applied(), 5) << proto::UpdateMode_Name(mode);
+    EXPECT_EQ(stats.version(), 5);
+    EXPECT_EQ(stats.late_gradients_dropped(), 3);
+    EXPECT_EQ(stats.gradients_received(), 8);
+  }
+}
+
+// Without dynamic workers total_steps is each worker's own count: every
+// push of an async job is applied.
+TEST_F(RequestHandlerTest, AnAsyncJobAppliesEveryWorkersSteps) {
+  ASSERT_EQ(Init(proto::ASYNC, 2, 0, 0, false, /*total_steps=*/2).size(), 1u);
+  RegisterAll(2);
+  for (int step = 0; step < 2; ++step) {
+    for (int rank : {0, 1}) ASSERT_EQ(Push(rank, step, H().version(), 0.5f).size(), 1u);
+  }
+  EXPECT_EQ(H().Stats().updates_applied(), 4);
+  EXPECT_EQ(H().Stats().late_gradients_dropped(), 0);
+}
+
 TEST_F(DynamicWorkersTest, AnSspWorkerJoinsAtTheSlowestLiveClock) {
   ASSERT_EQ(Init(proto::SSP, 8, /*staleness=*/1).size(), 1u);
   // The chief alone does 10 steps: nobody else holds it back.

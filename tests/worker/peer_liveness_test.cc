@@ -48,6 +48,25 @@ TEST_F(PeerLivenessTest, APsThatNeverAnsweredIsNotJudgedHere) {
   EXPECT_TRUE(live_.status().ok());
 }
 
+// A job that ends normally: the chief shuts the ps tasks down and they
+// close their connections, which is neither a verdict nor a warning.
+TEST_F(PeerLivenessTest, APsClosingAtTheJobsEndIsNoFailure) {
+  live_.OnReply(0, Reply(7));
+  live_.OnReply(1, Reply(8));
+  live_.StopJudging();
+  EXPECT_FALSE(live_.OnDisconnected(0));
+  clock_.AdvanceSeconds(10 * kTimeoutS);
+  EXPECT_FALSE(live_.CheckSilence());
+  EXPECT_FALSE(live_.OnReply(1, Reply(9)));  // a new instance, too
+  EXPECT_TRUE(live_.status().ok()) << live_.status();
+  // A ps's error still counts: that is what it said, not how it left.
+  proto::Header failed = Reply(8);
+  failed.mutable_error()->set_code(static_cast<int>(absl::StatusCode::kAborted));
+  failed.mutable_error()->set_message("the job failed");
+  EXPECT_TRUE(live_.OnReply(1, failed));
+  EXPECT_THAT(live_.status().message(), HasSubstr("the job failed"));
+}
+
 TEST_F(PeerLivenessTest, SilenceJustPastTheTimeoutIsARejoinNamingThePs) {
   live_.OnReply(0, Reply(7));
   live_.OnReply(1, Reply(8));

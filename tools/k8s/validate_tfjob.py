@@ -3,7 +3,7 @@
 TF_CONFIG as Kubeflow's training operator does.
 
   tools/k8s/validate_tfjob.py MANIFEST.yaml [--crd deploy/k8s/crd/kubeflow.org_tfjobs.yaml]
-                              [--tf_configs OUT.jsonl]
+                              [--tf_configs OUT.jsonl [--cluster_domain D] [--operator_before_2023]]
 
 For every TFJob document:
   - the CRD's openAPIV3Schema (kubeflow.org/v1), with jsonschema;
@@ -15,12 +15,24 @@ For every TFJob document:
     "tensorflow" with an image.
 Other documents (Secret, PersistentVolumeClaim) get their required fields
 checked. With --tf_configs, one JSON line per replica:
-  {"replica": "ps-0", "service": "<job>-ps-0.<namespace>.svc", "tf_config": {...},
+  {"replica": "ps-0", "service": "<job>-ps-0.<namespace>.svc", "tf_config": "...",
    "command": [...], "args": [...], "restartPolicy": "OnFailure"}
-with TF_CONFIG as the operator writes it (pkg/controller.v1/tensorflow):
-types lower-cased, each replica at "<job>-<type>-<i>.<namespace>.svc:<port>"
-(the container port named tfjob-port, default 2222), "environment": "cloud";
-with spec.enableDynamicWorker, the sparse form.
+where tf_config is the TF_CONFIG environment variable's value byte for
+byte as the operator's code (pkg/controller.v1/tensorflow, genClusterSpec
+and genTFConfigJSONStr, through Go's json.Marshal) writes it, or null where
+it sets none (a job of one replica):
+  - types lower-cased, each replica at "<job>-<type>-<i>.<namespace>.svc:<port>"
+    (plus ".<domain>" with --cluster_domain, the operator's
+    CUSTOM_CLUSTER_DOMAIN), the port the tensorflow container's port named
+    tfjob-port (default 2222);
+  - {"cluster":{...every type...},"task":{"type":T,"index":I},"environment":"cloud"};
+  - with spec.enableDynamicWorker, convertClusterSpecToSparseClusterSpec's
+    form and no "environment": a ps {"cluster":{"worker":{},"ps":[itself]},...},
+    a worker {"cluster":{"worker":{"I":itself},"ps":[every ps]},...} (null
+    for ps when the job has none), every other type (Chief, Master,
+    Evaluator) {"cluster":{"worker":{},"ps":[]},...}; with
+    --operator_before_2023 under the key "sparseCluster" instead, as
+    operators released before May 2023 wrote it.
 Exit 0 when valid; 1 naming every problem otherwise; 2 for bad usage.
 Needs python3-yaml and python3-jsonschema (Debian packages).
 """
@@ -109,33 +121,59 @@ def operator_rules(job, problems):
         problems.append("%s: at most one Chief/Master replica" % name)
 
 
-def tf_configs(job):
+def go_json(value):
+    """json.Marshal's compact form (the names here are ASCII: no escaping differs)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def operator_cluster(job, domain):
+    """genClusterSpec: each replica type, lower-cased, to its replicas' addresses."""
     meta = job["metadata"]
     name, namespace = meta["name"], meta.get("namespace", "default")
-    specs = job["spec"]["tfReplicaSpecs"]
     cluster = {}
-    for rtype, replica in specs.items():
+    for rtype, replica in job["spec"]["tfReplicaSpecs"].items():
         t = rtype.lower()
         port = tfjob_port(replica)
-        cluster[t] = ["%s-%s-%d.%s.svc:%d" % (name, t, i, namespace, port)
+        suffix = "." + domain if domain else ""
+        cluster[t] = ["%s-%s-%d.%s.svc%s:%d" % (name, t, i, namespace, suffix, port)
                       for i in range(replica.get("replicas", 1))]
-    dynamic = job["spec"].get("enableDynamicWorker", False)
-    for rtype, replica in specs.items():
+    return cluster
+
+
+def is_distributed(job):
+    """isDistributed: the operator sets no TF_CONFIG for a job of one replica."""
+    return sum(r.get("replicas", 1) for r in job["spec"]["tfReplicaSpecs"].values()) != 1
+
+
+def operator_tf_config(job, cluster, t, i, before_2023):
+    """genTFConfigJSONStr for replica i of type t, as the operator's code writes it."""
+    task = {"type": t, "index": i}
+    if not job["spec"].get("enableDynamicWorker", False):
+        # TFConfig{Cluster, Task, Environment}; Go writes a map's keys sorted.
+        ordered = {k: cluster[k] for k in sorted(cluster)}
+        return go_json({"cluster": ordered, "task": task, "environment": "cloud"})
+    # convertClusterSpecToSparseClusterSpec: SparseClusterSpec{Worker, PS},
+    # filled for the ps and worker types only.
+    sparse = {"worker": {}, "ps": []}
+    if t == "ps":
+        sparse["ps"] = [cluster["ps"][i]]
+    elif t == "worker":
+        sparse["ps"] = cluster.get("ps")  # a nil slice: null
+        sparse["worker"] = {str(i): cluster["worker"][i]}
+    return go_json({"sparseCluster" if before_2023 else "cluster": sparse, "task": task})
+
+
+def tf_configs(job, domain="", before_2023=False):
+    cluster = operator_cluster(job, domain)
+    distributed = is_distributed(job)
+    for rtype, replica in job["spec"]["tfReplicaSpecs"].items():
         t = rtype.lower()
         container = tf_container(replica) or {}
         run = {"command": container.get("command", []), "args": container.get("args", []),
                "restartPolicy": replica.get("restartPolicy", "Never")}
         for i in range(replica.get("replicas", 1)):
-            task = {"type": t, "index": i}
-            if not dynamic:
-                config = {"cluster": cluster, "task": task, "environment": "cloud"}
-            elif t == "ps":
-                config = {"cluster": {"ps": [cluster["ps"][i]], "worker": {}}, "task": task}
-            else:
-                sparse = {k: v for k, v in cluster.items() if k == "ps"}
-                sparse[t] = {str(i): cluster[t][i]}
-                config = {"cluster": sparse, "task": task}
-            yield "%s-%d" % (t, i), config, run
+            config = operator_tf_config(job, cluster, t, i, before_2023) if distributed else None
+            yield "%s-%d" % (t, i), cluster[t][i].rsplit(":", 1)[0], config, run
 
 
 def main():
@@ -144,6 +182,11 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser.add_argument("--crd", default=os.path.join(here, "../../deploy/k8s/crd/kubeflow.org_tfjobs.yaml"))
     parser.add_argument("--tf_configs", help="write each replica's TF_CONFIG here (JSON lines)")
+    parser.add_argument("--cluster_domain", default="",
+                        help="the operator's CUSTOM_CLUSTER_DOMAIN (e.g. cluster.local)")
+    parser.add_argument("--operator_before_2023", action="store_true",
+                        help="TF_CONFIG as operators released before May 2023 wrote it "
+                             "(a dynamic-worker job's cluster under \"sparseCluster\")")
     args = parser.parse_args()
     try:
         schema = load_schema(args.crd)
@@ -191,10 +234,9 @@ def main():
     if args.tf_configs:
         with open(args.tf_configs, "w") as out:
             for job in jobs:
-                for replica, config, run in tf_configs(job):
-                    line = {"replica": replica, "service": "%s-%s.%s.svc" % (
-                        job["metadata"]["name"], replica, job["metadata"].get("namespace", "default")),
-                        "tf_config": config}
+                for replica, service, config, run in tf_configs(job, args.cluster_domain,
+                                                                args.operator_before_2023):
+                    line = {"replica": replica, "service": service, "tf_config": config}
                     line.update(run)
                     out.write(json.dumps(line) + "\n")
     print("validate_tfjob: %s: %d TFJob(s) valid against %s" % (args.manifest, len(jobs),
