@@ -7,12 +7,15 @@
 #      per worker (enough for steady images/s, not for accuracy);
 #   2. with a GPU: 1, 2, 4 and 8 workers --device=cuda sharing it, x 1, 2
 #      and 4 ps (mnist_cnn, sync and async);
-#   3. benchmarks/wire_ceiling.sh, when it is there: PUSH_PULL between
-#      processes against a raw two-process echo of the same bytes, 1-8
-#      workers, plaintext and CURVE.
+#   3. with wire_bench beside the binaries: PUSH_PULL between a ps process
+#      and 1-8 worker processes against a two-process echo of the same
+#      bytes (256 KiB and cnn_large's 2.68 MB), plaintext and CURVE; and
+#      CURVE's aggregate with the ps's --io_threads=1 and 8.
 # Every run's directory (its summary.json, steps CSVs, report and plots)
-# goes into OUT_DIR/scale_host.tar.gz, for `pstrain plan --calibrate` and
-# the scaling report to be made from on any machine.
+# goes into OUT_DIR/scale_host.tar.gz after each step (so that a run cut
+# short still leaves what it did), for `pstrain plan --calibrate` and the
+# scaling report to be made from on any machine. RESULTS_DIR, when set,
+# gets a copy of the archive and of the text summaries after each step.
 #
 # The chief's evaluations use the first 1,000 test images (a copy of the
 # test set cut short, in OUT_DIR/data), so that cnn_large's final
@@ -25,6 +28,7 @@
 #   OUT_DIR               default: a new temporary directory
 #   DEADLINE_S            steps not started within this many seconds are
 #                         skipped and reported (default 480)
+#   RESULTS_DIR           where copies of the results go after each step
 #   CPU_WORKERS, CPU_PS, GPU_WORKERS, GPU_PS   the matrices (defaults above)
 #   STEPS_MNIST_CNN, STEPS_CNN_LARGE, STEPS_GPU  steps per worker (defaults 80, 16, 80)
 set -uo pipefail
@@ -64,6 +68,29 @@ step() {
   printf '\n== %s (%d s): %s\n' "$name" "$SECONDS" "$*"
   if ! "$@" >"$out/$name.log" 2>&1; then failed+=("$name"); fi
   tail -n 4 "$out/$name.log"
+  save
+}
+
+# Images/s of every cell, one line each, then the archive of everything
+# but parameters, checkpoints and the data; copies into RESULTS_DIR.
+save() {
+  python3 - "$out"/*/ps*_w*/summary.json >"$out/cells.txt" 2>/dev/null <<'EOF2'
+import json, os, sys
+for path in sys.argv[1:]:
+    if not os.path.exists(path):
+        continue
+    s = json.load(open(path))
+    print(f"{path.split('/')[-3]:24s} ps={s['num_ps']:<2d} workers={s['num_workers']:<3d} "
+          f"images_per_s={s['train_images_per_sec']:.0f} device={s.get('device', '?')}")
+EOF2
+  grep -h '^RESULT bench=wire\|^|' "$out"/wire_*.log >"$out/wire.txt" 2>/dev/null
+  tar -C "$out" -czf "$out/scale_host.tar.gz.tmp" --exclude='*.f32' --exclude='checkpoints' \
+    --exclude='data' --exclude='*.secret' --exclude='scale_host.tar.gz*' . 2>/dev/null &&
+    mv "$out/scale_host.tar.gz.tmp" "$out/scale_host.tar.gz"
+  if [[ -n ${RESULTS_DIR:-} ]]; then
+    cp "$out/scale_host.tar.gz" "$out/cells.txt" "$out/wire.txt" "$out/host.txt" "$RESULTS_DIR/" 2>/dev/null
+  fi
+  return 0
 }
 
 # The training set as it is; the test set cut to its first 1,000 images.
@@ -96,6 +123,24 @@ EOF
 } | tee "$out/host.txt"
 
 common=(--eval_points=1 --echo=none --data_dir="$data" --gnuplot=none)
+have_gpu=0
+command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && have_gpu=1
+gpu_scale() {
+  step "gpu_mnist_cnn_$1" "$bin/pstrain" scale --workers="$gpu_workers" --ps="$gpu_ps" \
+    --mode="$1" --model=mnist_cnn --max_steps="${STEPS_GPU:-80}" --device=cuda \
+    --out="$out/gpu_mnist_cnn_$1" "${common[@]}"
+}
+((have_gpu)) && gpu_scale sync
+((have_gpu)) || echo "no GPU: the GPU matrix is not run"
+
+if [[ -x $bin/wire_bench ]]; then
+  step wire_ceiling "$bin/wire_bench" --ps_server="$bin/ps_server" --sizes=65536,669706 \
+    --workers=1,2,4,8 --security=plain,curve --rounds=1 --seconds=1 --mode=async --timeout_s=60
+  step wire_curve_io8 "$bin/wire_bench" --ps_server="$bin/ps_server" --sizes=669706 \
+    --workers=1,2,4,8 --security=curve --rounds=1 --seconds=1 --mode=async --timeout_s=60 \
+    --ps_flags=--io_threads=8
+fi
+
 for model in mnist_cnn cnn_large; do
   steps=${STEPS_MNIST_CNN:-80}
   [[ $model == cnn_large ]] && steps=${STEPS_CNN_LARGE:-16}
@@ -105,36 +150,11 @@ for model in mnist_cnn cnn_large; do
       --out="$out/cpu_${model}_${mode}" "${common[@]}"
   done
 done
+((have_gpu)) && gpu_scale async
 
-if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-  for mode in sync async; do
-    step "gpu_mnist_cnn_${mode}" "$bin/pstrain" scale --workers="$gpu_workers" --ps="$gpu_ps" \
-      --mode="$mode" --model=mnist_cnn --max_steps="${STEPS_GPU:-80}" --device=cuda \
-      --out="$out/gpu_mnist_cnn_${mode}" "${common[@]}"
-  done
-else
-  echo "no GPU: the GPU matrix is not run"
-fi
-
-if [[ -x $root/benchmarks/wire_ceiling.sh ]]; then
-  step wire_ceiling env WIRE_BIN="$bin" "$root/benchmarks/wire_ceiling.sh"
-fi
-
-# Images/s of every cell, one line each, for the note and the plan check.
+save
 printf '\n== images/s per cell\n'
-for f in "$out"/*/ps*_w*/summary.json; do
-  [[ -f $f ]] || continue
-  python3 - "$f" <<'EOF'
-import json, sys
-s = json.load(open(sys.argv[1]))
-print(f"{sys.argv[1].split('/')[-3]:24s} ps={s['num_ps']:<2d} workers={s['num_workers']:<3d} "
-      f"images_per_s={s['train_images_per_sec']:.0f} device={s.get('device', '?')}")
-EOF
-done | tee "$out/cells.txt"
-
-# What comes back: everything but parameters, checkpoints and the data.
-tar -C "$out" -czf "$out/scale_host.tar.gz" --exclude='*.f32' --exclude='checkpoints' \
-  --exclude='data' --exclude='*.secret' --exclude='scale_host.tar.gz' . 2>/dev/null
+cat "$out/cells.txt"
 ls -la "$out/scale_host.tar.gz"
 printf '\ntook %d s; output in %s\n' "$SECONDS" "$out"
 if ((${#failed[@]})); then
