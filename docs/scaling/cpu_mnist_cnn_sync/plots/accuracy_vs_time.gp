@@ -1,0 +1,29 @@
+# Drawn by pstrain; redraw with: gnuplot accuracy_vs_time.gp (in this directory)
+set terminal pngcairo size 900,540 font 'sans,10' noenhanced
+set output 'accuracy_vs_time.png'
+set title 'Test accuracy against training time'
+set xlabel 'training seconds (evaluation pauses left out)'
+set ylabel 'test accuracy (10k images)'
+set grid
+set key below reverse Left samplen 2 spacing 1.2 width 2
+set xrange [*:*]
+set yrange [*:1]
+plot 'accuracy_vs_time.dat' index 0 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 1 title '1 ps, 1 worker', \
+     '' index 1 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 2 title '1 ps, 2 workers', \
+     '' index 2 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 3 title '1 ps, 4 workers', \
+     '' index 3 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 4 title '1 ps, 8 workers', \
+     '' index 4 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 5 title '1 ps, 12 workers', \
+     '' index 5 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 6 title '2 ps, 1 worker', \
+     '' index 6 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 7 title '2 ps, 2 workers', \
+     '' index 7 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 8 title '2 ps, 4 workers', \
+     '' index 8 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 9 title '2 ps, 8 workers', \
+     '' index 9 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 10 title '2 ps, 12 workers', \
+     '' index 10 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 11 title '4 ps, 1 worker', \
+     '' index 11 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 12 title '4 ps, 2 workers', \
+     '' index 12 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 13 title '4 ps, 4 workers', \
+     '' index 13 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 14 title '4 ps, 8 workers', \
+     '' index 14 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 15 title '4 ps, 12 workers', \
+     0.95 with lines dt 3 lw 1 lc rgb 'gray40' title '95%', \
+     0.97 with lines dt 3 lw 1 lc rgb 'gray40' title '97%', \
+     0.98 with lines dt 3 lw 1 lc rgb 'gray40' title '98%', \
+     0.99 with lines dt 3 lw 1 lc rgb 'gray40' title '99%'
