@@ -5,6 +5,7 @@
 //             --secret_file=job.secret   (every task of the job gets the same file)
 
 #include <cstdlib>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -44,7 +45,8 @@ ABSL_FLAG(std::string, timeline_dir, Defaults().timeline_dir,
           "events into DIR/ps<k>.json; '' for none");
 ABSL_FLAG(int, io_threads, Defaults().io_threads,
           "ZeroMQ I/O threads (1 to 16): with CURVE, each encrypts and decrypts its share of the "
-          "workers' connections");
+          "workers' connections; 0: one per worker up to half the host's cores and 8 (CURVE), "
+          "else 1");
 ABSL_FLAG(int64_t, max_message_mb, Defaults().max_message_bytes >> 20,
           "Largest message accepted from a peer, in MiB");
 
@@ -74,8 +76,11 @@ absl::Status RunServer(const char* tf_config) {
   }
   auto security = pstrain::TransportSecurityFromFlags();
   if (!security.ok()) return security.status();
-  const pstrain::PsServerOptions options = PsServerOptionsFromFlags();
+  pstrain::PsServerOptions options = PsServerOptionsFromFlags();
   if (absl::Status s = pstrain::ValidatePsServerOptions(options); !s.ok()) return s;
+  options.io_threads = pstrain::AutoIoThreads(options.io_threads, cluster->num_workers(),
+                                              security->secure(),
+                                              std::thread::hardware_concurrency());
   auto server = pstrain::PsServer::Create(*cluster, options, *security);
   if (!server.ok()) return server.status();
   return (*server)->Run();

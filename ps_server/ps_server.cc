@@ -1,5 +1,7 @@
 #include "ps_server/ps_server.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
@@ -102,7 +104,8 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
   }
   LOG(INFO) << task.ToString()
             << (security.secure() ? ": CURVE on (keys derived from the job secret)"
-                                  : ": --insecure: no authentication, no encryption");
+                                  : ": --insecure: no authentication, no encryption")
+            << ", " << std::max(1, options.io_threads) << " I/O thread(s)";
   return server;
 }
 
@@ -111,7 +114,8 @@ PsServer::PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
     : cluster_(cluster),
       task_(*cluster.task()),
       options_(options),
-      context_(options.io_threads),
+      // 0 (not resolved by AutoIoThreads, as in tests): one.
+      context_(std::max(1, options.io_threads)),
       shards_(handler_options),
       handler_(shards_.own()),
       security_(security),

@@ -1,5 +1,7 @@
 #include "ps_server/ps_server_options.h"
 
+#include <algorithm>
+
 #include "absl/flags/marshalling.h"
 #include "absl/strings/str_cat.h"
 
@@ -23,10 +25,17 @@ absl::Status ValidatePsServerOptions(const PsServerOptions& options) {
     return absl::InvalidArgumentError(
         "--peer_timeout_s, --register_timeout_s and --max_message_mb must be > 0");
   }
-  if (options.io_threads < 1 || options.io_threads > 16) {
-    return absl::InvalidArgumentError("--io_threads must be 1 to 16");
+  if (options.io_threads < 0 || options.io_threads > 16) {
+    return absl::InvalidArgumentError("--io_threads must be 1 to 16, or 0 for as many as suit");
   }
   return absl::OkStatus();
+}
+
+int AutoIoThreads(int requested, int num_workers, bool curve, unsigned host_cores) {
+  if (requested > 0) return requested;
+  if (!curve) return 1;
+  const int half = static_cast<int>(host_cores / 2);
+  return std::clamp(std::min(num_workers, half), 1, 8);
 }
 
 }  // namespace pstrain

@@ -51,11 +51,13 @@ struct PsServerOptions {
   // Empty: none. Flag --timeline_dir; `pstrain launch --timeline` gives
   // every ps RUN_DIR/timeline.
   std::string timeline_dir;
-  // ZeroMQ I/O threads of the ps's context (1 to 16). Each worker's
-  // connection is served by one of them: with CURVE, where an I/O thread
-  // encrypts and decrypts every byte, more threads let several workers'
-  // traffic be handled at once. Flag --io_threads.
-  int io_threads = 1;
+  // ZeroMQ I/O threads of the ps's context (1 to 16; 0: AutoIoThreads).
+  // Each worker's connection is served by one of them: with CURVE, where
+  // an I/O thread encrypts and decrypts every byte, more threads let
+  // several workers' traffic be handled at once (on 16 cores, 8 threads
+  // served 8 workers 2.6 GB/s of CURVE PUSH_PULL, one 0.74 GB/s to 4:
+  // docs/scaling/README.md). Flag --io_threads.
+  int io_threads = 0;
 
   // "--name=value" for every field that has a flag (max_message_bytes in
   // whole MiB, rounded down), such that ps_server parses them back to these
@@ -65,5 +67,13 @@ struct PsServerOptions {
 
 // InvalidArgument naming the flag for a value out of range.
 absl::Status ValidatePsServerOptions(const PsServerOptions& options);
+
+// The I/O threads a ps uses for --io_threads=`requested`: that number when
+// it is set (> 0); else one without CURVE (plaintext is not bound by its
+// I/O thread), and with CURVE one per worker of the spec up to half the
+// host's cores and at most 8 (each worker's connection is encrypted on one
+// thread; the other half of the cores is left to the ps's event loop and
+// the host's other tasks).
+int AutoIoThreads(int requested, int num_workers, bool curve, unsigned host_cores);
 
 }  // namespace pstrain

@@ -15,7 +15,7 @@ TEST(PsServerOptions, ToArgsRendersEveryFlagBackedField) {
   EXPECT_THAT(PsServerOptions().ToArgs(),
               ElementsAre("--peer_timeout_s=10", "--register_timeout_s=600", "--max_message_mb=1024",
                           "--bind=", "--checkpoint_dir=", "--metrics_port=0",
-                          "--metrics_host=0.0.0.0", "--timeline_dir=", "--io_threads=1"));
+                          "--metrics_host=0.0.0.0", "--timeline_dir=", "--io_threads=0"));
   PsServerOptions o;
   o.peer_timeout_s = 0.1 + 0.2;
   o.max_message_bytes = (int64_t{3} << 20) + 5;  // whole MiB, rounded down
@@ -38,13 +38,28 @@ TEST(PsServerOptions, ValidationNamesTheFlags) {
   const absl::Status s = ValidatePsServerOptions(o);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("--register_timeout_s"));
-  for (int threads : {0, 17}) {
+  for (int threads : {-1, 17}) {
     PsServerOptions t;
     t.io_threads = threads;
     const absl::Status st = ValidatePsServerOptions(t);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << threads;
     EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("--io_threads"));
   }
+}
+
+TEST(PsServerOptions, IoThreadsFollowTheHostsCoresUnderCurveOnly) {
+  // Given: that many.
+  EXPECT_EQ(AutoIoThreads(3, 8, true, 16), 3);
+  // Plaintext: one.
+  EXPECT_EQ(AutoIoThreads(0, 8, false, 16), 1);
+  // CURVE: one per worker, up to half the cores and 8.
+  EXPECT_EQ(AutoIoThreads(0, 4, true, 16), 4);
+  EXPECT_EQ(AutoIoThreads(0, 12, true, 16), 8);
+  EXPECT_EQ(AutoIoThreads(0, 12, true, 6), 3);
+  EXPECT_EQ(AutoIoThreads(0, 2, true, 2), 1);  // this repository's 2-core machines
+  EXPECT_EQ(AutoIoThreads(0, 256, true, 64), 8);  // a sparse spec's rank slots
+  EXPECT_EQ(AutoIoThreads(0, 8, true, 0), 1);  // the core count unknown
+  EXPECT_TRUE(ValidatePsServerOptions(PsServerOptions()).ok());  // 0: decided by this
 }
 
 }  // namespace
