@@ -470,7 +470,12 @@ void RequestHandler::HandleRegister(const std::string& peer, const Message& m,
     parked_registers_.push_back({peer, m.header});
     return;
   }
-  if (absl::Status s = CheckWorkerRequest(m); !s.ok()) return Refuse(peer, m.header, s, out);
+  if (absl::Status s = CheckWorkerRequest(m); !s.ok()) {
+    // With the job: a worker of another model names the tensor that differs.
+    Refuse(peer, m.header, s, out);
+    *out->back().header.mutable_job() = job_;
+    return;
+  }
   if (workers_.MarkRegistered(m.header.rank(), m.header.session())) {
     ForgetOldSession(m.header.rank());
   }
