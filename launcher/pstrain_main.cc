@@ -174,7 +174,10 @@ constexpr char kUsage[] =
     "                 [--data_dir=DIR] [--model=mnist_cnn] [--free_ports] [--echo=progress] [--metrics]\n"
     "                 [--isolate=netns [--link_rate=1gbit]]\n"
     "                 [--checkpoint_every_steps=N] [--checkpoint_every_s=T] [--keep_checkpoints=3]\n"
-    "  pstrain launch --resume=RUN_DIR [--max_steps=N | --epochs=N]\n"
+    "  pstrain launch --cluster_spec=FILE [flags] -- python3 train.py ARGS...\n"
+    "                 runs the command as the chief and every worker (python/pstrain,\n"
+    "                 pstrain.torch); compare and scale take a command the same way\n"
+    "  pstrain launch --resume=RUN_DIR [--max_steps=N | --epochs=N] [-- COMMAND...]\n"
     "  pstrain compare --cluster_spec=FILE --modes=sync,async,ssp:2 [--epochs=N]\n"
     "                 [--straggler=worker:1:delay_ms=40] [--out=DIR] [training flags]\n"
     "  pstrain scale --workers=1,2,4,8 --ps=1,2 --mode=sync|async [--epochs=N] [--out=DIR]\n"
@@ -193,6 +196,14 @@ constexpr char kUsage[] =
     "  launch, compare, scale and chaos take --max_restarts=N (default 3, per task).\n"
     "  Every command that starts tasks takes --secret_file=FILE (default: a fresh secret in the\n"
     "  run directory) or --insecure. See docs/experiments.md and README.md, \"Security\".\n";
+
+// How many arguments follow "--" (0 without it).
+size_t ArgsAfterDashes(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") return static_cast<size_t>(argc - i - 1);
+  }
+  return 0;
+}
 
 std::string BinDir() {
   char path[PATH_MAX];
@@ -228,9 +239,26 @@ absl::StatusOr<int> MaxRestartsFlag() {
   return n;
 }
 
+// The user's command: what follows "--" (launch, compare, scale), its
+// program looked up in PATH. Empty without one.
+absl::StatusOr<std::vector<std::string>> CommandAfterDashes(int argc, char** argv) {
+  std::vector<std::string> command;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--") continue;
+    command.assign(argv + i + 1, argv + argc);
+    if (command.empty()) return absl::InvalidArgumentError("nothing follows --: give a command");
+    const char* path = std::getenv("PATH");
+    ASSIGN_OR_RETURN(command.front(), ResolveProgram(command.front(), path ? path : ""));
+    break;
+  }
+  return command;
+}
+
 absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   ASSIGN_OR_RETURN(TrainOptions train, TrainOptionsFromFlags());
   LaunchOptions o;
+  ASSIGN_OR_RETURN(o.command, CommandAfterDashes(argc, argv));
+  if (const char* python_path = std::getenv("PYTHONPATH")) o.python_path = python_path;
   o.cluster_spec_path = ClusterSpecFlag();
   if (o.cluster_spec_path.empty()) return absl::InvalidArgumentError("launch needs --cluster_spec=FILE");
   o.free_ports = absl::GetFlag(FLAGS_free_ports);
@@ -472,6 +500,8 @@ absl::StatusOr<ExperimentOptions> ExperimentOptionsFromFlags(const TrainOptions&
                              absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
   }
   x.bin_dir = BinDir();
+  ASSIGN_OR_RETURN(x.command, CommandAfterDashes(argc, argv));
+  if (const char* python_path = std::getenv("PYTHONPATH")) x.python_path = python_path;
   x.train = train;
   x.ps = PsOptionsFor(train);
   x.secret_file = SecretFileFlag();
@@ -598,7 +628,11 @@ int main(int argc, char** argv) {
     return pstrain::ExitWith("pstrain", pstrain::RunTask(std::vector<std::string>(
                                             positional.begin() + 2, positional.end())));
   }
-  if (positional.size() > 2) {
+  // launch, compare and scale take a command after "--" (those positional
+  // arguments are it); nothing else takes any.
+  const bool takes_command = command == "launch" || command == "compare" || command == "scale";
+  const size_t after_dashes = pstrain::ArgsAfterDashes(argc, argv);
+  if (positional.size() > 2 + (takes_command ? after_dashes : 0)) {
     return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(
         absl::StrCat("unexpected argument \"", positional[2], "\"")));
   }
