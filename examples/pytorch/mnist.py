@@ -61,14 +61,16 @@ def main():
     parser.add_argument("--momentum", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--data_dir", default="data/mnist")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
 
     pst.init()
     torch.manual_seed(args.seed)
-    train_x, train_y = idx_data.load(args.data_dir, "train")
-    test_x, test_y = idx_data.load(args.data_dir, "t10k")
-    model = Net()
-    sampler = pst.DistributedSampler(len(train_x), args.batch_size, seed=args.seed)
+    train_x, train_y = (t.to(args.device) for t in idx_data.load(args.data_dir, "train"))
+    test_x, test_y = (t.to(args.device) for t in idx_data.load(args.data_dir, "t10k"))
+    model = Net().to(args.device)
+    sampler = pst.DistributedSampler(len(train_x), args.batch_size, seed=args.seed,
+                                     device=args.device)
     opt = pst.DistributedOptimizer(model, optimizer="sgd", lr=args.lr, momentum=args.momentum,
                                    sampler=sampler, epochs=args.epochs)
     for epoch in range(opt.start_epoch, args.epochs):

@@ -57,16 +57,17 @@ def main():
     parser.add_argument("--momentum", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--data_dir", default="data/mnist")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
 
     torch.manual_seed(args.seed)
-    train_x, train_y = idx_data.load(args.data_dir, "train")
-    test_x, test_y = idx_data.load(args.data_dir, "t10k")
-    model = Net()
+    train_x, train_y = (t.to(args.device) for t in idx_data.load(args.data_dir, "train"))
+    test_x, test_y = (t.to(args.device) for t in idx_data.load(args.data_dir, "t10k"))
+    model = Net().to(args.device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     for epoch in range(args.epochs):
         model.train()
-        for idx in torch.randperm(len(train_x)).split(args.batch_size):
+        for idx in torch.randperm(len(train_x), device=args.device).split(args.batch_size):
             opt.zero_grad()
             loss = F.nll_loss(model(train_x[idx]), train_y[idx])
             loss.backward()

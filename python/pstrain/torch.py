@@ -169,10 +169,11 @@ class DistributedSampler:
     optimizer (or with `follow_job=False`) it yields the whole epoch.
 
     `num_workers` and `rank` default to the task's (pst.init()); give them
-    to take a share without a job (num_workers=1: one process's order)."""
+    to take a share without a job (num_workers=1: one process's order).
+    `device`: where the index tensors go (the data's device)."""
 
     def __init__(self, num_examples, batch_size, seed=1, num_workers=None, rank=None,
-                 follow_job=True):
+                 follow_job=True, device=None):
         if num_examples < 1 or batch_size < 1:
             raise ValueError("num_examples and batch_size must be >= 1")
         self.num_examples, self.batch_size = int(num_examples), int(batch_size)
@@ -191,6 +192,7 @@ class DistributedSampler:
         if not 0 <= self.rank < self.num_workers:
             raise ValueError("rank %d is not in [0, %d)" % (self.rank, self.num_workers))
         self.follow_job = follow_job and state is not None
+        self.device = device
         self._cached = (None, None)
 
     def __len__(self):
@@ -206,7 +208,8 @@ class DistributedSampler:
         """This worker's examples of step `step` of epoch `epoch`."""
         g = self.num_workers * self.batch_size
         chunk = self.permutation(epoch)[step * g:(step + 1) * g]
-        return torch.from_numpy(numpy.ascontiguousarray(chunk[self.rank::self.num_workers]))
+        idx = torch.from_numpy(numpy.ascontiguousarray(chunk[self.rank::self.num_workers]))
+        return idx if self.device is None else idx.to(self.device)
 
     def batches(self, epoch):
         opt = _process.optimizer if self.follow_job and _process is not None else None

@@ -13,6 +13,8 @@ import numpy
 import pstrain_testing as t
 
 STEPS = 50
+# The tensors' device (the GPU checks run this test with cuda).
+DEVICE = "--device=" + os.environ.get("PSTRAIN_TEST_DEVICE", "cpu")
 
 
 class Golden(t.TestCase):
@@ -20,13 +22,13 @@ class Golden(t.TestCase):
         out = os.path.join(self.dir, "reference_%d_%d.f32" % (batch, seed))
         subprocess.run([t.PYTHON, t.SCRIPT, "--data_dir=" + t.DATA_DIR, "--reference",
                         "--batch_size=%d" % batch, "--steps=%d" % STEPS, "--lr=0.01",
-                        "--seed=%d" % seed, "--out=" + out], check=True, cwd=t.SOURCE_DIR)
+                        "--seed=%d" % seed, "--out=" + out, DEVICE], check=True, cwd=t.SOURCE_DIR)
         return numpy.fromfile(out, dtype=numpy.float32)
 
     def test_two_sync_workers_equal_one_process_with_the_same_global_batch(self):
         run = self.run_dir("two")
         code, launch = t.launch(run, ["--mode=sync"],
-                                ["--batch_size=32", "--steps=%d" % STEPS, "--lr=0.01"])
+                                ["--batch_size=32", "--steps=%d" % STEPS, "--lr=0.01", DEVICE])
         self.assertEqual(code, 0, launch.output)
         two = numpy.fromfile(os.path.join(run, "final_params.f32"), dtype=numpy.float32)
         one = self.reference(64)
@@ -44,8 +46,8 @@ class Golden(t.TestCase):
         initial = self.reference_initial()
         moved = numpy.abs(one - initial).max()
         difference = numpy.abs(two.astype(numpy.float64) - one).max()
-        print("RESULT torch_golden steps=%d max_abs_diff=%.3g update_max_abs=%.3g"
-              % (STEPS, difference, moved))
+        print("RESULT torch_golden steps=%d %s max_abs_diff=%.3g update_max_abs=%.3g"
+              % (STEPS, DEVICE, difference, moved))
         self.assertGreater(moved, 1e-3)
         self.assertLess(difference, 1e-5)
         # And the comparison can fail: another data order gives others.

@@ -78,7 +78,7 @@ def reference(args, model, train_x, train_y):
     """One process, torch.optim.SGD, each global batch of the job's order."""
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     sampler = pst.DistributedSampler(len(train_x), args.batch_size, seed=args.seed,
-                                     num_workers=1, rank=0)
+                                     num_workers=1, rank=0, device=args.device)
     step = 0
     for epoch in range(args.epochs):
         for idx in sampler.batches(epoch):
@@ -111,15 +111,24 @@ def main():
     p.add_argument("--wider_on_rank", type=int, default=-1, help="this rank's fc1 has 51 outputs")
     p.add_argument("--evaluate", action="store_true", help="the chief evaluates each epoch")
     p.add_argument("--adam_momentum", action="store_true", help="give adam sgd's momentum")
+    p.add_argument("--device", default="cpu")
     args = p.parse_args()
 
     torch.manual_seed(args.seed)
-    train_x, train_y = idx_data.load(args.data_dir, "train")
+    if args.device.startswith("cuda"):
+        # Full float32 arithmetic, the same algorithm every time: TF32
+        # (PyTorch's default for convolutions on Ampere and later) rounds
+        # to 10 bits, far above the golden run's tolerance.
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    train_x, train_y = (x.to(args.device) for x in idx_data.load(args.data_dir, "train"))
     if args.reference:
-        model = Cnn(dropout=args.dropout)
+        model = Cnn(dropout=args.dropout).to(args.device)
         if not args.initial:
             reference(args, model, train_x, train_y)
-        flat_params(model).tofile(args.out)
+        flat_params(model.cpu()).tofile(args.out)
         return
 
     pst.init()
@@ -127,12 +136,16 @@ def main():
         model = BnNet()
     else:
         model = Cnn(dropout=args.dropout, fc1_out=51 if pst.rank() == args.wider_on_rank else 50)
-    sampler = pst.DistributedSampler(len(train_x), args.batch_size, seed=args.seed)
+    model = model.to(args.device)
+    sampler = pst.DistributedSampler(len(train_x), args.batch_size, seed=args.seed,
+                                     device=args.device)
     options = {"momentum": args.momentum} if args.optimizer == "sgd" or args.adam_momentum else {}
     opt = pst.DistributedOptimizer(model, optimizer=args.optimizer, lr=args.lr, sampler=sampler,
                                    epochs=args.epochs,
                                    total_steps=args.steps if args.steps > 0 else None, **options)
-    test = idx_data.load(args.data_dir, "t10k") if pst.is_chief() and args.evaluate else None
+    test = None
+    if pst.is_chief() and args.evaluate:
+        test = [x.to(args.device) for x in idx_data.load(args.data_dir, "t10k")]
     for epoch in range(opt.start_epoch, args.epochs):
         model.train()
         for idx in sampler.batches(epoch):
@@ -148,7 +161,7 @@ def main():
             pst.log_metrics(test_accuracy=accuracy, test_loss=test_loss)
     if args.dump_dir:
         pst.finish()
-        torch.save(model.state_dict(), os.path.join(args.dump_dir, "rank%d.pt" % pst.rank()))
+        torch.save(model.cpu().state_dict(), os.path.join(args.dump_dir, "rank%d.pt" % pst.rank()))
 
 
 if __name__ == "__main__":
