@@ -48,6 +48,8 @@
 #include "worker/presets.h"
 #include "export/commands.h"
 #include "glog/logging.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "launcher/chaos.h"
 #include "launcher/compare.h"
 #include "launcher/launch_record.h"
@@ -141,6 +143,9 @@ ABSL_FLAG(double, run_timeout_s, ChaosDefaults().run_timeout_s,
           "chaos: a run not finished after this many seconds is a hang (0: 4 x the baseline's wall "
           "time + 60 s)");
 ABSL_FLAG(std::string, image, "", "k8s: the container image every replica runs");
+ABSL_FLAG(std::string, worker_image, "",
+          "k8s with a command after --: the image the chief and worker replicas run it in (a "
+          "PyTorch image with pstrain's /opt/pstrain copied in; default: --image)");
 ABSL_FLAG(std::string, name, "", "k8s: the TFJob's name (a DNS-1035 label)");
 ABSL_FLAG(std::string, namespace, "default", "k8s: the Kubernetes namespace");
 ABSL_FLAG(int, gpus_per_worker, 0, "k8s: nvidia.com/gpu per chief and worker replica");
@@ -192,6 +197,7 @@ constexpr char kUsage[] =
     "  pstrain timeline RUN_DIR --steps=A:B --out=FILE.png\n"
     "  pstrain k8s --cluster_spec=FILE --image=IMG --name=NAME [--namespace=NS]\n"
     "              [--gpus_per_worker=N] [--secret_file=FILE] [--out=FILE] [training flags]\n"
+    "              [--worker_image=IMG -- python3 /app/train.py ARGS...]\n"
     "  pstrain task -- [ps_server or worker flags]   (TF_CONFIG in the environment)\n"
     "  launch, compare, scale and chaos take --max_restarts=N (default 3, per task).\n"
     "  Every command that starts tasks takes --secret_file=FILE (default: a fresh secret in the\n"
@@ -327,7 +333,9 @@ absl::Status RunTimelineCommand(const std::vector<std::string>& positional) {
 
 // pstrain k8s: the TFJob manifest for --cluster_spec's task counts, each
 // replica with the training flags given here and the paths of its pod.
-absl::Status RunK8s() {
+// `command`: what follows "--", run by the Chief and Worker replicas
+// (as written: the program is looked up in their image).
+absl::Status RunK8s(const std::vector<std::string>& command) {
   const std::string spec_path = ClusterSpecFlag();
   if (spec_path.empty()) return absl::InvalidArgumentError("k8s needs --cluster_spec=FILE");
   ASSIGN_OR_RETURN(const ClusterSpec spec, ClusterSpec::FromFile(spec_path));
@@ -368,6 +376,23 @@ absl::Status RunK8s() {
   ps.metrics_host = "0.0.0.0";
   o.ps_args = ps.ToArgs();
   o.ps_args.push_back(secret_flag);
+  o.worker_command = command;
+  o.worker_image = absl::GetFlag(FLAGS_worker_image);
+  if (!command.empty()) {
+    std::string flags_json;
+    google::protobuf::Value flags;
+    for (const std::string& a : train.ToArgs()) {
+      flags.mutable_list_value()->add_values()->set_string_value(a);
+    }
+    (void)google::protobuf::util::MessageToJsonString(flags, &flags_json);
+    const std::string root = kPodFrontendRoot;
+    o.worker_env = {absl::StrCat("PSTRAIN_SECRET_FILE=", kPodSecretFile),
+                    absl::StrCat("PSTRAIN_RUN_DIR=", run_dir),
+                    absl::StrCat("PSTRAIN_FLAGS=", flags_json),
+                    absl::StrCat("PSTRAIN_LIBRARY=", root, "/lib/libpstrain.so"),
+                    absl::StrCat("LD_LIBRARY_PATH=", root, "/lib"),
+                    absl::StrCat("PYTHONPATH=", root, "/python"), "PYTHONUNBUFFERED=1"};
+  }
   ASSIGN_OR_RETURN(const std::string manifest, TfJobManifest(spec, o));
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) {
@@ -630,7 +655,8 @@ int main(int argc, char** argv) {
   }
   // launch, compare and scale take a command after "--" (those positional
   // arguments are it); nothing else takes any.
-  const bool takes_command = command == "launch" || command == "compare" || command == "scale";
+  const bool takes_command =
+      command == "launch" || command == "compare" || command == "scale" || command == "k8s";
   const size_t after_dashes = pstrain::ArgsAfterDashes(argc, argv);
   if (positional.size() > 2 + (takes_command ? after_dashes : 0)) {
     return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(
@@ -641,7 +667,11 @@ int main(int argc, char** argv) {
   if (command == "scale") return pstrain::ExitWith("pstrain", pstrain::RunScaleCommand(argc, argv));
   if (command == "chaos") return pstrain::ExitWith("pstrain", pstrain::RunChaosCommand(argc, argv));
   if (command == "keygen") return pstrain::ExitWith("pstrain", pstrain::RunKeygen());
-  if (command == "k8s") return pstrain::ExitWith("pstrain", pstrain::RunK8s());
+  if (command == "k8s") {
+    const size_t n = pstrain::ArgsAfterDashes(argc, argv);
+    return pstrain::ExitWith("pstrain", pstrain::RunK8s(std::vector<std::string>(argv + argc - n,
+                                                                                 argv + argc)));
+  }
   if (command == "export" || command == "evaluate") {
     const pstrain::SavedModelCommand c = pstrain::SavedModelCommandFromFlags(argc, argv);
     return pstrain::ExitWith("pstrain", command == "export" ? pstrain::RunExport(c) : pstrain::RunEvaluate(c));
