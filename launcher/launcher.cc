@@ -937,7 +937,11 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* 
   if (options.metrics) {
     ASSIGN_OR_RETURN(metrics_ports, ServeMetrics(options.run_dir, spec));
   }
-  Supervisor supervisor(options, spec, security_arg, std::move(metrics_ports), net.get(), events);
+  LaunchOptions supervised = options;
+  if (!options.command.empty()) {
+    supervised.chief_exit_grace_s = std::max(options.chief_exit_grace_s, kCommandExitGraceS);
+  }
+  Supervisor supervisor(supervised, spec, security_arg, std::move(metrics_ports), net.get(), events);
   const absl::Status started = supervisor.StartAll();
   // Wait even when a start failed: the tasks already running are stopped
   // and reaped there.

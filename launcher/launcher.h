@@ -163,7 +163,9 @@ struct LaunchOptions {
   double stop_grace_s = 4.0;                 // SIGTERM -> SIGKILL
   // After the last worker exits, how long the ps tasks may take to exit.
   double ps_exit_grace_s = 10.0;
-  // After a ps exits 0, how long the chief may take to exit 0 (see above).
+  // After a ps exits 0, how long the chief may take to exit 0 (see above);
+  // with a command, at least kCommandExitGraceS (an interpreter's teardown,
+  // PyTorch's, takes seconds on a busy machine).
   double chief_exit_grace_s = 5.0;
   // Restarts per task (0: none, a failed task fails the launch at once).
   int max_restarts = 3;
@@ -185,6 +187,7 @@ struct LaunchOptions {
 };
 
 inline constexpr double kMaxRestartBackoffS = 8.0;
+inline constexpr double kCommandExitGraceS = 30.0;
 
 // The wait before a task's restart number `restart` (1-based):
 // restart_backoff_s x 2^(restart - 1), at most kMaxRestartBackoffS (or

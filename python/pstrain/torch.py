@@ -146,6 +146,9 @@ def _at_exit():
     try:
         opt.finish()
         opt.close()
+        # Its connections and heartbeat thread go now, not in the
+        # interpreter's teardown.
+        opt._worker.free()  # pylint: disable=protected-access
     except PstrainError as e:
         sys.stderr.write("pstrain: at exit: %s: %s\n" % (type(e).__name__, e))
         sys.stderr.flush()
