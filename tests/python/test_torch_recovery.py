@@ -15,39 +15,49 @@ import pstrain_testing as t
 
 
 class Recovery(t.TestCase):
-    def test_a_killed_worker_is_restarted_and_the_job_ends_with_the_usual_accuracy(self):
+    def kill_at_step_100(self, task):
+        """A sync job of one epoch whose `task` gets SIGKILL once it logged
+        step 100 of 469; returns (summary, launch output)."""
         run = self.run_dir("run")
-        killed = []
+        killed, lines = [], []
 
         def on_line(line):
-            # SIGKILL to worker:1 once it has logged step 100 of 469.
-            if not killed and re.match(r"\[worker:1\] .*step 100/469", line):
-                pid = t.started_pids(launch_lines)["worker:1"]
+            lines.append(line)
+            if not killed and re.match(r"\[%s\] .*step 100/469" % task, line):
+                pid = t.started_pids(lines)[task]
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
 
-        launch_lines = []
-
-        def record(line):
-            launch_lines.append(line)
-            on_line(line)
-
-        code, launch = t.launch(run, ["--mode=sync", "--restart_backoff_s=0"],
-                                ["--dropout", "--evaluate"], on_line=record)
+        code, launch = t.launch(run, ["--mode=sync", "--restart_backoff_s=0",
+                                      "--checkpoint_every_steps=50"],
+                                ["--dropout", "--evaluate"], on_line=on_line)
         self.assertEqual(code, 0, launch.output)
-        self.assertEqual(len(killed), 1, "worker:1 never reached step 100")
+        self.assertEqual(len(killed), 1, "%s never reached step 100" % task)
         s = t.summary(run)
-        print("RESULT torch_kill accuracy=%.4f restarts=%d workers_rejoined=%d"
-              % (s["final_test_accuracy"], s["restarts"], s.get("workers_rejoined", 0)))
+        print("RESULT torch_kill task=%s accuracy=%.4f restarts=%d"
+              % (task, s["final_test_accuracy"], s["restarts"]))
         self.assertEqual(s["restarts"], 1)
-        self.assertEqual(s["task_restarts"][0]["task"], "worker:1")
-        self.assertIn("restarted worker:1", launch.output)
+        self.assertEqual(s["task_restarts"][0]["task"], task)
+        self.assertIn("restarted " + task, launch.output)
         # The restarted process joined where the job was, not at step 0.
-        self.assertRegex(launch.output, r"\[worker:1\] .*continuing from step [1-9][0-9]* of 469")
+        self.assertRegex(launch.output,
+                         r"\[%s\] .*continuing from step [1-9][0-9]* of 469" % task)
         # The usual accuracy of one epoch of two sync workers (0.94 without
         # the kill; the seed's reference is about 0.94).
         self.assertGreater(s["final_test_accuracy"], 0.92)
         self.assertEqual(s["steps_per_worker"], 469)
+        return s, launch.output
+
+    def test_a_killed_worker_is_restarted_and_the_job_ends_with_the_usual_accuracy(self):
+        self.kill_at_step_100("worker:1")
+
+    def test_a_killed_chief_is_restarted_and_never_initialises_the_job_again(self):
+        s, output = self.kill_at_step_100("worker:0")
+        # The shards lived on: the restarted chief registered, and nothing
+        # was restored or lost.
+        self.assertEqual(len(re.findall(r"\[worker:0\] .*initialised 2 shards", output)), 1)
+        self.assertEqual(s.get("updates_lost", 0), 0)
+        self.assertEqual(s["recoveries"], [])
 
     def test_a_resumed_job_continues_from_its_checkpoint(self):
         run = self.run_dir("run")
