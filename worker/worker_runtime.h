@@ -8,12 +8,12 @@
 // The caller describes its parameters as a layout: ordered named tensors
 // laid end to end in one flat float buffer (the ShardPlan cuts that buffer
 // into one contiguous range per ps). The runtime then
-//  - joins the job (Connect, Start, Resume): the chief INITs the shards with the caller's
-//    initial values (or, with --restore, RESTOREs them from the newest
-//    usable checkpoint; after a restart it recovers the shards, never
-//    re-INITs a live job); every other worker REGISTERs, and a layout that
-//    differs from the chief's is refused naming the first differing
-//    tensor; then pulls the parameters into params();
+//  - joins the job (Connect, Start, Resume): the chief INITs the shards
+//    with the caller's initial values (or, with --restore, RESTOREs them
+//    from the newest usable checkpoint; after a restart it recovers the
+//    shards, never re-INITs a live job); every other worker REGISTERs,
+//    and a layout that differs from the chief's is refused naming the
+//    first differing tensor; then pulls the parameters into params();
 //  - runs one step at a time (BeginStep, StartPush, ReadyFrom/TensorReady,
 //    EndStep): each shard's gradient goes out as soon as it is final (so
 //    pushes overlap backward), encoded per --wire, and EndStep returns with
@@ -92,8 +92,7 @@ struct WorkerRuntimeOptions {
   // REQUIRES: steps_per_epoch >= 1.
   int64_t steps_per_epoch = 1;
   int64_t total_steps = 0;
-  // The worker count the default learning rate scales with, and the
-  // summary's device ("cpu", "cuda:0 (...)").
+  // The summary's device ("cpu", "cuda:0 (...)").
   std::string device_description = "cpu";
   // The chief's initial parameters: fills the whole flat vector (a fresh
   // job, and a restore when no checkpoint is usable). REQUIRES: set on the
@@ -101,7 +100,10 @@ struct WorkerRuntimeOptions {
   std::function<void(absl::Span<float>)> initial_params;
   // The flat buffers, borrowed (they must outlive the runtime): params gets
   // every pull, grads holds the caller's gradient of the step. Empty: the
-  // runtime owns them (params(), grads()).
+  // runtime owns them (params(), grads()). params is written only inside
+  // InitFresh's initial_params, Resume, EndStep, PullLatest and
+  // RestoreInitialState, never while the caller's backward runs (replies
+  // are read in EndStep), so it may be the model's own weights.
   absl::Span<float> params;
   absl::Span<float> grads;
   // Whether shards go out as their gradient becomes final (ReadyFrom,
