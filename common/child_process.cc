@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <set>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -59,8 +60,15 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   // async-signal-safe calls are allowed.
   std::vector<std::string> argv_strings = {options.binary};
   argv_strings.insert(argv_strings.end(), options.args.begin(), options.args.end());
+  // extra_env replaces the parent's variables of the same names (a child
+  // reads the first of two).
+  std::set<std::string> replaced;
+  for (const std::string& e : options.extra_env) replaced.insert(e.substr(0, e.find('=')));
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (replaced.count(entry.substr(0, entry.find('='))) == 0) env_strings.push_back(entry);
+  }
   env_strings.insert(env_strings.end(), options.extra_env.begin(), options.extra_env.end());
   std::vector<char*> argv = CStrings(argv_strings);
   std::vector<char*> envp = CStrings(env_strings);

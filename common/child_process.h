@@ -20,7 +20,9 @@ namespace pstrain {
 struct SpawnOptions {
   std::string binary;                    // absolute path
   std::vector<std::string> args;         // without argv[0]
-  std::vector<std::string> extra_env;    // "NAME=value", added to the parent's environment
+  // "NAME=value", added to the parent's environment (replacing a variable
+  // of that name there).
+  std::vector<std::string> extra_env;
 };
 
 class ChildProcess {

@@ -91,8 +91,12 @@ std::vector<std::string> Facts(const CompareOptions& options, const ClusterSpec&
         s.seed(), DescribeRunOptimizer(s), DescribeLearningRate(s, options.lr_given)));
     break;
   }
-  facts.push_back(absl::StrFormat("Evaluation: the chief tests on the 10,000 test images every %d "
-                                  "steps and at each epoch end", eval_every));
+  facts.push_back(
+      x.command.empty()
+          ? absl::StrFormat("Evaluation: the chief tests on the 10,000 test images every %d "
+                            "steps and at each epoch end", eval_every)
+          : absl::StrCat("Evaluation: what the command's chief logs (", absl::StrJoin(x.command, " "),
+                         ")"));
   std::vector<std::string> modes;
   for (const ModeSpec& m : options.modes) modes.push_back(m.Describe());
   facts.push_back(absl::StrCat("Modes: ", absl::StrJoin(modes, ". "), "."));

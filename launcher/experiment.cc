@@ -76,6 +76,8 @@ LaunchOptions ExperimentLaunchOptions(const ExperimentOptions& options, const Ex
   launch.free_ports = true;
   launch.run_dir = run.run_dir;
   launch.bin_dir = options.bin_dir;
+  launch.command = options.command;
+  launch.python_path = options.python_path;
   launch.train = run.train;
   launch.ps = options.ps;
   launch.secret_file = options.secret_file;

@@ -26,6 +26,8 @@ inline constexpr int64_t kTrainImages = 60000;
 struct ExperimentOptions {
   std::string out_dir;                      // created if missing
   std::string bin_dir;                      // holds ps_server and worker
+  std::vector<std::string> command;         // as LaunchOptions: the user's program, or none
+  std::string python_path;                  // as LaunchOptions
   // Every run's training options, but for what MakeRun sets: the mode,
   // run_dir, and eval_every_steps (this one when > 0, else chosen from
   // eval_points).

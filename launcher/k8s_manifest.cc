@@ -71,9 +71,25 @@ std::string ReplicaSpec(const K8sManifestOptions& o, const Replica& r, const std
                   "            runAsGroup: 10001\n", "            fsGroup: 10001\n",
                   "          containers:\n",
                   // The operator finds the tfjob-port on the container named "tensorflow".
-                  "            - name: tensorflow\n", "              image: ", Q(o.image), "\n",
-                  "              command: [\"pstrain\", \"task\", \"--\"]\n", "              args:\n");
-  for (const std::string& a : *r.args) absl::StrAppend(&y, "                - ", Q(a), "\n");
+                  "            - name: tensorflow\n");
+  const bool script = r.type != "PS" && !o.worker_command.empty();
+  if (script) {
+    // The user's program, in the user's image, with the C API's environment.
+    absl::StrAppend(&y, "              image: ", Q(o.worker_image.empty() ? o.image : o.worker_image),
+                    "\n", "              command:\n");
+    for (const std::string& a : o.worker_command) absl::StrAppend(&y, "                - ", Q(a), "\n");
+    absl::StrAppend(&y, "              env:\n");
+    for (const std::string& e : o.worker_env) {
+      const size_t eq = e.find('=');
+      absl::StrAppend(&y, "                - name: ", Q(e.substr(0, eq)), "\n",
+                      "                  value: ", Q(e.substr(eq + 1)), "\n");
+    }
+  } else {
+    absl::StrAppend(&y, "              image: ", Q(o.image), "\n",
+                    "              command: [\"pstrain\", \"task\", \"--\"]\n",
+                    "              args:\n");
+    for (const std::string& a : *r.args) absl::StrAppend(&y, "                - ", Q(a), "\n");
+  }
   absl::StrAppend(&y, "              ports:\n", "                - name: tfjob-port\n",
                   "                  containerPort: ", o.port, "\n");
   if (o.metrics_port > 0) {
@@ -124,6 +140,11 @@ absl::StatusOr<std::string> TfJobManifest(const ClusterSpec& spec, const K8sMani
   if (!IsDns1035Label(o.k8s_namespace)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--namespace=\"", o.k8s_namespace, "\": not a DNS label"));
+  }
+  if (!o.worker_image.empty() && !IsImageReference(o.worker_image)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker_image=\"", o.worker_image, "\": the image that runs the command, e.g. a "
+        "PyTorch image with pstrain's ", kPodFrontendRoot, " copied in"));
   }
   if (!IsImageReference(o.image)) {
     return absl::InvalidArgumentError(absl::StrCat(

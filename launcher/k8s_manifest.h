@@ -54,7 +54,20 @@ struct K8sManifestOptions {
   // --metrics_port) and of every ps replica.
   std::vector<std::string> worker_args;
   std::vector<std::string> ps_args;
+  // A program of the user's (`pstrain k8s ... -- python3 /app/train.py`):
+  // the Chief and Worker replicas run it, in `worker_image` (empty: `image`),
+  // instead of `pstrain task`, with `worker_env` ("NAME=value": the C API's
+  // environment, include/pstrain/c_api.h) and without worker_args. Empty:
+  // `pstrain task`.
+  std::vector<std::string> worker_command;
+  std::string worker_image;
+  std::vector<std::string> worker_env;
 };
+
+// Where pstrain's image keeps the C API's library (and the libraries it
+// loads) and the Python package, for a PyTorch image to copy
+// (deploy/Dockerfile).
+inline constexpr char kPodFrontendRoot[] = "/opt/pstrain";
 
 // Where a replica finds things, in its container.
 inline constexpr char kPodSecretFile[] = "/etc/pstrain/job.secret";

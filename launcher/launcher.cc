@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/child_process.h"
@@ -32,6 +33,8 @@
 #include "common/run_dir.h"
 #include "common/signals.h"
 #include "common/trace_writer.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "launcher/netns_harness.h"
 #include "launcher/progress.h"
 #include "common/status_macros.h"
@@ -110,6 +113,39 @@ TrainOptions WorkerOptions(const LaunchOptions& options, const TaskId& id) {
   auto it = options.straggler_delay_ms.find(id.ToString());
   t.straggler_delay_ms = it == options.straggler_delay_ms.end() ? 0.0 : it->second;
   return t;
+}
+
+// The user's command as a chief or worker task (LaunchOptions::command):
+// what the worker binary would be told goes into its environment.
+SpawnOptions CommandSpawn(const LaunchOptions& options, const TrainOptions& train,
+                          const std::string& security_arg) {
+  SpawnOptions s;
+  s.binary = options.command.front();
+  s.args.assign(options.command.begin() + 1, options.command.end());
+  google::protobuf::Value flags;
+  for (const std::string& arg : train.ToArgs()) {
+    flags.mutable_list_value()->add_values()->set_string_value(arg);
+  }
+  std::string flags_json;
+  (void)google::protobuf::util::MessageToJsonString(flags, &flags_json);
+  const std::string secret_prefix = "--secret_file=";
+  s.extra_env = {
+      absl::StrCat("PSTRAIN_FLAGS=", flags_json),
+      absl::StrCat("PSTRAIN_RUN_DIR=", options.run_dir),
+      absl::StrCat("PSTRAIN_LIBRARY=", options.bin_dir, "/../lib/libpstrain.so"),
+      absl::StrCat("PYTHONPATH=", options.bin_dir, "/../python",
+                   options.python_path.empty() ? "" : ":", options.python_path),
+      // The script's lines reach the log as it writes them, in order with
+      // the library's (and its traceback's).
+      "PYTHONUNBUFFERED=1",
+  };
+  if (absl::StartsWith(security_arg, secret_prefix)) {
+    s.extra_env.push_back(
+        absl::StrCat("PSTRAIN_SECRET_FILE=", security_arg.substr(secret_prefix.size())));
+  } else {
+    s.extra_env.push_back("PSTRAIN_INSECURE=1");
+  }
+  return s;
 }
 
 // Whether a task's line belongs in the progress view.
@@ -235,16 +271,21 @@ SpawnOptions Supervisor::SpawnFor(const TaskId& id) const {
       ps.metrics_host = "127.0.0.1";
     }
     s.args = ps.ToArgs();
+    s.args.push_back(security_arg_);
   } else {
-    s.binary = options_.bin_dir + "/worker";
     TrainOptions train = WorkerOptions(options_, id);
     if (metrics_port != 0) {
       train.metrics_port = metrics_port;
       train.metrics_host = "127.0.0.1";
     }
-    s.args = train.ToArgs();
+    if (!options_.command.empty()) {
+      s = CommandSpawn(options_, train, security_arg_);
+    } else {
+      s.binary = options_.bin_dir + "/worker";
+      s.args = train.ToArgs();
+      s.args.push_back(security_arg_);
+    }
   }
-  s.args.push_back(security_arg_);
   s.extra_env.push_back(absl::StrCat("TF_CONFIG=", spec_.ToTfConfig(id)));
   if (net_ != nullptr) {
     // `ip netns exec NETNS binary args...` becomes the task (same pid).
@@ -739,6 +780,16 @@ std::string DescribeFault(const Fault& f) {
   return out;
 }
 
+absl::StatusOr<std::string> ResolveProgram(const std::string& program, const std::string& path) {
+  if (program.empty()) return absl::InvalidArgumentError("the command after -- is empty");
+  if (program.find('/') != std::string::npos) return program;
+  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+    const std::string candidate = absl::StrCat(dir, "/", program);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return absl::NotFoundError(absl::StrCat(program, ": no such program in PATH"));
+}
+
 double RestartBackoffSeconds(const LaunchOptions& options, int restart) {
   double s = options.restart_backoff_s;
   for (int i = 1; i < restart && s < kMaxRestartBackoffS; ++i) s *= 2;
@@ -914,6 +965,17 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* 
       return absl::NotFoundError(absl::StrCat(path, ": not found or not executable (build first)"));
     }
   }
+  if (!options.command.empty()) {
+    const std::string library = options.bin_dir + "/../lib/libpstrain.so";
+    if (access(library.c_str(), R_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat(
+          library, ": not found (build it: cmake --build build --target pstrain_c)"));
+    }
+    if (access(options.command.front().c_str(), X_OK) != 0) {
+      return absl::NotFoundError(
+          absl::StrCat(options.command.front(), ": not found or not executable"));
+    }
+  }
   RETURN_IF_ERROR(MakeDirs(options.run_dir));
   if (options.resume) {
     RETURN_IF_ERROR(RemoveRunResults(options.run_dir));
@@ -938,7 +1000,11 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* 
   if (options.metrics) {
     ASSIGN_OR_RETURN(metrics_ports, ServeMetrics(options.run_dir, spec));
   }
-  Supervisor supervisor(options, spec, security_arg, std::move(metrics_ports), net.get(), events);
+  LaunchOptions supervised = options;
+  if (!options.command.empty()) {
+    supervised.chief_exit_grace_s = std::max(options.chief_exit_grace_s, kCommandExitGraceS);
+  }
+  Supervisor supervisor(supervised, spec, security_arg, std::move(metrics_ports), net.get(), events);
   const absl::Status started = supervisor.StartAll();
   // Wait even when a start failed: the tasks already running are stopped
   // and reaped there.

@@ -122,6 +122,22 @@ struct LaunchOptions {
   // with --restore and every worker appends to its metrics.
   bool resume = false;
   std::string bin_dir;                       // holds ps_server and worker
+  // A program of the user's to run as the chief and every worker, instead
+  // of the worker binary (`pstrain launch ... -- python3 train.py ARGS`;
+  // the program is looked up in PATH). It finds in its environment
+  //   TF_CONFIG            the cluster and its task, as the worker binary
+  //   PSTRAIN_SECRET_FILE  the job secret (or PSTRAIN_INSECURE=1)
+  //   PSTRAIN_RUN_DIR      the run directory
+  //   PSTRAIN_FLAGS        the job's flags, a JSON array of "--name=value"
+  //                        (what the worker binary would be started with)
+  //   PSTRAIN_LIBRARY      the C API's library (bin_dir/../lib/libpstrain.so)
+  //   PYTHONPATH           with the Python package (bin_dir/../python) first
+  // (include/pstrain/c_api.h reads them; python/pstrain loads the library).
+  // Empty: the worker binary.
+  std::vector<std::string> command;
+  // What follows the package on the command's PYTHONPATH: the launcher's
+  // own PYTHONPATH, as main() read it ("" for none).
+  std::string python_path;
   // What every worker is started with (ToArgs), but for run_dir (the one
   // above), clean_run_dir (false: Launch cleans, if this one says so) and
   // straggler_delay_ms (the map below).
@@ -147,7 +163,9 @@ struct LaunchOptions {
   double stop_grace_s = 4.0;                 // SIGTERM -> SIGKILL
   // After the last worker exits, how long the ps tasks may take to exit.
   double ps_exit_grace_s = 10.0;
-  // After a ps exits 0, how long the chief may take to exit 0 (see above).
+  // After a ps exits 0, how long the chief may take to exit 0 (see above);
+  // with a command, at least kCommandExitGraceS (an interpreter's teardown,
+  // PyTorch's, takes seconds on a busy machine).
   double chief_exit_grace_s = 5.0;
   // Restarts per task (0: none, a failed task fails the launch at once).
   int max_restarts = 3;
@@ -169,6 +187,7 @@ struct LaunchOptions {
 };
 
 inline constexpr double kMaxRestartBackoffS = 8.0;
+inline constexpr double kCommandExitGraceS = 30.0;
 
 // The wait before a task's restart number `restart` (1-based):
 // restart_backoff_s x 2^(restart - 1), at most kMaxRestartBackoffS (or
@@ -190,6 +209,11 @@ struct LaunchResult {
   double wall_seconds = 0;
   std::vector<FaultRecord> faults;  // those sent, as in LaunchEvents
 };
+
+// `program` as the command's program: itself when it holds a '/', else
+// the first executable of that name in the directories of `path` (PATH's
+// value). NotFound naming it when there is none.
+absl::StatusOr<std::string> ResolveProgram(const std::string& program, const std::string& path);
 
 // Launches and waits. Errors: InvalidArgument/NotFound for a bad spec or
 // fault (no task started), Aborted naming the task that failed (its

@@ -48,6 +48,8 @@
 #include "worker/presets.h"
 #include "export/commands.h"
 #include "glog/logging.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "launcher/chaos.h"
 #include "launcher/compare.h"
 #include "launcher/launch_record.h"
@@ -141,6 +143,9 @@ ABSL_FLAG(double, run_timeout_s, ChaosDefaults().run_timeout_s,
           "chaos: a run not finished after this many seconds is a hang (0: 4 x the baseline's wall "
           "time + 60 s)");
 ABSL_FLAG(std::string, image, "", "k8s: the container image every replica runs");
+ABSL_FLAG(std::string, worker_image, "",
+          "k8s with a command after --: the image the chief and worker replicas run it in (a "
+          "PyTorch image with pstrain's /opt/pstrain copied in; default: --image)");
 ABSL_FLAG(std::string, name, "", "k8s: the TFJob's name (a DNS-1035 label)");
 ABSL_FLAG(std::string, namespace, "default", "k8s: the Kubernetes namespace");
 ABSL_FLAG(int, gpus_per_worker, 0, "k8s: nvidia.com/gpu per chief and worker replica");
@@ -174,7 +179,10 @@ constexpr char kUsage[] =
     "                 [--data_dir=DIR] [--model=mnist_cnn] [--free_ports] [--echo=progress] [--metrics]\n"
     "                 [--isolate=netns [--link_rate=1gbit]]\n"
     "                 [--checkpoint_every_steps=N] [--checkpoint_every_s=T] [--keep_checkpoints=3]\n"
-    "  pstrain launch --resume=RUN_DIR [--max_steps=N | --epochs=N]\n"
+    "  pstrain launch --cluster_spec=FILE [flags] -- python3 train.py ARGS...\n"
+    "                 runs the command as the chief and every worker (python/pstrain,\n"
+    "                 pstrain.torch); compare and scale take a command the same way\n"
+    "  pstrain launch --resume=RUN_DIR [--max_steps=N | --epochs=N] [-- COMMAND...]\n"
     "  pstrain compare --cluster_spec=FILE --modes=sync,async,ssp:2 [--epochs=N]\n"
     "                 [--straggler=worker:1:delay_ms=40] [--out=DIR] [training flags]\n"
     "  pstrain scale --workers=1,2,4,8 --ps=1,2 --mode=sync|async [--epochs=N] [--out=DIR]\n"
@@ -189,10 +197,19 @@ constexpr char kUsage[] =
     "  pstrain timeline RUN_DIR --steps=A:B --out=FILE.png\n"
     "  pstrain k8s --cluster_spec=FILE --image=IMG --name=NAME [--namespace=NS]\n"
     "              [--gpus_per_worker=N] [--secret_file=FILE] [--out=FILE] [training flags]\n"
+    "              [--worker_image=IMG -- python3 /app/train.py ARGS...]\n"
     "  pstrain task -- [ps_server or worker flags]   (TF_CONFIG in the environment)\n"
     "  launch, compare, scale and chaos take --max_restarts=N (default 3, per task).\n"
     "  Every command that starts tasks takes --secret_file=FILE (default: a fresh secret in the\n"
     "  run directory) or --insecure. See docs/experiments.md and README.md, \"Security\".\n";
+
+// How many arguments follow "--" (0 without it).
+size_t ArgsAfterDashes(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") return static_cast<size_t>(argc - i - 1);
+  }
+  return 0;
+}
 
 std::string BinDir() {
   char path[PATH_MAX];
@@ -230,9 +247,26 @@ absl::StatusOr<int> MaxRestartsFlag() {
   return n;
 }
 
+// The user's command: what follows "--" (launch, compare, scale), its
+// program looked up in PATH. Empty without one.
+absl::StatusOr<std::vector<std::string>> CommandAfterDashes(int argc, char** argv) {
+  std::vector<std::string> command;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--") continue;
+    command.assign(argv + i + 1, argv + argc);
+    if (command.empty()) return absl::InvalidArgumentError("nothing follows --: give a command");
+    const char* path = std::getenv("PATH");
+    ASSIGN_OR_RETURN(command.front(), ResolveProgram(command.front(), path ? path : ""));
+    break;
+  }
+  return command;
+}
+
 absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   ASSIGN_OR_RETURN(TrainOptions train, TrainOptionsFromFlags());
   LaunchOptions o;
+  ASSIGN_OR_RETURN(o.command, CommandAfterDashes(argc, argv));
+  if (const char* python_path = std::getenv("PYTHONPATH")) o.python_path = python_path;
   o.cluster_spec_path = ClusterSpecFlag();
   if (o.cluster_spec_path.empty()) return absl::InvalidArgumentError("launch needs --cluster_spec=FILE");
   o.free_ports = absl::GetFlag(FLAGS_free_ports);
@@ -301,7 +335,9 @@ absl::Status RunTimelineCommand(const std::vector<std::string>& positional) {
 
 // pstrain k8s: the TFJob manifest for --cluster_spec's task counts, each
 // replica with the training flags given here and the paths of its pod.
-absl::Status RunK8s() {
+// `command`: what follows "--", run by the Chief and Worker replicas
+// (as written: the program is looked up in their image).
+absl::Status RunK8s(const std::vector<std::string>& command) {
   const std::string spec_path = ClusterSpecFlag();
   if (spec_path.empty()) return absl::InvalidArgumentError("k8s needs --cluster_spec=FILE");
   ASSIGN_OR_RETURN(const ClusterSpec spec, ClusterSpec::FromFile(spec_path));
@@ -342,6 +378,23 @@ absl::Status RunK8s() {
   ps.metrics_host = "0.0.0.0";
   o.ps_args = ps.ToArgs();
   o.ps_args.push_back(secret_flag);
+  o.worker_command = command;
+  o.worker_image = absl::GetFlag(FLAGS_worker_image);
+  if (!command.empty()) {
+    std::string flags_json;
+    google::protobuf::Value flags;
+    for (const std::string& a : train.ToArgs()) {
+      flags.mutable_list_value()->add_values()->set_string_value(a);
+    }
+    (void)google::protobuf::util::MessageToJsonString(flags, &flags_json);
+    const std::string root = kPodFrontendRoot;
+    o.worker_env = {absl::StrCat("PSTRAIN_SECRET_FILE=", kPodSecretFile),
+                    absl::StrCat("PSTRAIN_RUN_DIR=", run_dir),
+                    absl::StrCat("PSTRAIN_FLAGS=", flags_json),
+                    absl::StrCat("PSTRAIN_LIBRARY=", root, "/lib/libpstrain.so"),
+                    absl::StrCat("LD_LIBRARY_PATH=", root, "/lib"),
+                    absl::StrCat("PYTHONPATH=", root, "/python"), "PYTHONUNBUFFERED=1"};
+  }
   ASSIGN_OR_RETURN(const std::string manifest, TfJobManifest(spec, o));
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) {
@@ -474,6 +527,8 @@ absl::StatusOr<ExperimentOptions> ExperimentOptionsFromFlags(const TrainOptions&
                              absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
   }
   x.bin_dir = BinDir();
+  ASSIGN_OR_RETURN(x.command, CommandAfterDashes(argc, argv));
+  if (const char* python_path = std::getenv("PYTHONPATH")) x.python_path = python_path;
   x.train = train;
   x.ps = PsOptionsFor(train);
   x.secret_file = SecretFileFlag();
@@ -600,7 +655,12 @@ int main(int argc, char** argv) {
     return pstrain::ExitWith("pstrain", pstrain::RunTask(std::vector<std::string>(
                                             positional.begin() + 2, positional.end())));
   }
-  if (positional.size() > 2) {
+  // launch, compare and scale take a command after "--" (those positional
+  // arguments are it); nothing else takes any.
+  const bool takes_command =
+      command == "launch" || command == "compare" || command == "scale" || command == "k8s";
+  const size_t after_dashes = pstrain::ArgsAfterDashes(argc, argv);
+  if (positional.size() > 2 + (takes_command ? after_dashes : 0)) {
     return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(
         absl::StrCat("unexpected argument \"", positional[2], "\"")));
   }
@@ -609,7 +669,11 @@ int main(int argc, char** argv) {
   if (command == "scale") return pstrain::ExitWith("pstrain", pstrain::RunScaleCommand(argc, argv));
   if (command == "chaos") return pstrain::ExitWith("pstrain", pstrain::RunChaosCommand(argc, argv));
   if (command == "keygen") return pstrain::ExitWith("pstrain", pstrain::RunKeygen());
-  if (command == "k8s") return pstrain::ExitWith("pstrain", pstrain::RunK8s());
+  if (command == "k8s") {
+    const size_t n = pstrain::ArgsAfterDashes(argc, argv);
+    return pstrain::ExitWith("pstrain", pstrain::RunK8s(std::vector<std::string>(argv + argc - n,
+                                                                                 argv + argc)));
+  }
   if (command == "export" || command == "evaluate") {
     const pstrain::SavedModelCommand c = pstrain::SavedModelCommandFromFlags(argc, argv);
     return pstrain::ExitWith("pstrain", command == "export" ? pstrain::RunExport(c) : pstrain::RunEvaluate(c));

@@ -103,9 +103,13 @@ std::vector<std::string> Facts(const ScaleOptions& options, const std::vector<Sc
   for (const ScaleCell& c : cells) every[c.workers] = c.record.eval_every_steps;
   std::vector<std::string> evals;
   for (const auto& [workers, steps] : every) evals.push_back(absl::StrCat(steps, " (", workers, "w)"));
-  facts.push_back(absl::StrFormat("Evaluation: the chief tests on the 10,000 test images every %s steps "
-                                  "and at each epoch end",
-                                  absl::StrJoin(evals, ", ")));
+  facts.push_back(
+      x.command.empty()
+          ? absl::StrFormat("Evaluation: the chief tests on the 10,000 test images every %s steps "
+                            "and at each epoch end",
+                            absl::StrJoin(evals, ", "))
+          : absl::StrCat("Evaluation: what the command's chief logs (", absl::StrJoin(x.command, " "),
+                         ")"));
   facts.push_back(absl::StrCat("Run directories: ", x.out_dir, "/ps<P>_w<W>/; specs: ", x.out_dir, "/specs/"));
   return facts;
 }

@@ -414,7 +414,12 @@ void RequestHandler::HandleRegister(const std::string& peer, const Message& m,
     }
     return;
   }
-  if (absl::Status s = CheckWorkerRequest(m); !s.ok()) return Refuse(peer, m.header, s, out);
+  if (absl::Status s = CheckWorkerRequest(m); !s.ok()) {
+    // With the job: a worker of another model names the tensor that differs.
+    Refuse(peer, m.header, s, out);
+    *out->back().header.mutable_job() = job_;
+    return;
+  }
   if (workers_.MarkRegistered(m.header.rank(), m.header.session())) {
     ForgetOldSession(m.header.rank());
   }

@@ -22,7 +22,11 @@ readonly PACKAGES=(cmake g++ make pkg-config zlib1g-dev
                    libeigen3-dev libabsl-dev libgoogle-glog-dev
                    libgtest-dev libgmock-dev googletest libbenchmark-dev gnuplot-nox
                    libonnx-dev python3-onnx libpng-dev tmux prometheus-cpp-dev prometheus
-                   python3-yaml python3-jsonschema)
+                   python3-yaml python3-jsonschema
+                   # The Python frontend's tests (tests/python) and examples
+                   # (examples/pytorch) run pstrain.torch on Debian's PyTorch
+                   # and numpy for /usr/bin/python3.
+                   python3-torch python3-numpy)
 
 PROG=setup
 # shellcheck source=tools/lib/apt.sh

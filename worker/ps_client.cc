@@ -290,6 +290,7 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m, bool payload_plac
   }
   if (h.ps_instance() != 0) instance = h.ps_instance();
   if (h.error().code() != 0) {
+    call.reply = h;  // what the refusal carries (REGISTER: the chief's job)
     // The ps's code judges our request from its side; here a refusal is a
     // run-time failure (exit 1), never bad input the user gave (exit 2).
     auto code = static_cast<absl::StatusCode>(h.error().code());
@@ -428,9 +429,14 @@ bool Registration::same_generation() const {
                      [&](int64_t g) { return g == generations.front(); });
 }
 
-absl::StatusOr<Registration> PsClient::Register(double timeout_s) {
+absl::StatusOr<Registration> PsClient::Register(double timeout_s, proto::JobConfig* refused_job) {
   std::vector<Call> calls = ShardCalls(proto::REGISTER, 0, {});
-  RETURN_IF_ERROR(Exchange(&calls, timeout_s > 0 ? timeout_s : -1));
+  if (absl::Status s = Exchange(&calls, timeout_s > 0 ? timeout_s : -1); !s.ok()) {
+    for (const Call& c : calls) {
+      if (refused_job != nullptr && c.reply.has_job()) *refused_job = c.reply.job();
+    }
+    return s;
+  }
   Registration r;
   r.job = calls.front().reply.job();
   for (const Call& c : calls) {

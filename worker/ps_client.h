@@ -160,8 +160,10 @@ class PsClient {
   // Registers with every shard and returns the chief's job config and this
   // rank's clock on each shard (waits until the chief has initialised the
   // shards, at most `timeout_s` when > 0). In a fresh job every clock is 0;
-  // after a RESTORE, the checkpoint's.
-  absl::StatusOr<Registration> Register(double timeout_s = 0);
+  // after a RESTORE, the checkpoint's. A refusal for this worker's plan
+  // carries the chief's job: into `refused_job` (may be null).
+  absl::StatusOr<Registration> Register(double timeout_s = 0,
+                                        proto::JobConfig* refused_job = nullptr);
 
   // Fetches every shard's parameters at version >= min_versions[k] into
   // `params` (the full flat vector). `step` is this worker's clock.

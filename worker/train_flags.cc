@@ -1,7 +1,10 @@
 #include "worker/train_flags.h"
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 #include "common/optimizer.h"
 #include "common/status_macros.h"
 
@@ -178,6 +181,51 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.metrics_host = absl::GetFlag(FLAGS_metrics_host);
   RETURN_IF_ERROR(ValidateTrainOptions(o));
   return o;
+}
+
+namespace {
+
+// This file's flags (not --cluster_spec or --secret_file: they are not
+// the job's to give as training flags), by name.
+bool IsTrainFlag(const absl::CommandLineFlag& flag) {
+  return absl::EndsWith(flag.Filename(), "train_flags.cc");
+}
+
+absl::StatusOr<TrainOptions> ParseTrainArgs(const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    const size_t eq = arg.find('=');
+    if (!absl::StartsWith(arg, "--") || eq == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", arg, "\" is not a training flag of the form --name=value"));
+    }
+    const std::string name = arg.substr(2, eq - 2);
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr || !IsTrainFlag(*flag)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": not a training flag"));
+    }
+    std::string error;
+    if (!flag->ParseFrom(arg.substr(eq + 1), &error)) {
+      return absl::InvalidArgumentError(absl::StrCat(arg, ": ", error));
+    }
+  }
+  return TrainOptionsFromFlags();
+}
+
+}  // namespace
+
+absl::StatusOr<TrainOptions> TrainOptionsFromArgs(const std::vector<std::string>& args) {
+  // Every training flag's value before, put back after (absl::FlagSaver
+  // would log a line for each).
+  std::vector<std::pair<absl::CommandLineFlag*, std::string>> saved;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (IsTrainFlag(*flag)) saved.emplace_back(flag, flag->CurrentValue());
+  }
+  absl::StatusOr<TrainOptions> options = ParseTrainArgs(args);
+  for (auto& [flag, value] : saved) {
+    std::string error;
+    CHECK(flag->ParseFrom(value, &error)) << flag->Name() << ": " << error;
+  }
+  return options;
 }
 
 }  // namespace pstrain

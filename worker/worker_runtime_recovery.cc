@@ -1,8 +1,9 @@
-// Trainer's recovery of the shards (the chief's side of issue 8): what STATS
-// says of them, restoring lost shards from a checkpoint, the initial
+// The worker runtime's recovery of the shards (the chief's side): what
+// STATS says of them, restoring lost shards from a checkpoint, the initial
 // parameters or their standbys, and failover (a standby serving a lost ps's
-// shard until that ps is back). Kept apart from trainer.cc so that each file
-// stays readable; docs/design_notes.md, "Recovery" and "Failover".
+// shard until that ps is back). Kept apart from worker_runtime.cc so that
+// each file stays readable; docs/design_notes.md, "Recovery" and
+// "Failover".
 
 #include <algorithm>
 #include <set>
@@ -19,11 +20,11 @@
 #include "common/rejoin.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "worker/trainer.h"
+#include "worker/worker_runtime.h"
 
 namespace pstrain {
 
-Trainer::ShardCensus Trainer::ShardCensus::Of(const std::vector<proto::ShardStats>& stats) {
+WorkerRuntime::ShardCensus WorkerRuntime::ShardCensus::Of(const std::vector<proto::ShardStats>& stats) {
   ShardCensus c;
   std::set<int64_t> generations;
   c.min_version = INT64_MAX;
@@ -43,9 +44,9 @@ Trainer::ShardCensus Trainer::ShardCensus::Of(const std::vector<proto::ShardStat
   return c;
 }
 
-absl::Status Trainer::RecoverShards(bool first) {
+absl::Status WorkerRuntime::RecoverShards(bool first) {
   const int64_t t0 = MonotonicMicros();
-  if (options_.ps_replicas > 0) {
+  if (options_.train.ps_replicas > 0) {
     // A shard's own ps is back: it serves the shard again (the placement
     // is the spec's again, and the adopter is its standby again).
     if (absl::Status s = FailBack(client_->ShardsWhoseHomeIsBack()); !s.ok()) {
@@ -53,15 +54,15 @@ absl::Status Trainer::RecoverShards(bool first) {
     }
   }
   ASSIGN_OR_RETURN(const std::vector<proto::ShardStats> stats,
-                   client_->Stats(first ? 0.0 : options_.recovery_timeout_s));
-  if (options_.ps_replicas > 0) RETURN_IF_ERROR(RestoreStaleFromStandbys(stats, t0));
+                   client_->Stats(first ? 0.0 : options_.train.recovery_timeout_s));
+  if (options_.train.ps_replicas > 0) RETURN_IF_ERROR(RestoreStaleFromStandbys(stats, t0));
   const ShardCensus census = ShardCensus::Of(stats);
   const std::vector<int>& empty = census.empty;
   const std::vector<std::string>& names = census.names;
   const int64_t max_generation = census.max_generation, max_version = census.max_version;
-  const bool sync = options_.mode == proto::SYNC;
+  const bool sync = options_.train.mode == proto::SYNC;
   const int num_shards = static_cast<int>(stats.size());
-  if (static_cast<int>(empty.size()) == num_shards && first && !options_.restore)
+  if (static_cast<int>(empty.size()) == num_shards && first && !options_.train.restore)
     return InitFresh();
   // A chief that died in the middle of a sync rollback left the shards at
   // different generations: roll them back again, together.
@@ -69,7 +70,7 @@ absl::Status Trainer::RecoverShards(bool first) {
   // restored from an old state): no step can join them up.
   const bool torn = sync && (census.generations > 1 || census.max_version - census.min_version > 1);
   if (empty.empty() && !torn) return absl::OkStatus();  // a live job: just register
-  if (!empty.empty() && options_.ps_replicas > 0) {
+  if (!empty.empty() && options_.train.ps_replicas > 0) {
     const absl::Status s = RestoreFromStandbys(empty, max_generation, max_version, t0);
     if (s.ok() || IsRejoin(s)) return s;
     LOG(WARNING) << "cannot restore from the standbys (" << s.message()
@@ -83,7 +84,7 @@ absl::Status Trainer::RecoverShards(bool first) {
       checkpointer_ != nullptr ? checkpointer_->Resume(scope)
                                : absl::FailedPreconditionError("the chief has no --checkpoint_dir");
   if (!resumed.ok() && absl::IsFailedPrecondition(resumed.status()) &&
-      !(first && options_.restore)) {
+      !(first && options_.train.restore)) {
     // No checkpoint yet (a ps lost before ckpt-0 was written), or none at
     // all: the job's step 0 is the one state the chief can always rebuild.
     LOG(WARNING) << absl::StrJoin(names, ", ") << " lost its state and there is no usable "
@@ -92,7 +93,7 @@ absl::Status Trainer::RecoverShards(bool first) {
     return RestoreInitialState(scope, empty, max_version, t0);
   }
   ASSIGN_OR_RETURN(const proto::CheckpointManifest m, std::move(resumed));
-  if (first && options_.restore && static_cast<int>(empty.size()) == num_shards) {
+  if (first && options_.train.restore && static_cast<int>(empty.size()) == num_shards) {
     resumed_from_ = CheckpointName(m.step());
     return absl::OkStatus();
   }
@@ -100,10 +101,10 @@ absl::Status Trainer::RecoverShards(bool first) {
   return absl::OkStatus();
 }
 
-void Trainer::RecordCheckpointRecovery(const proto::CheckpointManifest& m,
+void WorkerRuntime::RecordCheckpointRecovery(const proto::CheckpointManifest& m,
                                        const std::vector<proto::ShardStats>& stats,
                                        const ShardCensus& census, int64_t t0) {
-  const bool sync = options_.mode == proto::SYNC;
+  const bool sync = options_.train.mode == proto::SYNC;
   const std::vector<int>& empty = census.empty;
   proto::Recovery r;
   r.set_checkpoint(CheckpointName(m.step()));
@@ -135,9 +136,9 @@ void Trainer::RecordCheckpointRecovery(const proto::CheckpointManifest& m,
   RecordRecovery(std::move(r));
 }
 
-absl::Status Trainer::RestoreInitialState(const RestoreScope& scope, const std::vector<int>& empty,
+absl::Status WorkerRuntime::RestoreInitialState(const RestoreScope& scope, const std::vector<int>& empty,
                                           int64_t max_version, int64_t t0) {
-  models::InitParams(model_->param_specs(), options_.seed, params_.data());
+  options_.initial_params(params_);
   ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(MakeJobConfig()));
   proto::ReplicaState initial;
   for (int r = 0; r < num_workers_; ++r) initial.add_worker_clocks(0);
@@ -149,7 +150,7 @@ absl::Status Trainer::RestoreInitialState(const RestoreScope& scope, const std::
     if (!scope.rollback && !was_empty) continue;
     const ShardRange range = plan_->range(k);
     const std::vector<float> state = InitialState(
-        optimizer, absl::MakeConstSpan(params_).subspan(static_cast<size_t>(range.begin),
+        optimizer, absl::Span<const float>(params_).subspan(static_cast<size_t>(range.begin),
                                                         static_cast<size_t>(range.size())));
     RETURN_IF_ERROR(client_->RestoreFromState(MakeJobConfig(), k, initial, state, scope.generation,
                                               scope.rollback));
@@ -168,7 +169,7 @@ absl::Status Trainer::RestoreInitialState(const RestoreScope& scope, const std::
   return absl::OkStatus();
 }
 
-absl::Status Trainer::RestoreFromStandbys(const std::vector<int>& empty, int64_t generation,
+absl::Status WorkerRuntime::RestoreFromStandbys(const std::vector<int>& empty, int64_t generation,
                                           int64_t max_version, int64_t t0) {
   const int n = plan_->num_shards();
   proto::Recovery r;
@@ -199,14 +200,14 @@ absl::Status Trainer::RestoreFromStandbys(const std::vector<int>& empty, int64_t
   RecordRecovery(std::move(r));
   return absl::OkStatus();
 }
-void Trainer::RecordRecovery(proto::Recovery recovery) {
+void WorkerRuntime::RecordRecovery(proto::Recovery recovery) {
   recovery.set_at(absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone()));
   LOG(WARNING) << "recovered: " << recovery.what() << "; " << recovery.updates_lost()
                << " updates lost (version " << recovery.from_version() << " -> "
                << recovery.to_version() << ")";
-  if (options_.run_dir.empty()) return;
+  if (options_.train.run_dir.empty()) return;
   proto::RecoveryLog log;
-  const std::string path = options_.run_dir + "/recoveries.json";
+  const std::string path = options_.train.run_dir + "/recoveries.json";
   if (auto text = ReadFileToString(path); text.ok()) {
     if (!ParseJsonMessage(*text, path, &log).ok()) log.Clear();
   }
@@ -214,9 +215,9 @@ void Trainer::RecordRecovery(proto::Recovery recovery) {
   if (absl::Status s = WriteFileAtomic(path, ToJson(log)); !s.ok()) LOG(ERROR) << s.message();
 }
 
-absl::Status Trainer::AddRecoveries(proto::RunSummary* summary) const {
-  if (options_.run_dir.empty()) return absl::OkStatus();
-  const std::string path = options_.run_dir + "/recoveries.json";
+absl::Status WorkerRuntime::AddRecoveries(proto::RunSummary* summary) const {
+  if (options_.train.run_dir.empty()) return absl::OkStatus();
+  const std::string path = options_.train.run_dir + "/recoveries.json";
   if (!FileExists(path)) return absl::OkStatus();
   ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
   proto::RecoveryLog log;
@@ -229,29 +230,29 @@ absl::Status Trainer::AddRecoveries(proto::RunSummary* summary) const {
   summary->set_updates_lost(static_cast<int32_t>(lost));
   return absl::OkStatus();
 }
-absl::Status Trainer::CheckReplicaUsable(int shard, int64_t replica_version,
+absl::Status WorkerRuntime::CheckReplicaUsable(int shard, int64_t replica_version,
                                          int64_t max_version) const {
   // Sync: a shard may be one version behind the others (they applied the
   // step whose gradient its replica lacks; the workers send it again), not
   // more. A standby that fell behind (it was silent, and its primary went
   // on without it) holds such a state.
-  if (options_.mode != proto::SYNC || replica_version >= max_version - 1) return absl::OkStatus();
+  if (options_.train.mode != proto::SYNC || replica_version >= max_version - 1) return absl::OkStatus();
   return absl::FailedPreconditionError(
       absl::StrCat("the standby's replica of shard ", shard, " is at version ", replica_version,
                    ", more than one behind the other shards (", max_version, ")"));
 }
 
-absl::Status Trainer::WaitForShards() {
-  if (!is_chief_ || options_.ps_replicas == 0 || options_.failover_after_s <= 0) {
+absl::Status WorkerRuntime::WaitForShards() {
+  if (!is_chief_ || options_.train.ps_replicas == 0 || options_.train.failover_after_s <= 0) {
     return client_->WaitForServers();
   }
-  const absl::Status s = client_->WaitForServers(options_.failover_after_s);
+  const absl::Status s = client_->WaitForServers(options_.train.failover_after_s);
   if (s.ok() || !absl::IsUnavailable(s)) return s;
   FailOver(client_->UnservedShards());
   return client_->WaitForServers();
 }
 
-void Trainer::FailOver(const std::vector<int>& shards) {
+void WorkerRuntime::FailOver(const std::vector<int>& shards) {
   const int64_t t0 = MonotonicMicros();
   const int n = plan_->num_shards();
   const int64_t max_seen = *std::max_element(versions_.begin(), versions_.end());
@@ -286,7 +287,7 @@ void Trainer::FailOver(const std::vector<int>& shards) {
     // has seen no newer one unless the standby was lost meanwhile.
     r.set_updates_lost(
         static_cast<int32_t>(std::max<int64_t>(0, versions_[k] - adopted->version())));
-    r.set_what(absl::StrCat(away, " stayed away ", options_.failover_after_s, " s: shard ", k,
+    r.set_what(absl::StrCat(away, " stayed away ", options_.train.failover_after_s, " s: shard ", k,
                             " served by its standby ", standby, " from version ",
                             adopted->version(), " until it is back"));
     r.set_seconds(SecondsSince(t0));
@@ -294,7 +295,7 @@ void Trainer::FailOver(const std::vector<int>& shards) {
   }
 }
 
-absl::Status Trainer::FailBack(const std::vector<int>& shards) {
+absl::Status WorkerRuntime::FailBack(const std::vector<int>& shards) {
   for (int k : shards) {
     const int64_t t0 = MonotonicMicros();
     const int holder = client_->route(k);
@@ -324,7 +325,7 @@ absl::Status Trainer::FailBack(const std::vector<int>& shards) {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::RestoreStaleFromStandbys(const std::vector<proto::ShardStats>& stats,
+absl::Status WorkerRuntime::RestoreStaleFromStandbys(const std::vector<proto::ShardStats>& stats,
                                                int64_t t0) {
   const int n = plan_->num_shards();
   for (int k = 0; k < n; ++k) {

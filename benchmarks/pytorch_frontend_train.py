@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""The seed's CNN through pstrain.torch, as benchmarks/pytorch_frontend.sh
+runs it against PyTorch DDP and the C++ worker: the very model, data path
+and batches of benchmarks/pytorch_cpu_train.py (its MnistCnn and gather:
+every step gathers and normalises its batch from the uint8 images), one
+thread per worker, batch 128 per worker, SGD lr 0.01 x workers, momentum
+0.5, the job's length from `pstrain launch --max_steps`.
+
+  pstrain launch --cluster_spec=cluster_specs/local_2ps_2w.json --mode=sync \\
+      --max_steps=235 -- python3 benchmarks/pytorch_frontend_train.py
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import pstrain.torch as pst
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pytorch_cpu_train import MnistCnn, evaluate, gather, load_split  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=128, help="per worker")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..",
+                                                           "data", "mnist"))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    pst.init()
+    images, labels = load_split(args.data_dir, "train")
+    model = MnistCnn()
+    sampler = pst.DistributedSampler(len(labels), args.batch, seed=args.seed)
+    opt = pst.DistributedOptimizer(model, optimizer="sgd", momentum=0.5, sampler=sampler,
+                                   epochs=100)
+    for epoch in range(opt.start_epoch, 100):
+        if opt.done:
+            break
+        for idx in sampler.batches(epoch):
+            x, y = gather(images, labels, idx)
+            opt.zero_grad()
+            loss = F.nll_loss(model(x), y)
+            loss.backward()
+            opt.step(loss)
+    if pst.is_chief():
+        pst.log_metrics(test_accuracy=evaluate(model, *load_split(args.data_dir, "t10k")),
+                        seconds=0)
+
+
+if __name__ == "__main__":
+    main()

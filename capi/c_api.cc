@@ -1,0 +1,284 @@
+// include/pstrain/c_api.h over ScriptWorker. Every entry point checks its
+// arguments, runs inside ApiCall (a status into a code and the thread's
+// last error; an exception from a library underneath, such as
+// std::bad_alloc, never crosses into C), and touches nothing on misuse.
+
+#include "include/pstrain/c_api.h"
+
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "capi/script_worker.h"
+#include "common/logging.h"
+#include "common/rejoin.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "worker/data_sharder.h"
+
+struct PstrainTask {
+  pstrain::ScriptTask task;
+  int live_workers = 0;
+};
+
+struct PstrainWorker {
+  std::unique_ptr<pstrain::ScriptWorker> worker;
+  PstrainTask* task = nullptr;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+int CodeFor(const absl::Status& s) {
+  if (s.ok()) return PSTRAIN_OK;
+  if (pstrain::IsUsageError(s)) return PSTRAIN_ERROR_USAGE;
+  if (pstrain::IsJobFinished(s)) return PSTRAIN_JOB_FINISHED;
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+      return PSTRAIN_ERROR_CONFIG;
+    default:
+      return PSTRAIN_ERROR_FAILED;
+  }
+}
+
+int ApiCall(const std::function<absl::Status()>& body) {
+  absl::Status s;
+  try {
+    s = body();
+  } catch (const std::exception& e) {
+    s = absl::InternalError(absl::StrCat("pstrain: ", e.what()));
+  } catch (...) {
+    s = absl::InternalError("pstrain: an unknown exception");
+  }
+  if (!s.ok()) last_error = std::string(s.message());
+  return CodeFor(s);
+}
+
+absl::Status Null(const char* what) {
+  return pstrain::UsageError(absl::StrCat(what, " is NULL"));
+}
+
+// glog once per process: the first task made (the process's main is a
+// script's interpreter, which has no InitLogging of its own).
+void InitLoggingOnce() {
+  if (!google::IsGoogleLoggingInitialized()) pstrain::InitLogging("pstrain");
+}
+
+absl::Status MakeTask(const pstrain::TaskEnvironment& env, PstrainTaskHandle* out) {
+  if (out == nullptr) return Null("out");
+  InitLoggingOnce();
+  absl::StatusOr<pstrain::ScriptTask> task = pstrain::ScriptTask::Resolve(env);
+  if (!task.ok()) return task.status();
+  *out = new PstrainTask{*std::move(task)};
+  return absl::OkStatus();
+}
+
+// The worker's checks before it is used.
+absl::Status Check(PstrainWorkerHandle w) {
+  if (w == nullptr) return Null("worker");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+extern "C" {
+
+int PstrainVersion(void) { return PSTRAIN_C_API_VERSION; }
+
+const char* PstrainGetLastError(void) { return last_error.c_str(); }
+
+int PstrainTaskCreateFromEnv(PstrainTaskHandle* out) {
+  return ApiCall([&] {
+    // The one place the library reads the environment (c_api.h lists it).
+    pstrain::TaskEnvironment env;
+    if (const char* v = std::getenv("TF_CONFIG")) env.tf_config = v;
+    if (const char* v = std::getenv("PSTRAIN_SECRET_FILE")) env.secret_file = v;
+    if (const char* v = std::getenv("PSTRAIN_INSECURE")) env.insecure = std::string(v) == "1";
+    if (const char* v = std::getenv("PSTRAIN_RUN_DIR")) env.run_dir = v;
+    if (const char* v = std::getenv("PSTRAIN_FLAGS")) env.flags_json = v;
+    return MakeTask(env, out);
+  });
+}
+
+int PstrainTaskCreate(const char* tf_config, const char* secret_file, int insecure,
+                      const char* run_dir, const char* flags_json, PstrainTaskHandle* out) {
+  return ApiCall([&] {
+    if (tf_config == nullptr) return Null("tf_config");
+    if (secret_file == nullptr) return Null("secret_file");
+    if (run_dir == nullptr) return Null("run_dir");
+    if (flags_json == nullptr) return Null("flags_json");
+    pstrain::TaskEnvironment env;
+    env.tf_config = std::string(tf_config);
+    env.secret_file = secret_file;
+    env.insecure = insecure != 0;
+    env.run_dir = run_dir;
+    env.flags_json = flags_json;
+    return MakeTask(env, out);
+  });
+}
+
+int PstrainTaskFree(PstrainTaskHandle task) {
+  return ApiCall([&] {
+    if (task == nullptr) return absl::OkStatus();
+    if (task->live_workers > 0) {
+      return pstrain::UsageError(
+          absl::StrCat("PstrainTaskFree: ", task->live_workers, " worker(s) of it are not freed"));
+    }
+    delete task;
+    return absl::OkStatus();
+  });
+}
+
+int PstrainTaskGetRank(PstrainTaskHandle task, int* rank, int* num_workers, int* is_chief,
+                       int* dynamic) {
+  return ApiCall([&] {
+    if (task == nullptr) return Null("task");
+    if (rank != nullptr) *rank = task->task.rank;
+    if (num_workers != nullptr) *num_workers = task->task.num_workers;
+    if (is_chief != nullptr) *is_chief = task->task.chief ? 1 : 0;
+    if (dynamic != nullptr) *dynamic = task->task.dynamic ? 1 : 0;
+    return absl::OkStatus();
+  });
+}
+
+int PstrainTaskGetRunDir(PstrainTaskHandle task, const char** run_dir) {
+  return ApiCall([&] {
+    if (task == nullptr) return Null("task");
+    if (run_dir == nullptr) return Null("run_dir");
+    *run_dir = task->task.train.run_dir.c_str();
+    return absl::OkStatus();
+  });
+}
+
+int PstrainWorkerCreate(PstrainTaskHandle task, const char* job_json, int num_tensors,
+                        const char* const* names, const int64_t* sizes, float* params,
+                        float* grads, int64_t num_floats, PstrainWorkerHandle* out) {
+  return ApiCall([&]() -> absl::Status {
+    if (task == nullptr) return Null("task");
+    if (out == nullptr) return Null("out");
+    if (num_tensors < 1) {
+      return pstrain::UsageError(absl::StrCat("num_tensors is ", num_tensors, "; at least 1"));
+    }
+    if (names == nullptr) return Null("names");
+    if (sizes == nullptr) return Null("sizes");
+    if (params == nullptr) return Null("params");
+    if (grads == nullptr) return Null("grads");
+    std::vector<pstrain::TensorSlot> tensors;
+    int64_t total = 0;
+    for (int i = 0; i < num_tensors; ++i) {
+      if (names[i] == nullptr) return Null(absl::StrCat("names[", i, "]").c_str());
+      if (sizes[i] < 1) {
+        return pstrain::UsageError(
+            absl::StrCat("tensor ", i, " (", names[i], ") has size ", sizes[i], "; at least 1"));
+      }
+      tensors.push_back({names[i], sizes[i]});
+      total += sizes[i];
+    }
+    if (num_floats != total) {
+      return pstrain::UsageError(absl::StrCat("the buffers hold ", num_floats,
+                                              " floats; the layout's tensors add up to ", total));
+    }
+    const size_t n = static_cast<size_t>(total);
+    absl::StatusOr<std::unique_ptr<pstrain::ScriptWorker>> worker = pstrain::ScriptWorker::Create(
+        task->task, job_json == nullptr ? "" : job_json, std::move(tensors),
+        absl::MakeSpan(params, n), absl::MakeSpan(grads, n));
+    if (!worker.ok()) {
+      // A job that does not fit the chief's (its flags, its layout) is the
+      // configuration's fault: the process would fail the same way again.
+      if (absl::IsFailedPrecondition(worker.status()) && !pstrain::IsRejoin(worker.status())) {
+        return absl::InvalidArgumentError(worker.status().message());
+      }
+      return worker.status();
+    }
+    *out = new PstrainWorker{*std::move(worker), task};
+    ++task->live_workers;
+    return absl::OkStatus();
+  });
+}
+
+int PstrainWorkerFree(PstrainWorkerHandle worker) {
+  return ApiCall([&] {
+    if (worker == nullptr) return absl::OkStatus();
+    --worker->task->live_workers;
+    delete worker;
+    return absl::OkStatus();
+  });
+}
+
+int PstrainWorkerGetPosition(PstrainWorkerHandle worker, int64_t* global_step,
+                             int64_t* total_steps, int64_t* steps_per_epoch, int* done) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    const pstrain::ScriptWorker& w = *worker->worker;
+    if (global_step != nullptr) *global_step = w.global_step();
+    if (total_steps != nullptr) *total_steps = w.total_steps();
+    if (steps_per_epoch != nullptr) *steps_per_epoch = w.steps_per_epoch();
+    if (done != nullptr) *done = w.done() ? 1 : 0;
+    return absl::OkStatus();
+  });
+}
+
+int PstrainWorkerBeginStep(PstrainWorkerHandle worker, int num_examples) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    return worker->worker->BeginStep(num_examples);
+  });
+}
+
+int PstrainWorkerTensorReady(PstrainWorkerHandle worker, int tensor) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    return worker->worker->TensorReady(tensor);
+  });
+}
+
+int PstrainWorkerEndStep(PstrainWorkerHandle worker, double loss) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    return worker->worker->EndStep(loss);
+  });
+}
+
+int PstrainWorkerLogEvaluation(PstrainWorkerHandle worker, double accuracy, double loss,
+                               double seconds) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    return worker->worker->LogEvaluation(accuracy, loss, seconds);
+  });
+}
+
+int PstrainWorkerFinish(PstrainWorkerHandle worker) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    return worker->worker->Finish();
+  });
+}
+
+int PstrainWorkerClose(PstrainWorkerHandle worker) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    return worker->worker->Close();
+  });
+}
+
+int PstrainPermutation(int64_t num_examples, uint64_t seed, int epoch, int64_t* out) {
+  return ApiCall([&] {
+    if (out == nullptr) return Null("out");
+    if (num_examples < 1) {
+      return pstrain::UsageError(absl::StrCat("num_examples is ", num_examples, "; at least 1"));
+    }
+    if (epoch < 0) return pstrain::UsageError(absl::StrCat("epoch is ", epoch));
+    pstrain::DataSharder sharder(num_examples, 1, 0, 1, seed);
+    const std::vector<int64_t>& p = sharder.Permutation(epoch);
+    std::copy(p.begin(), p.end(), out);
+    return absl::OkStatus();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,354 @@
+#include "capi/script_worker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/rejoin.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "worker/train_flags.h"
+
+namespace pstrain {
+namespace {
+
+constexpr absl::string_view kUsagePayload = "pstrain/usage";
+// The length of a job the script gives none.
+constexpr int64_t kOpenEndedSteps = int64_t{1} << 40;
+
+// The job's flags: PSTRAIN_FLAGS, a JSON array of "--name=value".
+absl::StatusOr<std::vector<std::string>> FlagsFromJson(const std::string& text) {
+  std::vector<std::string> args;
+  if (text.empty()) return args;
+  ASSIGN_OR_RETURN(const google::protobuf::Value v, ParseJson(text, "PSTRAIN_FLAGS"));
+  if (v.kind_case() != google::protobuf::Value::kListValue) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PSTRAIN_FLAGS: expected a JSON array of \"--name=value\" strings, got ", JsonKindName(v)));
+  }
+  for (const google::protobuf::Value& item : v.list_value().values()) {
+    if (item.kind_case() != google::protobuf::Value::kStringValue) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("PSTRAIN_FLAGS: every item must be a string, got ", JsonKindName(item)));
+    }
+    args.push_back(item.string_value());
+  }
+  return args;
+}
+
+// A JSON value as a flag's text: numbers exactly, booleans true/false.
+absl::StatusOr<std::string> FlagText(const std::string& key, const google::protobuf::Value& v) {
+  switch (v.kind_case()) {
+    case google::protobuf::Value::kNumberValue:
+      return absl::StrFormat("%.17g", v.number_value());
+    case google::protobuf::Value::kBoolValue:
+      return std::string(v.bool_value() ? "true" : "false");
+    case google::protobuf::Value::kStringValue:
+      return v.string_value();
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job option \"", key, "\": expected a number, a boolean or a string, got ",
+          JsonKindName(v)));
+  }
+}
+
+absl::StatusOr<int64_t> WholeNumber(const std::string& key, const google::protobuf::Value& v) {
+  if (v.kind_case() != google::protobuf::Value::kNumberValue || v.number_value() < 0 ||
+      v.number_value() != std::floor(v.number_value()) || v.number_value() > 1e15) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job option \"", key, "\": expected a whole number >= 0"));
+  }
+  return static_cast<int64_t>(v.number_value());
+}
+
+// The script's job options (c_api.h, PstrainWorkerCreate) over the job's
+// flags, into `ro`. `*open_ended`: the options give the job no length.
+absl::Status ApplyJobOptions(const std::string& job_json, WorkerRuntimeOptions* ro,
+                             bool* open_ended) {
+  google::protobuf::Value v;
+  v.mutable_struct_value();
+  if (!job_json.empty()) {
+    ASSIGN_OR_RETURN(v, ParseJson(job_json, "job options"));
+  }
+  if (v.kind_case() != google::protobuf::Value::kStructValue) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job options: expected a JSON object, got ", JsonKindName(v)));
+  }
+  std::vector<std::string> args = ro->train.ToArgs();
+  *open_ended = true;
+  for (const auto& [key, value] : v.struct_value().fields()) {
+    if (key == "steps_per_epoch") {
+      ASSIGN_OR_RETURN(ro->steps_per_epoch, WholeNumber(key, value));
+      *open_ended = false;
+    } else if (key == "total_steps") {
+      ASSIGN_OR_RETURN(ro->total_steps, WholeNumber(key, value));
+      *open_ended = *open_ended && ro->total_steps == 0;
+    } else if (key == "device") {
+      ASSIGN_OR_RETURN(ro->device_description, FlagText(key, value));
+    } else {
+      ASSIGN_OR_RETURN(const std::string text, FlagText(key, value));
+      args.push_back(absl::StrCat("--", key, "=", text));
+    }
+  }
+  ASSIGN_OR_RETURN(ro->train, TrainOptionsFromArgs(args));
+  if (*open_ended) {
+    // One epoch without end: the script says when it is done (Finish).
+    ro->steps_per_epoch = kOpenEndedSteps;
+    ro->total_steps = ro->train.max_steps > 0 ? ro->train.max_steps : kOpenEndedSteps;
+    ro->train.epochs = 1;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status UsageError(absl::string_view message) {
+  absl::Status s = absl::FailedPreconditionError(message);
+  s.SetPayload(kUsagePayload, absl::Cord("1"));
+  return s;
+}
+
+bool IsUsageError(const absl::Status& status) {
+  return !status.ok() && status.GetPayload(kUsagePayload).has_value();
+}
+
+absl::StatusOr<ScriptTask> ScriptTask::Resolve(const TaskEnvironment& env) {
+  if (!env.tf_config.has_value() || env.tf_config->empty()) {
+    return absl::InvalidArgumentError(
+        "TF_CONFIG is not set: run the script with `pstrain launch --cluster_spec=FILE -- "
+        "COMMAND`, or set TF_CONFIG (the cluster and this task) yourself");
+  }
+  TaskConfigSources sources;
+  sources.tf_config = env.tf_config;
+  ScriptTask t;
+  ASSIGN_OR_RETURN(t.cluster, ResolveTaskConfig(sources));
+  const TaskId task = *t.cluster.task();
+  if (task.type != TaskType::kChief && task.type != TaskType::kWorker) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TF_CONFIG: this process is ", task.ToString(), "; a script runs as a chief or a worker"));
+  }
+  absl::StatusOr<TransportSecurity> security =
+      ResolveTransportSecurity(env.secret_file, env.insecure);
+  if (!security.ok()) {
+    return absl::Status(security.status().code(),
+                        absl::StrCat("PSTRAIN_SECRET_FILE (or PSTRAIN_INSECURE=1): ",
+                                     security.status().message()));
+  }
+  t.security = *std::move(security);
+  ASSIGN_OR_RETURN(const std::vector<std::string> args, FlagsFromJson(env.flags_json));
+  ASSIGN_OR_RETURN(t.train, TrainOptionsFromArgs(args));
+  if (!env.run_dir.empty()) t.train.run_dir = env.run_dir;
+  t.rank = t.cluster.WorkerRank(task);
+  t.num_workers = t.cluster.num_workers();
+  t.chief = t.rank == 0;
+  t.dynamic = t.cluster.sparse();
+  return t;
+}
+
+ScriptWorker::ScriptWorker(std::unique_ptr<WorkerRuntime> runtime, int num_tensors)
+    : runtime_(std::move(runtime)), num_tensors_(num_tensors), tensor_ready_(num_tensors, false) {}
+
+absl::StatusOr<std::unique_ptr<ScriptWorker>> ScriptWorker::Create(const ScriptTask& task,
+                                                                   const std::string& job_json,
+                                                                   std::vector<TensorSlot> tensors,
+                                                                   absl::Span<float> params,
+                                                                   absl::Span<float> grads) {
+  WorkerRuntimeOptions ro;
+  ro.train = task.train;
+  bool open_ended = false;
+  RETURN_IF_ERROR(ApplyJobOptions(job_json, &ro, &open_ended));
+  const int num_tensors = static_cast<int>(tensors.size());
+  ro.tensors = std::move(tensors);
+  ro.params = params;
+  ro.grads = grads;
+  if (task.chief) {
+    // The job's initial parameters are the chief's, as the script made
+    // them: kept for a restore when no checkpoint is usable.
+    ro.initial_params = [initial = std::vector<float>(params.begin(), params.end())](
+                            absl::Span<float> out) {
+      std::copy(initial.begin(), initial.end(), out.begin());
+    };
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<WorkerRuntime> runtime,
+                   WorkerRuntime::Create(task.cluster, std::move(ro), task.security));
+  std::unique_ptr<ScriptWorker> worker(new ScriptWorker(std::move(runtime), num_tensors));
+  worker->open_ended_ = open_ended;
+  WorkerRuntime& rt = *worker->runtime_;
+  RETURN_IF_ERROR(rt.Connect());
+  absl::Status s = rt.Start();
+  if (s.ok()) s = rt.Resume();
+  RETURN_IF_ERROR(worker->Recover(std::move(s)));
+  if (rt.global_step() > 0) {
+    LOG(INFO) << "continuing from step " << rt.global_step() << " of " << rt.total_steps()
+              << " at version " << rt.MinVersion();
+  }
+  worker->epoch_start_step_ = rt.global_step();
+  return worker;
+}
+
+absl::Status ScriptWorker::Latch(absl::Status status) {
+  if (!status.ok() && !IsUsageError(status)) failed_ = status;
+  return status;
+}
+
+absl::Status ScriptWorker::Recover(absl::Status s) {
+  for (;;) {
+    if (IsJobFinished(s) && !runtime_->is_chief()) {
+      LOG(WARNING) << "the job finished without this worker (" << s.message()
+                   << "): it was frozen or declared dead meanwhile; nothing left to do";
+      return s;
+    }
+    if (s.ok() || !IsRejoin(s)) return s;
+    s = runtime_->Rejoin(s);
+    if (s.ok()) s = runtime_->Resume();
+  }
+}
+
+absl::Status ScriptWorker::BeginStep(int num_examples) {
+  RETURN_IF_ERROR(failed_);
+  if (in_step_) return UsageError("BeginStep: a step is under way (EndStep first)");
+  if (finished_ || done()) {
+    return UsageError(absl::StrCat("BeginStep: no step is left (", total_steps(), " done)"));
+  }
+  if (num_examples < 0) {
+    return UsageError(absl::StrCat("BeginStep: num_examples is ", num_examples));
+  }
+  const int64_t step = runtime_->global_step();
+  step_ = StepInfo();
+  step_.start_us = runtime_->BeginStep();
+  step_.epoch = static_cast<int>(step / steps_per_epoch());
+  step_.step_in_epoch = step % steps_per_epoch();
+  step_.examples = num_examples;
+  std::fill(tensor_ready_.begin(), tensor_ready_.end(), false);
+  if (num_examples > 0) runtime_->StartPush(num_examples);
+  in_step_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status ScriptWorker::TensorReady(int tensor) {
+  RETURN_IF_ERROR(failed_);
+  if (!in_step_) return UsageError("TensorReady: no step is under way (BeginStep first)");
+  if (tensor < 0 || tensor >= num_tensors_) {
+    return UsageError(absl::StrCat("TensorReady: tensor ", tensor, " is not one of the ",
+                                   num_tensors_, " of the layout"));
+  }
+  if (tensor_ready_[tensor]) {
+    return UsageError(absl::StrCat("TensorReady: tensor ", tensor, " is final already this step"));
+  }
+  tensor_ready_[tensor] = true;
+  runtime_->TensorReady(tensor);
+  return absl::OkStatus();
+}
+
+absl::Status ScriptWorker::EndStep(double loss) {
+  RETURN_IF_ERROR(failed_);
+  if (!in_step_) return UsageError("EndStep: no step is under way (BeginStep first)");
+  in_step_ = false;
+  step_.loss = static_cast<float>(loss);
+  absl::Status s = runtime_->EndStep(step_);
+  if (s.ok()) s = runtime_->CheckShardsHome();
+  if (s.ok()) {
+    runtime_->MaybeCheckpoint();
+    last_step_end_us_ = MonotonicMicros();
+    epoch_examples_ += step_.examples;
+    if (step_.examples > 0 && std::isfinite(loss)) {
+      epoch_loss_sum_ += loss;
+      ++epoch_loss_count_;
+    }
+    return absl::OkStatus();
+  }
+  return Latch(Recover(std::move(s)));
+}
+
+absl::Status ScriptWorker::LogEvaluation(double accuracy, double loss, double seconds) {
+  RETURN_IF_ERROR(failed_);
+  if (in_step_) return UsageError("LogEvaluation: a step is under way (EndStep first)");
+  if (!(accuracy >= 0 && accuracy <= 1)) {
+    return UsageError(absl::StrCat("LogEvaluation: accuracy ", accuracy, " is not in [0, 1]"));
+  }
+  if (!runtime_->is_chief()) return absl::OkStatus();
+  const int64_t now = MonotonicMicros();
+  const int64_t took_us = seconds >= 0          ? static_cast<int64_t>(seconds * 1e6)
+                          : last_step_end_us_ > 0 ? now - last_step_end_us_
+                                                  : 0;
+  const int64_t step = runtime_->global_step();
+  const bool epoch_end = !open_ended_ && (finished_ || done() || (step > 0 && step % steps_per_epoch() == 0));
+  const int64_t epoch = epoch_end && step > 0 ? (step - 1) / steps_per_epoch() : step / steps_per_epoch();
+  RETURN_IF_ERROR(Latch(runtime_->RecordEvaluation(static_cast<int>(epoch), epoch_end, finished_,
+                                                   accuracy, loss, now - took_us,
+                                                   UnixMicros() - took_us)));
+  if (!epoch_end || epoch == last_epoch_logged_) return absl::OkStatus();
+  last_epoch_logged_ = epoch;
+  return Latch(EndEpoch(runtime_->evaluations().back()));
+}
+
+absl::Status ScriptWorker::EndEpoch(const EvalPoint& e) {
+  const int64_t step = runtime_->global_step();
+  const double seconds = std::max(0.0, runtime_->TrainSeconds() - epoch_start_train_s_);
+  // Every worker trains on as many examples a step as this one (the last
+  // global batch of an epoch may be a little short).
+  const double images = static_cast<double>(epoch_examples_) *
+                        (runtime_->dynamic() ? 1 : runtime_->num_workers());
+  const double rate = seconds > 0 ? images / seconds : 0.0;
+  const double train_loss = epoch_loss_count_ > 0 ? epoch_loss_sum_ / epoch_loss_count_ : 0.0;
+  const int epoch = static_cast<int>((step - 1) / steps_per_epoch()) + 1;
+  const int epochs = static_cast<int>((total_steps() + steps_per_epoch() - 1) / steps_per_epoch());
+  LOG(INFO) << absl::StrFormat(
+      "epoch %d/%d done: test accuracy %.4f, test loss %.4f, train loss %.4f, %.0f images/s "
+      "(all %d workers), %.1f s",
+      epoch, epochs, e.accuracy, e.loss, train_loss, rate, runtime_->num_workers(), seconds);
+  const absl::Status s = runtime_->RecordEpoch(
+      {epoch, step, step - epoch_start_step_, e.train_seconds, train_loss, e.loss, e.accuracy, rate});
+  epoch_start_step_ = step;
+  epoch_start_train_s_ = runtime_->TrainSeconds();
+  epoch_loss_sum_ = 0;
+  epoch_loss_count_ = 0;
+  epoch_examples_ = 0;
+  return s;
+}
+
+absl::Status ScriptWorker::Finish() {
+  RETURN_IF_ERROR(failed_);
+  if (in_step_) return UsageError("Finish: a step is under way (EndStep first)");
+  if (finished_) return UsageError("Finish: finished already");
+  if (!done() && !open_ended_) {
+    return UsageError(absl::StrCat("Finish: ", total_steps() - global_step(),
+                                   " steps are left (at step ", global_step(), " of ",
+                                   total_steps(), ")"));
+  }
+  absl::Status s = runtime_->ReportDone();
+  while (!s.ok()) {
+    s = Recover(std::move(s));
+    if (!s.ok()) return Latch(s);
+    if (!done() && !open_ended_) {
+      // A ps was restored from a checkpoint after this worker's last step:
+      // its steps since are to be computed again, by a new process of it.
+      return Latch(absl::UnavailableError(absl::StrCat(
+          "the job went back to step ", global_step(), " after this worker's last step (a ps was "
+          "restored from a checkpoint); start this worker again to train the steps left")));
+    }
+    s = runtime_->ReportDone();
+  }
+  if (runtime_->is_chief()) RETURN_IF_ERROR(Latch(runtime_->PullLatest()));
+  finished_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status ScriptWorker::Close() {
+  RETURN_IF_ERROR(failed_);
+  if (!finished_) return UsageError("Close: Finish first");
+  if (closed_) return UsageError("Close: closed already");
+  closed_ = true;
+  if (!runtime_->is_chief()) {
+    LOG(INFO) << "training done: " << runtime_->global_step() << " steps, " << runtime_->images()
+              << " images";
+    return absl::OkStatus();
+  }
+  return Latch(runtime_->FinishChief());
+}
+
+}  // namespace pstrain

@@ -1,0 +1,121 @@
+#pragma once
+
+// The C API's worker (include/pstrain/c_api.h): the worker runtime driven
+// one call at a time by a script that owns the model and the data (Python,
+// pstrain.torch). On top of the runtime it keeps
+//  - the calls' order (BeginStep .. TensorReady .. EndStep; Finish once
+//    done; Close after Finish): a call out of order is a usage error
+//    (IsUsageError) and changes nothing;
+//  - recovery inside the step: a rejoin status from EndStep or Finish is
+//    answered there (WorkerRuntime::Rejoin, Resume), so a script sees at
+//    most its position move;
+//  - a latched failure: after a run-time error every later call returns it;
+//  - the chief's epochs: an evaluation logged at an epoch's end also ends
+//    that epoch (epochs.csv, the "epoch E/N done" line).
+//
+// Thread safety: none (one caller at a time; see c_api.h).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/cluster_spec.h"
+#include "common/security.h"
+#include "common/shard_plan.h"
+#include "worker/train_options.h"
+#include "worker/worker_runtime.h"
+
+namespace pstrain {
+
+// What the environment says of this process (c_api.h lists the variables),
+// as read once by PstrainTaskCreateFromEnv.
+struct TaskEnvironment {
+  std::optional<std::string> tf_config;  // TF_CONFIG
+  std::string secret_file;               // PSTRAIN_SECRET_FILE
+  bool insecure = false;                 // PSTRAIN_INSECURE=1
+  std::string run_dir;                   // PSTRAIN_RUN_DIR
+  std::string flags_json;                // PSTRAIN_FLAGS: a JSON array of "--name=value"
+};
+
+// This process's task, resolved.
+struct ScriptTask {
+  ClusterSpec cluster;
+  TransportSecurity security;
+  TrainOptions train;  // the job's flags, run_dir the environment's
+  int rank = 0;
+  int num_workers = 1;
+  bool chief = false;
+  bool dynamic = false;
+
+  // InvalidArgument naming the variable for anything missing or malformed.
+  static absl::StatusOr<ScriptTask> Resolve(const TaskEnvironment& env);
+};
+
+// A misuse of the API (a call out of order, a bad argument): the status
+// says what, and nothing happened.
+absl::Status UsageError(absl::string_view message);
+bool IsUsageError(const absl::Status& status);
+
+class ScriptWorker {
+ public:
+  // Joins the job (WorkerRuntime: Create, Connect, Start, Resume) with the
+  // layout `tensors` over the caller's buffers (borrowed). `job_json`: the
+  // script's options over the job's flags (c_api.h, PstrainWorkerCreate).
+  // InvalidArgument for a bad option or layout; FailedPrecondition when the
+  // chief's job differs (the message names the flag or the tensor).
+  static absl::StatusOr<std::unique_ptr<ScriptWorker>> Create(const ScriptTask& task,
+                                                              const std::string& job_json,
+                                                              std::vector<TensorSlot> tensors,
+                                                              absl::Span<float> params,
+                                                              absl::Span<float> grads);
+
+  int64_t global_step() const { return runtime_->global_step(); }
+  int64_t total_steps() const { return runtime_->total_steps(); }
+  int64_t steps_per_epoch() const { return runtime_->steps_per_epoch(); }
+  bool done() const { return finished_ || runtime_->TrainingDone(); }
+  // The script gave the job no length: it says when it is done (Finish).
+  bool open_ended() const { return open_ended_; }
+  int num_tensors() const { return num_tensors_; }
+
+  absl::Status BeginStep(int num_examples);
+  absl::Status TensorReady(int tensor);
+  // JobFinished (common/rejoin.h) when the job ended without this worker.
+  absl::Status EndStep(double loss);
+  absl::Status LogEvaluation(double accuracy, double loss, double seconds);
+  absl::Status Finish();
+  absl::Status Close();
+
+ private:
+  explicit ScriptWorker(std::unique_ptr<WorkerRuntime> runtime, int num_tensors);
+
+  // Answers rejoin statuses (Rejoin, then Resume) until a call succeeds or
+  // fails otherwise.
+  absl::Status Recover(absl::Status status);
+  // A run-time failure is kept and returned by every later call.
+  absl::Status Latch(absl::Status status);
+  absl::Status EndEpoch(const EvalPoint& eval);
+
+  std::unique_ptr<WorkerRuntime> runtime_;
+  int num_tensors_ = 0;
+  absl::Status failed_;
+  bool open_ended_ = false;
+  bool in_step_ = false;
+  bool finished_ = false;  // Finish returned OK
+  bool closed_ = false;
+  std::vector<bool> tensor_ready_;
+  StepInfo step_;
+  int64_t last_step_end_us_ = 0;  // monotonic
+  // The epoch being trained, for epochs.csv: where it began.
+  int64_t epoch_start_step_ = 0;
+  double epoch_start_train_s_ = 0;
+  double epoch_loss_sum_ = 0;
+  int64_t epoch_loss_count_ = 0;
+  int64_t epoch_examples_ = 0;
+  int64_t last_epoch_logged_ = -1;
+};
+
+}  // namespace pstrain

@@ -1,0 +1,201 @@
+/*
+ * pstrain's C API: a worker of a pstrain job driven from any language
+ * (python/pstrain is ctypes over it). It is the worker runtime
+ * (worker/worker_runtime.h) behind a plain C ABI, in the manner of
+ * XGBoost's and LightGBM's C APIs:
+ *
+ *  - opaque handles; every call returns an int status (PSTRAIN_OK, or one
+ *    of the PSTRAIN_ERROR_* codes below) and the message of the last
+ *    failed call on this thread is PstrainGetLastError();
+ *  - no C++ types or exceptions cross it; sizes are passed explicitly;
+ *  - misuse (a null handle or pointer, a wrong size, a call out of order)
+ *    returns PSTRAIN_ERROR_USAGE, never crashes the process.
+ *
+ * A worker's life:
+ *
+ *   PstrainTaskCreateFromEnv(&task)          who this process is in the job
+ *   PstrainWorkerCreate(task, ..., &worker)  joins the job: the chief's
+ *                                            params are the job's initial
+ *                                            ones; on return params holds
+ *                                            the job's parameters
+ *   while (!done):                           (PstrainWorkerGetPosition)
+ *     PstrainWorkerBeginStep(worker, n)      before backward
+ *     ... the caller writes grads, tensor by tensor ...
+ *     PstrainWorkerTensorReady(worker, t)    each tensor as its gradient is
+ *                                            final (pushes overlap backward)
+ *     PstrainWorkerEndStep(worker, loss)     returns with params holding the
+ *                                            parameters that follow
+ *     chief: PstrainWorkerLogEvaluation(...)
+ *   PstrainWorkerFinish(worker)              every worker's last gradient is in
+ *   chief: PstrainWorkerLogEvaluation(...)   of the final parameters
+ *   PstrainWorkerClose(worker)               chief: summary.json, ps shut down
+ *   PstrainWorkerFree(worker); PstrainTaskFree(task)
+ *
+ * Configuration comes from the environment `pstrain launch` (or TFJob, or
+ * a user on several hosts) sets, read in one place, PstrainTaskCreateFromEnv:
+ *
+ *   TF_CONFIG            the cluster and this task (required)
+ *   PSTRAIN_SECRET_FILE  the job secret (CURVE); or PSTRAIN_INSECURE=1
+ *   PSTRAIN_RUN_DIR      where the step log, evals.csv, summary.json go
+ *   PSTRAIN_FLAGS        the job's flags as a JSON array of "--name=value"
+ *                        (the flags of the `worker` binary: --mode,
+ *                        --staleness, --backup_workers, --wire,
+ *                        --checkpoint_every_steps, --timeline, ...)
+ *
+ * Thread safety: PstrainGetLastError, PstrainVersion and
+ * PstrainPermutation are safe from any thread. A handle is not: calls on
+ * one handle must not overlap in time, though they may come from
+ * different threads one after another (autograd's backward threads call
+ * PstrainWorkerTensorReady). Different handles are independent.
+ *
+ * Blocking: PstrainWorkerCreate, EndStep, Finish and Close wait for the
+ * ps tasks (at most the job's timeouts: --connect_timeout_s,
+ * --recovery_timeout_s, --rpc_timeout_s); the other calls do not.
+ */
+#ifndef PSTRAIN_C_API_H_
+#define PSTRAIN_C_API_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PSTRAIN_C_API_VERSION 1
+
+/* Status codes. */
+#define PSTRAIN_OK 0
+/* Failed at run time: a ps that cannot be reached, a refusal, a file that
+ * cannot be written. The worker may not be used again but to free it. */
+#define PSTRAIN_ERROR_FAILED 1
+/* Bad configuration: the environment, a flag, the layout, the job's
+ * options (a process exits 2 for it, and is not restarted). */
+#define PSTRAIN_ERROR_CONFIG 2
+/* Misuse: a null handle or pointer, a wrong size, a call out of order.
+ * Nothing happened; the handle is as it was. */
+#define PSTRAIN_ERROR_USAGE 3
+/* The job finished without this worker (it was frozen, or declared dead,
+ * meanwhile): nothing is left for it to do. */
+#define PSTRAIN_JOB_FINISHED 4
+
+typedef struct PstrainTask* PstrainTaskHandle;
+typedef struct PstrainWorker* PstrainWorkerHandle;
+
+/* PSTRAIN_C_API_VERSION of the library. */
+int PstrainVersion(void);
+
+/* The message of the last call on this thread that did not return
+ * PSTRAIN_OK ("" if none). Owned by the library; valid until the next
+ * call on this thread. */
+const char* PstrainGetLastError(void);
+
+/* ---- The task ----------------------------------------------------------- */
+
+/* Reads the environment above (the only place the library reads it) and
+ * resolves this process's task. */
+int PstrainTaskCreateFromEnv(PstrainTaskHandle* out);
+
+/* The same from explicit values, each a NUL-terminated string: `tf_config`
+ * (required), `secret_file` ("" with insecure != 0), `run_dir` ("" for no
+ * files) and `flags_json` (a JSON array of "--name=value", "" for none). */
+int PstrainTaskCreate(const char* tf_config, const char* secret_file, int insecure,
+                      const char* run_dir, const char* flags_json, PstrainTaskHandle* out);
+
+/* Frees the task. NULL is allowed. REQUIRES: every worker made from it
+ * is freed. */
+int PstrainTaskFree(PstrainTaskHandle task);
+
+/* Ranks 0 .. num_workers - 1 over the chief and the workers; the chief is
+ * rank 0. `dynamic`: a sparse TF_CONFIG (TFJob enableDynamicWorker), whose
+ * workers each train on the whole data set in an order of their own. */
+int PstrainTaskGetRank(PstrainTaskHandle task, int* rank, int* num_workers, int* is_chief,
+                       int* dynamic);
+
+/* The run directory ("" for none). The string belongs to the task. */
+int PstrainTaskGetRunDir(PstrainTaskHandle task, const char** run_dir);
+
+/* ---- The worker --------------------------------------------------------- */
+
+/* Joins the job with a layout of `num_tensors` tensors named names[i] of
+ * sizes[i] floats, laid end to end in the flat buffers `params` and `grads`
+ * of `num_floats` floats each (the sum of sizes). Both buffers are the
+ * caller's and are borrowed: they must stay alive, and not move, until
+ * PstrainWorkerFree. The chief's `params` hold the job's initial
+ * parameters (a fresh job); on return every worker's `params` hold the
+ * job's parameters at its position (a restarted process: where the job
+ * is). The library reads `grads` at TensorReady and EndStep and writes
+ * `params` only inside EndStep, Finish and Create.
+ *
+ * `job_json`: a JSON object of this worker's job options over the job's
+ * flags: any flag of PSTRAIN_FLAGS by name ({"optimizer": "adam", "lr":
+ * 0.001, "lr_schedule": "cosine", "batch_size": 64, "epochs": 2}, ...),
+ * plus "steps_per_epoch" (default 1), "total_steps" (0: epochs x
+ * steps_per_epoch) and "device" (for the summary). "" for none.
+ *
+ * PSTRAIN_ERROR_CONFIG when the layout differs from the chief's (the
+ * message names the first differing tensor) or the job's options do.
+ * Blocks until every ps answers and the chief has initialised the job. */
+int PstrainWorkerCreate(PstrainTaskHandle task, const char* job_json, int num_tensors,
+                        const char* const* names, const int64_t* sizes, float* params,
+                        float* grads, int64_t num_floats, PstrainWorkerHandle* out);
+
+/* Frees the worker (closing its connections). NULL is allowed. */
+int PstrainWorkerFree(PstrainWorkerHandle worker);
+
+/* Where the job is for this worker: the next step it computes
+ * (`global_step`), of `total_steps` per worker, `steps_per_epoch`, and
+ * whether it has no step left (`done`). The position moves by EndStep, and
+ * by a rejoin inside EndStep (back to a checkpoint, or ahead to where the
+ * shards are): drive the data by it. Any pointer may be NULL. */
+int PstrainWorkerGetPosition(PstrainWorkerHandle worker, int64_t* global_step,
+                             int64_t* total_steps, int64_t* steps_per_epoch, int* done);
+
+/* Starts step `global_step` on a batch of `num_examples` examples on this
+ * worker (0: a zero gradient of weight 0, when the last global batch has
+ * none for it). REQUIRES: no step begun, not done. */
+int PstrainWorkerBeginStep(PstrainWorkerHandle worker, int num_examples);
+
+/* Tensor `tensor`'s gradient in `grads` is final for this step: every
+ * shard whose gradient is all final goes out now. Each tensor at most once
+ * a step; optional (EndStep sends what is left). REQUIRES: a step begun. */
+int PstrainWorkerTensorReady(PstrainWorkerHandle worker, int tensor);
+
+/* Sends the rest of the step's gradient and waits for the parameters that
+ * follow, into `params`; records the step (`loss`, NaN for none) in the
+ * step log. A ps that restarted, or was lost and failed over, is rejoined
+ * inside the call: the position may then have moved
+ * (PstrainWorkerGetPosition). PSTRAIN_JOB_FINISHED: the job ended without
+ * this worker. REQUIRES: a step begun. */
+int PstrainWorkerEndStep(PstrainWorkerHandle worker, double loss);
+
+/* Chief: an evaluation of the model on the test set, into evals.csv,
+ * TensorBoard and Prometheus, and at an epoch's end epochs.csv; the last
+ * one is summary.json's final_test_accuracy. `seconds` is how long the
+ * evaluation took (< 0: the time since the last step ended). A worker
+ * that is not the chief: nothing is recorded. */
+int PstrainWorkerLogEvaluation(PstrainWorkerHandle worker, double accuracy, double loss,
+                               double seconds);
+
+/* Once this worker has no step left: waits until every worker has pushed
+ * its last gradient (the final BARRIER); the chief then pulls the final
+ * parameters into `params`. REQUIRES: done, no step begun. */
+int PstrainWorkerFinish(PstrainWorkerHandle worker);
+
+/* Chief, after Finish: writes summary.json and final_params.f32 into the
+ * run directory and shuts every ps down. Other workers: nothing. */
+int PstrainWorkerClose(PstrainWorkerHandle worker);
+
+/* ---- Data --------------------------------------------------------------- */
+
+/* The permutation of [0, num_examples) that epoch `epoch` of a job seeded
+ * with `seed` visits the data in (the C++ worker's DataSharder): global
+ * batch s is positions [s*G, (s+1)*G) of it with G = num_workers x batch
+ * size, and worker r takes every num_workers-th of those from r. Writes
+ * num_examples values into `out` (the caller's). */
+int PstrainPermutation(int64_t num_examples, uint64_t seed, int epoch, int64_t* out);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* PSTRAIN_C_API_H_ */

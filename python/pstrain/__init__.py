@@ -1,0 +1,156 @@
+"""pstrain for Python: a worker of a pstrain job, over libpstrain.so's C API
+(ctypes and numpy buffers; nothing compiled against this Python).
+
+Most scripts want pstrain.torch (PyTorch). This module is the layer under
+it, for any framework:
+
+    task = pstrain.Task.from_env()          # TF_CONFIG, PSTRAIN_SECRET_FILE, ...
+    params = numpy.zeros(n, numpy.float32)  # the chief: the initial values
+    grads = numpy.zeros(n, numpy.float32)
+    worker = pstrain.Worker(task, [("w", n)], params, grads, {"lr": 0.1})
+    while not worker.done:
+        worker.begin_step(batch_size)
+        grads[:] = ...                      # this step's gradient
+        worker.end_step(loss)               # params now hold the new parameters
+    worker.finish(); worker.close()
+"""
+
+import ctypes
+import json
+
+import numpy
+
+from pstrain import _lib
+from pstrain._lib import ConfigError, JobFinished, PstrainError, UsageError
+
+__all__ = ["Task", "Worker", "permutation", "PstrainError", "ConfigError", "UsageError",
+           "JobFinished"]
+
+
+class Task:
+    """This process's task in the job: its rank among the chief and the
+    workers (the chief is rank 0), and the job's flags."""
+
+    def __init__(self, handle):
+        self._handle = ctypes.c_void_p(handle)
+        rank, n, chief, dynamic = (ctypes.c_int() for _ in range(4))
+        _lib.call("PstrainTaskGetRank", self._handle, ctypes.byref(rank), ctypes.byref(n),
+                  ctypes.byref(chief), ctypes.byref(dynamic))
+        self.rank, self.num_workers = rank.value, n.value
+        self.is_chief, self.dynamic = bool(chief.value), bool(dynamic.value)
+        run_dir = ctypes.c_char_p()
+        _lib.call("PstrainTaskGetRunDir", self._handle, ctypes.byref(run_dir))
+        self.run_dir = run_dir.value.decode()
+
+    @classmethod
+    def from_env(cls):
+        """From TF_CONFIG, PSTRAIN_SECRET_FILE (or PSTRAIN_INSECURE=1),
+        PSTRAIN_RUN_DIR and PSTRAIN_FLAGS, as `pstrain launch` sets them."""
+        handle = ctypes.c_void_p()
+        _lib.call("PstrainTaskCreateFromEnv", ctypes.byref(handle))
+        return cls(handle.value)
+
+    @classmethod
+    def create(cls, tf_config, secret_file="", insecure=False, run_dir="", flags=()):
+        """From explicit values; `flags` are the job's "--name=value"."""
+        handle = ctypes.c_void_p()
+        tf = tf_config if isinstance(tf_config, str) else json.dumps(tf_config)
+        _lib.call("PstrainTaskCreate", tf.encode(), secret_file.encode(), int(bool(insecure)),
+                  run_dir.encode(), json.dumps(list(flags)).encode() if flags else b"",
+                  ctypes.byref(handle))
+        return cls(handle.value)
+
+    def close(self):
+        if self._handle:
+            _lib.call("PstrainTaskFree", self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # pylint: disable=broad-except
+            pass  # a worker still holds it; the process is ending
+
+
+def _float_buffer(array, what):
+    if not isinstance(array, numpy.ndarray) or array.dtype != numpy.float32 \
+            or array.ndim != 1 or not array.flags["C_CONTIGUOUS"] or not array.flags["WRITEABLE"]:
+        raise UsageError("%s must be a writable, contiguous 1-D numpy float32 array" % what)
+    return array.ctypes.data
+
+
+class Worker:
+    """The worker runtime over a flat layout of named tensors.
+
+    `tensors`: [(name, number of floats)] in order; `params` and `grads`:
+    numpy float32 arrays of their total size, borrowed (kept alive here;
+    the library reads and writes them in place). `job`: options over the
+    job's flags (optimizer, lr, ..., steps_per_epoch, total_steps; see
+    include/pstrain/c_api.h). Joins the job: on return `params` holds the
+    job's parameters (the chief's are the initial ones)."""
+
+    def __init__(self, task, tensors, params, grads, job=None):
+        self.task = task
+        self.params, self.grads = params, grads
+        if params.size != grads.size:
+            raise UsageError("params holds %d floats and grads %d: one float of each per "
+                             "parameter" % (params.size, grads.size))
+        names = [name.encode() for name, _ in tensors]
+        sizes = [int(size) for _, size in tensors]
+        name_array = (ctypes.c_char_p * len(names))(*names)
+        size_array = (ctypes.c_int64 * len(sizes))(*sizes)
+        handle = ctypes.c_void_p()
+        _lib.call("PstrainWorkerCreate", task._handle,  # pylint: disable=protected-access
+                  json.dumps(job or {}).encode(), len(names), name_array, size_array,
+                  _float_buffer(params, "params"), _float_buffer(grads, "grads"),
+                  int(params.size), ctypes.byref(handle))
+        self._handle = handle
+
+    def position(self):
+        """(global_step, total_steps, steps_per_epoch, done)."""
+        step, total, per_epoch, done = (ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64(),
+                                        ctypes.c_int())
+        _lib.call("PstrainWorkerGetPosition", self._handle, ctypes.byref(step),
+                  ctypes.byref(total), ctypes.byref(per_epoch), ctypes.byref(done))
+        return step.value, total.value, per_epoch.value, bool(done.value)
+
+    @property
+    def global_step(self):
+        return self.position()[0]
+
+    @property
+    def done(self):
+        return self.position()[3]
+
+    def begin_step(self, num_examples):
+        _lib.call("PstrainWorkerBeginStep", self._handle, int(num_examples))
+
+    def tensor_ready(self, index):
+        _lib.call("PstrainWorkerTensorReady", self._handle, int(index))
+
+    def end_step(self, loss=float("nan")):
+        _lib.call("PstrainWorkerEndStep", self._handle, float(loss))
+
+    def log_evaluation(self, accuracy, loss, seconds=-1.0):
+        _lib.call("PstrainWorkerLogEvaluation", self._handle, float(accuracy), float(loss),
+                  float(seconds))
+
+    def finish(self):
+        _lib.call("PstrainWorkerFinish", self._handle)
+
+    def close(self):
+        _lib.call("PstrainWorkerClose", self._handle)
+
+    def free(self):
+        if self._handle:
+            _lib.call("PstrainWorkerFree", self._handle)
+            self._handle = ctypes.c_void_p()
+
+
+def permutation(num_examples, seed, epoch):
+    """The order epoch `epoch` of a job seeded `seed` visits the data in
+    (the C++ worker's DataSharder), as an int64 numpy array."""
+    out = numpy.empty(int(num_examples), dtype=numpy.int64)
+    _lib.call("PstrainPermutation", int(num_examples), int(seed) & (2**64 - 1), int(epoch),
+              out.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)))
+    return out

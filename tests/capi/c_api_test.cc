@@ -1,0 +1,273 @@
+// The C API from C++, as any language's binding sees it: libpstrain.so
+// alone (linked as a shared library), its status codes and last error.
+// Misuse (null handles and pointers, wrong sizes, calls out of order)
+// returns an error and changes nothing; a worker driven through it trains
+// against a real ps process over CURVE, and its steps are the ps's SGD.
+
+#include "include/pstrain/c_api.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/child_process.h"
+#include "common/free_ports.h"
+#include "common/job_secret.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string LastError() { return PstrainGetLastError(); }
+
+std::string TempDir() {
+  std::string pattern = ::testing::TempDir() + "/c_api_test.XXXXXX";
+  const char* made = mkdtemp(pattern.data());
+  return made == nullptr ? ::testing::TempDir() : std::string(made);
+}
+
+TEST(CApi, VersionIsTheHeaders) { EXPECT_EQ(PstrainVersion(), PSTRAIN_C_API_VERSION); }
+
+TEST(CApi, NullHandlesAndPointersAreUsageErrors) {
+  int rank = 0;
+  EXPECT_EQ(PstrainTaskGetRank(nullptr, &rank, nullptr, nullptr, nullptr), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(LastError(), "task is NULL");
+  EXPECT_EQ(PstrainTaskCreateFromEnv(nullptr), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(LastError(), "out is NULL");
+  PstrainTaskHandle task = nullptr;
+  EXPECT_EQ(PstrainTaskCreate(nullptr, "", 1, "", "", &task), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(task, nullptr);
+  EXPECT_EQ(PstrainTaskGetRunDir(nullptr, nullptr), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerBeginStep(nullptr, 1), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(LastError(), "worker is NULL");
+  EXPECT_EQ(PstrainWorkerTensorReady(nullptr, 0), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerEndStep(nullptr, 0.0), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerLogEvaluation(nullptr, 0.5, 0.1, 1.0), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerFinish(nullptr), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerClose(nullptr), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerGetPosition(nullptr, nullptr, nullptr, nullptr, nullptr),
+            PSTRAIN_ERROR_USAGE);
+  PstrainWorkerHandle worker = nullptr;
+  const char* names[] = {"w"};
+  const int64_t sizes[] = {4};
+  float buffer[4] = {};
+  EXPECT_EQ(PstrainWorkerCreate(nullptr, "", 1, names, sizes, buffer, buffer, 4, &worker),
+            PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(worker, nullptr);
+  EXPECT_EQ(PstrainPermutation(10, 1, 0, nullptr), PSTRAIN_ERROR_USAGE);
+  // Freeing nothing is allowed.
+  EXPECT_EQ(PstrainWorkerFree(nullptr), PSTRAIN_OK);
+  EXPECT_EQ(PstrainTaskFree(nullptr), PSTRAIN_OK);
+}
+
+TEST(CApi, TheLastErrorIsPerThread) {
+  EXPECT_EQ(PstrainWorkerFinish(nullptr), PSTRAIN_ERROR_USAGE);
+  std::string other = "unset";
+  std::thread([&] { other = LastError(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_EQ(LastError(), "worker is NULL");
+}
+
+const char* kChiefTfConfig =
+    R"({"cluster": {"worker": ["localhost:1"], "ps": ["localhost:2"]},
+        "task": {"type": "worker", "index": 0}})";
+
+TEST(CApi, BadConfigurationIsAConfigError) {
+  PstrainTaskHandle task = nullptr;
+  EXPECT_EQ(PstrainTaskCreate("{not json", "", 1, "", "", &task), PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("TF_CONFIG"));
+  EXPECT_EQ(PstrainTaskCreate("", "", 1, "", "", &task), PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("TF_CONFIG is not set"));
+  const std::string ps_task = R"({"cluster": {"worker": ["localhost:1"], "ps": ["localhost:2"]},
+                                  "task": {"type": "ps", "index": 0}})";
+  EXPECT_EQ(PstrainTaskCreate(ps_task.c_str(), "", 1, "", "", &task), PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("a script runs as a chief or a worker"));
+  EXPECT_EQ(PstrainTaskCreate(kChiefTfConfig, "", 0, "", "", &task), PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("PSTRAIN_SECRET_FILE"));
+  EXPECT_EQ(PstrainTaskCreate(kChiefTfConfig, "", 1, "", R"(["--no_such_flag=1"])", &task),
+            PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("--no_such_flag: not a training flag"));
+  EXPECT_EQ(PstrainTaskCreate(kChiefTfConfig, "", 1, "", R"(["--mode=sometimes"])", &task),
+            PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("--mode"));
+  EXPECT_EQ(PstrainTaskCreate(kChiefTfConfig, "", 1, "", R"({"mode": "sync"})", &task),
+            PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("PSTRAIN_FLAGS: expected a JSON array"));
+  // A training flag that is not the job's to give (the task's own).
+  EXPECT_EQ(PstrainTaskCreate(kChiefTfConfig, "", 1, "", R"(["--cluster_spec=x"])", &task),
+            PSTRAIN_ERROR_CONFIG);
+  EXPECT_EQ(task, nullptr);
+}
+
+TEST(CApi, TheTaskSaysWhoThisProcessIs) {
+  PstrainTaskHandle task = nullptr;
+  ASSERT_EQ(PstrainTaskCreate(kChiefTfConfig, "", 1, "/tmp/run", R"(["--mode=async"])", &task),
+            PSTRAIN_OK)
+      << LastError();
+  int rank = -1, workers = 0, chief = 0, dynamic = 1;
+  ASSERT_EQ(PstrainTaskGetRank(task, &rank, &workers, &chief, &dynamic), PSTRAIN_OK);
+  EXPECT_EQ(rank, 0);
+  EXPECT_EQ(workers, 1);
+  EXPECT_EQ(chief, 1);
+  EXPECT_EQ(dynamic, 0);
+  const char* run_dir = nullptr;
+  ASSERT_EQ(PstrainTaskGetRunDir(task, &run_dir), PSTRAIN_OK);
+  EXPECT_STREQ(run_dir, "/tmp/run");
+  EXPECT_EQ(PstrainTaskFree(task), PSTRAIN_OK);
+}
+
+TEST(CApi, ThePermutationIsOneOfTheDataAndTheSameEveryTime) {
+  std::vector<int64_t> a(1000), b(1000), c(1000);
+  ASSERT_EQ(PstrainPermutation(1000, 7, 0, a.data()), PSTRAIN_OK);
+  ASSERT_EQ(PstrainPermutation(1000, 7, 0, b.data()), PSTRAIN_OK);
+  ASSERT_EQ(PstrainPermutation(1000, 7, 1, c.data()), PSTRAIN_OK);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(std::set<int64_t>(a.begin(), a.end()).size(), 1000u);
+  EXPECT_EQ(*std::min_element(a.begin(), a.end()), 0);
+  EXPECT_EQ(*std::max_element(a.begin(), a.end()), 999);
+  EXPECT_EQ(PstrainPermutation(0, 7, 0, a.data()), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainPermutation(10, 7, -1, a.data()), PSTRAIN_ERROR_USAGE);
+}
+
+// One ps process (CURVE, a fresh job secret) and this process as the
+// chief, a worker of a 1-ps, 1-worker job.
+class CApiWithPs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir();
+    secret_ = dir_ + "/job.secret";
+    ASSERT_TRUE(pstrain::JobSecret::Generate().WriteNewFile(secret_).ok());
+    auto ports = pstrain::FreeLoopbackPorts(2, {});
+    ASSERT_TRUE(ports.ok()) << ports.status();
+    const std::string cluster = absl::StrFormat(
+        R"("cluster": {"worker": ["127.0.0.1:%d"], "ps": ["127.0.0.1:%d"]})", (*ports)[0],
+        (*ports)[1]);
+    chief_tf_config_ = absl::StrCat("{", cluster, R"(, "task": {"type": "worker", "index": 0}})");
+    pstrain::SpawnOptions ps;
+    ps.binary = std::string(PSTRAIN_BIN_DIR) + "/ps_server";
+    ps.args = {"--secret_file=" + secret_};
+    ps.extra_env = {absl::StrCat("TF_CONFIG={", cluster, R"(, "task": {"type": "ps", "index": 0}})")};
+    auto process = pstrain::ChildProcess::Spawn(ps);
+    ASSERT_TRUE(process.ok()) << process.status();
+    ps_ = std::make_unique<pstrain::ChildProcess>(*std::move(process));
+  }
+
+  void TearDown() override {
+    if (ps_ != nullptr && !ps_->exited()) ps_->Signal(SIGKILL);
+  }
+
+  PstrainTaskHandle MakeTask() {
+    PstrainTaskHandle task = nullptr;
+    EXPECT_EQ(PstrainTaskCreate(chief_tf_config_.c_str(), secret_.c_str(), 0, dir_.c_str(),
+                                R"(["--mode=sync", "--log_every_steps=0"])", &task),
+              PSTRAIN_OK)
+        << LastError();
+    return task;
+  }
+
+  // The ps's exit code, waiting up to `timeout_s` (reading its output).
+  int WaitPs(double timeout_s) {
+    char buf[4096];
+    for (int i = 0; i < timeout_s * 10 && !ps_->Reap(); ++i) {
+      while (ps_->output_fd() >= 0 && read(ps_->output_fd(), buf, sizeof(buf)) > 0) {
+      }
+      usleep(100000);
+    }
+    return ps_->exited() ? ps_->exit_code() : -1000;
+  }
+
+  std::string dir_, secret_, chief_tf_config_;
+  std::unique_ptr<pstrain::ChildProcess> ps_;
+};
+
+TEST_F(CApiWithPs, CallsOutOfOrderAreRefusedAndTheStepsAreThePsSgd) {
+  PstrainTaskHandle task = MakeTask();
+  ASSERT_NE(task, nullptr);
+  const char* names[] = {"a", "b"};
+  const int64_t sizes[] = {3, 5};
+  std::vector<float> params = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<float> initial = params;
+  std::vector<float> grads(8, 0.0f);
+  const char* job = R"({"optimizer": "sgd", "lr": 0.5, "momentum": 0, "steps_per_epoch": 3,
+                        "epochs": 1, "batch_size": 4})";
+  PstrainWorkerHandle worker = nullptr;
+  // Sizes that do not add up, and an empty tensor.
+  EXPECT_EQ(PstrainWorkerCreate(task, job, 2, names, sizes, params.data(), grads.data(), 9, &worker),
+            PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("the buffers hold 9 floats; the layout's tensors add up to 8"));
+  const int64_t empty[] = {3, 0};
+  EXPECT_EQ(PstrainWorkerCreate(task, job, 2, names, empty, params.data(), grads.data(), 3, &worker),
+            PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerCreate(task, R"({"optimizer": "rmsprop"})", 2, names, sizes,
+                                params.data(), grads.data(), 8, &worker),
+            PSTRAIN_ERROR_CONFIG);
+  EXPECT_EQ(worker, nullptr);
+
+  ASSERT_EQ(PstrainWorkerCreate(task, job, 2, names, sizes, params.data(), grads.data(), 8, &worker),
+            PSTRAIN_OK)
+      << LastError();
+  EXPECT_EQ(params, initial);  // the chief's are the job's
+  EXPECT_EQ(PstrainTaskFree(task), PSTRAIN_ERROR_USAGE);  // its worker lives
+  // Out of order: nothing happens.
+  EXPECT_EQ(PstrainWorkerEndStep(worker, 0.0), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("no step is under way"));
+  EXPECT_EQ(PstrainWorkerTensorReady(worker, 0), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerFinish(worker), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("3 steps are left"));
+  EXPECT_EQ(PstrainWorkerClose(worker), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerBeginStep(worker, -1), PSTRAIN_ERROR_USAGE);
+
+  for (int step = 0; step < 3; ++step) {
+    int64_t at = -1, total = 0, per_epoch = 0;
+    int done = 1;
+    ASSERT_EQ(PstrainWorkerGetPosition(worker, &at, &total, &per_epoch, &done), PSTRAIN_OK);
+    EXPECT_EQ(at, step);
+    EXPECT_EQ(total, 3);
+    EXPECT_EQ(per_epoch, 3);
+    EXPECT_EQ(done, 0);
+    ASSERT_EQ(PstrainWorkerBeginStep(worker, 4), PSTRAIN_OK) << LastError();
+    EXPECT_EQ(PstrainWorkerBeginStep(worker, 4), PSTRAIN_ERROR_USAGE);
+    for (int i = 0; i < 8; ++i) grads[i] = static_cast<float>(i + 1);
+    ASSERT_EQ(PstrainWorkerTensorReady(worker, 1), PSTRAIN_OK);
+    EXPECT_EQ(PstrainWorkerTensorReady(worker, 1), PSTRAIN_ERROR_USAGE);
+    EXPECT_EQ(PstrainWorkerTensorReady(worker, 2), PSTRAIN_ERROR_USAGE);
+    EXPECT_THAT(LastError(), HasSubstr("tensor 2 is not one of the 2"));
+    ASSERT_EQ(PstrainWorkerEndStep(worker, 0.25), PSTRAIN_OK) << LastError();
+  }
+  // Three steps of plain SGD on the ps: p -= lr * g, g = i + 1.
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_FLOAT_EQ(params[i], initial[i] - 3 * 0.5f * static_cast<float>(i + 1)) << i;
+  }
+  int done = 0;
+  ASSERT_EQ(PstrainWorkerGetPosition(worker, nullptr, nullptr, nullptr, &done), PSTRAIN_OK);
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(PstrainWorkerBeginStep(worker, 4), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("no step is left"));
+  EXPECT_EQ(PstrainWorkerLogEvaluation(worker, 1.5, 0.1, 1.0), PSTRAIN_ERROR_USAGE);
+  ASSERT_EQ(PstrainWorkerLogEvaluation(worker, 0.75, 0.5, 0.01), PSTRAIN_OK) << LastError();
+  ASSERT_EQ(PstrainWorkerFinish(worker), PSTRAIN_OK) << LastError();
+  EXPECT_EQ(PstrainWorkerFinish(worker), PSTRAIN_ERROR_USAGE);
+  ASSERT_EQ(PstrainWorkerClose(worker), PSTRAIN_OK) << LastError();
+  EXPECT_EQ(WaitPs(30), 0);  // the chief shut it down
+  std::ifstream summary(dir_ + "/summary.json");
+  std::stringstream text;
+  text << summary.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("\"final_test_accuracy\": 0.75"));
+  EXPECT_THAT(text.str(), HasSubstr("\"updates_applied\": 3"));
+  EXPECT_EQ(PstrainWorkerFree(worker), PSTRAIN_OK);
+  EXPECT_EQ(PstrainTaskFree(task), PSTRAIN_OK);
+}
+
+}  // namespace

@@ -1,0 +1,112 @@
+"""What the Python tests share: where the build and the data are (from
+ctest's environment), real MNIST, and `pstrain launch` of a script, read
+back through its run directory. Tests skip (exit 77, ctest's
+SKIP_RETURN_CODE) only when torch itself is missing."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+SKIP = 77
+
+try:
+    import torch  # noqa: F401  pylint: disable=unused-import
+except ImportError:
+    print("SKIP: no torch for %s (Debian: apt-get install python3-torch)" % sys.executable)
+    sys.exit(SKIP)
+
+SOURCE_DIR = os.environ.get("PSTRAIN_SOURCE_DIR") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN_DIR = os.environ.get("PSTRAIN_BIN_DIR") or os.path.join(SOURCE_DIR, "build", "bin")
+DATA_DIR = os.path.join(SOURCE_DIR, "data", "mnist")
+SCRIPT = os.path.join(SOURCE_DIR, "tests", "python", "scripts", "train_net.py")
+PYTHON = sys.executable
+
+PACKAGE_DIR = os.path.abspath(os.path.join(BIN_DIR, "..", "python"))
+sys.path.insert(0, PACKAGE_DIR)
+# The scripts the tests run themselves find the package too.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [PACKAGE_DIR] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+os.environ.setdefault("PSTRAIN_LIBRARY", os.path.join(BIN_DIR, "..", "lib", "libpstrain.so"))
+
+
+def spec(directory, workers, ps):
+    """A cluster spec of loopback tasks (`pstrain launch --free_ports` picks
+    their ports)."""
+    path = os.path.join(directory, "spec_%dps_%dw.json" % (ps, workers))
+    with open(path, "w") as f:
+        json.dump({"cluster": {"worker": ["localhost:%d" % (2300 + i) for i in range(workers)],
+                               "ps": ["localhost:%d" % (2400 + i) for i in range(ps)]}}, f)
+    return path
+
+
+class Launch:
+    """`pstrain launch` of a command, its output read line by line as it
+    comes (on_line(line) is called with each), to its end."""
+
+    def __init__(self, flags, command, on_line=None, timeout_s=540):
+        self.args = [os.path.join(BIN_DIR, "pstrain"), "launch"] + flags + ["--"] + command
+        self.lines = []
+        self._on_line = on_line
+        self.process = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True, cwd=SOURCE_DIR)
+        self._timer = threading.Timer(timeout_s, self.process.kill)
+        self._timer.start()
+
+    def wait(self):
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if self._on_line is not None:
+                self._on_line(self.lines[-1])
+        self.process.stdout.close()
+        code = self.process.wait()
+        self._timer.cancel()
+        return code
+
+    @property
+    def output(self):
+        return "\n".join(self.lines)
+
+
+def launch(run_dir, flags, script_args, workers=2, ps=2, on_line=None):
+    """Launches SCRIPT as every worker; returns (exit code, Launch)."""
+    l = Launch(["--cluster_spec=" + spec(run_dir, workers, ps), "--free_ports",
+                "--run_dir=" + run_dir, "--log_every_steps=20"] + flags,
+               [PYTHON, SCRIPT, "--data_dir=" + DATA_DIR] + script_args, on_line=on_line)
+    return l.wait(), l
+
+
+def summary(run_dir):
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        return json.load(f)
+
+
+def started_pids(output_lines):
+    """{task: pid} from the launcher's "started worker:1 (pid N)" lines."""
+    pids = {}
+    for line in output_lines:
+        m = re.match(r"pstrain: (?:re)?started (\S+) \(pid (\d+)\)", line)
+        if m:
+            pids[m.group(1)] = int(m.group(2))
+    return pids
+
+
+class TestCase(unittest.TestCase):
+    """A test with a temporary run directory of its own."""
+
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="pstrain_py_")
+        self.dir = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def run_dir(self, name):
+        path = os.path.join(self.dir, name)
+        os.makedirs(path, exist_ok=True)
+        return path

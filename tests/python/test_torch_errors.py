@@ -1,0 +1,48 @@
+"""What goes wrong in a PyTorch job is said plainly: a worker whose model
+is not the chief's is refused naming the first tensor that differs (and
+is not restarted: exit 2), a script that raises fails the job with its
+Python traceback shown, a bad option is a configuration error."""
+
+import unittest
+
+import pstrain_testing as t
+
+
+class Errors(t.TestCase):
+    def test_a_worker_with_another_layout_is_refused_naming_the_tensor(self):
+        run = self.run_dir("run")
+        code, launch = t.launch(run, ["--mode=sync", "--connect_timeout_s=60"],
+                                ["--wider_on_rank=1", "--steps=20"])
+        self.assertNotEqual(code, 0)
+        out = launch.output
+        self.assertIn("this worker's parameters differ from the chief's at tensor 4: "
+                      "fc1.weight (16320 floats) here, fc1.weight (16000 floats) at the chief", out)
+        self.assertIn("[worker:1] pstrain.ConfigError", out.replace("pstrain._lib.", "pstrain."))
+        # A bad configuration is not restarted: it would fail the same way.
+        self.assertIn("worker:1 failed (exit code 2), a bad configuration or input: not restarted",
+                      out)
+        self.assertNotIn("restarting it", out)
+
+    def test_a_script_that_raises_fails_the_job_with_its_traceback(self):
+        run = self.run_dir("run")
+        code, launch = t.launch(run, ["--mode=sync", "--max_restarts=0"],
+                                ["--raise_at_step=5", "--steps=20"])
+        self.assertEqual(code, 1, launch.output)
+        out = launch.output
+        self.assertIn("[worker:1] Traceback (most recent call last):", out)
+        self.assertIn("[worker:1] RuntimeError: a bug in the user's script at step 5", out)
+        self.assertIn("worker:1 failed (exit code 1)", out)
+        self.assertFalse(t.os.path.exists(t.os.path.join(run, "summary.json")))
+
+    def test_an_option_the_optimizer_does_not_take_is_a_configuration_error(self):
+        run = self.run_dir("run")
+        code, launch = t.launch(run, ["--mode=sync"], ["--optimizer=adam", "--adam_momentum"],
+                                workers=1, ps=1)
+        self.assertNotEqual(code, 0)
+        self.assertIn("pstrain.ConfigError: adam takes no option 'momentum'", launch.output)
+        self.assertIn("worker:0 failed (exit code 2), a bad configuration or input: not restarted",
+                      launch.output)
+
+
+if __name__ == "__main__":
+    unittest.main()
