@@ -18,7 +18,9 @@
 //   chief: evaluate the final parameters; runtime: STATS, summary.json,
 //          final_params.f32, SHUTDOWN
 //
-// The chief is rank 0 (the spec's chief task, or worker 0 without one).
+// The chief is rank 0 (the spec's chief task, or worker 0 without one, as
+// always in a sparse spec). A worker's first REGISTER waits at most
+// register_timeout_s for the chief's INIT, then fails naming the chief.
 // After a rejoin (worker_runtime.h, "Recovery") the loop continues from
 // the position the runtime gives.
 
