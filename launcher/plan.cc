@@ -298,7 +298,9 @@ std::string PlanMarkdown(const PlanOptions& o, const Plan& plan, const FigureDra
                   "remaining latency and the gap between steps), and bound wait (the binding resource's excess "
                   "over that path).\n"
                   "- bound: the resource whose demand per round sets the pace (ps core, ps link, worker link, "
-                  "host CPU), or latency when none does. Utilisations are per round.\n"
+                  "host CPU; the bound wait is then above 0), or else the largest part of the step: compute "
+                  "(with the barrier and shared cores), ps core (in sync the ps serves the round's requests "
+                  "one after another) or links. Utilisations are per round.\n"
                   "- The model, what it assumes and what it leaves out: docs/planning.md "
                   "(launcher/plan_model.h has the formulas).\n");
   return out;

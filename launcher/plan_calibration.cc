@@ -292,7 +292,7 @@ absl::StatusOr<PlanCalibration> Calibrate(const std::vector<CalibrationRun>& run
     own.batch_size = r->record.summary.batch_size();
     own.latency = {};
     const PlanPrediction p = Predict(own, r->cell);
-    if (p.bound != "latency") continue;
+    if (p.split.bound_ms > 0) continue;  // a resource set its time, not its latency
     const double measured_ms = r->cell.workers * own.batch_size / r->steady_images_per_second * 1e3;
     lat_points.push_back({WorkerBytes(*r), std::max(0.0, measured_ms - p.step_ms)});
   }

@@ -14,9 +14,11 @@ namespace {
 // counts.
 constexpr double kFrameBytesPerPayloadByte = 1514.0 / 1448.0;
 
-// The ms a link takes to carry B payload bytes (0 without a link limit).
-// The netns bucket is full at the burst's start: between bursts a step's
-// compute leaves the link idle far longer than the bucket's 10 ms.
+// The ms a link takes to carry a burst of B payload bytes (0 without a link
+// limit). The netns bucket is full at a burst's start: when a step is
+// longer than the link needs for its bytes (T > B / R) the link earns more
+// tokens than it spends, up to the bucket; when it is not, the rate bound
+// (RateMs) sets the step instead.
 double LinkMs(const PlanCell& cell, double bytes) {
   if (cell.link_bytes_per_s <= 0) return 0;
   double b = bytes * kFrameBytesPerPayloadByte;
@@ -61,7 +63,7 @@ Costs CostsOf(const PlanCalibration& cal, const PlanCell& cell) {
 
 struct Bound {
   double ms = 0;
-  std::string name = "latency";
+  std::string name;
 };
 
 // The largest demand of a round (W steps) on one resource, and which.
@@ -97,26 +99,37 @@ void Utilisations(const PlanCell& cell, const Costs& c, double round_ms, PlanPre
   }
 }
 
-// phase1 + phase2 + g of the header, with its split.
+// phase1 + phase2 + g of the header, with its split. Each ps is a flow
+// shop of three stages per request (its ingress, its core, its egress): the
+// W requests of a round leave it after the three stages of one and W - 1
+// times the slowest stage, the last reply's transfer overlapping the
+// forward ahead.
 double SyncRoundMs(const PlanCalibration& cal, const PlanCell& cell, const Costs& c, PlanSplit* split) {
   const double W = cell.workers;
   const double m_w = OrderStatisticMean(cal.before_push_ms, cell.workers) * c.stretch;
   const double phase1 = std::max(m_w, c.k * c.b);
-  double in = 0, down = 0, ps = 0;
+  const double up = LinkMs(cell, Sum(cell.push_bytes));  // the worker's own pushes
+  double serve = 0, queue = 0, last = 0;  // of the ps that takes longest
+  bool queue_on_links = false;
   for (int j = 0; j < cell.ps; ++j) {
-    if (cell.link == LinkKind::kNic) in = std::max(in, RateMs(cell, W * cell.push_bytes[j]));
-    down = std::max(down, LinkMs(cell, W * cell.pull_bytes[j]));
-    ps = std::max(ps, W * c.s[j]);
+    const double in = cell.link == LinkKind::kNic ? RateMs(cell, cell.push_bytes[j]) : 0;
+    const double out = LinkMs(cell, W * cell.pull_bytes[j]) / W;
+    const double slowest = std::max({in, c.s[j], out});
+    if (c.s[j] + (W - 1) * slowest + out > serve + queue + last) {
+      serve = c.s[j];
+      queue = (W - 1) * slowest;
+      last = out;
+      queue_on_links = slowest > c.s[j];
+    }
   }
-  if (cell.link == LinkKind::kNic) down = std::max(down, RateMs(cell, Sum(cell.pull_bytes)));
-  const double up = std::max(LinkMs(cell, Sum(cell.push_bytes)), in);
+  if (cell.link == LinkKind::kNic) last = std::max(last, RateMs(cell, Sum(cell.pull_bytes)));
   split->compute_ms = (c.b + c.a) / c.stretch;
   split->barrier_ms = std::max(0.0, m_w - c.b);
   split->sharing_ms = phase1 - std::max(m_w, c.b) + (c.k - 1) * c.a + (c.b + c.a) * (1 - 1 / c.stretch);
-  split->transfer_ms = up + std::max(0.0, down - c.k * c.a);
-  split->ps_ms = ps;
+  split->transfer_ms = up + (queue_on_links ? queue : 0) + std::max(0.0, last - c.k * c.a);
+  split->ps_ms = serve + (queue_on_links ? 0 : queue);
   split->other_ms = c.lat + cal.gap_ms;
-  return phase1 + c.lat + up + ps + std::max(down, c.k * c.a) + cal.gap_ms;
+  return phase1 + c.lat + up + serve + queue + std::max(last, c.k * c.a) + cal.gap_ms;
 }
 
 // One worker's step, alone, then queued behind the other W - 1 workers at
@@ -143,6 +156,16 @@ double AsyncStepMs(const PlanCalibration& cal, const PlanCell& cell, const Costs
   split->ps_ms = ps + q_ps / step;
   split->other_ms = c.lat + cal.gap_ms;
   return step;
+}
+
+// What a step that no resource saturates waits for most: the compute
+// (with the barrier and the sharing of cores), the ps's service (in sync,
+// every worker's request one after another) or the links.
+const char* PathBound(const PlanSplit& s) {
+  const double compute = s.compute_ms + s.barrier_ms + s.sharing_ms;
+  if (s.ps_ms > compute && s.ps_ms >= s.transfer_ms) return "ps core";
+  if (s.transfer_ms > compute) return "links";
+  return "compute";
 }
 
 }  // namespace
@@ -197,7 +220,7 @@ PlanPrediction Predict(const PlanCalibration& cal, const PlanCell& cell) {
   // steps: the same time when the resource is the limit.
   const Bound bound = ResourceBound(cell, c);
   p.step_ms = std::max(path, bound.ms);
-  p.bound = bound.ms > path ? bound.name : "latency";
+  p.bound = bound.ms > path ? bound.name : PathBound(p.split);
   p.split.bound_ms = p.step_ms - path;
   p.images_per_second = cell.workers * cal.batch_size / p.step_ms * 1e3;
   Utilisations(cell, c, p.step_ms, &p);

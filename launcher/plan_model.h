@@ -35,15 +35,20 @@
 //              which shapes only each task's egress with a 10 ms bucket,
 //              max(0, f B - max(64 KiB, R / 100)) / R. f = 1514 / 1448:
 //              TCP/IPv4/Ethernet frames of a 1500-byte MTU around the payload
-//   up       = L(sum_k u_k)                  a worker's pushes
-//   in_k     = W f u_k / R on a NIC, else 0  ps k's ingress
-//   down     = max_k L(W d_k), and f sum_k d_k / R on a NIC (worker ingress)
+//   up       = L(sum_k u_k)                a worker's pushes, on its own link
+//   in_k     = f u_k / R on a NIC, else 0   a push through ps k's ingress
+//   out_k    = L(W d_k) / W                 a reply through ps k's egress
 //   s_k      = s(u_k + d_k)
 // sync, a round (every worker one step, the barrier per version):
 //   phase1   = max(M_W, k b)   M_W = E[max of W draws of b_i] (the order
 //                              statistic of the measured distribution,
 //                              stragglers included: OrderStatisticMean)
-//   phase2   = lat + max(up, max_k in_k) + max_k W s_k + max(down, k a)
+//   phase2   = lat + up + max_k [s_k + (W - 1) max(in_k, s_k, out_k)]
+//              + max(out_k, f sum_k d_k / R on a NIC, k a)
+//              (each ps a flow shop of three stages per request: the W
+//              requests leave it after one request's stages and W - 1
+//              times the slowest; the last reply's transfer overlaps the
+//              forward ahead)
 //   T        = phase1 + phase2 + g
 // async, one worker's step: alone,
 //   T0       = b + lat + up + max_k s_k + max(L(max_k d_k), a) + g
@@ -135,7 +140,11 @@ struct PlanPrediction {
   double images_per_second = 0;
   double step_ms = 0;          // a round of W steps (sync) or one worker's step (async)
   PlanSplit split;
-  std::string bound;           // "latency" (no resource saturated), "host CPU", "ps core", "ps link", "worker link"
+  // The resource whose demand per round sets the time ("host CPU", "ps
+  // core", "ps link", "worker link"), or, when none does, the largest part
+  // of the step's path: "compute" (with the barrier and the sharing of
+  // cores), "ps core" (sync: the W requests served one by one) or "links".
+  std::string bound;
   double host_cpu_utilisation = 0;         // one host: of its H cores
   std::vector<double> ps_core_utilisation;  // [ps] of one core
   std::vector<double> ps_link_utilisation;  // [ps] the busier direction; 0 without a link limit

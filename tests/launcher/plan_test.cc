@@ -174,7 +174,7 @@ TEST(Predict, OneWorkerIsItsComputeAndOneRoundTripInEitherMode) {
     const PlanPrediction p = Predict(cal, Cell(1, 1, sync));
     EXPECT_NEAR(p.step_ms, b + 0.5 + s + 2 + 0.1, 1e-9) << sync;
     EXPECT_NEAR(p.images_per_second, 100 / p.step_ms * 1e3, 1e-9);
-    EXPECT_EQ(p.bound, "latency");
+    EXPECT_EQ(p.bound, "compute");
     EXPECT_EQ(p.staleness, 0);
   }
 }
@@ -262,7 +262,7 @@ TEST(Predict, WorkersSharingOneHostAreBoundByItsCores) {
   sharing.sharing_cost = 0.1;  // 4 workers per core: 30% more CPU each
   EXPECT_NEAR(Predict(sharing, cell).step_ms, 8 * cpu * 1.3 / 2, 1e-9);
   cell.placement = Placement::kHostPerTask;
-  EXPECT_EQ(Predict(cal, cell).bound, "latency");
+  EXPECT_EQ(Predict(cal, cell).bound, "compute");
 }
 
 TEST(Predict, ThePsCoreBindsWhenItsRequestsOutrunIt) {
@@ -272,6 +272,13 @@ TEST(Predict, ThePsCoreBindsWhenItsRequestsOutrunIt) {
   EXPECT_EQ(p.bound, "ps core");
   EXPECT_NEAR(p.step_ms, 128, 1e-9);
   EXPECT_NEAR(p.ps_core_utilisation[0], 1.0, 1e-9);
+  // In sync the round waits for the 64 requests served one by one: its
+  // path, not a bound over it, and still the ps's core.
+  const PlanPrediction sync = Predict(cal, Cell(64, 1, true));
+  EXPECT_EQ(sync.bound, "ps core");
+  EXPECT_EQ(sync.split.bound_ms, 0);
+  EXPECT_NEAR(sync.split.ps_ms, 128, 1e-9);
+  EXPECT_LT(sync.images_per_second, p.images_per_second);
 }
 
 TEST(PlanFlags, ParsesModesLinksAndPlacements) {
