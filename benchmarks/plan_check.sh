@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `pstrain plan` against measurement: short calibration runs (1 ps + 1
-# worker, sync, of mnist_cnn and cnn_large, at the start and at the end so
-# that the machine's drift is in them; and 1 ps + 4 workers, for what
+# worker, sync, of mnist_cnn and cnn_large, at the start and after each
+# pass so that the machine's drift is in them; and 1 ps + 4 workers, for what
 # sharing a core costs), then held-out runs of other worker counts, ps
 # counts, the other mode and other links, each cell PASSES times, and a
 # table of cell, predicted, measured and error (`pstrain plan --check`).
@@ -50,8 +50,8 @@ run() {  # run KIND NAME MODEL MODE PS WORKERS STEPS [LINK_RATE]
   if [[ $kind == calibration ]]; then calibration+=("$out/$name"); else held_out+=("$out/$name"); fi
 }
 
-# Calibration: 1 ps + 1 worker of each model, at the start and at the end,
-# and 4 workers on the 2 cores (what sharing a core costs).
+# Calibration: 1 ps + 1 worker of each model, at the start and after each
+# pass, and 4 workers on the 2 cores (what sharing a core costs).
 run calibration cal_mnist_a mnist_cnn sync 1 1 "$mnist_steps"
 run calibration cal_large_a cnn_large sync 1 1 "$large_steps"
 run calibration cal_mnist_crowded mnist_cnn sync 1 4 "$mnist_steps"
@@ -77,10 +77,10 @@ for pass in $(seq "$passes"); do
   run held_out large_sync_ps1_w2_1gbit.$pass cnn_large sync 1 2 "$large_steps" 1gbit
   run held_out large_async_ps1_w2_1gbit.$pass cnn_large async 1 2 "$large_steps" 1gbit
   run held_out large_sync_ps2_w2_1gbit.$pass cnn_large sync 2 2 "$large_steps" 1gbit
+  # The host's speed drifts: calibrate again between the passes.
+  run calibration cal_mnist_$pass mnist_cnn sync 1 1 "$mnist_steps"
+  run calibration cal_large_$pass cnn_large sync 1 1 "$large_steps"
 done
-run calibration cal_mnist_b mnist_cnn sync 1 1 "$mnist_steps"
-run calibration cal_large_b cnn_large sync 1 1 "$large_steps"
-
 join() { local IFS=,; echo "$*"; }
 echo "plan_check: $PWD\$ $pstrain plan --calibrate=$(join "${calibration[@]}") --check=<the held-out runs> --out=$out/check" >&2
 "$pstrain" plan --calibrate="$(join "${calibration[@]}")" --check="$(join "${held_out[@]}")" --out="$out/check"

@@ -480,7 +480,17 @@ absl::StatusOr<std::vector<CheckRow>> CheckRuns(const std::vector<CalibrationRun
     const double bytes = Total(run.cell.push_bytes) + Total(run.cell.pull_bytes);
     const double expected = (cal.mean_before_push_ms() + cal.ahead_ms + cal.worker_comm_cpu.At(bytes)) *
                             (1 + cal.sharing_cost * std::max(0.0, per_core - 1));
-    if (run.worker_cpu_ms > 0 && expected > 0) row.cpu_ratio = run.worker_cpu_ms / expected;
+    if (run.worker_cpu_ms > 0 && expected > 0) {
+      row.cpu_ratio = run.worker_cpu_ms / expected;
+      PlanCalibration at_speed = cal;
+      for (double& b : at_speed.before_push_ms) b *= row.cpu_ratio;
+      at_speed.ahead_ms *= row.cpu_ratio;
+      for (LinearCost* cost : {&at_speed.ps_request, &at_speed.worker_comm_cpu}) {
+        cost->fixed_ms *= row.cpu_ratio;
+        cost->per_byte_ms *= row.cpu_ratio;
+      }
+      row.predicted_at_run_speed = Predict(at_speed, run.cell).images_per_second;
+    }
     rows.push_back(std::move(row));
   }
   return rows;
@@ -504,7 +514,9 @@ std::string CheckTable(const std::vector<CheckRow>& rows, double tolerance) {
     for (const CheckRow* r : runs) {
       measured += r->measured / static_cast<double>(runs.size());
       each.push_back(absl::StrFormat("%.0f (%+.0f%%)", r->measured, 100 * r->error));
-      cpu.push_back(r->cpu_ratio > 0 ? absl::StrFormat("%.2f", r->cpu_ratio) : "-");
+      cpu.push_back(r->cpu_ratio > 0 ? absl::StrFormat("%.2f (%+.0f%%)", r->cpu_ratio,
+                                                       100 * (r->predicted_at_run_speed / r->measured - 1))
+                                     : "-");
     }
     const double error = measured > 0 ? runs.front()->predicted / measured - 1 : 0;
     table.push_back({key, absl::StrFormat("%.0f", runs.front()->predicted), absl::StrFormat("%.0f", measured),
@@ -516,7 +528,7 @@ std::string CheckTable(const std::vector<CheckRow>& rows, double tolerance) {
   }
   return absl::StrCat(
       MarkdownTable({"cell", "predicted images/s", "measured images/s", "error", "each run (its error)",
-                     "CPU per step / calibration's", "bound (predicted)"},
+                     "CPU per step / calibration's (error at that speed)", "bound (predicted)"},
                     table),
       absl::StrFormat("\n%d of %d held-out cells within %.0f%% of the measured images/s (the mean of their "
                       "runs).\n",
@@ -550,7 +562,8 @@ absl::Status RunCheck(const PlanOptions& o) {
   absl::StrAppend(&md, "\nMeasured: images/s once steady (every worker past a tenth of its steps, evaluation "
                        "pauses left out), the mean of the cell's runs. CPU per step / calibration's: a "
                        "worker's CPU time per step in the run over what the calibration runs took (with the "
-                       "sharing of cores): above 1, the host computed slower than when it calibrated.\n");
+                       "sharing of cores): above 1, the host computed slower than when it calibrated; in "
+                       "brackets, the error of the prediction with every calibrated CPU time scaled by it.\n");
   RETURN_IF_ERROR(MakeDirs(o.out));
   RETURN_IF_ERROR(WriteFileAtomic(o.out + "/check.md", md));
   std::printf("%s", table.c_str());

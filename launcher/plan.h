@@ -103,6 +103,10 @@ struct CheckRow {
   // of it (with the sharing of cores): above 1, the host ran slower than
   // when it calibrated (other load, a busy neighbour); 0: not recorded.
   double cpu_ratio = 0;
+  // The prediction with every CPU time of the calibration scaled by
+  // cpu_ratio: what the model says at the speed the host ran this run at,
+  // which tells a slow (or fast) host from a wrong model. 0: no cpu_ratio.
+  double predicted_at_run_speed = 0;
 };
 
 // Predicts each run of `runs` in its own cell from `calibration`.
