@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,6 +104,7 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
     output_fd_ = other.output_fd_;
     exited_ = other.exited_;
     exit_code_ = other.exit_code_;
+    cpu_seconds_ = other.cpu_seconds_;
     other.pid_ = -1;
     other.output_fd_ = -1;
   }
@@ -123,10 +125,13 @@ void ChildProcess::Signal(int signo) const {
 bool ChildProcess::Reap() {
   if (exited_ || pid_ <= 0) return exited_;
   int status = 0;
-  const pid_t r = waitpid(pid_, &status, WNOHANG);
+  struct rusage usage = {};
+  const pid_t r = wait4(pid_, &status, WNOHANG, &usage);
   if (r != pid_) return false;
   exited_ = true;
   exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  cpu_seconds_ = seconds(usage.ru_utime) + seconds(usage.ru_stime);
   return true;
 }
 

@@ -44,10 +44,12 @@ class ChildProcess {
   void Signal(int signo) const;
 
   // Reaps the child if it has exited (non-blocking). Returns true once it
-  // has; exit_code() is then its status (-N when killed by signal N).
+  // has; exit_code() is then its status (-N when killed by signal N), and
+  // cpu_seconds() the CPU time (user + system, every thread) it used.
   bool Reap();
   bool exited() const { return exited_; }
   int exit_code() const { return exit_code_; }
+  double cpu_seconds() const { return cpu_seconds_; }
 
  private:
   ChildProcess(pid_t pid, int output_fd) : pid_(pid), output_fd_(output_fd) {}
@@ -56,6 +58,7 @@ class ChildProcess {
   int output_fd_ = -1;
   bool exited_ = false;
   int exit_code_ = 0;
+  double cpu_seconds_ = 0;
 };
 
 // Runs a command to its end: its exit code (-N for signal N) and its

@@ -15,7 +15,7 @@ namespace pstrain {
 namespace {
 
 constexpr const char* kRunFiles[] = {"summary.json", "final_params.f32", "epochs.csv",
-                                     "evals.csv", "recoveries.json"};
+                                     "evals.csv", "recoveries.json", "task_cpu.csv"};
 
 // Whether `name` is steps_worker<r>.csv of a rank not in `live_ranks`.
 bool IsStaleStepsFile(absl::string_view name, const std::set<int>& live_ranks) {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -37,6 +38,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "launcher/netns_harness.h"
 #include "launcher/progress.h"
+#include "launcher/task_cpu.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -58,6 +60,7 @@ struct Task {
   int restarts = 0;            // times started again
   int64_t restart_at_us = 0;   // > 0: dead, to be started again then (monotonic)
   int dead_exit_code = 0;      // how the process to be replaced ended
+  double cpu_seconds = 0;      // used by its processes that have exited
   int64_t resume_at_us = 0;    // > 0: stopped by a fault, SIGCONT due then
   int64_t away_until_us = 0;   // > 0: lost by a fault, not restarted before then
   size_t stop_record = 0;      // that fault's index in LaunchEvents::faults
@@ -221,6 +224,9 @@ class Supervisor {
   void CheckEarlyPsExit();
   void CheckPsAfterWorkers();
   void CheckDeadline();
+  // RUN_DIR/task_cpu.csv: every live task's CPU time, when due.
+  void SampleCpu();
+  void RecordCpu(const Task& task, double cpu_seconds);
 
   const LaunchOptions& options_;
   const ClusterSpec& spec_;
@@ -247,7 +253,12 @@ class Supervisor {
   int64_t chief_done_us_ = 0;
   std::string early_ps_exit_;  // the first ps that exited 0 before that, named
   int64_t early_ps_exit_us_ = 0;
+  std::unique_ptr<TaskCpuLog> cpu_log_;  // null: none (it could not be written)
+  int64_t cpu_sampled_us_ = 0;           // the last sample (monotonic)
 };
+
+// How often RUN_DIR/task_cpu.csv samples the tasks' CPU time.
+constexpr int64_t kCpuSampleUs = 200'000;
 
 Supervisor::Supervisor(const LaunchOptions& options, const ClusterSpec& spec, std::string security_arg,
                        std::map<std::string, int> metrics_ports, const NetnsHarness* net,
@@ -310,6 +321,13 @@ void Supervisor::Print(const std::string& text) const {
 absl::Status Supervisor::StartAll() {
   launch_us_ = MonotonicMicros();
   RETURN_IF_ERROR(MakeDirs(options_.run_dir + "/logs"));
+  // A metrics file of the launcher's own: the run goes on without it.
+  auto cpu_log = TaskCpuLog::Open(options_.run_dir, options_.resume);
+  if (cpu_log.ok()) {
+    cpu_log_ = *std::move(cpu_log);
+  } else {
+    LOG(WARNING) << "no CPU log: " << cpu_log.status().message();
+  }
   for (const TaskId& id : StartedTasks(spec_)) {
     const std::string log_path = LogPath(options_, id);
     auto log = std::make_unique<std::ofstream>(log_path);
@@ -385,7 +403,27 @@ void Supervisor::ReapAll() {
   }
 }
 
+void Supervisor::RecordCpu(const Task& t, double cpu_seconds) {
+  if (cpu_log_ == nullptr) return;
+  if (absl::Status s = cpu_log_->Record(t.id.ToString(), cpu_seconds); !s.ok()) {
+    LOG(WARNING) << "CPU log stopped: " << s.message();
+    cpu_log_.reset();
+  }
+}
+
+void Supervisor::SampleCpu() {
+  if (cpu_log_ == nullptr || MonotonicMicros() - cpu_sampled_us_ < kCpuSampleUs) return;
+  cpu_sampled_us_ = MonotonicMicros();
+  for (const Task& t : tasks_) {
+    if (t.process.exited()) continue;
+    const absl::StatusOr<double> live = LiveProcessCpuSeconds(t.process.pid());
+    if (live.ok()) RecordCpu(t, t.cpu_seconds + *live);
+  }
+}
+
 void Supervisor::OnExit(Task& t) {
+  t.cpu_seconds += t.process.cpu_seconds();
+  RecordCpu(t, t.cpu_seconds);
   HandleExit(t);
   const int code = t.process.exit_code();
   State(t.id, code == 0 ? "done" : t.restart_at_us != 0 ? "restarting" : "ended");
@@ -649,6 +687,7 @@ absl::Status Supervisor::Wait() {
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) Pump(*owners[i]);
     }
     ReapAll();
+    SampleCpu();
     if (const int sig = ShutdownSignal(); sig != 0 && stop_us_ == 0) {
       StopAll(absl::StrCat("interrupted by signal ", sig));
     }
@@ -735,7 +774,12 @@ absl::Status WriteLauncherFields(const LaunchOptions& options, const ClusterSpec
     // 0, or how a restarted task ended after training was done
     e->set_exit_code(task == nullptr ? 0 : task->process.exit_code());
     e->set_restarts(task == nullptr ? 0 : task->restarts);
+    e->set_cpu_seconds(task == nullptr ? 0 : task->cpu_seconds);
   }
+  result->summary.set_host_cores(static_cast<int>(std::thread::hardware_concurrency()));
+  result->summary.set_isolate(options.isolate);
+  result->summary.set_link_rate(options.link_rate);
+  result->summary.set_insecure(options.insecure);
   result->summary.set_restarts(static_cast<int>(events.restarts.size()));
   for (const proto::TaskRestart& r : events.restarts) *result->summary.add_task_restarts() = r;
   result->wall_seconds = wall_seconds;

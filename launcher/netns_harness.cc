@@ -36,7 +36,8 @@ std::string Which(const std::string& name) {
   return "";
 }
 
-// Bytes per second of a tc rate ("1gbit", "100mbit", "500kbit", "8000bit").
+}  // namespace
+
 absl::StatusOr<double> RateBytesPerSecond(const std::string& rate) {
   const std::string r = absl::AsciiStrToLower(rate);
   for (const auto& [suffix, bits] : std::vector<std::pair<std::string, double>>{
@@ -51,7 +52,6 @@ absl::StatusOr<double> RateBytesPerSecond(const std::string& rate) {
       "--link_rate=", rate, ": a rate such as 1gbit, 10gbit, 100mbit or 500kbit"));
 }
 
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<NetnsHarness>> NetnsHarness::Create(const NetnsOptions& options) {
   if (geteuid() != 0) {

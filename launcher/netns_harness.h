@@ -44,6 +44,10 @@ struct NetnsHost {
   std::string address;  // "10.77.0.4"
 };
 
+// Bytes per second of a tc rate ("1gbit", "100mbit", "500kbit", "8000bit"):
+// what --link_rate takes. InvalidArgument naming the flag otherwise.
+absl::StatusOr<double> RateBytesPerSecond(const std::string& rate);
+
 class NetnsHarness {
  public:
   // The bridge's namespace. FailedPrecondition when not root or when `ip`

@@ -82,6 +82,7 @@ std::string LineChartScript(const LineChart& chart) {
     for (double x : chart.x_tics) tics.push_back(Num(x));
     absl::StrAppend(&out, "set xtics (", absl::StrJoin(tics, ", "), ")\n");
   }
+  if (chart.log_x) out += "set logscale x 2\n";
   for (const auto& [x, label] : chart.x_marks) {
     absl::StrAppend(&out, "set arrow from ", Num(x), ", graph 0 to ", Num(x),
                     ", graph 1 nohead dt 4 lc rgb 'gray40'\nset label ", GnuplotQuote(label), " at ", Num(x),
@@ -93,10 +94,12 @@ std::string LineChartScript(const LineChart& chart) {
     const Series& s = chart.series[i];
     if (s.points.empty()) continue;
     const int color = s.color > 0 ? s.color : static_cast<int>(i) + 1;
-    plots.push_back(absl::StrCat(
-        index == 0 ? GnuplotQuote(chart.name + ".dat") : "''", " index ", index, " using 1:2 with ",
-        chart.points ? "linespoints pt 7 ps 0.7" : "lines", " lw 2 lc ", color,
-        s.dashed ? " dt 2" : "", " title ", GnuplotQuote(s.title)));
+    const std::string style = s.marker > 0 ? absl::StrCat("points pt ", s.marker, " ps 2.2")
+                              : chart.points ? "linespoints pt 7 ps 0.7"
+                                             : "lines";
+    plots.push_back(absl::StrCat(index == 0 ? GnuplotQuote(chart.name + ".dat") : "''", " index ", index,
+                                 " using 1:2 with ", style, " lw 2 lc ", color, s.dashed ? " dt 2" : "",
+                                 " title ", GnuplotQuote(s.title)));
     ++index;
   }
   for (const auto& [y, label] : chart.y_marks) {

@@ -19,6 +19,7 @@ struct Series {
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in this order
   bool dashed = false;
   int color = 0;  // gnuplot line colour index (1, 2, ...); 0: the series' position
+  int marker = 0;  // > 0: points only, of this gnuplot point type (6: a circle), no line
 };
 
 // Lines with points, one per series, on shared axes.
@@ -33,6 +34,7 @@ struct LineChart {
   std::optional<double> y_min;
   std::optional<double> y_max;
   std::vector<double> x_tics;    // explicit x tics (empty: gnuplot's)
+  bool log_x = false;            // a logarithmic x axis (base 2)
   std::vector<std::pair<double, std::string>> y_marks;  // labelled horizontal dotted lines
   bool points = true;            // mark each point (false: lines only)
   std::vector<std::pair<double, std::string>> x_marks;  // labelled vertical lines

@@ -11,6 +11,11 @@
 // run experiments of several launches each and write DIR/report.md with
 // plots (docs/experiments.md).
 //
+//   pstrain plan --calibrate=RUN_DIR --workers=1,2,4,8,16,32,64 --ps=1,2,4,8 --link_rate=10gbit --out=DIR
+//
+// predicts images/s of each cell from runs that already ran, before any
+// of them runs (docs/planning.md).
+//
 //   pstrain chaos --cluster_spec=... --mode=async --runs=10 --faults=kill,stop --out=DIR
 //
 // kills and stops tasks of running jobs at random and reports how training
@@ -56,6 +61,7 @@
 #include "launcher/k8s_manifest.h"
 #include "launcher/launcher.h"
 #include "launcher/mode_spec.h"
+#include "launcher/plan.h"
 #include "launcher/progress.h"
 #include "launcher/scale.h"
 #include "launcher/straggler.h"
@@ -90,7 +96,8 @@ ABSL_FLAG(std::string, isolate, "",
           "netns: run every task in a network namespace of its own on a private bridge, with "
           "its own address and name (root only)");
 ABSL_FLAG(std::string, link_rate, "",
-          "With --isolate=netns: each task's link rate, e.g. 1gbit, 10gbit, 100mbit");
+          "With --isolate=netns: each task's link rate, e.g. 1gbit, 10gbit, 100mbit; plan: the links' rate "
+          "to predict for ('': no link limit)");
 ABSL_FLAG(bool, free_ports, LaunchDefaults().free_ports,
           "Give every loopback task of the spec (localhost, 127.x, ::1) a free port chosen by the OS");
 ABSL_FLAG(std::vector<std::string>, straggler, {},
@@ -123,8 +130,9 @@ ABSL_FLAG(std::string, steps, "",
           "timeline: the steps to draw, A:B (inclusive) or one step A");
 ABSL_FLAG(bool, invert, false,
           "predict: the images are dark on light (MNIST's are a white digit on black)");
-ABSL_FLAG(std::string, workers, "1,2,4", "scale: worker counts, comma-separated");
-ABSL_FLAG(std::string, ps, "1", "scale: ps counts, comma-separated");
+ABSL_FLAG(std::string, workers, "1,2,4",
+          "scale: worker counts, comma-separated (plan: default 1,2,4,8,16,32,64)");
+ABSL_FLAG(std::string, ps, "1", "scale: ps counts, comma-separated (plan: default 1,2,4,8)");
 ABSL_FLAG(int, eval_points, ScaleDefaults().experiment.eval_points,
           "compare/scale: about this many test evaluations per run when --eval_every_steps is 0");
 ABSL_FLAG(double, target_accuracy, ScaleDefaults().target_accuracy,
@@ -152,6 +160,23 @@ ABSL_FLAG(int, gpus_per_worker, 0, "k8s: nvidia.com/gpu per chief and worker rep
 ABSL_FLAG(bool, dynamic_workers, false,
           "k8s: enableDynamicWorker: each replica gets a sparse TF_CONFIG, and workers may be "
           "added and removed while the job runs (async and ssp; a Chief replica initialises)");
+ABSL_FLAG(std::vector<std::string>, calibrate, {},
+          "plan, scale: run directories to calibrate the predictions from (repeat the flag or separate with "
+          "commas; scale: default its first cell)");
+ABSL_FLAG(std::vector<std::string>, check, {},
+          "plan: run directories to predict in their own cells against what they measured (repeat the flag "
+          "or separate with commas); writes OUT/check.md");
+ABSL_FLAG(std::string, link_kind, "nic",
+          "plan: nic (each host's link carries --link_rate each way) or netns (only each task's egress "
+          "is shaped, with a 10 ms bucket: what --isolate=netns --link_rate emulates)");
+ABSL_FLAG(std::string, placement, "one_host",
+          "plan: one_host (every task on one host of --host_cores cores, as `pstrain launch` runs them) "
+          "or host_per_task");
+ABSL_FLAG(int, host_cores, 0, "plan: cores of each host (0: the calibration host's)");
+ABSL_FLAG(int64_t, params, 0,
+          "plan: a model of this many parameters (floats), with the compute of --model (0: --model's own)");
+ABSL_FLAG(double, compute_ms, 0,
+          "plan: a step's compute, mean ms, the measured distribution scaled to it (0: as measured)");
 ABSL_FLAG(std::string, gnuplot, ScaleDefaults().experiment.gnuplot,
           "compare/scale: the gnuplot program that draws the plots");
 
@@ -164,6 +189,7 @@ constexpr char kUsage[] =
     "  launch   start every task of --cluster_spec on this machine and train\n"
     "  compare  train the same spec in several update modes; report and plots\n"
     "  scale    train over a matrix of ps and worker counts; report and plots\n"
+    "  plan     predict images/s of ps and worker counts from calibration runs, before any runs\n"
     "  chaos    kill and stop tasks of running jobs at random; report how training survived\n"
     "  keygen   write a fresh job secret (--out=FILE, mode 0600) for --secret_file\n"
     "  export   write a run's trained model (or a checkpoint) as ONNX\n"
@@ -186,7 +212,13 @@ constexpr char kUsage[] =
     "  pstrain compare --cluster_spec=FILE --modes=sync,async,ssp:2 [--epochs=N]\n"
     "                 [--straggler=worker:1:delay_ms=40] [--out=DIR] [training flags]\n"
     "  pstrain scale --workers=1,2,4,8 --ps=1,2 --mode=sync|async [--epochs=N] [--out=DIR]\n"
+    "                 [--calibrate=RUN_DIR,...]\n"
     "                 [training flags]\n"
+    "  pstrain plan --calibrate=RUN_DIR [--calibrate=RUN_DIR ...] --workers=1,2,4,8,16,32,64\n"
+    "                 --ps=1,2,4,8 [--mode=sync,async] [--link_rate=10gbit] [--link_kind=nic|netns]\n"
+    "                 [--placement=one_host|host_per_task] [--host_cores=N] [--model=NAME]\n"
+    "                 [--params=N] [--compute_ms=X] [--wire=f32|bf16|fp16|topk:R] [--insecure] --out=DIR\n"
+    "  pstrain plan --calibrate=RUN_DIR ... --check=RUN_DIR,... --out=DIR   (predicted against measured)\n"
     "  pstrain chaos --cluster_spec=FILE --mode=async --runs=N [--faults=kill,stop] [--seed=S]\n"
     "                 [--max_faults_per_run=2] [--fault_targets=worker:1] [--run_timeout_s=T]\n"
     "                 [--out=DIR] [training flags]\n"
@@ -584,9 +616,52 @@ absl::Status RunScaleCommand(int argc, char** argv) {
     return absl::InvalidArgumentError("--target_accuracy must be in (0, 1]");
   }
   o.lr_given = train.lr > 0;
+  o.calibrate = RepeatedFlagValues(argc, argv, "calibrate");
   std::printf("pstrain scale: %zu runs (%s), output in %s\n", o.ps.size() * o.workers.size(),
               o.mode.label.c_str(), o.experiment.out_dir.c_str());
   return RunScale(o);
+}
+
+// `pstrain plan`: flags -> PlanOptions (validated by RunPlan).
+absl::StatusOr<PlanOptions> PlanOptionsFromFlags(int argc, char** argv) {
+  const std::set<std::string> given = FlagsOnCommandLine(argc, argv);
+  auto flag = [&](const char* name) {
+    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+    return given.count(name) != 0 && f != nullptr ? f->CurrentValue() : std::string();
+  };
+  PlanOptions o;
+  o.calibrate = RepeatedFlagValues(argc, argv, "calibrate");
+  o.check = RepeatedFlagValues(argc, argv, "check");
+  if (given.count("workers")) {
+    ASSIGN_OR_RETURN(o.workers, ParseCountList(absl::GetFlag(FLAGS_workers), "workers", 65536));
+  }
+  if (given.count("ps")) {
+    ASSIGN_OR_RETURN(o.ps, ParseCountList(absl::GetFlag(FLAGS_ps), "ps", 4096));
+  }
+  if (given.count("mode")) {
+    ASSIGN_OR_RETURN(o.modes, ParsePlanModes(flag("mode")));
+  }
+  o.link_rate = absl::GetFlag(FLAGS_link_rate);
+  ASSIGN_OR_RETURN(o.link, ParseLinkKind(absl::GetFlag(FLAGS_link_kind)));
+  ASSIGN_OR_RETURN(o.placement, ParsePlacement(absl::GetFlag(FLAGS_placement)));
+  o.host_cores = absl::GetFlag(FLAGS_host_cores);
+  o.model = flag("model");
+  o.params = absl::GetFlag(FLAGS_params);
+  if (given.count("params") && o.params < 1) return absl::InvalidArgumentError("--params must be >= 1");
+  o.compute_ms = absl::GetFlag(FLAGS_compute_ms);
+  if (given.count("compute_ms") && !(o.compute_ms > 0)) return absl::InvalidArgumentError("--compute_ms must be > 0");
+  o.wire = flag("wire");
+  if (given.count("insecure")) o.insecure = InsecureFlag();
+  o.out = absl::GetFlag(FLAGS_out);
+  o.gnuplot = absl::GetFlag(FLAGS_gnuplot);
+  o.command_line = absl::StrJoin(std::vector<std::string>(argv, argv + argc), " ");
+  o.default_host_cores = ReadMachineInfo().cores > 0 ? ReadMachineInfo().cores : 1;
+  return o;
+}
+
+absl::Status RunPlanCommand(int argc, char** argv) {
+  ASSIGN_OR_RETURN(const PlanOptions o, PlanOptionsFromFlags(argc, argv));
+  return RunPlan(o);
 }
 
 // Chaos runs need checkpoints to recover from: every 50 steps unless
@@ -668,6 +743,7 @@ int main(int argc, char** argv) {
   if (command == "compare") return pstrain::ExitWith("pstrain", pstrain::RunCompareCommand(argc, argv));
   if (command == "scale") return pstrain::ExitWith("pstrain", pstrain::RunScaleCommand(argc, argv));
   if (command == "chaos") return pstrain::ExitWith("pstrain", pstrain::RunChaosCommand(argc, argv));
+  if (command == "plan") return pstrain::ExitWith("pstrain", pstrain::RunPlanCommand(argc, argv));
   if (command == "keygen") return pstrain::ExitWith("pstrain", pstrain::RunKeygen());
   if (command == "k8s") {
     const size_t n = pstrain::ArgsAfterDashes(argc, argv);
@@ -679,6 +755,6 @@ int main(int argc, char** argv) {
     return pstrain::ExitWith("pstrain", command == "export" ? pstrain::RunExport(c) : pstrain::RunEvaluate(c));
   }
   return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(absl::StrCat(
-      "unknown command \"", command, "\" (expected launch, compare, scale, chaos, keygen, export, "
+      "unknown command \"", command, "\" (expected launch, compare, scale, plan, chaos, keygen, export, "
       "evaluate, predict, timeline, k8s or task)")));
 }

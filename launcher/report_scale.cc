@@ -61,7 +61,7 @@ std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores) {
     all_from_one = all_from_one && scaling[i].baseline_workers == 1;
     std::string note = CoreNote(c.ps, c.workers, cores);
     if (!c.record.status.ok()) {
-      std::vector<std::string> row(7 + std::size(kAccuracyTargets));
+      std::vector<std::string> row(9 + std::size(kAccuracyTargets));  // as many as the header
       row[0] = absl::StrCat(c.ps);
       row[1] = absl::StrCat(c.workers);
       row[3] = "failed";
@@ -74,6 +74,7 @@ std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores) {
     std::vector<std::string> row = {
         absl::StrCat(c.ps), absl::StrCat(c.workers), absl::StrFormat("%g", s.learning_rate()),
         absl::StrFormat("%.0f", c.record.throughput.images_per_sec),
+        c.prediction ? absl::StrFormat("%.0f", c.prediction->predicted) : "-",
         Times(scaling[i].speedup, "%.2fx"), Times(scaling[i].efficiency, "%.2f")};
     for (double target : kAccuracyTargets) {
       row.push_back(SecondsOrNotReached(SecondsToAccuracy(c.record.evals, target)));
@@ -82,13 +83,27 @@ std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores) {
     row.push_back(note);
     rows.push_back(std::move(row));
   }
-  std::vector<std::string> header = {"ps", "workers", "lr", "train images/s",
+  std::vector<std::string> header = {"ps", "workers", "lr", "train images/s", "predicted images/s",
                                      all_from_one ? "speedup over 1 worker" : "speedup",
                                      "efficiency"};
   for (double target : kAccuracyTargets) header.push_back(absl::StrFormat("time to %.0f%%", target * 100));
   header.push_back("final test acc");
   header.push_back("note");
   return MarkdownTable(header, rows);
+}
+
+std::string PredictionTable(const std::vector<ScaleCell>& cells) {
+  std::vector<std::vector<std::string>> rows;
+  for (const ScaleCell& c : cells) {
+    if (!c.prediction) continue;
+    const CheckRow& p = *c.prediction;
+    rows.push_back({absl::StrCat(c.ps), absl::StrCat(c.workers), absl::StrFormat("%.0f", p.measured),
+                    absl::StrFormat("%.0f", p.predicted), absl::StrFormat("%+.1f%%", 100 * p.error),
+                    absl::StrCat(p.bound, p.calibration ? " (calibration run)" : "")});
+  }
+  if (rows.empty()) return "";
+  return MarkdownTable({"ps", "workers", "measured images/s (steady)", "predicted images/s", "error", "bound"},
+                       rows);
 }
 
 std::vector<std::string> ScaleSummary(const std::vector<ScaleCell>& cells, const MachineInfo& machine) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "launcher/experiment.h"
+#include "launcher/plan.h"
 #include "launcher/run_record.h"
 
 namespace pstrain {
@@ -18,6 +19,7 @@ struct ScaleCell {
   int ps = 1;
   int workers = 1;
   RunRecord record;
+  std::optional<CheckRow> prediction;  // `pstrain plan`'s, for a finished run
 };
 
 struct Scaling {
@@ -34,9 +36,13 @@ std::vector<Scaling> ComputeScaling(const std::vector<ScaleCell>& cells);
 // "4 workers > 2 cores" or "1 ps + 2 workers > 2 cores".
 std::string CoreNote(int ps, int workers, int cores);
 
-// The table: ps, workers, lr, images/s, speedup, efficiency, time to 95%
-// and 97%, final accuracy, note.
+// The table: ps, workers, lr, images/s, predicted images/s, speedup,
+// efficiency, time to 95% and 97%, final accuracy, note.
 std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores);
+
+// The cells with a prediction: ps, workers, measured images/s once steady,
+// predicted, error, what bounds the cell; "" when none has one.
+std::string PredictionTable(const std::vector<ScaleCell>& cells);
 
 // Plain sentences: the machine, the cells that oversubscribe it, and per ps
 // count the throughput and speedup at the most workers.

@@ -16,23 +16,30 @@
 namespace pstrain {
 namespace {
 
-// The cells of `columns` in `path`, as numbers. DataLoss naming the file
-// for a missing column or a cell that is not a number ("nan" is one).
+// The cells of `columns` in `path`, as numbers; the `optional` columns
+// after them, each `missing` in every row of a file without it. DataLoss
+// naming the file for a missing column or a cell that is not a number
+// ("nan" is one).
 absl::StatusOr<std::vector<std::vector<double>>> ReadColumns(const std::string& path,
-                                                             const std::vector<std::string>& columns) {
+                                                             const std::vector<std::string>& columns,
+                                                             const std::vector<std::string>& optional = {},
+                                                             double missing = 0) {
   ASSIGN_OR_RETURN(const CsvTable table, ReadCsv(path));
   std::vector<int> index;
   for (const std::string& name : columns) {
     index.push_back(table.Column(name));
     if (index.back() < 0) return absl::DataLossError(absl::StrCat(path, ": no column ", name));
   }
+  for (const std::string& name : optional) index.push_back(table.Column(name));
   std::vector<std::vector<double>> rows;
   for (size_t r = 0; r < table.rows.size(); ++r) {
-    std::vector<double> row(columns.size());
-    for (size_t c = 0; c < columns.size(); ++c) {
-      if (!absl::SimpleAtod(table.rows[r][index[c]], &row[c])) {
-        return absl::DataLossError(absl::StrCat(path, ": row ", r + 2, ": ", columns[c], " is \"",
-                                                table.rows[r][index[c]], "\""));
+    std::vector<double> row(index.size(), missing);
+    for (size_t c = 0; c < index.size(); ++c) {
+      if (index[c] < 0) continue;
+      const std::string& cell = table.rows[r][index[c]];
+      if (!absl::SimpleAtod(cell, &row[c])) {
+        const std::string& name = c < columns.size() ? columns[c] : optional[c - columns.size()];
+        return absl::DataLossError(absl::StrCat(path, ": row ", r + 2, ": ", name, " is \"", cell, "\""));
       }
     }
     rows.push_back(std::move(row));
@@ -47,10 +54,14 @@ absl::Status ReadEvals(const std::string& path, std::vector<EvalSample>* out) {
 }
 
 absl::Status ReadSteps(const std::string& path, std::vector<StepRow>* out) {
-  ASSIGN_OR_RETURN(const auto rows, ReadColumns(path, {"step", "unix_time", "loss", "examples", "compute_ms",
-                                                       "comm_ms"}));
+  // Runs of older versions lack the later columns: wait_ms and ahead_ms
+  // read as -1 there.
+  ASSIGN_OR_RETURN(const auto rows,
+                   ReadColumns(path, {"step", "unix_time", "loss", "examples", "compute_ms", "comm_ms"},
+                               {"wait_ms", "ahead_ms"}, /*missing=*/-1));
   for (const std::vector<double>& r : rows) {
-    out->push_back({static_cast<int64_t>(r[0]), r[1], r[2], static_cast<int64_t>(r[3]), r[4], r[5]});
+    out->push_back({static_cast<int64_t>(r[0]), r[1], r[2], static_cast<int64_t>(r[3]), r[4], r[5], r[6],
+                    r[7]});
   }
   return absl::OkStatus();
 }
@@ -164,6 +175,27 @@ Throughput MeasureThroughput(const std::vector<std::vector<StepRow>>& steps,
   t.images_per_sec = images / t.train_seconds;
   t.gradients_per_sec = static_cast<double>(t.gradients - t.gradients_during_pauses) / t.train_seconds;
   return t;
+}
+
+double SteadyImagesPerSecond(const RunRecord& record) {
+  const std::vector<std::vector<StepRow>>& steps = record.steps;
+  double from = 0, to = std::numeric_limits<double>::max();
+  for (const std::vector<StepRow>& rows : steps) {
+    if (rows.size() < 3) return record.throughput.images_per_sec;
+    from = std::max(from, rows[rows.size() / 10].end_unix_s);
+    to = std::min(to, rows.back().end_unix_s);
+  }
+  const std::vector<Pause> pauses = steps.empty() ? std::vector<Pause>() : Pauses(steps[0], record.evals);
+  double seconds = to - from, images = 0;
+  for (const Pause& p : pauses) seconds -= std::max(0.0, std::min(p.end, to) - std::max(p.begin, from));
+  for (const std::vector<StepRow>& rows : steps) {
+    for (const StepRow& row : rows) {
+      const bool during = std::any_of(pauses.begin(), pauses.end(), [&](const Pause& p) { return Inside(row, p); });
+      if (row.end_unix_s > from && row.end_unix_s <= to && !during) images += static_cast<double>(row.examples);
+    }
+  }
+  if (!(seconds > 0) || images <= 0) return record.throughput.images_per_sec;
+  return images / seconds;
 }
 
 void AdjustForPauses(const std::vector<std::vector<StepRow>>& steps, const Throughput& throughput,

@@ -34,6 +34,9 @@ struct StepRow {
   int64_t examples = 0;
   double compute_ms = 0;
   double comm_ms = 0;
+  // -1 in the CSV of a version that did not write them.
+  double wait_ms = -1;      // of comm_ms: the ps held the push back
+  double ahead_ms = -1;     // of compute_ms: the next step's forward, run during the push/pull
 
   double start_unix_s() const { return end_unix_s - (compute_ms + comm_ms) * 1e-3; }
 };
@@ -92,6 +95,14 @@ std::vector<LossSample> MovingAverage(const std::vector<LossSample>& loss, int w
 
 Throughput MeasureThroughput(const std::vector<std::vector<StepRow>>& steps,
                              const std::vector<EvalSample>& evals);
+
+// Images/s once training is steady: over the window from the moment every
+// worker has run a tenth of its steps (the warm-up, and workers that start
+// late) to the end of the worker that stopped first, the chief's
+// evaluation pauses left out; the images of the steps that end in it
+// (outside the pauses) over its length. `throughput.images_per_sec` when
+// the window is empty (too few steps).
+double SteadyImagesPerSecond(const RunRecord& record);
 
 // Sets each evaluation's `seconds`: its train_seconds plus, for the
 // gradients other workers applied inside the pauses before it, the time they

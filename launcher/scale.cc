@@ -12,6 +12,7 @@
 #include "common/cluster_spec.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "launcher/plan.h"
 #include "launcher/plot.h"
 #include "launcher/report.h"
 #include "launcher/summary_printer.h"
@@ -114,13 +115,67 @@ std::vector<std::string> Facts(const ScaleOptions& options, const std::vector<Sc
   return facts;
 }
 
+// What the predicted column says and rests on.
+struct Predictions {
+  std::string source;              // the calibration, in words
+  std::vector<std::string> notes;  // the planner's, and cells it could not predict
+};
+
+// Predicts each finished cell from --calibrate runs or the first cell.
+Predictions PredictCells(const ScaleOptions& options, std::vector<ScaleCell>* cells) {
+  Predictions p;
+  const int cores = std::max(1, ReadMachineInfo().cores);
+  std::vector<std::string> dirs = options.calibrate;
+  if (dirs.empty() && !cells->empty() && cells->front().record.status.ok()) {
+    const ScaleCell& first = cells->front();
+    dirs.push_back(first.record.run_dir);
+    p.source = absl::StrFormat("the matrix's first cell (%d ps, %d worker%s), whose own row is then no "
+                               "prediction but the model's fit to it",
+                               first.ps, first.workers, first.workers == 1 ? "" : "s");
+  } else {
+    p.source = absl::StrCat("--calibrate: ", absl::StrJoin(dirs, ", "));
+  }
+  std::vector<CalibrationRun> calibration;
+  for (const std::string& d : dirs) {
+    auto run = ReadCalibrationRun(d, cores);
+    if (!run.ok()) {
+      p.notes.push_back(absl::StrCat("No predictions: ", run.status().message()));
+      return p;
+    }
+    calibration.push_back(*std::move(run));
+  }
+  for (ScaleCell& c : *cells) {
+    if (!c.record.status.ok()) continue;
+    auto run = ReadCalibrationRun(c.record.run_dir, cores);
+    auto rows = run.ok() ? CheckRuns(calibration, {*run}, &p.notes) : run.status();
+    if (rows.ok()) {
+      c.prediction = rows->front();
+    } else {
+      p.notes.push_back(absl::StrCat(c.record.label, ": no prediction: ", rows.status().message()));
+    }
+  }
+  return p;
+}
+
+std::string PredictionSection(const std::vector<ScaleCell>& cells, const Predictions& p) {
+  std::string out = absl::StrCat(
+      "## Predicted against measured\n\n"
+      "The predicted images/s are `pstrain plan`'s (docs/planning.md), calibrated from ",
+      p.source, ". Measured here: images/s once steady (every worker past a tenth of its steps, evaluation "
+      "pauses left out), which the whole run's figure above also counts the warm-up in.\n\n",
+      PredictionTable(cells));
+  for (const std::string& n : p.notes) absl::StrAppend(&out, "\n- ", n);
+  return absl::StrCat(out, "\n");
+}
+
 std::string Report(const ScaleOptions& options, const std::vector<ScaleCell>& cells,
-                   const FigureDrawer& figures) {
+                   const FigureDrawer& figures, const Predictions& predictions) {
   const MachineInfo machine = ReadMachineInfo();
   std::string out = ReportPreamble(absl::StrCat("pstrain scale: ", options.mode.label),
                                    options.experiment.command_line, machine, Facts(options, cells));
   absl::StrAppend(&out, "## Results\n\n", ScaleTable(cells, machine.cores), "\n");
   for (const std::string& s : ScaleSummary(cells, machine)) absl::StrAppend(&out, "- ", s, "\n");
+  absl::StrAppend(&out, "\n", PredictionSection(cells, predictions));
   std::vector<RunRecord> runs;
   for (const ScaleCell& c : cells) runs.push_back(c.record);
   absl::StrAppend(&out, "\n", EvaluationCost(runs), FiguresSection(figures.figures(), figures.notes()), HowToRead(false),
@@ -171,7 +226,7 @@ absl::StatusOr<ScaleCell> RunCell(const ScaleOptions& options, int ps, int worke
     }
   }
   ASSIGN_OR_RETURN(RunRecord record, RunExperiment(x, run));
-  return ScaleCell{ps, workers, std::move(record)};
+  return ScaleCell{ps, workers, std::move(record), std::nullopt};
 }
 
 }  // namespace
@@ -212,8 +267,9 @@ absl::Status RunScale(const ScaleOptions& options) {
       cells.push_back(std::move(cell));
     }
   }
+  const Predictions predictions = PredictCells(options, &cells);
   const FigureDrawer figures = DrawFigures(options, cells);
-  return FinishExperiment(x, Report(options, cells, figures), figures.notes(), failed, cells.size());
+  return FinishExperiment(x, Report(options, cells, figures, predictions), figures.notes(), failed, cells.size());
 }
 
 }  // namespace pstrain

@@ -6,8 +6,11 @@
 //   OUT/specs/ps<P>_w<W>.json   the generated cluster specs (the launcher
 //                               replaces their ports with free ones)
 //   OUT/ps<P>_w<W>/             each run's directory
-//   OUT/report.md               images/s, speedup over 1 worker, scaling
-//                               efficiency, time to 95%/97%, final accuracy
+//   OUT/report.md               images/s measured and predicted (`pstrain
+//                               plan`'s model, calibrated from --calibrate
+//                               runs or else the matrix's first cell),
+//                               speedup over 1 worker, scaling efficiency,
+//                               time to 95%/97%, final accuracy
 //   OUT/plots/                  throughput and time-to-accuracy against
 //                               the worker count (one line per ps count),
 //                               and every run's accuracy curve
@@ -29,6 +32,9 @@ struct ScaleOptions {
   ModeSpec mode;                    // the same in every cell
   double target_accuracy = 0.97;    // for the time-to-accuracy plot
   bool lr_given = false;            // --lr was set (else 0.01 x workers)
+  // Run directories that calibrate the predicted images/s; empty: the
+  // matrix's first cell (the fewest ps and workers).
+  std::vector<std::string> calibrate;
 };
 
 // "1,2,4,8" -> {1, 2, 4, 8} (sorted, duplicates removed). InvalidArgument

@@ -1,9 +1,16 @@
 // `pstrain compare` and `pstrain scale` end to end on real processes: short
 // runs, then the report, its rows and its plots (or, without gnuplot, the
-// tables and a note that says why there are no plots).
+// tables and a note that says why there are no plots); `pstrain plan` on a
+// real run's directory.
+
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/csv.h"
 #include "common/file_util.h"
+#include "common/json.h"
+#include "proto/plan.pb.h"
+#include "proto/run_summary.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util/process_runner.h"
@@ -76,9 +83,96 @@ TEST(ScaleCommand, WritesTheMatrixAndSaysWhyThereAreNoPlotsWithoutGnuplot) {
   EXPECT_THAT(f.report, HasSubstr("| 1 | 1 | 0.01 |"));  // lr 0.01 x 1 worker
   EXPECT_THAT(f.report, HasSubstr("| 1 | 2 | 0.02 |"));
   EXPECT_THAT(f.report, HasSubstr("| 1.00x | 1.00 |"));
+  // Predicted beside measured, calibrated from the first cell.
+  EXPECT_THAT(f.report, HasSubstr("## Predicted against measured"));
+  EXPECT_THAT(f.report, HasSubstr("calibrated from the matrix's first cell (1 ps, 1 worker)"));
+  EXPECT_THAT(f.report, HasSubstr("(calibration run) |"));
   EXPECT_THAT(f.report, HasSubstr("No plots: cannot run /nonexistent/gnuplot"));
   EXPECT_TRUE(FileExists(dir + "/out/specs/ps1_w2.json"));
   EXPECT_TRUE(FileExists(dir + "/out/plots/throughput.gp"));
+}
+
+// A short real run: 1 ps, 1 worker, sync, mnist_cnn.
+std::string CalibrationRun(const std::string& dir) {
+  const std::string run = dir + "/run";
+  const Finished f = RunPstrain(dir + "/unused", {"launch", "--cluster_spec=" + testing::WriteLocalSpec(dir, 1, 1),
+                                                  "--free_ports", "--mode=sync", "--max_steps=200",
+                                                  "--eval_every_steps=0", "--echo=none", "--run_dir=" + run});
+  EXPECT_EQ(f.exit_code, 0) << f.output;
+  return run;
+}
+
+TEST(PlanCommand, PredictsEveryCellFromARealRun) {
+  const std::string dir = testing::MakeTempDir("plan");
+  const std::string run = CalibrationRun(dir);
+  // What the launcher records for the planner: each task's CPU over time,
+  // and at its end, and the host's cores.
+  const CsvTable cpu = ReadCsv(run + "/task_cpu.csv").value_or(CsvTable{});
+  std::set<std::string> tasks;
+  for (const auto& row : cpu.rows) tasks.insert(row[1]);
+  EXPECT_EQ(tasks, (std::set<std::string>{"ps:0", "worker:0"}));
+  proto::RunSummary summary;
+  ASSERT_TRUE(ParseJsonMessage(ReadFileToString(run + "/summary.json").value_or(""), "summary", &summary).ok());
+  EXPECT_GT(summary.host_cores(), 0);
+  ASSERT_EQ(summary.tasks_size(), 2);
+  for (const proto::TaskExit& t : summary.tasks()) EXPECT_GT(t.cpu_seconds(), 0) << t.task();
+
+  const Finished f = RunPstrain(dir + "/plan", {"plan", "--calibrate=" + run, "--workers=1,2,4", "--ps=1,2",
+                                                "--link_rate=1gbit", "--placement=host_per_task"});
+  ASSERT_EQ(f.exit_code, 0) << f.output;
+  EXPECT_THAT(f.output, HasSubstr("12 cells predicted"));
+  proto::PlanRecord plan;
+  ASSERT_TRUE(ParseJsonMessage(ReadFileToString(dir + "/plan/plan.json").value_or(""), "plan.json", &plan).ok());
+  EXPECT_EQ(plan.model(), "mnist_cnn");
+  EXPECT_EQ(plan.params(), 21840);
+  EXPECT_EQ(plan.calibration().runs(0), run);
+  ASSERT_EQ(plan.cells_size(), 2 * 2 * 3);  // modes x ps x workers
+  std::set<std::tuple<std::string, int, int>> seen;
+  for (const proto::PlanCellRecord& c : plan.cells()) {
+    seen.insert({c.mode(), c.ps(), c.workers()});
+    EXPECT_EQ(c.link_rate(), "1gbit");
+    EXPECT_GT(c.images_per_second(), 0);
+    const proto::PlanSplitRecord& s = c.split();
+    EXPECT_NEAR(s.compute_ms() + s.barrier_ms() + s.sharing_ms() + s.transfer_ms() + s.ps_ms() + s.other_ms() +
+                    s.bound_ms(),
+                c.step_ms(), 1e-6 * c.step_ms());
+    EXPECT_EQ(c.ps_core_utilisation_size(), c.ps());
+    EXPECT_EQ(c.push_bytes_per_step(), 4 * 21840);
+  }
+  EXPECT_EQ(seen.size(), 12u);
+  const std::string md = ReadFileToString(dir + "/plan/plan.md").value_or("");
+  EXPECT_THAT(md, HasSubstr("## sync"));
+  EXPECT_THAT(md, HasSubstr("## async"));
+  EXPECT_THAT(md, HasSubstr("| workers | ps | images/s |"));
+  EXPECT_TRUE(FileExists(dir + "/plan/plots/plan_sync.gp"));
+
+  // The run's own cell, predicted against what it measured.
+  const Finished check = RunPstrain(dir + "/check", {"plan", "--calibrate=" + run, "--check=" + run});
+  ASSERT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_THAT(check.output, HasSubstr("| mnist_cnn sync, 1 ps, 1 worker, no link limit (calibration) |"));
+  EXPECT_TRUE(FileExists(dir + "/check/check.md"));
+}
+
+TEST(PlanCommand, RefusesBadFlagsWithExitCode2) {
+  const std::string dir = testing::MakeTempDir("badplan");
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"plan"}, "plan needs --calibrate"},
+      {{"plan", "--calibrate=" + dir + "/nothing"}, "no summary.json"},
+      {{"plan", "--calibrate=" + dir, "--mode=ssp"}, "--mode"},
+      {{"plan", "--calibrate=" + dir, "--link_kind=netns"}, "--link_kind=netns needs --link_rate"},
+      {{"plan", "--calibrate=" + dir, "--params=0"}, "--params"},
+      {{"plan", "--calibrate=" + dir, "--workers=0"}, "--workers"},
+  };
+  for (const Case& c : cases) {
+    const Finished f = RunPstrain(dir + "/out", c.args);
+    EXPECT_EQ(f.exit_code, 2) << f.output;
+    EXPECT_THAT(f.output, HasSubstr(c.message));
+  }
+  EXPECT_FALSE(FileExists(dir + "/out/plan.json"));
 }
 
 }  // namespace

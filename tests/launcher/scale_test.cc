@@ -16,7 +16,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 ScaleCell Cell(int ps, int workers, double images_per_sec) {
-  ScaleCell c{ps, workers, {}};
+  ScaleCell c{ps, workers, {}, std::nullopt};
   c.record.label = absl::StrCat(ps, " ps, ", workers, " workers");
   c.record.throughput.images_per_sec = images_per_sec;
   c.record.summary.set_learning_rate(0.01 * workers);
@@ -49,7 +49,20 @@ TEST(Scale, AFailedBaselineLeavesNoSpeedup) {
   EXPECT_FALSE(ComputeScaling(cells)[1].speedup.has_value());
   const std::string table = ScaleTable(cells, 2);
   EXPECT_THAT(table, HasSubstr("| 1 | 1 |  | failed |"));
-  EXPECT_THAT(table, HasSubstr("| 1 | 2 | 0.02 | 1800 | - | - |"));
+  EXPECT_THAT(table, HasSubstr("| 1 | 2 | 0.02 | 1800 | - | - | - |"));  // no prediction, no speedup
+}
+
+TEST(Scale, ThePredictedColumnStandsBesideTheMeasuredOne) {
+  std::vector<ScaleCell> cells = {Cell(1, 1, 1000), Cell(1, 2, 1800)};
+  CheckRow p;
+  p.predicted = 1750;
+  p.measured = 1820;
+  p.error = 1750.0 / 1820 - 1;
+  p.bound = "host CPU";
+  cells[1].prediction = p;
+  EXPECT_THAT(ScaleTable(cells, 2), HasSubstr("| 1 | 2 | 0.02 | 1800 | 1750 | 1.80x | 0.90 |"));
+  EXPECT_THAT(PredictionTable(cells), HasSubstr("| 1 | 2 | 1820 | 1750 | -3.8% | host CPU |"));
+  EXPECT_EQ(PredictionTable({Cell(1, 1, 1000)}), "");
 }
 
 TEST(Scale, SaysPlainlyWhenWorkersOutnumberTheCores) {
@@ -64,7 +77,7 @@ TEST(Scale, SaysPlainlyWhenWorkersOutnumberTheCores) {
   const std::vector<std::string> lines = absl::StrSplit(ScaleTable(cells, 2), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_THAT(lines[0], HasSubstr("speedup over 1 worker"));
-  EXPECT_EQ(lines[4], "| 1 | 4 | 0.04 | 2000 | 2.00x | 0.50 | not reached | not reached | not reached | not reached | "
+  EXPECT_EQ(lines[4], "| 1 | 4 | 0.04 | 2000 | - | 2.00x | 0.50 | not reached | not reached | not reached | not reached | "
             "0.9700 | 4 workers > 2 cores |");
 }
 

@@ -1,0 +1,338 @@
+// `pstrain plan`'s model (launcher/plan_model.h), the bytes it puts on the
+// wire (launcher/plan_calibration.h) and its flags (launcher/plan.h). The
+// command on a real run directory: tests/integration/experiment_commands_test.cc.
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/file_util.h"
+#include "common/shard_plan.h"
+#include "common/wire_codec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/plan.h"
+#include "launcher/plan_calibration.h"
+#include "launcher/plan_model.h"
+#include "models/net_spec.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A compute distribution with stragglers: most steps near 10 ms, one in
+// twenty between 25 and 40 ms.
+std::vector<double> StragglerSamples() {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> usual(10.0, 1.0);
+  std::uniform_real_distribution<double> slow(25.0, 40.0);
+  std::vector<double> v;
+  for (int i = 0; i < 400; ++i) v.push_back(i % 20 == 0 ? slow(rng) : std::max(0.0, usual(rng)));
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(OrderStatistic, MatchesABruteForceSimulationOfTheSameDistribution) {
+  const std::vector<double> samples = StragglerSamples();
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<size_t> pick(0, samples.size() - 1);
+  constexpr int kTrials = 200000;
+  for (int n : {1, 2, 3, 8, 16, 64}) {
+    double sum = 0, sum_sq = 0;
+    for (int t = 0; t < kTrials; ++t) {
+      double m = 0;
+      for (int i = 0; i < n; ++i) m = std::max(m, samples[pick(rng)]);
+      sum += m;
+      sum_sq += m * m;
+    }
+    const double mean = sum / kTrials;
+    const double standard_error = std::sqrt((sum_sq / kTrials - mean * mean) / kTrials);
+    // Seeded: the same draws every run; 5 standard errors never trip on a
+    // correct formula, and a wrong one misses by far more.
+    EXPECT_NEAR(OrderStatisticMean(samples, n), mean, 5 * standard_error + 1e-9) << "n=" << n;
+  }
+}
+
+TEST(OrderStatistic, OfOneIsTheMeanAndGrowsWithTheStragglerTail) {
+  const std::vector<double> samples = StragglerSamples();
+  const double mean = std::accumulate(samples.begin(), samples.end(), 0.0) / samples.size();
+  EXPECT_NEAR(OrderStatisticMean(samples, 1), mean, 1e-9);
+  // One straggler in twenty: 64 workers nearly always wait for one.
+  EXPECT_GT(OrderStatisticMean(samples, 64), 25.0);
+  EXPECT_LT(OrderStatisticMean(samples, 2), OrderStatisticMean(samples, 64));
+  EXPECT_LE(OrderStatisticMean(samples, 1000), samples.back());
+}
+
+// The bytes a worker's push of shard k takes, as the wire codec writes it.
+double EncodedPushBytes(const std::string& wire_text, size_t n) {
+  const WireEncoding wire = ParseWireEncoding(wire_text).value();
+  std::vector<float> gradient(n);
+  for (size_t i = 0; i < n; ++i) gradient[i] = std::sin(static_cast<float>(i)) * 0.01f;
+  const uint64_t k = wire.kind == proto::TOPK ? TopKCount(wire.topk_ratio, n) : 0;
+  std::vector<char> out;
+  std::vector<uint32_t> scratch;
+  EncodeGradient(wire.kind, k, gradient, &out, &scratch);
+  return static_cast<double>(out.size());
+}
+
+TEST(StepBytes, PushesAreWhatTheWireCodecWritesForEachShardOfThePlan) {
+  for (const std::string model : {"mnist_cnn", "cnn_large"}) {
+    const absl::StatusOr<std::vector<models::ParamSpec>> specs =
+        models::NetParamSpecs(models::GetNetSpec(model).value());
+    ASSERT_TRUE(specs.ok()) << specs.status();
+    std::vector<TensorSlot> slots;
+    for (const models::ParamSpec& s : *specs) slots.push_back({s.name, s.size});
+    for (const std::string strategy : {"balanced", "tensor_aligned"}) {
+      for (int ps : {1, 2, 3, 4}) {
+        const ShardPlan plan =
+            ShardPlan::Create(model, slots, ps, ParseShardStrategy(strategy).value()).value();
+        for (const std::string wire : {"f32", "bf16", "fp16", "topk:0.01"}) {
+          std::vector<double> push, pull;
+          ASSERT_TRUE(StepBytes({model, 0, wire, strategy}, ps, &push, &pull).ok());
+          ASSERT_EQ(push.size(), static_cast<size_t>(ps));
+          for (int k = 0; k < ps; ++k) {
+            const size_t n = static_cast<size_t>(plan.range(k).size());
+            EXPECT_EQ(push[k], EncodedPushBytes(wire, n)) << model << " " << strategy << " " << wire << " " << k;
+            EXPECT_EQ(pull[k], 4.0 * n);  // parameters come back f32
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(StepBytes, AParameterCountIsOneBalancedTensor) {
+  std::vector<double> push, pull;
+  ASSERT_TRUE(StepBytes({"", 25'000'000, "bf16", "balanced"}, 8, &push, &pull).ok());
+  EXPECT_EQ(std::accumulate(pull.begin(), pull.end(), 0.0), 4.0 * 25'000'000);
+  EXPECT_EQ(std::accumulate(push.begin(), push.end(), 0.0), 2.0 * 25'000'000);
+  EXPECT_EQ(pull.front(), pull.back());
+}
+
+TEST(StepBytes, RefusesWhatThePlanCannotCut) {
+  std::vector<double> push, pull;
+  EXPECT_EQ(StepBytes({"resnet", 0, "f32", "balanced"}, 1, &push, &pull).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StepBytes({"mnist_cnn", 0, "f64", "balanced"}, 1, &push, &pull).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StepBytes({"", 3, "f32", "balanced"}, 4, &push, &pull).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(FitLinearCost, TwoSizesGiveTheLineAndOneSizeACostPerByte) {
+  const LinearCost line = FitLinearCost({{1e5, 0.3}, {1e7, 10.2}, {1e6, 1.2}});
+  EXPECT_NEAR(line.fixed_ms, 0.2, 1e-9);
+  EXPECT_NEAR(line.per_byte_ms, 1e-6, 1e-15);
+  const LinearCost per_byte = FitLinearCost({{2e6, 4.0}, {2e6, 6.0}});
+  EXPECT_EQ(per_byte.fixed_ms, 0);
+  EXPECT_NEAR(per_byte.per_byte_ms * 2e6, 5.0, 1e-9);
+  // A slope below zero (noise) is no cost per byte.
+  const LinearCost flat = FitLinearCost({{1e5, 0.5}, {1e6, 0.4}});
+  EXPECT_EQ(flat.per_byte_ms, 0);
+  EXPECT_NEAR(flat.fixed_ms, 0.45, 1e-12);
+}
+
+// Link bytes per payload byte: TCP/IPv4/Ethernet, 1500-byte MTU.
+constexpr double kFrame = 1514.0 / 1448.0;
+
+PlanCalibration Calibration() {
+  PlanCalibration c;
+  c.before_push_ms = StragglerSamples();
+  c.ahead_ms = 2;
+  c.gap_ms = 0.1;
+  c.batch_size = 100;
+  c.ps_request = {0.1, 1e-6};     // 0.1 ms + 1 ms per MB
+  c.latency = {0.5, 0};
+  c.worker_comm_cpu = {0.2, 0};
+  return c;
+}
+
+PlanCell Cell(int workers, int ps, bool sync, double bytes_per_shard = 4e5) {
+  PlanCell c;
+  c.workers = workers;
+  c.ps = ps;
+  c.sync = sync;
+  c.placement = Placement::kHostPerTask;
+  c.push_bytes.assign(ps, bytes_per_shard / ps);
+  c.pull_bytes.assign(ps, bytes_per_shard / ps);
+  return c;
+}
+
+double SplitSum(const PlanSplit& s) {
+  return s.compute_ms + s.barrier_ms + s.sharing_ms + s.transfer_ms + s.ps_ms + s.other_ms + s.bound_ms;
+}
+
+TEST(Predict, OneWorkerIsItsComputeAndOneRoundTripInEitherMode) {
+  const PlanCalibration cal = Calibration();
+  const double b = cal.mean_before_push_ms();
+  const double s = 0.1 + 0.8;  // 0.8 MB a request
+  for (bool sync : {true, false}) {
+    const PlanPrediction p = Predict(cal, Cell(1, 1, sync));
+    EXPECT_NEAR(p.step_ms, b + 0.5 + s + 2 + 0.1, 1e-9) << sync;
+    EXPECT_NEAR(p.images_per_second, 100 / p.step_ms * 1e3, 1e-9);
+    EXPECT_EQ(p.bound, "compute");
+    EXPECT_EQ(p.staleness, 0);
+  }
+}
+
+TEST(Predict, TheSplitAddsUpToTheStep) {
+  const PlanCalibration cal = Calibration();
+  std::vector<PlanCell> cells;
+  for (bool sync : {true, false}) {
+    for (int workers : {1, 3, 8, 64}) {
+      cells.push_back(Cell(workers, 2, sync));
+      PlanCell host = Cell(workers, 1, sync);
+      host.placement = Placement::kOneHost;
+      host.host_cores = 2;
+      cells.push_back(host);
+      PlanCell link = Cell(workers, 4, sync, 4.8e6);
+      link.link_bytes_per_s = 125e6;
+      link.link = workers % 2 == 0 ? LinkKind::kNic : LinkKind::kNetns;
+      cells.push_back(link);
+    }
+  }
+  PlanCalibration sharing = cal;
+  sharing.sharing_cost = 0.1;
+  for (const PlanCell& cell : cells) {
+    for (const PlanCalibration* c : std::vector<const PlanCalibration*>{&cal, &sharing}) {
+      const PlanPrediction p = Predict(*c, cell);
+      EXPECT_NEAR(SplitSum(p.split), p.step_ms, 1e-6 * p.step_ms)
+          << cell.workers << " workers, " << cell.ps << " ps, sync " << cell.sync;
+    }
+  }
+}
+
+TEST(Predict, SyncWaitsForTheSlowestWorkerAsyncDoesNot) {
+  const PlanCalibration cal = Calibration();
+  const PlanPrediction sync = Predict(cal, Cell(64, 8, true));
+  const PlanPrediction async = Predict(cal, Cell(64, 8, false));
+  EXPECT_NEAR(sync.split.barrier_ms,
+              OrderStatisticMean(cal.before_push_ms, 64) - cal.mean_before_push_ms(), 1e-9);
+  EXPECT_EQ(async.split.barrier_ms, 0);
+  EXPECT_GT(async.images_per_second, sync.images_per_second);
+  // The other 63 workers' updates land between a pull and its push.
+  EXPECT_GT(async.staleness, 55);
+  EXPECT_LT(async.staleness, 63);
+}
+
+TEST(Predict, ASlowLinkBindsTheServerAndMorePsRelieveIt) {
+  const PlanCalibration cal = Calibration();
+  PlanCell one = Cell(16, 1, false, 4.8e6);
+  one.link_bytes_per_s = 12.5e6;  // 100 Mbit/s
+  const PlanPrediction p1 = Predict(cal, one);
+  EXPECT_EQ(p1.bound, "ps link");
+  EXPECT_NEAR(p1.ps_link_utilisation[0], 1.0, 1e-9);
+  EXPECT_NEAR(p1.step_ms, kFrame * 16 * 4.8e6 / 12.5e6 * 1e3, 1e-6);  // its pulls (and, on a NIC, pushes)
+  PlanCell four = one;
+  four.ps = 4;
+  StepBytes({"", 1'200'000, "f32", "balanced"}, 4, &four.push_bytes, &four.pull_bytes).IgnoreError();
+  const PlanPrediction p4 = Predict(cal, four);
+  EXPECT_GT(p4.images_per_second, 3.5 * p1.images_per_second);
+}
+
+TEST(Predict, TheNetnsBucketCarriesASmallBurstAtOnce) {
+  const PlanCalibration cal = Calibration();
+  PlanCell small = Cell(1, 1, true, 5e4);  // 50 KB each way, within the 64 KiB bucket
+  small.link_bytes_per_s = 12.5e6;
+  small.link = LinkKind::kNetns;
+  EXPECT_EQ(Predict(cal, small).split.transfer_ms, 0);
+  // On a NIC the push takes 4 ms (in Ethernet frames of 1514 bytes per
+  // 1448 of payload), and the pull as long, of which the forward ahead
+  // (a = 2 ms) hides 2.
+  small.link = LinkKind::kNic;
+  EXPECT_NEAR(Predict(cal, small).split.transfer_ms, kFrame * 4 + (kFrame * 4 - 2), 1e-9);
+}
+
+TEST(Predict, WorkersSharingOneHostAreBoundByItsCores) {
+  const PlanCalibration cal = Calibration();
+  PlanCell cell = Cell(8, 1, false);
+  cell.placement = Placement::kOneHost;
+  cell.host_cores = 2;
+  const PlanPrediction p = Predict(cal, cell);
+  EXPECT_EQ(p.bound, "host CPU");
+  EXPECT_NEAR(p.host_cpu_utilisation, 1.0, 1e-9);
+  // A round: every worker's compute, its I/O CPU and its request, over 2 cores.
+  const double cpu = cal.mean_before_push_ms() + 2 + 0.2 + 0.9;
+  EXPECT_NEAR(p.step_ms, 8 * cpu / 2, 1e-9);
+  PlanCalibration sharing = cal;
+  sharing.sharing_cost = 0.1;  // 4 workers per core: 30% more CPU each
+  EXPECT_NEAR(Predict(sharing, cell).step_ms, 8 * cpu * 1.3 / 2, 1e-9);
+  cell.placement = Placement::kHostPerTask;
+  EXPECT_EQ(Predict(cal, cell).bound, "compute");
+}
+
+TEST(Predict, ThePsCoreBindsWhenItsRequestsOutrunIt) {
+  PlanCalibration cal = Calibration();
+  cal.ps_request = {2.0, 0};  // 2 ms a request
+  const PlanPrediction p = Predict(cal, Cell(64, 1, false));
+  EXPECT_EQ(p.bound, "ps core");
+  EXPECT_NEAR(p.step_ms, 128, 1e-9);
+  EXPECT_NEAR(p.ps_core_utilisation[0], 1.0, 1e-9);
+  // In sync the round waits for the 64 requests served one by one: its
+  // path, not a bound over it, and still the ps's core.
+  const PlanPrediction sync = Predict(cal, Cell(64, 1, true));
+  EXPECT_EQ(sync.bound, "ps core");
+  EXPECT_EQ(sync.split.bound_ms, 0);
+  EXPECT_NEAR(sync.split.ps_ms, 128, 1e-9);
+  EXPECT_LT(sync.images_per_second, p.images_per_second);
+}
+
+TEST(PlanFlags, ParsesModesLinksAndPlacements) {
+  EXPECT_THAT(ParsePlanModes("sync,async").value(), ElementsAre(true, false));
+  EXPECT_THAT(ParsePlanModes("async,async").value(), ElementsAre(false));
+  EXPECT_THAT(ParsePlanModes("ssp:2").status().message(), HasSubstr("--mode"));
+  EXPECT_FALSE(ParsePlanModes("").ok());
+  EXPECT_EQ(ParseLinkKind("netns").value(), LinkKind::kNetns);
+  EXPECT_THAT(ParseLinkKind("wifi").status().message(), HasSubstr("--link_kind"));
+  EXPECT_EQ(ParsePlacement("host_per_task").value(), Placement::kHostPerTask);
+  EXPECT_THAT(ParsePlacement("rack").status().message(), HasSubstr("--placement"));
+}
+
+TEST(PlanFlags, CollectsEveryValueOfARepeatedFlag) {
+  std::vector<std::string> args = {"pstrain", "plan", "--calibrate=a", "--workers=2", "--calibrate", "b,c",
+                                   "--calibrated=x", "--", "--calibrate=d"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  EXPECT_THAT(RepeatedFlagValues(static_cast<int>(argv.size()), argv.data(), "calibrate"),
+              ElementsAre("a", "b", "c"));
+}
+
+TEST(PlanFlags, RefusesWhatItCannotAnswerNamingTheFlag) {
+  const std::string dir = ::testing::TempDir() + "/plan_flags";
+  ASSERT_TRUE(MakeDirs(dir + "/run").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/run/summary.json", "{}").ok());
+  PlanOptions ok;
+  ok.calibrate = {dir + "/run"};
+  ok.out = dir + "/plan";
+  ASSERT_TRUE(ValidatePlanOptions(ok).ok()) << ValidatePlanOptions(ok).message();
+  struct Case {
+    std::string expected;
+    void (*change)(PlanOptions*);
+  };
+  const Case cases[] = {
+      {"--calibrate", [](PlanOptions* o) { o->calibrate.clear(); }},
+      {"no summary.json", [](PlanOptions* o) { o->calibrate = {"/nonexistent/run"}; }},
+      {"--out", [](PlanOptions* o) { o->out.clear(); }},
+      {"--link_rate", [](PlanOptions* o) { o->link_rate = "10gigs"; }},
+      {"--link_kind=netns needs --link_rate", [](PlanOptions* o) { o->link = LinkKind::kNetns; }},
+      {"--host_cores", [](PlanOptions* o) { o->host_cores = -1; }},
+      {"--compute_ms", [](PlanOptions* o) { o->compute_ms = -3; }},
+      {"--model", [](PlanOptions* o) { o->model = "resnet"; }},
+      {"f64", [](PlanOptions* o) { o->wire = "f64"; }},
+      {"--params", [](PlanOptions* o) { o->params = -5; }},
+  };
+  for (const Case& c : cases) {
+    PlanOptions o = ok;
+    c.change(&o);
+    const absl::Status s = ValidatePlanOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.expected;
+    EXPECT_THAT(s.message(), HasSubstr(c.expected));
+  }
+}
+
+}  // namespace
+}  // namespace pstrain
