@@ -54,6 +54,12 @@ struct PsServerOptions {
   // encrypts and decrypts every byte, more threads let several workers'
   // traffic be handled at once. Flag --io_threads.
   int io_threads = 1;
+  // Threads an update of the shard runs on, the event loop's included (1
+  // to 64): a large shard's update (and its gradient's finiteness check)
+  // is shared out in chunks of 64Ki floats (ps_server/chunk_pool.h), the
+  // same values on any number of threads. A worker waits for it before its
+  // reply goes. Flag --update_threads.
+  int update_threads = 1;
 
   // "--name=value" for every field that has a flag (max_message_bytes in
   // whole MiB, rounded down), such that ps_server parses them back to these

@@ -70,6 +70,7 @@
 #include "common/shard_plan.h"
 #include "common/transport.h"
 #include "proto/pstrain.pb.h"
+#include "ps_server/chunk_pool.h"
 #include "ps_server/request_repeats.h"
 #include "ps_server/shard_checkpoint.h"
 #include "ps_server/update_policy.h"
@@ -136,6 +137,9 @@ struct RequestHandlerOptions {
   // rank not heard from is absent (not waited for) until it is. Sync is
   // refused: its versions need the whole membership.
   bool dynamic_workers = false;
+  // Threads that share large updates with the event loop (borrowed; null:
+  // none). The shard's values are the same with or without them.
+  ChunkPool* update_pool = nullptr;
 };
 
 class RequestHandler {
