@@ -75,9 +75,9 @@ class Children {
   }
 
   // Reads the children's output until `done()`; DeadlineExceeded past
-  // `deadline_us`, Aborted when a child's output ends first (it exited)
-  // unless `exits` (they are to), each naming `what` and the children's
-  // last lines.
+  // `deadline_us`, Aborted when a child's output ends (it exited) before
+  // it printed its RESULT, unless `exits` (they all are to), each naming
+  // `what` and the children's last lines.
   absl::Status WaitFor(const std::string& what, int64_t deadline_us,
                        const std::function<bool()>& done, bool exits = false) {
     while (!done()) {
@@ -93,8 +93,9 @@ class Children {
       if (poll(fds.data(), fds.size(), 50) <= 0) continue;
       for (size_t i = 0; i < fds.size(); ++i) {
         if (fds[i].revents == 0) continue;
-        if (!Read(*open[i]) && !exits)
+        if (!Read(*open[i]) && !exits && !open[i]->Has("RESULT")) {
           return Failed(absl::AbortedError(absl::StrCat(what, ": ", open[i]->name, " exited")));
+        }
       }
     }
     return absl::OkStatus();

@@ -12,6 +12,10 @@
 #   ROUNDS    echo/PUSH_PULL alternations per cell (default 2)
 #   SECONDS_PER_RUN  timed seconds per measurement (default 1.5)
 #   MODE      the ps's update mode, async or sync (default async)
+#   PS_FLAGS  ps_server flags, ';' between variants, each a PUSH_PULL of its
+#             own in every round (e.g. '--update_threads=1;--update_threads=4')
+#   ECHO_WORK echoes to measure beside the plain one (e.g. none,sgd: an echo
+#             that makes one SGD pass before it answers)
 #   PSTRAIN_PREBUILT=DIR  binaries from benchmarks/gpu_pack.sh (DIR/bin,
 #             their libraries in DIR/lib); default build/bin
 #   TIMEOUT_S the whole run's limit (default 1500 s; each measurement has
@@ -39,7 +43,8 @@ set +e
 timeout "${TIMEOUT_S:-1500}" "$bin/wire_bench" --ps_server="$bin/ps_server" \
   --sizes="${SIZES:-21840,65536,669706,1048576,16777216}" --workers="${WORKERS:-1,2,4,8}" \
   --security="${SECURITY:-plain,curve}" --rounds="${ROUNDS:-2}" --seconds="${SECONDS_PER_RUN:-1.5}" \
-  --mode="${MODE:-async}" --timeout_s=60 2>&1 | tee -a "$out"
+  --mode="${MODE:-async}" --ps_flags="${PS_FLAGS:-}" --echo_work="${ECHO_WORK:-none}" \
+  --timeout_s=60 2>&1 | tee -a "$out"
 status=${PIPESTATUS[0]}
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
 echo "wire_ceiling: results in $out" >&2
