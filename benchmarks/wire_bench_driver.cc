@@ -336,9 +336,16 @@ void PrintResult(const System& system, const Cell& cell, int round, const Measur
   std::fflush(stdout);
 }
 
+// MB/s of each round ("a / b / c"), or past three rounds their median and
+// range ("b (a-c)").
 std::string Rates(const std::vector<double>& v) {
+  const auto mb = [](double x) { return absl::StrCat(static_cast<int64_t>(x / 1e6 + 0.5)); };
+  if (v.size() > 3) {
+    return absl::StrCat(mb(Median(v)), " (", mb(*std::min_element(v.begin(), v.end())), "-",
+                        mb(*std::max_element(v.begin(), v.end())), ")");
+  }
   std::vector<std::string> s;
-  for (double x : v) s.push_back(absl::StrCat(static_cast<int64_t>(x / 1e6 + 0.5)));
+  for (double x : v) s.push_back(mb(x));
   return s.empty() ? "-" : absl::StrJoin(s, " / ");
 }
 
@@ -374,8 +381,8 @@ void PrintTable(const std::vector<System>& systems,
     }
   }
   std::printf(
-      "(MB/s: bytes out and back over every worker, 1e6 bytes, each round's figure; the ratio "
-      "of the medians)\n");
+      "(MB/s: bytes out and back over every worker, 1e6 bytes: each round's figure, or past "
+      "three rounds their median (range); the ratio of the medians)\n");
 }
 
 }  // namespace
