@@ -194,19 +194,14 @@ int Chunks(int64_t blocks) {
   return static_cast<int>((blocks + kBlocksPerChunk - 1) / kBlocksPerChunk);
 }
 
-// Runs fn(begin_block, end_block) over [0, blocks) in chunks, on `pool`
-// when there is one.
+// Runs fn(begin_block, end_block) over [0, blocks), chunk by chunk, on
+// `pool`'s threads and the caller's.
 template <typename Fn>
-void ForChunks(ChunkPool* pool, int64_t blocks, const Fn& fn) {
-  const auto chunk = [&](int c) {
+void ForChunks(ChunkPool& pool, int64_t blocks, const Fn& fn) {
+  pool.Run(Chunks(blocks), [&](int c) {
     const int64_t begin = c * kBlocksPerChunk;
     fn(begin, std::min(blocks, begin + kBlocksPerChunk));
-  };
-  if (pool != nullptr) {
-    pool->Run(Chunks(blocks), chunk);
-  } else {
-    for (int c = 0; c < Chunks(blocks); ++c) chunk(c);
-  }
+  });
 }
 
 }  // namespace
@@ -220,7 +215,7 @@ bool IsFiniteInF32(absl::Span<const float> values, ChunkPool* pool) {
     return sums.Finite();
   }
   std::vector<SquareSums::Lanes> runs(static_cast<size_t>(blocks));
-  ForChunks(pool, blocks, [&](int64_t b0, int64_t b1) {
+  ForChunks(*pool, blocks, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t begin = b * kBlockFloats;
       const int64_t end = std::min(n, begin + kBlockFloats);
@@ -294,24 +289,35 @@ absl::Status ShardStore::Update(const G& grad, float lr) {
   // The arrays this update writes, each checked on its own.
   const int written = config_.kind == proto::SGD && config_.momentum == 0.0 ? 1 : 1 + num_slots_;
   const int64_t blocks = Blocks(size_);
-  // Each block's sums of squares, by block and array: the chunks may be
-  // updated on several threads, and the sums are added in block order.
-  block_lanes_.resize(static_cast<size_t>(blocks * written));
-  ForChunks(pool_, blocks, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t begin = b * kBlockFloats;
+  SquareSums sums[3];
+  if (pool_ == nullptr || pool_->helpers() == 0 || Chunks(blocks) < 2) {
+    for (int64_t begin = 0; begin < size_; begin += kBlockFloats) {
       const int64_t end = std::min(size_, begin + kBlockFloats);
       UpdateBlock(grad, lr, begin, end, s, next);
       for (int k = 0; k < written; ++k) {
-        block_lanes_[static_cast<size_t>(b * written + k)] =
-            SquareSums::RunLanes(next + k * size_ + begin, static_cast<size_t>(end - begin));
+        sums[k].Add(next + k * size_ + begin, static_cast<size_t>(end - begin));
       }
     }
-  });
-  SquareSums sums[3];
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int k = 0; k < written; ++k) {
-      sums[k].AddLanes(block_lanes_[static_cast<size_t>(b * written + k)]);
+  } else {
+    // Each block's sums of squares, by block and array: the chunks are
+    // updated on several threads, and the sums added in block order after,
+    // as the loop above adds them.
+    block_lanes_.resize(static_cast<size_t>(blocks * written));
+    ForChunks(*pool_, blocks, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t begin = b * kBlockFloats;
+        const int64_t end = std::min(size_, begin + kBlockFloats);
+        UpdateBlock(grad, lr, begin, end, s, next);
+        for (int k = 0; k < written; ++k) {
+          block_lanes_[static_cast<size_t>(b * written + k)] =
+              SquareSums::RunLanes(next + k * size_ + begin, static_cast<size_t>(end - begin));
+        }
+      }
+    });
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int k = 0; k < written; ++k) {
+        sums[k].AddLanes(block_lanes_[static_cast<size_t>(b * written + k)]);
+      }
     }
   }
   for (int k = 0; k < written; ++k) {
