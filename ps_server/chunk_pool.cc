@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <optional>
+
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -22,9 +24,10 @@ ChunkPool::ChunkPool(int helpers) {
 
 ChunkPool::~ChunkPool() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  job_posted_.notify_all();
   for (std::thread& t : threads_) t.join();
 }
 
@@ -42,9 +45,10 @@ void ChunkPool::Work(uint32_t job, int chunks, absl::FunctionRef<void(int)> fn) 
   for (int c; (c = Claim(job, chunks)) >= 0;) {
     fn(c);
     if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
-      // The job's last chunk: Run may be waiting on a condition of mu_,
-      // which is looked at again when mu_ is released.
-      absl::MutexLock lock(&mu_);
+      // The job's last chunk: Run may be waiting for it. Notified under
+      // the lock, so that Run cannot check and then sleep past it.
+      std::lock_guard<std::mutex> lock(mu_);
+      all_done_.notify_one();
     }
   }
 }
@@ -57,18 +61,18 @@ void ChunkPool::Run(int chunks, absl::FunctionRef<void(int)> fn) {
   }
   uint32_t job;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     job = ++job_;
     chunks_ = chunks;
     fn_ = &fn;
     done_.store(0, std::memory_order_relaxed);
     next_.store(uint64_t{job} << 32, std::memory_order_release);
-  }  // helpers waiting for a job wake here
+  }
+  job_posted_.notify_all();
   Work(job, chunks, fn);
-  absl::MutexLock lock(&mu_);
-  const auto all_done = [this, chunks] { return done_.load(std::memory_order_acquire) == chunks; };
-  mu_.Await(absl::Condition(&all_done));
-  fn_ = nullptr;
+  std::unique_lock<std::mutex> lock(mu_);
+  all_done_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == chunks; });
+  fn_ = nullptr;  // a helper that looks after this takes nothing of this job
 }
 
 void ChunkPool::HelperLoop() {
@@ -76,20 +80,19 @@ void ChunkPool::HelperLoop() {
   for (;;) {
     uint32_t job;
     int chunks;
-    const absl::FunctionRef<void(int)>* fn;
+    // A copy of Run's function reference, made while Run cannot have
+    // returned (fn_ is cleared under the lock before it does). Called only
+    // for a chunk this helper claimed, so while Run still waits for it.
+    std::optional<absl::FunctionRef<void(int)>> fn;
     {
-      absl::MutexLock lock(&mu_);
-      const auto woken = [this, &seen]()
-                             ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || job_ != seen; };
-      mu_.Await(absl::Condition(&woken));
+      std::unique_lock<std::mutex> lock(mu_);
+      job_posted_.wait(lock, [&] { return stop_ || job_ != seen; });
       if (stop_) return;
       seen = job = job_;
       chunks = chunks_;
-      fn = fn_;
+      if (fn_ != nullptr) fn.emplace(*fn_);
     }
-    // *fn lives while a chunk of this job can be claimed: Run returns only
-    // once every chunk is done. A helper that comes after that claims none.
-    if (fn != nullptr) Work(job, chunks, *fn);
+    if (fn.has_value()) Work(job, chunks, *fn);
   }
 }
 

@@ -6,11 +6,12 @@
 #include "ps_server/chunk_pool.h"
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -46,12 +47,12 @@ TEST(ChunkPool, WaitsForTheChunksItsHelpersTook) {
   ChunkPool pool(2);
   for (int job = 0; job < 20; ++job) {
     std::vector<int> out(16, 0);
-    absl::Mutex mu;
+    std::mutex mu;
     std::set<std::thread::id> threads;
     pool.Run(16, [&](int c) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       out[static_cast<size_t>(c)] = c + 1;
-      absl::MutexLock lock(&mu);
+      std::lock_guard<std::mutex> lock(mu);
       threads.insert(std::this_thread::get_id());
     });
     for (int c = 0; c < 16; ++c) ASSERT_EQ(out[static_cast<size_t>(c)], c + 1);
