@@ -3,11 +3,13 @@
 # the CUDA runtime, cuBLAS and cuDNN but none of our -dev packages (the lent
 # H100/H200 machines: no package registry there). Writes DEST (default
 # .gpu/, ignored by git):
-#   DEST/bin    the binaries run_gpu_checks.sh runs, and libpstrain_cuda.so
+#   DEST/bin    the binaries run_gpu_checks.sh and wire_ceiling.sh run, and
+#               libpstrain_cuda.so
 #   DEST/lib    every shared library they need from /lib, except glibc's,
 #               libstdc++'s and libgcc's (the GPU machine's own are newer)
 #   DEST/mnist  MNIST's four .gz files (from MNIST_MIRROR, else data/mnist)
 # Then, on the GPU machine:  PSTRAIN_PREBUILT=DEST benchmarks/run_gpu_checks.sh
+#                            PSTRAIN_PREBUILT=DEST benchmarks/wire_ceiling.sh
 #
 # Usage: benchmarks/gpu_pack.sh [DEST]      BUILD_DIR: default build/
 set -euo pipefail
@@ -15,7 +17,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 dest=${1:-$root/.gpu}
 bins=(pstrain ps_server worker libpstrain_cuda.so cuda_status_test cuda_device_selection_test
-      cuda_algorithm_search_test cuda_layers_test cuda_model_test cuda_model_bench model_bench)
+      cuda_algorithm_search_test cuda_layers_test cuda_model_test cuda_model_bench model_bench
+      wire_bench)
 grep -q '^PSTRAIN_CUDA:BOOL=ON' "$build/CMakeCache.txt" ||
   { echo "gpu_pack: $build was not configured with the CUDA backend" >&2; exit 1; }
 rm -rf "$dest" && mkdir -p "$dest/bin" "$dest/lib" "$dest/mnist"

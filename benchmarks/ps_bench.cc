@@ -18,6 +18,8 @@
 //    BM_RawZmqEchoWorkers): every worker a client of its own in a thread of
 //    its own against one ps (one echo server); aggregate_bytes_per_s counts
 //    every worker's round trips.
+//  - BM_ShardStoreApplyThreads: one update shared with the ps's
+//    --update_threads helpers (ps_server/chunk_pool.h).
 // Each checks its result before it times and prints one RESULT line.
 
 #include <atomic>
@@ -35,6 +37,7 @@
 #include "common/cluster_spec.h"
 #include "common/free_ports.h"
 #include "common/shard_plan.h"
+#include "ps_server/chunk_pool.h"
 #include "ps_server/ps_server.h"
 #include "ps_server/request_handler.h"
 #include "ps_server/shard_store.h"
@@ -72,6 +75,37 @@ void BM_ShardStoreApply(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);  // floats per second
 }
 BENCHMARK(BM_ShardStoreApply)->ArgsProduct({{10920, 669706}, {0, 1, 2, 3}});
+
+// The same update shared with a ChunkPool (the ps's --update_threads):
+// BM_ShardStoreApplyThreads/<floats>/<optimizer>/<threads, the caller's
+// included>. Checked first against the update on one thread, bit for bit.
+void BM_ShardStoreApplyThreads(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  OptimizerConfig config;
+  config.kind = static_cast<proto::Optimizer>(state.range(1));
+  config.eps = config.kind == proto::ADAGRAD ? kAdagradEps : kAdamEps;
+  ChunkPool pool(static_cast<int>(state.range(2)) - 1);
+  std::vector<float> init(n), grad(n);
+  for (int64_t i = 0; i < n; ++i) {
+    init[i] = static_cast<float>(i % 97) * 0.01f;
+    grad[i] = static_cast<float>(i % 89) * 0.001f - 0.04f;
+  }
+  ShardStore store(init, config, &pool);
+  ShardStore alone(init, config);
+  if (!store.Apply(grad, 1.0f, 0.1f).ok() || !alone.Apply(grad, 1.0f, 0.1f).ok() ||
+      !std::equal(store.state().begin(), store.state().end(), alone.state().begin())) {
+    state.SkipWithError("not the one-thread update");
+    return;
+  }
+  for (auto _ : state) {
+    (void)store.Apply(grad, 1.0f, 0.1f);
+    benchmark::DoNotOptimize(store.params().data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);  // floats per second
+}
+BENCHMARK(BM_ShardStoreApplyThreads)
+    ->ArgsProduct({{669706, 1 << 22}, {0, 1}, {1, 2, 4}})
+    ->UseRealTime();
 
 // GradientEncoder::Encode on one shard of n floats: g + e, the encoding,
 // the ps's decoding of it, the new residual. Checked first: what the ps

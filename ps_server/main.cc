@@ -47,6 +47,9 @@ ABSL_FLAG(int, io_threads, Defaults().io_threads,
           "ZeroMQ I/O threads (1 to 16): with CURVE, each encrypts and decrypts its share of the "
           "workers' connections; 0: one per worker up to half the host's cores and 8 (CURVE), "
           "else 1");
+ABSL_FLAG(int, update_threads, Defaults().update_threads,
+          "Threads a large update of the shard runs on (1 to 64), the event loop's included; the "
+          "values are the same on any number");
 ABSL_FLAG(int64_t, max_message_mb, Defaults().max_message_bytes >> 20,
           "Largest message accepted from a peer, in MiB");
 
@@ -63,6 +66,7 @@ pstrain::PsServerOptions PsServerOptionsFromFlags() {
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
   options.timeline_dir = absl::GetFlag(FLAGS_timeline_dir);
   options.io_threads = absl::GetFlag(FLAGS_io_threads);
+  options.update_threads = absl::GetFlag(FLAGS_update_threads);
   return options;
 }
 

@@ -54,12 +54,18 @@ void AddPrincipals(const ClusterSpec& cluster, const TransportSecurity& security
   add(std::string(kClientIdentity), {Role::kClient, -1});
 }
 
+RequestHandlerOptions WithPool(RequestHandlerOptions options, ChunkPool* pool) {
+  options.update_pool = pool;
+  return options;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cluster,
                                                            const PsServerOptions& options,
                                                            const TransportSecurity& security) {
   CHECK(cluster.task().has_value() && cluster.task()->type == TaskType::kPs);
+  RETURN_IF_ERROR(ValidatePsServerOptions(options));
   const TaskId task = *cluster.task();
   const std::string& address = cluster.Address(task);
   ASSIGN_OR_RETURN(const HostPort hp, ParseHostPort(address));
@@ -116,7 +122,8 @@ PsServer::PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
       options_(options),
       // 0 (not resolved by AutoIoThreads, as in tests): one.
       context_(std::max(1, options.io_threads)),
-      shards_(handler_options),
+      update_pool_(std::make_unique<ChunkPool>(options.update_threads - 1)),
+      shards_(WithPool(std::move(handler_options), update_pool_.get())),
       handler_(shards_.own()),
       security_(security),
       // One message in pieces per peer (a worker sends one push at a time

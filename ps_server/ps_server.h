@@ -120,6 +120,9 @@ class PsServer {
   TaskId task_;
   PsServerOptions options_;
   zmq::context_t context_;  // options_.io_threads I/O threads
+  // options_.update_threads - 1 helpers of the shards' updates; before
+  // shards_, whose stores borrow it.
+  std::unique_ptr<ChunkPool> update_pool_;
   std::unique_ptr<HandshakeGuard> guard_;  // before socket_: closed after it
   zmq::socket_t socket_;
   std::string endpoint_;

@@ -16,7 +16,8 @@ std::vector<std::string> PsServerOptions::ToArgs() const {
           absl::StrCat("--metrics_port=", metrics_port),
           absl::StrCat("--metrics_host=", metrics_host),
           absl::StrCat("--timeline_dir=", timeline_dir),
-          absl::StrCat("--io_threads=", io_threads)};
+          absl::StrCat("--io_threads=", io_threads),
+          absl::StrCat("--update_threads=", update_threads)};
 }
 
 absl::Status ValidatePsServerOptions(const PsServerOptions& options) {
@@ -27,6 +28,9 @@ absl::Status ValidatePsServerOptions(const PsServerOptions& options) {
   }
   if (options.io_threads < 0 || options.io_threads > 16) {
     return absl::InvalidArgumentError("--io_threads must be 1 to 16, or 0 for as many as suit");
+  }
+  if (options.update_threads < 1 || options.update_threads > 64) {
+    return absl::InvalidArgumentError("--update_threads must be 1 to 64");
   }
   return absl::OkStatus();
 }

@@ -523,7 +523,7 @@ absl::Status RequestHandler::Initialize(const Message& m) {
         "INIT: parameters are not finite in f32 (a non-finite value, or a norm that overflows)");
   }
   ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(h.job()));
-  auto store = std::make_unique<ShardStore>(initial, optimizer);
+  auto store = std::make_unique<ShardStore>(initial, optimizer, options_.update_pool);
   ASSIGN_OR_RETURN(std::unique_ptr<UpdatePolicy> policy, CreateUpdatePolicy(h.job(), std::move(store)));
   Install(h, std::move(policy));
   return absl::OkStatus();
@@ -619,7 +619,7 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
     grad = scratch_;
   }
   CountEncoding(h.encoding());
-  if (!IsFiniteInF32(grad)) {
+  if (!IsFiniteInF32(grad, options_.update_pool)) {
     stats_.set_nonfinite_gradients_dropped(stats_.nonfinite_gradients_dropped() + 1);
     return Refuse(peer, h, absl::InvalidArgumentError(
         "gradient is not finite in f32 (a NaN or infinity, or a norm that overflows: training "

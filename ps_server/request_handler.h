@@ -79,8 +79,9 @@
 #include "common/transport.h"
 #include "proto/pstrain.pb.h"
 #include "ps_server/access_control.h"
-#include "ps_server/parked_requests.h"
 #include "ps_server/checkpoint_store.h"
+#include "ps_server/chunk_pool.h"
+#include "ps_server/parked_requests.h"
 #include "ps_server/request_repeats.h"
 #include "ps_server/shard_checkpoint.h"
 #include "ps_server/standby_replica.h"
@@ -124,6 +125,9 @@ struct RequestHandlerOptions {
   // rank not heard from is absent (not waited for) until it is. Sync is
   // refused: its versions need the whole membership.
   bool dynamic_workers = false;
+  // Threads that share large updates with the event loop (borrowed; null:
+  // none). The shard's values are the same with or without them.
+  ChunkPool* update_pool = nullptr;
 };
 
 class RequestHandler {

@@ -132,7 +132,8 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
   if (c.state.size() != StateFloats(optimizer, h.range_end() - h.range_begin())) {
     return absl::InvalidArgumentError("RESTORE: a state of another size than the shard's");
   }
-  auto store = std::make_unique<ShardStore>(std::move(c.state), c.header.updates(), optimizer);
+  auto store = std::make_unique<ShardStore>(std::move(c.state), c.header.updates(), optimizer,
+                                            options_.update_pool);
   ASSIGN_OR_RETURN(std::unique_ptr<UpdatePolicy> policy, CreateUpdatePolicy(h.job(), std::move(store)));
   policy->Resume(c.header.version(), c.header.worker_clocks());
   for (int rank = 0; rank < workers_.size(); ++rank) {

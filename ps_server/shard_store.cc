@@ -1,6 +1,7 @@
 #include "ps_server/shard_store.h"
 
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cmath>
 
@@ -153,34 +154,76 @@ AdamScalars AdamScalarsFor(const OptimizerConfig& o, int64_t updates, float lr) 
 struct SquareSums {
   static constexpr size_t kLanes = 32;
   static constexpr size_t kRun = 4096;
+  using Lanes = std::array<float, kLanes>;
   double lanes[kLanes] = {};
 
   void Add(const float* x, size_t n) {
-    for (size_t run = 0; run < n; run += kRun) AddRun(x + run, std::min(kRun, n - run));
+    for (size_t run = 0; run < n; run += kRun) AddLanes(RunLanes(x + run, std::min(kRun, n - run)));
+  }
+  // The squares of one run (n <= kRun), summed in float lanes: computed
+  // anywhere (a helper thread), added in run order by AddLanes, they give
+  // the sums Add gives.
+  static Lanes RunLanes(const float* x, size_t n) {
+    Lanes acc = {};  // a local the compiler may keep in registers
+    size_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (size_t j = 0; j < kLanes; ++j) acc[j] += x[i + j] * x[i + j];
+    }
+    for (; i < n; ++i) acc[0] += x[i] * x[i];
+    return acc;
+  }
+  void AddLanes(const Lanes& acc) {
+    for (size_t j = 0; j < kLanes; ++j) lanes[j] += acc[j];
   }
   bool Finite() const {
     double sum = 0;
     for (double lane : lanes) sum += lane;
     return sum < static_cast<double>(FLT_MAX);
   }
-
- private:
-  void AddRun(const float* x, size_t n) {
-    float acc[kLanes] = {};  // a local the compiler may keep in registers
-    size_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-      for (size_t j = 0; j < kLanes; ++j) acc[j] += x[i + j] * x[i + j];
-    }
-    for (; i < n; ++i) acc[0] += x[i] * x[i];
-    for (size_t j = 0; j < kLanes; ++j) lanes[j] += acc[j];
-  }
 };
+
+static_assert(SquareSums::kRun == kBlockFloats, "an update's block is one run of its sums");
+
+// Blocks per chunk of work a ChunkPool shares out: 256 KiB of each array,
+// so that a helper's wake-up (tens of microseconds on a busy VM) buys a
+// chunk worth it, and shards below two chunks are updated on one thread.
+constexpr int64_t kBlocksPerChunk = 16;
+
+int64_t Blocks(int64_t n) { return (n + kBlockFloats - 1) / kBlockFloats; }
+int Chunks(int64_t blocks) {
+  return static_cast<int>((blocks + kBlocksPerChunk - 1) / kBlocksPerChunk);
+}
+
+// Runs fn(begin_block, end_block) over [0, blocks), chunk by chunk, on
+// `pool`'s threads and the caller's.
+template <typename Fn>
+void ForChunks(ChunkPool& pool, int64_t blocks, const Fn& fn) {
+  pool.Run(Chunks(blocks), [&](int c) {
+    const int64_t begin = c * kBlocksPerChunk;
+    fn(begin, std::min(blocks, begin + kBlocksPerChunk));
+  });
+}
 
 }  // namespace
 
-bool IsFiniteInF32(absl::Span<const float> values) {
+bool IsFiniteInF32(absl::Span<const float> values, ChunkPool* pool) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  const int64_t blocks = Blocks(n);
   SquareSums sums;
-  sums.Add(values.data(), values.size());
+  if (pool == nullptr || pool->helpers() == 0 || Chunks(blocks) < 2) {
+    sums.Add(values.data(), values.size());
+    return sums.Finite();
+  }
+  std::vector<SquareSums::Lanes> runs(static_cast<size_t>(blocks));
+  ForChunks(*pool, blocks, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t begin = b * kBlockFloats;
+      const int64_t end = std::min(n, begin + kBlockFloats);
+      runs[static_cast<size_t>(b)] =
+          SquareSums::RunLanes(values.data() + begin, static_cast<size_t>(end - begin));
+    }
+  });
+  for (const SquareSums::Lanes& lanes : runs) sums.AddLanes(lanes);
   return sums.Finite();
 }
 
@@ -193,11 +236,14 @@ bool IsFiniteState(absl::Span<const float> state, int64_t num_params) {
   return true;
 }
 
-ShardStore::ShardStore(absl::Span<const float> params, const OptimizerConfig& config)
-    : ShardStore(InitialState(config, params), 0, config) {}
+ShardStore::ShardStore(absl::Span<const float> params, const OptimizerConfig& config,
+                       ChunkPool* pool)
+    : ShardStore(InitialState(config, params), 0, config, pool) {}
 
-ShardStore::ShardStore(std::vector<float> state, int64_t updates, const OptimizerConfig& config)
+ShardStore::ShardStore(std::vector<float> state, int64_t updates, const OptimizerConfig& config,
+                       ChunkPool* pool)
     : config_(config),
+      pool_(pool),
       num_slots_(NumSlots(config)),
       size_(static_cast<int64_t>(state.size()) / (1 + num_slots_)),
       state_(std::make_shared<PinnedFloats>(std::move(state))),
@@ -242,12 +288,36 @@ absl::Status ShardStore::Update(const G& grad, float lr) {
   float* next = next_state_->data().data();
   // The arrays this update writes, each checked on its own.
   const int written = config_.kind == proto::SGD && config_.momentum == 0.0 ? 1 : 1 + num_slots_;
+  const int64_t blocks = Blocks(size_);
   SquareSums sums[3];
-  for (int64_t begin = 0; begin < size_; begin += kBlockFloats) {
-    const int64_t end = std::min(size_, begin + kBlockFloats);
-    UpdateBlock(grad, lr, begin, end, s, next);
-    for (int k = 0; k < written; ++k) {
-      sums[k].Add(next + k * size_ + begin, static_cast<size_t>(end - begin));
+  if (pool_ == nullptr || pool_->helpers() == 0 || Chunks(blocks) < 2) {
+    for (int64_t begin = 0; begin < size_; begin += kBlockFloats) {
+      const int64_t end = std::min(size_, begin + kBlockFloats);
+      UpdateBlock(grad, lr, begin, end, s, next);
+      for (int k = 0; k < written; ++k) {
+        sums[k].Add(next + k * size_ + begin, static_cast<size_t>(end - begin));
+      }
+    }
+  } else {
+    // Each block's sums of squares, by block and array: the chunks are
+    // updated on several threads, and the sums added in block order after,
+    // as the loop above adds them.
+    block_lanes_.resize(static_cast<size_t>(blocks * written));
+    ForChunks(*pool_, blocks, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t begin = b * kBlockFloats;
+        const int64_t end = std::min(size_, begin + kBlockFloats);
+        UpdateBlock(grad, lr, begin, end, s, next);
+        for (int k = 0; k < written; ++k) {
+          block_lanes_[static_cast<size_t>(b * written + k)] =
+              SquareSums::RunLanes(next + k * size_ + begin, static_cast<size_t>(end - begin));
+        }
+      }
+    });
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int k = 0; k < written; ++k) {
+        sums[k].AddLanes(block_lanes_[static_cast<size_t>(b * written + k)]);
+      }
     }
   }
   for (int k = 0; k < written; ++k) {

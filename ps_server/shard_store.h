@@ -34,6 +34,7 @@
 //
 // Thread safety: none; the ps's single event loop owns it.
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -42,14 +43,16 @@
 #include "absl/types/span.h"
 #include "common/optimizer.h"
 #include "common/pinned_floats.h"
+#include "ps_server/chunk_pool.h"
 
 namespace pstrain {
 
 // True when every value is finite and the squared L2 norm is below
 // FLT_MAX (to 1e-5 of it: the squares are summed in float lanes, then in
 // double; shard_store.cc): what the ps accepts as gradients and keeps as
-// parameters.
-bool IsFiniteInF32(absl::Span<const float> values);
+// parameters. With `pool`, large spans are summed on its helpers too; the
+// verdict is the same.
+bool IsFiniteInF32(absl::Span<const float> values, ChunkPool* pool = nullptr);
 
 // Whether a shard state of `num_params` parameters (its parameters, then
 // its slots) is IsFiniteInF32 array by array.
@@ -59,13 +62,19 @@ bool IsFiniteState(absl::Span<const float> state, int64_t num_params);
 class ShardStore {
  public:
   // A fresh shard: `params`, the slots at their initial values, step 0.
+  // `pool` (may be null; borrowed, it outlives the store): the threads
+  // that share large updates with the caller's (ps_server/chunk_pool.h).
+  // Every element's update is the same on any thread, so the results are
+  // the same, bit for bit, with or without it.
   // REQUIRES: ValidateOptimizerConfig(config).ok(), params not empty.
-  ShardStore(absl::Span<const float> params, const OptimizerConfig& config);
+  ShardStore(absl::Span<const float> params, const OptimizerConfig& config,
+             ChunkPool* pool = nullptr);
   // The state a checkpoint or a standby recorded: parameters then slots
   // (common/optimizer.h), and the number of updates taken.
   // REQUIRES: ValidateOptimizerConfig(config).ok(), state.size() a
   // positive multiple of 1 + NumSlots(config), updates >= 0.
-  ShardStore(std::vector<float> state, int64_t updates, const OptimizerConfig& config);
+  ShardStore(std::vector<float> state, int64_t updates, const OptimizerConfig& config,
+             ChunkPool* pool = nullptr);
 
   int64_t size() const { return size_; }  // parameters
   int num_slots() const { return num_slots_; }
@@ -105,6 +114,7 @@ class ShardStore {
                    float* next) const;
 
   OptimizerConfig config_;
+  ChunkPool* pool_;
   int num_slots_;
   int64_t size_;
   std::shared_ptr<PinnedFloats> state_;
@@ -115,6 +125,8 @@ class ShardStore {
   // in both.
   std::shared_ptr<PinnedFloats> next_state_;
   int64_t updates_ = 0;
+  // Update's sums of squares of each block it wrote (scratch).
+  std::vector<std::array<float, 32>> block_lanes_;
 };
 
 }  // namespace pstrain

@@ -184,12 +184,15 @@ std::vector<int> PsClient::ShardsWhoseHomeIsBack() const {
   return back;
 }
 
-absl::Status PsClient::CheckWaiting(int64_t deadline_us, const char* what) const {
-  if (ShutdownSignal() != 0) return absl::CancelledError(absl::StrCat("interrupted during ", what));
+absl::Status PsClient::CheckWaiting(int64_t deadline_us, proto::MessageType type) const {
+  if (ShutdownSignal() != 0) {
+    return absl::CancelledError(absl::StrCat("interrupted during ", proto::MessageType_Name(type)));
+  }
   if (watch_heartbeat_) RETURN_IF_ERROR(heartbeat_->status());
   if (MonotonicMicros() > deadline_us) {
-    return absl::DeadlineExceededError(
-        absl::StrCat(what, " got no answer within --rpc_timeout_s=", options_.rpc_timeout_s));
+    return absl::DeadlineExceededError(absl::StrCat(proto::MessageType_Name(type),
+                                                    " got no answer within --rpc_timeout_s=",
+                                                    options_.rpc_timeout_s));
   }
   return absl::OkStatus();
 }
@@ -220,18 +223,21 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
 
 absl::Status PsClient::SendMessage(const Call& call, const proto::Header& header,
                                    absl::Span<const char> payload, int64_t deadline_us) {
-  const std::string type = proto::MessageType_Name(header.type());
   for (int64_t backoff_us = 1000;; backoff_us = std::min<int64_t>(backoff_us * 2, 100'000)) {
     const absl::Status s = SendRequestBytes(sockets_[call.ps()], header, payload, true);
     if (s.ok()) {
       sent_bytes_ += static_cast<int64_t>(header.ByteSizeLong() + payload.size());
       return s;
     }
+    // Named only on the way out: a string per request is a cost of every
+    // round trip.
+    const std::string type = proto::MessageType_Name(header.type());
     if (!absl::IsUnavailable(s)) {
-      return absl::Status(s.code(), absl::StrCat(ShardName(call.shard), ": ", type, ": ", s.message()));
+      return absl::Status(s.code(),
+                          absl::StrCat(ShardName(call.shard), ": ", type, ": ", s.message()));
     }
     // Queue full: the heartbeat decides when to give up.
-    if (absl::Status w = CheckWaiting(deadline_us, type.c_str()); !w.ok()) {
+    if (absl::Status w = CheckWaiting(deadline_us, header.type()); !w.ok()) {
       return absl::Status(w.code(), absl::StrCat(ShardName(call.shard), ": ", w.message()));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(backoff_us));
@@ -240,10 +246,13 @@ absl::Status PsClient::SendMessage(const Call& call, const proto::Header& header
 
 absl::Status PsClient::TakePiece(Call& call, const Message& m) {
   const proto::Header& h = m.header;
-  const std::string what =
-      absl::StrCat(ShardName(call.shard), " ", proto::MessageType_Name(call.header.type()));
+  // Named only when something is wrong (a string per reply is a cost of
+  // every round trip).
+  const auto what = [&] {
+    return absl::StrCat(ShardName(call.shard), " ", proto::MessageType_Name(call.header.type()));
+  };
   if (absl::Status s = CheckPiece(h, m.payload_bytes()); !s.ok()) {
-    return absl::DataLossError(absl::StrCat(what, ": ", s.message()));
+    return absl::DataLossError(absl::StrCat(what(), ": ", s.message()));
   }
   if (call.pieces_in == 0) {
     call.parts = h.parts();
@@ -251,7 +260,7 @@ absl::Status PsClient::TakePiece(Call& call, const Message& m) {
   }
   if (h.part() != call.pieces_in || h.parts() != call.parts ||
       h.piece_bytes() != call.piece_bytes) {
-    return absl::DataLossError(absl::StrCat(what, ": reply piece ", h.part(), " of ", h.parts(),
+    return absl::DataLossError(absl::StrCat(what(), ": reply piece ", h.part(), " of ", h.parts(),
                                             " where piece ", call.pieces_in, " of ", call.parts,
                                             " was due"));
   }
@@ -261,7 +270,7 @@ absl::Status PsClient::TakePiece(Call& call, const Message& m) {
   if (call.raw != nullptr) {
     if (offset + bytes > static_cast<size_t>(options_.max_message_bytes)) {
       return absl::DataLossError(
-          absl::StrCat(what, ": reply pieces over ", options_.max_message_bytes, " bytes"));
+          absl::StrCat(what(), ": reply pieces over ", options_.max_message_bytes, " bytes"));
     }
     call.raw->resize((offset + bytes) / sizeof(float));
     std::memcpy(reinterpret_cast<char*>(call.raw->data()) + offset, m.payload.data(), bytes);
@@ -269,7 +278,7 @@ absl::Status PsClient::TakePiece(Call& call, const Message& m) {
     const ShardRange r = plan_.range(call.shard);
     const size_t shard_bytes = static_cast<size_t>(r.size()) * sizeof(float);
     if (offset + bytes > shard_bytes || (last && offset + bytes != shard_bytes)) {
-      return absl::DataLossError(absl::StrCat(what, ": reply pieces carry ", offset + bytes,
+      return absl::DataLossError(absl::StrCat(what(), ": reply pieces carry ", offset + bytes,
                                               " bytes for ", r.size(), " floats"));
     }
     std::memcpy(reinterpret_cast<char*>(call.params.data() + r.begin) + offset, m.payload.data(),
@@ -282,11 +291,14 @@ absl::Status PsClient::TakePiece(Call& call, const Message& m) {
 
 absl::Status PsClient::TakeReply(Call& call, const Message& m, bool payload_placed) {
   const proto::Header& h = m.header;
-  const std::string what =
-      absl::StrCat(ShardName(call.shard), " ", proto::MessageType_Name(call.header.type()));
+  // Named only when something is wrong (a string per reply is a cost of
+  // every round trip).
+  const auto what = [&] {
+    return absl::StrCat(ShardName(call.shard), " ", proto::MessageType_Name(call.header.type()));
+  };
   uint64_t& instance = instances_[call.ps()];
   if (h.ps_instance() != 0 && instance != 0 && h.ps_instance() != instance) {
-    return RejoinError(absl::StrCat(what, ": the ps restarted since this worker joined"));
+    return RejoinError(absl::StrCat(what(), ": the ps restarted since this worker joined"));
   }
   if (h.ps_instance() != 0) instance = h.ps_instance();
   if (h.error().code() != 0) {
@@ -297,8 +309,8 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m, bool payload_plac
     if (code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound) {
       code = absl::StatusCode::kFailedPrecondition;
     }
-    if (h.job_finished()) return JobFinishedError(absl::StrCat(what, ": ", h.error().message()));
-    absl::Status refused(code, absl::StrCat(what, " refused: ", h.error().message()));
+    if (h.job_finished()) return JobFinishedError(absl::StrCat(what(), ": ", h.error().message()));
+    absl::Status refused(code, absl::StrCat(what(), " refused: ", h.error().message()));
     return h.rejoin() ? MarkRejoin(std::move(refused)) : refused;
   }
   if (payload_placed) {
@@ -309,7 +321,7 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m, bool payload_plac
   } else if (!call.params.empty()) {
     const ShardRange r = plan_.range(call.shard);
     if (m.payload_floats() != static_cast<size_t>(r.size())) {
-      return absl::DataLossError(absl::StrCat(what, ": reply carries ", m.payload_bytes(),
+      return absl::DataLossError(absl::StrCat(what(), ": reply carries ", m.payload_bytes(),
                                               " bytes for ", r.size(), " floats"));
     }
     m.CopyPayloadTo(call.params.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size())));
@@ -334,7 +346,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
   }
   std::vector<zmq::socket_t*> sockets;
   for (int j : ps) sockets.push_back(&sockets_[j]);
-  const std::string what = proto::MessageType_Name(calls->front().header.type());
+  const proto::MessageType type = calls->front().header.type();
   for (;;) {
     if (!poll_first && enough()) return absl::OkStatus();
     // What the sockets hold is read before the heartbeat's verdict: a
@@ -349,7 +361,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
       if ((*readable)[i]) RETURN_IF_ERROR(DrainSocket(ps[i], calls));
     }
     if (enough()) return absl::OkStatus();
-    RETURN_IF_ERROR(CheckWaiting(deadline_us, what.c_str()));
+    RETURN_IF_ERROR(CheckWaiting(deadline_us, type));
   }
 }
 

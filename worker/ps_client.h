@@ -284,7 +284,7 @@ class PsClient {
   absl::Status TakeReply(Call& call, const Message& m, bool payload_placed = false);
   // One piece of a reply in pieces, checked against the ones before it.
   absl::Status TakePiece(Call& call, const Message& m);
-  absl::Status CheckWaiting(int64_t deadline_us, const char* what) const;
+  absl::Status CheckWaiting(int64_t deadline_us, proto::MessageType type) const;
   std::string ShardName(int shard) const;
   std::vector<Call> ShardCalls(proto::MessageType type, int64_t step,
                                absl::Span<const int64_t> versions);

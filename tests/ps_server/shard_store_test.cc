@@ -545,5 +545,60 @@ TEST_F(RankOrderedSum, BackupWorkersFirstArrivalsAreSummedInRankOrder) {
   }
 }
 
+// An update shared out to a ChunkPool's helpers (chunks of 64Ki floats):
+// for every optimizer, the state after several updates (scaled, summed
+// with a sync partial, with the learning rate changing) is the same, bit
+// for bit, as on one thread; so is the verdict on a gradient and on an
+// update that would overflow, which leaves no trace.
+TEST(ShardStore, AnUpdateSharedWithHelpersIsTheSameBitForBit) {
+  constexpr size_t kN = 300'007;  // five chunks, the last one short
+  ChunkPool pool(2);
+  TestFloats floats(11);
+  std::vector<float> init(kN), grad(kN), partial(kN);
+  for (size_t i = 0; i < kN; ++i) {
+    init[i] = floats.Next();
+    grad[i] = floats.Next();
+    partial[i] = floats.Next();
+  }
+  for (const OptimizerConfig& config :
+       {Sgd(0.0), Sgd(0.9, /*nesterov=*/true, 0.01), Adam(proto::ADAM, 0.01, 0.9, 0.999, 1e-8),
+        Adam(proto::ADAMW, 0.01, 0.9, 0.999, 1e-8), Adagrad(0.01, 0.1, 0.1, 1e-10)}) {
+    ShardStore alone(init, config);
+    ShardStore shared(init, config, &pool);
+    for (int step = 0; step < 3; ++step) {
+      const float lr = 0.1f / static_cast<float>(step + 1);
+      ASSERT_TRUE(alone.Apply(grad, 0.5f, lr).ok());
+      ASSERT_TRUE(shared.Apply(grad, 0.5f, lr).ok());
+      ASSERT_TRUE(alone.ApplySum(partial, grad, 2.0f, 1.0f / 3.0f, lr).ok());
+      ASSERT_TRUE(shared.ApplySum(partial, grad, 2.0f, 1.0f / 3.0f, lr).ok());
+    }
+    ASSERT_EQ(std::vector<float>(shared.state().begin(), shared.state().end()),
+              std::vector<float>(alone.state().begin(), alone.state().end()))
+        << DescribeOptimizer(config);
+    std::vector<float> huge = grad;
+    huge[kN - 1] = 3e38f;  // its square overflows: every optimizer refuses
+    const std::vector<float> before(shared.state().begin(), shared.state().end());
+    EXPECT_EQ(shared.Apply(huge, 1.0f, 0.1f).code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(std::vector<float>(shared.state().begin(), shared.state().end()), before);
+    EXPECT_EQ(shared.updates(), alone.updates());
+    EXPECT_FALSE(IsFiniteInF32(huge, &pool));
+    EXPECT_TRUE(IsFiniteInF32(grad, &pool));
+  }
+}
+
+// The verdict of IsFiniteInF32 with helpers is the one-thread verdict at
+// the edge of FLT_MAX too: the runs' sums are added in run order.
+TEST(ShardStore, IsFiniteInF32WithHelpersJudgesAsAlone) {
+  constexpr size_t kN = 1'000'003;
+  ChunkPool pool(3);
+  for (const double share : {0.99999, 0.999999, 1.0, 1.000001, 1.00001}) {
+    const std::vector<float> values(kN, static_cast<float>(std::sqrt(share * FLT_MAX / kN)));
+    EXPECT_EQ(IsFiniteInF32(values, &pool), IsFiniteInF32(values)) << share;
+  }
+  std::vector<float> values(kN, 1.0f);
+  values[700'001] = NAN;
+  EXPECT_FALSE(IsFiniteInF32(values, &pool));
+}
+
 }  // namespace
 }  // namespace pstrain

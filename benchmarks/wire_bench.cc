@@ -1,0 +1,514 @@
+// wire_bench: PUSH_PULL between a ps process and worker processes, against
+// ZeroMQ echoing the same bytes between processes, in one run, alternated.
+//
+//   wire_bench [--sizes=21840,65536,669706,1048576,16777216] [--workers=1,2,4,8]
+//              [--security=plain,curve] [--rounds=2] [--seconds=2] [--mode=async]
+//              [--ps_server=PATH] [--ps_flags="--update_threads=1;--update_threads=2"]
+//              [--echo_work=none,copy,sgd] [--echo=false] [--timeout_s=120]
+//
+// For every (security, size, workers) cell, `rounds` times: the echo, then
+// PUSH_PULL (A/B/A/B, so that the machine's drift shows in both), each from
+// fresh processes:
+//  - echo: one echo process (a ROUTER with one ZeroMQ I/O thread, as a ps
+//    has) and `workers` client processes (DEALERs). A client sends a header
+//    frame and n floats, as a worker's PUSH_PULL does, and the echo sends the
+//    same frames back once it has all of a message, as a ps answers; the
+//    client copies the payload into its parameter buffer, as PsClient does.
+//    With CURVE it is pstrain's wire: keys from a job secret, the same socket
+//    options (common/transport.h), and the message in the same pieces where
+//    pstrain cuts one (common/pieces.h). No ZAP handler: it checks a peer at
+//    its handshake only, never a message.
+//  - PUSH_PULL: a real `ps_server` process (async by default; sync with
+//    --mode=sync) and `workers` client processes, each a PsClient pushing n
+//    floats of gradient and receiving n floats of parameters per round trip.
+// More systems in the same rounds, for A/B: echoes that work before they
+// answer (--echo_work: copy, or a ps's least update, sgd; EchoWork below),
+// which show what answering with other bytes than the request's costs; and
+// PUSH_PULL once per --ps_flags variant (another flag, or another binary).
+// Every client first makes one round trip and checks what came back (the
+// echo: the bytes it sent; PUSH_PULL: parameters of 1 - 0.125 x version, every
+// push being 0.5 at learning rate 0.25), then waits for the driver's start
+// signal, so that all of a cell's clients time the same seconds; after them
+// it checks the last round trip's reply again.
+//
+// Output: one line per measurement,
+//   RESULT bench=wire system=echo|push_pull security=plain|curve floats=N
+//     bytes_each_way=B workers=W round=R aggregate_bytes_per_s=X
+//     round_trips_per_s_per_worker=Y p50_round_trip_us=Z p10_round_trip_us=T
+// (bytes both ways: n floats out and n back, summed over every client's
+// round trips, each over its own timed seconds; the round trip times are
+// the clients' medians of their own percentiles: on a busy machine the
+// 10th percentile shows the path without the others' load best), then a
+// table with the median of each cell and PUSH_PULL / echo.
+//
+// Processes: the ps is `ps_server` from --ps_server, else the one next to
+// this binary; clients and the echo are this binary (--role). Every process
+// is bounded: a child that misses its --timeout_s is killed, and a child
+// whose driver dies is killed by the kernel (common/child_process.h). A cell
+// that fails is reported (an ERROR line) and the run goes on; the exit code
+// is then 1.
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "benchmarks/wire_bench_driver.h"
+#include "common/clock.h"
+#include "common/exit_codes.h"
+#include "common/logging.h"
+#include "common/pieces.h"
+#include "common/pinned_floats.h"
+#include "common/security.h"
+#include "common/shard_plan.h"
+#include "common/signals.h"
+#include "common/status_macros.h"
+#include "common/transport.h"
+#include "worker/ps_client.h"
+
+ABSL_FLAG(std::string, role, "driver",
+          "driver (the benchmark); echo_server, echo_client, push_pull_client: its children");
+ABSL_FLAG(std::string, sizes, "21840,65536,669706,1048576,16777216",
+          "Floats each way per round trip (87 KB mnist_cnn, 256 KiB, 2.68 MB cnn_large, 4 MiB, "
+          "64 MiB)");
+ABSL_FLAG(std::string, workers, "1,2,4,8", "Concurrent worker processes");
+ABSL_FLAG(std::string, security, "plain,curve",
+          "plain (--insecure), curve (a job secret), or both");
+ABSL_FLAG(bool, echo, true, "Measure the echo (the ratio needs it)");
+ABSL_FLAG(int, rounds, 2, "Echo and PUSH_PULL measurements per cell, alternated");
+ABSL_FLAG(double, seconds, 2.0, "Timed seconds per measurement");
+ABSL_FLAG(std::string, mode, "async", "The ps's update mode: async or sync");
+ABSL_FLAG(std::string, ps_server, "", "The ps_server binary (default: next to this one)");
+ABSL_FLAG(std::string, ps_flags, "",
+          "More flags for ps_server, space-separated; several variants separated by ';' are each "
+          "measured as a PUSH_PULL of its own in every round (A/B: "
+          "'--update_threads=1;--update_threads=2'); ps_server=PATH in a variant runs that binary");
+ABSL_FLAG(double, timeout_s, 120.0, "Longest a measurement's processes may take, timing included");
+// The children's own.
+ABSL_FLAG(std::string, endpoint, "", "echo_client: the echo's endpoint");
+ABSL_FLAG(std::string, echo_work, "none",
+          "What the echo does before it answers: none, copy or sgd (see EchoWork); the driver: a "
+          "comma-separated list, each an echo of its own, the first the ratio's");
+ABSL_FLAG(std::string, cluster_spec, "", "push_pull_client: the cluster spec file");
+ABSL_FLAG(std::string, secret_file, "", "Children: the job secret (CURVE); empty: plaintext");
+ABSL_FLAG(int, rank, 0, "Clients: this worker's rank");
+ABSL_FLAG(int64_t, floats, 0, "Children: floats each way");
+
+namespace pstrain {
+namespace {
+
+// Every push is kGrad at kLearningRate on parameters that start at 1: SGD
+// steps of 0.125, exact in f32, so version v's parameters are 1 - 0.125 v.
+constexpr float kGrad = 0.5f;
+constexpr double kLearningRate = 0.25;
+
+absl::StatusOr<TransportSecurity> SecurityFromFlag() {
+  TransportSecurity security;
+  const std::string path = absl::GetFlag(FLAGS_secret_file);
+  if (path.empty()) return security;
+  ASSIGN_OR_RETURN(JobSecret secret, JobSecret::Load(path));
+  security.secret = secret;
+  return security;
+}
+
+// Blocks until the driver's SIGUSR1 (blocked in main, so it waits here
+// rather than killing); false after `timeout_s`.
+bool WaitForSignal(double timeout_s) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  timespec ts{static_cast<time_t>(timeout_s),
+              static_cast<long>((timeout_s - static_cast<time_t>(timeout_s)) * 1e9)};
+  return sigtimedwait(&set, nullptr, &ts) == SIGUSR1;
+}
+
+// A client's timed part: round trips from the driver's start signal until
+// `seconds` have passed; prints its RESULT line for the driver.
+template <typename RoundTrip>
+absl::Status TimeRoundTrips(double seconds, double timeout_s, RoundTrip round_trip) {
+  std::printf("READY\n");
+  std::fflush(stdout);
+  if (!WaitForSignal(timeout_s)) return absl::DeadlineExceededError("no start signal");
+  std::vector<int64_t> trip_us;
+  const int64_t start = MonotonicMicros();
+  const int64_t end = start + static_cast<int64_t>(seconds * 1e6);
+  for (int64_t t = start; t < end;) {
+    RETURN_IF_ERROR(round_trip());
+    const int64_t now = MonotonicMicros();
+    trip_us.push_back(now - t);
+    t = now;
+  }
+  const double elapsed = (MonotonicMicros() - start) * 1e-6;
+  std::sort(trip_us.begin(), trip_us.end());
+  std::printf("RESULT trips=%zu seconds=%.6f p50_us=%lld p10_us=%lld\n", trip_us.size(), elapsed,
+              static_cast<long long>(trip_us[trip_us.size() / 2]),
+              static_cast<long long>(trip_us[trip_us.size() / 10]));
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+// ---- the echo ---------------------------------------------------------
+
+// What the echo does with a whole message before it answers (--echo_work):
+//  - none: sends the received payload frames back;
+//  - copy: copies them into a buffer of its own and sends that;
+//  - sgd: a ps's least work, next = params - 0.125 x payload (one pass, no
+//    checks) into the one of two buffers no reply still holds, and sends
+//    the new parameters (common/pinned_floats.h, as a ps does).
+// copy and sgd show what a ps's reply costs for being other bytes than the
+// request's: the floor of PUSH_PULL, measured.
+class EchoWork {
+ public:
+  static absl::StatusOr<EchoWork> Create(const std::string& kind, size_t bytes) {
+    if (kind != "none" && kind != "copy" && kind != "sgd") {
+      return absl::InvalidArgumentError(absl::StrCat("--echo_work=", kind, " (none, copy or sgd)"));
+    }
+    return EchoWork(kind, bytes / sizeof(float));
+  }
+
+  // `frames`: header, payload, header, payload ... of one message; the
+  // payloads are replaced by this work's.
+  void Apply(std::vector<zmq::message_t>* frames) {
+    if (kind_ == "none") return;
+    std::shared_ptr<PinnedFloats> next =
+        !spare_->held() ? spare_ : std::make_shared<PinnedFloats>(std::vector<float>(n_));
+    size_t at = 0;
+    for (size_t i = 1; i < frames->size(); i += 2) {
+      zmq::message_t& payload = (*frames)[i];
+      const size_t count = std::min(payload.size() / sizeof(float), n_ - at);
+      const float* in = static_cast<const float*>(payload.data());
+      if (reinterpret_cast<uintptr_t>(in) % alignof(float) != 0) {  // libzmq's small frames
+        scratch_.resize(count);
+        std::memcpy(scratch_.data(), payload.data(), count * sizeof(float));
+        in = scratch_.data();
+      }
+      float* out = next->data().data() + at;
+      if (kind_ == "copy") {
+        std::memcpy(out, in, count * sizeof(float));
+      } else {
+        const float* p = params_->data().data() + at;
+        for (size_t j = 0; j < count; ++j) out[j] = p[j] - 0.125f * in[j];
+      }
+      payload = PinnedFloats::Frame(next, at, count);
+      at += count;
+    }
+    if (kind_ == "sgd") {
+      spare_ = params_;
+      params_ = next;
+    } else {
+      spare_ = next;
+    }
+  }
+
+ private:
+  EchoWork(std::string kind, size_t n)
+      : kind_(std::move(kind)),
+        n_(n),
+        params_(std::make_shared<PinnedFloats>(std::vector<float>(n, 1.0f))),
+        spare_(std::make_shared<PinnedFloats>(std::vector<float>(n, 1.0f))) {}
+
+  std::string kind_;
+  size_t n_;
+  std::shared_ptr<PinnedFloats> params_, spare_;
+  std::vector<float> scratch_;
+};
+
+absl::Status RunEchoServer() {
+  ASSIGN_OR_RETURN(const TransportSecurity security, SecurityFromFlag());
+  const size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_floats)) * sizeof(float);
+  const uint32_t parts = PiecesFor(bytes, security.secure()).parts;
+  const int64_t deadline =
+      MonotonicMicros() + static_cast<int64_t>(absl::GetFlag(FLAGS_timeout_s) * 1e6);
+  SocketOptions options;
+  UseCurveServer(security, "ps:0", &options);
+  zmq::context_t context(1);
+  ASSIGN_OR_RETURN(zmq::socket_t router, BindRouter(context, "tcp://127.0.0.1:*", options));
+  std::printf("ENDPOINT %s\n", router.get(zmq::sockopt::last_endpoint).c_str());
+  std::fflush(stdout);
+  // Each peer's frames (header, payload, ...) until its message's last piece.
+  std::map<std::string, std::vector<zmq::message_t>> held;
+  ASSIGN_OR_RETURN(EchoWork work, EchoWork::Create(absl::GetFlag(FLAGS_echo_work), bytes));
+  zmq::socket_t* sockets[] = {&router};
+  try {
+    while (ShutdownSignal() == 0 && MonotonicMicros() < deadline) {
+      const absl::StatusOr<std::vector<bool>> readable = PollReadable(sockets, 100);
+      if (!readable.ok() && absl::IsCancelled(readable.status())) continue;  // a signal: see above
+      RETURN_IF_ERROR(readable.status());
+      if (!(*readable)[0]) continue;
+      for (;;) {
+        zmq::message_t id;
+        if (!router.recv(id, zmq::recv_flags::dontwait)) break;
+        std::vector<zmq::message_t>& frames = held[id.to_string()];
+        for (bool more = id.more(); more;) {
+          zmq::message_t frame;
+          (void)router.recv(frame);  // a message's frames arrive together
+          more = frame.more();
+          frames.push_back(std::move(frame));
+        }
+        if (frames.size() < 2 * parts) continue;
+        work.Apply(&frames);
+        // Back as a ps answers: [identity, header, payload] per piece.
+        for (size_t i = 0; i + 1 < frames.size(); i += 2) {
+          zmq::message_t to;
+          to.copy(id);
+          (void)router.send(to, zmq::send_flags::sndmore);
+          (void)router.send(frames[i], zmq::send_flags::sndmore);
+          (void)router.send(frames[i + 1], zmq::send_flags::none);
+        }
+        frames.clear();
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    return absl::InternalError(absl::StrCat("echo: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+// The header a worker's PUSH_PULL of `floats` carries (piece `part` of
+// `layout`), serialized: the echo sends these bytes as its header frame.
+std::string EchoHeader(int rank, int64_t floats, const PieceLayout& layout, uint32_t part) {
+  proto::Header h;
+  h.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
+  h.set_job_id(0x1234567890abcdefULL);
+  h.set_type(proto::PUSH_PULL);
+  h.mutable_sender()->set_type(proto::WORKER);
+  h.mutable_sender()->set_index(rank);
+  h.set_rank(rank);
+  h.set_session(0xfedcba9876543210ULL);
+  h.set_request_id(123456);
+  h.set_plan_fingerprint(0x0123456789abcdefULL);
+  h.set_num_shards(1);
+  h.set_range_end(static_cast<uint64_t>(floats));
+  h.set_step(123456);
+  h.set_version(123456);
+  h.set_num_examples(128);
+  if (layout.parts > 1) {
+    h.set_parts(layout.parts);
+    h.set_part(part);
+    h.set_piece_bytes(layout.piece_bytes);
+  }
+  return h.SerializeAsString();
+}
+
+absl::Status RunEchoClient() {
+  ASSIGN_OR_RETURN(const TransportSecurity security, SecurityFromFlag());
+  const int rank = absl::GetFlag(FLAGS_rank);
+  const int64_t n = absl::GetFlag(FLAGS_floats);
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  const PieceLayout layout = PiecesFor(bytes, security.secure());
+  std::vector<std::string> headers;
+  for (uint32_t k = 0; k < layout.parts; ++k) headers.push_back(EchoHeader(rank, n, layout, k));
+  SocketOptions options;
+  UseCurveClient(security, absl::StrCat("worker:", rank), "ps:0", &options);
+  zmq::context_t context(1);
+  ASSIGN_OR_RETURN(zmq::socket_t dealer,
+                   ConnectDealer(context, absl::GetFlag(FLAGS_endpoint), options));
+  dealer.set(zmq::sockopt::rcvtimeo, static_cast<int>(timeout_s * 1000));
+  std::vector<float> out(static_cast<size_t>(n)), in(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<float>(i % 1000 + rank);
+  char* const to = reinterpret_cast<char*>(in.data());
+  char* const from = reinterpret_cast<char*>(out.data());
+  auto round_trip = [&]() -> absl::Status {
+    try {
+      for (uint32_t k = 0; k < layout.parts; ++k) {
+        // As PsClient sends: the header copied, the payload without a copy.
+        zmq::message_t head(headers[k].data(), headers[k].size());
+        (void)dealer.send(head, zmq::send_flags::sndmore);
+        zmq::message_t body(from + k * layout.piece_bytes, layout.Bytes(k, bytes), nullptr,
+                            nullptr);
+        (void)dealer.send(body, zmq::send_flags::none);
+      }
+      for (uint32_t k = 0; k < layout.parts; ++k) {
+        zmq::message_t head, body;
+        if (!dealer.recv(head) || !head.more() || !dealer.recv(body)) {
+          return absl::DeadlineExceededError("the echo did not answer");
+        }
+        if (body.size() != layout.Bytes(k, bytes)) return absl::DataLossError("a short echo");
+        std::memcpy(to + k * layout.piece_bytes, body.data(), body.size());
+      }
+    } catch (const zmq::error_t& e) {
+      return absl::InternalError(absl::StrCat("echo client: ", e.what()));
+    }
+    return absl::OkStatus();
+  };
+  auto check = [&]() -> absl::Status {
+    if (std::memcmp(in.data(), out.data(), bytes) != 0) {
+      return absl::DataLossError("the echo came back changed");
+    }
+    std::fill(in.begin(), in.end(), 0.0f);
+    return absl::OkStatus();
+  };
+  // The sgd echo answers with parameters, not the bytes sent: nothing to
+  // compare them with.
+  const bool same_bytes = absl::GetFlag(FLAGS_echo_work) != "sgd";
+  RETURN_IF_ERROR(round_trip());
+  if (same_bytes) RETURN_IF_ERROR(check());
+  RETURN_IF_ERROR(TimeRoundTrips(absl::GetFlag(FLAGS_seconds), timeout_s, round_trip));
+  return same_bytes ? check() : absl::OkStatus();
+}
+
+// ---- PUSH_PULL --------------------------------------------------------
+
+// Parameters of version `version`, all of them (see kGrad).
+absl::Status CheckParams(const std::vector<float>& params, int64_t version) {
+  const float want = static_cast<float>(1.0 - 0.125 * static_cast<double>(version));
+  if (version < 1) return absl::DataLossError(absl::StrCat("version ", version, " back"));
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i] != want) {
+      return absl::DataLossError(absl::StrCat("parameter ", i, " is ", params[i], " at version ",
+                                              version, "; ", want, " expected"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunPushPullClient() {
+  ASSIGN_OR_RETURN(const ClusterSpec spec,
+                   ClusterSpec::FromFile(absl::GetFlag(FLAGS_cluster_spec)));
+  const int rank = absl::GetFlag(FLAGS_rank);
+  const int64_t n = absl::GetFlag(FLAGS_floats);
+  const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  PsClientOptions options;
+  ASSIGN_OR_RETURN(options.security, SecurityFromFlag());
+  options.connect_timeout_s = timeout_s;
+  options.rpc_timeout_s = timeout_s;
+  options.peer_timeout_s = timeout_s;
+  ASSIGN_OR_RETURN(const ShardPlan plan,
+                   ShardPlan::Create("wire_bench", {{"w", n}}, 1, ShardStrategy::kBalanced));
+  ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
+                   PsClient::Create(spec, spec.TaskForRank(rank), plan, options));
+  RETURN_IF_ERROR(client->WaitForServers());
+  std::vector<float> params(static_cast<size_t>(n), 1.0f), grads(static_cast<size_t>(n), kGrad);
+  if (rank == 0) {
+    proto::JobConfig job;
+    job.set_mode(absl::GetFlag(FLAGS_mode) == "sync" ? proto::SYNC : proto::ASYNC);
+    job.set_num_workers(spec.num_workers());
+    job.set_learning_rate(kLearningRate);
+    RETURN_IF_ERROR(client->Init(job, params));
+  } else {
+    RETURN_IF_ERROR(client->Register(timeout_s).status());
+  }
+  const std::vector<EncodedShard> pushed = {
+      {proto::F32, 0, {reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float)}}};
+  std::vector<int64_t> versions = {0};
+  std::vector<ShardReply> replies;
+  int64_t step = 0;
+  auto round_trip = [&]() -> absl::Status {
+    RETURN_IF_ERROR(
+        client->PushPull(step++, versions, 128, pushed, absl::MakeSpan(params), &replies));
+    versions[0] = replies[0].version;
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(round_trip());
+  RETURN_IF_ERROR(CheckParams(params, versions[0]));
+  RETURN_IF_ERROR(TimeRoundTrips(absl::GetFlag(FLAGS_seconds), timeout_s, round_trip));
+  RETURN_IF_ERROR(CheckParams(params, versions[0]));
+  if (rank != 0) return absl::OkStatus();
+  // The chief ends the ps once the driver says every client is done.
+  if (!WaitForSignal(timeout_s)) return absl::DeadlineExceededError("no end signal");
+  return client->Shutdown();
+}
+
+// ---- the driver -------------------------------------------------------
+
+absl::StatusOr<std::vector<int64_t>> ParseList(const std::string& flag, const std::string& text) {
+  std::vector<int64_t> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", part, "' is not a positive integer"));
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
+  return out;
+}
+
+absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
+  WireBenchOptions o;
+  ASSIGN_OR_RETURN(o.sizes, ParseList("sizes", absl::GetFlag(FLAGS_sizes)));
+  ASSIGN_OR_RETURN(std::vector<int64_t> workers,
+                   ParseList("workers", absl::GetFlag(FLAGS_workers)));
+  for (int64_t w : workers) {
+    if (w > 256) return absl::InvalidArgumentError("--workers: at most 256");
+    o.workers.push_back(static_cast<int>(w));
+  }
+  for (absl::string_view s :
+       absl::StrSplit(absl::GetFlag(FLAGS_security), ',', absl::SkipEmpty())) {
+    if (s != "plain" && s != "curve") {
+      return absl::InvalidArgumentError(absl::StrCat("--security: '", s, "' (plain or curve)"));
+    }
+    o.securities.emplace_back(s);
+  }
+  if (o.securities.empty()) return absl::InvalidArgumentError("--security is empty");
+  o.echo_works.clear();
+  if (absl::GetFlag(FLAGS_echo)) {
+    o.echo_works = absl::StrSplit(absl::GetFlag(FLAGS_echo_work), ',', absl::SkipEmpty());
+    if (o.echo_works.empty()) return absl::InvalidArgumentError("--echo_work is empty");
+    for (const std::string& w : o.echo_works) RETURN_IF_ERROR(EchoWork::Create(w, 0).status());
+  }
+  const std::string ps_flags = absl::GetFlag(FLAGS_ps_flags);
+  o.ps_variants.clear();
+  for (absl::string_view v : absl::StrSplit(ps_flags, ';')) {
+    o.ps_variants.push_back(absl::StrSplit(v, ' ', absl::SkipEmpty()));
+  }
+  o.rounds = absl::GetFlag(FLAGS_rounds);
+  o.seconds = absl::GetFlag(FLAGS_seconds);
+  o.timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  o.mode = absl::GetFlag(FLAGS_mode);
+  if (o.rounds < 1 || o.seconds <= 0 || o.timeout_s <= o.seconds) {
+    return absl::InvalidArgumentError("--rounds >= 1, --seconds > 0 and --timeout_s > --seconds");
+  }
+  if (o.mode != "async" && o.mode != "sync")
+    return absl::InvalidArgumentError("--mode: async or sync");
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len <= 0) return absl::InternalError("cannot find this binary (/proc/self/exe)");
+  o.self = std::string(self, static_cast<size_t>(len));
+  o.ps_server = absl::GetFlag(FLAGS_ps_server);
+  if (o.ps_server.empty()) o.ps_server = o.self.substr(0, o.self.rfind('/') + 1) + "ps_server";
+  if (access(o.ps_server.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("no ps_server binary at ", o.ps_server, " (--ps_server)"));
+  }
+  return o;
+}
+
+absl::Status RunRole(const std::string& role) {
+  if (role == "echo_server") return RunEchoServer();
+  if (role == "echo_client") return RunEchoClient();
+  if (role == "push_pull_client") return RunPushPullClient();
+  if (role != "driver") return absl::InvalidArgumentError(absl::StrCat("--role=", role, "?"));
+  ASSIGN_OR_RETURN(const WireBenchOptions options, OptionsFromFlags());
+  return RunWireBench(options);
+}
+
+}  // namespace
+}  // namespace pstrain
+
+int main(int argc, char** argv) {
+  // The driver's start and end signals are waited for, never delivered:
+  // blocked before any thread starts, so every thread inherits the mask.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  absl::ParseCommandLine(argc, argv);
+  pstrain::InitLogging(argv[0]);
+  pstrain::InstallShutdownHandlers();
+  return pstrain::ExitWith("wire_bench", pstrain::RunRole(absl::GetFlag(FLAGS_role)));
+}

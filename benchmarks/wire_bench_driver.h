@@ -1,0 +1,40 @@
+#pragma once
+
+// wire_bench's driver (benchmarks/wire_bench.cc says what it measures):
+// starts each measurement's processes, gives their clients one start
+// signal, collects their RESULT lines, ends and reaps every process within
+// its time, and prints a RESULT line per measurement and the table.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace pstrain {
+
+struct WireBenchOptions {
+  std::vector<int64_t> sizes;           // floats each way
+  std::vector<int> workers;             // client processes per measurement
+  std::vector<std::string> securities;  // "plain", "curve"
+  // The echoes to measure, by what each does before it answers (none,
+  // copy, sgd: wire_bench.cc's EchoWork); the first is what PUSH_PULL is
+  // set against. Empty: no echo.
+  std::vector<std::string> echo_works = {"none"};
+  // PUSH_PULL once per entry, ps_server given the entry's flags: each a
+  // system of its own, in every round (A/B/C...). Default: one, no flags.
+  std::vector<std::vector<std::string>> ps_variants = {{}};
+  int rounds = 2;              // echo, PUSH_PULL, echo, PUSH_PULL, ...
+  double seconds = 2.0;        // timed per measurement
+  double timeout_s = 120.0;    // per measurement, start to reaped
+  std::string mode = "async";  // the ps's
+  std::string self;            // wire_bench (its children's binary)
+  std::string ps_server;       // the ps_server binary
+};
+
+// Runs every measurement; a failed one is reported on stdout (an ERROR
+// line naming it and what its processes said) and the run goes on.
+// Internal when any failed.
+absl::Status RunWireBench(const WireBenchOptions& options);
+
+}  // namespace pstrain
