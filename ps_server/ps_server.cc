@@ -299,9 +299,9 @@ void PsServer::Send(std::vector<Reply>* replies) {
     const PieceLayout layout = r.with_params && r.payload == nullptr
                                    ? PiecesFor(body_bytes, security_.secure())
                                    : PieceLayout();
-    const absl::Status s = layout.parts > 1
-                               ? SendPieces(identity, r.header, layout, body_bytes)
-                               : SendRoutedFrame(socket_, identity, r.header, std::move(body));
+    const absl::Status s =
+        layout.parts > 1 ? SendPieces(identity, r.header, layout, body_bytes, r.previous_params)
+                         : SendRoutedFrame(socket_, identity, r.header, std::move(body));
     if (!s.ok() && r.notice) continue;  // that worker is gone: nobody to tell
     if (!s.ok()) {
       ++send_failures_;
@@ -315,7 +315,7 @@ void PsServer::Send(std::vector<Reply>* replies) {
 }
 
 absl::Status PsServer::SendPieces(const zmq::message_t& identity, const proto::Header& header,
-                                  const PieceLayout& layout, size_t bytes) {
+                                  const PieceLayout& layout, size_t bytes, bool previous) {
   const RequestHandler* shard = shards_.Serving(header.shard_index());
   if (shard == nullptr) return absl::InternalError("the shard is not served here");
   proto::Header piece = header;
@@ -324,9 +324,9 @@ absl::Status PsServer::SendPieces(const zmq::message_t& identity, const proto::H
   for (uint32_t k = 0; k < layout.parts; ++k) {
     piece.set_part(k);
     const size_t begin = k * layout.piece_bytes / sizeof(float);
+    const size_t count = layout.Bytes(k, bytes) / sizeof(float);
     RETURN_IF_ERROR(
-        SendRoutedFrame(socket_, identity, piece,
-                        shard->ParamsFrame(begin, layout.Bytes(k, bytes) / sizeof(float))));
+        SendRoutedFrame(socket_, identity, piece, shard->ParamsFrame(begin, count, previous)));
   }
   return absl::OkStatus();
 }
@@ -339,7 +339,7 @@ zmq::message_t PsServer::ReplyBody(Reply& r) {
   // Parameters go out from the shard's own buffer, without a copy
   // (RequestHandler::ParamsFrame).
   const RequestHandler* shard = shards_.Serving(r.header.shard_index());
-  if (shard != nullptr) return shard->ParamsFrame();
+  if (shard != nullptr) return shard->ParamsFrame(r.previous_params);
   // Cannot happen: a reply with parameters comes from a shard served here.
   // Sent as a refusal rather than without its parameters.
   LOG(ERROR) << task_.ToString() << ": no shard " << r.header.shard_index()

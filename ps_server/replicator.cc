@@ -10,8 +10,12 @@ namespace pstrain {
 namespace {
 
 // A reply that shows a state (parameters) or says a gradient was applied.
+// Not one with the previous version's parameters: the standby had that
+// state before any worker saw it, and the next update writes into its
+// buffer, so it goes out at once (Reply::previous_params).
 bool ShowsState(const Reply& r) {
   if (r.header.has_error() && r.header.error().code() != 0) return false;
+  if (r.previous_params) return false;
   return r.with_params || r.header.type() == proto::PUSH || r.header.type() == proto::PUSH_PULL;
 }
 

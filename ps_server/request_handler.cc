@@ -124,16 +124,18 @@ absl::Span<const float> RequestHandler::params() const {
   return policy_->store().params();
 }
 
-zmq::message_t RequestHandler::ParamsFrame() const {
+zmq::message_t RequestHandler::ParamsFrame(bool previous) const {
   CHECK(initialized());
-  return PinnedFloats::Frame(policy_->store().pinned_state(), 0,
-                             static_cast<size_t>(policy_->store().size()));
+  return ParamsFrame(0, static_cast<size_t>(policy_->store().size()), previous);
 }
 
-zmq::message_t RequestHandler::ParamsFrame(size_t begin, size_t count) const {
+zmq::message_t RequestHandler::ParamsFrame(size_t begin, size_t count, bool previous) const {
   CHECK(initialized());
   CHECK_LE(begin + count, static_cast<size_t>(policy_->store().size()));
-  return PinnedFloats::Frame(policy_->store().pinned_state(), begin, count);
+  CHECK(!previous || policy_->HoldsPreviousVersion());
+  const ShardStore& store = policy_->store();
+  return PinnedFloats::Frame(previous ? store.pinned_previous_state() : store.pinned_state(), begin,
+                             count);
 }
 
 int64_t RequestHandler::version() const { return initialized() ? policy_->version() : 0; }
@@ -669,9 +671,27 @@ void RequestHandler::HandlePull(const std::string& peer, const Message& m, std::
         "PULL for version ", h.version(), ": at most the next version can be waited for")), out);
   }
   policy_->NoteSteps(h.rank(), h.step());
+  if (h.exact_version() && h.version() == policy_->version() - 1 &&
+      policy_->HoldsPreviousVersion()) {
+    return ServePrevious(peer, h, out);
+  }
   ServeOrPark({peer, MakeReply(h)}, {h.rank(), h.step(), h.version()}, out);
   // SSP: this rank's clock may have been the slowest.
   if (job_.mode() == proto::SSP) ReleaseParkedPulls(out);
+}
+
+void RequestHandler::ServePrevious(const std::string& peer, const proto::Header& h,
+                                   std::vector<Reply>* out) {
+  LOG(INFO) << "rank " << h.rank() << " pulls version " << h.version()
+            << " at version " << policy_->version()
+            << ": the previous version's parameters (a restarted worker repeating the step "
+               "its predecessor pushed to some shards only)";
+  stats_.set_pulls_served(stats_.pulls_served() + 1);
+  Reply reply{peer, MakeReply(h), true, /*record=*/true};
+  reply.previous_params = true;
+  reply.header.set_version(h.version());
+  reply.header.set_min_clock(policy_->MinClock());
+  out->push_back(std::move(reply));
 }
 
 void RequestHandler::ServeOrPark(Parked parked, const PullRequest& pull, std::vector<Reply>* out) {

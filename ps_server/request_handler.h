@@ -102,6 +102,10 @@ struct Reply {
   std::shared_ptr<const std::vector<float>> payload = nullptr;
   // Unsolicited (a SHUTDOWN notice): its receiver may be long gone.
   bool notice = false;
+  // with_params: the previous version's instead (a PULL with
+  // exact_version; UpdatePolicy::HoldsPreviousVersion). Sent at once,
+  // never held back: the next update writes into that buffer.
+  bool previous_params = false;
 };
 
 struct RequestHandlerOptions {
@@ -215,11 +219,12 @@ class RequestHandler {
   absl::Span<const float> params() const;
   // The parameters as a message frame sent without a copy: the buffer is
   // not written while ZeroMQ holds it (common/pinned_floats.h).
-  // REQUIRES: initialized().
-  zmq::message_t ParamsFrame() const;
+  // `previous`: the previous version's (Reply::previous_params).
+  // REQUIRES: initialized(); previous: policy's HoldsPreviousVersion().
+  zmq::message_t ParamsFrame(bool previous = false) const;
   // Floats [begin, begin + count) of them, the same way (a reply in
-  // pieces). REQUIRES: initialized(), the range inside the shard.
-  zmq::message_t ParamsFrame(size_t begin, size_t count) const;
+  // pieces). REQUIRES: as above, the range inside the shard.
+  zmq::message_t ParamsFrame(size_t begin, size_t count, bool previous = false) const;
   int64_t version() const;
   // Optimizer steps the shard has taken. REQUIRES: initialized().
   int64_t updates() const;
@@ -287,6 +292,9 @@ class RequestHandler {
   void MaybeReleaseBarrier(const std::string& name, std::vector<Reply>* out);
 
   void ServeOrPark(Parked parked, const PullRequest& pull, std::vector<Reply>* out);
+  // Answers PULL `h` (exact_version, for version() - 1) with the previous
+  // version's parameters. REQUIRES: policy_->HoldsPreviousVersion().
+  void ServePrevious(const std::string& peer, const proto::Header& h, std::vector<Reply>* out);
   void ReleaseParkedPulls(std::vector<Reply>* out);
   void RecordPush(int rank, const PushOutcome& outcome);
   void RecordReplies(const std::vector<Reply>& out, size_t from);

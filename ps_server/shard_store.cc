@@ -322,11 +322,13 @@ absl::Status ShardStore::Update(const G& grad, float lr) {
   }
   for (int k = 0; k < written; ++k) {
     if (!sums[k].Finite()) {
+      previous_ = state_;  // unchanged by this update
       return absl::FailedPreconditionError(
           "the update would make the shard non-finite in f32; not applied");
     }
   }
   state_.swap(next_state_);
+  previous_ = next_state_;  // the state this update read, written by the next one
   ++updates_;
   return absl::OkStatus();
 }

@@ -88,6 +88,13 @@ class ShardStore {
   absl::Span<const float> slot(int k) const;
   int64_t updates() const { return updates_; }
   const OptimizerConfig& config() const { return config_; }
+  // The state before the last update (Apply, ApplySum): the current one
+  // when that update was refused; null before this store's first update.
+  // It is the buffer the next update writes into when no message holds it
+  // (the double buffer below), so keeping it costs nothing, and it is
+  // valid until the next update. A sync shard answers a pull for its
+  // previous version from it.
+  const std::shared_ptr<PinnedFloats>& pinned_previous_state() const { return previous_; }
 
   // Applies one optimizer step with gradient `grad` scaled by `grad_scale`
   // (an average's 1/weight) and learning rate `lr`. FailedPrecondition,
@@ -124,6 +131,7 @@ class ShardStore {
   // an update does not write (SGD's buffer without momentum) is the same
   // in both.
   std::shared_ptr<PinnedFloats> next_state_;
+  std::shared_ptr<PinnedFloats> previous_;  // next_state_ or state_; see pinned_previous_state
   int64_t updates_ = 0;
   // Update's sums of squares of each block it wrote (scratch).
   std::vector<std::array<float, 32>> block_lanes_;

@@ -23,6 +23,7 @@ class SyncPolicy final : public UpdatePolicy {
         backup_(job.backup_workers()),
         total_steps_(job.total_steps()),
         pushed_(job.num_workers(), false),
+        pushed_before_(job.num_workers(), false),
         active_(job.num_workers(), true),
         accum_(store_->size(), 0.0f),
         held_(job.num_workers()),
@@ -33,6 +34,12 @@ class SyncPolicy final : public UpdatePolicy {
     if (version > version_) {
       return absl::InvalidArgumentError(
           absl::StrCat("gradient computed on version ", version, ", a version from the future"));
+    }
+    // Its gradient for the version just applied was in it: a restarted
+    // worker's repeat of the step, for the shards its predecessor died
+    // before pushing to (even after the last version: it is no straggler).
+    if (version == version_ - 1 && pushed_before_[rank]) {
+      return PushOutcome{PushResult::kDuplicate, 1};
     }
     // After the job's last version nothing may change the parameters (a
     // straggler that saw another shard finish may still push here).
@@ -73,6 +80,9 @@ class SyncPolicy final : public UpdatePolicy {
   bool CanServe(const PullRequest& pull) const override { return version_ >= pull.min_version; }
   int64_t MinClock() const override { return version_; }
   int64_t unordered_sums() const override { return unordered_sums_; }
+  // Every version is one store update (ApplyAverage), so the store's
+  // previous state is the previous version's once this policy applied one.
+  bool HoldsPreviousVersion() const override { return store_->pinned_previous_state() != nullptr; }
   std::vector<int64_t> Clocks() const override {
     std::vector<int64_t> clocks(pushed_.size(), version_);
     for (size_t r = 0; r < pushed_.size(); ++r) clocks[r] += pushed_[r] ? 1 : 0;
@@ -220,6 +230,7 @@ class SyncPolicy final : public UpdatePolicy {
     const float lr = static_cast<float>(schedule_.At(version_));
     const bool applied = last.empty() ? store_->Apply(partial, scale, lr).ok()
                                       : store_->ApplySum(partial, last, weight, scale, lr).ok();
+    pushed_before_.swap(pushed_);
     std::fill(pushed_.begin(), pushed_.end(), false);
     std::fill(is_held_.begin(), is_held_.end(), false);
     accum_empty_ = true;
@@ -235,7 +246,8 @@ class SyncPolicy final : public UpdatePolicy {
   LrSchedule schedule_;  // of the version being applied
   int backup_;
   int64_t total_steps_;  // versions the job applies; 0: no limit
-  std::vector<bool> pushed_;
+  std::vector<bool> pushed_;         // [rank] its gradient for version_ is in
+  std::vector<bool> pushed_before_;  // [rank] its gradient for version_ - 1 was
   std::vector<bool> active_;
   int num_pushed_ = 0;
   int64_t weight_ = 0;

@@ -12,7 +12,13 @@
 //    version is dropped: "late" with backup workers (it missed its
 //    version's cut, however far behind), "stale" without. Once the job's
 //    last version (JobConfig.total_steps, if set) is applied, every push is
-//    dropped as late. Pulls for version > current wait.
+//    dropped as late. Pulls for version > current wait. A rank's second
+//    gradient for the version just applied, which had its first, is a
+//    duplicate: a restarted worker repeating the step its predecessor died
+//    pushing (it reached some shards only). That worker computes the step
+//    on the previous version's parameters, which the shard keeps
+//    (ShardStore::pinned_previous_state), so that its gradient for the
+//    shards that lack it is the one its predecessor would have sent.
 //  - AsyncPolicy (async, s = infinity; ssp, 0 <= s < infinity): every
 //    gradient is applied on arrival and the version moves by one; its
 //    staleness (current version - version it was computed on) is recorded
@@ -49,8 +55,9 @@ enum class PushResult {
   kLate,         // dropped: sync with backup workers, arrived after the cut
   kEmpty,        // async: zero examples, nothing to apply
   kRefused,      // async: the update would make the shard non-finite; not applied
-  kDuplicate,    // sync: this rank's gradient for this version is in already (a
-                 // restarted worker repeating its step); not applied twice
+  kDuplicate,    // sync: this rank's gradient for this version (or for the version
+                 // just applied) is in already (a restarted worker repeating its
+                 // step); not applied twice
 };
 
 struct PushOutcome {
@@ -75,7 +82,8 @@ class UpdatePolicy {
   // Applies or accumulates the gradient of worker `rank` for its step
   // `step`, computed on `version`, averaged over `num_examples` examples.
   // InvalidArgument for a version from the future. A second push by the
-  // same worker to the same sync version is kDuplicate, not applied.
+  // same worker to the same sync version, or to the one just applied with
+  // its first, is kDuplicate, not applied.
   // REQUIRES: grad.size() == store size, 0 <= rank < num_workers.
   virtual absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
                                            absl::Span<const float> grad, int num_examples) = 0;
@@ -112,6 +120,11 @@ class UpdatePolicy {
   // Sync: how many gradients were summed on arrival rather than in rank
   // order (ShardStats.unordered_sums); 0 for the other modes.
   virtual int64_t unordered_sums() const { return 0; }
+
+  // Sync: whether store().pinned_previous_state() holds the parameters of
+  // version() - 1 (false at version 0 and after Resume, whose store has no
+  // previous state). False for the other modes.
+  virtual bool HoldsPreviousVersion() const { return false; }
 
   // Continues from a checkpoint: the version and, for async/ssp, the
   // clocks it recorded (ignored in sync, where they equal the version).

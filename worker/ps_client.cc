@@ -563,6 +563,20 @@ absl::Status PsClient::Pull(int64_t step, absl::Span<const int64_t> min_versions
   return absl::OkStatus();
 }
 
+absl::Status PsClient::PullVersion(int64_t step, int64_t version, absl::Span<float> params,
+                                   std::vector<ShardReply>* replies) {
+  CHECK_EQ(static_cast<int64_t>(params.size()), plan_.total_size());
+  const std::vector<int64_t> versions(static_cast<size_t>(plan_.num_shards()), version);
+  std::vector<Call> calls = ShardCalls(proto::PULL, step, versions);
+  for (Call& c : calls) {
+    c.params = params;
+    c.header.set_exact_version(true);
+  }
+  RETURN_IF_ERROR(Exchange(&calls));
+  CollectReplies(calls, replies);
+  return absl::OkStatus();
+}
+
 absl::Status PsClient::PushPull(int64_t step, absl::Span<const int64_t> computed_on,
                                 int num_examples, absl::Span<const EncodedShard> grads,
                                 absl::Span<float> params, std::vector<ShardReply>* replies) {

@@ -169,6 +169,13 @@ class PsClient {
   // `params` (the full flat vector). `step` is this worker's clock.
   absl::Status Pull(int64_t step, absl::Span<const int64_t> min_versions, absl::Span<float> params,
                     std::vector<ShardReply>* replies);
+  // Fetches every shard's parameters of `version` itself (Header.
+  // exact_version): a sync shard one version past it sends its previous
+  // version's; one that no longer holds them (restored since) sends its
+  // current ones, and (*replies)[k].version says so. A shard not at
+  // `version` yet is waited for.
+  absl::Status PullVersion(int64_t step, int64_t version, absl::Span<float> params,
+                           std::vector<ShardReply>* replies);
 
   // Pushes `grads` (grads[k]: shard k's gradient, encoded; computed at
   // `step` on versions `computed_on`, averaged over `num_examples`) and

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "common/clock.h"
 #include "common/file_util.h"
@@ -439,12 +440,48 @@ absl::Status WorkerRuntime::FinishPushedStep() {
   return absl::OkStatus();
 }
 
+bool WorkerRuntime::StepPartlyPushed() const {
+  if (options_.train.mode != proto::SYNC) return false;
+  bool in_somewhere = false;
+  for (const int64_t clock : pull_versions_) {
+    if (clock != global_step_ && clock != global_step_ + 1) return false;
+    in_somewhere = in_somewhere || clock == global_step_ + 1;
+  }
+  return in_somewhere;
+}
+
+absl::Status WorkerRuntime::PullForPartlyPushedStep() {
+  LOG(WARNING) << "step " << global_step_ << "'s gradient of this rank is in on some shards only "
+               << "(clocks " << absl::StrJoin(pull_versions_, ", ")
+               << "): the process before this one died while pushing it; computing it again on "
+               << "version " << global_step_ << " of every shard";
+  RETURN_IF_ERROR(client_->PullVersion(global_step_, global_step_, params_, &replies_));
+  UpdateVersions(replies_);
+  std::vector<int> moved_on;
+  for (int k = 0; k < static_cast<int>(versions_.size()); ++k) {
+    if (versions_[k] == global_step_) continue;
+    moved_on.push_back(k);
+    // Pushed as the step's gradient all the same: the shard counts it
+    // once (a duplicate), and the next replies are one version again.
+    versions_[k] = global_step_;
+  }
+  if (!moved_on.empty()) {
+    LOG(WARNING) << "shard(s) " << absl::StrJoin(moved_on, ", ") << " no longer hold version "
+                 << global_step_ << "'s parameters (restored since): step " << global_step_
+                 << "'s gradient is computed on their newer ones, and differs from the one the "
+                 << "uninterrupted run pushed";
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WorkerRuntime::Resume() {
   if (CanFinishPushedStep()) {
     // The other shards have this step's gradient: recomputing it on their
     // newer parameters would not give the same one.
     return FinishPushedStep();
   }
+  // The process before this one died between its pushes of this step.
+  if (StepPartlyPushed()) return PullForPartlyPushedStep();
   RETURN_IF_ERROR(client_->Pull(global_step_, pull_versions_, params_, &replies_));
   UpdateVersions(replies_);
   return absl::OkStatus();

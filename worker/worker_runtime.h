@@ -312,6 +312,14 @@ class WorkerRuntime {
   // from its standby lost that gradient), and if so, sends it to those.
   bool CanFinishPushedStep() const;
   absl::Status FinishPushedStep();
+  // Sync, after joining: whether this rank's gradient of global_step_ is
+  // in on some shards (their clock is one past it) and not on others: the
+  // process before this one died between its pushes. If so, pulls that
+  // version's parameters from every shard (those past it keep them), so
+  // that the step's gradient is computed again exactly; the shards that
+  // have it count the repeat once (PushResult::kDuplicate).
+  bool StepPartlyPushed() const;
+  absl::Status PullForPartlyPushedStep();
   void RecordRecovery(proto::Recovery recovery);
   absl::Status AddRecoveries(proto::RunSummary* summary) const;
   void UpdateVersions(const std::vector<ShardReply>& replies);

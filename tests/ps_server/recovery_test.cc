@@ -36,6 +36,27 @@ class RecoveryTest : public RequestHandlerTest {
     return Send(rank, WithPayload(h, {}));
   }
 
+  // A PUSH_PULL of `value`s by `rank`'s client `session` for sync step
+  // (and version) `step`.
+  std::vector<Reply> PushAs(int rank, uint64_t session, int64_t step, float value) {
+    proto::Header h = Base(proto::PUSH_PULL, rank);
+    h.set_session(session);
+    h.set_step(step);
+    h.set_version(step);
+    h.set_num_examples(1);
+    return Send(rank, WithPayload(h, std::vector<float>(kSize, value)));
+  }
+
+  // A PULL of version `version` itself (Header.exact_version).
+  std::vector<Reply> PullExactly(int rank, uint64_t session, int64_t version) {
+    proto::Header h = Base(proto::PULL, rank);
+    h.set_session(session);
+    h.set_step(version);
+    h.set_version(version);
+    h.set_exact_version(true);
+    return Send(rank, WithPayload(h, {}));
+  }
+
   std::vector<int> declared_;
 };
 
@@ -124,6 +145,49 @@ TEST_F(RecoveryTest, ARestartedWorkerContinuesAfterTheStepItsPredecessorPushed) 
   ASSERT_EQ(out.size(), 1u);  // the chief's reply only: nothing left for the dead session
   EXPECT_EQ(out[0].peer, Peer(0));
   EXPECT_EQ(H().version(), 1);
+}
+
+// The process before a restarted rank 1 died between its pushes of step 0
+// to two shards: this one had it, and went on to version 1 with the
+// chief's. The other shard still waits for it, so the new process computes
+// step 0 again, on version 0 of every shard: this shard sends the
+// parameters that version had (exact_version), and counts the repeated
+// push once. Its parameters stay those of the uninterrupted run.
+TEST_F(RecoveryTest, ARestartedWorkerRepeatsAStepOnTheParametersItWasComputedOn) {
+  Init(proto::SYNC, 2);
+  ASSERT_EQ(Register(1, /*session=*/111).size(), 1u);
+  EXPECT_TRUE(PushAs(1, 111, 0, 1.0f).empty());
+  ASSERT_EQ(Push(0, 0, 0, 1.0f).size(), 2u);  // version 1: the chief's reply and rank 1's
+  ASSERT_EQ(H().version(), 1);
+  const std::vector<float> after(H().params().begin(), H().params().end());
+  ASSERT_EQ(after, std::vector<float>(kSize, 0.5f));
+  std::vector<Reply> reg = Register(1, 222);
+  ASSERT_EQ(reg.size(), 1u);
+  EXPECT_EQ(reg[0].header.step(), 1);  // its clock here; the other shard says 0
+  std::vector<Reply> out = PullExactly(1, 222, 0);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_FALSE(IsError(out[0])) << out[0].header.error().message();
+  EXPECT_TRUE(out[0].with_params);
+  EXPECT_TRUE(out[0].previous_params);
+  EXPECT_EQ(out[0].header.version(), 0);
+  const zmq::message_t frame = H().ParamsFrame(/*previous=*/true);
+  EXPECT_EQ(std::vector<float>(frame.data<float>(), frame.data<float>() + kSize),
+            std::vector<float>(kSize, 1.0f));  // version 0's
+  out = PushAs(1, 222, 0, 1.0f);
+  ASSERT_EQ(out.size(), 1u);  // answered at once, with version 1
+  EXPECT_FALSE(out[0].header.dropped());
+  EXPECT_EQ(out[0].header.version(), 1);
+  EXPECT_EQ(H().version(), 1);
+  EXPECT_EQ(std::vector<float>(H().params().begin(), H().params().end()), after);
+  EXPECT_EQ(H().Stats().duplicate_requests(), 1);
+  EXPECT_EQ(H().Stats().stale_gradients_dropped(), 0);
+  // Two versions on, version 0 is gone: the current parameters.
+  EXPECT_TRUE(PushAs(1, 222, 1, 1.0f).empty());
+  ASSERT_EQ(Push(0, 1, 1, 1.0f).size(), 2u);
+  out = PullExactly(1, 222, 0);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(out[0].previous_params);
+  EXPECT_EQ(out[0].header.version(), 2);
 }
 
 TEST_F(RecoveryTest, ARestartedWorkerCanRepeatABarrier) {

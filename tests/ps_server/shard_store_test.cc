@@ -266,6 +266,33 @@ TEST(ShardStore, AnUpdateThatWouldMakeASlotNonFiniteLeavesNoTrace) {
   }
 }
 
+// The state before the last update stays in the buffer the next update
+// writes into (a sync shard answers a pull for its previous version from
+// it), for every optimizer. A reply still carrying that buffer keeps it
+// as it was: the next update writes elsewhere. After a refused update the
+// previous state is the current one.
+TEST(ShardStore, KeepsTheStateBeforeItsLastUpdate) {
+  auto data = [](const std::shared_ptr<PinnedFloats>& b) { return b->data(); };
+  for (const HandCase& c : kHandCases) {
+    ShardStore store(kInit, c.config);
+    EXPECT_EQ(store.pinned_previous_state(), nullptr) << c.name;
+    const std::vector<float> initial(store.state().begin(), store.state().end());
+    ASSERT_TRUE(store.Apply(kGrads[0], kScales[0], kLrs[0]).ok());
+    ASSERT_NE(store.pinned_previous_state(), nullptr) << c.name;
+    EXPECT_EQ(data(store.pinned_previous_state()), initial) << c.name;
+    // A reply of the previous version's parameters, still queued.
+    const std::shared_ptr<PinnedFloats> sent = store.pinned_previous_state();
+    const zmq::message_t frame = PinnedFloats::Frame(sent, 0, kInit.size());
+    const std::vector<float> once(store.state().begin(), store.state().end());
+    ASSERT_TRUE(store.Apply(kGrads[1], kScales[1], kLrs[1]).ok());
+    EXPECT_EQ(data(store.pinned_previous_state()), once) << c.name;
+    EXPECT_EQ(data(sent), initial) << c.name;
+    ExpectClose(store.params(), c.params[1], c.name);
+    ASSERT_FALSE(store.Apply(std::vector<float>(4, 3e38f), 1.0f, 0.1f).ok());
+    EXPECT_EQ(store.pinned_previous_state(), store.pinned_state()) << c.name;
+  }
+}
+
 TEST(ShardStore, IsFiniteStateChecksEachArrayOnItsOwn) {
   EXPECT_TRUE(IsFiniteState(std::vector<float>{1.0f, 2.0f, 0.0f, 0.0f}, 2));
   EXPECT_FALSE(IsFiniteState(std::vector<float>{1.0f, 2.0f, 0.0f, NAN}, 2));
@@ -528,6 +555,40 @@ TEST_F(RankOrderedSum, ARankBackTooLateIsSummedOnArrivalAndCounted) {
   EXPECT_EQ(policy->version(), 1);
   EXPECT_EQ(policy->unordered_sums(), 1);
   EXPECT_EQ(State(*policy), Expected({0, 2, 1, 3}, 4, 1));
+}
+
+// A restarted worker whose predecessor died between its pushes to two
+// shards repeats the step: this shard, which had the first gradient and
+// went on to the next version, counts the repeat once and holds the
+// version's parameters for it to compute on. A rank whose gradient the
+// version did not have (declared dead) is stale as before, and so is a
+// push two versions behind. The last version of the job too: a duplicate.
+TEST_F(RankOrderedSum, ARepeatOfTheVersionJustAppliedIsADuplicate) {
+  job_.set_total_steps(2);
+  std::unique_ptr<UpdatePolicy> policy = MakePolicy(3);
+  EXPECT_FALSE(policy->HoldsPreviousVersion());
+  bool refused = false;
+  EXPECT_FALSE(policy->SetActive(2, false, &refused));
+  for (int r : {1, 0}) ASSERT_TRUE(policy->Push(r, 0, 0, grads_[r], kWeights[r]).ok());
+  ASSERT_EQ(policy->version(), 1);
+  ASSERT_TRUE(policy->HoldsPreviousVersion());
+  const std::vector<float>& previous = policy->store().pinned_previous_state()->data();
+  EXPECT_EQ(std::vector<float>(previous.begin(), previous.begin() + kN), params_);
+  const std::vector<float> after = State(*policy);
+  auto repeat = policy->Push(1, 0, 0, grads_[1], kWeights[1]);
+  ASSERT_TRUE(repeat.ok()) << repeat.status();
+  EXPECT_EQ(repeat->result, PushResult::kDuplicate);
+  EXPECT_EQ(State(*policy), after);
+  auto dead = policy->Push(2, 0, 0, grads_[2], kWeights[2]);
+  ASSERT_TRUE(dead.ok());
+  EXPECT_EQ(dead->result, PushResult::kStale);
+  EXPECT_EQ(policy->version(), 1);
+  EXPECT_EQ(State(*policy), Expected({0, 1}, 3, 1));
+  for (int r : {0, 1}) ASSERT_TRUE(policy->Push(r, 1, 1, grads_[r], kWeights[r]).ok());
+  ASSERT_EQ(policy->version(), 2);  // the last
+  EXPECT_EQ(policy->Push(0, 1, 1, grads_[0], kWeights[0])->result, PushResult::kDuplicate);
+  EXPECT_EQ(policy->Push(0, 0, 0, grads_[0], kWeights[0])->result, PushResult::kLate);
+  EXPECT_EQ(State(*policy), Expected({0, 1}, 3, 2));
 }
 
 // With backup workers a version is its first arrivals (that is what they

@@ -230,6 +230,60 @@ TEST(PsClient, UpdateThreadsGiveTheSameParametersBitForBit) {
   }
 }
 
+// A sync shard keeps its previous version's parameters: PullVersion gets
+// them (in pieces over CURVE, from the buffer the next update writes into),
+// the current version's as they are, and from a shard two versions past
+// the one asked for, the current ones, saying so in the reply's version.
+TEST(PsClient, PullVersionGetsThePreviousVersionFromAShardPastIt) {
+  auto spec = WithFreePorts(ClusterSpec::Local(1, 1, 1));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  TransportSecurity security;
+  security.secret = JobSecret::Generate();
+  const int64_t n = 1'000'003;
+  auto plan = ShardPlan::Create("t", {{"w", n}}, 1, ShardStrategy::kBalanced);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  LiveShards shards(*spec, security);
+  PsClientOptions options;
+  options.security = security;
+  auto client = PsClient::Create(*spec, {TaskType::kWorker, 0}, *plan, options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  // Whatever fails below, the ps's thread (LiveShards) is not left waiting.
+  const absl::Cleanup shut_down = [&] { EXPECT_TRUE((*client)->Shutdown().ok()); };
+  proto::JobConfig job;
+  job.set_mode(proto::SYNC);
+  job.set_num_workers(1);
+  job.set_learning_rate(0.25);
+  std::vector<std::vector<float>> at(3, std::vector<float>(n));  // [version] parameters
+  for (int64_t i = 0; i < n; ++i) at[0][i] = static_cast<float>(i % 4096);
+  ASSERT_TRUE((*client)->WaitForServers().ok());
+  ASSERT_TRUE((*client)->Init(job, at[0]).ok());
+  std::vector<float> grads(n);
+  for (int64_t i = 0; i < n; ++i) grads[i] = static_cast<float>(i % 5);
+  const std::vector<EncodedShard> pushed = {
+      {proto::F32, 0, {reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float)}}};
+  std::vector<float> back(n, -1.0f);
+  std::vector<ShardReply> replies;
+  for (int v = 0; v < 2; ++v) {
+    const std::vector<int64_t> versions = {v};
+    ASSERT_TRUE((*client)->PushPull(v, versions, 4, pushed, absl::MakeSpan(back), &replies).ok());
+    for (int64_t i = 0; i < n; ++i) at[v + 1][i] = at[v][i] - 0.25f * grads[i];  // exact in f32
+    ASSERT_EQ(back, at[v + 1]);
+    // At version v + 1: version v (the previous) and v + 1 (the current).
+    for (int asked : {v, v + 1}) {
+      std::fill(back.begin(), back.end(), -1.0f);
+      ASSERT_TRUE((*client)->PullVersion(v + 1, asked, absl::MakeSpan(back), &replies).ok());
+      EXPECT_EQ(replies[0].version, asked);
+      ASSERT_EQ(back, at[asked]) << "version " << asked << " asked at version " << v + 1;
+    }
+  }
+  // At version 2, version 0 is gone: the current parameters, version 2.
+  ASSERT_TRUE((*client)->PullVersion(2, 0, absl::MakeSpan(back), &replies).ok());
+  EXPECT_EQ(replies[0].version, 2);
+  EXPECT_EQ(back, at[2]);
+  // 4,000,012 bytes a reply: 16 pieces each, pushes and pulls alike.
+  EXPECT_EQ((*client)->pieces_received(), 7 * 16);
+}
+
 // A ps that answers the first PUSH_PULL with the pieces `reply` makes of
 // the request's header (HEARTBEATs go unanswered: the client's patience,
 // 60 s by default, outlasts a test).
