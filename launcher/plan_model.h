@@ -80,9 +80,11 @@
 //
 // Ignored: pushes leaving during backward (--overlap with P >= 2), the
 // gradient encoding's own CPU (--wire), sync's one apply per version being
-// cheaper than W, protocol headers, the switch between hosts, congestion
-// control and loss, cores that slow each other (SMT, memory bandwidth),
-// and the scheduling delays of more than two busy threads per core.
+// cheaper than W, a ps's several I/O threads serving requests at once,
+// protocol headers, the switch between hosts, congestion control and loss,
+// cores that slow each other below one worker per core (SMT, memory
+// bandwidth, the clock under load), and the scheduling delays of more than
+// two busy threads per core.
 //
 // Thread safety: pure functions.
 
