@@ -269,7 +269,8 @@ std::string CalibrationSection(const proto::PlanRecord& plan, const PlanCalibrat
                                         r.ahead_ms(), r.gap_ms()));
   absl::StrAppend(&out, "- The ps's CPU: ", DescribeCost(cal.ps_request, "per request (push + pull)"), "\n");
   absl::StrAppend(&out, "- A worker's CPU beyond compute: ", DescribeCost(cal.worker_comm_cpu, "per step"), "\n");
-  absl::StrAppend(&out, "- A worker's remaining latency: ", DescribeCost(cal.latency, "per step"), "\n");
+  absl::StrAppend(&out, "- A worker's remaining latency: ",
+                  DescribeCost(cal.latency, "of the largest request (push + pull of a shard)"), "\n");
   absl::StrAppend(&out, absl::StrFormat("- Sharing a core: +%.1f%% CPU per step per additional worker on it\n",
                                         100 * cal.sharing_cost));
   for (const std::string& n : r.notes()) absl::StrAppend(&out, "- ", n, "\n");
@@ -372,6 +373,13 @@ absl::Status ValidatePlanOptions(const PlanOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--host_cores must be in 1..", kMaxHostCores, " (0: the calibration host's)"));
   }
+  if (o.default_host_cores < 1 || o.default_host_cores > kMaxHostCores) {
+    return absl::InvalidArgumentError(absl::StrCat("--runs_host_cores must be in 1..", kMaxHostCores,
+                                                   " (0: this machine's)"));
+  }
+  if (!(o.ps_share > 0) || o.ps_share > 1) {
+    return absl::InvalidArgumentError("--ps_share must be in (0, 1] (the ps's share of a 1-worker push/pull)");
+  }
   if (!(o.compute_ms >= 0) || o.compute_ms > 1e7) {
     return absl::InvalidArgumentError("--compute_ms must be > 0 (ms per step; 0: the measured compute)");
   }
@@ -405,7 +413,7 @@ absl::StatusOr<Plan> MakePlan(const PlanOptions& o) {
   for (const CalibrationRun& r : runs) all_insecure = all_insecure && r.insecure;
   const bool insecure = o.insecure.value_or(all_insecure);
   Plan plan;
-  ASSIGN_OR_RETURN(plan.calibration, Calibrate(runs, model, insecure, &plan.notes));
+  ASSIGN_OR_RETURN(plan.calibration, Calibrate(runs, model, insecure, o.ps_share, &plan.notes));
   ScaleCompute(o.compute_ms, &plan.calibration, &plan.notes);
   const CalibrationRun& first = FirstOf(runs, model);
   ModelShape shape = first.shape;
@@ -447,7 +455,7 @@ absl::StatusOr<Plan> MakePlan(const PlanOptions& o) {
 }
 
 absl::StatusOr<std::vector<CheckRow>> CheckRuns(const std::vector<CalibrationRun>& calibration,
-                                                const std::vector<CalibrationRun>& runs,
+                                                const std::vector<CalibrationRun>& runs, double ps_share,
                                                 std::vector<std::string>* notes) {
   std::map<std::pair<std::string, bool>, PlanCalibration> by_model;  // (model, insecure)
   std::set<std::string> calibration_dirs;
@@ -457,7 +465,7 @@ absl::StatusOr<std::vector<CheckRow>> CheckRuns(const std::vector<CalibrationRun
     const std::pair<std::string, bool> key = {run.shape.model, run.insecure};
     if (by_model.count(key) == 0) {
       std::vector<std::string> own;
-      ASSIGN_OR_RETURN(by_model[key], Calibrate(calibration, run.shape.model, run.insecure, &own));
+      ASSIGN_OR_RETURN(by_model[key], Calibrate(calibration, run.shape.model, run.insecure, ps_share, &own));
       for (const std::string& n : own) {
         if (std::find(notes->begin(), notes->end(), n) == notes->end()) notes->push_back(n);
       }
@@ -478,10 +486,15 @@ absl::StatusOr<std::vector<CheckRow>> CheckRuns(const std::vector<CalibrationRun
     const PlanCalibration& cal = by_model[key];
     const double per_core = static_cast<double>(run.cell.workers) / run.host_cores;
     const double bytes = Total(run.cell.push_bytes) + Total(run.cell.pull_bytes);
-    const double expected = (cal.mean_before_push_ms() + cal.ahead_ms + cal.worker_comm_cpu.At(bytes)) *
-                            (1 + cal.sharing_cost * std::max(0.0, per_core - 1));
+    const double stretch = 1 + cal.sharing_cost * std::max(0.0, per_core - 1);
+    const double expected = (cal.mean_before_push_ms() + cal.ahead_ms + cal.worker_comm_cpu.At(bytes)) * stretch;
+    const double expected_compute = (cal.mean_before_push_ms() + cal.ahead_ms) * stretch;
     if (run.worker_cpu_ms > 0 && expected > 0) {
       row.cpu_ratio = run.worker_cpu_ms / expected;
+    } else if (run.compute_ms > 0 && expected_compute > 0) {
+      row.cpu_ratio = run.compute_ms / expected_compute;  // no task_cpu.csv: the step log's compute
+    }
+    if (row.cpu_ratio > 0) {
       PlanCalibration at_speed = cal;
       for (double& b : at_speed.before_push_ms) b *= row.cpu_ratio;
       at_speed.ahead_ms *= row.cpu_ratio;
@@ -506,7 +519,7 @@ std::string CheckTable(const std::vector<CheckRow>& rows, double tolerance) {
     by_cell[key].push_back(&r);
   }
   std::vector<std::vector<std::string>> table;
-  int held_out = 0, within = 0;
+  int held_out = 0, within = 0, with_speed = 0, within_at_speed = 0;
   for (const std::string& key : order) {
     const std::vector<const CheckRow*>& runs = by_cell[key];
     double measured = 0;
@@ -525,14 +538,26 @@ std::string CheckTable(const std::vector<CheckRow>& rows, double tolerance) {
     if (runs.front()->calibration) continue;
     ++held_out;
     if (std::fabs(error) <= tolerance) ++within;
+    double at_speed = 0;  // the mean of the runs' predictions at their speed
+    for (const CheckRow* r : runs) at_speed += r->predicted_at_run_speed / static_cast<double>(runs.size());
+    if (!std::all_of(runs.begin(), runs.end(), [](const CheckRow* r) { return r->cpu_ratio > 0; })) continue;
+    ++with_speed;
+    if (std::fabs(at_speed / measured - 1) <= tolerance) ++within_at_speed;
+  }
+  std::vector<std::string> header = {"cell", "predicted images/s", "measured images/s", "error",
+                                     "each run (its error)", "CPU per step / calibration's (error at that speed)",
+                                     "bound (predicted)"};
+  if (order.size() == rows.size()) {  // one run a cell: "each run" says it again
+    header.erase(header.begin() + 4);
+    for (std::vector<std::string>& row : table) row.erase(row.begin() + 4);
   }
   return absl::StrCat(
-      MarkdownTable({"cell", "predicted images/s", "measured images/s", "error", "each run (its error)",
-                     "CPU per step / calibration's (error at that speed)", "bound (predicted)"},
-                    table),
+      MarkdownTable(header, table),
       absl::StrFormat("\n%d of %d held-out cells within %.0f%% of the measured images/s (the mean of their "
-                      "runs).\n",
-                      within, held_out, 100 * tolerance));
+                      "runs)",
+                      within, held_out, 100 * tolerance),
+      with_speed > 0 ? absl::StrFormat("; at each run's own speed, %d of %d", within_at_speed, with_speed) : "",
+      ".\n");
 }
 
 namespace {
@@ -553,16 +578,18 @@ absl::Status RunCheck(const PlanOptions& o) {
     held_out.push_back(*std::move(run));
   }
   std::vector<std::string> notes;
-  ASSIGN_OR_RETURN(const std::vector<CheckRow> rows, CheckRuns(calibration, held_out, &notes));
+  ASSIGN_OR_RETURN(const std::vector<CheckRow> rows, CheckRuns(calibration, held_out, o.ps_share, &notes));
   const std::string table = CheckTable(rows, kCheckTolerance);
   std::string md = absl::StrCat("# pstrain plan --check\n\nCommand: `", o.command_line, "`\n\n",
                                 "Calibration: ", absl::StrJoin(o.calibrate, ", "), "\n\n", table);
   if (!notes.empty()) absl::StrAppend(&md, "\nNotes:\n\n");
   for (const std::string& n : notes) absl::StrAppend(&md, "- ", n, "\n");
-  absl::StrAppend(&md, "\nMeasured: images/s once steady (every worker past a tenth of its steps, evaluation "
-                       "pauses left out), the mean of the cell's runs. CPU per step / calibration's: a "
-                       "worker's CPU time per step in the run over what the calibration runs took (with the "
-                       "sharing of cores): above 1, the host computed slower than when it calibrated; in "
+  absl::StrAppend(&md, "\nMeasured: images/s once steady (each worker's images past the first tenth of its "
+                       "steps over its time, evaluation pauses left out, summed over the workers), the mean "
+                       "of the cell's runs. CPU per step / calibration's: a worker's CPU time per step in the "
+                       "run over what the calibration runs took (with the sharing of cores); for a run "
+                       "without task_cpu.csv, its compute time per step from the step log over the "
+                       "calibration's: above 1, the host computed slower than when it calibrated; in "
                        "brackets, the error of the prediction with every calibrated CPU time scaled by it.\n");
   RETURN_IF_ERROR(MakeDirs(o.out));
   RETURN_IF_ERROR(WriteFileAtomic(o.out + "/check.md", md));

@@ -52,11 +52,12 @@ struct PlanOptions {
   double compute_ms = 0;                     // > 0: the compute per step (mean), the measured spread scaled
   std::string wire;                          // "": the calibration runs'
   std::optional<bool> insecure;              // unset: the calibration runs' security (CURVE if mixed)
+  double ps_share = kDefaultPsShare;         // of a 1-worker push/pull, the ps's (runs without task_cpu.csv)
   std::vector<std::string> check;            // held-out run directories (--check)
   std::string out;
   std::string gnuplot = "gnuplot";
   std::string command_line;                  // for the report
-  int default_host_cores = 1;                // this machine's, for runs that do not record theirs
+  int default_host_cores = 1;                // for runs that do not record theirs: --runs_host_cores, or this machine's
 };
 
 // "sync,async" -> {true, false}, in the order given, duplicates dropped.
@@ -75,7 +76,8 @@ std::vector<std::string> RepeatedFlagValues(int argc, char** argv, const std::st
 // InvalidArgument naming the flag for options `pstrain plan` cannot
 // answer: no --calibrate, a directory that does not exist, no --out, a
 // rate tc would refuse, --params below 1 or with tensor_aligned shards,
-// --host_cores or --compute_ms out of range, an unknown --model or --wire.
+// --host_cores, --runs_host_cores, --compute_ms or --ps_share out of
+// range, an unknown --model or --wire.
 absl::Status ValidatePlanOptions(const PlanOptions& options);
 
 // What the plan says, before it is written out.
@@ -101,7 +103,9 @@ struct CheckRow {
   std::string bound;
   // A worker's CPU per step in the run over what the calibration expects
   // of it (with the sharing of cores): above 1, the host ran slower than
-  // when it calibrated (other load, a busy neighbour); 0: not recorded.
+  // when it calibrated (other load, a busy neighbour). A run without
+  // task_cpu.csv gives its compute time per step (the step log's) over the
+  // calibration's instead. 0: neither recorded.
   double cpu_ratio = 0;
   // The prediction with every CPU time of the calibration scaled by
   // cpu_ratio: what the model says at the speed the host ran this run at,
@@ -109,15 +113,17 @@ struct CheckRow {
   double predicted_at_run_speed = 0;
 };
 
-// Predicts each run of `runs` in its own cell from `calibration`.
-// InvalidArgument when a run's model or security has no calibration.
+// Predicts each run of `runs` in its own cell from `calibration`
+// (Calibrate's `ps_share`). InvalidArgument when a run's model or security
+// has no calibration.
 absl::StatusOr<std::vector<CheckRow>> CheckRuns(const std::vector<CalibrationRun>& calibration,
-                                                const std::vector<CalibrationRun>& runs,
+                                                const std::vector<CalibrationRun>& runs, double ps_share,
                                                 std::vector<std::string>* notes);
 
 // The rows as a markdown table, one line per cell (the runs of the same
 // cell together: the error of their mean, and each run's), and a line
-// counting the held-out cells within `tolerance`.
+// counting the held-out cells within `tolerance`, as predicted and at
+// each run's own speed (where the runs recorded it).
 std::string CheckTable(const std::vector<CheckRow>& rows, double tolerance);
 
 // Runs MakePlan (or, with --check, CheckRuns) and writes OUT/plan.md,

@@ -26,8 +26,8 @@ absl::Status Unusable(const std::string& run_dir, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("--calibrate=", run_dir, ": ", why));
 }
 
-// The steady window (SteadyImagesPerSecond's): every worker past a tenth
-// of its steps, to the first worker's last step.
+// The steady window: every worker past a tenth of its steps (the warm-up
+// SteadyImagesPerSecond leaves out), to the first worker's last step.
 std::pair<double, double> SteadyWindow(const RunRecord& r) {
   double from = 0, to = std::numeric_limits<double>::max();
   for (const std::vector<StepRow>& rows : r.steps) {
@@ -166,6 +166,110 @@ double WorkerBytes(const CalibrationRun& r) {
   return b;
 }
 
+// The largest request's bytes: the push and the pull of one shard.
+double RequestBytes(const CalibrationRun& r) {
+  double b = 0;
+  for (size_t k = 0; k < r.cell.push_bytes.size(); ++k) b = std::max(b, r.cell.push_bytes[k] + r.cell.pull_bytes[k]);
+  return b;
+}
+
+// The ps's CPU per request and a worker's beyond its compute, from
+// task_cpu.csv of `costed`; then lat, what the model leaves of each
+// uncrowded run's step time.
+void CostsFromCpu(const std::vector<const CalibrationRun*>& costed, PlanCalibration* cal,
+                  std::vector<std::string>* notes) {
+  std::vector<std::pair<double, double>> ps_points, cpu_points;
+  for (const CalibrationRun* r : costed) {
+    for (int k = 0; k < r->cell.ps; ++k) {
+      ps_points.push_back({r->cell.push_bytes[k] + r->cell.pull_bytes[k], r->ps_cpu_ms_per_request[k]});
+    }
+    if (Uncrowded(*r)) cpu_points.push_back({WorkerBytes(*r), std::max(0.0, r->worker_cpu_ms - r->compute_ms)});
+  }
+  cal->ps_request = FitLinearCost(ps_points);
+  cal->worker_comm_cpu = cpu_points.empty() ? LinearCost{} : FitLinearCost(cpu_points);
+  if (cpu_points.empty()) notes->push_back("No calibration run had a core per task: a worker's CPU for its pushes and pulls is taken as 0.");
+  std::vector<std::pair<double, double>> lat_points;
+  for (const CalibrationRun* r : costed) {
+    if (!Uncrowded(*r) || !(r->steady_images_per_second > 0)) continue;
+    PlanCalibration own = *cal;
+    SetCompute(Pooled({r}), &own);
+    own.batch_size = r->record.summary.batch_size();
+    own.latency = {};
+    const PlanPrediction p = Predict(own, r->cell);
+    if (p.split.bound_ms > 0) continue;  // a resource set its time, not its latency
+    const double measured_ms = r->cell.workers * own.batch_size / r->steady_images_per_second * 1e3;
+    lat_points.push_back({RequestBytes(*r), std::max(0.0, measured_ms - p.step_ms)});
+  }
+  if (lat_points.empty()) {
+    notes->push_back("No calibration run's step time was its latency alone (each was bound by a resource): "
+                     "the latency beyond the ps's work and the links is taken as 0.");
+  } else {
+    cal->latency = FitLinearCost(lat_points);
+  }
+  const bool one_size = std::all_of(ps_points.begin(), ps_points.end(), [&](const auto& p) {
+    return std::fabs(p.first - ps_points.front().first) <= 1e-6 * ps_points.front().first;
+  });
+  if (one_size) {
+    notes->push_back("Every calibration request had the same size: the ps's cost is taken as per byte only "
+                     "(calibrate with another model or ps count to measure its fixed cost).");
+  }
+}
+
+// Without task_cpu.csv: s and lat from the step logs of the 1-worker runs
+// without a link limit, whose push/pull time beyond the forward ahead is
+// lat + s (launcher/plan_model.h), `share` of it the ps's.
+absl::Status CostsFromSteps(const std::vector<CalibrationRun>& runs, bool insecure, double share,
+                            PlanCalibration* cal, std::vector<std::string>* notes) {
+  std::vector<std::pair<double, double>> points;
+  for (const CalibrationRun& r : runs) {
+    if (r.insecure != insecure || r.cell.workers != 1 || r.link_bytes_per_s > 0 || !Uncrowded(r)) continue;
+    points.push_back({RequestBytes(r), r.comm_ms});
+  }
+  const char* security = insecure ? "with --insecure" : "with encryption (CURVE)";
+  if (points.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no calibration run ", security, " recorded its tasks' CPU (task_cpu.csv, written by `pstrain launch`), "
+        "and none ran 1 worker without a link limit, whose step log would give the costs instead: give one"));
+  }
+  const LinearCost comm = FitLinearCost(points);
+  cal->ps_request = {share * comm.fixed_ms, share * comm.per_byte_ms};
+  cal->latency = {(1 - share) * comm.fixed_ms, (1 - share) * comm.per_byte_ms};
+  cal->worker_comm_cpu = {0, share * comm.per_byte_ms};
+  notes->push_back(absl::StrFormat(
+      "No calibration run %s recorded its tasks' CPU (task_cpu.csv): the costs come from the step logs of "
+      "its %zu 1-worker run(s) without a link limit, whose push/pull took %.3f ms + %.3f ms per MB of the "
+      "request beyond what the forward ahead hid. The ps's share of it (--ps_share) is %.2f: its service, "
+      "which the other workers' requests queue for; the rest is the worker's latency, and a worker's CPU "
+      "per MB is the ps's.",
+      security, points.size(), comm.fixed_ms, comm.per_byte_ms * 1e6, share));
+  return absl::OkStatus();
+}
+
+// e: a worker's CPU per step where workers shared cores, against alone.
+void SetSharingCost(const std::vector<const CalibrationRun*>& of_model, const std::string& model, bool insecure,
+                    PlanCalibration* cal, std::vector<std::string>* notes) {
+  std::vector<double> sharing;
+  for (const CalibrationRun* r : of_model) {
+    const double per_core = static_cast<double>(r->cell.workers) / r->host_cores;
+    if (per_core <= 1 || r->insecure != insecure || r->worker_cpu_ms < 0) continue;
+    const double alone = cal->mean_before_push_ms() + cal->ahead_ms + cal->worker_comm_cpu.At(WorkerBytes(*r));
+    if (alone > 0) sharing.push_back((r->worker_cpu_ms / alone - 1) / (per_core - 1));
+  }
+  if (sharing.empty()) {
+    notes->push_back(absl::StrCat("No calibration run of ", model, " had more workers than cores: workers "
+                                  "sharing a core are taken to slow each other by the sharing alone (no cost "
+                                  "of caches or switches)."));
+    return;
+  }
+  double sum = 0;
+  for (double e : sharing) sum += e;
+  cal->sharing_cost = std::max(0.0, sum / static_cast<double>(sharing.size()));
+  notes->push_back(absl::StrFormat("Sharing a core (%s): a worker's CPU per step grows by %.1f%% per "
+                                   "additional worker on its core (from %zu run(s) with more workers than "
+                                   "cores).",
+                                   model, 100 * cal->sharing_cost, sharing.size()));
+}
+
 }  // namespace
 
 absl::Status StepBytes(const ModelShape& shape, int num_ps, std::vector<double>* push, std::vector<double>* pull) {
@@ -232,7 +336,7 @@ absl::StatusOr<CalibrationRun> ReadCalibrationRun(const std::string& run_dir, in
 }
 
 absl::StatusOr<PlanCalibration> Calibrate(const std::vector<CalibrationRun>& runs, const std::string& model,
-                                          bool insecure, std::vector<std::string>* notes) {
+                                          bool insecure, double ps_share, std::vector<std::string>* notes) {
   std::vector<const CalibrationRun*> costed;  // the security asked for, with task_cpu.csv
   std::vector<const CalibrationRun*> of_model;
   for (const CalibrationRun& r : runs) {
@@ -242,11 +346,6 @@ absl::StatusOr<PlanCalibration> Calibrate(const std::vector<CalibrationRun>& run
   if (of_model.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("no calibration run trained ", model,
                                                    ": give a run of it (--calibrate), or --model"));
-  }
-  if (costed.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "no calibration run ", insecure ? "with --insecure" : "with encryption (CURVE)",
-        " recorded its tasks' CPU (task_cpu.csv, written by `pstrain launch`): give one"));
   }
   // The compute: runs of the model in which every task had a core.
   std::vector<const CalibrationRun*> compute_runs;
@@ -272,67 +371,12 @@ absl::StatusOr<PlanCalibration> Calibrate(const std::vector<CalibrationRun>& run
                                                      " differ in --batch_size: give runs of one batch size"));
     }
   }
-  // The ps's cost per request; the worker's CPU beyond its compute.
-  std::vector<std::pair<double, double>> ps_points, cpu_points;
-  for (const CalibrationRun* r : costed) {
-    for (int k = 0; k < r->cell.ps; ++k) {
-      ps_points.push_back({r->cell.push_bytes[k] + r->cell.pull_bytes[k], r->ps_cpu_ms_per_request[k]});
-    }
-    if (Uncrowded(*r)) cpu_points.push_back({WorkerBytes(*r), std::max(0.0, r->worker_cpu_ms - r->compute_ms)});
-  }
-  cal.ps_request = FitLinearCost(ps_points);
-  cal.worker_comm_cpu = cpu_points.empty() ? LinearCost{} : FitLinearCost(cpu_points);
-  if (cpu_points.empty()) notes->push_back("No calibration run had a core per task: a worker's CPU for its pushes and pulls is taken as 0.");
-  // lat: what the model leaves of each uncrowded run's step time.
-  std::vector<std::pair<double, double>> lat_points;
-  for (const CalibrationRun* r : costed) {
-    if (!Uncrowded(*r) || !(r->steady_images_per_second > 0)) continue;
-    PlanCalibration own = cal;
-    SetCompute(Pooled({r}), &own);
-    own.batch_size = r->record.summary.batch_size();
-    own.latency = {};
-    const PlanPrediction p = Predict(own, r->cell);
-    if (p.split.bound_ms > 0) continue;  // a resource set its time, not its latency
-    const double measured_ms = r->cell.workers * own.batch_size / r->steady_images_per_second * 1e3;
-    lat_points.push_back({WorkerBytes(*r), std::max(0.0, measured_ms - p.step_ms)});
-  }
-  if (lat_points.empty()) {
-    notes->push_back("No calibration run's step time was its latency alone (each was bound by a resource): "
-                     "the latency beyond the ps's work and the links is taken as 0.");
+  if (costed.empty()) {
+    RETURN_IF_ERROR(CostsFromSteps(runs, insecure, ps_share, &cal, notes));
   } else {
-    cal.latency = FitLinearCost(lat_points);
+    CostsFromCpu(costed, &cal, notes);
   }
-  // e: a worker's CPU per step where workers shared cores, against alone.
-  std::vector<double> sharing;
-  for (const CalibrationRun* r : of_model) {
-    const double per_core = static_cast<double>(r->cell.workers) / r->host_cores;
-    if (per_core <= 1 || r->insecure != insecure || r->worker_cpu_ms < 0) continue;
-    const double alone = cal.mean_before_push_ms() + cal.ahead_ms + cal.worker_comm_cpu.At(WorkerBytes(*r));
-    if (alone > 0) sharing.push_back((r->worker_cpu_ms / alone - 1) / (per_core - 1));
-  }
-  if (sharing.empty()) {
-    notes->push_back(absl::StrCat("No calibration run of ", model, " had more workers than cores: workers "
-                                  "sharing a core are taken to slow each other by the sharing alone (no cost "
-                                  "of caches or switches)."));
-  } else {
-    double sum = 0;
-    for (double e : sharing) sum += e;
-    cal.sharing_cost = std::max(0.0, sum / static_cast<double>(sharing.size()));
-    notes->push_back(absl::StrFormat("Sharing a core (%s): a worker's CPU per step grows by %.1f%% per "
-                                     "additional worker on its core (from %zu run(s) with more workers than "
-                                     "cores).",
-                                     model, 100 * cal.sharing_cost, sharing.size()));
-  }
-  const auto one_size = [](const std::vector<std::pair<double, double>>& points) {
-    for (const auto& p : points) {
-      if (std::fabs(p.first - points.front().first) > 1e-6 * points.front().first) return false;
-    }
-    return true;
-  };
-  if (one_size(ps_points)) {
-    notes->push_back("Every calibration request had the same size: the ps's cost is taken as per byte only "
-                     "(calibrate with another model or ps count to measure its fixed cost).");
-  }
+  SetSharingCost(of_model, model, insecure, &cal, notes);
   return cal;
 }
 

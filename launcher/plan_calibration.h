@@ -19,6 +19,8 @@
 //  - the worker's remaining latency (lat): what the model leaves
 //    unexplained of the run's measured step time, from the runs whose time
 //    no resource bounds;
+//  - for runs without task_cpu.csv (an older launcher's), the ps's cost
+//    and lat from the step logs of the 1-worker runs instead (Calibrate);
 //  - the bytes from the shard plan and --wire of each run, the link and
 //    the security from what its launcher recorded in summary.json
 //    (--isolate=netns, --link_rate, --insecure): CURVE's cost is in the
@@ -76,12 +78,22 @@ struct CalibrationRun {
 // summary does not say how many cores its host had.
 absl::StatusOr<CalibrationRun> ReadCalibrationRun(const std::string& run_dir, int default_host_cores);
 
+// The ps's share of a 1-worker run's push/pull time where the costs come
+// from step logs (runs without task_cpu.csv): CURVE encrypts each byte at
+// one end of the connection and decrypts it at the other, at the same
+// cost; the 2-core host's task_cpu.csv measured the ps's and a worker's
+// CPU per MB of a step within 12% of each other (docs/planning.md).
+inline constexpr double kDefaultPsShare = 0.5;
+
 // The calibration for planning `model` (its compute) with `insecure`'s
-// security (the costs), from `runs`. InvalidArgument when no run is of
-// `model`, none has the security asked for, or none recorded its tasks'
-// CPU (task_cpu.csv). `notes` gets one sentence for each thing taken for
-// want of a better run.
+// security (the costs), from `runs`. The costs come from the runs with
+// that security that recorded their tasks' CPU (task_cpu.csv); where none
+// did, from the step logs of its 1-worker runs without a link limit,
+// `ps_share` (in (0, 1]) of their push/pull time the ps's
+// (launcher/plan_model.h). InvalidArgument when no run is of `model`, or
+// none has the security asked for with either. `notes` gets one sentence
+// for each thing taken for want of a better run.
 absl::StatusOr<PlanCalibration> Calibrate(const std::vector<CalibrationRun>& runs, const std::string& model,
-                                          bool insecure, std::vector<std::string>* notes);
+                                          bool insecure, double ps_share, std::vector<std::string>* notes);
 
 }  // namespace pstrain

@@ -40,7 +40,9 @@ struct Costs {
   double b = 0, a = 0;            // compute before the push, and ahead
   double worker_bytes = 0;        // sum_k (u_k + d_k)
   std::vector<double> s;          // [ps] s_k
+  std::vector<double> s_push;     // [ps] of s_k, the push's part (the rest is the reply's)
   double lat = 0, w = 0;
+  bool ps_own_core = false;       // no worker needs the ps's core (it works while they compute)
 };
 
 Costs CostsOf(const PlanCalibration& cal, const PlanCell& cell) {
@@ -50,13 +52,18 @@ Costs CostsOf(const PlanCalibration& cal, const PlanCell& cell) {
     const double per_core = static_cast<double>(cell.workers) / cell.host_cores;
     c.stretch = 1 + cal.sharing_cost * std::max(0.0, per_core - 1);
   }
+  c.ps_own_core = cell.placement == Placement::kHostPerTask || cell.workers + cell.ps <= cell.host_cores;
   c.b = cal.mean_before_push_ms() * c.stretch;
   c.a = cal.ahead_ms * c.stretch;
   c.worker_bytes = Sum(cell.push_bytes) + Sum(cell.pull_bytes);
+  double request_bytes = 0;  // the largest request's
   for (int j = 0; j < cell.ps; ++j) {
-    c.s.push_back(cal.ps_request.At(cell.push_bytes[j] + cell.pull_bytes[j]) * c.stretch);
+    const double u = cell.push_bytes[j], d = cell.pull_bytes[j];
+    request_bytes = std::max(request_bytes, u + d);
+    c.s.push_back(cal.ps_request.At(u + d) * c.stretch);
+    c.s_push.push_back((cal.ps_request.fixed_ms / 2 + cal.ps_request.per_byte_ms * u) * c.stretch);
   }
-  c.lat = cal.latency.At(c.worker_bytes);
+  c.lat = cal.latency.At(request_bytes);
   c.w = cal.worker_comm_cpu.At(c.worker_bytes) * c.stretch;
   return c;
 }
@@ -99,37 +106,55 @@ void Utilisations(const PlanCell& cell, const Costs& c, double round_ms, PlanPre
   }
 }
 
-// phase1 + phase2 + g of the header, with its split. Each ps is a flow
-// shop of three stages per request (its ingress, its core, its egress): the
-// W requests of a round leave it after the three stages of one and W - 1
-// times the slowest stage, the last reply's transfer overlapping the
-// forward ahead.
-double SyncRoundMs(const PlanCalibration& cal, const PlanCell& cell, const Costs& c, PlanSplit* split) {
+// One ps's part of a sync round: its W pushes (each through its ingress
+// and its core), then, the version complete, its W replies (its core and
+// its egress), each side a flow shop: one request's stages and W - 1 times
+// the slowest. The replies end together (the I/O thread interleaves their
+// CURVE pieces; TCP flows share a link), so every worker starts its next
+// step at once and the next pushes do not overlap these replies. A ps with
+// a core of its own serves the faster workers' pushes while the slowest
+// computes (`early`: M_W - b).
+struct SyncPs {
+  double ps = 0;     // its core's part (the first request's, and the queue where the core is slowest)
+  double links = 0;  // the queues where a link is slowest
+  double last = 0;   // the last reply's transfer
+  double total() const { return ps + links + last; }
+};
+
+SyncPs SyncPsTime(const PlanCell& cell, const Costs& c, int j, double early) {
   const double W = cell.workers;
+  const double in = cell.link == LinkKind::kNic ? RateMs(cell, cell.push_bytes[j]) : 0;
+  const double out = LinkMs(cell, W * cell.pull_bytes[j]) / W;
+  const double s_in = c.s_push[j], s_out = c.s[j] - s_in;
+  const double push_queue = std::max(0.0, (W - 1) * std::max(in, s_in) - early);
+  const double reply_queue = (W - 1) * std::max(s_out, out);
+  SyncPs t;
+  t.ps = s_in + s_out + (in > s_in ? 0 : push_queue) + (out > s_out ? 0 : reply_queue);
+  t.links = (in > s_in ? push_queue : 0) + (out > s_out ? reply_queue : 0);
+  t.last = out;
+  return t;
+}
+
+// phase1 + phase2 + g of the header, with its split.
+double SyncRoundMs(const PlanCalibration& cal, const PlanCell& cell, const Costs& c, PlanSplit* split) {
   const double m_w = OrderStatisticMean(cal.before_push_ms, cell.workers) * c.stretch;
   const double phase1 = std::max(m_w, c.k * c.b);
   const double up = LinkMs(cell, Sum(cell.push_bytes));  // the worker's own pushes
-  double serve = 0, queue = 0, last = 0;  // of the ps that takes longest
-  bool queue_on_links = false;
+  const double early = c.ps_own_core ? std::max(0.0, m_w - c.b) : 0;
+  SyncPs worst;  // the ps that takes longest
   for (int j = 0; j < cell.ps; ++j) {
-    const double in = cell.link == LinkKind::kNic ? RateMs(cell, cell.push_bytes[j]) : 0;
-    const double out = LinkMs(cell, W * cell.pull_bytes[j]) / W;
-    const double slowest = std::max({in, c.s[j], out});
-    if (c.s[j] + (W - 1) * slowest + out > serve + queue + last) {
-      serve = c.s[j];
-      queue = (W - 1) * slowest;
-      last = out;
-      queue_on_links = slowest > c.s[j];
-    }
+    const SyncPs t = SyncPsTime(cell, c, j, early);
+    if (j == 0 || t.total() > worst.total()) worst = t;
   }
+  double last = worst.last;
   if (cell.link == LinkKind::kNic) last = std::max(last, RateMs(cell, Sum(cell.pull_bytes)));
   split->compute_ms = (c.b + c.a) / c.stretch;
   split->barrier_ms = std::max(0.0, m_w - c.b);
   split->sharing_ms = phase1 - std::max(m_w, c.b) + (c.k - 1) * c.a + (c.b + c.a) * (1 - 1 / c.stretch);
-  split->transfer_ms = up + (queue_on_links ? queue : 0) + std::max(0.0, last - c.k * c.a);
-  split->ps_ms = serve + (queue_on_links ? 0 : queue);
+  split->transfer_ms = up + worst.links + std::max(0.0, last - c.k * c.a);
+  split->ps_ms = worst.ps;
   split->other_ms = c.lat + cal.gap_ms;
-  return phase1 + c.lat + up + serve + queue + std::max(last, c.k * c.a) + cal.gap_ms;
+  return phase1 + c.lat + up + worst.ps + worst.links + std::max(last, c.k * c.a) + cal.gap_ms;
 }
 
 // One worker's step, alone, then queued behind the other W - 1 workers at

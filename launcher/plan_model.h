@@ -17,10 +17,17 @@
 //   g      the gap between one step's end and the next one's start
 //   lat(B) worker latency of a push/pull that is neither the ps's work nor
 //          a link: comm_ms - s(B_k) - links, over runs; fixed + per byte
+//          of the largest request (B = max_k (u_k + d_k))
 //   s(B)   the ps's CPU per request of B bytes (push + pull) = fixed +
 //          per byte, fitted over every ps of every run (task_cpu.csv)
 //   w(B)   a worker process's CPU per step beyond its compute (the I/O
 //          thread: CURVE, copies) = fixed + per byte
+// Runs without task_cpu.csv (an older launcher's) give s and lat from the
+// step logs instead: the comm_ms of their 1-worker runs without a link
+// limit, c(B) = fixed + per byte of the request (at W = 1 on loopback the
+// model's comm is lat + s), of which a share sigma (--ps_share, 0.5:
+// CURVE's work is the same at either end of a connection) is the ps's:
+// s = sigma c, lat = (1 - sigma) c, and w per byte = s per byte.
 //   e      what sharing a core costs: a worker's CPU per step grows by
 //          e per additional worker on its core (caches, switches), from
 //          calibration runs with more workers than cores; 0 without one
@@ -43,12 +50,19 @@
 //   phase1   = max(M_W, k b)   M_W = E[max of W draws of b_i] (the order
 //                              statistic of the measured distribution,
 //                              stragglers included: OrderStatisticMean)
-//   phase2   = lat + up + max_k [s_k + (W - 1) max(in_k, s_k, out_k)]
+//   phase2   = lat + up + max_k [push_k + reply_k]
 //              + max(out_k, f sum_k d_k / R on a NIC, k a)
-//              (each ps a flow shop of three stages per request: the W
-//              requests leave it after one request's stages and W - 1
-//              times the slowest; the last reply's transfer overlaps the
-//              forward ahead)
+//   push_k   = s_in + max(0, (W - 1) max(in_k, s_in) - early)
+//   reply_k  = s_out + (W - 1) max(s_out, out_k)
+//              (s_in: s_k's push part, half its fixed cost and its cost
+//              per byte of u_k; s_out = s_k - s_in. Each ps takes its W
+//              pushes, then, the version complete, sends its W replies;
+//              each side a flow shop of two stages per request: one
+//              request's stages and W - 1 times the slowest. A ps with a
+//              core no worker needs (a host of its own, or W + P <= H)
+//              serves the faster workers' pushes while the slowest still
+//              computes: early = M_W - b, else 0. The last reply's
+//              transfer overlaps the forward ahead)
 //   T        = phase1 + phase2 + g
 // async, one worker's step: alone,
 //   T0       = b + lat + up + max_k s_k + max(L(max_k d_k), a) + g
@@ -66,9 +80,11 @@
 //
 // Ignored: pushes leaving during backward (--overlap with P >= 2), the
 // gradient encoding's own CPU (--wire), sync's one apply per version being
-// cheaper than W, protocol headers, the switch between hosts, congestion
-// control and loss, cores that slow each other (SMT, memory bandwidth),
-// and the scheduling delays of more than two busy threads per core.
+// cheaper than W, a ps's several I/O threads serving requests at once,
+// protocol headers, the switch between hosts, congestion control and loss,
+// cores that slow each other below one worker per core (SMT, memory
+// bandwidth, the clock under load), and the scheduling delays of more than
+// two busy threads per core.
 //
 // Thread safety: pure functions.
 
@@ -95,7 +111,7 @@ struct PlanCalibration {
   double ahead_ms = 0;                 // a
   double gap_ms = 0;                   // g
   int batch_size = 128;
-  LinearCost latency;                  // lat(B), B = one worker's bytes of a step
+  LinearCost latency;                  // lat(B), B = the largest request's bytes (push + pull of a shard)
   LinearCost ps_request;               // s(B), B = one request's bytes
   LinearCost worker_comm_cpu;          // w(B), B = one worker's bytes of a step
   double sharing_cost = 0;             // e

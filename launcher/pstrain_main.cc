@@ -173,6 +173,12 @@ ABSL_FLAG(std::string, placement, "one_host",
           "plan: one_host (every task on one host of --host_cores cores, as `pstrain launch` runs them) "
           "or host_per_task");
 ABSL_FLAG(int, host_cores, 0, "plan: cores of each host (0: the calibration host's)");
+ABSL_FLAG(int, runs_host_cores, 0,
+          "plan: cores of the host that made the --calibrate and --check runs, for runs whose summary.json "
+          "does not record it (an older launcher's; 0: this machine's)");
+ABSL_FLAG(double, ps_share, pstrain::kDefaultPsShare,
+          "plan: for runs without task_cpu.csv, the ps's share of a 1-worker run's push/pull time (its "
+          "service, which other workers queue for; the rest is the worker's latency), in (0, 1]");
 ABSL_FLAG(int64_t, params, 0,
           "plan: a model of this many parameters (floats), with the compute of --model (0: --model's own)");
 ABSL_FLAG(double, compute_ms, 0,
@@ -655,7 +661,11 @@ absl::StatusOr<PlanOptions> PlanOptionsFromFlags(int argc, char** argv) {
   o.out = absl::GetFlag(FLAGS_out);
   o.gnuplot = absl::GetFlag(FLAGS_gnuplot);
   o.command_line = absl::StrJoin(std::vector<std::string>(argv, argv + argc), " ");
-  o.default_host_cores = ReadMachineInfo().cores > 0 ? ReadMachineInfo().cores : 1;
+  o.ps_share = absl::GetFlag(FLAGS_ps_share);
+  const int runs_host_cores = absl::GetFlag(FLAGS_runs_host_cores);
+  o.default_host_cores = runs_host_cores != 0         ? runs_host_cores
+                         : ReadMachineInfo().cores > 0 ? ReadMachineInfo().cores
+                                                       : 1;
   return o;
 }
 

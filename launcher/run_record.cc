@@ -179,23 +179,21 @@ Throughput MeasureThroughput(const std::vector<std::vector<StepRow>>& steps,
 
 double SteadyImagesPerSecond(const RunRecord& record) {
   const std::vector<std::vector<StepRow>>& steps = record.steps;
-  double from = 0, to = std::numeric_limits<double>::max();
+  const std::vector<Pause> pauses = steps.empty() ? std::vector<Pause>() : Pauses(steps[0], record.evals);
+  double total = 0;
   for (const std::vector<StepRow>& rows : steps) {
     if (rows.size() < 3) return record.throughput.images_per_sec;
-    from = std::max(from, rows[rows.size() / 10].end_unix_s);
-    to = std::min(to, rows.back().end_unix_s);
-  }
-  const std::vector<Pause> pauses = steps.empty() ? std::vector<Pause>() : Pauses(steps[0], record.evals);
-  double seconds = to - from, images = 0;
-  for (const Pause& p : pauses) seconds -= std::max(0.0, std::min(p.end, to) - std::max(p.begin, from));
-  for (const std::vector<StepRow>& rows : steps) {
+    const double from = rows[rows.size() / 10].end_unix_s, to = rows.back().end_unix_s;
+    double seconds = to - from, images = 0;
+    for (const Pause& p : pauses) seconds -= std::max(0.0, std::min(p.end, to) - std::max(p.begin, from));
     for (const StepRow& row : rows) {
       const bool during = std::any_of(pauses.begin(), pauses.end(), [&](const Pause& p) { return Inside(row, p); });
-      if (row.end_unix_s > from && row.end_unix_s <= to && !during) images += static_cast<double>(row.examples);
+      if (row.end_unix_s > from && !during) images += static_cast<double>(row.examples);
     }
+    if (!(seconds > 0) || images <= 0) return record.throughput.images_per_sec;
+    total += images / seconds;
   }
-  if (!(seconds > 0) || images <= 0) return record.throughput.images_per_sec;
-  return images / seconds;
+  return total > 0 ? total : record.throughput.images_per_sec;
 }
 
 void AdjustForPauses(const std::vector<std::vector<StepRow>>& steps, const Throughput& throughput,

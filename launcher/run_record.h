@@ -96,12 +96,12 @@ std::vector<LossSample> MovingAverage(const std::vector<LossSample>& loss, int w
 Throughput MeasureThroughput(const std::vector<std::vector<StepRow>>& steps,
                              const std::vector<EvalSample>& evals);
 
-// Images/s once training is steady: over the window from the moment every
-// worker has run a tenth of its steps (the warm-up, and workers that start
-// late) to the end of the worker that stopped first, the chief's
-// evaluation pauses left out; the images of the steps that end in it
-// (outside the pauses) over its length. `throughput.images_per_sec` when
-// the window is empty (too few steps).
+// Images/s once training is steady: each worker's images over its own
+// window, from the end of the first tenth of its steps (the warm-up) to
+// the end of its last, the chief's evaluation pauses left out; summed over
+// the workers. (A window common to every worker would cut a short sync
+// run's last round: up to one step of each worker but one.)
+// `throughput.images_per_sec` when a worker has too few steps.
 double SteadyImagesPerSecond(const RunRecord& record);
 
 // Sets each evaluation's `seconds`: its train_seconds plus, for the

@@ -147,7 +147,7 @@ Predictions PredictCells(const ScaleOptions& options, std::vector<ScaleCell>* ce
   for (ScaleCell& c : *cells) {
     if (!c.record.status.ok()) continue;
     auto run = ReadCalibrationRun(c.record.run_dir, cores);
-    auto rows = run.ok() ? CheckRuns(calibration, {*run}, &p.notes) : run.status();
+    auto rows = run.ok() ? CheckRuns(calibration, {*run}, kDefaultPsShare, &p.notes) : run.status();
     if (rows.ok()) {
       c.prediction = rows->front();
     } else {
@@ -161,8 +161,9 @@ std::string PredictionSection(const std::vector<ScaleCell>& cells, const Predict
   std::string out = absl::StrCat(
       "## Predicted against measured\n\n"
       "The predicted images/s are `pstrain plan`'s (docs/planning.md), calibrated from ",
-      p.source, ". Measured here: images/s once steady (every worker past a tenth of its steps, evaluation "
-      "pauses left out), which the whole run's figure above also counts the warm-up in.\n\n",
+      p.source, ". Measured here: images/s once steady (each worker past the first tenth of its steps, "
+      "evaluation pauses left out, summed over the workers), which the whole run's figure above also counts "
+      "the warm-up in.\n\n",
       PredictionTable(cells));
   for (const std::string& n : p.notes) absl::StrAppend(&out, "\n- ", n);
   return absl::StrCat(out, "\n");

@@ -3,6 +3,7 @@
 // tables and a note that says why there are no plots); `pstrain plan` on a
 // real run's directory.
 
+#include <cstdio>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -151,6 +152,25 @@ TEST(PlanCommand, PredictsEveryCellFromARealRun) {
   ASSERT_EQ(check.exit_code, 0) << check.output;
   EXPECT_THAT(check.output, HasSubstr("| mnist_cnn sync, 1 ps, 1 worker, no link limit (calibration) |"));
   EXPECT_TRUE(FileExists(dir + "/check/check.md"));
+
+  // The same run as an older launcher left it, without task_cpu.csv and
+  // its host's cores: the costs come from its step log, on the host
+  // --runs_host_cores names.
+  ASSERT_EQ(std::rename((run + "/task_cpu.csv").c_str(), (run + "/task_cpu.csv.hidden").c_str()), 0);
+  std::string json = ReadFileToString(run + "/summary.json").value_or("");
+  const size_t cores = json.find("\"host_cores\"");
+  ASSERT_NE(cores, std::string::npos);
+  json.erase(cores, json.find(',', cores) + 1 - cores);
+  ASSERT_TRUE(WriteFileAtomic(run + "/summary.json", json).ok());
+  const Finished old = RunPstrain(dir + "/old", {"plan", "--calibrate=" + run, "--workers=1,8", "--ps=1",
+                                                 "--runs_host_cores=16", "--ps_share=0.5"});
+  ASSERT_EQ(old.exit_code, 0) << old.output;
+  const std::string old_md = ReadFileToString(dir + "/old/plan.md").value_or("");
+  EXPECT_THAT(old_md, HasSubstr("the costs come from the step logs of its 1 1-worker run(s)"));
+  EXPECT_THAT(old_md, HasSubstr("every task on one host of 16 cores"));
+  const Finished bad_share = RunPstrain(dir + "/bad", {"plan", "--calibrate=" + run, "--ps_share=1.5"});
+  EXPECT_EQ(bad_share.exit_code, 2) << bad_share.output;
+  EXPECT_THAT(bad_share.output, HasSubstr("--ps_share"));
 }
 
 TEST(PlanCommand, RefusesBadFlagsWithExitCode2) {

@@ -155,6 +155,30 @@ TEST(RunRecord, SyncGainsNothingFromPauses) {
   EXPECT_DOUBLE_EQ(evals[1].seconds, 3.0);
 }
 
+// Sync, two workers of 100 images a 1 s step, worker 1 a fifth of a
+// second behind: each worker's rate counts its last round, which a window
+// common to both would cut off worker 1's (192 images/s).
+TEST(RunRecord, SteadyImagesPerSecondSumsEachWorkersOwnRate) {
+  RunRecord r;
+  r.steps.resize(2);
+  for (int i = 0; i < 10; ++i) {
+    r.steps[0].push_back({i, 10.0 + i, 1, 100, 900, 100});
+    r.steps[1].push_back({i, 10.2 + i, 1, 100, 900, 100});
+  }
+  r.throughput.images_per_sec = -1;
+  EXPECT_DOUBLE_EQ(SteadyImagesPerSecond(r), 200.0);
+  // A 2 s evaluation pause of the chief after its step 4 (its step 5
+  // starts 2 s later, and so do worker 1's) is left out of both.
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int i = 5; i < 10; ++i) r.steps[rank][i].end_unix_s += 2;
+  }
+  r.evals = {{5, 5.0, 0.5, 1, 0}};
+  EXPECT_NEAR(SteadyImagesPerSecond(r), 200.0, 1e-9);
+  // Too few steps for a steady window: the whole run's figure.
+  r.steps[1].resize(2);
+  EXPECT_EQ(SteadyImagesPerSecond(r), -1);
+}
+
 RunRecord Finished(const std::string& label, double accuracy, double images_per_sec,
                    std::vector<EvalSample> evals) {
   RunRecord r;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/shard_plan.h"
 #include "common/wire_codec.h"
@@ -17,6 +19,7 @@
 #include "launcher/plan.h"
 #include "launcher/plan_calibration.h"
 #include "launcher/plan_model.h"
+#include "launcher/run_record.h"
 #include "models/net_spec.h"
 
 namespace pstrain {
@@ -24,6 +27,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A compute distribution with stragglers: most steps near 10 ms, one in
 // twenty between 25 and 40 ms.
@@ -267,18 +271,139 @@ TEST(Predict, WorkersSharingOneHostAreBoundByItsCores) {
 
 TEST(Predict, ThePsCoreBindsWhenItsRequestsOutrunIt) {
   PlanCalibration cal = Calibration();
-  cal.ps_request = {2.0, 0};  // 2 ms a request
+  cal.ps_request = {2.0, 0};  // 2 ms a request: 1 ms its push, 1 ms its reply
   const PlanPrediction p = Predict(cal, Cell(64, 1, false));
   EXPECT_EQ(p.bound, "ps core");
   EXPECT_NEAR(p.step_ms, 128, 1e-9);
   EXPECT_NEAR(p.ps_core_utilisation[0], 1.0, 1e-9);
   // In sync the round waits for the 64 requests served one by one: its
-  // path, not a bound over it, and still the ps's core.
+  // path, not a bound over it, and still the ps's core. On a host of its
+  // own the ps serves the faster workers' pushes while the slowest
+  // computes (M_64 - b), so only the rest of them, and every reply, are
+  // left after it.
   const PlanPrediction sync = Predict(cal, Cell(64, 1, true));
   EXPECT_EQ(sync.bound, "ps core");
   EXPECT_EQ(sync.split.bound_ms, 0);
-  EXPECT_NEAR(sync.split.ps_ms, 128, 1e-9);
+  const double early = OrderStatisticMean(cal.before_push_ms, 64) - cal.mean_before_push_ms();
+  ASSERT_GT(early, 10);
+  ASSERT_LT(early, 63);
+  EXPECT_NEAR(sync.split.ps_ms, 1 + (63 - early) + 1 + 63, 1e-9);
   EXPECT_LT(sync.images_per_second, p.images_per_second);
+}
+
+TEST(Predict, ASyncPsServesEarlyPushesOnlyOnACoreNoWorkerNeeds) {
+  PlanCalibration cal = Calibration();
+  cal.ps_request = {2.0, 0};
+  PlanCell own = Cell(8, 1, true);
+  own.placement = Placement::kOneHost;
+  own.host_cores = 9;  // 8 workers and the ps, a core each
+  PlanCell crowded = own;
+  crowded.host_cores = 8;
+  // Its own push and reply, the other 7 pushes less what the wait for the
+  // slowest covered, and the other 7 replies.
+  const double early = OrderStatisticMean(cal.before_push_ms, 8) - cal.mean_before_push_ms();
+  ASSERT_GT(early, 1);
+  EXPECT_NEAR(Predict(cal, own).split.ps_ms, 1 + std::max(0.0, 7 - early) + 1 + 7, 1e-9);
+  EXPECT_NEAR(Predict(cal, crowded).split.ps_ms, 2 + 7 * 2, 1e-9);
+  EXPECT_NEAR(Predict(cal, crowded).step_ms - Predict(cal, own).step_ms, std::min(7.0, early), 1e-9);
+}
+
+// A step log of `workers` workers, `steps` steps each of `compute_ms` (of
+// which `ahead_ms` ran ahead) and `comm_ms`, back to back.
+RunRecord StepLog(int workers, int steps, double compute_ms, double ahead_ms, double comm_ms) {
+  RunRecord r;
+  r.summary.set_batch_size(100);
+  r.steps.resize(workers);
+  for (std::vector<StepRow>& rows : r.steps) {
+    for (int i = 0; i < steps; ++i) {
+      StepRow row{i, 1000.0 + (i + 1) * (compute_ms + comm_ms) * 1e-3, 0.5, 100, compute_ms, comm_ms};
+      row.wait_ms = 0;
+      row.ahead_ms = ahead_ms;
+      rows.push_back(row);
+    }
+  }
+  return r;
+}
+
+// A run of an older launcher: its step log and summary, no task_cpu.csv.
+CalibrationRun StepLogRun(int workers, int ps, double request_bytes, double comm_ms) {
+  CalibrationRun run;
+  run.run_dir = absl::StrCat("w", workers, "_ps", ps, "_", request_bytes);
+  run.record = StepLog(workers, 20, 10, 2, comm_ms);
+  run.shape.model = "mnist_cnn";
+  run.host_cores = 16;
+  run.cell = Cell(workers, ps, true, request_bytes * ps / 2);
+  run.cell.placement = Placement::kOneHost;
+  run.cell.host_cores = 16;
+  run.compute_ms = 10;
+  run.comm_ms = comm_ms;
+  return run;
+}
+
+TEST(Calibrate, TakesTheCostsFromOneWorkerStepLogsWithoutTaskCpu) {
+  // 1-worker runs whose push/pull took 1 ms + 2 ms per MB of the request
+  // (1, 2 and 4 ps: the same worker bytes, smaller requests); a 4-worker
+  // run, which queued, says nothing of one request's cost.
+  const std::vector<CalibrationRun> runs = {StepLogRun(1, 1, 2e6, 5), StepLogRun(1, 2, 1e6, 3),
+                                            StepLogRun(1, 4, 0.5e6, 2), StepLogRun(4, 1, 2e6, 40)};
+  std::vector<std::string> notes;
+  const auto cal = Calibrate(runs, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok()) << cal.status();
+  EXPECT_NEAR(cal->ps_request.fixed_ms, 0.5, 1e-9);
+  EXPECT_NEAR(cal->ps_request.per_byte_ms, 1e-6, 1e-15);
+  EXPECT_NEAR(cal->latency.fixed_ms, 0.5, 1e-9);
+  EXPECT_NEAR(cal->latency.per_byte_ms, 1e-6, 1e-15);
+  EXPECT_NEAR(cal->worker_comm_cpu.per_byte_ms, 1e-6, 1e-15);
+  EXPECT_NEAR(cal->mean_before_push_ms(), 8, 1e-9);
+  EXPECT_NEAR(cal->ahead_ms, 2, 1e-9);
+  EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("step logs of its 3 1-worker run(s)"));
+  // The model gives back each 1-worker run's own step: its compute and
+  // its push/pull (lat + s), the gap between steps (here none) aside.
+  for (int i = 0; i < 3; ++i) {
+    const PlanPrediction p = Predict(*cal, runs[i].cell);
+    EXPECT_NEAR(p.step_ms, 10 + runs[i].comm_ms + cal->gap_ms, 1e-6) << runs[i].run_dir;
+  }
+  // Another share moves the cost between the ps and the worker's latency.
+  const auto ps_heavy = Calibrate(runs, "mnist_cnn", false, 0.8, &notes);
+  ASSERT_TRUE(ps_heavy.ok());
+  EXPECT_NEAR(ps_heavy->ps_request.At(2e6), 0.8 * 5, 1e-9);
+  EXPECT_NEAR(ps_heavy->latency.At(2e6), 0.2 * 5, 1e-9);
+}
+
+TEST(Calibrate, RefusesRunsWithNeitherTaskCpuNorAOneWorkerStepLog) {
+  std::vector<std::string> notes;
+  const auto crowded = Calibrate({StepLogRun(4, 1, 2e6, 40)}, "mnist_cnn", false, 0.5, &notes);
+  EXPECT_THAT(crowded.status().message(), HasSubstr("task_cpu.csv"));
+  EXPECT_THAT(crowded.status().message(), HasSubstr("1 worker"));
+  const auto insecure = Calibrate({StepLogRun(1, 1, 2e6, 5)}, "mnist_cnn", true, 0.5, &notes);
+  EXPECT_THAT(insecure.status().message(), HasSubstr("--insecure"));
+  EXPECT_THAT(Calibrate({StepLogRun(1, 1, 2e6, 5)}, "cnn_large", false, 0.5, &notes).status().message(),
+              HasSubstr("no calibration run trained cnn_large"));
+}
+
+TEST(CheckRuns, JudgesARunWithoutTaskCpuAtTheComputeSpeedItsStepLogShows) {
+  const std::vector<CalibrationRun> calibration = {StepLogRun(1, 1, 2e6, 5), StepLogRun(1, 2, 1e6, 3)};
+  // The same cell, but its host computed 40% slower (14 ms a step).
+  CalibrationRun slow = StepLogRun(1, 1, 2e6, 5);
+  slow.run_dir = "slow";
+  slow.record = StepLog(1, 20, 14, 2.8, 5);
+  slow.compute_ms = 14;
+  slow.steady_images_per_second = 100 / (14 + 5.0) * 1e3;
+  std::vector<std::string> notes;
+  const auto rows = CheckRuns(calibration, {slow}, 0.5, &notes);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  const CheckRow& row = rows->front();
+  EXPECT_FALSE(row.calibration);
+  EXPECT_NEAR(row.predicted, 100 / 15.0 * 1e3, 1e-6);
+  EXPECT_NEAR(row.cpu_ratio, 1.4, 1e-9);
+  // At that speed the compute and the ps's service (2.5 ms) take 40% more.
+  EXPECT_NEAR(row.predicted_at_run_speed, 100 / (14 + 2.5 * 1.4 + 2.5) * 1e3, 1e-6);
+  const std::string table = CheckTable(*rows, 0.15);
+  EXPECT_THAT(table, HasSubstr("0 of 1 held-out cells within 15%"));
+  EXPECT_THAT(table, HasSubstr("at each run's own speed, 1 of 1"));
+  EXPECT_THAT(table, Not(HasSubstr("each run (its error)")));  // one run a cell
+  EXPECT_THAT(table,
+              HasSubstr("| mnist_cnn sync, 1 ps, 1 worker, no link limit | 6667 | 5263 | +26.7% | 1.40 (-5%) |"));
 }
 
 TEST(PlanFlags, ParsesModesLinksAndPlacements) {
@@ -324,6 +449,9 @@ TEST(PlanFlags, RefusesWhatItCannotAnswerNamingTheFlag) {
       {"--model", [](PlanOptions* o) { o->model = "resnet"; }},
       {"f64", [](PlanOptions* o) { o->wire = "f64"; }},
       {"--params", [](PlanOptions* o) { o->params = -5; }},
+      {"--ps_share", [](PlanOptions* o) { o->ps_share = 0; }},
+      {"--ps_share", [](PlanOptions* o) { o->ps_share = 1.5; }},
+      {"--runs_host_cores", [](PlanOptions* o) { o->default_host_cores = -2; }},
   };
   for (const Case& c : cases) {
     PlanOptions o = ok;
