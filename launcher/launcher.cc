@@ -24,20 +24,20 @@
 #include "absl/time/time.h"
 #include "common/child_process.h"
 #include "common/clock.h"
-#include "glog/logging.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/free_ports.h"
-#include "common/job_secret.h"
 #include "common/json.h"
 #include "common/run_dir.h"
 #include "common/signals.h"
+#include "common/status_macros.h"
 #include "common/trace_writer.h"
+#include "glog/logging.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "launcher/netns_harness.h"
 #include "launcher/progress.h"
-#include "common/status_macros.h"
+#include "transport/job_secret.h"
 
 namespace pstrain {
 namespace {

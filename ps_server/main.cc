@@ -14,8 +14,9 @@
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/signals.h"
-#include "common/task_flags.h"
+#include "flags/task_flags.h"
 #include "ps_server/ps_server.h"
+#include "transport/security.h"
 
 namespace {
 
@@ -74,7 +75,8 @@ absl::Status RunServer(const char* tf_config) {
         "ps_server runs ps tasks, but the configuration names ", cluster->task()->ToString(),
         " (start it with the worker binary)"));
   }
-  auto security = pstrain::TransportSecurityFromFlags();
+  auto security =
+      pstrain::ResolveTransportSecurity(pstrain::SecretFileFlag(), pstrain::InsecureFlag());
   if (!security.ok()) return security.status();
   pstrain::PsServerOptions options = PsServerOptionsFromFlags();
   if (absl::Status s = pstrain::ValidatePsServerOptions(options); !s.ok()) return s;

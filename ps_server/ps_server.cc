@@ -288,7 +288,7 @@ void PsServer::Send(std::vector<Reply>* replies) {
     }
     const zmq::message_t identity(r.peer.data(), r.peer.size());
     const size_t body_bytes = body.size();
-    // CURVE: large parameters in pieces (common/pieces.h).
+    // CURVE: large parameters in pieces (transport/pieces.h).
     const PieceLayout layout = r.with_params && r.payload == nullptr
                                    ? PiecesFor(body_bytes, security_.secure())
                                    : PieceLayout();

@@ -8,7 +8,7 @@
 //
 // Security: with a job secret the ROUTER is a CURVE server; a HandshakeGuard
 // admits only the keys of its spec's tasks (and the "client" key), and
-// every request is attributed to the authenticated task (common/security.h).
+// every request is attributed to the authenticated task (transport/security.h).
 //
 // Liveness: every worker sends HEARTBEATs; only authenticated, valid
 // traffic counts. A registered worker silent for peer_timeout_s is declared
@@ -48,18 +48,18 @@
 
 #include "absl/status/statusor.h"
 #include "common/cluster_spec.h"
-#include "common/handshake_guard.h"
 #include "common/metrics_server.h"
-#include "common/pieces.h"
-#include "common/security.h"
 #include "common/trace_writer.h"
-#include "common/transport.h"
 #include "ps_server/hosted_shards.h"
 #include "ps_server/ps_server_options.h"
 #include "ps_server/replicator.h"
 #include "ps_server/request_handler.h"
 #include "ps_server/shard_metrics.h"
 
+#include "transport/handshake_guard.h"
+#include "transport/pieces.h"
+#include "transport/security.h"
+#include "transport/transport.h"
 namespace pstrain {
 
 class PsServer {
@@ -83,7 +83,7 @@ class PsServer {
 
   void ServeReadable();
   void Process(RoutedMessage routed);
-  // Gives up the partial messages (common/pieces.h) of connections that
+  // Gives up the partial messages (transport/pieces.h) of connections that
   // closed; nobody is left to tell.
   void DropClosedConnections();
   // Gives up, and answers, partial messages whose pieces stopped coming
@@ -126,7 +126,7 @@ class PsServer {
   HostedShards shards_;      // its own shard, and one it adopted (failover)
   RequestHandler& handler_;  // shards_.own()
   TransportSecurity security_;
-  // CURVE: pushes that come in pieces (common/pieces.h), until whole; each
+  // CURVE: pushes that come in pieces (transport/pieces.h), until whole; each
   // judged at its first piece (HostedShards::AdmitPieces).
   PieceAssembler pieces_;
   std::unique_ptr<Replicator> replicator_;  // --ps_replicas=1, once initialised

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint_dir.h"
+#include "checkpoint/checkpoint_dir.h"
 #include "common/optimizer.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"

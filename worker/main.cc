@@ -10,7 +10,8 @@
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/signals.h"
-#include "common/task_flags.h"
+#include "flags/task_flags.h"
+#include "transport/security.h"
 #include "worker/presets.h"
 #include "worker/train_flags.h"
 #include "worker/trainer.h"
@@ -22,7 +23,8 @@ absl::Status RunWorker(const char* tf_config) {
   if (!cluster.ok()) return cluster.status();
   auto options = pstrain::TrainOptionsFromFlags();
   if (!options.ok()) return options.status();
-  auto security = pstrain::TransportSecurityFromFlags();
+  auto security =
+      pstrain::ResolveTransportSecurity(pstrain::SecretFileFlag(), pstrain::InsecureFlag());
   if (!security.ok()) return security.status();
   auto trainer = pstrain::Trainer::Create(*cluster, *options, *security);
   if (!trainer.ok()) return trainer.status();

@@ -8,11 +8,11 @@
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "common/optimizer.h"
-#include "common/pieces.h"
 #include "common/rejoin.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
-#include "common/transport.h"
+#include "transport/pieces.h"
+#include "transport/transport.h"
 #include "glog/logging.h"
 #include "worker/shard_routes.h"
 
@@ -199,7 +199,7 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
   call.pieces_in = 0;
   const proto::MessageType type = call.header.type();
   // CURVE: a large gradient in pieces, which the ps decrypts while the
-  // next is encrypted here (common/pieces.h).
+  // next is encrypted here (transport/pieces.h).
   const PieceLayout layout = type == proto::PUSH || type == proto::PUSH_PULL
                                  ? PiecesFor(call.payload.size(), options_.security.secure())
                                  : PieceLayout();

@@ -37,13 +37,13 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/cluster_spec.h"
-#include "common/security.h"
 #include "common/shard_plan.h"
-#include "common/transport.h"
 #include "common/wire_codec.h"
 #include "proto/pstrain.pb.h"
 #include "worker/heartbeat.h"
 #include "zmq.hpp"
+#include "transport/security.h"
+#include "transport/transport.h"
 
 namespace pstrain {
 
@@ -231,7 +231,7 @@ class PsClient {
   int64_t sent_bytes() const { return sent_bytes_; }
   int64_t received_bytes() const { return received_bytes_; }
   // Messages of requests sent and of replies received in pieces
-  // (CURVE's large payloads; common/pieces.h).
+  // (CURVE's large payloads; transport/pieces.h).
   int64_t pieces_sent() const { return pieces_sent_; }
   int64_t pieces_received() const { return pieces_received_; }
 
@@ -247,7 +247,7 @@ class PsClient {
     proto::Header reply;
     bool done = false;
     int64_t received_unix_us = 0;
-    // A reply in pieces (common/pieces.h): how many are in, and their
+    // A reply in pieces (transport/pieces.h): how many are in, and their
     // layout, from the first.
     uint32_t pieces_in = 0;
     uint32_t parts = 0;

@@ -30,10 +30,10 @@
 
 #include "absl/status/statusor.h"
 #include "common/cluster_spec.h"
-#include "common/security.h"
+#include "dataset/data_sharder.h"
+#include "dataset/mnist_dataset.h"
 #include "models/model.h"
-#include "worker/data_sharder.h"
-#include "worker/mnist_dataset.h"
+#include "transport/security.h"
 #include "worker/train_options.h"
 #include "worker/worker_runtime.h"
 

@@ -187,11 +187,11 @@ void WorkerRuntime::MakeCheckpointer() {
   c.every_steps = o.checkpoint_every_steps;
   c.every_s = o.checkpoint_every_s;
   c.keep = o.keep_checkpoints;
-  c.job = MakeJobConfig();
-  c.flags = o.ToArgs();
-  c.plan_fingerprint = plan_->fingerprint();
-  c.num_params = plan_->total_size();
-  c.num_shards = plan_->num_shards();
+  c.job.config = MakeJobConfig();
+  c.job.flags = o.ToArgs();
+  c.job.plan_fingerprint = plan_->fingerprint();
+  c.job.num_params = plan_->total_size();
+  c.job.num_shards = plan_->num_shards();
   checkpointer_ = std::make_unique<Checkpointer>(std::move(c), client_.get());
 }
 

@@ -3,6 +3,8 @@
 #include "ps_server/standby_replica.h"
 
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -18,11 +18,11 @@
 #include "common/free_ports.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
-#include "common/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ps_server/ps_server.h"
 
+#include "transport/transport.h"
 namespace pstrain {
 namespace {
 

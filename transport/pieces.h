@@ -28,8 +28,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/transport.h"
 #include "proto/pstrain.pb.h"
+#include "transport/transport.h"
 #include "zmq.hpp"
 
 namespace pstrain {

@@ -18,8 +18,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/cluster_spec.h"
-#include "common/job_secret.h"
 #include "proto/pstrain.pb.h"
+#include "transport/job_secret.h"
 #include "zmq.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -73,7 +73,7 @@ struct SocketOptions {
   // then also drops replies still unread when the peer disconnects, so
   // request sockets that must see a peer's last reply leave this off.
   bool immediate = false;
-  // CURVE (common/security.h sets these). A ROUTER with server keys is a
+  // CURVE (transport/security.h sets these). A ROUTER with server keys is a
   // CURVE server whose clients the ZAP handler of its context checks; a
   // DEALER with client keys and the server's public key is a CURVE client.
   // Without them a socket uses the NULL mechanism.
@@ -120,7 +120,7 @@ absl::Status SendRequestBytes(zmq::socket_t& dealer, const proto::Header& header
 absl::Status SendRouted(zmq::socket_t& router, const zmq::message_t& identity,
                         const proto::Header& header, absl::Span<const float> payload);
 // The same with the payload frame made by the caller (sent as it is, e.g.
-// without a copy: common/pinned_floats.h); an empty `body` sends none.
+// without a copy: transport/pinned_floats.h); an empty `body` sends none.
 absl::Status SendRoutedFrame(zmq::socket_t& router, const zmq::message_t& identity,
                              const proto::Header& header, zmq::message_t body);
 

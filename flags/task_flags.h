@@ -3,7 +3,8 @@
 // The flags that place a process in a cluster, shared by ps_server and
 // worker: --cluster_spec=FILE, --task_type=T, --task_index=I, and how it
 // authenticates: --secret_file=FILE or --insecure. TF_CONFIG is read in
-// main() and handed in here.
+// main() and handed in here. Only binaries link these flags (the launcher
+// forwards them); libraries take their values through Options.
 
 #include <optional>
 #include <set>
@@ -11,7 +12,6 @@
 
 #include "absl/status/statusor.h"
 #include "common/cluster_spec.h"
-#include "common/security.h"
 
 namespace pstrain {
 
@@ -21,14 +21,12 @@ TaskConfigSources TaskConfigSourcesFromFlags(const char* tf_config_env);
 // The --cluster_spec flag's value (the launcher reads the same flag).
 std::string ClusterSpecFlag();
 
-// --secret_file and --insecure, resolved (see ResolveTransportSecurity).
-absl::StatusOr<TransportSecurity> TransportSecurityFromFlags();
-
 // The names of the flags that `argv` gives ("--lr=0.1" and "--lr 0.1" give
 // "lr"; "--nofree_ports" gives "free_ports"); parsing stops at "--".
 std::set<std::string> FlagsOnCommandLine(int argc, char** argv);
 
-// The flags' raw values (the launcher forwards them).
+// The flags' raw values (the launcher forwards them; the tasks resolve them
+// with ResolveTransportSecurity, transport/security.h).
 std::string SecretFileFlag();
 bool InsecureFlag();
 

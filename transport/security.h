@@ -1,11 +1,11 @@
 #pragma once
 
 // How a task's sockets authenticate and encrypt: ZeroMQ's CURVE with key
-// pairs derived from the job secret (common/job_secret.h), or nothing at
+// pairs derived from the job secret (transport/job_secret.h), or nothing at
 // all when the user says --insecure.
 //
 // Secure: the ps's ROUTER is a CURVE server whose clients are checked by a
-// ZAP handler (common/handshake_guard.h) against the public keys of its
+// ZAP handler (transport/handshake_guard.h) against the public keys of its
 // spec's tasks; a worker's DEALERs are CURVE clients that know each ps's
 // public key. A peer without the secret is refused at the handshake and
 // never reaches the request handler; an accepted peer's messages carry its
@@ -18,8 +18,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/job_secret.h"
-#include "common/transport.h"
+#include "transport/job_secret.h"
+#include "transport/transport.h"
 
 namespace pstrain {
 

@@ -1,7 +1,7 @@
 // Real ZeroMQ sockets over loopback: framing, zero-copy payloads, and what
 // the receiving side makes of malformed frames.
 
-#include "common/transport.h"
+#include "transport/transport.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

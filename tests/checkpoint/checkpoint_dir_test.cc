@@ -2,7 +2,7 @@
 // and only the newest K kept, by the chief and the ps tasks sharing one
 // directory, each removing its own files.
 
-#include "common/checkpoint_dir.h"
+#include "checkpoint/checkpoint_dir.h"
 
 #include <filesystem>
 #include <string>

@@ -2,14 +2,14 @@
 // every kind of damage or mismatch is refused with an error that names the
 // file (never a crash, never a silently wrong shard).
 
-#include "ps_server/shard_checkpoint.h"
+#include "checkpoint/shard_checkpoint.h"
 
 #include <string>
 #include <vector>
 
 #include "common/file_util.h"
-#include "common/optimizer.h"
 #include "common/hash.h"
+#include "common/optimizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util/process_runner.h"

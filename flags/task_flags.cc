@@ -1,4 +1,4 @@
-#include "common/task_flags.h"
+#include "flags/task_flags.h"
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
@@ -27,10 +27,6 @@ TaskConfigSources TaskConfigSourcesFromFlags(const char* tf_config_env) {
 }
 
 std::string ClusterSpecFlag() { return absl::GetFlag(FLAGS_cluster_spec); }
-
-absl::StatusOr<TransportSecurity> TransportSecurityFromFlags() {
-  return ResolveTransportSecurity(absl::GetFlag(FLAGS_secret_file), absl::GetFlag(FLAGS_insecure));
-}
 
 std::string SecretFileFlag() { return absl::GetFlag(FLAGS_secret_file); }
 bool InsecureFlag() { return absl::GetFlag(FLAGS_insecure); }

@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
-#include "common/job_secret.h"
+#include "transport/job_secret.h"
 #include "zmq.hpp"
 
 namespace pstrain {

@@ -1,4 +1,4 @@
-#include "common/pieces.h"
+#include "transport/pieces.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "common/transport.h"
+#include "transport/transport.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,8 +1,8 @@
-// Payloads in pieces (common/pieces.h): how they are cut, and the ps's
+// Payloads in pieces (transport/pieces.h): how they are cut, and the ps's
 // assembler against pieces in order, out of order, from several peers and
 // past its bounds.
 
-#include "common/pieces.h"
+#include "transport/pieces.h"
 
 #include <cstring>
 #include <string>

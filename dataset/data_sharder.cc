@@ -1,4 +1,4 @@
-#include "worker/data_sharder.h"
+#include "dataset/data_sharder.h"
 
 #include <algorithm>
 #include <numeric>

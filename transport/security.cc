@@ -1,4 +1,4 @@
-#include "common/security.h"
+#include "transport/security.h"
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"

@@ -2,7 +2,7 @@
 // draw the "readable by other users" warning. Changing a file's group to
 // one this process is not in needs root; that case is skipped otherwise.
 
-#include "common/job_secret.h"
+#include "transport/job_secret.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

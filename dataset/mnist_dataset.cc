@@ -1,4 +1,4 @@
-#include "worker/mnist_dataset.h"
+#include "dataset/mnist_dataset.h"
 
 #include <sys/stat.h>
 #include <zlib.h>

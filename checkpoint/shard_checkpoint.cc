@@ -1,4 +1,4 @@
-#include "ps_server/shard_checkpoint.h"
+#include "checkpoint/shard_checkpoint.h"
 
 #include <cstring>
 

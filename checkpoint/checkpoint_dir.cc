@@ -1,4 +1,4 @@
-#include "common/checkpoint_dir.h"
+#include "checkpoint/checkpoint_dir.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "common/job_secret.h"
+#include "transport/job_secret.h"
 
 #include <fcntl.h>
 #include <sodium.h>

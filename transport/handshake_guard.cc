@@ -1,4 +1,4 @@
-#include "common/handshake_guard.h"
+#include "transport/handshake_guard.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

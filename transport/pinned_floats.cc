@@ -1,4 +1,4 @@
-#include "common/pinned_floats.h"
+#include "transport/pinned_floats.h"
 
 #include <atomic>
 #include <cstdint>
