@@ -67,7 +67,7 @@ pstrain::PsServerOptions PsServerOptionsFromFlags() {
   return options;
 }
 
-absl::Status RunServer(const char* tf_config) {
+absl::Status RunServer(const char* tf_config, const pstrain::Cancellation& stop) {
   auto cluster = pstrain::ResolveTaskConfig(pstrain::TaskConfigSourcesFromFlags(tf_config));
   if (!cluster.ok()) return cluster.status();
   if (cluster->task()->type != pstrain::TaskType::kPs) {
@@ -83,7 +83,7 @@ absl::Status RunServer(const char* tf_config) {
   options.io_threads = pstrain::AutoIoThreads(options.io_threads, cluster->num_workers(),
                                               security->secure(),
                                               std::thread::hardware_concurrency());
-  auto server = pstrain::PsServer::Create(*cluster, options, *security);
+  auto server = pstrain::PsServer::Create(*cluster, options, *security, &stop);
   if (!server.ok()) return server.status();
   return (*server)->Run();
 }
@@ -96,6 +96,6 @@ int main(int argc, char** argv) {
       "--task_type=ps, --task_index=I.");
   absl::ParseCommandLine(argc, argv);
   pstrain::InitLogging(argv[0]);
-  pstrain::InstallShutdownHandlers();
-  return pstrain::ExitWith("ps_server", RunServer(std::getenv("TF_CONFIG")));
+  const pstrain::Cancellation& stop = pstrain::InstallShutdownHandlers();
+  return pstrain::ExitWith("ps_server", RunServer(std::getenv("TF_CONFIG"), stop), stop);
 }

@@ -6,7 +6,6 @@
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "common/file_util.h"
-#include "common/signals.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -58,7 +57,8 @@ void AddPrincipals(const ClusterSpec& cluster, const TransportSecurity& security
 
 absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cluster,
                                                            const PsServerOptions& options,
-                                                           const TransportSecurity& security) {
+                                                           const TransportSecurity& security,
+                                                           const Cancellation* cancel) {
   CHECK(cluster.task().has_value() && cluster.task()->type == TaskType::kPs);
   const TaskId task = *cluster.task();
   const std::string& address = cluster.Address(task);
@@ -76,7 +76,8 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
   HandshakeGuardOptions guard_options;
   AddPrincipals(cluster, security, &guard_options, &handler_options);
   std::unique_ptr<PsServer> server(
-      new PsServer(cluster, options, std::move(handler_options), security));
+      new PsServer(cluster, options, std::move(handler_options), security,
+                   cancel != nullptr ? cancel : NeverCancelled()));
   // The ZAP handler first: libzmq admits CURVE clients unchecked while
   // none is bound.
   ASSIGN_OR_RETURN(server->guard_, HandshakeGuard::Create(server->context_, guard_options));
@@ -110,10 +111,12 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
 }
 
 PsServer::PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
-                   RequestHandlerOptions handler_options, const TransportSecurity& security)
+                   RequestHandlerOptions handler_options, const TransportSecurity& security,
+                   const Cancellation* cancel)
     : cluster_(cluster),
       task_(*cluster.task()),
       options_(options),
+      cancel_(cancel),
       // 0 (not resolved by AutoIoThreads, as in tests): one.
       context_(std::max(1, options.io_threads)),
       shards_(handler_options),
@@ -174,8 +177,9 @@ absl::Status PsServer::Run() {
     std::vector<zmq::socket_t*> sockets = {&socket_};
     for (zmq::socket_t* s : guard_->sockets()) sockets.push_back(s);
     if (replicator_ != nullptr) sockets.push_back(replicator_->socket());
-    if (const int sig = ShutdownSignal(); sig != 0) {
-      return Finish(absl::CancelledError(absl::StrCat(task_.ToString(), " stopped by signal ", sig)));
+    if (cancel_->cancelled()) {
+      return Finish(
+          absl::CancelledError(absl::StrCat(task_.ToString(), " stopped by ", cancel_->reason())));
     }
     auto readable = PollReadable(sockets, kPollMs);
     // The guard first: a handshake waiting on ZAP holds a peer up.

@@ -3,7 +3,7 @@
 // A ps task: binds a ROUTER socket at its address from the cluster spec and
 // serves one shard of the parameters until the chief says training is over.
 //
-//   ASSIGN_OR_RETURN(auto server, PsServer::Create(cluster, options));
+//   ASSIGN_OR_RETURN(auto server, PsServer::Create(cluster, options, security, &stop));
 //   return server->Run();
 //
 // Security: with a job secret the ROUTER is a CURVE server; a HandshakeGuard
@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/cancellation.h"
 #include "common/cluster_spec.h"
 #include "common/metrics_server.h"
 #include "common/trace_writer.h"
@@ -55,23 +56,26 @@
 #include "ps_server/replicator.h"
 #include "ps_server/request_handler.h"
 #include "ps_server/shard_metrics.h"
-
 #include "transport/handshake_guard.h"
 #include "transport/pieces.h"
 #include "transport/security.h"
 #include "transport/transport.h"
+
 namespace pstrain {
 
 class PsServer {
  public:
   // Binds the socket. Unavailable when the address is in use or cannot be
-  // bound. REQUIRES: cluster.task() is a ps task.
+  // bound. `cancel` stops Run (ps_server/main.cc passes its SIGINT/SIGTERM);
+  // borrowed, it must outlive the server; null: never cancelled.
+  // REQUIRES: cluster.task() is a ps task.
   static absl::StatusOr<std::unique_ptr<PsServer>> Create(const ClusterSpec& cluster,
                                                           const PsServerOptions& options,
-                                                          const TransportSecurity& security);
+                                                          const TransportSecurity& security,
+                                                          const Cancellation* cancel = nullptr);
 
-  // Serves until SHUTDOWN from the chief (OK), SIGINT/SIGTERM (Cancelled), or
-  // a job failure (Aborted).
+  // Serves until SHUTDOWN from the chief (OK), `cancel` fires (Cancelled,
+  // naming its reason), or a job failure (Aborted).
   absl::Status Run();
 
   const std::string& endpoint() const { return endpoint_; }
@@ -79,7 +83,8 @@ class PsServer {
 
  private:
   PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
-           RequestHandlerOptions handler_options, const TransportSecurity& security);
+           RequestHandlerOptions handler_options, const TransportSecurity& security,
+           const Cancellation* cancel);
 
   void ServeReadable();
   void Process(RoutedMessage routed);
@@ -119,6 +124,7 @@ class PsServer {
   ClusterSpec cluster_;
   TaskId task_;
   PsServerOptions options_;
+  const Cancellation* cancel_;  // never null
   zmq::context_t context_;  // options_.io_threads I/O threads
   std::unique_ptr<HandshakeGuard> guard_;  // before socket_: closed after it
   zmq::socket_t socket_;

@@ -18,7 +18,7 @@
 
 namespace {
 
-absl::Status RunWorker(const char* tf_config) {
+absl::Status RunWorker(const char* tf_config, const pstrain::Cancellation& stop) {
   auto cluster = pstrain::ResolveTaskConfig(pstrain::TaskConfigSourcesFromFlags(tf_config));
   if (!cluster.ok()) return cluster.status();
   auto options = pstrain::TrainOptionsFromFlags();
@@ -26,7 +26,7 @@ absl::Status RunWorker(const char* tf_config) {
   auto security =
       pstrain::ResolveTransportSecurity(pstrain::SecretFileFlag(), pstrain::InsecureFlag());
   if (!security.ok()) return security.status();
-  auto trainer = pstrain::Trainer::Create(*cluster, *options, *security);
+  auto trainer = pstrain::Trainer::Create(*cluster, *options, *security, &stop);
   if (!trainer.ok()) return trainer.status();
   return (*trainer)->Run();
 }
@@ -39,9 +39,9 @@ int main(int argc, char** argv) {
       "--task_type=worker|chief, --task_index=I, plus the training flags.");
   absl::ParseCommandLine(argc, argv);
   pstrain::InitLogging(argv[0]);
-  pstrain::InstallShutdownHandlers();
+  const pstrain::Cancellation& stop = pstrain::InstallShutdownHandlers();
   if (absl::Status s = pstrain::ApplyPresetFlag(pstrain::FlagsOnCommandLine(argc, argv)); !s.ok()) {
-    return pstrain::ExitWith("worker", s);
+    return pstrain::ExitWith("worker", s, stop);
   }
-  return pstrain::ExitWith("worker", RunWorker(std::getenv("TF_CONFIG")));
+  return pstrain::ExitWith("worker", RunWorker(std::getenv("TF_CONFIG"), stop), stop);
 }

@@ -154,6 +154,7 @@ absl::Status WorkerRuntime::Setup() {
   client_options_.heartbeat_interval_s = o.heartbeat_interval_s;
   client_options_.rpc_timeout_s = o.rpc_timeout_s;
   client_options_.security = security_;
+  client_options_.cancel = options_.cancel;
   RETURN_IF_ERROR(MakeClient(o.connect_timeout_s));
   if (is_chief_ && !o.checkpoint_dir.empty()) MakeCheckpointer();
   LOG(INFO) << task_.ToString() << " (rank " << rank_
