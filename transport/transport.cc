@@ -89,6 +89,16 @@ absl::Span<const float> Message::PayloadFloats(std::vector<float>* scratch) cons
   return *scratch;
 }
 
+Message MakeMessage(proto::Header header, absl::Span<const float> payload) {
+  Message m;
+  m.header = std::move(header);
+  if (!payload.empty()) {
+    m.payload = zmq::message_t(payload.data(), payload.size() * sizeof(float));
+    m.has_payload = true;
+  }
+  return m;
+}
+
 uint64_t RandomId() {
   std::random_device device;
   return device() | (uint64_t{device()} << 32);

@@ -47,6 +47,12 @@ struct Message {
   absl::Span<const float> PayloadFloats(std::vector<float>* scratch) const;
 };
 
+// A message of `header` and a payload frame holding a copy of `payload`
+// (none when it is empty), as ParseFrames gives one: a request handed to
+// the ps's handler without a socket (a standby's adopted state, tests,
+// benchmarks).
+Message MakeMessage(proto::Header header, absl::Span<const float> payload = {});
+
 // What a ROUTER received: the sender's identity and, unless the frames were
 // malformed (InvalidArgument, with what was wrong), the message.
 struct RoutedMessage {
@@ -82,13 +88,13 @@ struct SocketOptions {
   std::optional<CurveKey> curve_server_public_key;
 };
 
+// 64 random bits from the OS: a client's session id, a ps's instance id.
+uint64_t RandomId();
+
 // "tcp://ip:port" to bind for a task's address. Loopback names bind
 // 127.0.0.1, IP literals bind themselves, other host names bind every
 // interface (as TensorFlow's servers do), since a pod's DNS name may not map
 // to an interface.
-// 64 random bits from the OS: a client's session id, a ps's instance id.
-uint64_t RandomId();
-
 std::string BindEndpoint(const HostPort& address);
 // "tcp://host:port" to connect to.
 std::string ConnectEndpoint(const HostPort& address);
