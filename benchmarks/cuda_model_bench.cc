@@ -16,74 +16,23 @@
 // result, as benchmarks/model_bench.cc:
 //   RESULT model=mnist_cnn backend=cuda op=forward_backward batch=128 images_per_sec=N
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "benchmark/benchmark.h"
+#include "benchmarks/bench_main.h"
 #include "benchmarks/images_per_sec_reporter.h"
-#include "common/random.h"
-#include "models/dropout_mask.h"
+#include "benchmarks/model_setup.h"
 #include "models/model.h"
 #include "models/net_spec.h"
 
 namespace pstrain::models {
 namespace {
-
-constexpr uint64_t kSeed = 7;
-
-// A model with initialised parameters and one batch of synthetic data.
-struct Setup {
-  std::unique_ptr<Model> model;
-  std::vector<float> params, images, grads;
-  std::vector<int32_t> labels;
-  std::vector<uint64_t> keys;
-  Batch batch;
-};
-
-// `staged`: the batch is gathered into the model's input buffer
-// (Model::InputBuffer: page-locked memory for the CUDA model), as the
-// worker gathers it, so a step uploads it without a host copy first.
-absl::StatusOr<std::unique_ptr<Setup>> MakeSetup(const std::string& name, const std::string& device,
-                                                 int n, bool staged = false) {
-  auto s = std::make_unique<Setup>();
-  ModelOptions options;
-  options.name = name;
-  options.device = device;
-  options.max_batch = n;
-  options.seed = kSeed;
-  absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(options);
-  if (!model.ok()) return model.status();
-  s->model = std::move(model).value();
-  s->params.resize(s->model->num_params());
-  InitParams(s->model->param_specs(), kSeed, s->params.data());
-  if (absl::Status status = s->model->SetParams(s->params); !status.ok()) return status;
-  SplitMix64 rng(11);
-  s->images.resize(s->model->net().input.size() * n);
-  for (float& v : s->images) v = rng.Uniform(-0.4242f, 2.8215f);  // MNIST's normalised range
-  for (int i = 0; i < n; ++i) {
-    s->labels.push_back(static_cast<int32_t>(rng.Below(s->model->net().num_classes)));
-    s->keys.push_back(MakeExampleKey(0, static_cast<uint32_t>(i)));
-  }
-  s->grads.resize(s->model->num_params());
-  s->batch = {n, s->images.data(), s->labels.data(), s->keys.data()};
-  if (staged) {
-    absl::StatusOr<BatchBuffer> in = s->model->InputBuffer();
-    if (!in.ok()) return in.status();
-    std::copy(s->images.begin(), s->images.end(), in->images.begin());
-    std::copy(s->labels.begin(), s->labels.end(), in->labels.begin());
-    std::copy(s->keys.begin(), s->keys.end(), in->example_keys.begin());
-    s->batch = {n, in->images.data(), in->labels.data(), in->example_keys.data()};
-  }
-  return s;
-}
 
 double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
   double diff = 0, norm = 0;
@@ -96,13 +45,13 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
 
 // The result check that precedes timing: an error message, or "" when the
 // step agrees with the CPU backend's on the same parameters and batch.
-std::string CheckStep(Setup& s) {
+std::string CheckStep(BenchSetup& s) {
   absl::StatusOr<float> loss = s.model->ForwardBackward(s.batch, absl::MakeSpan(s.grads));
   if (!loss.ok()) return loss.status().ToString();
-  absl::StatusOr<std::unique_ptr<Setup>> reference =
-      MakeSetup(s.model->net().name, "cpu", s.batch.n);
+  absl::StatusOr<std::unique_ptr<BenchSetup>> reference =
+      MakeBenchSetup(s.model->net().name, "cpu", s.batch.n);
   if (!reference.ok()) return reference.status().ToString();
-  Setup& cpu = **reference;
+  BenchSetup& cpu = **reference;
   absl::StatusOr<float> cpu_loss = cpu.model->ForwardBackward(cpu.batch, absl::MakeSpan(cpu.grads));
   if (!cpu_loss.ok()) return cpu_loss.status().ToString();
   if (!std::isfinite(*loss) || std::abs(*loss - *cpu_loss) > 1e-4 * *cpu_loss) {
@@ -115,11 +64,11 @@ std::string CheckStep(Setup& s) {
 
 void BM_ForwardBackward(benchmark::State& state, const std::string& name, const std::string& device,
                         bool staged) {
-  absl::StatusOr<std::unique_ptr<Setup>> s =
-      MakeSetup(name, device, static_cast<int>(state.range(0)), staged);
+  absl::StatusOr<std::unique_ptr<BenchSetup>> s =
+      MakeBenchSetup(name, device, static_cast<int>(state.range(0)), staged);
   const std::string error = s.ok() ? CheckStep(**s) : s.status().ToString();
   if (!error.empty()) return state.SkipWithError(error.c_str());
-  Setup& setup = **s;
+  BenchSetup& setup = **s;
   state.SetLabel(setup.model->device_description());
   for (auto _ : state) {
     // A step that fails while timed (a device fault, say) must not be
@@ -163,11 +112,6 @@ void RegisterAll() {
 }  // namespace pstrain::models
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  pstrain::models::RegisterAll();
   pstrain::ImagesPerSecReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+  return pstrain::RunBenchmarks(argc, argv, &reporter, &pstrain::models::RegisterAll);
 }

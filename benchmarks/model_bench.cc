@@ -13,61 +13,22 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "benchmark/benchmark.h"
+#include "benchmarks/bench_main.h"
 #include "benchmarks/images_per_sec_reporter.h"
-#include "common/random.h"
-#include "models/dropout_mask.h"
+#include "benchmarks/model_setup.h"
 #include "models/model.h"
 #include "models/net_spec.h"
 
 namespace pstrain::models {
 namespace {
 
-constexpr uint64_t kSeed = 7;
-
-// A model with initialised parameters and one batch of synthetic data.
-struct Setup {
-  std::unique_ptr<Model> model;
-  std::vector<float> images;
-  std::vector<int32_t> labels;
-  std::vector<uint64_t> keys;
-  std::vector<float> grads;
-  Batch batch;
-};
-
-absl::StatusOr<std::unique_ptr<Setup>> MakeSetup(const std::string& name, int n) {
-  auto s = std::make_unique<Setup>();
-  ModelOptions options;
-  options.name = name;
-  options.device = "cpu";
-  options.max_batch = n;
-  options.seed = kSeed;
-  auto model = CreateModel(options);
-  if (!model.ok()) return model.status();
-  s->model = std::move(model).value();
-  std::vector<float> params(s->model->num_params());
-  InitParams(s->model->param_specs(), kSeed, params.data());
-  if (absl::Status status = s->model->SetParams(params); !status.ok()) return status;
-  SplitMix64 rng(11);
-  s->images.resize(s->model->net().input.size() * n);
-  for (float& v : s->images) v = rng.Uniform(-0.4242f, 2.8215f);  // MNIST's normalised range
-  for (int i = 0; i < n; ++i) {
-    s->labels.push_back(static_cast<int32_t>(rng.Below(s->model->net().num_classes)));
-    s->keys.push_back(MakeExampleKey(0, static_cast<uint32_t>(i)));
-  }
-  s->grads.resize(s->model->num_params());
-  s->batch = {n, s->images.data(), s->labels.data(), s->keys.data()};
-  return s;
-}
-
 // The result check that precedes timing: an error message, or "" when sane.
-std::string CheckStep(Setup& s) {
+std::string CheckStep(BenchSetup& s) {
   absl::StatusOr<float> loss = s.model->ForwardBackward(s.batch, absl::MakeSpan(s.grads));
   if (!loss.ok()) return loss.status().ToString();
   if (!std::isfinite(*loss) || *loss <= 0) return absl::StrCat("bad loss ", *loss);
@@ -81,10 +42,11 @@ std::string CheckStep(Setup& s) {
 }
 
 void BM_ForwardBackward(benchmark::State& state, const std::string& name) {
-  absl::StatusOr<std::unique_ptr<Setup>> s = MakeSetup(name, static_cast<int>(state.range(0)));
+  absl::StatusOr<std::unique_ptr<BenchSetup>> s =
+      MakeBenchSetup(name, "cpu", static_cast<int>(state.range(0)));
   const std::string error = s.ok() ? CheckStep(**s) : s.status().ToString();
   if (!error.empty()) return state.SkipWithError(error.c_str());
-  Setup& setup = **s;
+  BenchSetup& setup = **s;
   for (auto _ : state) {
     benchmark::DoNotOptimize(
         setup.model->ForwardBackward(setup.batch, absl::MakeSpan(setup.grads)));
@@ -94,10 +56,11 @@ void BM_ForwardBackward(benchmark::State& state, const std::string& name) {
 }
 
 void BM_Evaluate(benchmark::State& state, const std::string& name) {
-  absl::StatusOr<std::unique_ptr<Setup>> s = MakeSetup(name, static_cast<int>(state.range(0)));
+  absl::StatusOr<std::unique_ptr<BenchSetup>> s =
+      MakeBenchSetup(name, "cpu", static_cast<int>(state.range(0)));
   const std::string error = s.ok() ? CheckStep(**s) : s.status().ToString();
   if (!error.empty()) return state.SkipWithError(error.c_str());
-  Setup& setup = **s;
+  BenchSetup& setup = **s;
   for (auto _ : state) benchmark::DoNotOptimize(setup.model->Evaluate(setup.batch));
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
@@ -117,11 +80,6 @@ void RegisterAll() {
 }  // namespace pstrain::models
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  pstrain::models::RegisterAll();
   pstrain::ImagesPerSecReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+  return pstrain::RunBenchmarks(argc, argv, &reporter, &pstrain::models::RegisterAll);
 }

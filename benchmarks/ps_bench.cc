@@ -34,6 +34,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
+#include "benchmarks/bench_main.h"
 #include "common/cluster_spec.h"
 #include "common/free_ports.h"
 #include "common/shard_plan.h"
@@ -41,6 +42,7 @@
 #include "ps_server/ps_server.h"
 #include "ps_server/request_handler.h"
 #include "ps_server/shard_store.h"
+#include "transport/transport.h"
 #include "worker/gradient_encoder.h"
 #include "worker/ps_client.h"
 
@@ -134,16 +136,6 @@ void BM_EncodeWithErrorFeedback(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);  // floats per second
 }
 BENCHMARK(BM_EncodeWithErrorFeedback)->ArgsProduct({{0, 1, 2}, {10920, 600000}});
-
-Message MakeMessage(proto::Header h, const std::vector<float>& payload) {
-  Message m;
-  m.header = std::move(h);
-  if (!payload.empty()) {
-    m.payload = zmq::message_t(payload.data(), payload.size() * sizeof(float));
-    m.has_payload = true;
-  }
-  return m;
-}
 
 void BM_SyncVersionInHandler(benchmark::State& state) {
   const int64_t n = state.range(0);
@@ -554,10 +546,6 @@ class ResultReporter : public benchmark::ConsoleReporter {
 }  // namespace pstrain
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   pstrain::ResultReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+  return pstrain::RunBenchmarks(argc, argv, &reporter);
 }

@@ -39,26 +39,11 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
-MEAN, STD = 0.1307, 0.3081  # worker/mnist_dataset.h's Normalization
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                                "pytorch"))
+from mnist_cnn import MnistCnn  # noqa: E402  pylint: disable=wrong-import-position
 
-
-class MnistCnn(nn.Module):
-    """models/net_spec.cc's mnist_cnn, layer for layer and in its order."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
-        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
-        self.conv2_drop = nn.Dropout2d(p=0.5)
-        self.fc1 = nn.Linear(320, 50)
-        self.fc2 = nn.Linear(50, 10)
-
-    def forward(self, x):
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
-        x = F.relu(self.fc1(x.flatten(1)))
-        x = F.dropout(x, p=0.5, training=self.training)
-        return F.log_softmax(self.fc2(x), dim=1)
+MEAN, STD = 0.1307, 0.3081  # dataset/mnist_dataset.h's Normalization
 
 
 def read_idx(path):

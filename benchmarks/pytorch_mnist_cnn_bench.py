@@ -27,33 +27,16 @@ Prints one line per result, as the C++ benchmarks:
 
 import argparse
 import math
+import os
 import statistics
 import sys
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-
-class Net(nn.Module):
-    """The seed's CNN, layer for layer (pstrain's mnist_cnn)."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
-        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
-        self.conv2_drop = nn.Dropout2d(p=0.5)
-        self.fc1 = nn.Linear(320, 50)
-        self.fc2 = nn.Linear(50, 10)
-
-    def forward(self, x):
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
-        x = x.view(-1, 320)
-        x = F.relu(self.fc1(x))
-        x = F.dropout(x, p=0.5, training=self.training)
-        x = self.fc2(x)
-        return F.log_softmax(x, dim=1)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                                "pytorch"))
+from mnist_cnn import MnistCnn  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def synthetic_batch(n, device, generator):
@@ -69,7 +52,7 @@ class Harness:
     def __init__(self, n, device):
         generator = torch.Generator().manual_seed(11)
         torch.manual_seed(7)
-        self.model = Net().to(device).train()
+        self.model = MnistCnn().to(device).train()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.5)
         self.images, self.labels = synthetic_batch(n, device, generator)
         self.host_images = self.images.cpu().pin_memory()

@@ -69,13 +69,13 @@
 #include "common/clock.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
-#include "common/pieces.h"
-#include "common/pinned_floats.h"
-#include "common/security.h"
+#include "transport/pieces.h"
+#include "transport/pinned_floats.h"
+#include "transport/security.h"
 #include "common/shard_plan.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
-#include "common/transport.h"
+#include "transport/transport.h"
 #include "worker/ps_client.h"
 
 ABSL_FLAG(std::string, role, "driver",
@@ -225,7 +225,7 @@ class EchoWork {
   std::vector<float> scratch_;
 };
 
-absl::Status RunEchoServer() {
+absl::Status RunEchoServer(const Cancellation& stop) {
   ASSIGN_OR_RETURN(const TransportSecurity security, SecurityFromFlag());
   const size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_floats)) * sizeof(float);
   const uint32_t parts = PiecesFor(bytes, security.secure()).parts;
@@ -242,7 +242,7 @@ absl::Status RunEchoServer() {
   ASSIGN_OR_RETURN(EchoWork work, EchoWork::Create(absl::GetFlag(FLAGS_echo_work), bytes));
   zmq::socket_t* sockets[] = {&router};
   try {
-    while (ShutdownSignal() == 0 && MonotonicMicros() < deadline) {
+    while (!stop.cancelled() && MonotonicMicros() < deadline) {
       const absl::StatusOr<std::vector<bool>> readable = PollReadable(sockets, 100);
       if (!readable.ok() && absl::IsCancelled(readable.status())) continue;  // a signal: see above
       RETURN_IF_ERROR(readable.status());
@@ -488,8 +488,8 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
   return o;
 }
 
-absl::Status RunRole(const std::string& role) {
-  if (role == "echo_server") return RunEchoServer();
+absl::Status RunRole(const std::string& role, const Cancellation& stop) {
+  if (role == "echo_server") return RunEchoServer(stop);
   if (role == "echo_client") return RunEchoClient();
   if (role == "push_pull_client") return RunPushPullClient();
   if (role != "driver") return absl::InvalidArgumentError(absl::StrCat("--role=", role, "?"));
@@ -509,6 +509,6 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   absl::ParseCommandLine(argc, argv);
   pstrain::InitLogging(argv[0]);
-  pstrain::InstallShutdownHandlers();
-  return pstrain::ExitWith("wire_bench", pstrain::RunRole(absl::GetFlag(FLAGS_role)));
+  const pstrain::Cancellation& stop = pstrain::InstallShutdownHandlers();
+  return pstrain::ExitWith("wire_bench", pstrain::RunRole(absl::GetFlag(FLAGS_role), stop), stop);
 }

@@ -25,7 +25,7 @@
 #include "common/clock.h"
 #include "common/cluster_spec.h"
 #include "common/free_ports.h"
-#include "common/job_secret.h"
+#include "transport/job_secret.h"
 #include "common/status_macros.h"
 
 namespace pstrain {

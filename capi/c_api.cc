@@ -17,8 +17,8 @@
 #include "common/logging.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
+#include "dataset/data_sharder.h"
 #include "glog/logging.h"
-#include "worker/data_sharder.h"
 
 struct PstrainTask {
   pstrain::ScriptTask task;

@@ -24,8 +24,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/cluster_spec.h"
-#include "common/security.h"
 #include "common/shard_plan.h"
+#include "transport/security.h"
 #include "worker/train_options.h"
 #include "worker/worker_runtime.h"
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "absl/status/status.h"
-#include "common/signals.h"
+#include "common/cancellation.h"
 
 namespace pstrain {
 
@@ -41,14 +41,14 @@ inline int ExitCodeFor(const absl::Status& status, bool interrupted) {
 }
 
 // Prints "program: error: message" on stderr (nothing for OK) and returns
-// ExitCodeFor(status, whether a shutdown signal arrived). For main()'s last
-// line, after InstallShutdownHandlers.
-inline int ExitWith(const char* program, const absl::Status& status) {
+// ExitCodeFor(status, whether `stop` fired: the Cancellation main() got
+// from InstallShutdownHandlers). For main()'s last line.
+inline int ExitWith(const char* program, const absl::Status& status, const Cancellation& stop) {
   if (!status.ok()) {
     std::fprintf(stderr, "%s: error: %.*s\n", program, static_cast<int>(status.message().size()),
                  status.message().data());
   }
-  return ExitCodeFor(status, ShutdownSignal() != 0);
+  return ExitCodeFor(status, stop.cancelled());
 }
 
 }  // namespace pstrain

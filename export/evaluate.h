@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "worker/mnist_dataset.h"
+#include "dataset/mnist_dataset.h"
 
 namespace pstrain {
 

@@ -22,8 +22,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "dataset/mnist_dataset.h"
 #include "models/net_spec.h"
-#include "worker/mnist_dataset.h"
 
 namespace pstrain {
 

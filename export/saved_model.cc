@@ -8,15 +8,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint_dir.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/shard_checkpoint.h"
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/status_macros.h"
 #include "models/net_spec.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/run_summary.pb.h"
-#include "ps_server/shard_checkpoint.h"
-#include "worker/checkpointer.h"
 
 namespace pstrain {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "dataset/mnist_dataset.h"
 #include "glog/logging.h"
-#include "worker/mnist_dataset.h"
 
 namespace pstrain::fuzz {
 namespace {

@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/pieces.h"
-#include "common/transport.h"
 #include "fuzz/request_frames.h"
 #include "glog/logging.h"
 #include "google/protobuf/stubs/logging.h"
 #include "ps_server/hosted_shards.h"
+#include "transport/pieces.h"
+#include "transport/transport.h"
 
 namespace pstrain::fuzz {
 namespace {
@@ -41,7 +41,7 @@ class HandlerUnderTest {
   void Deliver(int peer, std::vector<zmq::message_t> frames, std::vector<Reply>* out) {
     const Peer from{PeerName(peer), authenticated_ ? UserId(peer) : ""};
     absl::StatusOr<Message> m = ParseFrames(std::move(frames));
-    // Pieces (common/pieces.h) are put back together first, by the ps's own
+    // Pieces (transport/pieces.h) are put back together first, by the ps's own
     // AssemblePiece.
     if (m.ok() && IsPiece(m->header)) {
       const PieceJudge judge = [this](const Peer& p, const proto::Header& first) {

@@ -69,7 +69,7 @@ FuzzMessage EncodedPush(int rank, int64_t step, proto::Encoding encoding, uint64
 }
 
 // A PUSH_PULL of `rank` whose payload goes in pieces of `piece_bytes`
-// (common/pieces.h), one message each, as a CURVE worker sends a large one.
+// (transport/pieces.h), one message each, as a CURVE worker sends a large one.
 std::vector<FuzzMessage> PiecedPush(int rank, int64_t step, uint32_t piece_bytes,
                                     const std::string& bytes) {
   static uint64_t request_id = 500;

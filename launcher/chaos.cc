@@ -56,7 +56,7 @@ absl::Status CheckOptions(const ChaosOptions& o) {
 }
 
 // Launches one run of the experiment into OUT/`name` and records it.
-// Only Cancelled (SIGINT/SIGTERM) is an error.
+// Only Cancelled (experiment.cancel fired) is an error.
 absl::StatusOr<ChaosRunRecord> LaunchRun(const ChaosOptions& options, const TaskId& chief, const std::string& name,
                                          const std::string& prefix, const std::vector<Fault>& faults,
                                          double deadline_s) {

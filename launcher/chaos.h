@@ -74,7 +74,8 @@ absl::StatusOr<std::vector<FaultKind>> ParseFaultKinds(const std::string& text);
 
 // Runs the baseline and every planned run, then writes the report. Errors,
 // before any faulty run: InvalidArgument / NotFound for bad options or a bad
-// spec, Aborted when the baseline run fails. Cancelled on SIGINT/SIGTERM.
+// spec, Aborted when the baseline run fails. Cancelled when
+// experiment.cancel fires.
 // Runs that hang or fail are not errors here: they are counted in the
 // result (and the report), for the caller to judge.
 absl::StatusOr<ChaosResult> RunChaos(const ChaosOptions& options);

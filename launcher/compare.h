@@ -29,8 +29,8 @@ struct CompareOptions {
 // such and the others still run; the status is then Aborted naming the
 // failed modes, after the report is written. InvalidArgument / NotFound for
 // a bad spec or a mode it cannot run (backup workers >= workers), before
-// any run; Cancelled on SIGINT/SIGTERM (no report). Without gnuplot the
-// report says so and has its tables; that is not an error.
+// any run; Cancelled when experiment.cancel fires (no report). Without
+// gnuplot the report says so and has its tables; that is not an error.
 absl::Status RunCompare(const CompareOptions& options);
 
 }  // namespace pstrain

@@ -88,6 +88,7 @@ LaunchOptions ExperimentLaunchOptions(const ExperimentOptions& options, const Ex
   launch.max_restarts = options.max_restarts;
   launch.isolate = options.isolate;
   launch.link_rate = options.link_rate;
+  launch.cancel = options.cancel;
   return launch;
 }
 

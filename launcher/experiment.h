@@ -45,6 +45,7 @@ struct ExperimentOptions {
   std::string command_line;                 // the experiment's, for the report
   std::FILE* progress = stdout;
   bool rewrite_progress = false;            // progress on a terminal
+  const Cancellation* cancel = nullptr;     // as LaunchOptions: stops the run under way
 };
 
 struct MachineInfo {
@@ -87,7 +88,7 @@ LaunchOptions ExperimentLaunchOptions(const ExperimentOptions& options, const Ex
 
 // Launches the run (ExperimentLaunchOptions, a progress line) and
 // reads its run directory. A run that fails comes back as a record with
-// its status set; only Cancelled (SIGINT/SIGTERM) is returned as an error,
+// its status set; only Cancelled (options.cancel fired) is returned as an error,
 // so that an experiment stops there.
 absl::StatusOr<RunRecord> RunExperiment(const ExperimentOptions& options, const ExperimentRun& run);
 

@@ -28,7 +28,7 @@ absl::Status WriteLaunchRecord(const std::string& run_dir, const std::vector<std
                                const std::string& command_line);
 
 // Reads RUN_DIR/launch.json and applies it to this process's flags (see
-// above); `given` are the flags on the command line (common/task_flags.h's
+// above); `given` are the flags on the command line (flags/task_flags.h's
 // FlagsOnCommandLine).
 // NotFound naming the file when RUN_DIR holds no record (not a run
 // directory of `pstrain launch`); InvalidArgument naming the flag that

@@ -25,21 +25,20 @@
 #include "absl/time/time.h"
 #include "common/child_process.h"
 #include "common/clock.h"
-#include "glog/logging.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/free_ports.h"
-#include "common/job_secret.h"
 #include "common/json.h"
 #include "common/run_dir.h"
-#include "common/signals.h"
+#include "common/status_macros.h"
 #include "common/trace_writer.h"
+#include "glog/logging.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "launcher/netns_harness.h"
 #include "launcher/progress.h"
 #include "launcher/task_cpu.h"
-#include "common/status_macros.h"
+#include "transport/job_secret.h"
 
 namespace pstrain {
 namespace {
@@ -229,6 +228,7 @@ class Supervisor {
   void RecordCpu(const Task& task, double cpu_seconds);
 
   const LaunchOptions& options_;
+  const Cancellation* const cancel_;  // options_.cancel, or NeverCancelled()
   const ClusterSpec& spec_;
   const std::string security_arg_;
   const std::map<std::string, int> metrics_ports_;
@@ -263,7 +263,10 @@ constexpr int64_t kCpuSampleUs = 200'000;
 Supervisor::Supervisor(const LaunchOptions& options, const ClusterSpec& spec, std::string security_arg,
                        std::map<std::string, int> metrics_ports, const NetnsHarness* net,
                        LaunchEvents* events)
-    : options_(options), spec_(spec), security_arg_(std::move(security_arg)),
+    : options_(options),
+      cancel_(options.cancel != nullptr ? options.cancel : NeverCancelled()),
+      spec_(spec),
+      security_arg_(std::move(security_arg)),
       metrics_ports_(std::move(metrics_ports)), net_(net), events_(events),
       faults_(options.faults),
       fault_due_done_(faults_.size(), false) {}
@@ -688,8 +691,8 @@ absl::Status Supervisor::Wait() {
     }
     ReapAll();
     SampleCpu();
-    if (const int sig = ShutdownSignal(); sig != 0 && stop_us_ == 0) {
-      StopAll(absl::StrCat("interrupted by signal ", sig));
+    if (cancel_->cancelled() && stop_us_ == 0) {
+      StopAll(absl::StrCat("interrupted by ", cancel_->reason()));
     }
     CheckDeadline();
     InjectDueFaults();
@@ -719,7 +722,7 @@ absl::Status Supervisor::Wait() {
   if (!chief_done_ && !early_ps_exit_.empty() && !failure_.empty() && failure_ != early_ps_exit_) {
     absl::StrAppend(&failure_, "; ", early_ps_exit_);
   }
-  if (ShutdownSignal() != 0) return absl::CancelledError(failure_);
+  if (cancel_->cancelled()) return absl::CancelledError(failure_);
   if (deadline_exceeded_) return absl::DeadlineExceededError(failure_);
   if (!failure_.empty()) return absl::AbortedError(failure_);
   return absl::OkStatus();

@@ -17,9 +17,10 @@
 // chief's SHUTDOWN makes the ps tasks exit just before it does, so a ps that
 // exits 0 earlier is a failure only if the chief has not exited 0 within
 // chief_exit_grace_s of it. When a task fails (non-zero exit, a signal, or
-// that early ps exit), or on SIGINT/SIGTERM, every other task gets SIGTERM
-// and, after stop_grace_s, SIGKILL; Launch then names the task and how it
-// ended. Nothing is left behind.
+// that early ps exit), or when options.cancel fires (`pstrain`'s
+// SIGINT/SIGTERM), every other task gets SIGTERM and, after stop_grace_s,
+// SIGKILL; Launch then names the task and how it ended. Nothing is left
+// behind.
 //
 // Restarts, as a Kubernetes TFJob's restart policy (OnFailure): a task
 // that exits non-zero or by a signal while the launch is not stopping, and
@@ -30,7 +31,7 @@
 // themselves. Exit 0 is never restarted, nor kExitBadConfig (a bad flag or
 // input fails the same way every time): that task fails the launch as
 // before, and so does one with no restarts left (the message says how many
-// it had). SIGINT/SIGTERM, a failure or the deadline end every restart.
+// it had). Cancellation, a failure or the deadline end every restart.
 // Training being done ends them too (as a TFJob succeeds with its chief): a
 // restart still waiting is dropped, and a restarted task that is still
 // running chief_exit_grace_s later is stopped; neither fails the launch,
@@ -49,6 +50,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/cancellation.h"
 #include "common/cluster_spec.h"
 #include "proto/run_summary.pb.h"
 #include "ps_server/ps_server_options.h"
@@ -184,6 +186,10 @@ struct LaunchOptions {
   // "restarting" (died, restart scheduled), "done" (exited 0), "failed",
   // on the same thread (the progress view shows them).
   std::function<void(const TaskId& task, const std::string& state)> on_task_state;
+  // Stops the launch: every task is stopped as for a failure, and Launch
+  // returns Cancelled ("interrupted by <reason>"). `pstrain` passes its
+  // SIGINT/SIGTERM. Borrowed, must outlive Launch; null: never.
+  const Cancellation* cancel = nullptr;
 };
 
 inline constexpr double kMaxRestartBackoffS = 8.0;
@@ -218,8 +224,8 @@ absl::StatusOr<std::string> ResolveProgram(const std::string& program, const std
 // Launches and waits. Errors: InvalidArgument/NotFound for a bad spec or
 // fault (no task started), Aborted naming the task that failed (its
 // restarts, its last error line, or for an exit code its last line, and
-// its log), DeadlineExceeded past options.deadline_s, Cancelled on
-// SIGINT/SIGTERM, DataLoss if training "succeeded" without a readable
+// its log), DeadlineExceeded past options.deadline_s, Cancelled once
+// options.cancel fired, DataLoss if training "succeeded" without a readable
 // summary. `events` (optional, owned by the caller) gets the faults and
 // restarts whatever the outcome.
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* events = nullptr);

@@ -45,20 +45,18 @@
 #include "common/cluster_spec.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
-#include "common/job_secret.h"
 #include "common/logging.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
-#include "common/task_flags.h"
-#include "worker/presets.h"
 #include "export/commands.h"
+#include "flags/task_flags.h"
 #include "glog/logging.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "launcher/chaos.h"
 #include "launcher/compare.h"
-#include "launcher/launch_record.h"
 #include "launcher/k8s_manifest.h"
+#include "launcher/launch_record.h"
 #include "launcher/launcher.h"
 #include "launcher/mode_spec.h"
 #include "launcher/plan.h"
@@ -67,6 +65,8 @@
 #include "launcher/straggler.h"
 #include "launcher/summary_printer.h"
 #include "launcher/timeline_chart.h"
+#include "transport/job_secret.h"
+#include "worker/presets.h"
 #include "worker/train_flags.h"
 
 namespace {
@@ -514,7 +514,7 @@ absl::StatusOr<LaunchOptions> ResumeOptionsFromFlags(const std::string& run_dir,
   return o;
 }
 
-absl::Status RunLaunch(int argc, char** argv) {
+absl::Status RunLaunch(int argc, char** argv, const Cancellation& stop) {
   const std::string resume = absl::GetFlag(FLAGS_resume);
   ASSIGN_OR_RETURN(const LaunchOptions options, resume.empty()
                                                     ? LaunchOptionsFromFlags(argc, argv)
@@ -527,6 +527,7 @@ absl::Status RunLaunch(int argc, char** argv) {
   // On a terminal, --echo=progress is one line redrawn in place.
   std::unique_ptr<RunProgress> view;
   LaunchOptions launch = options;
+  launch.cancel = &stop;
   if (options.echo == EchoMode::kProgress && isatty(STDOUT_FILENO) != 0) {
     ASSIGN_OR_RETURN(const ClusterSpec spec, ClusterSpec::FromFile(options.cluster_spec_path));
     const TaskId chief = spec.ChiefTask();
@@ -557,8 +558,10 @@ absl::Status RunLaunch(int argc, char** argv) {
 
 absl::StatusOr<ExperimentOptions> ExperimentOptionsFromFlags(const TrainOptions& train,
                                                               const std::string& command, int argc,
-                                                              char** argv) {
+                                                              char** argv,
+                                                              const Cancellation& stop) {
   ExperimentOptions x;
+  x.cancel = &stop;
   x.out_dir = absl::GetFlag(FLAGS_out);
   if (x.out_dir.empty()) {
     x.out_dir = absl::StrCat("runs/", command, "-",
@@ -588,10 +591,10 @@ absl::StatusOr<ExperimentOptions> ExperimentOptionsFromFlags(const TrainOptions&
   return x;
 }
 
-absl::Status RunCompareCommand(int argc, char** argv) {
+absl::Status RunCompareCommand(int argc, char** argv, const Cancellation& stop) {
   ASSIGN_OR_RETURN(const TrainOptions train, TrainOptionsFromFlags());
   CompareOptions o;
-  ASSIGN_OR_RETURN(o.experiment, ExperimentOptionsFromFlags(train, "compare", argc, argv));
+  ASSIGN_OR_RETURN(o.experiment, ExperimentOptionsFromFlags(train, "compare", argc, argv, stop));
   o.cluster_spec_path = ClusterSpecFlag();
   if (o.cluster_spec_path.empty()) return absl::InvalidArgumentError("compare needs --cluster_spec=FILE");
   ASSIGN_OR_RETURN(o.modes, ParseModeList(absl::GetFlag(FLAGS_modes)));
@@ -610,10 +613,10 @@ absl::StatusOr<ModeSpec> ModeOf(const TrainOptions& train) {
   return ParseModeSpec(text);
 }
 
-absl::Status RunScaleCommand(int argc, char** argv) {
+absl::Status RunScaleCommand(int argc, char** argv, const Cancellation& stop) {
   ASSIGN_OR_RETURN(const TrainOptions train, TrainOptionsFromFlags());
   ScaleOptions o;
-  ASSIGN_OR_RETURN(o.experiment, ExperimentOptionsFromFlags(train, "scale", argc, argv));
+  ASSIGN_OR_RETURN(o.experiment, ExperimentOptionsFromFlags(train, "scale", argc, argv, stop));
   ASSIGN_OR_RETURN(o.workers, ParseCountList(absl::GetFlag(FLAGS_workers), "workers", 256));
   ASSIGN_OR_RETURN(o.ps, ParseCountList(absl::GetFlag(FLAGS_ps), "ps", 64));
   ASSIGN_OR_RETURN(o.mode, ModeOf(train));
@@ -678,14 +681,14 @@ absl::Status RunPlanCommand(int argc, char** argv) {
 // --checkpoint_every_steps or --checkpoint_every_s is given.
 constexpr int64_t kChaosCheckpointEverySteps = 50;
 
-absl::Status RunChaosCommand(int argc, char** argv) {
+absl::Status RunChaosCommand(int argc, char** argv, const Cancellation& stop) {
   ASSIGN_OR_RETURN(TrainOptions train, TrainOptionsFromFlags());
   const std::set<std::string> given = FlagsOnCommandLine(argc, argv);
   if (!given.count("checkpoint_every_steps") && !given.count("checkpoint_every_s")) {
     train.checkpoint_every_steps = kChaosCheckpointEverySteps;
   }
   ChaosOptions o;
-  ASSIGN_OR_RETURN(o.experiment, ExperimentOptionsFromFlags(train, "chaos", argc, argv));
+  ASSIGN_OR_RETURN(o.experiment, ExperimentOptionsFromFlags(train, "chaos", argc, argv, stop));
   o.cluster_spec_path = ClusterSpecFlag();
   if (o.cluster_spec_path.empty()) return absl::InvalidArgumentError("chaos needs --cluster_spec=FILE");
   o.runs = absl::GetFlag(FLAGS_runs);
@@ -712,33 +715,33 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(pstrain::kUsage);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   pstrain::InitLogging(argv[0]);
-  pstrain::InstallShutdownHandlers();
+  const pstrain::Cancellation& stop = pstrain::InstallShutdownHandlers();
+  const auto exit_with = [&stop](const absl::Status& status) {
+    return pstrain::ExitWith("pstrain", status, stop);
+  };
   if (positional.size() < 2) {
     std::fprintf(stderr, "%s", pstrain::kUsage);
     return pstrain::kExitBadConfig;
   }
   const std::set<std::string> given = pstrain::FlagsOnCommandLine(argc, argv);
   if (given.count("preset") > 0 && given.count("resume") > 0) {
-    return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(
+    return exit_with(absl::InvalidArgumentError(
         "--preset with --resume: a resumed run continues with the flags it recorded"));
   }
-  if (absl::Status s = pstrain::ApplyPresetFlag(given); !s.ok()) {
-    return pstrain::ExitWith("pstrain", s);
-  }
+  if (absl::Status s = pstrain::ApplyPresetFlag(given); !s.ok()) return exit_with(s);
   const std::string command = positional[1];
   if (command == "predict") {
     const std::vector<std::string> images(positional.begin() + 2, positional.end());
-    return pstrain::ExitWith("pstrain",
-                             pstrain::RunPredict(pstrain::SavedModelCommandFromFlags(argc, argv),
-                                                 images, absl::GetFlag(FLAGS_invert)));
+    return exit_with(pstrain::RunPredict(pstrain::SavedModelCommandFromFlags(argc, argv), images,
+                                         absl::GetFlag(FLAGS_invert)));
   }
   if (command == "timeline") {
-    return pstrain::ExitWith("pstrain", pstrain::RunTimelineCommand(std::vector<std::string>(
-                                            positional.begin() + 2, positional.end())));
+    return exit_with(pstrain::RunTimelineCommand(
+        std::vector<std::string>(positional.begin() + 2, positional.end())));
   }
   if (command == "task") {
-    return pstrain::ExitWith("pstrain", pstrain::RunTask(std::vector<std::string>(
-                                            positional.begin() + 2, positional.end())));
+    return exit_with(
+        pstrain::RunTask(std::vector<std::string>(positional.begin() + 2, positional.end())));
   }
   // launch, compare and scale take a command after "--" (those positional
   // arguments are it); nothing else takes any.
@@ -746,25 +749,24 @@ int main(int argc, char** argv) {
       command == "launch" || command == "compare" || command == "scale" || command == "k8s";
   const size_t after_dashes = pstrain::ArgsAfterDashes(argc, argv);
   if (positional.size() > 2 + (takes_command ? after_dashes : 0)) {
-    return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(
+    return exit_with(absl::InvalidArgumentError(
         absl::StrCat("unexpected argument \"", positional[2], "\"")));
   }
-  if (command == "launch") return pstrain::ExitWith("pstrain", pstrain::RunLaunch(argc, argv));
-  if (command == "compare") return pstrain::ExitWith("pstrain", pstrain::RunCompareCommand(argc, argv));
-  if (command == "scale") return pstrain::ExitWith("pstrain", pstrain::RunScaleCommand(argc, argv));
-  if (command == "chaos") return pstrain::ExitWith("pstrain", pstrain::RunChaosCommand(argc, argv));
-  if (command == "plan") return pstrain::ExitWith("pstrain", pstrain::RunPlanCommand(argc, argv));
-  if (command == "keygen") return pstrain::ExitWith("pstrain", pstrain::RunKeygen());
+  if (command == "launch") return exit_with(pstrain::RunLaunch(argc, argv, stop));
+  if (command == "compare") return exit_with(pstrain::RunCompareCommand(argc, argv, stop));
+  if (command == "scale") return exit_with(pstrain::RunScaleCommand(argc, argv, stop));
+  if (command == "chaos") return exit_with(pstrain::RunChaosCommand(argc, argv, stop));
+  if (command == "plan") return exit_with(pstrain::RunPlanCommand(argc, argv));
+  if (command == "keygen") return exit_with(pstrain::RunKeygen());
   if (command == "k8s") {
     const size_t n = pstrain::ArgsAfterDashes(argc, argv);
-    return pstrain::ExitWith("pstrain", pstrain::RunK8s(std::vector<std::string>(argv + argc - n,
-                                                                                 argv + argc)));
+    return exit_with(pstrain::RunK8s(std::vector<std::string>(argv + argc - n, argv + argc)));
   }
   if (command == "export" || command == "evaluate") {
     const pstrain::SavedModelCommand c = pstrain::SavedModelCommandFromFlags(argc, argv);
-    return pstrain::ExitWith("pstrain", command == "export" ? pstrain::RunExport(c) : pstrain::RunEvaluate(c));
+    return exit_with(command == "export" ? pstrain::RunExport(c) : pstrain::RunEvaluate(c));
   }
-  return pstrain::ExitWith("pstrain", absl::InvalidArgumentError(absl::StrCat(
+  return exit_with(absl::InvalidArgumentError(absl::StrCat(
       "unknown command \"", command, "\" (expected launch, compare, scale, plan, chaos, keygen, export, "
       "evaluate, predict, timeline, k8s or task)")));
 }

@@ -48,7 +48,8 @@ std::string LocalSpecJson(int ps, int workers);
 // Runs every (ps, workers) cell, ps-major, and writes the report. Failed
 // runs are reported and the others still run (then Aborted after the
 // report); InvalidArgument before any run when the mode cannot run on the
-// smallest cell (backup workers >= workers); Cancelled on SIGINT/SIGTERM.
+// smallest cell (backup workers >= workers); Cancelled when
+// experiment.cancel fires.
 absl::Status RunScale(const ScaleOptions& options);
 
 }  // namespace pstrain

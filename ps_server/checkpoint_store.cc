@@ -1,7 +1,7 @@
 #include "ps_server/checkpoint_store.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint_dir.h"
+#include "checkpoint/checkpoint_dir.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "ps_server/shard_store.h"

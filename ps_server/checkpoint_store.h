@@ -3,8 +3,8 @@
 // Where one ps keeps its shard's checkpoints: SAVE writes the shard's file
 // of checkpoint ckpt-<step> into its --checkpoint_dir and prunes older ones;
 // RESTORE reads one back and checks it against what the chief's request
-// says the shard is. The file format is ps_server/shard_checkpoint.h, the
-// directory layout common/checkpoint_dir.h.
+// says the shard is. The file format is checkpoint/shard_checkpoint.h, the
+// directory layout checkpoint/checkpoint_dir.h.
 //
 //   CheckpointStore store(dir, shard_index);
 //   ASSIGN_OR_RETURN(proto::SavedShard saved, store.Save(&checkpoint, num_shards, keep));
@@ -17,8 +17,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "checkpoint/shard_checkpoint.h"
 #include "proto/pstrain.pb.h"
-#include "ps_server/shard_checkpoint.h"
 
 namespace pstrain {
 

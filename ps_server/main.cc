@@ -14,8 +14,9 @@
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/signals.h"
-#include "common/task_flags.h"
+#include "flags/task_flags.h"
 #include "ps_server/ps_server.h"
+#include "transport/security.h"
 
 namespace {
 
@@ -70,7 +71,7 @@ pstrain::PsServerOptions PsServerOptionsFromFlags() {
   return options;
 }
 
-absl::Status RunServer(const char* tf_config) {
+absl::Status RunServer(const char* tf_config, const pstrain::Cancellation& stop) {
   auto cluster = pstrain::ResolveTaskConfig(pstrain::TaskConfigSourcesFromFlags(tf_config));
   if (!cluster.ok()) return cluster.status();
   if (cluster->task()->type != pstrain::TaskType::kPs) {
@@ -78,14 +79,15 @@ absl::Status RunServer(const char* tf_config) {
         "ps_server runs ps tasks, but the configuration names ", cluster->task()->ToString(),
         " (start it with the worker binary)"));
   }
-  auto security = pstrain::TransportSecurityFromFlags();
+  auto security =
+      pstrain::ResolveTransportSecurity(pstrain::SecretFileFlag(), pstrain::InsecureFlag());
   if (!security.ok()) return security.status();
   pstrain::PsServerOptions options = PsServerOptionsFromFlags();
   if (absl::Status s = pstrain::ValidatePsServerOptions(options); !s.ok()) return s;
   options.io_threads = pstrain::AutoIoThreads(options.io_threads, cluster->num_workers(),
                                               security->secure(),
                                               std::thread::hardware_concurrency());
-  auto server = pstrain::PsServer::Create(*cluster, options, *security);
+  auto server = pstrain::PsServer::Create(*cluster, options, *security, &stop);
   if (!server.ok()) return server.status();
   return (*server)->Run();
 }
@@ -98,6 +100,6 @@ int main(int argc, char** argv) {
       "--task_type=ps, --task_index=I.");
   absl::ParseCommandLine(argc, argv);
   pstrain::InitLogging(argv[0]);
-  pstrain::InstallShutdownHandlers();
-  return pstrain::ExitWith("ps_server", RunServer(std::getenv("TF_CONFIG")));
+  const pstrain::Cancellation& stop = pstrain::InstallShutdownHandlers();
+  return pstrain::ExitWith("ps_server", RunServer(std::getenv("TF_CONFIG"), stop), stop);
 }

@@ -6,7 +6,6 @@
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "common/file_util.h"
-#include "common/signals.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -63,7 +62,8 @@ RequestHandlerOptions WithPool(RequestHandlerOptions options, ChunkPool* pool) {
 
 absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cluster,
                                                            const PsServerOptions& options,
-                                                           const TransportSecurity& security) {
+                                                           const TransportSecurity& security,
+                                                           const Cancellation* cancel) {
   CHECK(cluster.task().has_value() && cluster.task()->type == TaskType::kPs);
   RETURN_IF_ERROR(ValidatePsServerOptions(options));
   const TaskId task = *cluster.task();
@@ -82,7 +82,8 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
   HandshakeGuardOptions guard_options;
   AddPrincipals(cluster, security, &guard_options, &handler_options);
   std::unique_ptr<PsServer> server(
-      new PsServer(cluster, options, std::move(handler_options), security));
+      new PsServer(cluster, options, std::move(handler_options), security,
+                   cancel != nullptr ? cancel : NeverCancelled()));
   // The ZAP handler first: libzmq admits CURVE clients unchecked while
   // none is bound.
   ASSIGN_OR_RETURN(server->guard_, HandshakeGuard::Create(server->context_, guard_options));
@@ -116,10 +117,12 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
 }
 
 PsServer::PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
-                   RequestHandlerOptions handler_options, const TransportSecurity& security)
+                   RequestHandlerOptions handler_options, const TransportSecurity& security,
+                   const Cancellation* cancel)
     : cluster_(cluster),
       task_(*cluster.task()),
       options_(options),
+      cancel_(cancel),
       // 0 (not resolved by AutoIoThreads, as in tests): one.
       context_(std::max(1, options.io_threads)),
       update_pool_(std::make_unique<ChunkPool>(options.update_threads - 1)),
@@ -181,8 +184,9 @@ absl::Status PsServer::Run() {
     std::vector<zmq::socket_t*> sockets = {&socket_};
     for (zmq::socket_t* s : guard_->sockets()) sockets.push_back(s);
     if (replicator_ != nullptr) sockets.push_back(replicator_->socket());
-    if (const int sig = ShutdownSignal(); sig != 0) {
-      return Finish(absl::CancelledError(absl::StrCat(task_.ToString(), " stopped by signal ", sig)));
+    if (cancel_->cancelled()) {
+      return Finish(
+          absl::CancelledError(absl::StrCat(task_.ToString(), " stopped by ", cancel_->reason())));
     }
     auto readable = PollReadable(sockets, kPollMs);
     // The guard first: a handshake waiting on ZAP holds a peer up.
@@ -295,7 +299,7 @@ void PsServer::Send(std::vector<Reply>* replies) {
     }
     const zmq::message_t identity(r.peer.data(), r.peer.size());
     const size_t body_bytes = body.size();
-    // CURVE: large parameters in pieces (common/pieces.h).
+    // CURVE: large parameters in pieces (transport/pieces.h).
     const PieceLayout layout = r.with_params && r.payload == nullptr
                                    ? PiecesFor(body_bytes, security_.secure())
                                    : PieceLayout();

@@ -3,12 +3,12 @@
 // A ps task: binds a ROUTER socket at its address from the cluster spec and
 // serves one shard of the parameters until the chief says training is over.
 //
-//   ASSIGN_OR_RETURN(auto server, PsServer::Create(cluster, options));
+//   ASSIGN_OR_RETURN(auto server, PsServer::Create(cluster, options, security, &stop));
 //   return server->Run();
 //
 // Security: with a job secret the ROUTER is a CURVE server; a HandshakeGuard
 // admits only the keys of its spec's tasks (and the "client" key), and
-// every request is attributed to the authenticated task (common/security.h).
+// every request is attributed to the authenticated task (transport/security.h).
 //
 // Liveness: every worker sends HEARTBEATs; only authenticated, valid
 // traffic counts. A registered worker silent for peer_timeout_s is declared
@@ -47,31 +47,35 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/cancellation.h"
 #include "common/cluster_spec.h"
-#include "common/handshake_guard.h"
 #include "common/metrics_server.h"
-#include "common/pieces.h"
-#include "common/security.h"
 #include "common/trace_writer.h"
-#include "common/transport.h"
 #include "ps_server/hosted_shards.h"
 #include "ps_server/ps_server_options.h"
 #include "ps_server/replicator.h"
 #include "ps_server/request_handler.h"
 #include "ps_server/shard_metrics.h"
+#include "transport/handshake_guard.h"
+#include "transport/pieces.h"
+#include "transport/security.h"
+#include "transport/transport.h"
 
 namespace pstrain {
 
 class PsServer {
  public:
   // Binds the socket. Unavailable when the address is in use or cannot be
-  // bound. REQUIRES: cluster.task() is a ps task.
+  // bound. `cancel` stops Run (ps_server/main.cc passes its SIGINT/SIGTERM);
+  // borrowed, it must outlive the server; null: never cancelled.
+  // REQUIRES: cluster.task() is a ps task.
   static absl::StatusOr<std::unique_ptr<PsServer>> Create(const ClusterSpec& cluster,
                                                           const PsServerOptions& options,
-                                                          const TransportSecurity& security);
+                                                          const TransportSecurity& security,
+                                                          const Cancellation* cancel = nullptr);
 
-  // Serves until SHUTDOWN from the chief (OK), SIGINT/SIGTERM (Cancelled), or
-  // a job failure (Aborted).
+  // Serves until SHUTDOWN from the chief (OK), `cancel` fires (Cancelled,
+  // naming its reason), or a job failure (Aborted).
   absl::Status Run();
 
   const std::string& endpoint() const { return endpoint_; }
@@ -79,11 +83,12 @@ class PsServer {
 
  private:
   PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
-           RequestHandlerOptions handler_options, const TransportSecurity& security);
+           RequestHandlerOptions handler_options, const TransportSecurity& security,
+           const Cancellation* cancel);
 
   void ServeReadable();
   void Process(RoutedMessage routed);
-  // Gives up the partial messages (common/pieces.h) of connections that
+  // Gives up the partial messages (transport/pieces.h) of connections that
   // closed; nobody is left to tell.
   void DropClosedConnections();
   // Gives up, and answers, partial messages whose pieces stopped coming
@@ -120,6 +125,7 @@ class PsServer {
   ClusterSpec cluster_;
   TaskId task_;
   PsServerOptions options_;
+  const Cancellation* cancel_;  // never null
   zmq::context_t context_;  // options_.io_threads I/O threads
   // options_.update_threads - 1 helpers of the shards' updates; before
   // shards_, whose stores borrow it.
@@ -130,7 +136,7 @@ class PsServer {
   HostedShards shards_;      // its own shard, and one it adopted (failover)
   RequestHandler& handler_;  // shards_.own()
   TransportSecurity security_;
-  // CURVE: pushes that come in pieces (common/pieces.h), until whole; each
+  // CURVE: pushes that come in pieces (transport/pieces.h), until whole; each
   // judged at its first piece (HostedShards::AdmitPieces).
   PieceAssembler pieces_;
   std::unique_ptr<Replicator> replicator_;  // --ps_replicas=1, once initialised

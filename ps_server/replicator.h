@@ -33,8 +33,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
-#include "common/transport.h"
 #include "ps_server/request_handler.h"
+#include "transport/transport.h"
 #include "zmq.hpp"
 
 namespace pstrain {

@@ -4,9 +4,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_dir.h"
 #include "common/lr_schedule.h"
 #include "common/optimizer.h"
-#include "common/checkpoint_dir.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
 #include "common/wire_codec.h"

@@ -73,20 +73,20 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "checkpoint/shard_checkpoint.h"
 #include "common/clock.h"
-#include "common/pieces.h"
 #include "common/shard_plan.h"
-#include "common/transport.h"
 #include "proto/pstrain.pb.h"
 #include "ps_server/access_control.h"
 #include "ps_server/checkpoint_store.h"
 #include "ps_server/chunk_pool.h"
 #include "ps_server/parked_requests.h"
 #include "ps_server/request_repeats.h"
-#include "ps_server/shard_checkpoint.h"
 #include "ps_server/standby_replica.h"
 #include "ps_server/update_policy.h"
 #include "ps_server/worker_table.h"
+#include "transport/pieces.h"
+#include "transport/transport.h"
 
 namespace pstrain {
 
@@ -118,7 +118,7 @@ struct RequestHandlerOptions {
   std::map<std::string, Principal> principals;
   const Clock* clock = nullptr;  // null: the real clock
   // Where SAVE writes this shard's checkpoint files and RESTORE reads them
-  // (common/checkpoint_dir.h). Empty: both are refused.
+  // (checkpoint/checkpoint_dir.h). Empty: both are refused.
   std::string checkpoint_dir;
   // A random id of this ps process, in every reply (Header.ps_instance):
   // how a client tells a restarted ps from a reconnected one.
@@ -151,7 +151,7 @@ class RequestHandler {
   // (ADOPT, RELEASE: ps_server/hosted_shards.h): OK when it may be acted
   // on, else the refusal (counted).
   absl::Status Admit(const Peer& peer, const proto::Header& h);
-  // The first piece of a message in pieces (common/pieces.h), judged as
+  // The first piece of a message in pieces (transport/pieces.h), judged as
   // the whole message would be before any of it is kept: checks 1-4 above
   // (who sent it, whether its role may, the size its layout claims against
   // the shard's and the pre-INIT limit) and the request's own fields but
@@ -218,7 +218,7 @@ class RequestHandler {
   const proto::JobConfig& job() const { return job_; }
   absl::Span<const float> params() const;
   // The parameters as a message frame sent without a copy: the buffer is
-  // not written while ZeroMQ holds it (common/pinned_floats.h).
+  // not written while ZeroMQ holds it (transport/pinned_floats.h).
   // `previous`: the previous version's (Reply::previous_params).
   // REQUIRES: initialized(); previous: policy's HoldsPreviousVersion().
   zmq::message_t ParamsFrame(bool previous = false) const;
@@ -262,7 +262,7 @@ class RequestHandler {
   absl::Status CheckInitFields(const proto::Header& h) const;
   absl::Status Initialize(const Message& m);
   void FinishInit(const std::string& peer, const proto::Header& h, std::vector<Reply>* out);
-  // Checkpoints (ps_server/shard_checkpoint.h): SAVE writes the shard at its
+  // Checkpoints (checkpoint/shard_checkpoint.h): SAVE writes the shard at its
   // current version; RESTORE initialises it from its file instead of INIT's
   // payload, or only checks that file. Both read and write on the event
   // loop: for this model's shards a few milliseconds, fsyncs included.
@@ -345,11 +345,11 @@ using PieceJudge =
 
 // Where a piece came from, beyond its peer.
 struct PieceSource {
-  int fd = -1;         // its connection (common/transport.h RoutedMessage)
+  int fd = -1;         // its connection (transport/transport.h RoutedMessage)
   int64_t now_us = 0;  // when it was received (a monotonic clock)
 };
 
-// What a ps does with a piece (common/pieces.h) from `peer`: a first piece
+// What a ps does with a piece (transport/pieces.h) from `peer`: a first piece
 // is judged by `judge` before anything of it is kept (refused: answered
 // with its header and the refusal, and whatever the peer held is given
 // up); every piece then goes to `pieces`, which returns the whole message

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint_dir.h"
+#include "checkpoint/checkpoint_dir.h"
 #include "common/optimizer.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
@@ -250,19 +250,16 @@ absl::Status RequestHandler::AdoptReplica(const HeldReplica& replica) {
   if (!replica.held()) return absl::NotFoundError("no replica held");
   // The replica becomes a RESTORE from its payload, as the chief would send
   // it: the same checks, the same installation.
-  Message m;
-  m.header = replica.header;
-  m.header.set_type(proto::RESTORE);
-  m.header.mutable_sender()->set_type(proto::CHIEF);
-  m.header.mutable_sender()->set_index(0);
-  m.header.set_rank(0);
-  proto::RestoreRequest* restore = m.header.mutable_restore();
+  proto::Header h = replica.header;
+  h.set_type(proto::RESTORE);
+  h.mutable_sender()->set_type(proto::CHIEF);
+  h.mutable_sender()->set_index(0);
+  h.set_rank(0);
+  proto::RestoreRequest* restore = h.mutable_restore();
   restore->set_from_payload(true);
   restore->set_generation(replica.header.replica().generation());
   restore->set_term(replica.header.replica().term() + 1);
-  const std::vector<float>& state = *replica.state;
-  m.payload = zmq::message_t(state.data(), state.size() * sizeof(float));
-  m.has_payload = true;
+  const Message m = MakeMessage(std::move(h), *replica.state);
   std::vector<Reply> none;  // an empty handler has nothing parked
   RETURN_IF_ERROR(Restore(m, &none));
   LOG(INFO) << "serving shard " << options_.shard_index << " [" << range_.begin << ", "

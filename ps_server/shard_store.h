@@ -42,8 +42,8 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "common/optimizer.h"
-#include "common/pinned_floats.h"
 #include "ps_server/chunk_pool.h"
+#include "transport/pinned_floats.h"
 
 namespace pstrain {
 
@@ -81,7 +81,7 @@ class ShardStore {
   // The whole state: parameters, then the slots.
   absl::Span<const float> state() const { return state_->data(); }
   // The same buffer, for replies sent without a copy: an update never
-  // writes into a buffer a message still holds (common/pinned_floats.h).
+  // writes into a buffer a message still holds (transport/pinned_floats.h).
   const std::shared_ptr<PinnedFloats>& pinned_state() const { return state_; }
   absl::Span<const float> params() const { return state().subspan(0, Index(size_)); }
   // Slot k (common/optimizer.h's order). REQUIRES: 0 <= k < num_slots().

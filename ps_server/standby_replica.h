@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/transport.h"
+#include "checkpoint/shard_checkpoint.h"
 #include "proto/pstrain.pb.h"
 #include "ps_server/access_control.h"
-#include "ps_server/shard_checkpoint.h"
+#include "transport/transport.h"
 
 namespace pstrain {
 

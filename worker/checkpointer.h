@@ -1,7 +1,7 @@
 #pragma once
 
-// The chief's side of checkpoints (the ps side is ps_server/shard_checkpoint.h;
-// the layout common/checkpoint_dir.h):
+// The chief's side of checkpoints (the formats are checkpoint/: the ps's
+// shard files, the manifest, the directory's layout):
 //
 //  - Save: every ps writes its shard (SAVE, at whatever version it has:
 //    in sync, after the chief's PUSH_PULL, all shards are at the chief's
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "checkpoint/manifest.h"
 #include "common/clock.h"
 #include "proto/checkpoint.pb.h"
 #include "worker/ps_client.h"
@@ -35,24 +36,9 @@ struct CheckpointerOptions {
   int64_t every_steps = 0;    // 0: not by steps
   double every_s = 0.0;       // 0: not by time
   int keep = 3;               // REQUIRES: >= 1
-  proto::JobConfig job;       // the chief's job (what RESTORE sends)
-  std::vector<std::string> flags;  // the chief's training flags, for the manifest
-  uint64_t plan_fingerprint = 0;
-  int64_t num_params = 0;
-  int num_shards = 1;
+  CheckpointJob job;          // what the manifests record, and a resume must match
   const Clock* clock = nullptr;  // for every_s; null: the real clock
 };
-
-// Reads and parses DIR/ckpt-<step>/manifest.json. NotFound or DataLoss
-// naming the file.
-absl::StatusOr<proto::CheckpointManifest> ReadManifest(const std::string& dir, int64_t step);
-
-// FailedPrecondition naming `path` and the field when the manifest is not a
-// checkpoint of this job: plan fingerprint, number of shards or workers,
-// mode, seed, batch size, steps per epoch or optimizer differ. DataLoss
-// when it is inconsistent in itself (missing shards or workers).
-absl::Status CheckManifest(const proto::CheckpointManifest& manifest,
-                           const CheckpointerOptions& job, const std::string& path);
 
 class Checkpointer {
  public:
@@ -77,8 +63,6 @@ class Checkpointer {
   void set_client(PsClient* client) { client_ = client; }
 
  private:
-  proto::CheckpointManifest MakeManifest(int64_t step,
-                                         const std::vector<proto::SavedShard>& shards) const;
   absl::StatusOr<proto::CheckpointManifest> TryRestore(int64_t step, const RestoreScope& scope);
 
   CheckpointerOptions options_;

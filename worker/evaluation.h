@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "dataset/mnist_dataset.h"
 #include "models/model.h"
-#include "worker/mnist_dataset.h"
 
 namespace pstrain {
 

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
-#include "common/transport.h"
 #include "glog/logging.h"
+#include "transport/transport.h"
 
 namespace pstrain {
 namespace {

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/transport.h"
 #include "proto/pstrain.pb.h"
+#include "transport/transport.h"
 #include "worker/peer_liveness.h"
 #include "zmq.hpp"
 
@@ -29,7 +29,7 @@ namespace pstrain {
 struct HeartbeatTarget {
   std::string name;      // "ps:1 (localhost:2241)"
   std::string endpoint;  // "tcp://127.0.0.1:2241"
-  SocketOptions socket;  // CURVE keys for this ps (common/security.h)
+  SocketOptions socket;  // CURVE keys for this ps (transport/security.h)
 };
 
 struct HeartbeatOptions {

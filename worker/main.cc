@@ -10,21 +10,23 @@
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/signals.h"
-#include "common/task_flags.h"
+#include "flags/task_flags.h"
+#include "transport/security.h"
 #include "worker/presets.h"
 #include "worker/train_flags.h"
 #include "worker/trainer.h"
 
 namespace {
 
-absl::Status RunWorker(const char* tf_config) {
+absl::Status RunWorker(const char* tf_config, const pstrain::Cancellation& stop) {
   auto cluster = pstrain::ResolveTaskConfig(pstrain::TaskConfigSourcesFromFlags(tf_config));
   if (!cluster.ok()) return cluster.status();
   auto options = pstrain::TrainOptionsFromFlags();
   if (!options.ok()) return options.status();
-  auto security = pstrain::TransportSecurityFromFlags();
+  auto security =
+      pstrain::ResolveTransportSecurity(pstrain::SecretFileFlag(), pstrain::InsecureFlag());
   if (!security.ok()) return security.status();
-  auto trainer = pstrain::Trainer::Create(*cluster, *options, *security);
+  auto trainer = pstrain::Trainer::Create(*cluster, *options, *security, &stop);
   if (!trainer.ok()) return trainer.status();
   return (*trainer)->Run();
 }
@@ -37,9 +39,9 @@ int main(int argc, char** argv) {
       "--task_type=worker|chief, --task_index=I, plus the training flags.");
   absl::ParseCommandLine(argc, argv);
   pstrain::InitLogging(argv[0]);
-  pstrain::InstallShutdownHandlers();
+  const pstrain::Cancellation& stop = pstrain::InstallShutdownHandlers();
   if (absl::Status s = pstrain::ApplyPresetFlag(pstrain::FlagsOnCommandLine(argc, argv)); !s.ok()) {
-    return pstrain::ExitWith("worker", s);
+    return pstrain::ExitWith("worker", s, stop);
   }
-  return pstrain::ExitWith("worker", RunWorker(std::getenv("TF_CONFIG")));
+  return pstrain::ExitWith("worker", RunWorker(std::getenv("TF_CONFIG"), stop), stop);
 }

@@ -8,12 +8,11 @@
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "common/optimizer.h"
-#include "common/pieces.h"
 #include "common/rejoin.h"
-#include "common/signals.h"
 #include "common/status_macros.h"
-#include "common/transport.h"
 #include "glog/logging.h"
+#include "transport/pieces.h"
+#include "transport/transport.h"
 #include "worker/shard_routes.h"
 
 namespace pstrain {
@@ -98,6 +97,7 @@ PsClient::PsClient(const ClusterSpec& cluster, const TaskId& self, const ShardPl
       rank_(cluster.WorkerRank(self)),
       plan_(plan),
       options_(options),
+      cancel_(options.cancel != nullptr ? options.cancel : NeverCancelled()),
       session_(RandomId()),
       instances_(plan.num_shards(), 0),
       route_(plan.num_shards()),
@@ -154,7 +154,10 @@ absl::Status PsClient::WaitForServers(double timeout_s) {
       route_ = routes;
       return absl::OkStatus();
     }
-    if (ShutdownSignal() != 0) return absl::CancelledError("interrupted while connecting");
+    if (cancel_->cancelled()) {
+      return absl::CancelledError(
+          absl::StrCat("interrupted by ", cancel_->reason(), " while connecting"));
+    }
     const double waited = SecondsSince(start);
     if (waited > timeout_s) {
       return absl::UnavailableError(absl::StrCat("cannot reach ", absl::StrJoin(missing, ", "),
@@ -185,8 +188,9 @@ std::vector<int> PsClient::ShardsWhoseHomeIsBack() const {
 }
 
 absl::Status PsClient::CheckWaiting(int64_t deadline_us, proto::MessageType type) const {
-  if (ShutdownSignal() != 0) {
-    return absl::CancelledError(absl::StrCat("interrupted during ", proto::MessageType_Name(type)));
+  if (cancel_->cancelled()) {
+    return absl::CancelledError(absl::StrCat("interrupted by ", cancel_->reason(), " during ",
+                                             proto::MessageType_Name(type)));
   }
   if (watch_heartbeat_) RETURN_IF_ERROR(heartbeat_->status());
   if (MonotonicMicros() > deadline_us) {
@@ -202,7 +206,7 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
   call.pieces_in = 0;
   const proto::MessageType type = call.header.type();
   // CURVE: a large gradient in pieces, which the ps decrypts while the
-  // next is encrypted here (common/pieces.h).
+  // next is encrypted here (transport/pieces.h).
   const PieceLayout layout = type == proto::PUSH || type == proto::PUSH_PULL
                                  ? PiecesFor(call.payload.size(), options_.security.secure())
                                  : PieceLayout();

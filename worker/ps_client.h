@@ -4,7 +4,8 @@
 // shard, requests to all shards in flight at once, replies matched by
 // request id. Every call returns a Status that names the ps and the request
 // when something goes wrong: a ps that cannot be reached, a refusal, a dead
-// peer (from the HeartbeatMonitor), SIGINT/SIGTERM (Cancelled).
+// peer (from the HeartbeatMonitor), the options' Cancellation firing
+// (Cancelled).
 //
 // Recovery: a refusal marked rejoin by the ps, a ps whose instance id
 // changed (it restarted), a ps whose connection closed or that stopped
@@ -36,12 +37,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/cancellation.h"
 #include "common/cluster_spec.h"
-#include "common/security.h"
 #include "common/shard_plan.h"
-#include "common/transport.h"
 #include "common/wire_codec.h"
 #include "proto/pstrain.pb.h"
+#include "transport/security.h"
+#include "transport/transport.h"
 #include "worker/heartbeat.h"
 #include "zmq.hpp"
 
@@ -63,6 +65,10 @@ struct PsClientOptions {
   // each connection to one of them, so with several the traffic to
   // different ps tasks (CURVE's encryption above all) is handled at once.
   int io_threads = 1;
+  // Stops every wait of the client: it then returns Cancelled. The worker's
+  // is its SIGINT/SIGTERM (worker/main.cc). Borrowed; must outlive the
+  // client. Null: never cancelled.
+  const Cancellation* cancel = nullptr;
 };
 
 // Which shards a RESTORE goes to, and what it makes of them.
@@ -238,7 +244,7 @@ class PsClient {
   int64_t sent_bytes() const { return sent_bytes_; }
   int64_t received_bytes() const { return received_bytes_; }
   // Messages of requests sent and of replies received in pieces
-  // (CURVE's large payloads; common/pieces.h).
+  // (CURVE's large payloads; transport/pieces.h).
   int64_t pieces_sent() const { return pieces_sent_; }
   int64_t pieces_received() const { return pieces_received_; }
 
@@ -254,7 +260,7 @@ class PsClient {
     proto::Header reply;
     bool done = false;
     int64_t received_unix_us = 0;
-    // A reply in pieces (common/pieces.h): how many are in, and their
+    // A reply in pieces (transport/pieces.h): how many are in, and their
     // layout, from the first.
     uint32_t pieces_in = 0;
     uint32_t parts = 0;
@@ -302,6 +308,7 @@ class PsClient {
   int rank_;
   ShardPlan plan_;
   PsClientOptions options_;
+  const Cancellation* cancel_;  // options_.cancel, or NeverCancelled()
   uint64_t session_ = 0;  // random: names this client's requests on the ps
   uint64_t next_request_id_ = 1;
   std::vector<uint64_t> instances_;  // [ps] the ps process that answered first

@@ -8,6 +8,7 @@
 #include "common/optimizer.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
+#include "common/update_mode.h"
 #include "common/wire_codec.h"
 
 namespace pstrain {
@@ -63,26 +64,6 @@ absl::Status ValidateOptimizerOptions(const TrainOptions& o) {
 }
 
 }  // namespace
-
-absl::StatusOr<proto::UpdateMode> ParseUpdateMode(const std::string& name) {
-  if (name == "sync") return proto::SYNC;
-  if (name == "async") return proto::ASYNC;
-  if (name == "ssp") return proto::SSP;
-  return Bad("mode", absl::StrCat("\"", name, "\" (expected sync, async or ssp)"));
-}
-
-std::string UpdateModeName(proto::UpdateMode mode) {
-  switch (mode) {
-    case proto::SYNC:
-      return "sync";
-    case proto::ASYNC:
-      return "async";
-    case proto::SSP:
-      return "ssp";
-    default:
-      return "unknown";
-  }
-}
 
 absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.epochs < 1) return Bad("epochs", absl::StrCat("must be >= 1, got ", o.epochs));

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/update_mode.h"
 #include "proto/pstrain.pb.h"
 
 namespace pstrain {
@@ -94,7 +95,7 @@ struct TrainOptions {
   double register_timeout_s = 600.0;
 
   // Checkpoints (the chief asks every ps to SAVE, then writes the manifest;
-  // common/checkpoint_dir.h). `pstrain launch` sets checkpoint_dir to
+  // checkpoint/checkpoint_dir.h). `pstrain launch` sets checkpoint_dir to
   // RUN_DIR/checkpoints for every task.
   std::string checkpoint_dir;            // "": no checkpoints, no resume
   int64_t checkpoint_every_steps = 0;    // chief: save every N of its steps (0: off)
@@ -128,10 +129,6 @@ struct TrainOptions {
   // round-trip exactly).
   std::vector<std::string> ToArgs() const;
 };
-
-// "sync" -> SYNC, ...; InvalidArgument otherwise.
-absl::StatusOr<proto::UpdateMode> ParseUpdateMode(const std::string& name);
-std::string UpdateModeName(proto::UpdateMode mode);
 
 // InvalidArgument naming the flag for any value out of range.
 absl::Status ValidateTrainOptions(const TrainOptions& options);

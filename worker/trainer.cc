@@ -28,19 +28,21 @@ std::vector<TensorSlot> Slots(const std::vector<models::ParamSpec>& specs) {
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ClusterSpec& cluster,
                                                          const TrainOptions& options,
-                                                         const TransportSecurity& security) {
+                                                         const TransportSecurity& security,
+                                                         const Cancellation* cancel) {
   RETURN_IF_ERROR(WorkerRuntime::CheckOptions(cluster, options));
-  std::unique_ptr<Trainer> trainer(new Trainer(cluster, options, security));
+  std::unique_ptr<Trainer> trainer(new Trainer(cluster, options, security, cancel));
   RETURN_IF_ERROR(trainer->Setup());
   return trainer;
 }
 
 Trainer::Trainer(const ClusterSpec& cluster, const TrainOptions& options,
-                 const TransportSecurity& security)
+                 const TransportSecurity& security, const Cancellation* cancel)
     : cluster_(cluster),
       task_(*cluster.task()),
       options_(options),
       security_(security),
+      cancel_(cancel),
       rank_(cluster.WorkerRank(*cluster.task())),
       num_workers_(cluster.num_workers()),
       dynamic_(cluster.sparse()),
@@ -92,6 +94,7 @@ absl::Status Trainer::Setup() {
     models::InitParams(model_->param_specs(), options_.seed, params.data());
   };
   ro.overlap = overlap_;
+  ro.cancel = cancel_;
   ASSIGN_OR_RETURN(runtime_, WorkerRuntime::Create(cluster_, std::move(ro), security_));
   return absl::OkStatus();
 }

@@ -31,11 +31,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/cancellation.h"
 #include "common/cluster_spec.h"
-#include "common/security.h"
+#include "dataset/data_sharder.h"
+#include "dataset/mnist_dataset.h"
 #include "models/model.h"
-#include "worker/data_sharder.h"
-#include "worker/mnist_dataset.h"
+#include "transport/security.h"
 #include "worker/train_options.h"
 #include "worker/worker_runtime.h"
 
@@ -47,10 +48,13 @@ class Trainer {
   // plan, the connection to the ps tasks, the metrics endpoint). NotFound
   // for missing data, InvalidArgument for corrupt data or bad options.
   // REQUIRES: cluster.task() is a chief or worker task.
-  // `security` says how the sockets to the ps tasks authenticate.
+  // `security` says how the sockets to the ps tasks authenticate; `cancel`
+  // stops Run's waits (Cancelled; worker/main.cc passes its SIGINT/SIGTERM;
+  // borrowed, null: never).
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const ClusterSpec& cluster,
                                                          const TrainOptions& options,
-                                                         const TransportSecurity& security);
+                                                         const TransportSecurity& security,
+                                                         const Cancellation* cancel = nullptr);
 
   // Trains to the end. OK only if training finished (and, on the chief, the
   // summary was written and the ps tasks were shut down).
@@ -61,7 +65,7 @@ class Trainer {
 
  private:
   Trainer(const ClusterSpec& cluster, const TrainOptions& options,
-          const TransportSecurity& security);
+          const TransportSecurity& security, const Cancellation* cancel);
 
   absl::Status Setup();
   absl::Status TrainToEnd();
@@ -84,6 +88,7 @@ class Trainer {
   TaskId task_;
   TrainOptions options_;
   TransportSecurity security_;
+  const Cancellation* cancel_;  // borrowed; null: never
   int rank_ = 0;
   int num_workers_ = 1;
   bool dynamic_ = false;

@@ -155,6 +155,7 @@ absl::Status WorkerRuntime::Setup() {
   client_options_.heartbeat_interval_s = o.heartbeat_interval_s;
   client_options_.rpc_timeout_s = o.rpc_timeout_s;
   client_options_.security = security_;
+  client_options_.cancel = options_.cancel;
   RETURN_IF_ERROR(MakeClient(o.connect_timeout_s));
   if (is_chief_ && !o.checkpoint_dir.empty()) MakeCheckpointer();
   LOG(INFO) << task_.ToString() << " (rank " << rank_
@@ -188,11 +189,11 @@ void WorkerRuntime::MakeCheckpointer() {
   c.every_steps = o.checkpoint_every_steps;
   c.every_s = o.checkpoint_every_s;
   c.keep = o.keep_checkpoints;
-  c.job = MakeJobConfig();
-  c.flags = o.ToArgs();
-  c.plan_fingerprint = plan_->fingerprint();
-  c.num_params = plan_->total_size();
-  c.num_shards = plan_->num_shards();
+  c.job.config = MakeJobConfig();
+  c.job.flags = o.ToArgs();
+  c.job.plan_fingerprint = plan_->fingerprint();
+  c.job.num_params = plan_->total_size();
+  c.job.num_shards = plan_->num_shards();
   checkpointer_ = std::make_unique<Checkpointer>(std::move(c), client_.get());
 }
 

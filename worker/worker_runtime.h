@@ -64,10 +64,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/cancellation.h"
 #include "common/cluster_spec.h"
 #include "common/metrics_server.h"
-#include "common/security.h"
 #include "common/shard_plan.h"
+#include "transport/security.h"
 #include "worker/checkpointer.h"
 #include "worker/metrics_recorder.h"
 #include "worker/ps_client.h"
@@ -109,6 +110,9 @@ struct WorkerRuntimeOptions {
   // Whether shards go out as their gradient becomes final (ReadyFrom,
   // TensorReady). With one ps there is nothing to overlap.
   bool overlap = true;
+  // Stops every wait on the ps tasks (they return Cancelled): the worker's
+  // SIGINT/SIGTERM. Borrowed, must outlive the runtime; null: never.
+  const Cancellation* cancel = nullptr;
 };
 
 // What the caller tells EndStep about the step it computed.

@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/checkpoint_dir.h"
+#include "checkpoint/checkpoint_dir.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/json.h"

@@ -61,17 +61,6 @@ class ResNet(nn.Module):
         return F.log_softmax(self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1)), dim=1)
 
 
-def test(model, x, y):
-    model.eval()
-    correct, loss = 0, 0.0
-    with torch.no_grad():
-        for xb, yb in zip(x.split(1000), y.split(1000)):
-            output = model(xb)
-            loss += F.nll_loss(output, yb, reduction="sum").item()
-            correct += (output.argmax(dim=1) == yb).sum().item()
-    return correct / len(y), loss / len(y)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=2)
@@ -100,7 +89,7 @@ def main():
             opt.step(loss)
         if not pst.is_chief():
             continue
-        accuracy, test_loss = test(model, test_x, test_y)
+        accuracy, test_loss = idx_data.evaluate(model, test_x, test_y)
         print("epoch %d: test accuracy %.4f, test loss %.4f, %.0f s"
               % (epoch + 1, accuracy, test_loss, time.monotonic() - start))
         pst.log_metrics(test_accuracy=accuracy, test_loss=test_loss)

@@ -1,12 +1,14 @@
 """MNIST-format data (the four IDX files, raw or gzipped) as float tensors,
-normalised as torchvision's ToTensor and Normalize do. Plain PyTorch and
-numpy: the examples need no torchvision."""
+normalised as torchvision's ToTensor and Normalize do, and the test-set
+pass over them. Plain PyTorch and numpy: the examples need no
+torchvision."""
 
 import gzip
 import os
 
 import numpy
 import torch
+import torch.nn.functional as F
 
 # (mean, std) of the training images.
 NORMALIZATION = {"mnist": (0.1307, 0.3081), "fashion_mnist": (0.2860, 0.3530)}
@@ -36,3 +38,17 @@ def load(data_dir, split, dataset="mnist"):
     mean, std = NORMALIZATION[dataset]
     x = (torch.from_numpy(images.astype(numpy.float32)) / 255.0 - mean) / std
     return x.unsqueeze(1).contiguous(), torch.from_numpy(labels.astype(numpy.int64))
+
+
+def evaluate(model, x, y):
+    """(accuracy, mean NLL loss) of `model` (log-probabilities out) on
+    (x, y), in batches of 1000, in eval mode (the caller puts it back in
+    train mode)."""
+    model.eval()
+    correct, loss = 0, 0.0
+    with torch.no_grad():
+        for xb, yb in zip(x.split(1000), y.split(1000)):
+            output = model(xb)
+            loss += F.nll_loss(output, yb, reduction="sum").item()
+            correct += (output.argmax(dim=1) == yb).sum().item()
+    return correct / len(y), loss / len(y)

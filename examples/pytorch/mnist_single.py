@@ -9,44 +9,11 @@ import os
 import sys
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import idx_data  # noqa: E402  pylint: disable=wrong-import-position
-
-
-class Net(nn.Module):
-    """conv 1->10 5x5, max-pool 2, relu; conv 10->20 5x5, dropout2d,
-    max-pool 2, relu; flatten 320; linear 320->50, relu, dropout; linear
-    50->10; log_softmax."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
-        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
-        self.conv2_drop = nn.Dropout2d()
-        self.fc1 = nn.Linear(320, 50)
-        self.fc2 = nn.Linear(50, 10)
-
-    def forward(self, x):
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
-        x = x.view(-1, 320)
-        x = F.dropout(F.relu(self.fc1(x)), training=self.training)
-        return F.log_softmax(self.fc2(x), dim=1)
-
-
-def test(model, x, y):
-    """(accuracy, mean loss) on the test set."""
-    model.eval()
-    correct, loss = 0, 0.0
-    with torch.no_grad():
-        for xb, yb in zip(x.split(1000), y.split(1000)):
-            output = model(xb)
-            loss += F.nll_loss(output, yb, reduction="sum").item()
-            correct += (output.argmax(dim=1) == yb).sum().item()
-    return correct / len(y), loss / len(y)
+from mnist_cnn import MnistCnn  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def main():
@@ -63,7 +30,7 @@ def main():
     torch.manual_seed(args.seed)
     train_x, train_y = (t.to(args.device) for t in idx_data.load(args.data_dir, "train"))
     test_x, test_y = (t.to(args.device) for t in idx_data.load(args.data_dir, "t10k"))
-    model = Net().to(args.device)
+    model = MnistCnn().to(args.device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     for epoch in range(args.epochs):
         model.train()
@@ -72,7 +39,7 @@ def main():
             loss = F.nll_loss(model(train_x[idx]), train_y[idx])
             loss.backward()
             opt.step()
-        accuracy, test_loss = test(model, test_x, test_y)
+        accuracy, test_loss = idx_data.evaluate(model, test_x, test_y)
         print("epoch %d: test accuracy %.4f, test loss %.4f" % (epoch + 1, accuracy, test_loss))
 
 

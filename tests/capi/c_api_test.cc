@@ -21,9 +21,9 @@
 #include "absl/strings/str_format.h"
 #include "common/child_process.h"
 #include "common/free_ports.h"
-#include "common/job_secret.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "transport/job_secret.h"
 
 namespace {
 

@@ -10,14 +10,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint_dir.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/shard_checkpoint.h"
 #include "common/file_util.h"
 #include "common/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/run_summary.pb.h"
-#include "ps_server/shard_checkpoint.h"
 #include "tests/test_util/process_runner.h"
 
 namespace pstrain {

@@ -18,14 +18,14 @@
 #include "common/clock.h"
 #include "common/cluster_spec.h"
 #include "common/file_util.h"
-#include "common/job_secret.h"
 #include "common/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
-#include "tests/test_util/run_outputs.h"
 #include "tests/test_util/protocol_client.h"
+#include "tests/test_util/run_outputs.h"
+#include "transport/job_secret.h"
 
 namespace pstrain {
 namespace {
@@ -64,7 +64,7 @@ double RssMib(pid_t pid) {
   return -1;
 }
 
-// `h` as piece `part` of `parts` pieces of `piece_bytes` (common/pieces.h).
+// `h` as piece `part` of `parts` pieces of `piece_bytes` (transport/pieces.h).
 proto::Header AsPiece(proto::Header h, uint32_t part, uint32_t parts, uint64_t piece_bytes) {
   h.set_part(part);
   h.set_parts(parts);

@@ -10,13 +10,13 @@
 #include "common/csv.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "dataset/mnist_dataset.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/model.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
 #include "tests/test_util/run_outputs.h"
-#include "worker/mnist_dataset.h"
 
 namespace pstrain {
 namespace {

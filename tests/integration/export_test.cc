@@ -13,9 +13,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/checkpoint_dir.h"
+#include "checkpoint/checkpoint_dir.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "dataset/mnist_dataset.h"
 #include "export/png_image.h"
 #include "export/saved_model.h"
 #include "gmock/gmock.h"
@@ -24,7 +25,6 @@
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
 #include "tests/test_util/run_outputs.h"
-#include "worker/mnist_dataset.h"
 
 namespace pstrain {
 namespace {

@@ -21,12 +21,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/clock.h"
-#include "common/job_secret.h"
-#include "common/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util/process_runner.h"
 #include "tests/test_util/protocol_client.h"
+#include "transport/job_secret.h"
+#include "transport/transport.h"
 
 namespace pstrain {
 namespace {
@@ -195,7 +195,7 @@ TEST_F(LivePs, InvalidUtf8DoesNotFloodTheLog) {
   EXPECT_LE(lines, 2) << ps_->output();
 }
 
-// A push in pieces (common/pieces.h) is put back together and applied;
+// A push in pieces (transport/pieces.h) is put back together and applied;
 // pieces that do not follow, and pieces of a request that never comes in
 // pieces, are answered as malformed, and the ps goes on serving.
 TEST_F(LivePs, AssemblesAPushInPiecesAndRefusesPiecesOutOfPlace) {

@@ -19,12 +19,12 @@
 #include "absl/strings/str_join.h"
 #include "common/child_process.h"
 #include "common/file_util.h"
-#include "common/job_secret.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
 #include "tests/test_util/run_outputs.h"
+#include "transport/job_secret.h"
 
 namespace pstrain {
 namespace {

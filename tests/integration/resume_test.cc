@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint_dir.h"
+#include "checkpoint/checkpoint_dir.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/json.h"

@@ -9,7 +9,7 @@
 
 #include "absl/flags/reflection.h"
 #include "common/file_util.h"
-#include "common/task_flags.h"
+#include "flags/task_flags.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util/process_runner.h"

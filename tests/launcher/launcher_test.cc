@@ -16,14 +16,14 @@
 #include "common/clock.h"
 #include "common/cluster_spec.h"
 #include "common/file_util.h"
-#include "common/job_secret.h"
 #include "common/json.h"
-#include "common/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
 #include "tests/test_util/protocol_client.h"
+#include "transport/job_secret.h"
+#include "transport/transport.h"
 
 namespace pstrain {
 namespace {

@@ -33,7 +33,7 @@ class HostedShardsTest : public RequestHandlerTest {
     proto::Header init = Base(proto::INIT, 0);
     init.set_shard_index(1);
     *init.mutable_job() = H().job();
-    ASSERT_FALSE(IsError(ToPs1(0, WithPayload(init, std::vector<float>(kSize, 2.0f)))[0]));
+    ASSERT_FALSE(IsError(ToPs1(0, MakeMessage(init, std::vector<float>(kSize, 2.0f)))[0]));
     ASSERT_FALSE(IsError(ToPs1(0, ReplicateFromPs0())[0]));
   }
 
@@ -42,7 +42,7 @@ class HostedShardsTest : public RequestHandlerTest {
     proto::Header h = H().ReplicateHeader(1);
     h.mutable_sender()->set_type(proto::PS);
     h.mutable_sender()->set_index(0);
-    return WithPayload(h, H().StateSnapshot());
+    return MakeMessage(h, H().StateSnapshot());
   }
 
   std::vector<Reply> ToPs1(int rank, const Message& m) {
@@ -54,7 +54,7 @@ class HostedShardsTest : public RequestHandlerTest {
   std::vector<Reply> Placement(proto::MessageType type, int rank, int shard) {
     proto::Header h = Base(type, rank);
     h.set_shard_index(shard);
-    return ToPs1(rank, WithPayload(h, {}));
+    return ToPs1(rank, MakeMessage(h, {}));
   }
 
   // A sync PUSH_PULL of version `v` of shard `shard`, sent to ps 1.
@@ -64,7 +64,7 @@ class HostedShardsTest : public RequestHandlerTest {
     h.set_step(v);
     h.set_version(v);
     h.set_num_examples(1);
-    return ToPs1(rank, WithPayload(h, std::vector<float>(kSize, value)));
+    return ToPs1(rank, MakeMessage(h, std::vector<float>(kSize, value)));
   }
 
   std::unique_ptr<HostedShards> ps1_;
@@ -167,7 +167,7 @@ TEST_F(HostedShardsTest, HeartbeatsKeepWorkersAliveOnTheAdoptedShardToo) {
   for (int rank = 0; rank < 2; ++rank) {
     proto::Header reg = Base(proto::REGISTER, rank);
     reg.set_shard_index(0);
-    ToPs1(rank, WithPayload(reg, {}));
+    ToPs1(rank, MakeMessage(reg, {}));
   }
   std::vector<Reply> out;
   for (int i = 0; i < 5; ++i) {

@@ -23,7 +23,7 @@ class RecoveryTest : public RequestHandlerTest {
   std::vector<Reply> Silence(int silent, int workers) {
     clock_.AdvanceSeconds(kPeerTimeoutS + 1);
     for (int r = 0; r < workers; ++r) {
-      if (r != silent) Send(r, WithPayload(Base(proto::HEARTBEAT, r), {}));
+      if (r != silent) Send(r, MakeMessage(Base(proto::HEARTBEAT, r), {}));
     }
     std::vector<Reply> out;
     declared_ = H().DeclareSilentDead(kPeerTimeoutS, &out);
@@ -33,7 +33,7 @@ class RecoveryTest : public RequestHandlerTest {
   std::vector<Reply> Register(int rank, uint64_t session) {
     proto::Header h = Base(proto::REGISTER, rank);
     h.set_session(session);
-    return Send(rank, WithPayload(h, {}));
+    return Send(rank, MakeMessage(h, {}));
   }
 
   // A PUSH_PULL of `value`s by `rank`'s client `session` for sync step
@@ -44,7 +44,7 @@ class RecoveryTest : public RequestHandlerTest {
     h.set_step(step);
     h.set_version(step);
     h.set_num_examples(1);
-    return Send(rank, WithPayload(h, std::vector<float>(kSize, value)));
+    return Send(rank, MakeMessage(h, std::vector<float>(kSize, value)));
   }
 
   // A PULL of version `version` itself (Header.exact_version).
@@ -54,7 +54,7 @@ class RecoveryTest : public RequestHandlerTest {
     h.set_step(version);
     h.set_version(version);
     h.set_exact_version(true);
-    return Send(rank, WithPayload(h, {}));
+    return Send(rank, MakeMessage(h, {}));
   }
 
   std::vector<int> declared_;
@@ -82,7 +82,7 @@ TEST_F(RecoveryTest, ADeadWorkerIsWaitedForAgainOnceHeardFrom) {
   Silence(1, 2);
   Push(0, 0, 0, 1.0f);
   ASSERT_EQ(H().version(), 1);
-  Send(1, WithPayload(Base(proto::HEARTBEAT, 1), {}));
+  Send(1, MakeMessage(Base(proto::HEARTBEAT, 1), {}));
   EXPECT_FALSE(H().workers().dead(1));
   EXPECT_EQ(H().Stats().workers_rejoined(), 1);
   EXPECT_TRUE(Push(0, 1, 1, 1.0f).empty());  // waits for rank 1 again
@@ -96,7 +96,7 @@ TEST_F(RecoveryTest, ABarrierCompletesWithoutADeadWorker) {
   RegisterAll(2);
   proto::Header b = Base(proto::BARRIER, 0);
   b.set_barrier_name("done");
-  EXPECT_TRUE(Send(0, WithPayload(b, {})).empty());
+  EXPECT_TRUE(Send(0, MakeMessage(b, {})).empty());
   std::vector<Reply> out = Silence(1, 2);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].header.type(), proto::BARRIER);
@@ -109,13 +109,13 @@ TEST_F(RecoveryTest, AWorkerThatRejoinsAfterTheOthersFinishedPassesTheFinalBarri
   proto::Header done = Base(proto::BARRIER, 1);
   done.set_barrier_name("done");
   *done.mutable_report() = proto::WorkerReport();
-  EXPECT_TRUE(Send(1, WithPayload(done, {})).empty());
+  EXPECT_TRUE(Send(1, MakeMessage(done, {})).empty());
   Silence(0, 2);  // the chief, frozen: rank 1 passes "done" without it
   ASSERT_TRUE(H().reported_done(1));
   // The chief wakes and reports done: rank 1, long gone, is not waited for.
   proto::Header chief = Base(proto::BARRIER, 0);
   chief.set_barrier_name("done");
-  std::vector<Reply> out = Send(0, WithPayload(chief, {}));
+  std::vector<Reply> out = Send(0, MakeMessage(chief, {}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_FALSE(IsError(out[0]));
 }
@@ -196,14 +196,14 @@ TEST_F(RecoveryTest, ARestartedWorkerCanRepeatABarrier) {
   proto::Header b = Base(proto::BARRIER, 1);
   b.set_barrier_name("done");
   b.set_session(111);
-  EXPECT_TRUE(Send(1, WithPayload(b, {})).empty());
+  EXPECT_TRUE(Send(1, MakeMessage(b, {})).empty());
   ASSERT_EQ(Register(1, 222).size(), 1u);
   b.set_session(222);
   b.set_request_id(1000);
-  EXPECT_TRUE(Send(1, WithPayload(b, {})).empty());  // not "already in barrier"
+  EXPECT_TRUE(Send(1, MakeMessage(b, {})).empty());  // not "already in barrier"
   proto::Header c = Base(proto::BARRIER, 0);
   c.set_barrier_name("done");
-  std::vector<Reply> out = Send(0, WithPayload(c, {}));
+  std::vector<Reply> out = Send(0, MakeMessage(c, {}));
   ASSERT_EQ(out.size(), 2u);  // both answered, the dead session's not
   for (const Reply& r : out) EXPECT_FALSE(IsError(r));
 }
@@ -220,7 +220,7 @@ TEST_F(RecoveryTest, ARestartedPsAsksWorkersToRejoinUntilItIsRestored) {
 TEST_F(RecoveryTest, UnregisteredWorkersOfAFreshJobAreNotDeclaredDead) {
   Init(proto::SYNC, 2);
   clock_.AdvanceSeconds(100);
-  Send(0, WithPayload(Base(proto::HEARTBEAT, 0), {}));
+  Send(0, MakeMessage(Base(proto::HEARTBEAT, 0), {}));
   std::vector<Reply> out;
   EXPECT_TRUE(H().DeclareSilentDead(kPeerTimeoutS, &out).empty());
 }
@@ -232,8 +232,8 @@ TEST_F(RecoveryTest, ShutdownTellsAWorkerThatMissedTheEndThatTrainingIsOver) {
   proto::Header done = Base(proto::BARRIER, 2);
   done.set_barrier_name("done");
   *done.mutable_report() = proto::WorkerReport();
-  Send(2, WithPayload(done, {}));  // rank 2 finished, waiting in "done"
-  std::vector<Reply> out = Send(0, WithPayload(Base(proto::SHUTDOWN, 0), {}));
+  Send(2, MakeMessage(done, {}));  // rank 2 finished, waiting in "done"
+  std::vector<Reply> out = Send(0, MakeMessage(Base(proto::SHUTDOWN, 0), {}));
   // The parked requests of ranks 1 and 2 are answered "training is over",
   // the chief's is answered, and rank 1 gets a notice on its socket too;
   // rank 2, which reported done, none.
@@ -280,7 +280,7 @@ TEST_F(RollbackTest, ARollbackAnswersParkedRequestsWithRejoinAndGoesBackToTheFil
   EXPECT_EQ(Params(), at_save);
   EXPECT_EQ(H().generation(), 7);
   EXPECT_EQ(H().Stats().rollbacks(), 1);
-  std::vector<Reply> reg = Send(1, WithPayload(Base(proto::REGISTER, 1), {}));
+  std::vector<Reply> reg = Send(1, MakeMessage(Base(proto::REGISTER, 1), {}));
   ASSERT_EQ(reg.size(), 1u);
   EXPECT_EQ(reg[0].header.generation(), 7);
   EXPECT_EQ(reg[0].header.step(), 1);

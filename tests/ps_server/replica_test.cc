@@ -40,12 +40,7 @@ Message Replicate(int from, int shard, int64_t version, float value,
   h.mutable_replica()->set_updates(version);
   for (int r = 0; r < 2; ++r) h.mutable_replica()->add_worker_clocks(version);
   *h.mutable_job() = optimizer;
-  std::vector<float> state(static_cast<size_t>(floats), value);
-  Message m;
-  m.header = h;
-  m.payload = zmq::message_t(state.data(), state.size() * sizeof(float));
-  m.has_payload = true;
-  return m;
+  return MakeMessage(std::move(h), std::vector<float>(static_cast<size_t>(floats), value));
 }
 
 // ps 1 of 2: the standby of shard 0.
@@ -77,14 +72,14 @@ TEST_F(StandbyTest, KeepsItsPrimarysStateAndGivesItToTheChief) {
 
   proto::Header fetch = Base(proto::FETCH_REPLICA, 0);
   fetch.set_shard_index(0);
-  std::vector<Reply> got = ToStandby(WithPayload(fetch, {}));
+  std::vector<Reply> got = ToStandby(MakeMessage(fetch, {}));
   ASSERT_EQ(got.size(), 1u);
   ASSERT_FALSE(IsError(got[0])) << got[0].header.error().message();
   EXPECT_EQ(got[0].header.replica().version(), 5);
   ASSERT_NE(got[0].payload, nullptr);
   EXPECT_EQ(*got[0].payload, std::vector<float>(2 * kSize, 0.25f));
   fetch.set_shard_index(1);
-  got = ToStandby(WithPayload(fetch, {}));
+  got = ToStandby(MakeMessage(fetch, {}));
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].header.error().code(), static_cast<int>(absl::StatusCode::kNotFound));
 }
@@ -112,7 +107,7 @@ TEST_F(StandbyTest, KeepsAnAdamStateAndRefusesOneOfAnotherSize) {
   EXPECT_FALSE(IsError(ack[0])) << ack[0].header.error().message();
   proto::Header fetch = Base(proto::FETCH_REPLICA, 0);
   fetch.set_shard_index(0);
-  std::vector<Reply> got = ToStandby(WithPayload(fetch, {}));
+  std::vector<Reply> got = ToStandby(MakeMessage(fetch, {}));
   ASSERT_EQ(got.size(), 1u);
   ASSERT_NE(got[0].payload, nullptr);
   EXPECT_EQ(*got[0].payload, std::vector<float>(3 * kSize, 0.25f));
@@ -158,7 +153,7 @@ TEST_P(StandbyRestoreTest, ARestoreFromAStateContinuesFromItExactly) {
   r.mutable_restore()->set_from_payload(true);
   *r.mutable_replica() = replica;
   std::vector<Reply> out;
-  restarted.Handle({Peer(0), ""}, WithPayload(r, state), &out);
+  restarted.Handle({Peer(0), ""}, MakeMessage(r, state), &out);
   ASSERT_EQ(out.size(), 1u);
   ASSERT_EQ(out[0].header.error().code(), 0) << out[0].header.error().message();
   EXPECT_EQ(restarted.version(), 1);
@@ -169,7 +164,7 @@ TEST_P(StandbyRestoreTest, ARestoreFromAStateContinuesFromItExactly) {
       p.set_version(1);
       p.set_num_examples(1);
       std::vector<Reply> ignored;
-      h->Handle({Peer(rank), ""}, WithPayload(p, std::vector<float>(kSize, 0.3f)), &ignored);
+      h->Handle({Peer(rank), ""}, MakeMessage(p, std::vector<float>(kSize, 0.3f)), &ignored);
     }
   }
   EXPECT_EQ(restarted.StateSnapshot(), H().StateSnapshot());
@@ -179,7 +174,7 @@ TEST_P(StandbyRestoreTest, ARestoreFromAStateContinuesFromItExactly) {
   std::vector<float> short_state = state;
   short_state.resize(short_state.size() - kSize);
   out.clear();
-  other.Handle({Peer(0), ""}, WithPayload(r, short_state), &out);
+  other.Handle({Peer(0), ""}, MakeMessage(r, short_state), &out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_FALSE(other.initialized());

@@ -46,16 +46,6 @@ class RequestHandlerTest : public ::testing::Test {
     return h;
   }
 
-  static Message WithPayload(proto::Header h, const std::vector<float>& payload) {
-    Message m;
-    m.header = std::move(h);
-    if (!payload.empty()) {
-      m.payload = zmq::message_t(payload.data(), payload.size() * sizeof(float));
-      m.has_payload = true;
-    }
-    return m;
-  }
-
   // The handler, made on first use for a spec of spec_workers_ workers.
   RequestHandler& H() {
     if (handler_ == nullptr) {
@@ -92,11 +82,11 @@ class RequestHandlerTest : public ::testing::Test {
     job->set_staleness_lr(staleness_lr);
     job->set_total_steps(total_steps);
     job->set_dynamic_workers(dynamic_);
-    return Send(0, WithPayload(h, {1.0f, 1.0f, 1.0f, 1.0f}));
+    return Send(0, MakeMessage(h, {1.0f, 1.0f, 1.0f, 1.0f}));
   }
 
   void RegisterAll(int workers) {
-    for (int r = 1; r < workers; ++r) ASSERT_EQ(Send(r, WithPayload(Base(proto::REGISTER, r), {})).size(), 1u);
+    for (int r = 1; r < workers; ++r) ASSERT_EQ(Send(r, MakeMessage(Base(proto::REGISTER, r), {})).size(), 1u);
   }
 
   std::vector<Reply> Push(int rank, int64_t step, int64_t version, float value, int n = 1,
@@ -105,14 +95,14 @@ class RequestHandlerTest : public ::testing::Test {
     h.set_step(step);
     h.set_version(version);
     h.set_num_examples(n);
-    return Send(rank, WithPayload(h, std::vector<float>(kSize, value)));
+    return Send(rank, MakeMessage(h, std::vector<float>(kSize, value)));
   }
 
   std::vector<Reply> Pull(int rank, int64_t step, int64_t min_version) {
     proto::Header h = Base(proto::PULL, rank);
     h.set_step(step);
     h.set_version(min_version);
-    return Send(rank, WithPayload(h, {}));
+    return Send(rank, MakeMessage(h, {}));
   }
 
   static bool IsError(const Reply& r) { return r.header.error().code() != 0; }
@@ -147,7 +137,7 @@ class CheckpointRequestTest : public RequestHandlerTest {
     proto::Header h = Base(proto::SAVE, rank);
     h.set_step(step);
     h.set_keep_checkpoints(3);
-    return Send(rank, WithPayload(h, {}));
+    return Send(rank, MakeMessage(h, {}));
   }
 
   std::vector<Reply> Restore(int64_t step, uint64_t checksum, bool verify_only,
@@ -163,7 +153,7 @@ class CheckpointRequestTest : public RequestHandlerTest {
     h.mutable_restore()->set_step(step);
     h.mutable_restore()->set_checksum(checksum);
     h.mutable_restore()->set_verify_only(verify_only);
-    return Send(0, WithPayload(h, {}));
+    return Send(0, MakeMessage(h, {}));
   }
 
   // One sync version from both workers, pushing `value`.

@@ -23,7 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST_F(RequestHandlerTest, RegisterIsParkedUntilTheChiefsInit) {
-  EXPECT_TRUE(Send(1, WithPayload(Base(proto::REGISTER, 1), {})).empty());
+  EXPECT_TRUE(Send(1, MakeMessage(Base(proto::REGISTER, 1), {})).empty());
   std::vector<Reply> out = Init(proto::SYNC, 2);
   ASSERT_EQ(out.size(), 2u);  // INIT's reply and the parked REGISTER's
   EXPECT_EQ(out[1].peer, Peer(1));
@@ -35,7 +35,7 @@ TEST_F(RequestHandlerTest, RegisterIsParkedUntilTheChiefsInit) {
 // Found by fuzz_request: a REGISTER parked before INIT was aborted with the
 // worker's own request header (is_reply unset, the worker as sender).
 TEST_F(RequestHandlerTest, AbortedParkedRegisterGetsAReplyFromThePs) {
-  EXPECT_TRUE(Send(1, WithPayload(Base(proto::REGISTER, 1), {})).empty());
+  EXPECT_TRUE(Send(1, MakeMessage(Base(proto::REGISTER, 1), {})).empty());
   std::vector<Reply> out;
   H().AbortParked(absl::CancelledError("shutting down"), &out);
   ASSERT_EQ(out.size(), 1u);
@@ -262,7 +262,7 @@ TEST_F(RequestHandlerTest, EachVersionUsesTheSchedulesRate) {
   job->set_lr_step_size(1);
   job->set_lr_gamma(0.5);
   job->set_warmup_steps(2);
-  ASSERT_EQ(Send(0, WithPayload(h, {1.0f, 1.0f, 1.0f, 1.0f})).size(), 1u);
+  ASSERT_EQ(Send(0, MakeMessage(h, {1.0f, 1.0f, 1.0f, 1.0f})).size(), 1u);
   RegisterAll(2);
   const float expected[] = {1.0f - 0.25f, 0.75f - 0.5f, 0.25f - 0.5f, -0.25f - 0.25f};
   for (int v = 0; v < 4; ++v) {  // rates 0.25, 0.5 (warm-up), then 0.5, 0.25 (step)
@@ -277,7 +277,7 @@ TEST_F(RequestHandlerTest, EachVersionUsesTheSchedulesRate) {
   bad.mutable_job()->set_learning_rate(0.5);
   bad.mutable_job()->set_lr_schedule("sawtooth");
   handler_.reset();
-  std::vector<Reply> out = Send(0, WithPayload(bad, {1.0f, 1.0f, 1.0f, 1.0f}));
+  std::vector<Reply> out = Send(0, MakeMessage(bad, {1.0f, 1.0f, 1.0f, 1.0f}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("sawtooth"));
 }
@@ -336,11 +336,11 @@ TEST_F(RequestHandlerTest, BarrierAnswersWhenEveryWorkerArrived) {
   proto::Header b0 = Base(proto::BARRIER, 0);
   b0.set_barrier_name("done");
   b0.mutable_report()->set_images(128);
-  EXPECT_TRUE(Send(0, WithPayload(b0, {})).empty());
+  EXPECT_TRUE(Send(0, MakeMessage(b0, {})).empty());
   proto::Header b1 = Base(proto::BARRIER, 1);
   b1.set_barrier_name("done");
   b1.mutable_report()->set_images(64);
-  EXPECT_EQ(Send(1, WithPayload(b1, {})).size(), 2u);
+  EXPECT_EQ(Send(1, MakeMessage(b1, {})).size(), 2u);
   const proto::ShardStats s = H().Stats();
   ASSERT_EQ(s.workers_size(), 2);
   EXPECT_EQ(s.workers(0).images() + s.workers(1).images(), 192);
@@ -348,7 +348,7 @@ TEST_F(RequestHandlerTest, BarrierAnswersWhenEveryWorkerArrived) {
   // without waiting for a rank past its final report (it is gone).
   proto::Header again = Base(proto::BARRIER, 0);
   again.set_barrier_name(b0.barrier_name());
-  EXPECT_EQ(Send(0, WithPayload(again, {})).size(), 1u);
+  EXPECT_EQ(Send(0, MakeMessage(again, {})).size(), 1u);
 }
 
 // Seen under ASan on a busy machine: the chief's final evaluation outlasted
@@ -361,7 +361,7 @@ TEST_F(RequestHandlerTest, KnowsWhichWorkersSentTheirFinalReport) {
   proto::Header b1 = Base(proto::BARRIER, 1);
   b1.set_barrier_name("done");
   b1.mutable_report()->set_images(64);
-  EXPECT_TRUE(Send(1, WithPayload(b1, {})).empty());
+  EXPECT_TRUE(Send(1, MakeMessage(b1, {})).empty());
   EXPECT_TRUE(H().reported_done(1));
   EXPECT_FALSE(H().reported_done(0));
 }
@@ -370,19 +370,19 @@ TEST_F(RequestHandlerTest, RefusesRequestsOfAnotherJobPlanOrProtocol) {
   Init(proto::SYNC, 2);
   proto::Header h = Base(proto::PULL, 1);
   h.set_job_id(kJob + 1);
-  std::vector<Reply> out = Send(1, WithPayload(h, {}));
+  std::vector<Reply> out = Send(1, MakeMessage(h, {}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("another cluster spec"));
 
   h = Base(proto::PULL, 1);
   h.set_plan_fingerprint(kPlan + 1);
-  out = Send(1, WithPayload(h, {}));
+  out = Send(1, MakeMessage(h, {}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("plan fingerprint"));
 
   h = Base(proto::PULL, 1);
   h.set_protocol_version(99);
-  out = Send(1, WithPayload(h, {}));
+  out = Send(1, MakeMessage(h, {}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("protocol version 99"));
   EXPECT_EQ(H().Stats().rejected_requests(), 3);
@@ -392,20 +392,20 @@ TEST_F(RequestHandlerTest, RefusesBadRangesPayloadsAndRanks) {
   Init(proto::SYNC, 2);
   proto::Header h = Base(proto::PUSH, 1);
   h.set_range_end(kSize + 1);
-  EXPECT_THAT(Send(1, WithPayload(h, std::vector<float>(kSize)))[0].header.error().message(),
+  EXPECT_THAT(Send(1, MakeMessage(h, std::vector<float>(kSize)))[0].header.error().message(),
               HasSubstr("range"));
   h = Base(proto::PUSH, 1);
-  EXPECT_THAT(Send(1, WithPayload(h, std::vector<float>(kSize + 1)))[0].header.error().message(),
+  EXPECT_THAT(Send(1, MakeMessage(h, std::vector<float>(kSize + 1)))[0].header.error().message(),
               HasSubstr("larger than the shard"));
   h = Base(proto::PUSH, 1);
-  EXPECT_THAT(Send(1, WithPayload(h, std::vector<float>(kSize - 1)))[0].header.error().message(),
+  EXPECT_THAT(Send(1, MakeMessage(h, std::vector<float>(kSize - 1)))[0].header.error().message(),
               HasSubstr("payload of 12 bytes"));
   h = Base(proto::PUSH, 1);
-  EXPECT_THAT(Send(1, WithPayload(h, {}))[0].header.error().message(), HasSubstr("payload of 0"));
+  EXPECT_THAT(Send(1, MakeMessage(h, {}))[0].header.error().message(), HasSubstr("payload of 0"));
   h = Base(proto::PULL, 5);
-  EXPECT_THAT(Send(5, WithPayload(h, {}))[0].header.error().message(), HasSubstr("rank 5"));
+  EXPECT_THAT(Send(5, MakeMessage(h, {}))[0].header.error().message(), HasSubstr("rank 5"));
   h = Base(static_cast<proto::MessageType>(77), 1);
-  EXPECT_THAT(Send(1, WithPayload(h, {}))[0].header.error().message(), HasSubstr("unknown message type"));
+  EXPECT_THAT(Send(1, MakeMessage(h, {}))[0].header.error().message(), HasSubstr("unknown message type"));
   EXPECT_EQ(H().version(), 0);
 }
 
@@ -414,7 +414,7 @@ TEST_F(RequestHandlerTest, DropsNonFiniteGradients) {
   proto::Header h = Base(proto::PUSH, 0);
   std::vector<float> grad(kSize, 1.0f);
   grad[2] = std::nanf("");
-  std::vector<Reply> out = Send(0, WithPayload(h, grad));
+  std::vector<Reply> out = Send(0, MakeMessage(h, grad));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("not finite in f32"));
   EXPECT_FLOAT_EQ(H().params()[2], 1.0f);
@@ -436,7 +436,7 @@ TEST_F(RequestHandlerTest, InitFromANonChiefIsRefused) {
   h.mutable_job()->set_mode(proto::SYNC);
   h.mutable_job()->set_num_workers(2);
   h.mutable_job()->set_learning_rate(0.1);
-  std::vector<Reply> out = Send(1, WithPayload(h, std::vector<float>(kSize, 0.0f)));
+  std::vector<Reply> out = Send(1, MakeMessage(h, std::vector<float>(kSize, 0.0f)));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("chief"));
   EXPECT_FALSE(H().initialized());
@@ -464,7 +464,7 @@ TEST_F(RequestHandlerTest, FailureAnswersParkedAndLaterRequests) {
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("worker:1 presumed dead"));
   // STATS still works, so a user can see what happened.
   proto::Header stats = Base(proto::STATS, 0);
-  out = Send(0, WithPayload(stats, {}));
+  out = Send(0, MakeMessage(stats, {}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_FALSE(IsError(out[0]));
 }
@@ -490,18 +490,18 @@ TEST_F(RequestHandlerTest, BoundsWhatAPeerCanMakeItHold) {
   for (int i = 0; i < 20; ++i) {
     proto::Header b = Base(proto::BARRIER, 1);
     b.set_barrier_name("b" + std::to_string(i));
-    out = Send(1, WithPayload(b, {}));
+    out = Send(1, MakeMessage(b, {}));
     EXPECT_EQ(out.empty(), i < 16) << i;
   }
 }
 
 TEST_F(RequestHandlerTest, OnlyTheChiefShutsTheShardDown) {
   Init(proto::SYNC, 2);
-  std::vector<Reply> out = Send(1, WithPayload(Base(proto::SHUTDOWN, 1), {}));
+  std::vector<Reply> out = Send(1, MakeMessage(Base(proto::SHUTDOWN, 1), {}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_TRUE(IsError(out[0]));
   EXPECT_FALSE(H().shutdown_requested());
-  out = Send(0, WithPayload(Base(proto::SHUTDOWN, 0), {}));
+  out = Send(0, MakeMessage(Base(proto::SHUTDOWN, 0), {}));
   EXPECT_TRUE(H().shutdown_requested());
 }
 
@@ -526,25 +526,25 @@ TEST_F(AuthenticatedHandlerTest, RolesComeFromTheIdentityNotTheHeader) {
   user_id_ = "chief:0";
   Init(proto::SYNC, 2);
   // worker:0 (rank 1) claiming rank 0 may neither train as it nor shut down.
-  std::vector<Reply> out = SendAs("worker:0", 0, WithPayload(Base(proto::SHUTDOWN, 0), {}));
+  std::vector<Reply> out = SendAs("worker:0", 0, MakeMessage(Base(proto::SHUTDOWN, 0), {}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("claims rank 0"));
-  out = SendAs("worker:0", 1, WithPayload(Base(proto::SHUTDOWN, 1), {}));
+  out = SendAs("worker:0", 1, MakeMessage(Base(proto::SHUTDOWN, 1), {}));
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("only the chief may SHUTDOWN"));
   EXPECT_FALSE(H().shutdown_requested());
   // A client reads counters and nothing else.
   proto::Header client = Base(proto::STATS, 0);
   client.mutable_sender()->set_type(proto::CLIENT);
-  EXPECT_FALSE(IsError(SendAs("client", 0, WithPayload(client, {}))[0]));
+  EXPECT_FALSE(IsError(SendAs("client", 0, MakeMessage(client, {}))[0]));
   client.set_type(proto::SHUTDOWN);
-  EXPECT_TRUE(IsError(SendAs("client", 0, WithPayload(client, {}))[0]));
+  EXPECT_TRUE(IsError(SendAs("client", 0, MakeMessage(client, {}))[0]));
   client.set_type(proto::PULL);
-  EXPECT_TRUE(IsError(SendAs("client", 0, WithPayload(client, {}))[0]));
+  EXPECT_TRUE(IsError(SendAs("client", 0, MakeMessage(client, {}))[0]));
   // Someone the transport did not authenticate never gets in.
-  EXPECT_TRUE(IsError(SendAs("", 0, WithPayload(Base(proto::STATS, 0), {}))[0]));
+  EXPECT_TRUE(IsError(SendAs("", 0, MakeMessage(Base(proto::STATS, 0), {}))[0]));
   EXPECT_EQ(H().Stats().unauthorized_requests(), 5);
-  EXPECT_FALSE(IsError(SendAs("chief:0", 0, WithPayload(Base(proto::SHUTDOWN, 0), {})).back()));
+  EXPECT_FALSE(IsError(SendAs("chief:0", 0, MakeMessage(Base(proto::SHUTDOWN, 0), {})).back()));
   EXPECT_TRUE(H().shutdown_requested());
 }
 
@@ -553,7 +553,7 @@ TEST_F(AuthenticatedHandlerTest, OnlyTheChiefMayInit) {
   h.mutable_job()->set_mode(proto::SYNC);
   h.mutable_job()->set_num_workers(2);
   h.mutable_job()->set_learning_rate(0.1);
-  std::vector<Reply> out = SendAs("worker:0", 1, WithPayload(h, std::vector<float>(kSize, 0.0f)));
+  std::vector<Reply> out = SendAs("worker:0", 1, MakeMessage(h, std::vector<float>(kSize, 0.0f)));
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("only the chief may INIT"));
   EXPECT_FALSE(H().initialized());
 }
@@ -573,7 +573,7 @@ TEST_F(RequestHandlerTest, ARepeatedPushIsAnsweredAgainButNeverAppliedTwice) {
   Init(proto::ASYNC, 1);
   proto::Header h = Base(proto::PUSH, 0);
   h.set_num_examples(1);
-  const Message push = WithPayload(h, std::vector<float>(kSize, 1.0f));
+  const Message push = MakeMessage(h, std::vector<float>(kSize, 1.0f));
   std::vector<Reply> first = Send(0, push);
   ASSERT_EQ(first.size(), 1u);
   EXPECT_FALSE(IsError(first[0]));
@@ -589,7 +589,7 @@ TEST_F(RequestHandlerTest, ARepeatedPushIsAnsweredAgainButNeverAppliedTwice) {
   for (int i = 0; i < 10; ++i) {
     proto::Header b = Base(proto::BARRIER, 0);
     b.set_barrier_name("x" + std::to_string(i % 8));
-    Send(0, WithPayload(b, {}));
+    Send(0, MakeMessage(b, {}));
   }
   again = Send(0, push);
   ASSERT_EQ(again.size(), 1u);
@@ -602,7 +602,7 @@ TEST_F(RequestHandlerTest, ARepeatOfAParkedRequestIsAnsweredOnceWhereTheRepeatCa
   RegisterAll(2);
   proto::Header h = Base(proto::PUSH_PULL, 0);
   h.set_num_examples(1);
-  const Message push = WithPayload(h, std::vector<float>(kSize, 1.0f));
+  const Message push = MakeMessage(h, std::vector<float>(kSize, 1.0f));
   EXPECT_TRUE(Send(0, push).empty());  // parked until rank 1 pushes
   std::vector<Reply> out;
   H().Handle({"reconnected", ""}, push, &out);
@@ -619,7 +619,7 @@ TEST_F(RequestHandlerTest, AHugeFiniteGradientIsRefusedAndTheShardUnchanged) {
   Init(proto::ASYNC, 1);
   proto::Header h = Base(proto::PUSH, 0);
   h.set_num_examples(1);
-  std::vector<Reply> out = Send(0, WithPayload(h, std::vector<float>(kSize, 3e38f)));
+  std::vector<Reply> out = Send(0, MakeMessage(h, std::vector<float>(kSize, 3e38f)));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("not finite in f32"));
   EXPECT_FLOAT_EQ(H().params()[0], 1.0f);
@@ -636,7 +636,7 @@ TEST_F(RequestHandlerTest, AnUpdateThatWouldOverflowTheParametersIsRefused) {
   for (int i = 0; i < 3; ++i) {
     proto::Header h = Base(proto::PUSH, 0);
     h.set_num_examples(1);
-    out = Send(0, WithPayload(h, std::vector<float>(kSize, -9e18f)));
+    out = Send(0, MakeMessage(h, std::vector<float>(kSize, -9e18f)));
     ASSERT_EQ(out.size(), 1u);
     if (i < 2) {
       EXPECT_FALSE(IsError(out[0])) << i;
@@ -650,7 +650,7 @@ TEST_F(RequestHandlerTest, AnUpdateThatWouldOverflowTheParametersIsRefused) {
 
 TEST_F(RequestHandlerTest, BeforeInitOnlyInitMayBeLarge) {
   proto::Header h = Base(proto::REGISTER, 1);
-  std::vector<Reply> out = Send(1, WithPayload(h, std::vector<float>(20000, 0.0f)));
+  std::vector<Reply> out = Send(1, MakeMessage(h, std::vector<float>(20000, 0.0f)));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("before INIT"));
   EXPECT_EQ(H().Stats().oversized_requests(), 1);
@@ -660,8 +660,8 @@ TEST_F(RequestHandlerTest, RefusalsCarryNoJobIdFingerprintRangeOrVersion) {
   Init(proto::SYNC, 2);
   proto::Header h = Base(proto::PULL, 1);
   h.set_job_id(kJob + 1);
-  std::vector<Reply> out = Send(1, WithPayload(h, {}));
-  out.push_back(Send(1, WithPayload(Base(proto::PUSH, 1), {}))[0]);
+  std::vector<Reply> out = Send(1, MakeMessage(h, {}));
+  out.push_back(Send(1, MakeMessage(Base(proto::PUSH, 1), {}))[0]);
   std::vector<Reply> malformed;
   H().HandleMalformed({"junk", ""}, absl::InvalidArgumentError("bad"), &malformed);
   out.push_back(malformed[0]);
@@ -682,9 +682,9 @@ TEST_F(RequestHandlerTest, OnlyValidTrafficKeepsAWorkerAlive) {
   clock_.AdvanceSeconds(30);
   proto::Header bad = Base(proto::HEARTBEAT, 1);
   bad.set_job_id(kJob + 1);
-  Send(1, WithPayload(bad, {}));
+  Send(1, MakeMessage(bad, {}));
   EXPECT_GE(H().workers().SilentSeconds(1), 30.0);
-  Send(1, WithPayload(Base(proto::HEARTBEAT, 1), {}));
+  Send(1, MakeMessage(Base(proto::HEARTBEAT, 1), {}));
   EXPECT_EQ(H().workers().SilentSeconds(1), 0.0);
 }
 
@@ -713,7 +713,7 @@ TEST_F(CheckpointRequestTest, SaveWritesTheShardAndRestoreContinuesFromItExactly
   ASSERT_FALSE(IsError(out[0])) << out[0].header.error().message();
   EXPECT_EQ(H().version(), 2);
   EXPECT_EQ(Params(), at_save);
-  out = Send(1, WithPayload(Base(proto::REGISTER, 1), {}));
+  out = Send(1, MakeMessage(Base(proto::REGISTER, 1), {}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].header.step(), 2);  // where worker 1 continues
   Version(2, -2.0f);
@@ -739,7 +739,7 @@ TEST_F(CheckpointRequestTest, ACounterPastTheRestoredHistogramIsCountedInBounds)
   h.mutable_job()->set_momentum(momentum_);
   h.mutable_restore()->set_step(1);
   h.mutable_restore()->set_checksum(checksum);
-  out = Send(0, WithPayload(h, {}));
+  out = Send(0, MakeMessage(h, {}));
   ASSERT_FALSE(IsError(out[0])) << out[0].header.error().message();
   ASSERT_EQ(H().Stats().staleness_histogram_size(), 1);
   for (int v = 1; v <= 6; ++v) Push(1, v, 1, 0.1f);  // staleness 0, 1, ..., 5
@@ -890,7 +890,7 @@ class DynamicWorkersTest : public RequestHandlerTest {
     proto::Header b = Base(proto::BARRIER, rank);
     b.set_barrier_name("done");
     b.mutable_report()->set_images(1);
-    return Send(rank, WithPayload(b, {}));
+    return Send(rank, MakeMessage(b, {}));
   }
 };
 
@@ -903,7 +903,7 @@ TEST_F(DynamicWorkersTest, TheJobIdAndShardCountComeFromTheChiefsInit) {
   // From then on, another job is refused as with a full spec.
   proto::Header h = Base(proto::PULL, 0);
   h.set_job_id(kJob + 1);
-  out = Send(0, WithPayload(h, {}));
+  out = Send(0, MakeMessage(h, {}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("another cluster spec"));
 }
@@ -922,13 +922,13 @@ TEST_F(DynamicWorkersTest, AFullSpecChiefIsRefused) {
   h.mutable_job()->set_mode(proto::ASYNC);
   h.mutable_job()->set_num_workers(8);
   h.mutable_job()->set_learning_rate(0.5);
-  out = Send(0, WithPayload(h, {1.0f, 1.0f, 1.0f, 1.0f}));  // dynamic_workers unset
+  out = Send(0, MakeMessage(h, {1.0f, 1.0f, 1.0f, 1.0f}));  // dynamic_workers unset
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("same kind of TF_CONFIG"));
 }
 
 TEST_F(DynamicWorkersTest, RanksNotHeardFromAreNotWaitedForAndJoinLater) {
-  EXPECT_TRUE(Send(3, WithPayload(Base(proto::REGISTER, 3), {})).empty());  // before INIT: parked
+  EXPECT_TRUE(Send(3, MakeMessage(Base(proto::REGISTER, 3), {})).empty());  // before INIT: parked
   ASSERT_EQ(Init(proto::ASYNC, 8).size(), 2u);
   EXPECT_FALSE(H().workers().dead(0));
   EXPECT_FALSE(H().workers().dead(3));
@@ -938,7 +938,7 @@ TEST_F(DynamicWorkersTest, RanksNotHeardFromAreNotWaitedForAndJoinLater) {
   EXPECT_TRUE(Barrier(0).empty());
   EXPECT_EQ(Barrier(3).size(), 2u);
   // Rank 5 joins: waited for from now on, and counted as a join.
-  ASSERT_EQ(Send(5, WithPayload(Base(proto::REGISTER, 5), {})).size(), 1u);
+  ASSERT_EQ(Send(5, MakeMessage(Base(proto::REGISTER, 5), {})).size(), 1u);
   EXPECT_FALSE(H().workers().dead(5));
   EXPECT_EQ(H().Stats().workers_joined(), 1);
   EXPECT_EQ(H().Stats().workers_rejoined(), 0);
@@ -946,12 +946,12 @@ TEST_F(DynamicWorkersTest, RanksNotHeardFromAreNotWaitedForAndJoinLater) {
   EXPECT_EQ(H().Stats().pushes_by_rank(5), 1);
   // It leaves: silent past the peer timeout, it is declared dead...
   clock_.AdvanceSeconds(10);
-  Send(0, WithPayload(Base(proto::HEARTBEAT, 0), {}));
-  Send(3, WithPayload(Base(proto::HEARTBEAT, 3), {}));
+  Send(0, MakeMessage(Base(proto::HEARTBEAT, 0), {}));
+  Send(3, MakeMessage(Base(proto::HEARTBEAT, 3), {}));
   std::vector<Reply> out;
   EXPECT_EQ(H().DeclareSilentDead(5.0, &out), std::vector<int>{5});
   // ...and comes back as a rejoin.
-  Send(5, WithPayload(Base(proto::HEARTBEAT, 5), {}));
+  Send(5, MakeMessage(Base(proto::HEARTBEAT, 5), {}));
   EXPECT_EQ(H().Stats().workers_rejoined(), 1);
 }
 
@@ -963,7 +963,7 @@ TEST_F(DynamicWorkersTest, TheShardAppliesExactlyTheJobsUpdates) {
   for (proto::UpdateMode mode : {proto::ASYNC, proto::SSP}) {
     handler_.reset();
     ASSERT_EQ(Init(mode, 8, /*staleness=*/100, 0, false, /*total_steps=*/5).size(), 1u);
-    ASSERT_EQ(Send(3, WithPayload(Base(proto::REGISTER, 3), {})).size(), 1u);
+    ASSERT_EQ(Send(3, MakeMessage(Base(proto::REGISTER, 3), {})).size(), 1u);
     for (int step = 0; step < 4; ++step) {
       // Both computed on the version before either push.
       const int64_t version = H().version();
@@ -999,7 +999,7 @@ TEST_F(DynamicWorkersTest, AnSspWorkerJoinsAtTheSlowestLiveClock) {
   }
   // Rank 2 joins: it starts at the chief's clock, not at 0, so the chief
   // is not stopped for ten steps of the newcomer's.
-  std::vector<Reply> reg = Send(2, WithPayload(Base(proto::REGISTER, 2), {}));
+  std::vector<Reply> reg = Send(2, MakeMessage(Base(proto::REGISTER, 2), {}));
   ASSERT_EQ(reg.size(), 1u);
   EXPECT_EQ(reg[0].header.step(), 10);
   EXPECT_EQ(Push(0, 10, 10, 0.0f).size(), 1u);  // within the bound of 1

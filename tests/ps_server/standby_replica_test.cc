@@ -3,6 +3,8 @@
 #include "ps_server/standby_replica.h"
 
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,21 +17,18 @@ using ::testing::HasSubstr;
 // A REPLICATE of shard `shard` (2 floats, SGD: parameters and momentum) of
 // a 3-ps job, at `term`.
 Message Replicate(int shard, int64_t term, float value = 1.0f, int floats = 4) {
-  Message m;
-  m.header.set_type(proto::REPLICATE);
-  m.header.set_shard_index(shard);
-  m.header.set_num_shards(3);
-  m.header.set_range_begin(10);
-  m.header.set_range_end(12);
-  m.header.set_encoding(proto::F32);
-  m.header.mutable_job()->set_num_workers(2);
-  m.header.mutable_job()->set_momentum(0.5);
-  m.header.mutable_replica()->set_version(5);
-  m.header.mutable_replica()->set_term(term);
-  std::vector<float> state(floats, value);
-  m.payload = zmq::message_t(state.data(), state.size() * sizeof(float));
-  m.has_payload = true;
-  return m;
+  proto::Header h;
+  h.set_type(proto::REPLICATE);
+  h.set_shard_index(shard);
+  h.set_num_shards(3);
+  h.set_range_begin(10);
+  h.set_range_end(12);
+  h.set_encoding(proto::F32);
+  h.mutable_job()->set_num_workers(2);
+  h.mutable_job()->set_momentum(0.5);
+  h.mutable_replica()->set_version(5);
+  h.mutable_replica()->set_term(term);
+  return MakeMessage(std::move(h), std::vector<float>(static_cast<size_t>(floats), value));
 }
 
 const Principal kPs0{Role::kPs, -1, 0};

@@ -15,8 +15,8 @@
 #include "common/cluster_spec.h"
 #include "common/file_util.h"
 #include "common/free_ports.h"
-#include "common/job_secret.h"
 #include "gtest/gtest.h"
+#include "transport/job_secret.h"
 
 namespace pstrain::testing {
 

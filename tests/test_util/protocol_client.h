@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/job_secret.h"
-#include "common/transport.h"
 #include "proto/pstrain.pb.h"
+#include "transport/job_secret.h"
+#include "transport/transport.h"
 #include "zmq.hpp"
 
 namespace pstrain::testing {

@@ -9,7 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
-#include "common/task_flags.h"
+#include "flags/task_flags.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/train_flags.h"

@@ -14,14 +14,15 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "common/cancellation.h"
 #include "common/cluster_spec.h"
 #include "common/free_ports.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
-#include "common/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ps_server/ps_server.h"
+#include "transport/transport.h"
 
 namespace pstrain {
 namespace {
@@ -441,6 +442,55 @@ TEST(PsClient, WaitParamsReturnsOnceThePiecesInCoverTheRange) {
       release_the_rest();  // too late: the client has given up
     }
   }
+}
+
+// A wait for replies ends when the client's Cancellation fires, with no
+// signal: this ps takes the PUSH_PULL, fires the flag and never answers.
+// Without the Cancellation the client would wait out its peer timeout,
+// longer than the test may run.
+TEST(PsClient, AWaitForRepliesReturnsCancelledWhenItsCancellationFires) {
+  auto spec = WithFreePorts(ClusterSpec::Local(1, 1, 1));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto plan = ShardPlan::Create("t", {{"w", 16}}, 1, ShardStrategy::kBalanced);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  CancellationFlag stop;
+  FakePs ps(*spec, [&](const proto::Header&) {
+    stop.Cancel("the test's cancellation");
+    return FakePs::Pieces();
+  });
+  PsClientOptions options;
+  options.peer_timeout_s = 3600;
+  options.cancel = &stop;
+  auto client = PsClient::Create(*spec, {TaskType::kWorker, 0}, *plan, options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<float> params(16, -1.0f);
+  std::vector<ShardReply> replies;
+  const std::vector<int64_t> versions = {0};
+  const absl::Status s =
+      (*client)->PushPull(0, versions, 1, OnesPush(), absl::MakeSpan(params), &replies);
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("interrupted by the test's cancellation"));
+}
+
+// Waiting for a ps that is not there ends too, whenever the flag fires
+// (here from another thread), long before the connect timeout.
+TEST(PsClient, WaitingForServersReturnsCancelledWhenItsCancellationFires) {
+  auto spec = WithFreePorts(ClusterSpec::Local(1, 1, 1));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto plan = ShardPlan::Create("t", {{"w", 16}}, 1, ShardStrategy::kBalanced);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  CancellationFlag stop;
+  PsClientOptions options;
+  options.connect_timeout_s = 3600;
+  options.cancel = &stop;
+  auto client = PsClient::Create(*spec, {TaskType::kWorker, 0}, *plan, options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::thread canceller([&stop] { stop.Cancel("the test's cancellation"); });
+  const absl::Status s = (*client)->WaitForServers();
+  canceller.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("while connecting"));
 }
 
 TEST(PsClient, RefusesAHostilePsPiecesAsDataLoss) {

@@ -13,32 +13,10 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "pytorch"))
 import idx_data  # noqa: E402  pylint: disable=wrong-import-position
+from mnist_cnn import MnistCnn  # noqa: E402  pylint: disable=wrong-import-position
 
 import pstrain  # noqa: E402  pylint: disable=wrong-import-position
 import pstrain.torch as pst  # noqa: E402  pylint: disable=wrong-import-position
-
-
-class Cnn(nn.Module):
-    """The seed's CNN (dropout optional: off, two processes compute the same)."""
-
-    def __init__(self, dropout=False, fc1_out=50):
-        super().__init__()
-        self.dropout = dropout
-        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
-        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
-        self.fc1 = nn.Linear(320, fc1_out)
-        self.fc2 = nn.Linear(fc1_out, 10)
-
-    def forward(self, x):
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = self.conv2(x)
-        if self.dropout:
-            x = F.dropout2d(x, training=self.training)
-        x = F.relu(F.max_pool2d(x, 2)).view(-1, 320)
-        x = F.relu(self.fc1(x))
-        if self.dropout:
-            x = F.dropout(x, training=self.training)
-        return F.log_softmax(self.fc2(x), dim=1)
 
 
 class BnNet(nn.Module):
@@ -125,7 +103,7 @@ def main():
         torch.backends.cudnn.benchmark = False
     train_x, train_y = (x.to(args.device) for x in idx_data.load(args.data_dir, "train"))
     if args.reference:
-        model = Cnn(dropout=args.dropout).to(args.device)
+        model = MnistCnn(dropout=args.dropout).to(args.device)
         if not args.initial:
             reference(args, model, train_x, train_y)
         flat_params(model.cpu()).tofile(args.out)
@@ -135,7 +113,8 @@ def main():
     if args.model == "bn":
         model = BnNet()
     else:
-        model = Cnn(dropout=args.dropout, fc1_out=51 if pst.rank() == args.wider_on_rank else 50)
+        fc1_out = 51 if pst.rank() == args.wider_on_rank else 50
+        model = MnistCnn(dropout=args.dropout, fc1_out=fc1_out)
     model = model.to(args.device)
     sampler = pst.DistributedSampler(len(train_x), args.batch_size, seed=args.seed,
                                      device=args.device)

@@ -1,0 +1,315 @@
+#include "transport/transport.h"
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+namespace {
+
+absl::Status ZmqError(const zmq::error_t& e, absl::string_view what) {
+  if (e.num() == EAGAIN || e.num() == EHOSTUNREACH) {
+    return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
+  }
+  if (e.num() == EINTR) return absl::CancelledError(absl::StrCat(what, ": interrupted"));
+  return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
+}
+
+bool IsIpLiteral(const std::string& host) {
+  if (host.find(':') != std::string::npos) return true;  // IPv6
+  std::vector<std::string> parts = absl::StrSplit(host, '.');
+  if (parts.size() != 4) return false;
+  for (const auto& p : parts) {
+    if (p.empty() || p.size() > 3) return false;
+    for (char c : p) {
+      if (!absl::ascii_isdigit(c)) return false;
+    }
+  }
+  return true;
+}
+
+zmq::const_buffer KeyBuffer(const CurveKey& key) { return zmq::buffer(key.data(), key.size()); }
+
+void ApplyCurve(zmq::socket_t& s, const SocketOptions& options) {
+  if (options.curve_server_keys) {
+    s.set(zmq::sockopt::curve_server, 1);
+    s.set(zmq::sockopt::curve_secretkey, KeyBuffer(options.curve_server_keys->secret_key));
+    s.set(zmq::sockopt::zap_domain, "pstrain");
+  }
+  if (options.curve_client_keys && options.curve_server_public_key) {
+    s.set(zmq::sockopt::curve_serverkey, KeyBuffer(*options.curve_server_public_key));
+    s.set(zmq::sockopt::curve_publickey, KeyBuffer(options.curve_client_keys->public_key));
+    s.set(zmq::sockopt::curve_secretkey, KeyBuffer(options.curve_client_keys->secret_key));
+  }
+}
+
+// The ZAP User-Id a frame arrived with, "" when the connection has none.
+std::string UserIdOf(zmq::message_t& frame) {
+  // The C call, not cppzmq's gets(): that throws for a missing property
+  // (EINVAL under the NULL mechanism), and a throw per request cost the
+  // --insecure ps a few microseconds of every round trip.
+  const char* id = zmq_msg_gets(frame.handle(), "User-Id");
+  return id == nullptr ? std::string() : std::string(id);
+}
+
+void ApplyCommonOptions(zmq::socket_t& s, const SocketOptions& options, bool ipv6) {
+  ApplyCurve(s, options);
+  s.set(zmq::sockopt::linger, options.linger_ms);
+  s.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
+  s.set(zmq::sockopt::tcp_keepalive, 1);
+  if (ipv6) s.set(zmq::sockopt::ipv6, 1);
+}
+
+zmq::message_t HeaderFrame(const proto::Header& header) {
+  zmq::message_t frame(header.ByteSizeLong());
+  header.SerializeWithCachedSizesToArray(static_cast<uint8_t*>(frame.data()));
+  return frame;
+}
+
+}  // namespace
+
+void Message::CopyPayloadTo(absl::Span<float> out) const {
+  if (out.empty()) return;
+  std::memcpy(out.data(), payload.data(), out.size() * sizeof(float));
+}
+
+absl::Span<const float> Message::PayloadFloats(std::vector<float>* scratch) const {
+  const size_t n = payload_floats();
+  if (n == 0) return {};
+  if (reinterpret_cast<uintptr_t>(payload.data()) % alignof(float) == 0) {
+    return {static_cast<const float*>(payload.data()), n};
+  }
+  scratch->resize(n);
+  CopyPayloadTo(absl::MakeSpan(*scratch));
+  return *scratch;
+}
+
+Message MakeMessage(proto::Header header, absl::Span<const float> payload) {
+  Message m;
+  m.header = std::move(header);
+  if (!payload.empty()) {
+    m.payload = zmq::message_t(payload.data(), payload.size() * sizeof(float));
+    m.has_payload = true;
+  }
+  return m;
+}
+
+uint64_t RandomId() {
+  std::random_device device;
+  return device() | (uint64_t{device()} << 32);
+}
+
+std::string BindEndpoint(const HostPort& address) {
+  if (IsLoopbackHost(address.host)) {
+    return absl::StrCat("tcp://", address.host == "::1" ? "[::1]" : "127.0.0.1", ":", address.port);
+  }
+  if (IsIpLiteral(address.host)) return absl::StrCat("tcp://", address.ToString());
+  return absl::StrCat("tcp://*:", address.port);
+}
+
+std::string ConnectEndpoint(const HostPort& address) {
+  if (absl::AsciiStrToLower(address.host) == "localhost") {
+    return absl::StrCat("tcp://127.0.0.1:", address.port);
+  }
+  return absl::StrCat("tcp://", address.ToString());
+}
+
+absl::StatusOr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::string& endpoint,
+                                         const SocketOptions& options) {
+  try {
+    zmq::socket_t s(context, zmq::socket_type::router);
+    ApplyCommonOptions(s, options, endpoint.find('[') != std::string::npos);
+    s.set(zmq::sockopt::router_mandatory, 1);
+    s.bind(endpoint);
+    return s;
+  } catch (const zmq::error_t& e) {
+    return absl::UnavailableError(absl::StrCat("cannot bind ", endpoint, ": ", e.what()));
+  }
+}
+
+absl::StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& context, const std::string& endpoint,
+                                            const SocketOptions& options) {
+  try {
+    zmq::socket_t s(context, zmq::socket_type::dealer);
+    ApplyCommonOptions(s, options, endpoint.find('[') != std::string::npos);
+    s.set(zmq::sockopt::immediate, options.immediate ? 1 : 0);
+    s.set(zmq::sockopt::reconnect_ivl, 100);
+    s.set(zmq::sockopt::reconnect_ivl_max, 2000);
+    s.connect(endpoint);
+    return s;
+  } catch (const zmq::error_t& e) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot connect to ", endpoint, ": ", e.what()));
+  }
+}
+
+absl::Status SendRequest(zmq::socket_t& dealer, const proto::Header& header,
+                         absl::Span<const float> payload, bool zero_copy) {
+  return SendRequestBytes(
+      dealer, header,
+      absl::MakeConstSpan(reinterpret_cast<const char*>(payload.data()), payload.size() * sizeof(float)),
+      zero_copy);
+}
+
+absl::Status SendRequestBytes(zmq::socket_t& dealer, const proto::Header& header,
+                              absl::Span<const char> payload, bool zero_copy) {
+  CHECK_EQ(payload.size() % sizeof(float), 0u) << "a payload of whole 32-bit words";
+  try {
+    zmq::message_t head = HeaderFrame(header);
+    const bool more = !payload.empty();
+    auto flags = zmq::send_flags::dontwait | (more ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (!dealer.send(head, flags)) return absl::UnavailableError("peer not connected or queue full");
+    if (more) {
+      zmq::message_t body = zero_copy
+          ? zmq::message_t(const_cast<char*>(payload.data()), payload.size(), nullptr, nullptr)
+          : zmq::message_t(payload.data(), payload.size());
+      // The first frame is queued, so the second cannot be refused for lack
+      // of a peer: ZeroMQ delivers multipart messages whole or not at all.
+      (void)dealer.send(body, zmq::send_flags::dontwait);
+    }
+    return absl::OkStatus();
+  } catch (const zmq::error_t& e) {
+    return ZmqError(e, "send");
+  }
+}
+
+absl::Status SendRouted(zmq::socket_t& router, const zmq::message_t& identity,
+                        const proto::Header& header, absl::Span<const float> payload) {
+  if (payload.empty()) return SendRoutedFrame(router, identity, header, zmq::message_t());
+  return SendRoutedFrame(router, identity, header,
+                         zmq::message_t(payload.data(), payload.size() * sizeof(float)));
+}
+
+absl::Status SendRoutedFrame(zmq::socket_t& router, const zmq::message_t& identity,
+                             const proto::Header& header, zmq::message_t body) {
+  try {
+    zmq::message_t id;
+    id.copy(const_cast<zmq::message_t&>(identity));
+    if (!router.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      return absl::UnavailableError("peer queue full");
+    }
+    zmq::message_t head = HeaderFrame(header);
+    const bool more = body.size() > 0;
+    (void)router.send(head, more ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (more) (void)router.send(body, zmq::send_flags::none);
+    return absl::OkStatus();
+  } catch (const zmq::error_t& e) {
+    return ZmqError(e, "reply");
+  }
+}
+
+absl::StatusOr<Message> ParseFrames(std::vector<zmq::message_t> frames) {
+  if (frames.empty()) return absl::InvalidArgumentError("empty message");
+  if (frames.size() > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected 1 or 2 frames (header, payload), got ", frames.size()));
+  }
+  if (frames[0].size() == 0 || frames[0].size() > kMaxHeaderBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("header frame of ", frames[0].size(), " bytes (expected 1..", kMaxHeaderBytes, ")"));
+  }
+  Message m;
+  if (!m.header.ParseFromArray(frames[0].data(), static_cast<int>(frames[0].size()))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("header frame of ", frames[0].size(), " bytes is not a pstrain header"));
+  }
+  if (frames.size() == 2) {
+    if (frames[1].size() % sizeof(float) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("payload of ", frames[1].size(), " bytes is not whole f32 values"));
+    }
+    m.payload = std::move(frames[1]);
+    m.has_payload = true;
+  }
+  return m;
+}
+
+namespace {
+
+// Reads every frame of the next message. Keeps at most three (a malformed
+// message is reported, not buffered) and counts the rest, so a peer cannot
+// make us hold an unbounded list. Unavailable when nothing is queued.
+struct Drained {
+  std::vector<zmq::message_t> frames;
+  size_t count = 0;
+  size_t bytes = 0;
+};
+
+absl::StatusOr<Drained> DrainMessage(zmq::socket_t& socket) {
+  Drained d;
+  try {
+    for (;;) {
+      zmq::message_t frame;
+      if (!socket.recv(frame, zmq::recv_flags::dontwait)) {
+        if (d.count == 0) return absl::UnavailableError("no message");
+        break;  // parts of a message arrive together; defensive only
+      }
+      const bool more = frame.more();
+      ++d.count;
+      d.bytes += frame.size();
+      if (d.frames.size() < 3) d.frames.push_back(std::move(frame));
+      if (!more) break;
+    }
+  } catch (const zmq::error_t& e) {
+    return ZmqError(e, "receive");
+  }
+  return d;
+}
+
+absl::StatusOr<Message> ParseDrained(Drained d, size_t skip) {
+  if (d.count - skip > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected 1 or 2 frames (header, payload), got ", d.count - skip));
+  }
+  d.frames.erase(d.frames.begin(), d.frames.begin() + static_cast<long>(skip));
+  return ParseFrames(std::move(d.frames));
+}
+
+}  // namespace
+
+RoutedMessage ReceiveRouted(zmq::socket_t& router) {
+  RoutedMessage out;
+  auto drained = DrainMessage(router);
+  if (!drained.ok()) {
+    out.message = drained.status();
+    return out;
+  }
+  out.identity = std::move(drained->frames.front());
+  if (drained->frames.size() > 1) {
+    out.user_id = UserIdOf(drained->frames[1]);
+    // The connection's file descriptor (-1 where the transport has none):
+    // how the ps ties a peer's partial message to the connection it came
+    // on, whose close the socket monitor reports by descriptor.
+    out.fd = zmq_msg_get(drained->frames[1].handle(), ZMQ_SRCFD);
+  }
+  out.wire_bytes = drained->bytes - out.identity.size();
+  out.message = ParseDrained(*std::move(drained), 1);
+  return out;
+}
+
+absl::StatusOr<Message> ReceiveReply(zmq::socket_t& dealer) {
+  auto drained = DrainMessage(dealer);
+  if (!drained.ok()) return drained.status();
+  return ParseDrained(*std::move(drained), 0);
+}
+
+absl::StatusOr<std::vector<bool>> PollReadable(absl::Span<zmq::socket_t* const> sockets,
+                                               int timeout_ms) {
+  std::vector<zmq::pollitem_t> items;
+  items.reserve(sockets.size());
+  for (zmq::socket_t* s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
+  try {
+    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
+  } catch (const zmq::error_t& e) {
+    return ZmqError(e, "poll");
+  }
+  std::vector<bool> readable(items.size());
+  for (size_t i = 0; i < items.size(); ++i) readable[i] = (items[i].revents & ZMQ_POLLIN) != 0;
+  return readable;
+}
+
+}  // namespace pstrain
