@@ -69,7 +69,7 @@ class Children {
 
   absl::StatusOr<Child*> Spawn(const std::string& name, const std::string& binary,
                                std::vector<std::string> args) {
-    ASSIGN_OR_RETURN(ChildProcess p, ChildProcess::Spawn({binary, std::move(args), {}}));
+    ASSIGN_OR_RETURN(ChildProcess p, ChildProcess::Spawn({binary, std::move(args), {}, {}}));
     children_.push_back(std::make_unique<Child>(Child{name, std::move(p), "", {}, {}}));
     return children_.back().get();
   }

@@ -23,6 +23,18 @@ extern char** environ;
 namespace pstrain {
 namespace {
 
+// In the forked child: says why it could not start (on its output, which
+// the parent reads) and exits 127 as a shell does.
+[[noreturn]] void FailChild(absl::string_view what, const std::string& name) {
+  const char* reason = strerror(errno);
+  (void)!write(STDERR_FILENO, what.data(), what.size());
+  (void)!write(STDERR_FILENO, name.data(), name.size());
+  (void)!write(STDERR_FILENO, ": ", 2);
+  (void)!write(STDERR_FILENO, reason, strlen(reason));
+  (void)!write(STDERR_FILENO, "\n", 1);
+  _exit(127);
+}
+
 // Runs in the forked child: only async-signal-safe calls until exec.
 [[noreturn]] void ExecChild(const SpawnOptions& options, pid_t parent, int write_fd,
                             char* const* argv, char* const* envp) {
@@ -37,14 +49,11 @@ namespace {
   signal(SIGTERM, SIG_DFL);
   signal(SIGCHLD, SIG_DFL);
   signal(SIGPIPE, SIG_DFL);
+  if (!options.working_dir.empty() && chdir(options.working_dir.c_str()) != 0) {
+    FailChild("cannot enter ", options.working_dir);
+  }
   execve(options.binary.c_str(), argv, envp);
-  const char* reason = strerror(errno);
-  (void)!write(STDERR_FILENO, "cannot exec ", 12);
-  (void)!write(STDERR_FILENO, options.binary.c_str(), options.binary.size());
-  (void)!write(STDERR_FILENO, ": ", 2);
-  (void)!write(STDERR_FILENO, reason, strlen(reason));
-  (void)!write(STDERR_FILENO, "\n", 1);
-  _exit(127);
+  FailChild("cannot exec ", options.binary);
 }
 
 std::vector<char*> CStrings(std::vector<std::string>& strings) {

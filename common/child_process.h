@@ -23,6 +23,9 @@ struct SpawnOptions {
   // "NAME=value", added to the parent's environment (replacing a variable
   // of that name there).
   std::vector<std::string> extra_env;
+  // The child's working directory; "": the parent's. One that cannot be
+  // entered fails the child as an exec failure does (exit code 127).
+  std::string working_dir;
 };
 
 class ChildProcess {

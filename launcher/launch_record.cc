@@ -61,16 +61,19 @@ absl::Status ApplyFlag(const std::string& arg, const std::string& path,
 std::string LaunchRecordPath(const std::string& run_dir) { return run_dir + "/launch.json"; }
 
 absl::Status WriteLaunchRecord(const std::string& run_dir, const std::vector<std::string>& flags,
-                               const std::string& command_line) {
+                               const std::string& command_line, const LaunchedCommand& command) {
   proto::LaunchRecord record;
   for (const std::string& f : flags) record.add_flags(f);
   record.set_command(command_line);
+  for (const std::string& arg : command.argv) record.add_user_command(arg);
+  record.set_working_dir(command.working_dir);
   record.set_started_at(absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone()));
   RETURN_IF_ERROR(MakeDirs(run_dir));
   return WriteFileAtomic(LaunchRecordPath(run_dir), ToJson(record));
 }
 
-absl::Status ApplyLaunchRecord(const std::string& run_dir, const std::set<std::string>& given) {
+absl::StatusOr<LaunchedCommand> ApplyLaunchRecord(const std::string& run_dir,
+                                                  const std::set<std::string>& given) {
   const std::string path = LaunchRecordPath(run_dir);
   auto text = ReadFileToString(path);
   if (absl::IsNotFound(text.status())) {
@@ -84,7 +87,13 @@ absl::Status ApplyLaunchRecord(const std::string& run_dir, const std::set<std::s
     return absl::DataLossError(absl::StrCat("damaged launch record: ", s.message()));
   }
   for (const std::string& arg : record.flags()) RETURN_IF_ERROR(ApplyFlag(arg, path, given));
-  return absl::OkStatus();
+  LaunchedCommand command;
+  command.argv.assign(record.user_command().begin(), record.user_command().end());
+  command.working_dir = record.working_dir();
+  if (!command.argv.empty() && (command.argv.front().empty() || command.working_dir.empty())) {
+    return absl::DataLossError(absl::StrCat(path, ": damaged: a command without its program or directory"));
+  }
+  return command;
 }
 
 }  // namespace pstrain

@@ -124,6 +124,7 @@ SpawnOptions CommandSpawn(const LaunchOptions& options, const TrainOptions& trai
   SpawnOptions s;
   s.binary = options.command.front();
   s.args.assign(options.command.begin() + 1, options.command.end());
+  s.working_dir = options.command_dir;
   google::protobuf::Value flags;
   for (const std::string& arg : train.ToArgs()) {
     flags.mutable_list_value()->add_values()->set_string_value(arg);

@@ -137,6 +137,8 @@ struct LaunchOptions {
   // (include/pstrain/c_api.h reads them; python/pstrain loads the library).
   // Empty: the worker binary.
   std::vector<std::string> command;
+  // The directory the command runs in; "": the launcher's own.
+  std::string command_dir;
   // What follows the package on the command's PYTHONPATH: the launcher's
   // own PYTHONPATH, as main() read it ("" for none).
   std::string python_path;

@@ -87,7 +87,7 @@ NetnsHarness::~NetnsHarness() {
 }
 
 absl::Status NetnsHarness::Ip(const std::vector<std::string>& args) const {
-  ASSIGN_OR_RETURN(const CommandResult r, RunCommand({ip_, args, {}}, kCommandTimeoutS));
+  ASSIGN_OR_RETURN(const CommandResult r, RunCommand({ip_, args, {}, {}}, kCommandTimeoutS));
   if (r.exit_code != 0) {
     return absl::InternalError(absl::StrCat("ip ", absl::StrJoin(args, " "), ": ",
                                             DescribeExit(r.exit_code), ": ",
@@ -153,7 +153,7 @@ std::vector<std::string> NetnsHarness::ExecPrefix(const NetnsHost& host) const {
 void NetnsHarness::RemoveStale() {
   const std::string ip = Which("ip");
   if (ip.empty()) return;
-  auto list = RunCommand({ip, {"netns", "list"}, {}}, kCommandTimeoutS);
+  auto list = RunCommand({ip, {"netns", "list"}, {}, {}}, kCommandTimeoutS);
   if (!list.ok()) return;
   for (absl::string_view line : absl::StrSplit(list->output, '\n', absl::SkipEmpty())) {
     const std::string name(line.substr(0, line.find(' ')));
@@ -163,7 +163,7 @@ void NetnsHarness::RemoveStale() {
     if (parts.size() < 3 || !absl::SimpleAtoi(parts[1], &pid) || pid <= 0) continue;
     if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // its harness lives
     LOG(INFO) << "removing the network namespace " << name << " of a harness whose process is gone";
-    (void)RunCommand({ip, {"netns", "del", name}, {}}, kCommandTimeoutS);
+    (void)RunCommand({ip, {"netns", "del", name}, {}, {}}, kCommandTimeoutS);
     std::error_code ec;
     std::filesystem::remove_all(absl::StrCat("/etc/netns/", name), ec);
   }

@@ -304,6 +304,15 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   ASSIGN_OR_RETURN(TrainOptions train, TrainOptionsFromFlags());
   LaunchOptions o;
   ASSIGN_OR_RETURN(o.command, CommandAfterDashes(argc, argv));
+  if (!o.command.empty()) {
+    // Recorded with the command, for a resume from another directory.
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the current directory: ", std::strerror(errno), " (the command runs there)"));
+    }
+    o.command_dir = cwd;
+  }
   if (const char* python_path = std::getenv("PYTHONPATH")) o.python_path = python_path;
   o.cluster_spec_path = ClusterSpecFlag();
   if (o.cluster_spec_path.empty()) return absl::InvalidArgumentError("launch needs --cluster_spec=FILE");
@@ -505,8 +514,17 @@ std::vector<std::string> LaunchFlags(const LaunchOptions& o) {
 // spec (its ports re-picked if the launch had --free_ports).
 absl::StatusOr<LaunchOptions> ResumeOptionsFromFlags(const std::string& run_dir, int argc,
                                                      char** argv) {
-  RETURN_IF_ERROR(ApplyLaunchRecord(run_dir, FlagsOnCommandLine(argc, argv)));
+  ASSIGN_OR_RETURN(LaunchedCommand recorded, ApplyLaunchRecord(run_dir, FlagsOnCommandLine(argc, argv)));
   ASSIGN_OR_RETURN(LaunchOptions o, LaunchOptionsFromFlags(argc, argv));
+  if (o.command.empty() && !recorded.argv.empty()) {
+    // The recorded command, in the directory it first ran in.
+    std::string& program = recorded.argv.front();
+    if (program.front() != '/') program = absl::StrCat(recorded.working_dir, "/", program);
+    o.command = std::move(recorded.argv);
+    o.command_dir = std::move(recorded.working_dir);
+    std::printf("pstrain: the workers run the recorded command in %s: %s\n", o.command_dir.c_str(),
+                absl::StrJoin(o.command, " ").c_str());
+  }
   o.run_dir = run_dir;
   o.train.run_dir = run_dir;
   o.cluster_spec_path = run_dir + "/cluster_spec.json";
@@ -519,7 +537,8 @@ absl::Status RunLaunch(int argc, char** argv, const Cancellation& stop) {
   ASSIGN_OR_RETURN(const LaunchOptions options, resume.empty()
                                                     ? LaunchOptionsFromFlags(argc, argv)
                                                     : ResumeOptionsFromFlags(resume, argc, argv));
-  RETURN_IF_ERROR(WriteLaunchRecord(options.run_dir, LaunchFlags(options), options.command_line));
+  RETURN_IF_ERROR(WriteLaunchRecord(options.run_dir, LaunchFlags(options), options.command_line,
+                                    {options.command, options.command_dir}));
   if (options.resume) std::printf("pstrain: resuming the run in %s\n", options.run_dir.c_str());
   std::printf("pstrain: launching %s, run directory %s\n", options.cluster_spec_path.c_str(),
               options.run_dir.c_str());

@@ -42,7 +42,7 @@ std::vector<std::string> LaunchArgs(const std::string& run_dir, std::vector<std:
 }
 
 std::string Namespaces() {
-  auto r = RunCommand({"/usr/sbin/ip", {"netns", "list"}, {}}, 30);
+  auto r = RunCommand({"/usr/sbin/ip", {"netns", "list"}, {}, {}}, 30);
   return r.ok() ? r->output : "";
 }
 
@@ -109,7 +109,7 @@ class Stranger {
 
  private:
   static bool Ip(const std::vector<std::string>& args) {
-    auto r = RunCommand({"/usr/sbin/ip", args, {}}, 30);
+    auto r = RunCommand({"/usr/sbin/ip", args, {}, {}}, 30);
     EXPECT_TRUE(r.ok() && r->exit_code == 0) << absl::StrJoin(args, " ") << ": "
                                             << (r.ok() ? r->output : std::string(r.status().message()));
     return r.ok() && r->exit_code == 0;

@@ -33,7 +33,7 @@ class LaunchRecordTest : public ::testing::Test {
     dir_ = testing::MakeTempDir("record");
     ASSERT_TRUE(WriteLaunchRecord(dir_, {"--mode=async", "--lr=0.1", "--max_steps=20", "--seed=7",
                                           "--wire=topk:0.05"},
-                                  "pstrain launch ...").ok());
+                                  "pstrain launch ...", {}).ok());
   }
   absl::FlagSaver saver_;  // each test's flag changes are undone
   std::string dir_;
@@ -62,7 +62,7 @@ TEST_F(LaunchRecordTest, AGivenFlagMustAgreeButTheRunMayGrowLonger) {
   EXPECT_EQ(TrainOptionsFromFlags()->max_steps, 40);
 
   absl::FindCommandLineFlag("mode")->ParseFrom("sync", nullptr);
-  const absl::Status s = ApplyLaunchRecord(dir_, Given({"--mode=sync"}));
+  const absl::Status s = ApplyLaunchRecord(dir_, Given({"--mode=sync"})).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("--mode=sync disagrees"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("--mode=async"));
@@ -70,20 +70,42 @@ TEST_F(LaunchRecordTest, AGivenFlagMustAgreeButTheRunMayGrowLonger) {
 
   // The push encoding is part of the run: resumed as it was recorded.
   absl::FindCommandLineFlag("wire")->ParseFrom("bf16", nullptr);
-  EXPECT_THAT(std::string(ApplyLaunchRecord(dir_, Given({"--wire=bf16"})).message()),
+  EXPECT_THAT(std::string(ApplyLaunchRecord(dir_, Given({"--wire=bf16"})).status().message()),
               HasSubstr("--wire=bf16 disagrees"));
 }
 
+TEST_F(LaunchRecordTest, AJobOfTheWorkerBinaryRecordsNoCommand) {
+  auto command = ApplyLaunchRecord(dir_, Given({"launch"}));
+  ASSERT_TRUE(command.ok()) << command.status();
+  EXPECT_TRUE(command->argv.empty());
+}
+
+TEST_F(LaunchRecordTest, TheCommandAndItsDirectoryComeBack) {
+  ASSERT_TRUE(WriteLaunchRecord(dir_, {"--mode=sync"}, "pstrain launch ... -- python3 train.py",
+                                {{"/usr/bin/python3", "train.py", "--epochs=2"}, "/home/u/job"})
+                  .ok());
+  auto command = ApplyLaunchRecord(dir_, Given({"launch"}));
+  ASSERT_TRUE(command.ok()) << command.status();
+  EXPECT_THAT(command->argv, ::testing::ElementsAre("/usr/bin/python3", "train.py", "--epochs=2"));
+  EXPECT_EQ(command->working_dir, "/home/u/job");
+  // A command without the directory it ran in cannot run again as it did.
+  ASSERT_TRUE(
+      WriteFileAtomic(LaunchRecordPath(dir_), "{\"flags\": [], \"userCommand\": [\"train.py\"]}").ok());
+  const absl::Status damaged = ApplyLaunchRecord(dir_, {}).status();
+  EXPECT_EQ(damaged.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(damaged.message()), HasSubstr("directory"));
+}
+
 TEST_F(LaunchRecordTest, AMissingOrDamagedRecordIsRefusedNamingTheFile) {
-  const absl::Status missing = ApplyLaunchRecord(dir_ + "/nothing", {});
+  const absl::Status missing = ApplyLaunchRecord(dir_ + "/nothing", {}).status();
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.message()), HasSubstr("launch.json"));
   ASSERT_TRUE(WriteFileAtomic(LaunchRecordPath(dir_), "{\"flags\": [\"--lr\"]}").ok());
-  const absl::Status damaged = ApplyLaunchRecord(dir_, {});
+  const absl::Status damaged = ApplyLaunchRecord(dir_, {}).status();
   EXPECT_EQ(damaged.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(damaged.message()), HasSubstr(LaunchRecordPath(dir_)));
   ASSERT_TRUE(WriteFileAtomic(LaunchRecordPath(dir_), "{\"flags\": [\"--no_such_flag=1\"]}").ok());
-  EXPECT_THAT(std::string(ApplyLaunchRecord(dir_, {}).message()), HasSubstr("--no_such_flag"));
+  EXPECT_THAT(std::string(ApplyLaunchRecord(dir_, {}).status().message()), HasSubstr("--no_such_flag"));
 }
 
 }  // namespace

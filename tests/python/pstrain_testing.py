@@ -49,12 +49,15 @@ class Launch:
     """`pstrain launch` of a command, its output read line by line as it
     comes (on_line(line) is called with each), to its end."""
 
-    def __init__(self, flags, command, on_line=None, timeout_s=540):
-        self.args = [os.path.join(BIN_DIR, "pstrain"), "launch"] + flags + ["--"] + command
+    def __init__(self, flags, command, on_line=None, timeout_s=540, cwd=SOURCE_DIR):
+        """command None: no "--" (a resume runs the recorded command)."""
+        self.args = [os.path.join(BIN_DIR, "pstrain"), "launch"] + flags
+        if command is not None:
+            self.args += ["--"] + command
         self.lines = []
         self._on_line = on_line
         self.process = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        text=True, cwd=SOURCE_DIR)
+                                        text=True, cwd=cwd)
         self._timer = threading.Timer(timeout_s, self.process.kill)
         self._timer.start()
 

@@ -61,9 +61,13 @@ class Recovery(t.TestCase):
 
     def test_a_resumed_job_continues_from_its_checkpoint(self):
         run = self.run_dir("run")
-        first = ["--mode=sync", "--checkpoint_every_steps=20", "--max_steps=40", "--timeline"]
-        code, launch = t.launch(run, first, ["--steps=0"])
-        self.assertEqual(code, 0, launch.output)
+        first = ["--cluster_spec=" + t.spec(run, 2, 2), "--free_ports", "--run_dir=" + run,
+                 "--log_every_steps=20", "--mode=sync", "--checkpoint_every_steps=20",
+                 "--max_steps=40", "--timeline"]
+        # The script by a path relative to the directory it is launched in.
+        script = os.path.relpath(t.SCRIPT, t.SOURCE_DIR)
+        launch = t.Launch(first, [t.PYTHON, script, "--data_dir=" + t.DATA_DIR, "--steps=0"])
+        self.assertEqual(launch.wait(), 0, launch.output)
         self.assertEqual(t.summary(run)["steps_per_worker"], 40)
         self.assertTrue(os.path.exists(os.path.join(run, "checkpoints", "ckpt-40", "manifest.json")))
         # The timeline has the script's steps, per worker.
@@ -73,9 +77,11 @@ class Recovery(t.TestCase):
         steps = [e for e in events if e.get("name") == "step"]
         self.assertGreaterEqual(len(steps), 2 * 40)
 
-        l = t.Launch(["--resume=" + run, "--max_steps=60"],
-                     [t.PYTHON, t.SCRIPT, "--data_dir=" + t.DATA_DIR])
+        # Resumed with no command, from another directory: the recorded
+        # command runs where it first ran.
+        l = t.Launch(["--resume=" + run, "--max_steps=60"], None, cwd=run)
         self.assertEqual(l.wait(), 0, l.output)
+        self.assertIn("run the recorded command in " + os.path.realpath(t.SOURCE_DIR), l.output)
         s = t.summary(run)
         self.assertEqual(s["resumed_from"], "ckpt-40")
         self.assertEqual(s["steps_per_worker"], 60)
