@@ -63,7 +63,7 @@ readonly SAME_THREADS_UNDER_TSAN='^(GoldenEquivalence\.(TwoSyncWorkersReproduceO
 # (KilledAndRestarted/ps1_with_standby) left on 2026-11-26: 148 of the
 # stage's 215 s of integration tests; replica_test and recovery_test drive
 # the same code under ASan with a fake clock.
-readonly ASAN_INTEGRATION='^(AttackedPs|BadInput|LivePs|MismatchedWorker|LongLaunch|LaunchFaults|LaunchDeadline)\.|^Launch\.(TrainsAndWritesTheRunDirectory|BadSpecExitsTwo|UnknownCommand)|^DeadPeer\.AKilledPsThatNeverComesBack'
+readonly ASAN_INTEGRATION='^(CApi|CApiWithPs|AttackedPs|BadInput|LivePs|MismatchedWorker|LongLaunch|LaunchFaults|LaunchDeadline)\.|^Launch\.(TrainsAndWritesTheRunDirectory|BadSpecExitsTwo|UnknownCommand)|^DeadPeer\.AKilledPsThatNeverComesBack'
 # Sanitizer builds, with line tables for readable reports and NDEBUG (with
 # Eigen's assertions the integration tests ran 10x slower and timed out).
 # Both at -O1: GCC compiles instrumented code about twice as fast as at -O2
