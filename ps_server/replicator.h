@@ -1,6 +1,6 @@
 #pragma once
 
-// The primary's side of the hot standby (issue 8, stage 2; JobConfig.
+// The primary's side of the hot standby (JobConfig.
 // ps_replicas = 1): ps k sends its shard's whole state (parameters, the
 // optimizer's slots, version, update count, clocks) to its standby, ps (k+1) mod n,
 // after every change, and holds back every reply that would let a worker
