@@ -124,8 +124,8 @@ class Model {
   }
 
   // The training pass in two halves, so that a worker can run the next
-  // step's forward while that step's parameters are still arriving (issue
-  // 10's pulls in priority; docs/design_notes.md, "Overlap"):
+  // step's forward while that step's parameters are still arriving
+  // (docs/decisions/0029-forward-ahead.md):
   //
   //   RETURN_IF_ERROR(model->ForwardAhead(batch, params, ready));
   //   ASSIGN_OR_RETURN(float loss, model->BackwardAfterAhead(grads));
