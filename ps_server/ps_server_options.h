@@ -56,7 +56,7 @@ struct PsServerOptions {
   // an I/O thread encrypts and decrypts every byte, more threads let
   // several workers' traffic be handled at once (on 16 cores, 8 threads
   // served 8 workers 2.6 GB/s of CURVE PUSH_PULL, one 0.74 GB/s to 4:
-  // docs/scaling/README.md). Flag --io_threads.
+  // docs/reports/scaling_16core_2026-11-27/README.md). Flag --io_threads.
   int io_threads = 0;
   // Threads an update of the shard runs on, the event loop's included (1
   // to 64): a large shard's update (and its gradient's finiteness check)
