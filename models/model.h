@@ -98,7 +98,7 @@ class Model {
   // copied. The CUDA model's buffer is its page-locked staging, so the GPU
   // copies the batch straight from it and the host copy of every step is
   // saved (at batch 4096 that copy was most of what a step spent outside
-  // the GPU: benchmarks/README.md, "GPU"). Waits until the device has read
+  // the GPU: benchmarks/log/gpu.md). Waits until the device has read
   // the previous batch out of it (only after a step that failed half-way
   // can it still be reading), so call it before each fill. The memory is
   // the model's and lives as long as the model.

@@ -63,8 +63,8 @@ struct PsServerOptions {
   // is shared out in chunks of 64Ki floats (ps_server/chunk_pool.h), the
   // same values on any number of threads. A worker waits for it before its
   // reply goes. 1 by default: on 2 cores shared with other work helpers
-  // bought nothing measurable (benchmarks/README.md, "The wire between
-  // processes"). Flag --update_threads.
+  // bought nothing measurable (benchmarks/log/wire_bench.md). Flag
+  // --update_threads.
   int update_threads = 1;
 
   // "--name=value" for every field that has a flag (max_message_bytes in
