@@ -96,9 +96,9 @@ TEST(AccessControl, RefusesAnotherJobAReplyAndAnotherProtocolBeforeAnythingElse)
     EXPECT_FALSE(access.Check({"r", "worker:0"}, h, &refusal).ok());
     EXPECT_FALSE(refusal.unauthorized);  // the envelope, not the sender
   }
-  auto message = access.Check({"r", "worker:0"}, other_job).status().message();
-  EXPECT_THAT(std::string(message), HasSubstr("does not serve"));
-  EXPECT_THAT(std::string(message), ::testing::Not(HasSubstr("ab")));  // not the ps's own id
+  const std::string message(access.Check({"r", "worker:0"}, other_job).status().message());
+  EXPECT_THAT(message, HasSubstr("does not serve"));
+  EXPECT_THAT(message, ::testing::Not(HasSubstr("ab")));  // not the ps's own id
 }
 
 TEST(AccessControl, WithoutAuthenticationTakesTheHeaderAtItsWordWithinTheSpec) {
