@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a failure costs (issue 8): one task of a 2 ps + 2 worker job SIGKILLed
+# What a failure costs: one task of a 2 ps + 2 worker job SIGKILLed
 # from outside, in the middle of its run under `pstrain launch` (which
 # restarts it, as a TFJob's restart policy would), against the same job
 # undisturbed. Prints one RESULT line per run: how the launch ended, the

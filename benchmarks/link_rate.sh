@@ -10,7 +10,7 @@
 #   MODELS="mnist_cnn cnn_large"       models
 #   RATES="loopback unlimited 10gbit 1gbit"   settings
 #   STEPS_mnist_cnn=470 STEPS_cnn_large=60    steps per worker
-# docs/link_rate_<date>.md holds a run of it and what it shows.
+# docs/reports/link_rate_<date>.md holds a run of it and what it shows.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-1}

@@ -14,7 +14,7 @@
 #   PASSES=2                                 runs of each held-out cell
 #   PSTRAIN=build/bin/pstrain
 # Output: OUT/<cell>/ (each run), OUT/check/check.md (the table, also printed).
-# docs/planning.md describes the model and holds a run of this script.
+# docs/planning.md describes the model; benchmarks/log/plan_check.md holds a run of this script.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/runs/plan-check-$(date +%Y%m%d-%H%M%S)}

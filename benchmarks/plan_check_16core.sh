@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `pstrain plan` against the 16-core host's matrix (docs/scaling/README.md),
-# from the run directories in docs/scaling/runs_16core.tar.gz. Their
+# `pstrain plan` against the 16-core host's matrix (docs/reports/scaling_16core_2026-11-27/README.md),
+# from the run directories in docs/reports/scaling_16core_2026-11-27/runs_16core.tar.gz. Their
 # launcher recorded no task_cpu.csv and no host cores, so the costs come
 # from the step logs (`--ps_share`, docs/planning.md) and the host's 16
 # cores are given (`--runs_host_cores`). No run is made: a few seconds.
@@ -22,7 +22,7 @@ out=${1:-$root/runs/plan-16core}
 pstrain=${PSTRAIN:-$root/build/bin/pstrain}
 share=${PS_SHARE:-0.5}
 mkdir -p "$out/runs"
-tar xzf "$root/docs/scaling/runs_16core.tar.gz" -C "$out/runs"
+tar xzf "$root/docs/reports/scaling_16core_2026-11-27/runs_16core.tar.gz" -C "$out/runs"
 runs=$out/runs
 
 cells() {  # cells DEVICE WORKER_COUNTS... -> comma-separated run directories

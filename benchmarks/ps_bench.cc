@@ -183,7 +183,7 @@ void BM_SyncVersionInHandler(benchmark::State& state) {
 BENCHMARK(BM_SyncVersionInHandler)->Args({10920, 2})->Args({669706, 2})->Args({10920, 8});
 
 // Floats per message: 4 KiB, the mnist_cnn model (87 KB), 256 KiB, the
-// cnn_large push of issue 10 (2.68 MB), 4 MiB, 64 MiB.
+// cnn_large model's push to one ps (2.68 MB), 4 MiB, 64 MiB.
 #define PS_BENCH_SIZES Arg(1024)->Arg(21840)->Arg(65536)->Arg(669706)->Arg(1 << 20)->Arg(1 << 24)
 
 // Runs `round_trip` on `clients` threads: the benchmark's own loop on the

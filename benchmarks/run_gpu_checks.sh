@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything issue 4 (the CUDA backend) asks to be shown on a GPU, in one run,
+# Everything the CUDA backend has to show on a GPU, in one run,
 # for a machine with an NVIDIA GPU, the CUDA toolkit, cuDNN 9 and PyTorch
 # (the lent H100/H200 machines):
 #   1. builds with the CUDA backend (fails if CMake did not enable it);

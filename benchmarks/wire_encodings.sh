@@ -21,7 +21,7 @@
 #   STEPS_mnist_cnn=300 STEPS_cnn_large=100   steps per worker
 # A rate other than loopback runs every task in a network namespace of its
 # own with that tc rate on its egress (pstrain launch --isolate=netns
-# --link_rate): root only. docs/wire_encodings_<date>.md holds a run.
+# --link_rate): root only. docs/reports/wire_encodings_<date>.md holds a run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${BUILD_DIR:-$root/build}/bin

@@ -24,10 +24,10 @@
 // the worker count, and there is no chief task: worker 0 is the chief, and
 // worker i is rank i, which every task computes alone. num_workers() is
 // the fixed number of rank slots, kDynamicWorkerSlots; which of them are
-// present is found out at run time (docs/design_notes.md, "Dynamic
-// workers"). Refused with InvalidArgument saying why: a sparse cluster that
-// lists a chief, and a chief (or master) task given a sparse cluster; an
-// evaluator given the operator's empty cluster is refused the same way.
+// present is found out at run time (docs/decisions/0036-dynamic-workers.md).
+// Refused with InvalidArgument saying why: a sparse cluster that lists a
+// chief, and a chief (or master) task given a sparse cluster; an evaluator
+// given the operator's empty cluster is refused the same way.
 
 #include <cstdint>
 #include <map>

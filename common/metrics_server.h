@@ -28,7 +28,9 @@
 // exporter): it shows counters, never parameters or the job secret. Bind it
 // to 127.0.0.1 when nothing outside the machine needs it.
 //
-// What a task exposes, and the names: docs/design_notes.md, "Prometheus".
+// What a task exposes, and the names: ps_server/shard_metrics.h and
+// worker/metrics_recorder.h; why it is built so:
+// docs/decisions/0042-prometheus-endpoint.md.
 //
 // Thread safety: registry() and Register() may be called from any thread.
 

@@ -59,8 +59,8 @@ struct FaultPlanOptions {
 // (for a run's second fault: or u x baseline_s seconds after start if that
 // comes first, which lands it while the first stalls the run), a stop's
 // length uniform in [1 s, 2 x peer_timeout_s]. A run's faults are in time
-// order. (Until session 9 the moment was u x baseline_s alone: a run faster
-// than its baseline could end before its fault.)
+// order. (The moment is not u x baseline_s alone: a run faster than its
+// baseline could end before its fault.)
 // REQUIRES: runs >= 0, kinds and tasks not empty.
 std::vector<std::vector<Fault>> PlanFaults(const FaultPlanOptions& options);
 

@@ -9,8 +9,8 @@
 //     TF_CONFIG's task type (the operator writes
 //     TF_CONFIG; launcher/task_entry.h);
 //   - restartPolicy OnFailure: a failed replica is restarted alone, and
-//     rejoins (the tasks recover themselves; docs/design_notes.md,
-//     "Recovery");
+//     rejoins (the tasks recover themselves;
+//     docs/decisions/0013-recovery-by-rejoin.md);
 //   - the job secret as a Kubernetes Secret mounted read-only into every
 //     replica (--secret_file=/etc/pstrain/job.secret); the manifest holds
 //     the secret itself only when asked (`secret_b64`), otherwise a comment

@@ -904,8 +904,7 @@ std::string PrometheusScrapeConfig(const std::string& run_dir,
       "# Prometheus's scrape config for the run in ", run_dir, ", written by `pstrain launch --metrics`:\n",
       "#   prometheus --config.file=", run_dir, "/prometheus.yml\n",
       "# Every target serves /metrics; the tasks label their samples with job_id, task_type and\n",
-      "# task_index (docs/design_notes.md, \"Prometheus\"); `task` labels the target itself, so\n",
-      "# that `up` says which task a target is.\n",
+      "# task_index; `task` labels the target itself, so that `up` says which task it is.\n",
       "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n",
       "scrape_configs:\n  - job_name: pstrain\n    static_configs:\n");
   for (const auto& [task, port] : metrics_ports) {

@@ -19,7 +19,7 @@
 //   pstrain chaos --cluster_spec=... --mode=async --runs=10 --faults=kill,stop --out=DIR
 //
 // kills and stops tasks of running jobs at random and reports how training
-// survived (README.md, "Surviving failures").
+// survived (docs/recovery.md, "Restarts and chaos runs").
 
 #include <unistd.h>
 

@@ -98,7 +98,7 @@ class Model {
   // copied. The CUDA model's buffer is its page-locked staging, so the GPU
   // copies the batch straight from it and the host copy of every step is
   // saved (at batch 4096 that copy was most of what a step spent outside
-  // the GPU: benchmarks/README.md, "GPU"). Waits until the device has read
+  // the GPU: benchmarks/log/gpu.md). Waits until the device has read
   // the previous batch out of it (only after a step that failed half-way
   // can it still be reading), so call it before each fill. The memory is
   // the model's and lives as long as the model.
@@ -124,8 +124,8 @@ class Model {
   }
 
   // The training pass in two halves, so that a worker can run the next
-  // step's forward while that step's parameters are still arriving (issue
-  // 10's pulls in priority; docs/design_notes.md, "Overlap"):
+  // step's forward while that step's parameters are still arriving
+  // (docs/decisions/0029-forward-ahead.md):
   //
   //   RETURN_IF_ERROR(model->ForwardAhead(batch, params, ready));
   //   ASSIGN_OR_RETURN(float loss, model->BackwardAfterAhead(grads));

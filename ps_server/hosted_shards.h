@@ -1,6 +1,6 @@
 #pragma once
 
-// The shards one ps serves: its own, and (failover, issue 8 stage 2) the
+// The shards one ps serves: its own, and (failover, --failover_after_s) the
 // shard of the ps it is the standby of, while that ps is away.
 //
 //   HostedShards shards(options);            // ps j: its own shard j

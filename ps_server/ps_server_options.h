@@ -56,15 +56,15 @@ struct PsServerOptions {
   // an I/O thread encrypts and decrypts every byte, more threads let
   // several workers' traffic be handled at once (on 16 cores, 8 threads
   // served 8 workers 2.6 GB/s of CURVE PUSH_PULL, one 0.74 GB/s to 4:
-  // docs/scaling/README.md). Flag --io_threads.
+  // docs/reports/scaling_16core_2026-11-27/README.md). Flag --io_threads.
   int io_threads = 0;
   // Threads an update of the shard runs on, the event loop's included (1
   // to 64): a large shard's update (and its gradient's finiteness check)
   // is shared out in chunks of 64Ki floats (ps_server/chunk_pool.h), the
   // same values on any number of threads. A worker waits for it before its
   // reply goes. 1 by default: on 2 cores shared with other work helpers
-  // bought nothing measurable (benchmarks/README.md, "The wire between
-  // processes"). Flag --update_threads.
+  // bought nothing measurable (benchmarks/log/wire_bench.md). Flag
+  // --update_threads.
   int update_threads = 1;
 
   // "--name=value" for every field that has a flag (max_message_bytes in

@@ -146,11 +146,10 @@ AdamScalars AdamScalarsFor(const OptimizerConfig& o, int64_t updates, float lr) 
 // sum (the exact one is above FLT_MAX too); NaN propagates. (Squares of
 // values below 1.1e-19, such as an Adam moment decaying on a dead unit,
 // are subnormal floats, which some CPUs multiply slowly; not measured
-// here, an AMD EPYC.) Before session 9 every
-// square was converted to double and summed in 8 lanes: each addition
-// waited for the one before in its register, and the conversions took
-// their own port, so this check took half of an SGD update
-// (BM_ShardStoreApply; benchmarks/README.md).
+// here, an AMD EPYC.) Converting every square to double and summing in 8
+// lanes makes each addition wait for the one before in its register, and
+// the conversions take their own port: the check then takes half of an SGD
+// update (BM_ShardStoreApply; benchmarks/log/ps_bench.md).
 struct SquareSums {
   static constexpr size_t kLanes = 32;
   static constexpr size_t kRun = 4096;

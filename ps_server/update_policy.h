@@ -30,7 +30,7 @@
 //    push is dropped as late, so that workers pushing at once do not
 //    overshoot.
 //
-// Dead workers (issue 8): a rank the ps declared dead (SetActive false) is
+// Dead workers (recovery): a rank the ps declared dead (SetActive false) is
 // not waited for: a sync version completes with the gradients of the live
 // ranks (less the backup workers, at least one), and SSP's slowest clock is
 // the slowest live rank's. A rank that comes back is waited for again.

@@ -14,7 +14,8 @@
 // "client" (tools that only read counters). So a ps knows every public key
 // of its job from its own spec, and a worker knows every ps's, with nothing
 // exchanged. Whoever holds the secret can derive every key of the job: the
-// secret is the trust boundary (docs/design_notes.md, "Security").
+// secret is the trust boundary
+// (docs/decisions/0006-curve-keys-from-one-job-secret.md).
 
 #include <array>
 #include <cstdint>

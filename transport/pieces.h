@@ -8,7 +8,7 @@
 // it. In pieces, the receiver decrypts piece j while the sender encrypts
 // piece j + 1. A raw CURVE echo of 2.68 MB each way took 42-49% less time
 // in pieces (BM_RawZmqEchoPieces), PUSH_PULL 12-29% less at 2.68 MB and
-// half at 64 MiB (BM_PushPullRoundTripCurve; benchmarks/README.md).
+// half at 64 MiB (BM_PushPullRoundTripCurve; benchmarks/log/curve_pieces.md).
 // Without encryption, pieces cost time (1.67x at 256 KiB in 4 pieces on
 // loopback), so a plaintext connection sends every payload whole.
 //

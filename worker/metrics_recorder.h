@@ -4,7 +4,7 @@
 // loop says what happened (a step, an evaluation, an epoch) and not where
 // it goes:
 //  - RUN_DIR/steps_worker<rank>.csv, and for the chief evals.csv and
-//    epochs.csv (their columns: README.md, "The run directory");
+//    epochs.csv (their columns: docs/formats.md, "The run directory");
 //  - TensorBoard event files in RUN_DIR/tb/worker<rank>/ (one directory per
 //    worker, so TensorBoard shows each as a run with the same tags):
 //      train/loss, train/staleness, train/images_per_sec,

@@ -17,7 +17,7 @@ const std::vector<Preset>& Presets() {
       {"mnist_99",
        "the PyTorch MNIST example's two-convolution net (cnn_large) with Adam and a cosine "
        "schedule to 0 over 3 epochs: 99.00% test accuracy at the end with 1 ps + 2 workers, "
-       "sync, seed 1 (2 epochs end at 98.88%; benchmarks/README.md, 'mnist_99')",
+       "sync, seed 1 (2 epochs end at 98.88%; benchmarks/log/preset_mnist99.md)",
        {{"model", "cnn_large"},
         {"mode", "sync"},
         {"optimizer", "adam"},

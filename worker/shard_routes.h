@@ -1,7 +1,7 @@
 #pragma once
 
-// Which ps a worker sends each shard's requests to (failover, issue 8
-// stage 2; ps_server/hosted_shards.h).
+// Which ps a worker sends each shard's requests to (failover;
+// ps_server/hosted_shards.h).
 //
 // Shard k lives on ps k, unless ps k is away and the chief had its standby
 // (ps k+1 mod n) adopt it. Every ps says, in each HEARTBEAT reply, which

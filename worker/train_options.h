@@ -69,7 +69,7 @@ struct TrainOptions {
   bool overlap = true;
   // With overlap: run the next step's forward while this step's replies
   // come in, each layer as soon as its parameters are in (the CPU model;
-  // docs/design_notes.md, "Overlap"). Changes no result, only when
+  // docs/decisions/0029-forward-ahead.md). Changes no result, only when
   // forward runs.
   bool forward_ahead = true;
   int64_t eval_every_steps = 0;          // chief: also evaluate every N steps (0: epoch ends only)

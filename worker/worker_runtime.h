@@ -29,7 +29,7 @@
 //
 // One object owns the step in flight (StepInFlight): the runtime.
 //
-// Recovery (docs/design_notes.md, "Recovery"). A rejoin status from any
+// Recovery (docs/decisions/0013-recovery-by-rejoin.md). A rejoin status from any
 // call (common/rejoin.h: a ps restarted, died or was rolled back) is
 // answered by Rejoin(status), which makes a new client and joins again,
 // then Resume(), which finishes a sync step that some shards already have
@@ -291,9 +291,10 @@ class WorkerRuntime {
   // Sync: FailedPrecondition when a replica at `replica_version` is more
   // than one version behind `max_version` (no step joins them up).
   absl::Status CheckReplicaUsable(int shard, int64_t replica_version, int64_t max_version) const;
-  // Failover (--ps_replicas, --failover_after_s; docs/design_notes.md,
-  // "Failover"). Waits for a ps to serve every shard; the chief has the
-  // standby of a shard whose ps stays away failover_after_s serve it.
+  // Failover (--ps_replicas, --failover_after_s;
+  // docs/decisions/0016-failover-terms-and-failback.md). Waits for a ps to
+  // serve every shard; the chief has the standby of a shard whose ps stays
+  // away failover_after_s serve it.
   absl::Status WaitForShards();
   // Chief: each of `shards` (no ps serves them) is adopted by its standby
   // when that standby holds a usable replica of it; recorded.
@@ -340,8 +341,8 @@ class WorkerRuntime {
   int num_workers_ = 1;  // a sparse spec's rank slots (ClusterSpec::kDynamicWorkerSlots)
   // A sparse spec (TFJob enableDynamicWorker): workers join and leave. Each
   // trains on the whole set in an order of its own, and the job ends when
-  // the shards have applied total_steps_ updates (docs/design_notes.md,
-  // "Dynamic workers").
+  // the shards have applied total_steps_ updates
+  // (docs/decisions/0036-dynamic-workers.md).
   bool dynamic_ = false;
   // The worker count the default learning rate scales with (1 when dynamic).
   int lr_workers_ = 1;

@@ -2,8 +2,8 @@
 // STATS says of them, restoring lost shards from a checkpoint, the initial
 // parameters or their standbys, and failover (a standby serving a lost ps's
 // shard until that ps is back). Kept apart from worker_runtime.cc so that
-// each file stays readable; docs/design_notes.md, "Recovery" and
-// "Failover".
+// each file stays readable; docs/decisions/0012-the-chief-restores.md and
+// docs/decisions/0016-failover-terms-and-failback.md.
 
 #include <algorithm>
 #include <set>

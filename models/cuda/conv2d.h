@@ -17,7 +17,7 @@
 // (models/cuda/im2col.h): dw = rows * cols^T and dcols = w^T * rows, then a
 // gather of dcols into dx (cuDNN's deterministic algorithms, BWD_FILTER_ALGO_1
 // and BWD_DATA_ALGO_1, were the slowest part of the step at large batches on
-// an H200, benchmarks/README.md), or cudnnConvolutionBackwardFilter and
+// an H200, benchmarks/log/gpu.md), or cudnnConvolutionBackwardFilter and
 // BackwardData when that scratch cannot be allocated; db is our own channel
 // sum (models/cuda/channel_sum.h: cuDNN's BackwardBias was half the step at
 // batch 4096). CUDNN_CROSS_CORRELATION (PyTorch's convolution does not flip

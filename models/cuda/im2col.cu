@@ -14,7 +14,7 @@ namespace {
 // nearly so), and the divisions that find a column's example and position
 // are done once per k*k elements, not once per element (one per element
 // made this kernel the largest of a batch-4096 step on an H200:
-// benchmarks/README.md, "GPU"). Per channel rather than per column, so a
+// benchmarks/log/gpu.md). Per channel rather than per column, so a
 // small batch still has threads enough (conv2 of mnist_cnn at batch 128:
 // 82k). 32-bit index arithmetic (the caller keeps the count below 2^31).
 __global__ void Im2ColKernel(const float* x, int cin, int h, int w, int kernel, int oh, int ow,

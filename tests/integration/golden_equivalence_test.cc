@@ -100,7 +100,7 @@ TEST(GoldenEquivalence, TwoSyncWorkersReproduceOneProcessWithTheSameGlobalBatch)
 }
 
 // The learning-rate schedule runs on the ps by version, so N sync workers
-// still reproduce one process with it (issue 10): a warm-up and a cosine
+// still reproduce one process with it: a warm-up and a cosine
 // decay over the 20 updates, to a rate far from the constant run's.
 TEST(GoldenEquivalence, TwoSyncWorkersReproduceOneProcessUnderAScheduleToo) {
   const std::vector<std::string> schedule = {"--lr=0.05", "--lr_schedule=cosine", "--warmup_steps=5",
@@ -119,7 +119,7 @@ TEST(GoldenEquivalence, TwoSyncWorkersReproduceOneProcessUnderAScheduleToo) {
 }
 
 // Adam and AdamW run on the ps too, their moments and step count in the
-// shard (issue 10): N sync workers still reproduce one process, since the
+// shard: N sync workers still reproduce one process, since the
 // ps applies the same averaged gradient to the same state.
 void ExpectTwoWorkersEqualOne(const char* name, const std::vector<std::string>& flags) {
   const std::vector<float> one = RunAndReadParams(1, 128, 1, flags);

@@ -5,7 +5,7 @@
 // refused at the handshake; well-framed messages that are not pstrain and
 // pstrain messages with a truncated payload, from the authenticated chief)
 // and must answer or drop each, count it, and keep serving correct
-// requests. tests/integration/attack_test.cc has the attacks of issue 7. A worker or a ps
+// requests. tests/integration/attack_test.cc has the deliberate attacks. A worker or a ps
 // killed mid-training must stop the job with a message naming it, within
 // seconds.
 

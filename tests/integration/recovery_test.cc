@@ -1,4 +1,4 @@
-// Recovery while the job runs (issue 8), with real processes started by
+// Recovery while the job runs, with real processes started by
 // hand as Kubernetes would start them: one task of a 2 ps + 2 worker sync
 // job is killed with SIGKILL in the middle of the run and started again
 // with exactly the same command line, as a restart policy would. Every task
@@ -254,7 +254,7 @@ INSTANTIATE_TEST_SUITE_P(Ps1, FailedOver,
                            return std::string(p.param.name);
                          });
 
-// Lossy pushes through a failover (issue 10): ps:1 is lost for good while a
+// Lossy pushes (--wire) through a failover: ps:1 is lost for good while a
 // step is in flight, so ps:0 applies that step's gradients and the standby's
 // copy of shard 1 has not got them. Each worker then sends the step's
 // payloads again to shard 1 (PsClient::FinishStep) exactly as they went out

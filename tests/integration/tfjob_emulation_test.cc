@@ -296,7 +296,8 @@ TEST_P(DynamicWorkerJob, WorkersJoinAndLeaveWhileTheJobRuns) {
   for (const char* name : {"ps-0", "ps-1", "worker-0", "worker-1", "worker-2", "worker-3"}) {
     ASSERT_EQ(replicas.count(name), 1u) << name;
   }
-  // The operator's sparse form, byte for byte (../shared/k8s/README.md).
+  // The operator's sparse form, byte for byte (its convertClusterSpecToSparseClusterSpec,
+  // as tools/k8s/validate_tfjob.py reproduces it).
   const std::string key = ssp ? "sparseCluster" : "cluster";
   EXPECT_EQ(replicas["ps-1"].tf_config,
             absl::StrCat("{\"", key, "\":{\"worker\":{},\"ps\":[\"dyn-ps-1.team.svc:2222\"]},"

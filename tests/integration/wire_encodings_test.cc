@@ -1,4 +1,4 @@
-// One job, workers of different --wire encodings (issue 10): real ps and
+// One job, workers of different --wire encodings: real ps and
 // worker processes over loopback, 2 ps + 2 workers, 150 steps of real
 // MNIST. Each ps decodes every worker's pushes in the worker's own
 // encoding (its counters say so), and the model trains as the all-f32 job

@@ -1,4 +1,4 @@
-// Failover on the ps, without sockets or processes (issue 8, stage 2): ps 1
+// Failover on the ps, without sockets or processes: ps 1
 // of 2 (HostedShards) is the standby of shard 0, whose primary is the
 // fixture's handler (ps 0). The chief has it ADOPT shard 0 from the
 // replica, it serves both shards, refuses the old primary's states, keeps

@@ -1,4 +1,4 @@
-// Recovery on the ps (issue 8), without sockets or sleeping: a FakeClock
+// Recovery on the ps, without sockets or sleeping: a FakeClock
 // makes workers silent, DeclareSilentDead declares them dead, and the tests
 // check what the shard stops (and starts again) waiting for; a restarted
 // worker's new session; a restarted ps that asks to rejoin; a rollback.

@@ -1,4 +1,4 @@
-// The hot standby (issue 8, stage 2), without processes: the standby's
+// The hot standby (--ps_replicas=1), without processes: the standby's
 // requests on a RequestHandler (REPLICATE kept only from its primary,
 // FETCH_REPLICA, RESTORE from the state), and the primary's Replicator over
 // a real loopback socket: a reply that shows a new state waits until the

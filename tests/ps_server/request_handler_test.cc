@@ -506,7 +506,7 @@ TEST_F(RequestHandlerTest, OnlyTheChiefShutsTheShardDown) {
 }
 
 
-// --- Issue 7: roles bound to identity, repeats, poison, sizes, leaks. ---
+// --- Security: roles bound to identity, repeats, poison, sizes, leaks. ---
 
 class AuthenticatedHandlerTest : public RequestHandlerTest {
  protected:
