@@ -1022,6 +1022,11 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* 
       return absl::NotFoundError(
           absl::StrCat(options.command.front(), ": not found or not executable"));
     }
+    if (!options.command_dir.empty() && access(options.command_dir.c_str(), X_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat(
+          options.command_dir, ": the command's directory: ", std::strerror(errno),
+          " (give the command again after --, to run it here)"));
+    }
   }
   RETURN_IF_ERROR(MakeDirs(options.run_dir));
   if (options.resume) {

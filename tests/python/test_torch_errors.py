@@ -1,8 +1,11 @@
 """What goes wrong in a PyTorch job is said plainly: a worker whose model
 is not the chief's is refused naming the first tensor that differs (and
 is not restarted: exit 2), a script that raises fails the job with its
-Python traceback shown, a bad option is a configuration error."""
+Python traceback shown, a bad option is a configuration error, a resume that cannot run its
+recorded command says why before it starts anything."""
 
+import json
+import os
 import unittest
 
 import pstrain_testing as t
@@ -42,6 +45,28 @@ class Errors(t.TestCase):
         self.assertIn("pstrain.ConfigError: adam takes no option 'momentum'", launch.output)
         self.assertIn("worker:0 failed (exit code 2), a bad configuration or input: not restarted",
                       launch.output)
+
+
+class Resume(t.TestCase):
+    def test_a_resume_whose_commands_directory_is_gone_says_so_and_starts_nothing(self):
+        run = self.run_dir("run")
+        work = os.path.join(self.dir, "work")
+        os.makedirs(work)
+        # A job whose command fails at once: its launch.json is written all
+        # the same, with the command and its directory.
+        first = t.Launch(["--cluster_spec=" + t.spec(run, 1, 1), "--free_ports", "--run_dir=" + run,
+                          "--max_restarts=0"], ["/bin/false"], cwd=work)
+        self.assertNotEqual(first.wait(), 0, first.output)
+        with open(os.path.join(run, "launch.json")) as f:
+            record = json.load(f)
+        self.assertEqual(record["user_command"], ["/bin/false"])
+        self.assertEqual(record["working_dir"], os.path.realpath(work))
+        os.rmdir(work)
+        resumed = t.Launch(["--resume=" + run], None, cwd=self.dir)
+        self.assertEqual(resumed.wait(), 2, resumed.output)
+        self.assertIn(os.path.realpath(work) + ": the command's directory", resumed.output)
+        self.assertIn("give the command again after --", resumed.output)
+        self.assertNotIn("started ps:0", resumed.output)
 
 
 if __name__ == "__main__":
