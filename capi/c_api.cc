@@ -238,6 +238,24 @@ int PstrainWorkerTensorReady(PstrainWorkerHandle worker, int tensor) {
   });
 }
 
+int PstrainWorkerTimeline(PstrainWorkerHandle worker, int* on) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    if (on == nullptr) return Null("on");
+    *on = worker->worker->timeline() ? 1 : 0;
+    return absl::OkStatus();
+  });
+}
+
+int PstrainWorkerLayerSpan(PstrainWorkerHandle worker, const char* layer, int backward,
+                           int64_t start_unix_us, int64_t duration_us) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    if (layer == nullptr) return Null("layer");
+    return worker->worker->LayerSpan(layer, backward != 0, start_unix_us, duration_us);
+  });
+}
+
 int PstrainWorkerEndStep(PstrainWorkerHandle worker, double loss) {
   return ApiCall([&] {
     RETURN_IF_ERROR(Check(worker));

@@ -224,6 +224,7 @@ absl::Status ScriptWorker::BeginStep(int num_examples) {
   step_.step_in_epoch = step % steps_per_epoch();
   step_.examples = num_examples;
   std::fill(tensor_ready_.begin(), tensor_ready_.end(), false);
+  layer_spans_.clear();
   if (num_examples > 0) runtime_->StartPush(num_examples);
   in_step_ = true;
   return absl::OkStatus();
@@ -244,11 +245,38 @@ absl::Status ScriptWorker::TensorReady(int tensor) {
   return absl::OkStatus();
 }
 
+absl::Status ScriptWorker::LayerSpan(absl::string_view layer, bool backward,
+                                     int64_t start_unix_us, int64_t duration_us) {
+  RETURN_IF_ERROR(failed_);
+  if (!in_step_) return UsageError("LayerSpan: no step is under way (BeginStep first)");
+  if (layer.empty()) return UsageError("LayerSpan: the layer has no name");
+  if (duration_us < 0) return UsageError(absl::StrCat("LayerSpan: duration ", duration_us, " us"));
+  if (!timeline()) return absl::OkStatus();
+  if (layer_spans_.size() >= kMaxLayerSpans) {
+    return UsageError(absl::StrCat("LayerSpan: more than ", kMaxLayerSpans, " spans in a step"));
+  }
+  auto name = layer_names_.find(layer);
+  if (name == layer_names_.end()) {
+    if (layer_names_.size() >= kMaxLayerNames) {
+      return UsageError(absl::StrCat("LayerSpan: more than ", kMaxLayerNames, " layer names"));
+    }
+    name = layer_names_.emplace(layer).first;
+  }
+  models::LayerSpan span;
+  span.layer = &*name;
+  span.backward = backward;
+  span.start_unix_us = start_unix_us;
+  span.duration_us = duration_us;
+  layer_spans_.push_back(span);
+  return absl::OkStatus();
+}
+
 absl::Status ScriptWorker::EndStep(double loss) {
   RETURN_IF_ERROR(failed_);
   if (!in_step_) return UsageError("EndStep: no step is under way (BeginStep first)");
   in_step_ = false;
   step_.loss = static_cast<float>(loss);
+  step_.layers = layer_spans_.empty() ? nullptr : &layer_spans_;
   absl::Status s = runtime_->EndStep(step_);
   if (s.ok()) s = runtime_->CheckShardsHome();
   if (s.ok()) {

@@ -21,10 +21,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/node_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/cluster_spec.h"
 #include "common/shard_plan.h"
+#include "models/model.h"
 #include "transport/security.h"
 #include "worker/train_options.h"
 #include "worker/worker_runtime.h"
@@ -83,6 +86,19 @@ class ScriptWorker {
 
   absl::Status BeginStep(int num_examples);
   absl::Status TensorReady(int tensor);
+  // Whether the job writes a timeline (--timeline): a caller records its
+  // layers' spans only then.
+  bool timeline() const { return runtime_->options().timeline; }
+  // A span of the step under way for the timeline: `layer`'s forward or
+  // backward pass from `start_unix_us` for `duration_us` (the Unix clock,
+  // as the step's spans), drawn inside the step's compute span. Nothing
+  // without a timeline. Usage errors: no step under way, an empty name, a
+  // negative duration, more than kMaxLayerSpans spans in a step or
+  // kMaxLayerNames names in all.
+  absl::Status LayerSpan(absl::string_view layer, bool backward, int64_t start_unix_us,
+                         int64_t duration_us);
+  static constexpr size_t kMaxLayerSpans = 1 << 16;
+  static constexpr size_t kMaxLayerNames = 1 << 12;
   // JobFinished (common/rejoin.h) when the job ended without this worker.
   absl::Status EndStep(double loss);
   absl::Status LogEvaluation(double accuracy, double loss, double seconds);
@@ -108,6 +124,10 @@ class ScriptWorker {
   bool closed_ = false;
   std::vector<bool> tensor_ready_;
   StepInfo step_;
+  // This step's layer spans (StepInfo::layers), and the layers' names they
+  // point into (a node set: the names stay where they are).
+  std::vector<models::LayerSpan> layer_spans_;
+  absl::node_hash_set<std::string> layer_names_;
   int64_t last_step_end_us_ = 0;  // monotonic
   // The epoch being trained, for epochs.csv: where it began.
   int64_t epoch_start_step_ = 0;

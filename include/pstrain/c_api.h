@@ -61,7 +61,7 @@
 extern "C" {
 #endif
 
-#define PSTRAIN_C_API_VERSION 1
+#define PSTRAIN_C_API_VERSION 2
 
 /* Status codes. */
 #define PSTRAIN_OK 0
@@ -159,6 +159,20 @@ int PstrainWorkerBeginStep(PstrainWorkerHandle worker, int num_examples);
  * shard whose gradient is all final goes out now. Each tensor at most once
  * a step; optional (EndStep sends what is left). REQUIRES: a step begun. */
 int PstrainWorkerTensorReady(PstrainWorkerHandle worker, int tensor);
+
+/* Whether the job writes a timeline (--timeline): *on is 1 or 0. A caller
+ * records its layers' spans (PstrainWorkerLayerSpan) only then. */
+int PstrainWorkerTimeline(PstrainWorkerHandle worker, int* on);
+
+/* A span of the step under way for the timeline: layer `layer`'s forward
+ * (backward 0) or backward (1) pass, from `start_unix_us` (microseconds of
+ * the Unix clock) for `duration_us`; drawn as "forward <layer>" or
+ * "backward <layer>" inside the step's compute span. Nothing without a
+ * timeline. Usage errors: no step under way, a null or empty name, a
+ * negative duration, more than 65,536 spans in a step or 4,096 names in
+ * all. REQUIRES: a step begun. */
+int PstrainWorkerLayerSpan(PstrainWorkerHandle worker, const char* layer, int backward,
+                           int64_t start_unix_us, int64_t duration_us);
 
 /* Sends the rest of the step's gradient and waits for the parameters that
  * follow, into `params`; records the step (`loss`, NaN for none) in the

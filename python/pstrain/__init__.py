@@ -128,6 +128,19 @@ class Worker:
     def tensor_ready(self, index):
         _lib.call("PstrainWorkerTensorReady", self._handle, int(index))
 
+    @property
+    def timeline(self):
+        """Whether the job writes a timeline (--timeline)."""
+        on = ctypes.c_int()
+        _lib.call("PstrainWorkerTimeline", self._handle, ctypes.byref(on))
+        return bool(on.value)
+
+    def layer_span(self, layer, backward, start_unix_us, duration_us):
+        """A span of the step under way for the timeline: `layer`'s forward
+        or backward pass (microseconds of the Unix clock)."""
+        _lib.call("PstrainWorkerLayerSpan", self._handle, layer.encode(), int(bool(backward)),
+                  int(start_unix_us), int(duration_us))
+
     def end_step(self, loss=float("nan")):
         _lib.call("PstrainWorkerEndStep", self._handle, float(loss))
 

@@ -6,7 +6,7 @@ import ctypes
 import ctypes.util
 import os
 
-API_VERSION = 1
+API_VERSION = 2
 
 OK = 0
 ERROR_FAILED = 1
@@ -92,6 +92,8 @@ _SIGNATURES = {
                                  ctypes.POINTER(_i64), ctypes.POINTER(_int)],
     "PstrainWorkerBeginStep": [_p, _int],
     "PstrainWorkerTensorReady": [_p, _int],
+    "PstrainWorkerTimeline": [_p, ctypes.POINTER(_int)],
+    "PstrainWorkerLayerSpan": [_p, ctypes.c_char_p, _int, _i64, _i64],
     "PstrainWorkerEndStep": [_p, ctypes.c_double],
     "PstrainWorkerLogEvaluation": [_p, ctypes.c_double, ctypes.c_double, ctypes.c_double],
     "PstrainWorkerFinish": [_p],

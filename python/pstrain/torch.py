@@ -397,6 +397,65 @@ class DistributedOptimizer:
             self._hooks.append(accumulator.register_hook(self._make_hook(i)))
             self._accumulators.append(accumulator)
         self._hooks.append(model.register_forward_pre_hook(self._forward_pre_hook))
+        self._spans = None
+        if self._worker.timeline:
+            self._install_layer_spans(model)
+
+    def _install_layer_spans(self, model):
+        """--timeline: spans of the step for the timeline, as the C++ model
+        draws its layers: each leaf module's forward, and the backward of
+        each with parameters of its own (from its output's gradient to the
+        last of its parameters' gradients). Only then: the hooks cost."""
+        self._spans = []               # (name, backward, start us, duration us)
+        self._forward_start = {}
+        self._backward_start = {}      # module name -> when its output's gradient came
+        self._accumulated = {}         # tensor index -> when its gradient was final
+        self._module_params = []       # (name, [tensor index]) of modules with parameters
+        index = {id(p): i for i, (_, p) in enumerate(self._named)}
+        for name, module in model.named_modules():
+            if not name or next(module.children(), None) is not None:
+                continue
+            own = [index[id(p)] for p in module.parameters(recurse=False) if id(p) in index]
+            if own:
+                self._module_params.append((name, own))
+            self._hooks.append(module.register_forward_pre_hook(self._span_start(name)))
+            self._hooks.append(module.register_forward_hook(self._span_end(name, bool(own))))
+
+    @staticmethod
+    def _recording(module):
+        return module.training and torch.is_grad_enabled()
+
+    def _span_start(self, name):
+        def hook(module, _inputs):
+            if self._recording(module):
+                self._forward_start[name] = time.time_ns() // 1000
+        return hook
+
+    def _span_end(self, name, has_params):
+        def hook(module, _inputs, output):
+            start = self._forward_start.pop(name, None)
+            if start is None or not self._recording(module):
+                return
+            now = time.time_ns() // 1000
+            self._spans.append((name, False, start, now - start))
+            if has_params and torch.is_tensor(output) and output.requires_grad:
+                def backward_started(_grad):
+                    self._backward_start[name] = time.time_ns() // 1000
+                output.register_hook(backward_started)
+        return hook
+
+    def _send_spans(self):
+        """The step's spans to the timeline, before the step ends."""
+        for name, own in self._module_params:
+            start = self._backward_start.get(name)
+            ends = [self._accumulated[i] for i in own if i in self._accumulated]
+            if start is not None and ends and max(ends) >= start:
+                self._spans.append((name, True, start, max(ends) - start))
+        for name, backward, start, duration in self._spans:
+            self._worker.layer_span(name, backward, start, duration)
+        self._spans.clear()
+        self._backward_start.clear()
+        self._accumulated.clear()
 
     def _forward_pre_hook(self, module, inputs):
         if not (module.training and torch.is_grad_enabled()) or self._in_step:
@@ -437,6 +496,8 @@ class DistributedOptimizer:
                     view.copy_(p.grad)
             p.grad = view
         self._pending[i] -= 1
+        if self._spans is not None:
+            self._accumulated[i] = time.time_ns() // 1000
         if self._pending[i] != 0:
             return
         if self._device.type == "cuda":
@@ -477,6 +538,8 @@ class DistributedOptimizer:
                     offset, n = self._offsets[i]
                     self._flat_grads[offset:offset + n].copy_(
                         self._grad_view(i).reshape(-1), non_blocking=False)
+        if self._spans is not None:
+            self._send_spans()
         self._in_step = False
         self._next_examples = None
         try:

@@ -53,6 +53,9 @@ TEST(CApi, NullHandlesAndPointersAreUsageErrors) {
   EXPECT_EQ(LastError(), "worker is NULL");
   EXPECT_EQ(PstrainWorkerTensorReady(nullptr, 0), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerEndStep(nullptr, 0.0), PSTRAIN_ERROR_USAGE);
+  int on = 0;
+  EXPECT_EQ(PstrainWorkerTimeline(nullptr, &on), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerLayerSpan(nullptr, "conv1", 0, 0, 0), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerLogEvaluation(nullptr, 0.5, 0.1, 1.0), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerFinish(nullptr), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerClose(nullptr), PSTRAIN_ERROR_USAGE);
@@ -228,6 +231,13 @@ TEST_F(CApiWithPs, CallsOutOfOrderAreRefusedAndTheStepsAreThePsSgd) {
   EXPECT_THAT(LastError(), HasSubstr("3 steps are left"));
   EXPECT_EQ(PstrainWorkerClose(worker), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerBeginStep(worker, -1), PSTRAIN_ERROR_USAGE);
+  // No timeline in this job: spans are checked, then dropped.
+  int timeline = 1;
+  ASSERT_EQ(PstrainWorkerTimeline(worker, &timeline), PSTRAIN_OK);
+  EXPECT_EQ(timeline, 0);
+  EXPECT_EQ(PstrainWorkerTimeline(worker, nullptr), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerLayerSpan(worker, "a", 0, 1, 1), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("no step is under way"));
 
   for (int step = 0; step < 3; ++step) {
     int64_t at = -1, total = 0, per_epoch = 0;
@@ -239,6 +249,10 @@ TEST_F(CApiWithPs, CallsOutOfOrderAreRefusedAndTheStepsAreThePsSgd) {
     EXPECT_EQ(done, 0);
     ASSERT_EQ(PstrainWorkerBeginStep(worker, 4), PSTRAIN_OK) << LastError();
     EXPECT_EQ(PstrainWorkerBeginStep(worker, 4), PSTRAIN_ERROR_USAGE);
+    EXPECT_EQ(PstrainWorkerLayerSpan(worker, nullptr, 0, 1, 1), PSTRAIN_ERROR_USAGE);
+    EXPECT_EQ(PstrainWorkerLayerSpan(worker, "", 0, 1, 1), PSTRAIN_ERROR_USAGE);
+    EXPECT_EQ(PstrainWorkerLayerSpan(worker, "a", 1, 1, -1), PSTRAIN_ERROR_USAGE);
+    EXPECT_EQ(PstrainWorkerLayerSpan(worker, "a", 1, 1, 5), PSTRAIN_OK) << LastError();
     for (int i = 0; i < 8; ++i) grads[i] = static_cast<float>(i + 1);
     ASSERT_EQ(PstrainWorkerTensorReady(worker, 1), PSTRAIN_OK);
     EXPECT_EQ(PstrainWorkerTensorReady(worker, 1), PSTRAIN_ERROR_USAGE);

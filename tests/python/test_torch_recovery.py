@@ -76,6 +76,20 @@ class Recovery(t.TestCase):
         events = events["traceEvents"] if isinstance(events, dict) else events
         steps = [e for e in events if e.get("name") == "step"]
         self.assertGreaterEqual(len(steps), 2 * 40)
+        # And its layers, as the C++ model's: each leaf module's forward and
+        # the backward of each with parameters, inside a step's compute span
+        # of the same worker.
+        computes = {}
+        for e in events:
+            if e.get("name") == "compute":
+                computes.setdefault(e["pid"], []).append((e["ts"], e["ts"] + e["dur"]))
+        for layer in ("conv1", "conv2", "fc1", "fc2"):
+            for kind in ("forward", "backward"):
+                spans = [e for e in events if e.get("name") == "%s %s" % (kind, layer)]
+                self.assertGreaterEqual(len(spans), 2 * 40, "%s %s" % (kind, layer))
+                for e in spans:
+                    self.assertTrue(any(a <= e["ts"] and e["ts"] + e["dur"] <= b
+                                        for a, b in computes[e["pid"]]), e)
 
         # Resumed with no command, from another directory: the recorded
         # command runs where it first ran.
