@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/cord.h"
@@ -250,18 +251,23 @@ absl::Status ScriptWorker::LayerSpan(absl::string_view layer, bool backward,
   RETURN_IF_ERROR(failed_);
   if (!in_step_) return UsageError("LayerSpan: no step is under way (BeginStep first)");
   if (layer.empty()) return UsageError("LayerSpan: the layer has no name");
-  if (duration_us < 0) return UsageError(absl::StrCat("LayerSpan: duration ", duration_us, " us"));
+  if (start_unix_us < 0 || duration_us < 0 || duration_us > kMaxSpanUs ||
+      start_unix_us > std::numeric_limits<int64_t>::max() - duration_us) {
+    return UsageError(absl::StrCat("LayerSpan: from ", start_unix_us, " us for ", duration_us,
+                                   " us (Unix microseconds, a duration of 0 to a day)"));
+  }
   if (!timeline()) return absl::OkStatus();
-  if (layer_spans_.size() >= kMaxLayerSpans) {
-    return UsageError(absl::StrCat("LayerSpan: more than ", kMaxLayerSpans, " spans in a step"));
-  }
+  // Past the bounds the timeline goes without: the job does not fail for
+  // a drawing.
   auto name = layer_names_.find(layer);
-  if (name == layer_names_.end()) {
-    if (layer_names_.size() >= kMaxLayerNames) {
-      return UsageError(absl::StrCat("LayerSpan: more than ", kMaxLayerNames, " layer names"));
-    }
-    name = layer_names_.emplace(layer).first;
+  if (layer_spans_.size() >= kMaxLayerSpans ||
+      (name == layer_names_.end() && layer_names_.size() >= kMaxLayerNames)) {
+    LOG_FIRST_N(WARNING, 1) << "the timeline takes at most " << kMaxLayerSpans
+                            << " layer spans a step and " << kMaxLayerNames
+                            << " layer names: the rest are left out";
+    return absl::OkStatus();
   }
+  if (name == layer_names_.end()) name = layer_names_.emplace(layer).first;
   models::LayerSpan span;
   span.layer = &*name;
   span.backward = backward;

@@ -92,13 +92,15 @@ class ScriptWorker {
   // A span of the step under way for the timeline: `layer`'s forward or
   // backward pass from `start_unix_us` for `duration_us` (the Unix clock,
   // as the step's spans), drawn inside the step's compute span. Nothing
-  // without a timeline. Usage errors: no step under way, an empty name, a
-  // negative duration, more than kMaxLayerSpans spans in a step or
-  // kMaxLayerNames names in all.
+  // without a timeline; past kMaxLayerSpans spans in a step or
+  // kMaxLayerNames names in all, the rest are left out (one warning).
+  // Usage errors: no step under way, an empty name, a negative start or a
+  // duration outside [0, kMaxSpanUs].
   absl::Status LayerSpan(absl::string_view layer, bool backward, int64_t start_unix_us,
                          int64_t duration_us);
   static constexpr size_t kMaxLayerSpans = 1 << 16;
   static constexpr size_t kMaxLayerNames = 1 << 12;
+  static constexpr int64_t kMaxSpanUs = int64_t{86400} * 1000 * 1000;
   // JobFinished (common/rejoin.h) when the job ended without this worker.
   absl::Status EndStep(double loss);
   absl::Status LogEvaluation(double accuracy, double loss, double seconds);

@@ -2,6 +2,7 @@
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -72,8 +73,8 @@ absl::Status WriteLaunchRecord(const std::string& run_dir, const std::vector<std
   return WriteFileAtomic(LaunchRecordPath(run_dir), ToJson(record));
 }
 
-absl::StatusOr<LaunchedCommand> ApplyLaunchRecord(const std::string& run_dir,
-                                                  const std::set<std::string>& given) {
+absl::StatusOr<RecordedLaunch> ApplyLaunchRecord(const std::string& run_dir,
+                                                 const std::set<std::string>& given) {
   const std::string path = LaunchRecordPath(run_dir);
   auto text = ReadFileToString(path);
   if (absl::IsNotFound(text.status())) {
@@ -87,12 +88,34 @@ absl::StatusOr<LaunchedCommand> ApplyLaunchRecord(const std::string& run_dir,
     return absl::DataLossError(absl::StrCat("damaged launch record: ", s.message()));
   }
   for (const std::string& arg : record.flags()) RETURN_IF_ERROR(ApplyFlag(arg, path, given));
-  LaunchedCommand command;
-  command.argv.assign(record.user_command().begin(), record.user_command().end());
-  command.working_dir = record.working_dir();
-  if (!command.argv.empty() && (command.argv.front().empty() || command.working_dir.empty())) {
-    return absl::DataLossError(absl::StrCat(path, ": damaged: a command without its program or directory"));
+  RecordedLaunch recorded;
+  recorded.command.argv.assign(record.user_command().begin(), record.user_command().end());
+  recorded.command.working_dir = record.working_dir();
+  recorded.command_line = record.command();
+  return recorded;
+}
+
+absl::StatusOr<LaunchedCommand> CommandToResume(const RecordedLaunch& recorded,
+                                                const std::string& run_dir) {
+  const std::string path = LaunchRecordPath(run_dir);
+  LaunchedCommand command = recorded.command;
+  if (command.argv.empty()) {
+    if (absl::StrContains(recorded.command_line, " -- ")) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, " records a launch of a command (\"", recorded.command_line,
+          "\") but not the command itself (an older pstrain wrote it): give the command again "
+          "after --"));
+    }
+    return command;  // the C++ worker
   }
+  if (command.argv.front().empty() || command.working_dir.empty() ||
+      command.working_dir.front() != '/') {
+    return absl::DataLossError(absl::StrCat(
+        path, ": damaged: a command without its program or an absolute directory (\"",
+        command.working_dir, "\"); give the command again after --"));
+  }
+  std::string& program = command.argv.front();
+  if (program.front() != '/') program = absl::StrCat(command.working_dir, "/", program);
   return command;
 }
 

@@ -42,13 +42,28 @@ struct LaunchedCommand {
 absl::Status WriteLaunchRecord(const std::string& run_dir, const std::vector<std::string>& flags,
                                const std::string& command_line, const LaunchedCommand& command);
 
+// What a record says was launched besides its flags.
+struct RecordedLaunch {
+  LaunchedCommand command;   // as recorded (its program maybe relative)
+  std::string command_line;  // the launcher's whole command line, for people
+};
+
 // Reads RUN_DIR/launch.json and applies it to this process's flags (see
 // above); `given` are the flags on the command line (flags/task_flags.h's
-// FlagsOnCommandLine). Returns the recorded command.
+// FlagsOnCommandLine). Returns the rest of the record.
 // NotFound naming the file when RUN_DIR holds no record (not a run
 // directory of `pstrain launch`); InvalidArgument naming the flag that
 // disagrees; DataLoss for a damaged record.
-absl::StatusOr<LaunchedCommand> ApplyLaunchRecord(const std::string& run_dir,
-                                                  const std::set<std::string>& given);
+absl::StatusOr<RecordedLaunch> ApplyLaunchRecord(const std::string& run_dir,
+                                                 const std::set<std::string>& given);
+
+// The command a resume that gives none after "--" runs: the recorded one
+// with its program's path made absolute (a relative one is the recorded
+// directory's), in the recorded directory; empty argv for a job of the C++
+// worker. DataLoss naming the file for a damaged command (no program, a
+// relative directory); FailedPrecondition for a script's job recorded
+// without its command (by an older pstrain), saying to give it again.
+absl::StatusOr<LaunchedCommand> CommandToResume(const RecordedLaunch& recorded,
+                                                const std::string& run_dir);
 
 }  // namespace pstrain

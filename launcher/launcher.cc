@@ -1018,14 +1018,15 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* 
       return absl::NotFoundError(absl::StrCat(
           library, ": not found (build it: cmake --build build --target pstrain_c)"));
     }
-    if (access(options.command.front().c_str(), X_OK) != 0) {
-      return absl::NotFoundError(
-          absl::StrCat(options.command.front(), ": not found or not executable"));
-    }
     if (!options.command_dir.empty() && access(options.command_dir.c_str(), X_OK) != 0) {
       return absl::NotFoundError(absl::StrCat(
           options.command_dir, ": the command's directory: ", std::strerror(errno),
           " (give the command again after --, to run it here)"));
+    }
+    if (access(options.command.front().c_str(), X_OK) != 0) {
+      return absl::NotFoundError(
+          absl::StrCat(options.command.front(), ": not found or not executable",
+                       options.command_dir.empty() ? "" : " (give the command again after --)"));
     }
   }
   RETURN_IF_ERROR(MakeDirs(options.run_dir));

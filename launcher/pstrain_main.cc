@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cstdio>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -264,6 +265,15 @@ absl::StatusOr<EchoMode> ParseEcho(const std::string& s) {
   return absl::InvalidArgumentError(absl::StrCat("--echo: \"", s, "\" (expected all, progress or none)"));
 }
 
+// `path` made absolute against the current directory ("runs/x" ->
+// "/home/u/job/runs/x"); an absolute one, and one that cannot be, as it is.
+std::string AbsolutePath(const std::string& path) {
+  if (path.empty() || path.front() == '/') return path;
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  return ec ? path : absolute.string();
+}
+
 std::string DefaultRunDir(const TrainOptions& o) {
   return absl::StrCat("runs/", absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()),
                       "-", UpdateModeName(o.mode));
@@ -323,7 +333,10 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   if (!o.link_rate.empty() && o.isolate.empty()) {
     return absl::InvalidArgumentError("--link_rate needs --isolate=netns");
   }
-  o.run_dir = train.run_dir.empty() ? DefaultRunDir(train) : train.run_dir;
+  // Absolute: a resume may start from another directory, and a command
+  // runs in its own.
+  o.run_dir = AbsolutePath(train.run_dir.empty() ? DefaultRunDir(train) : train.run_dir);
+  if (!train.checkpoint_dir.empty()) train.checkpoint_dir = AbsolutePath(train.checkpoint_dir);
   o.bin_dir = BinDir();
   o.train = train;
   o.ps = PsOptionsFor(train);
@@ -514,20 +527,21 @@ std::vector<std::string> LaunchFlags(const LaunchOptions& o) {
 // spec (its ports re-picked if the launch had --free_ports).
 absl::StatusOr<LaunchOptions> ResumeOptionsFromFlags(const std::string& run_dir, int argc,
                                                      char** argv) {
-  ASSIGN_OR_RETURN(LaunchedCommand recorded, ApplyLaunchRecord(run_dir, FlagsOnCommandLine(argc, argv)));
+  ASSIGN_OR_RETURN(const RecordedLaunch recorded,
+                   ApplyLaunchRecord(run_dir, FlagsOnCommandLine(argc, argv)));
   ASSIGN_OR_RETURN(LaunchOptions o, LaunchOptionsFromFlags(argc, argv));
-  if (o.command.empty() && !recorded.argv.empty()) {
-    // The recorded command, in the directory it first ran in.
-    std::string& program = recorded.argv.front();
-    if (program.front() != '/') program = absl::StrCat(recorded.working_dir, "/", program);
-    o.command = std::move(recorded.argv);
-    o.command_dir = std::move(recorded.working_dir);
-    std::printf("pstrain: the workers run the recorded command in %s: %s\n", o.command_dir.c_str(),
-                absl::StrJoin(o.command, " ").c_str());
+  if (o.command.empty()) {
+    ASSIGN_OR_RETURN(LaunchedCommand command, CommandToResume(recorded, run_dir));
+    if (!command.argv.empty()) {
+      o.command = std::move(command.argv);
+      o.command_dir = std::move(command.working_dir);
+      std::printf("pstrain: the workers run the recorded command in %s: %s\n",
+                  o.command_dir.c_str(), absl::StrJoin(o.command, " ").c_str());
+    }
   }
-  o.run_dir = run_dir;
-  o.train.run_dir = run_dir;
-  o.cluster_spec_path = run_dir + "/cluster_spec.json";
+  o.run_dir = AbsolutePath(run_dir);
+  o.train.run_dir = o.run_dir;
+  o.cluster_spec_path = o.run_dir + "/cluster_spec.json";
   o.resume = true;
   return o;
 }

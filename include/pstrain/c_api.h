@@ -168,9 +168,10 @@ int PstrainWorkerTimeline(PstrainWorkerHandle worker, int* on);
  * (backward 0) or backward (1) pass, from `start_unix_us` (microseconds of
  * the Unix clock) for `duration_us`; drawn as "forward <layer>" or
  * "backward <layer>" inside the step's compute span. Nothing without a
- * timeline. Usage errors: no step under way, a null or empty name, a
- * negative duration, more than 65,536 spans in a step or 4,096 names in
- * all. REQUIRES: a step begun. */
+ * timeline; past 65,536 spans in a step or 4,096 names in all the rest are
+ * left out (one warning in the log). Usage errors: no step under way, a
+ * null or empty name, a negative start, a duration outside [0, a day].
+ * REQUIRES: a step begun. */
 int PstrainWorkerLayerSpan(PstrainWorkerHandle worker, const char* layer, int backward,
                            int64_t start_unix_us, int64_t duration_us);
 

@@ -398,22 +398,30 @@ class DistributedOptimizer:
             self._accumulators.append(accumulator)
         self._hooks.append(model.register_forward_pre_hook(self._forward_pre_hook))
         self._spans = None
-        if self._worker.timeline:
+        # On a GPU the hooks would time kernel launches, not the layers'
+        # work: no layer spans there (as the C++ CUDA model has none).
+        if self._worker.timeline and self._device.type != "cuda":
             self._install_layer_spans(model)
 
     def _install_layer_spans(self, model):
         """--timeline: spans of the step for the timeline, as the C++ model
         draws its layers: each leaf module's forward, and the backward of
         each with parameters of its own (from its output's gradient to the
-        last of its parameters' gradients). Only then: the hooks cost."""
+        last of its parameters' gradients; with backward_passes_per_step > 1,
+        the last pass's). Only then: the hooks cost. A TorchScript module
+        takes no hooks: it and what it holds are left out."""
         self._spans = []               # (name, backward, start us, duration us)
         self._forward_start = {}
         self._backward_start = {}      # module name -> when its output's gradient came
         self._accumulated = {}         # tensor index -> when its gradient was final
         self._module_params = []       # (name, [tensor index]) of modules with parameters
         index = {id(p): i for i, (_, p) in enumerate(self._named)}
+        scripted = [name for name, module in model.named_modules()
+                    if isinstance(module, torch.jit.ScriptModule)]
         for name, module in model.named_modules():
             if not name or next(module.children(), None) is not None:
+                continue
+            if any(name == s or name.startswith(s + ".") for s in scripted):
                 continue
             own = [index[id(p)] for p in module.parameters(recurse=False) if id(p) in index]
             if own:
@@ -451,11 +459,13 @@ class DistributedOptimizer:
             ends = [self._accumulated[i] for i in own if i in self._accumulated]
             if start is not None and ends and max(ends) >= start:
                 self._spans.append((name, True, start, max(ends) - start))
-        for name, backward, start, duration in self._spans:
-            self._worker.layer_span(name, backward, start, duration)
-        self._spans.clear()
-        self._backward_start.clear()
-        self._accumulated.clear()
+        try:
+            for name, backward, start, duration in self._spans:
+                self._worker.layer_span(name, backward, start, duration)
+        finally:
+            self._spans.clear()
+            self._backward_start.clear()
+            self._accumulated.clear()
 
     def _forward_pre_hook(self, module, inputs):
         if not (module.training and torch.is_grad_enabled()) or self._in_step:

@@ -252,6 +252,8 @@ TEST_F(CApiWithPs, CallsOutOfOrderAreRefusedAndTheStepsAreThePsSgd) {
     EXPECT_EQ(PstrainWorkerLayerSpan(worker, nullptr, 0, 1, 1), PSTRAIN_ERROR_USAGE);
     EXPECT_EQ(PstrainWorkerLayerSpan(worker, "", 0, 1, 1), PSTRAIN_ERROR_USAGE);
     EXPECT_EQ(PstrainWorkerLayerSpan(worker, "a", 1, 1, -1), PSTRAIN_ERROR_USAGE);
+    EXPECT_EQ(PstrainWorkerLayerSpan(worker, "a", 1, -1, 5), PSTRAIN_ERROR_USAGE);
+    EXPECT_EQ(PstrainWorkerLayerSpan(worker, "a", 1, INT64_MAX - 2, 5), PSTRAIN_ERROR_USAGE);
     EXPECT_EQ(PstrainWorkerLayerSpan(worker, "a", 1, 1, 5), PSTRAIN_OK) << LastError();
     for (int i = 0; i < 8; ++i) grads[i] = static_cast<float>(i + 1);
     ASSERT_EQ(PstrainWorkerTensorReady(worker, 1), PSTRAIN_OK);

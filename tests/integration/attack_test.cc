@@ -421,24 +421,43 @@ TEST_F(AttackedPs, ARepeatIsNotAppliedAgainAfterAnotherClientOfItsRankSpoke) {
 
 // Under AddressSanitizer a process keeps the memory it frees in a
 // quarantine (to catch uses after free), which reads as memory held: the
-// processes this test starts keep none, so that their resident memory is
-// what they hold.
-void KeepNothingFreedInAQuarantine() {
+// processes started while this lives keep none, so that their resident
+// memory is what they hold.
+class NoAsanQuarantine {
+ public:
+  NoAsanQuarantine() {
 #ifdef PSTRAIN_UNDER_ASAN
-  const char* given = std::getenv("ASAN_OPTIONS");
-  const std::string options = absl::StrCat(given != nullptr ? given : "", given != nullptr ? ":" : "",
-                                           "quarantine_size_mb=0");
-  setenv("ASAN_OPTIONS", options.c_str(), /*overwrite=*/1);
+    const char* given = std::getenv("ASAN_OPTIONS");
+    if (given != nullptr) given_ = given;
+    setenv("ASAN_OPTIONS", absl::StrCat(given_, given_.empty() ? "" : ":", "quarantine_size_mb=0").c_str(),
+           /*overwrite=*/1);
 #endif
-}
+  }
+  ~NoAsanQuarantine() {
+#ifdef PSTRAIN_UNDER_ASAN
+    if (given_.empty()) {
+      unsetenv("ASAN_OPTIONS");
+    } else {
+      setenv("ASAN_OPTIONS", given_.c_str(), /*overwrite=*/1);
+    }
+#endif
+  }
+  NoAsanQuarantine(const NoAsanQuarantine&) = delete;
+  NoAsanQuarantine& operator=(const NoAsanQuarantine&) = delete;
+
+ private:
+  [[maybe_unused]] std::string given_;
+};
 
 // A push in pieces (CURVE) is judged at its first piece as the whole
 // message would be: who sent it, whether its role may, the size its layout
 // claims. Nothing of a refused one is kept, so 64 MiB sent in 1 MiB pieces
 // against a 64-byte shard leaves the ps's memory where it was.
 TEST_F(AttackedPs, APushInPiecesIsJudgedAtItsFirstPieceAndNeverHeld) {
-  KeepNothingFreedInAQuarantine();
-  StartPs({});
+  {
+    const NoAsanQuarantine no_quarantine;  // for the ps only
+    StartPs({});
+  }
   constexpr uint32_t kParts = 64;
   constexpr uint64_t kPieceBytes = 1 << 20;
   const std::vector<float> piece(kPieceBytes / sizeof(float), 1.0f);

@@ -74,26 +74,48 @@ TEST_F(LaunchRecordTest, AGivenFlagMustAgreeButTheRunMayGrowLonger) {
               HasSubstr("--wire=bf16 disagrees"));
 }
 
-TEST_F(LaunchRecordTest, AJobOfTheWorkerBinaryRecordsNoCommand) {
-  auto command = ApplyLaunchRecord(dir_, Given({"launch"}));
+TEST_F(LaunchRecordTest, AJobOfTheWorkerBinaryResumesWithIt) {
+  auto recorded = ApplyLaunchRecord(dir_, Given({"launch"}));
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  auto command = CommandToResume(*recorded, dir_);
   ASSERT_TRUE(command.ok()) << command.status();
   EXPECT_TRUE(command->argv.empty());
 }
 
-TEST_F(LaunchRecordTest, TheCommandAndItsDirectoryComeBack) {
-  ASSERT_TRUE(WriteLaunchRecord(dir_, {"--mode=sync"}, "pstrain launch ... -- python3 train.py",
-                                {{"/usr/bin/python3", "train.py", "--epochs=2"}, "/home/u/job"})
+TEST_F(LaunchRecordTest, AScriptsJobResumesWithItsCommandInItsDirectory) {
+  ASSERT_TRUE(WriteLaunchRecord(dir_, {"--mode=sync"}, "pstrain launch ... -- ./train.sh --epochs=2",
+                                {{"./train.sh", "--epochs=2"}, "/home/u/job"})
                   .ok());
-  auto command = ApplyLaunchRecord(dir_, Given({"launch"}));
+  auto recorded = ApplyLaunchRecord(dir_, Given({"launch"}));
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_THAT(recorded->command.argv, ::testing::ElementsAre("./train.sh", "--epochs=2"));
+  auto command = CommandToResume(*recorded, dir_);
   ASSERT_TRUE(command.ok()) << command.status();
-  EXPECT_THAT(command->argv, ::testing::ElementsAre("/usr/bin/python3", "train.py", "--epochs=2"));
+  // The program by its path from the recorded directory; the arguments as
+  // they were (the command runs there).
+  EXPECT_THAT(command->argv, ::testing::ElementsAre("/home/u/job/./train.sh", "--epochs=2"));
   EXPECT_EQ(command->working_dir, "/home/u/job");
-  // A command without the directory it ran in cannot run again as it did.
-  ASSERT_TRUE(
-      WriteFileAtomic(LaunchRecordPath(dir_), "{\"flags\": [], \"userCommand\": [\"train.py\"]}").ok());
-  const absl::Status damaged = ApplyLaunchRecord(dir_, {}).status();
-  EXPECT_EQ(damaged.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(std::string(damaged.message()), HasSubstr("directory"));
+}
+
+TEST_F(LaunchRecordTest, ACommandThatCannotRunAgainAsItDidIsRefusedSayingWhatToDo) {
+  // Without an absolute directory.
+  for (const char* dir : {"", "job"}) {
+    ASSERT_TRUE(WriteLaunchRecord(dir_, {}, "pstrain launch -- train.py", {{"train.py"}, dir}).ok());
+    auto recorded = ApplyLaunchRecord(dir_, {});
+    ASSERT_TRUE(recorded.ok()) << recorded.status();  // a command given again replaces it
+    const absl::Status damaged = CommandToResume(*recorded, dir_).status();
+    EXPECT_EQ(damaged.code(), absl::StatusCode::kDataLoss) << dir;
+    EXPECT_THAT(std::string(damaged.message()), HasSubstr("give the command again after --"));
+  }
+  // A script's job recorded by a pstrain that kept no command: never the
+  // C++ worker in its place.
+  ASSERT_TRUE(WriteLaunchRecord(dir_, {}, "pstrain launch --cluster_spec=s.json -- python3 t.py", {})
+                  .ok());
+  auto recorded = ApplyLaunchRecord(dir_, {});
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  const absl::Status older = CommandToResume(*recorded, dir_).status();
+  EXPECT_EQ(older.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(older.message()), HasSubstr("give the command again after --"));
 }
 
 TEST_F(LaunchRecordTest, AMissingOrDamagedRecordIsRefusedNamingTheFile) {

@@ -12,6 +12,7 @@ again (scaled down: SIGTERM); the job ends after its updates, and ranks 0,
 1 and 2 took part."""
 
 import csv
+import ctypes
 import json
 import os
 import signal
@@ -32,6 +33,13 @@ def free_port():
         return s.getsockname()[1]
 
 
+def _die_with_parent():
+    """In the child: SIGKILL when the test's process dies (a test killed at
+    its timeout leaves no replica behind)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class Pod:
     """One replica's process, its output collected as it comes."""
 
@@ -39,7 +47,8 @@ class Pod:
         self.name = name
         self.lines = []
         self.process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True)
+                                        stderr=subprocess.STDOUT, text=True,
+                                        preexec_fn=_die_with_parent)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -140,8 +149,10 @@ class DynamicWorkers(t.TestCase):
             # Scaled down: the operator deletes the highest index's pod.
             pods["worker-2"].process.send_signal(signal.SIGTERM)
             pods["worker-2"].wait(60)
+            deadline = time.monotonic() + 600
             for name in ("worker-0", "worker-1", "ps-0", "ps-1"):
-                self.assertEqual(pods[name].wait(400), 0, "%s:\n%s" % (name, pods[name].output))
+                code = pods[name].wait(max(1.0, deadline - time.monotonic()))
+                self.assertEqual(code, 0, "%s:\n%s" % (name, pods[name].output))
         finally:
             for pod in pods.values():
                 if pod.process.poll() is None:
