@@ -216,6 +216,7 @@ constexpr char kUsage[] =
     "                 runs the command as the chief and every worker (python/pstrain,\n"
     "                 pstrain.torch); compare and scale take a command the same way\n"
     "  pstrain launch --resume=RUN_DIR [--max_steps=N | --epochs=N] [-- COMMAND...]\n"
+    "                 a script's job reruns its recorded command where it first ran\n"
     "  pstrain compare --cluster_spec=FILE --modes=sync,async,ssp:2 [--epochs=N]\n"
     "                 [--straggler=worker:1:delay_ms=40] [--out=DIR] [training flags]\n"
     "  pstrain scale --workers=1,2,4,8 --ps=1,2 --mode=sync|async [--epochs=N] [--out=DIR]\n"
