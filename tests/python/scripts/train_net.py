@@ -36,18 +36,6 @@ class BnNet(nn.Module):
         return F.log_softmax(self.fc(x.flatten(1)), dim=1)
 
 
-def evaluate(model, x, y):
-    model.eval()
-    correct, loss = 0, 0.0
-    with torch.no_grad():
-        for xb, yb in zip(x.split(2000), y.split(2000)):
-            out = model(xb)
-            loss += F.nll_loss(out, yb, reduction="sum").item()
-            correct += (out.argmax(1) == yb).sum().item()
-    model.train()
-    return correct / len(y), loss / len(y)
-
-
 def flat_params(model):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
 
@@ -135,7 +123,7 @@ def main():
             loss.backward()
             opt.step(loss)
         if test is not None:
-            accuracy, test_loss = evaluate(model, *test)
+            accuracy, test_loss = idx_data.evaluate(model, *test)
             print("epoch %d: test accuracy %.4f" % (epoch + 1, accuracy))
             pst.log_metrics(test_accuracy=accuracy, test_loss=test_loss)
     if args.dump_dir:
