@@ -256,6 +256,11 @@ _SCHEDULE = {"warmup_steps": "warmup_steps", "step_size": "lr_step_size", "gamma
              "min_lr": "min_lr"}
 
 
+def _unix_us():
+    """The Unix clock in microseconds, as the timeline's spans are."""
+    return time.time_ns() // 1000
+
+
 class DistributedOptimizer:
     """The model's parameters, trained by the job's ps tasks.
 
@@ -430,25 +435,25 @@ class DistributedOptimizer:
             self._hooks.append(module.register_forward_hook(self._span_end(name, bool(own))))
 
     @staticmethod
-    def _recording(module):
+    def _training(module):
+        """Whether `module` runs a training pass (not an evaluation)."""
         return module.training and torch.is_grad_enabled()
 
     def _span_start(self, name):
         def hook(module, _inputs):
-            if self._recording(module):
-                self._forward_start[name] = time.time_ns() // 1000
+            if self._training(module):
+                self._forward_start[name] = _unix_us()
         return hook
 
     def _span_end(self, name, has_params):
         def hook(module, _inputs, output):
             start = self._forward_start.pop(name, None)
-            if start is None or not self._recording(module):
+            if start is None or not self._training(module):
                 return
-            now = time.time_ns() // 1000
-            self._spans.append((name, False, start, now - start))
+            self._spans.append((name, False, start, _unix_us() - start))
             if has_params and torch.is_tensor(output) and output.requires_grad:
                 def backward_started(_grad):
-                    self._backward_start[name] = time.time_ns() // 1000
+                    self._backward_start[name] = _unix_us()
                 output.register_hook(backward_started)
         return hook
 
@@ -456,9 +461,9 @@ class DistributedOptimizer:
         """The step's spans to the timeline, before the step ends."""
         for name, own in self._module_params:
             start = self._backward_start.get(name)
-            ends = [self._accumulated[i] for i in own if i in self._accumulated]
-            if start is not None and ends and max(ends) >= start:
-                self._spans.append((name, True, start, max(ends) - start))
+            end = max((self._accumulated[i] for i in own if i in self._accumulated), default=None)
+            if start is not None and end is not None and end >= start:
+                self._spans.append((name, True, start, end - start))
         try:
             for name, backward, start, duration in self._spans:
                 self._worker.layer_span(name, backward, start, duration)
@@ -468,7 +473,7 @@ class DistributedOptimizer:
             self._accumulated.clear()
 
     def _forward_pre_hook(self, module, inputs):
-        if not (module.training and torch.is_grad_enabled()) or self._in_step:
+        if not self._training(module) or self._in_step:
             return
         if self._next_examples is None and inputs and torch.is_tensor(inputs[0]) \
                 and inputs[0].dim() > 0:
@@ -507,7 +512,7 @@ class DistributedOptimizer:
             p.grad = view
         self._pending[i] -= 1
         if self._spans is not None:
-            self._accumulated[i] = time.time_ns() // 1000
+            self._accumulated[i] = _unix_us()
         if self._pending[i] != 0:
             return
         if self._device.type == "cuda":
