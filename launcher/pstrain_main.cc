@@ -160,7 +160,8 @@ ABSL_FLAG(std::string, namespace, "default", "k8s: the Kubernetes namespace");
 ABSL_FLAG(int, gpus_per_worker, 0, "k8s: nvidia.com/gpu per chief and worker replica");
 ABSL_FLAG(bool, dynamic_workers, false,
           "k8s: enableDynamicWorker: each replica gets a sparse TF_CONFIG, and workers may be "
-          "added and removed while the job runs (async and ssp; a Chief replica initialises)");
+          "added and removed while the job runs (async and ssp; no Chief replica: worker 0 is "
+          "the chief)");
 ABSL_FLAG(std::vector<std::string>, calibrate, {},
           "plan, scale: run directories to calibrate the predictions from (repeat the flag or separate with "
           "commas; scale: default its first cell)");
@@ -317,12 +318,12 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   ASSIGN_OR_RETURN(o.command, CommandAfterDashes(argc, argv));
   if (!o.command.empty()) {
     // Recorded with the command, for a resume from another directory.
-    char cwd[PATH_MAX];
-    if (getcwd(cwd, sizeof(cwd)) == nullptr) {
+    std::error_code ec;
+    o.command_dir = std::filesystem::current_path(ec).string();
+    if (ec) {
       return absl::FailedPreconditionError(
-          absl::StrCat("the current directory: ", std::strerror(errno), " (the command runs there)"));
+          absl::StrCat("the current directory: ", ec.message(), " (the command runs there)"));
     }
-    o.command_dir = cwd;
   }
   if (const char* python_path = std::getenv("PYTHONPATH")) o.python_path = python_path;
   o.cluster_spec_path = ClusterSpecFlag();
