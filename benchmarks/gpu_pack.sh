@@ -3,13 +3,15 @@
 # the CUDA runtime, cuBLAS and cuDNN but none of our -dev packages (the lent
 # H100/H200 machines: no package registry there). Writes DEST (default
 # .gpu/, ignored by git):
-#   DEST/bin    the binaries run_gpu_checks.sh and wire_ceiling.sh run, and
-#               libpstrain_cuda.so
+#   DEST/bin    the binaries run_gpu_checks.sh, wire_ceiling.sh and
+#               pslite_compare.sh run, and libpstrain_cuda.so (ps-lite's
+#               pslite_pushpull where pslite_compare.sh built it here first)
 #   DEST/lib    every shared library they need from /lib, except glibc's,
 #               libstdc++'s and libgcc's (the GPU machine's own are newer)
 #   DEST/mnist  MNIST's four .gz files (from MNIST_MIRROR, else data/mnist)
 # Then, on the GPU machine:  PSTRAIN_PREBUILT=DEST benchmarks/run_gpu_checks.sh
 #                            PSTRAIN_PREBUILT=DEST benchmarks/wire_ceiling.sh
+#                            PSTRAIN_PREBUILT=DEST benchmarks/pslite_compare.sh
 #
 # Usage: benchmarks/gpu_pack.sh [DEST]      BUILD_DIR: default build/
 set -euo pipefail
@@ -23,6 +25,12 @@ grep -q '^PSTRAIN_CUDA:BOOL=ON' "$build/CMakeCache.txt" ||
   { echo "gpu_pack: $build was not configured with the CUDA backend" >&2; exit 1; }
 rm -rf "$dest" && mkdir -p "$dest/bin" "$dest/lib" "$dest/mnist"
 for b in "${bins[@]}"; do cp "$build/bin/$b" "$dest/bin/"; done
+if [[ -x $build/pslite/pslite_pushpull ]]; then
+  cp "$build/pslite/pslite_pushpull" "$dest/bin/"
+  bins+=(../pslite/pslite_pushpull)
+else
+  echo "gpu_pack: no $build/pslite/pslite_pushpull (run benchmarks/pslite_compare.sh here first): not packed" >&2
+fi
 # Shared libraries: what ldd resolves under /lib or /usr/lib, less the C and
 # C++ runtimes and anything CUDA's (the GPU machine brings those).
 for b in "${bins[@]}"; do ldd "$build/bin/$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u |

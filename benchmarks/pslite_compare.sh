@@ -1,110 +1,144 @@
 #!/usr/bin/env bash
 # pstrain's PUSH_PULL against ps-lite's (dmlc/ps-lite, the library BytePS
-# and MXNet's kvstore grew from) on this machine, run alternately: one
-# worker, one server, loopback TCP, n floats pushed and n floats back per
-# round trip, for the same sizes as ps_bench's BM_PushPullRoundTrip.
-#   pstrain: build/bin/ps_bench (SGD update on the ps, no encryption);
-#   ps-lite: benchmarks/pslite/pslite_pushpull.cc, a summing server (what
-#            ps-lite's default handler does) with ZPushPull (its zero-copy
-#            call), built here against ps-lite's sources.
-# Alongside pstrain, the same ps_bench run measures BM_RawZmqEchoTwoContexts:
-# ZeroMQ echoing the same bytes between two contexts (no parameter server
-# at all), the ceiling either system can reach on this loopback. Prints the
-# three figures per size, pstrain / ps-lite, and each system's share of the
-# echo.
+# and MXNet's kvstore grew from), process against process on this machine:
+# one server and 1-N worker processes on loopback TCP, n floats pushed and
+# n floats back per round trip, every worker timing the same seconds;
+# beside a two-process ZeroMQ echo of the same bytes (no parameter server
+# at all: the ceiling either system can reach here).
+#   pstrain: benchmarks/wire_bench.cc: a ps_server process (async, an SGD
+#            update, plaintext) and W worker processes, each a PsClient;
+#            the echo in the same run, alternated with it;
+#   ps-lite: benchmarks/pslite/pslite_pushpull.cc: a scheduler, one server
+#            (summing: ps-lite's own default handler's work) and W workers,
+#            each ZPushPull-ing (its zero-copy call); built here against
+#            ps-lite's sources.
+# ps-lite and pstrain run alternately, ROUNDS times each. Prints a table per
+# (size, workers): aggregate MB/s (both ways, every worker) of each system
+# and the echo, pstrain / ps-lite and each system's share of the echo.
 #
 # Usage: benchmarks/pslite_compare.sh [ROUNDS]       (default 2: p, s, p, s)
-#   PSLITE_SRC  a ps-lite checkout, or a bare git directory of one; default:
-#               cloned from https://github.com/dmlc/ps-lite at PSLITE_COMMIT
+#   WORKERS     worker counts (default 1; e.g. 1,2,4,8)
 #   SIZES       float counts (default 21840,65536,669706,1048576,16777216:
 #               mnist_cnn, 256 KiB, cnn_large's 2.68 MB, 4 MiB, 64 MiB)
-#   SECONDS_PER_SIZE  per timed run of ps-lite (default 2; 3 runs, median)
+#   SECONDS_PER_SIZE  ps-lite: per timed run (3 runs, median); pstrain and
+#               the echo: per measurement (default 1)
+#   PSLITE_SRC  a ps-lite checkout, or a bare git directory of one; default:
+#               cloned from https://github.com/dmlc/ps-lite at PSLITE_COMMIT
+#   PSTRAIN_PREBUILT=DIR  binaries from benchmarks/gpu_pack.sh (DIR/bin:
+#               wire_bench, ps_server and, where it was built before
+#               packing, pslite_pushpull; their libraries in DIR/lib)
+#   OUT         where the results go (default build/pslite/results.txt)
+# Each process is bounded (600 s for a ps-lite job, 60 s a pstrain
+# measurement).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-2}
 sizes=${SIZES:-21840,65536,669706,1048576,16777216}
-seconds=${SECONDS_PER_SIZE:-2}
+workers_list=${WORKERS:-1}
+seconds=${SECONDS_PER_SIZE:-1}
 commit=${PSLITE_COMMIT:-15b8adf}
 work=$root/build/pslite
-mkdir -p "$work"
+bin=$root/build/bin
 say() { echo "pslite_compare: $*" >&2; }
-
-# 1. ps-lite's sources.
-src=$work/src
-if [[ ! -f $src/CMakeLists.txt ]]; then
-  rm -rf "$src"
-  if [[ -n ${PSLITE_SRC:-} && -f $PSLITE_SRC/CMakeLists.txt ]]; then
-    cp -r "$PSLITE_SRC" "$src"
-  elif [[ -n ${PSLITE_SRC:-} ]]; then
-    mkdir -p "$src" && git --git-dir="$PSLITE_SRC" archive "$commit" | tar -x -C "$src"
-  else
-    git clone -q https://github.com/dmlc/ps-lite "$src" && git -C "$src" checkout -q "$commit"
+if [[ -n ${PSTRAIN_PREBUILT:-} ]]; then
+  prebuilt=$(cd "$PSTRAIN_PREBUILT" && pwd)
+  bin=$prebuilt/bin
+  export LD_LIBRARY_PATH=$prebuilt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+for b in wire_bench ps_server; do
+  [[ -x $bin/$b ]] || { say "no $bin/$b (build with -DPSTRAIN_BUILD_BENCHMARKS=ON)"; exit 1; }
+done
+mkdir -p "$work"
+pslite=$bin/pslite_pushpull
+if [[ ! -x $pslite ]]; then
+  # 1. ps-lite's sources.
+  src=$work/src
+  if [[ ! -f $src/CMakeLists.txt ]]; then
+    rm -rf "$src"
+    if [[ -n ${PSLITE_SRC:-} && -f $PSLITE_SRC/CMakeLists.txt ]]; then
+      cp -r "$PSLITE_SRC" "$src"
+    elif [[ -n ${PSLITE_SRC:-} ]]; then
+      mkdir -p "$src" && git --git-dir="$PSLITE_SRC" archive "$commit" | tar -x -C "$src"
+    else
+      git clone -q https://github.com/dmlc/ps-lite "$src" && git -C "$src" checkout -q "$commit"
+    fi
   fi
+  # 2. ps-lite (its CMake build, against Debian's ZeroMQ and protobuf), then
+  #    our round-trip program against it (benchmarks/gpu_pack.sh packs it).
+  if [[ ! -f $work/lib/libpslite.a ]]; then
+    say "building ps-lite (log: $work/build.log)"
+    cmake -S "$src" -B "$work/lib" -DCMAKE_BUILD_TYPE=Release >"$work/build.log" 2>&1
+    cmake --build "$work/lib" -j "$(nproc)" --target pslite >>"$work/build.log" 2>&1 ||
+      { tail -30 "$work/build.log" >&2; exit 1; }
+  fi
+  pslite=$work/pslite_pushpull
+  g++ -O2 -std=c++17 "$root/benchmarks/pslite/pslite_pushpull.cc" -I"$src/include" -I"$work/lib" \
+    "$work/lib/libpslite.a" -lzmq -lprotobuf -lpthread -o "$pslite"
 fi
 
-# 2. ps-lite (its CMake build, against Debian's ZeroMQ and protobuf), then
-#    our round-trip program against it.
-if [[ ! -f $work/lib/libpslite.a ]]; then
-  say "building ps-lite (log: $work/build.log)"
-  cmake -S "$src" -B "$work/lib" -DCMAKE_BUILD_TYPE=Release >"$work/build.log" 2>&1
-  cmake --build "$work/lib" -j "$(nproc)" --target pslite >>"$work/build.log" 2>&1 ||
-    { tail -30 "$work/build.log" >&2; exit 1; }
-fi
-g++ -O2 -std=c++17 "$root/benchmarks/pslite/pslite_pushpull.cc" -I"$src/include" -I"$work/lib" \
-  "$work/lib/libpslite.a" -lzmq -lprotobuf -lpthread -o "$work/pslite_pushpull"
-[[ -x $root/build/bin/ps_bench ]] || { say "build/bin/ps_bench missing: run tools/setup.sh"; exit 1; }
-
-# 3. One ps-lite job: scheduler, server and worker on a free port.
-run_pslite() {
-  local port
+# 3. One ps-lite job: scheduler, server and W workers on a free port.
+run_pslite() {  # run_pslite WORKERS
+  local port pids=() status=0 i
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  local pids=()
+  export DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=$1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port
   for role in scheduler server; do
-    DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port \
-      DMLC_ROLE=$role timeout 600 "$work/pslite_pushpull" "$sizes" "$seconds" >/dev/null 2>&1 &
+    DMLC_ROLE=$role timeout 600 "$pslite" "$sizes" "$seconds" >/dev/null 2>&1 &
     pids+=($!)
   done
-  DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port \
-    DMLC_ROLE=worker timeout 600 "$work/pslite_pushpull" "$sizes" "$seconds"
-  wait "${pids[@]}"
+  for ((i = 0; i < $1; ++i)); do
+    DMLC_ROLE=worker timeout 600 "$pslite" "$sizes" "$seconds" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  unset DMLC_NUM_SERVER DMLC_NUM_WORKER DMLC_PS_ROOT_URI DMLC_PS_ROOT_PORT
+  ((status == 0)) || say "a ps-lite process failed"
 }
-run_pstrain() {
-  local filter
-  filter="BM_(PushPullRoundTrip|RawZmqEchoTwoContexts)/($(tr ',' '|' <<<"$sizes"))/real_time"
-  "$root/build/bin/ps_bench" --benchmark_filter="$filter" --benchmark_repetitions=3 \
-    --benchmark_report_aggregates_only=true 2>/dev/null | python3 -c '
-import re, sys
-scale = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}
-names = {"PushPullRoundTrip": "pstrain", "RawZmqEchoTwoContexts": "zmq_echo"}
-for line in sys.stdin:
-    m = re.match(r"BM_(\w+)/(\d+)/real_time_median .*bytes_per_second=([\d.]+)([kMG]?)/s", line)
-    if m and m[1] in names:
-        print(f"RESULT system={names[m[1]]} floats={m[2]} bytes_per_s={float(m[3]) * scale[m[4]]:.0f}")'
+# 4. pstrain and the echo (wire_bench's RESULT lines, as they are).
+run_pstrain() {  # run_pstrain WORKERS
+  "$bin/wire_bench" --ps_server="$bin/ps_server" --sizes="$sizes" --workers="$1" \
+    --security=plain --rounds=1 --seconds="$seconds" --timeout_s=60 2>/dev/null | grep '^RESULT' ||
+    say "a pstrain measurement failed"
 }
-results=$work/results.txt
+results=${OUT:-$work/results.txt}
 : >"$results"
+echo "# $(date -u +%FT%TZ): $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$results"
 for ((r = 1; r <= rounds; ++r)); do
-  say "round $r of $rounds: ps-lite"
-  run_pslite | tee -a "$results"
-  say "round $r of $rounds: pstrain"
-  run_pstrain | tee -a "$results"
+  for w in ${workers_list//,/ }; do
+    say "round $r of $rounds, $w worker(s): ps-lite"
+    run_pslite "$w" | tee -a "$results"
+    say "round $r of $rounds, $w worker(s): pstrain and the echo"
+    run_pstrain "$w" | tee -a "$results"
+  done
 done
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$results"
 python3 - "$results" <<'PY'
 import collections, re, statistics, sys
+# (system, floats, workers) -> [aggregate bytes/s of each round]
 rates = collections.defaultdict(list)
+pslite = collections.defaultdict(float)  # (round key) -> sum over its workers
+seen = collections.Counter()
 for line in open(sys.argv[1]):
     m = dict(re.findall(r"(\w+)=(\S+)", line))
-    if "bytes_per_s" in m:
-        rates[(m["system"], int(m["floats"]))].append(float(m["bytes_per_s"]))
-print("\n| floats | bytes each way | ps-lite MB/s | pstrain MB/s | ZeroMQ echo MB/s | pstrain / ps-lite | ps-lite / echo | pstrain / echo |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-for n in sorted({n for _, n in rates}):
-    p, s, e = (rates.get((name, n), []) for name in ("pslite", "pstrain", "zmq_echo"))
-    if not p or not s:
+    if not line.startswith("RESULT"):
         continue
-    pm, sm = statistics.median(p), statistics.median(s)
-    em = statistics.median(e) if e else float("nan")
-    fmt = lambda xs: " / ".join(f"{x / 1e6:,.0f}" for x in xs) or "-"
-    print(f"| {n} | {n * 4:,} | {fmt(p)} | {fmt(s)} | {fmt(e)} | {sm / pm:.2f} | "
-          f"{pm / em:.2f} | {sm / em:.2f} |")
+    if m.get("system") == "pslite":
+        key = (int(m["floats"]), int(m["workers"]), m["worker"])
+        seen[key] += 1  # the round this worker's line belongs to
+        pslite[(int(m["floats"]), int(m["workers"]), seen[key])] += float(m["bytes_per_s"])
+    elif m.get("system") in ("push_pull", "echo"):
+        rates[(m["system"], int(m["floats"]), int(m["workers"]))].append(
+            float(m["aggregate_bytes_per_s"]))
+for (n, w, _), b in pslite.items():
+    rates[("pslite", n, w)].append(b)
+print("\n| floats (bytes each way) | workers | ps-lite MB/s | pstrain MB/s | ZeroMQ echo MB/s "
+      "| pstrain / ps-lite | ps-lite / echo | pstrain / echo |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+fmt = lambda xs: " / ".join(f"{x / 1e6:,.0f}" for x in xs) or "-"
+med = lambda xs: statistics.median(xs) if xs else float("nan")
+for n, w in sorted({(n, w) for _, n, w in rates}):
+    p, s, e = (rates.get((name, n, w), []) for name in ("pslite", "push_pull", "echo"))
+    print(f"| {n} ({n * 4:,}) | {w} | {fmt(p)} | {fmt(s)} | {fmt(e)} | {med(s) / med(p):.2f} | "
+          f"{med(p) / med(e):.2f} | {med(s) / med(e):.2f} |")
+print("\n(MB/s: bytes out and back summed over the workers, 1e6 bytes, each round's figure; "
+      "the ratios of the medians)")
 PY

@@ -136,14 +136,26 @@ StepStats ReadStepStats(const RunRecord& record) {
 }
 
 // The compute of `runs` pooled: b_i of them all, a weighted by steps, the
-// median gap.
+// median gap. Each run's b_i and a are first scaled to the runs' median
+// speed (the median of their median b_i): a shared host's speed drifts, and
+// one calibration run that drew a slow (or fast) minute would otherwise
+// move every prediction by its share of the steps. Each run keeps its own
+// spread (its stragglers), at the typical speed.
 StepStats Pooled(const std::vector<const CalibrationRun*>& runs) {
+  std::vector<StepStats> each;
+  std::vector<double> medians;
+  for (const CalibrationRun* run : runs) {
+    each.push_back(ReadStepStats(run->record));
+    if (!each.back().before_push.empty()) medians.push_back(Median(each.back().before_push));
+  }
+  const double typical = medians.empty() ? 0.0 : Median(medians);
   StepStats pooled;
   std::vector<double> gaps;
-  for (const CalibrationRun* run : runs) {
-    const StepStats st = ReadStepStats(run->record);
-    pooled.before_push.insert(pooled.before_push.end(), st.before_push.begin(), st.before_push.end());
-    pooled.ahead += st.ahead * static_cast<double>(st.before_push.size());
+  for (const StepStats& st : each) {
+    const double own = st.before_push.empty() ? 0.0 : Median(st.before_push);
+    const double scale = own > 0 && typical > 0 ? typical / own : 1.0;
+    for (double b : st.before_push) pooled.before_push.push_back(b * scale);
+    pooled.ahead += st.ahead * scale * static_cast<double>(st.before_push.size());
     gaps.push_back(st.gap);
   }
   if (!pooled.before_push.empty()) pooled.ahead /= static_cast<double>(pooled.before_push.size());

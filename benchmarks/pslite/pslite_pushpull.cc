@@ -1,16 +1,21 @@
 // ps-lite's round trip, for the side-by-side of benchmarks/pslite_compare.sh:
-// one worker ZPushPulls n floats under one key to one server whose handler
+// each worker ZPushPulls n floats under one key to one server whose handler
 // adds them into its copy and answers with that copy (a summing server,
 // ps-lite's own default handler's work, for one key of length n), so each
-// round trip moves n floats each way, as ps_bench's BM_PushPullRoundTrip.
+// round trip moves n floats each way, as a pstrain worker's PUSH_PULL does
+// (benchmarks/wire_bench.cc).
 //
 // Built against ps-lite (github.com/dmlc/ps-lite) by the script; run as
-// ps-lite's three roles through its DMLC_* environment (the script does).
+// ps-lite's three roles through its DMLC_* environment, with as many
+// workers as DMLC_NUM_WORKER says (the script does).
 //
 //   pslite_pushpull SIZES SECONDS     SIZES: comma-separated float counts
 //
-// The worker prints, per size, the median over 3 timed runs of SECONDS each:
-//   RESULT system=pslite floats=N bytes_per_s=B round_trips_per_s=R
+// The workers time the same seconds: a barrier of every worker before each
+// timed run. Each worker prints, per size, the median over 3 timed runs of
+// SECONDS each:
+//   RESULT system=pslite floats=N workers=W worker=RANK bytes_per_s=B round_trips_per_s=R
+// (bytes both ways, this worker's; the script sums the workers').
 
 #include <algorithm>
 #include <chrono>
@@ -74,6 +79,7 @@ void Measure(const std::vector<int64_t>& sizes, double seconds) {
     }
     std::vector<double> rates;
     for (int run = 0; run < 3; ++run) {
+      ps::Postoffice::Get()->Barrier(0, ps::kWorkerGroup);
       int64_t trips = 0;
       const auto start = std::chrono::steady_clock::now();
       double elapsed = 0;
@@ -86,8 +92,11 @@ void Measure(const std::vector<int64_t>& sizes, double seconds) {
     }
     std::sort(rates.begin(), rates.end());
     const double trips_per_s = rates[1];
-    std::printf("RESULT system=pslite floats=%lld bytes_per_s=%.0f round_trips_per_s=%.1f\n",
-                static_cast<long long>(n), trips_per_s * n * 8, trips_per_s);
+    std::printf(
+        "RESULT system=pslite floats=%lld workers=%d worker=%d bytes_per_s=%.0f "
+        "round_trips_per_s=%.1f\n",
+        static_cast<long long>(n), ps::NumWorkers(), ps::MyRank(), trips_per_s * n * 8,
+        trips_per_s);
     std::fflush(stdout);
   }
 }

@@ -370,6 +370,34 @@ TEST(Calibrate, TakesTheCostsFromOneWorkerStepLogsWithoutTaskCpu) {
   EXPECT_NEAR(ps_heavy->latency.At(2e6), 0.2 * 5, 1e-9);
 }
 
+TEST(Calibrate, PoolsItsRunsAtTheirTypicalSpeed) {
+  // Three 1-worker runs of one cell; the third drew a slow minute of its
+  // host (30% slower). Pooled as they came, its steps would move the
+  // compute by a third of that; scaled to the runs' median speed, the
+  // compute is the typical run's: 8 ms before the push, 2 ahead.
+  std::vector<CalibrationRun> runs = {StepLogRun(1, 1, 2e6, 5), StepLogRun(1, 1, 2e6, 5),
+                                      StepLogRun(1, 1, 2e6, 5)};
+  runs[2].record = StepLog(1, 20, 13, 2.6, 5);
+  runs[2].compute_ms = 13;
+  std::vector<std::string> notes;
+  const auto cal = Calibrate(runs, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok()) << cal.status();
+  EXPECT_NEAR(cal->mean_before_push_ms(), 8, 1e-9);
+  EXPECT_NEAR(cal->ahead_ms, 2, 1e-9);
+  // A run's own spread stays: one whose steps alternate 6 and 8 ms before
+  // the push is scaled as a whole, its slowest step still 8/6 of its
+  // fastest, and the pooled steps' middle is the typical 8.
+  runs[2].record = StepLog(1, 20, 10, 2, 5);
+  for (size_t i = 0; i < runs[2].record.steps[0].size(); i += 2) {
+    runs[2].record.steps[0][i].compute_ms = 8;  // 6 before the push
+  }
+  const auto spread = Calibrate(runs, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(spread.ok()) << spread.status();
+  const std::vector<double>& b = spread->before_push_ms;
+  EXPECT_NEAR(b.back() / b.front(), 8.0 / 6.0, 1e-9);
+  EXPECT_NEAR(b[b.size() / 2], 8, 1e-9);
+}
+
 TEST(Calibrate, RefusesRunsWithNeitherTaskCpuNorAOneWorkerStepLog) {
   std::vector<std::string> notes;
   const auto crowded = Calibrate({StepLogRun(4, 1, 2e6, 40)}, "mnist_cnn", false, 0.5, &notes);
