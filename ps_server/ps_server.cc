@@ -14,6 +14,7 @@ namespace {
 
 constexpr int kPollMs = 100;
 constexpr int kMaxMessagesPerWake = 256;
+constexpr int64_t kGuardIdleServeUs = 1'000'000;
 constexpr int64_t kWaitLogIntervalUs = 30'000'000;
 // How stale a scrape of the metrics endpoint may be.
 constexpr int64_t kMetricsPublishUs = 250'000;
@@ -189,9 +190,19 @@ absl::Status PsServer::Run() {
           absl::CancelledError(absl::StrCat(task_.ToString(), " stopped by ", cancel_->reason())));
     }
     auto readable = PollReadable(sockets, kPollMs);
-    // The guard first: a handshake waiting on ZAP holds a peer up.
-    guard_->Serve();
-    handler_.SetHandshakesRefused(guard_->refused());
+    // The guard first: a handshake waiting on ZAP holds a peer up. Served
+    // when one of its sockets has something, or a second after it last was
+    // (its deferred logs): an empty receive costs ZeroMQ's system calls on
+    // every request.
+    const size_t guarded = guard_->sockets().size();
+    const int64_t now_us = MonotonicMicros();
+    if (!readable.ok() || now_us - guard_served_us_ > kGuardIdleServeUs ||
+        std::any_of(readable->begin() + 1, readable->begin() + 1 + guarded,
+                    [](bool r) { return r; })) {
+      guard_->Serve();
+      guard_served_us_ = now_us;
+      handler_.SetHandshakesRefused(guard_->refused());
+    }
     if (readable.ok() && (*readable)[0]) ServeReadable();
     PumpReplicator();
     ExpirePieces();
