@@ -20,6 +20,8 @@
 //    every worker's round trips.
 //  - BM_ShardStoreApplyThreads: one update shared with the ps's
 //    --update_threads helpers (ps_server/chunk_pool.h).
+//  - BM_ShardStoreApplyGradientCheck: a pushed gradient's finiteness
+//    check in a pass of its own against in the update's pass.
 // Each checks its result before it times and prints one RESULT line.
 
 #include <atomic>
@@ -77,6 +79,34 @@ void BM_ShardStoreApply(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);  // floats per second
 }
 BENCHMARK(BM_ShardStoreApply)->ArgsProduct({{10920, 669706}, {0, 1, 2, 3}});
+
+// A pushed gradient's finiteness check with plain SGD (an async ps's
+// update): BM_ShardStoreApplyGradientCheck/<floats>/<0: IsFiniteInF32's
+// pass, then the update (sync's way), 1: in the update's own pass
+// (ShardStore::Apply's check_grad, async's and SSP's way)>.
+void BM_ShardStoreApplyGradientCheck(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const bool fused = state.range(1) == 1;
+  OptimizerConfig config;  // SGD without momentum
+  ShardStore store(std::vector<float>(n, 1.0f), config);
+  const std::vector<float> grad(n, 0.01f);
+  auto apply = [&] {
+    if (fused) return store.Apply(grad, 1.0f, 0.1f, /*check_grad=*/true);
+    if (!IsFiniteInF32(grad)) return absl::InvalidArgumentError("not finite");
+    return store.Apply(grad, 1.0f, 0.1f);
+  };
+  if (!apply().ok() || std::fabs(store.params()[0] - 0.999f) > 1e-6f) {
+    state.SkipWithError("wrong update");
+    return;
+  }
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(apply());
+    benchmark::DoNotOptimize(store.params().data());
+  }
+  state.SetLabel(fused ? "in the update's pass" : "a pass of its own");
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_ShardStoreApplyGradientCheck)->ArgsProduct({{669706, 1048576, 4194304}, {0, 1}});
 
 // The same update shared with a ChunkPool (the ps's --update_threads):
 // BM_ShardStoreApplyThreads/<floats>/<optimizer>/<threads, the caller's

@@ -572,6 +572,7 @@ void RequestHandler::RecordPush(int rank, const PushOutcome& outcome) {
       return;
     case PushResult::kEmpty:
     case PushResult::kRefused:
+    case PushResult::kNonFiniteGradient:  // refused before it is recorded
       return;
     case PushResult::kAccumulated:
     case PushResult::kApplied:
@@ -621,15 +622,19 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
     grad = scratch_;
   }
   CountEncoding(h.encoding());
-  if (!IsFiniteInF32(grad, options_.update_pool)) {
+  const auto refuse_nonfinite = [&] {
     stats_.set_nonfinite_gradients_dropped(stats_.nonfinite_gradients_dropped() + 1);
-    return Refuse(peer, h, absl::InvalidArgumentError(
+    Refuse(peer, h, absl::InvalidArgumentError(
         "gradient is not finite in f32 (a NaN or infinity, or a norm that overflows: training "
         "diverged?); dropped"), out);
+  };
+  if (!policy_->ChecksGradient() && !IsFiniteInF32(grad, options_.update_pool)) {
+    return refuse_nonfinite();
   }
   const int64_t version_before = policy_->version();
   auto outcome = policy_->Push(h.rank(), h.step(), h.version(), grad, h.num_examples());
   if (!outcome.ok()) return Refuse(peer, h, outcome.status(), out);
+  if (outcome->result == PushResult::kNonFiniteGradient) return refuse_nonfinite();
   if (outcome->update_refused) {
     stats_.set_refused_updates(stats_.refused_updates() + 1);
     LOG_EVERY_N(WARNING, 100) << "an update would have made the shard non-finite in f32 and "

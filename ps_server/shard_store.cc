@@ -259,9 +259,11 @@ absl::Span<const float> ShardStore::slot(int k) const {
   return state().subspan(Index((k + 1) * size_), Index(size_));
 }
 
-absl::Status ShardStore::Apply(absl::Span<const float> grad, float grad_scale, float lr) {
+absl::Status ShardStore::Apply(absl::Span<const float> grad, float grad_scale, float lr,
+                               bool check_grad) {
   CHECK_EQ(static_cast<int64_t>(grad.size()), size_);
-  return Update(GradientAt<Gradient::kScaled>{grad.data(), nullptr, 0.0f, grad_scale}, lr);
+  return Update(GradientAt<Gradient::kScaled>{grad.data(), nullptr, 0.0f, grad_scale}, lr,
+                check_grad ? grad.data() : nullptr);
 }
 
 absl::Status ShardStore::ApplySum(absl::Span<const float> partial, absl::Span<const float> grad,
@@ -277,7 +279,7 @@ absl::Status ShardStore::ApplySum(absl::Span<const float> partial, absl::Span<co
 }
 
 template <typename G>
-absl::Status ShardStore::Update(const G& grad, float lr) {
+absl::Status ShardStore::Update(const G& grad, float lr, const float* check) {
   // Replies may still carry the buffer the last update replaced (they
   // were sent from it, PinnedFloats): this update is then written into a
   // new one, never under a message. By now ZeroMQ has almost always sent
@@ -287,37 +289,47 @@ absl::Status ShardStore::Update(const G& grad, float lr) {
   float* next = next_state_->data().data();
   // The arrays this update writes, each checked on its own.
   const int written = config_.kind == proto::SGD && config_.momentum == 0.0 ? 1 : 1 + num_slots_;
+  // The arrays summed: those written, then the checked gradient, read
+  // again from the cache right after its block's update read it (the
+  // blocks are IsFiniteInF32's runs, so its verdict is the same).
+  const int summed = written + (check != nullptr ? 1 : 0);
+  const auto array = [&](int k) { return k < written ? next + k * size_ : check; };
   const int64_t blocks = Blocks(size_);
-  SquareSums sums[3];
+  SquareSums sums[4];
   if (pool_ == nullptr || pool_->helpers() == 0 || Chunks(blocks) < 2) {
     for (int64_t begin = 0; begin < size_; begin += kBlockFloats) {
       const int64_t end = std::min(size_, begin + kBlockFloats);
       UpdateBlock(grad, lr, begin, end, s, next);
-      for (int k = 0; k < written; ++k) {
-        sums[k].Add(next + k * size_ + begin, static_cast<size_t>(end - begin));
+      for (int k = 0; k < summed; ++k) {
+        sums[k].Add(array(k) + begin, static_cast<size_t>(end - begin));
       }
     }
   } else {
     // Each block's sums of squares, by block and array: the chunks are
     // updated on several threads, and the sums added in block order after,
     // as the loop above adds them.
-    block_lanes_.resize(static_cast<size_t>(blocks * written));
+    block_lanes_.resize(static_cast<size_t>(blocks * summed));
     ForChunks(*pool_, blocks, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t begin = b * kBlockFloats;
         const int64_t end = std::min(size_, begin + kBlockFloats);
         UpdateBlock(grad, lr, begin, end, s, next);
-        for (int k = 0; k < written; ++k) {
-          block_lanes_[static_cast<size_t>(b * written + k)] =
-              SquareSums::RunLanes(next + k * size_ + begin, static_cast<size_t>(end - begin));
+        for (int k = 0; k < summed; ++k) {
+          block_lanes_[static_cast<size_t>(b * summed + k)] =
+              SquareSums::RunLanes(array(k) + begin, static_cast<size_t>(end - begin));
         }
       }
     });
     for (int64_t b = 0; b < blocks; ++b) {
-      for (int k = 0; k < written; ++k) {
-        sums[k].AddLanes(block_lanes_[static_cast<size_t>(b * written + k)]);
+      for (int k = 0; k < summed; ++k) {
+        sums[k].AddLanes(block_lanes_[static_cast<size_t>(b * summed + k)]);
       }
     }
+  }
+  if (check != nullptr && !sums[written].Finite()) {
+    previous_ = state_;  // unchanged by this update
+    return absl::InvalidArgumentError(
+        "the gradient is not finite in f32 (a NaN or infinity, or a norm that overflows)");
   }
   for (int k = 0; k < written; ++k) {
     if (!sums[k].Finite()) {

@@ -98,9 +98,13 @@ class ShardStore {
 
   // Applies one optimizer step with gradient `grad` scaled by `grad_scale`
   // (an average's 1/weight) and learning rate `lr`. FailedPrecondition,
-  // and nothing changed, when the result would not be finite (above).
+  // and nothing changed, when the result would not be finite (above). With
+  // `check_grad`, InvalidArgument, and nothing changed, when `grad` itself
+  // is not (IsFiniteInF32's verdict, bit for bit), checked in the update's
+  // own pass instead of one of its own.
   // REQUIRES: grad.size() == size().
-  absl::Status Apply(absl::Span<const float> grad, float grad_scale, float lr);
+  absl::Status Apply(absl::Span<const float> grad, float grad_scale, float lr,
+                     bool check_grad = false);
   // The same step for a sync version whose gradient is the sum of
   // `partial` (the version's gradients accumulated before; empty: none)
   // and `weight` x `grad` (the one that completes it), times grad_scale:
@@ -114,8 +118,9 @@ class ShardStore {
   // One optimizer step, the gradient formed element by element by `grad`
   // (shard_store.cc's GradientAt), block by block with the finiteness
   // check of each block's output while it is in the cache.
+  // `check`: the gradient's floats to check too (null: none).
   template <typename G>
-  absl::Status Update(const G& grad, float lr);
+  absl::Status Update(const G& grad, float lr, const float* check = nullptr);
   template <typename G>
   void UpdateBlock(const G& grad, float lr, int64_t begin, int64_t end, const float* state,
                    float* next) const;
@@ -133,7 +138,8 @@ class ShardStore {
   std::shared_ptr<PinnedFloats> next_state_;
   std::shared_ptr<PinnedFloats> previous_;  // next_state_ or state_; see pinned_previous_state
   int64_t updates_ = 0;
-  // Update's sums of squares of each block it wrote (scratch).
+  // Update's sums of squares of each block it wrote, and of the checked
+  // gradient's (scratch).
   std::vector<std::array<float, 32>> block_lanes_;
 };
 

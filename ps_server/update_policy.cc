@@ -278,25 +278,38 @@ class AsyncPolicy final : public UpdatePolicy {
 
   absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
                                    absl::Span<const float> grad, int num_examples) override {
+    const int64_t staleness = version_ - version;
+    // Dynamic workers: the job is its number of updates, whoever makes
+    // them; pushes that crossed the last one on the way are dropped.
+    const bool late = last_update_ > 0 && version_ >= last_update_;
+    // A gradient that is not finite is refused before anything else; on
+    // the way to the update, by the update's own pass (ChecksGradient).
+    if ((version > version_ || late || num_examples == 0) && !IsFiniteInF32(grad)) {
+      return PushOutcome{PushResult::kNonFiniteGradient, staleness};
+    }
     if (version > version_) {
       return absl::InvalidArgumentError(
           absl::StrCat("gradient computed on version ", version, ", a version from the future"));
     }
+    const int64_t clock_before = clocks_[rank];
     clocks_[rank] = std::max(clocks_[rank], step + 1);
-    const int64_t staleness = version_ - version;
-    // Dynamic workers: the job is its number of updates, whoever makes
-    // them; pushes that crossed the last one on the way are dropped.
-    if (last_update_ > 0 && version_ >= last_update_) return PushOutcome{PushResult::kLate, staleness};
+    if (late) return PushOutcome{PushResult::kLate, staleness};
     if (num_examples == 0) return PushOutcome{PushResult::kEmpty, staleness};
     // Zhang et al. 2016, "Staleness-aware async-SGD": lr / staleness.
     const float scheduled = static_cast<float>(schedule_.At(version_));
     const float lr =
         staleness_lr_ && staleness > 1 ? scheduled / static_cast<float>(staleness) : scheduled;
-    if (!store_->Apply(grad, 1.0f, lr).ok())
-      return PushOutcome{PushResult::kRefused, staleness, true};
+    const absl::Status applied = store_->Apply(grad, 1.0f, lr, /*check_grad=*/true);
+    if (absl::IsInvalidArgument(applied)) {
+      clocks_[rank] = clock_before;
+      return PushOutcome{PushResult::kNonFiniteGradient, staleness};
+    }
+    if (!applied.ok()) return PushOutcome{PushResult::kRefused, staleness, true};
     ++version_;
     return PushOutcome{PushResult::kApplied, staleness};
   }
+
+  bool ChecksGradient() const override { return true; }
 
   bool CanServe(const PullRequest& pull) const override {
     return bound_ < 0 || pull.step - MinClock() <= bound_;

@@ -58,6 +58,8 @@ enum class PushResult {
   kDuplicate,    // sync: this rank's gradient for this version (or for the version
                  // just applied) is in already (a restarted worker repeating its
                  // step); not applied twice
+  kNonFiniteGradient,  // a policy that ChecksGradient(): the gradient is not finite
+                       // in f32 (IsFiniteInF32); nothing changed, not even its clock
 };
 
 struct PushOutcome {
@@ -87,6 +89,13 @@ class UpdatePolicy {
   // REQUIRES: grad.size() == store size, 0 <= rank < num_workers.
   virtual absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
                                            absl::Span<const float> grad, int num_examples) = 0;
+
+  // Whether Push refuses a gradient that is not finite in f32 itself
+  // (kNonFiniteGradient, before anything else, as a caller's own check
+  // would): async and SSP check it in the update's own pass
+  // (ShardStore::Apply's check_grad), which saves a pass over the gradient
+  // on every push. Otherwise the caller checks it before Push.
+  virtual bool ChecksGradient() const { return false; }
 
   // Whether `pull` may be answered with the current parameters now.
   virtual bool CanServe(const PullRequest& pull) const = 0;

@@ -647,6 +647,96 @@ TEST(ShardStore, AnUpdateSharedWithHelpersIsTheSameBitForBit) {
   }
 }
 
+// Apply's check of the gradient in its own pass gives IsFiniteInF32's
+// verdict, alone and with helpers, at the edge of FLT_MAX and for a NaN or
+// an infinity anywhere; a refused gradient leaves no trace (InvalidArgument,
+// the state, the update count and the previous state as they were), and a
+// finite one whose update would overflow is still refused as before.
+TEST(ShardStore, ApplyChecksTheGradientInItsPassAsIsFiniteInF32Does) {
+  constexpr size_t kN = 1'000'003;
+  ChunkPool pool(2);
+  const OptimizerConfig sgd = Sgd(0.0);
+  for (ChunkPool* helpers : {static_cast<ChunkPool*>(nullptr), &pool}) {
+    std::vector<std::vector<float>> grads;
+    for (const double share : {0.99999, 0.999999, 1.0, 1.000001, 1.00001}) {
+      grads.emplace_back(kN, static_cast<float>(std::sqrt(share * FLT_MAX / kN)));
+    }
+    for (const float bad : {NAN, INFINITY, -INFINITY}) {
+      for (const size_t at : {size_t{0}, size_t{4095}, size_t{4096}, kN - 1}) {
+        grads.emplace_back(kN, 1e-3f);
+        grads.back()[at] = bad;
+      }
+    }
+    for (const std::vector<float>& grad : grads) {
+      ShardStore store(std::vector<float>(kN, 0.5f), sgd, helpers);
+      ASSERT_TRUE(store.Apply(std::vector<float>(kN, 1.0f), 1.0f, 0.1f, true).ok());
+      const std::vector<float> before(store.state().begin(), store.state().end());
+      const auto previous = store.pinned_previous_state();
+      // A learning rate small enough that a finite gradient's update is.
+      const absl::Status s = store.Apply(grad, 1.0f, 1e-30f, /*check_grad=*/true);
+      if (IsFiniteInF32(grad)) {
+        EXPECT_TRUE(s.ok()) << s;
+        EXPECT_EQ(store.updates(), 2);
+        continue;
+      }
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      EXPECT_EQ(std::vector<float>(store.state().begin(), store.state().end()), before);
+      EXPECT_EQ(store.updates(), 1);
+      EXPECT_EQ(store.pinned_previous_state(), store.pinned_state());
+      EXPECT_NE(previous, store.pinned_state());
+    }
+    // A finite gradient whose update is not: the update's own refusal.
+    ShardStore store(std::vector<float>(kN, 0.5f), sgd, helpers);
+    const std::vector<float> small(kN, 1e-3f);
+    ASSERT_TRUE(IsFiniteInF32(small));
+    EXPECT_EQ(store.Apply(small, 1.0f, 1e38f, /*check_grad=*/true).code(),
+              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(store.updates(), 0);
+  }
+}
+
+// Async and SSP refuse a gradient that is not finite themselves, on every
+// path (applied, late, empty, from the future), and nothing of it stays:
+// not the parameters, the version or the rank's clock (SSP's bound reads
+// it). Sync leaves the check to its caller.
+TEST(AsyncPolicy, RefusesAGradientThatIsNotFiniteLeavingNoTrace) {
+  for (const proto::UpdateMode mode : {proto::ASYNC, proto::SSP}) {
+    proto::JobConfig job;
+    job.set_mode(mode);
+    job.set_num_workers(2);
+    job.set_learning_rate(0.1);
+    job.set_staleness(1);
+    const std::vector<float> params(5000, 1.0f), grad(5000, 0.5f);
+    std::vector<float> nan = grad;
+    nan[4321] = NAN;
+    auto policy = CreateUpdatePolicy(job, std::make_unique<ShardStore>(params, *OptimizerFromJob(job)));
+    ASSERT_TRUE(policy.ok());
+    UpdatePolicy& p = **policy;
+    EXPECT_TRUE(p.ChecksGradient());
+    ASSERT_EQ(p.Push(0, 0, 0, grad, 10)->result, PushResult::kApplied);
+    const std::vector<int64_t> clocks = p.Clocks();
+    const std::vector<float> state(p.store().state().begin(), p.store().state().end());
+    for (const auto& [version, examples] : {std::pair<int64_t, int>{1, 10}, {0, 10}, {1, 0}, {5, 10}}) {
+      auto outcome = p.Push(1, 7, version, nan, examples);
+      ASSERT_TRUE(outcome.ok()) << outcome.status();
+      EXPECT_EQ(outcome->result, PushResult::kNonFiniteGradient) << version << " " << examples;
+    }
+    EXPECT_EQ(p.Clocks(), clocks);
+    EXPECT_EQ(p.version(), 1);
+    EXPECT_EQ(std::vector<float>(p.store().state().begin(), p.store().state().end()), state);
+    EXPECT_EQ(p.Push(1, 7, 5, grad, 10).status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(p.Push(1, 1, 1, grad, 10)->result, PushResult::kApplied);
+  }
+  proto::JobConfig sync;
+  sync.set_mode(proto::SYNC);
+  sync.set_num_workers(1);
+  sync.set_learning_rate(0.1);
+  auto policy = CreateUpdatePolicy(
+      sync, std::make_unique<ShardStore>(std::vector<float>(8, 1.0f), *OptimizerFromJob(sync)));
+  ASSERT_TRUE(policy.ok());
+  EXPECT_FALSE((*policy)->ChecksGradient());
+}
+
 // The verdict of IsFiniteInF32 with helpers is the one-thread verdict at
 // the edge of FLT_MAX too: the runs' sums are added in run order.
 TEST(ShardStore, IsFiniteInF32WithHelpersJudgesAsAlone) {
