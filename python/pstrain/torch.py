@@ -29,9 +29,12 @@ memory, copied to and from the device once a step).
 
 Buffers that are not parameters (BatchNorm's running mean and variance)
 are not sent to the ps: each worker keeps its own, updated by its own
-batches, and the chief evaluates with its own. They are not in the job's
-checkpoints: a restarted worker starts them afresh (at BatchNorm's
-default momentum, 0.1, they settle within a few dozen steps).
+batches, and the chief evaluates with its own. Each worker saves them in
+the run directory (buffers/worker<rank>.pt, every 30 s and when it
+finishes), and a worker that joins a job under way (restarted, or the job
+resumed with `pstrain launch --resume`) starts from the ones its
+predecessor saved; where there are none, or they are not this model's, it
+starts them afresh and says so.
 """
 
 import atexit
@@ -244,6 +247,11 @@ class DistributedSampler:
 
 # The ps's optimizers and the options of each (PyTorch's names), as the
 # job's flags spell them.
+# How often a worker saves its buffers (BatchNorm's statistics) into the
+# run directory, besides when it finishes: a restarted worker starts from
+# them (DistributedOptimizer._load_buffers).
+_BUFFERS_EVERY_S = 30.0
+
 _OPTIMIZERS = {
     "sgd": {"momentum": "momentum", "nesterov": "nesterov", "weight_decay": "weight_decay"},
     "adam": {"weight_decay": "weight_decay", "eps": "eps"},
@@ -324,6 +332,12 @@ class DistributedOptimizer:
         self._step_start = None
         self._finished = self._closed = self._job_finished = False
         self._position = self._worker.position()
+        self._buffers_path = (os.path.join(state.task.run_dir, "buffers", "worker%d.pt" % rank())
+                              if state.task.run_dir else None)
+        self._buffers_saved = time.monotonic()
+        self._buffers_failed = False
+        if self._position[0] > 0:
+            self._load_buffers()
         self._install_hooks(model)
         self.start_epoch = self._position[0] // self._position[2]
         state.optimizer = self
@@ -348,6 +362,66 @@ class DistributedOptimizer:
         if lr_schedule is not None:
             job["lr_schedule"] = lr_schedule
         return job
+
+    def _own_buffers(self):
+        """The model's buffers that its state_dict holds (BatchNorm's
+        running statistics and batch count), by name."""
+        names = {name for name, _ in self._model.named_buffers()}
+        return {k: v for k, v in self._model.state_dict().items() if k in names}
+
+    def _save_buffers(self):
+        """This worker's buffers into the run directory, whole or not at
+        all (a temporary file renamed); a failure (a full disk) is said
+        once and training goes on."""
+        self._buffers_saved = time.monotonic()
+        buffers = self._own_buffers()
+        if self._buffers_path is None or not buffers:
+            return
+        tmp = self._buffers_path + ".tmp"
+        try:
+            os.makedirs(os.path.dirname(self._buffers_path), exist_ok=True)
+            torch.save({"step": self._position[0],
+                        "buffers": {k: v.detach().to("cpu", copy=True) for k, v in buffers.items()}},
+                       tmp)
+            os.replace(tmp, self._buffers_path)
+        except (OSError, RuntimeError) as e:
+            if not self._buffers_failed:
+                self._buffers_failed = True
+                sys.stderr.write("pstrain: cannot save this worker's buffers to %s (%s); "
+                                 "training goes on, a restart would start them afresh\n"
+                                 % (self._buffers_path, e))
+                sys.stderr.flush()
+
+    def _load_buffers(self):
+        """The buffers a predecessor of this worker saved, into the model,
+        when they are this model's; else they stay as the model made them."""
+        path = self._buffers_path
+        buffers = self._own_buffers()
+        if path is None or not buffers:
+            return
+
+        def afresh(why):
+            sys.stderr.write("pstrain: %s: %s; this worker's buffers start afresh\n" % (path, why))
+            sys.stderr.flush()
+
+        if not os.path.exists(path):
+            return afresh("none saved")
+        try:
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # pylint: disable=broad-except
+            return afresh("unreadable (%s: %s)" % (type(e).__name__, e))
+        kept = saved.get("buffers") if isinstance(saved, dict) else None
+        if not isinstance(kept, dict) or set(kept) != set(buffers) or any(
+                not torch.is_tensor(kept[k]) or kept[k].shape != v.shape or kept[k].dtype != v.dtype
+                for k, v in buffers.items()):
+            return afresh("not this model's buffers")
+        with torch.no_grad():
+            for k, v in buffers.items():
+                v.copy_(kept[k])
+        sys.stderr.write("pstrain: this worker's %d buffers from %s (saved at step %s)\n"
+                         % (len(buffers), path, saved.get("step")))
+        sys.stderr.flush()
+        return None
 
     def _check_parameters(self):
         devices = {p.device for _, p in self._named}
@@ -561,9 +635,12 @@ class DistributedOptimizer:
             self._worker.end_step(value if math.isfinite(value) else float("nan"))
         except JobFinished:
             self._job_finished = True
+            self._save_buffers()
             return loss
         self._after_pull()
         self._position = self._worker.position()
+        if time.monotonic() - self._buffers_saved > _BUFFERS_EVERY_S:
+            self._save_buffers()
         return loss
 
     @property
@@ -594,9 +671,11 @@ class DistributedOptimizer:
             self._worker.finish()
         except JobFinished:
             self._job_finished = True
+            self._save_buffers()
             return
         self._finished = True
         self._after_pull()
+        self._save_buffers()
 
     def close(self):
         """After finish: the chief writes summary.json and shuts the ps

@@ -1,7 +1,9 @@
 """Buffers that are not parameters (BatchNorm's running statistics) stay
 with each worker: the ps holds the parameters only, so after a sync job
 both workers hold the same parameters and each its own running mean and
-variance, updated by its own batches; the chief evaluates with its own."""
+variance, updated by its own batches; the chief evaluates with its own.
+Each worker saves its own in the run directory, and a resumed job's
+workers go on from them."""
 
 import os
 import unittest
@@ -37,6 +39,61 @@ class Buffers(t.TestCase):
         n = sum(chief[k].numel() for k in params)
         self.assertEqual(os.path.getsize(os.path.join(run, "final_params.f32")), 4 * n)
         self.assertGreater(s["final_test_accuracy"], 0.5)
+
+    def test_a_resumed_jobs_workers_go_on_from_their_saved_statistics(self):
+        run = self.run_dir("resumed")
+        code, launch = t.launch(run, ["--mode=sync", "--checkpoint_every_steps=20",
+                                      "--max_steps=40"],
+                                ["--model=bn", "--steps=0", "--lr=0.05", "--dump_dir=" + run])
+        self.assertEqual(code, 0, launch.output)
+        for rank in (0, 1):
+            saved = torch.load(os.path.join(run, "buffers", "worker%d.pt" % rank))
+            self.assertEqual(saved["step"], 40)
+            held = torch.load(os.path.join(run, "rank%d.pt" % rank))
+            self.assertEqual(set(saved["buffers"]), {k for k in held if "running_" in k or
+                                                     "num_batches_tracked" in k})
+            for k, v in saved["buffers"].items():
+                self.assertTrue(torch.equal(v, held[k]), k)
+        # Resumed from its checkpoint at step 40 for 20 more: each worker's
+        # batch count goes on from its 40, its statistics from its own.
+        l = t.Launch(["--resume=" + run, "--max_steps=60"], None)
+        self.assertEqual(l.wait(), 0, l.output)
+        self.assertEqual(t.summary(run)["steps_per_worker"], 60)
+        self.assertEqual(l.output.count("buffers from"), 2, l.output)
+        for rank in (0, 1):
+            after = torch.load(os.path.join(run, "rank%d.pt" % rank))
+            self.assertEqual(int(after["bn1.num_batches_tracked"]), 60)
+            self.assertEqual(int(after["bn2.num_batches_tracked"]), 60)
+
+    def test_buffers_that_are_not_the_models_are_left_and_said_so(self):
+        run = self.run_dir("foreign")
+        code, launch = t.launch(run, ["--mode=sync", "--checkpoint_every_steps=20",
+                                      "--max_steps=20"],
+                                ["--model=bn", "--steps=0", "--lr=0.05", "--dump_dir=" + run])
+        self.assertEqual(code, 0, launch.output)
+        # Worker 0's file replaced by another model's buffers, worker 1's
+        # by bytes that are no file of torch.save.
+        torch.save({"step": 20, "buffers": {"other.running_mean": torch.zeros(3)}},
+                   os.path.join(run, "buffers", "worker0.pt"))
+        with open(os.path.join(run, "buffers", "worker1.pt"), "wb") as f:
+            f.write(b"not a checkpoint")
+        l = t.Launch(["--resume=" + run, "--max_steps=30"], None)
+        self.assertEqual(l.wait(), 0, l.output)
+        self.assertIn("not this model's buffers; this worker's buffers start afresh", l.output)
+        self.assertIn("unreadable", l.output)
+        for rank in (0, 1):
+            after = torch.load(os.path.join(run, "rank%d.pt" % rank))
+            self.assertEqual(int(after["bn1.num_batches_tracked"]), 10)
+
+    def test_a_run_directory_that_takes_no_buffers_is_said_once_and_training_goes_on(self):
+        run = self.run_dir("unwritable")
+        with open(os.path.join(run, "buffers"), "w") as f:  # a file where the directory goes
+            f.write("in the way")
+        code, launch = t.launch(run, ["--mode=sync", "--max_steps=20"],
+                                ["--model=bn", "--steps=0", "--lr=0.05", "--dump_dir=" + run])
+        self.assertEqual(code, 0, launch.output)
+        self.assertEqual(launch.output.count("cannot save this worker's buffers"), 2, launch.output)
+        self.assertEqual(t.summary(run)["steps_per_worker"], 20)
 
 
 if __name__ == "__main__":
