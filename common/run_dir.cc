@@ -16,6 +16,7 @@ namespace {
 
 constexpr const char* kRunFiles[] = {"summary.json", "final_params.f32", "epochs.csv",
                                      "evals.csv", "recoveries.json", "task_cpu.csv"};
+constexpr const char* kBuffersDir = "buffers";
 
 // Whether `name` is steps_worker<r>.csv of a rank not in `live_ranks`.
 bool IsStaleStepsFile(absl::string_view name, const std::set<int>& live_ranks) {
@@ -41,6 +42,9 @@ bool IsStale(const std::string& name, const std::set<int>& live_ranks) {
   for (const char* f : kRunFiles) {
     if (name == f) return true;
   }
+  // The workers' saved buffers (pstrain.torch): a worker of this run that
+  // joins under way must not take an earlier run's.
+  if (name == kBuffersDir) return true;
   return IsStaleStepsFile(name, live_ranks) || IsMovedAsideCsv(name);
 }
 
@@ -60,6 +64,14 @@ absl::StatusOr<std::vector<std::string>> RemoveStaleRunOutputs(const std::string
   std::sort(stale.begin(), stale.end());
   for (const std::string& name : stale) {
     const std::string path = absl::StrCat(run_dir, "/", name);
+    if (name == kBuffersDir) {
+      std::filesystem::remove_all(path, ec);
+      if (ec) {
+        return absl::InternalError(absl::StrCat(
+            path, ": cannot remove the output of an earlier run: ", ec.message()));
+      }
+      continue;
+    }
     if (std::remove(path.c_str()) != 0 && errno != ENOENT) {
       return absl::InternalError(absl::StrCat(
           path, ": cannot remove the output of an earlier run: ", std::strerror(errno)));

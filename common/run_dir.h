@@ -15,7 +15,8 @@ namespace pstrain {
 
 // Removes from `run_dir` what an earlier run there may have left:
 // summary.json, final_params.f32, epochs.csv, evals.csv, recoveries.json,
-// task_cpu.csv, the CSVs a resumed run moved aside (*.csv.old, *.csv.old.K),
+// task_cpu.csv, buffers/ (pstrain.torch's workers' saved buffers, with what
+// it holds), the CSVs a resumed run moved aside (*.csv.old, *.csv.old.K),
 // and steps_worker<r>.csv for every rank r not in `live_ranks` (the files
 // of workers of this run that may have opened theirs already). Returns the
 // names removed, sorted; empty

@@ -158,16 +158,18 @@ TEST(RemoveStaleRunOutputs, RemovesAnEarlierRunsOutputsButNotLiveWorkersOrOtherF
     ASSERT_TRUE(WriteFileAtomic(dir + "/" + f, "stale").ok());
   }
   ASSERT_TRUE(MakeDirs(dir + "/logs").ok());
+  ASSERT_TRUE(MakeDirs(dir + "/buffers").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/buffers/worker0.pt", "stale").ok());
   auto removed = RemoveStaleRunOutputs(dir, /*live_ranks=*/{1});
   ASSERT_TRUE(removed.ok()) << removed.status();
-  EXPECT_THAT(*removed, ElementsAre("epochs.csv", "epochs.csv.old.2", "evals.csv",
+  EXPECT_THAT(*removed, ElementsAre("buffers", "epochs.csv", "epochs.csv.old.2", "evals.csv",
                                     "final_params.f32", "steps_worker0.csv",
                                     "steps_worker1.csv.old", "steps_worker7.csv", "summary.json"));
   EXPECT_THAT(Names(dir), ElementsAre("cluster_spec.json", "logs", "notes.csv.older", "notes.txt",
                                       "steps_worker1.csv", "steps_workerX.csv"));
   EXPECT_THAT(DescribeRemoved(dir, *removed),
               HasSubstr("removed the outputs of an earlier run from " + dir +
-                        ": epochs.csv, epochs.csv.old.2, evals.csv"));
+                        ": buffers, epochs.csv, epochs.csv.old.2, evals.csv"));
   removed = RemoveStaleRunOutputs(dir, {});
   ASSERT_TRUE(removed.ok());
   EXPECT_THAT(*removed, ElementsAre("steps_worker1.csv"));

@@ -87,10 +87,18 @@ class Buffers(t.TestCase):
 
     def test_a_run_directory_that_takes_no_buffers_is_said_once_and_training_goes_on(self):
         run = self.run_dir("unwritable")
-        with open(os.path.join(run, "buffers"), "w") as f:  # a file where the directory goes
-            f.write("in the way")
+
+        def on_line(line):
+            # A file where the directory goes, once the launcher has cleaned
+            # the run directory (before it starts any task) and before the
+            # workers (still importing torch) save anything.
+            if "started worker:" in line and not os.path.exists(os.path.join(run, "buffers")):
+                with open(os.path.join(run, "buffers"), "w") as f:
+                    f.write("in the way")
+
         code, launch = t.launch(run, ["--mode=sync", "--max_steps=20"],
-                                ["--model=bn", "--steps=0", "--lr=0.05", "--dump_dir=" + run])
+                                ["--model=bn", "--steps=0", "--lr=0.05", "--dump_dir=" + run],
+                                on_line=on_line)
         self.assertEqual(code, 0, launch.output)
         self.assertEqual(launch.output.count("cannot save this worker's buffers"), 2, launch.output)
         self.assertEqual(t.summary(run)["steps_per_worker"], 20)
