@@ -27,9 +27,12 @@
 #   PSTRAIN_PREBUILT=DIR  binaries from benchmarks/gpu_pack.sh (DIR/bin:
 #               wire_bench, ps_server and, where it was built before
 #               packing, pslite_pushpull; their libraries in DIR/lib)
-#   OUT         where the results go (default build/pslite/results.txt)
-# Each process is bounded (600 s for a ps-lite job, 60 s a pstrain
-# measurement).
+#   OUT         where the results go (default BUILD_DIR/pslite/results.txt)
+#   BUILD_DIR   the build (default build/): its bin/, and pslite/ for ps-lite's
+#   PROCESS_TIMEOUT_S  the bound of each ps-lite process (default 600); a
+#               pstrain measurement has its own, 60 s
+# The processes stay in the script's process group (timeout --foreground),
+# so a `timeout` around the script ends them with it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-2}
@@ -37,8 +40,10 @@ sizes=${SIZES:-21840,65536,669706,1048576,16777216}
 workers_list=${WORKERS:-1}
 seconds=${SECONDS_PER_SIZE:-1}
 commit=${PSLITE_COMMIT:-15b8adf}
-work=$root/build/pslite
-bin=$root/build/bin
+build=${BUILD_DIR:-$root/build}
+work=$build/pslite
+bin=$build/bin
+limit=${PROCESS_TIMEOUT_S:-600}
 say() { echo "pslite_compare: $*" >&2; }
 if [[ -n ${PSTRAIN_PREBUILT:-} ]]; then
   prebuilt=$(cd "$PSTRAIN_PREBUILT" && pwd)
@@ -77,16 +82,17 @@ if [[ ! -x $pslite ]]; then
 fi
 
 # 3. One ps-lite job: scheduler, server and W workers on a free port.
-run_pslite() {  # run_pslite WORKERS
+run_pslite() {  # run_pslite WORKERS ROUND: its workers' RESULT lines, tagged with the round
   local port pids=() status=0 i
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   export DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=$1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port
   for role in scheduler server; do
-    DMLC_ROLE=$role timeout 600 "$pslite" "$sizes" "$seconds" >/dev/null 2>&1 &
+    DMLC_ROLE=$role timeout --foreground "$limit" "$pslite" "$sizes" "$seconds" >/dev/null 2>&1 &
     pids+=($!)
   done
   for ((i = 0; i < $1; ++i)); do
-    DMLC_ROLE=worker timeout 600 "$pslite" "$sizes" "$seconds" &
+    DMLC_ROLE=worker timeout --foreground "$limit" "$pslite" "$sizes" "$seconds" |
+      sed -u "s/^RESULT /RESULT round=$2 /" &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done
@@ -105,7 +111,7 @@ echo "# $(date -u +%FT%TZ): $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg
 for ((r = 1; r <= rounds; ++r)); do
   for w in ${workers_list//,/ }; do
     say "round $r of $rounds, $w worker(s): ps-lite"
-    run_pslite "$w" | tee -a "$results"
+    run_pslite "$w" "$r" | tee -a "$results"
     say "round $r of $rounds, $w worker(s): pstrain and the echo"
     run_pstrain "$w" | tee -a "$results"
   done
@@ -115,16 +121,13 @@ python3 - "$results" <<'PY'
 import collections, re, statistics, sys
 # (system, floats, workers) -> [aggregate bytes/s of each round]
 rates = collections.defaultdict(list)
-pslite = collections.defaultdict(float)  # (round key) -> sum over its workers
-seen = collections.Counter()
+pslite = collections.defaultdict(float)  # (floats, workers, round) -> sum over its workers
 for line in open(sys.argv[1]):
     m = dict(re.findall(r"(\w+)=(\S+)", line))
     if not line.startswith("RESULT"):
         continue
     if m.get("system") == "pslite":
-        key = (int(m["floats"]), int(m["workers"]), m["worker"])
-        seen[key] += 1  # the round this worker's line belongs to
-        pslite[(int(m["floats"]), int(m["workers"]), seen[key])] += float(m["bytes_per_s"])
+        pslite[(int(m["floats"]), int(m["workers"]), m["round"])] += float(m["bytes_per_s"])
     elif m.get("system") in ("push_pull", "echo"):
         rates[(m["system"], int(m["floats"]), int(m["workers"]))].append(
             float(m["aggregate_bytes_per_s"]))

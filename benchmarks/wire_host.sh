@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The wire where the cores exist: one bounded run for a many-core host that
-# has none of our packages (what benchmarks/gpu_pack.sh packed). Each step
-# is skipped once DEADLINE_S has passed, and reported:
+# has none of our packages (what benchmarks/gpu_pack.sh packed). Three
+# steps, each bounded by what is left of TOTAL_S (one not started with less
+# than 30 s left is skipped, and said):
 #   1. plaintext PUSH_PULL between a ps process and 1-8 worker processes
 #      against a two-process echo of the same bytes and an echo that makes
 #      one SGD pass (the least a ps does), with the ps's update on 1 and on
@@ -14,7 +15,7 @@
 #
 # Usage: PSTRAIN_PREBUILT=DIR benchmarks/wire_host.sh
 #   OUT_DIR         default: a new temporary directory
-#   DEADLINE_S      steps not started within this many seconds are skipped (default 420)
+#   TOTAL_S         the whole run's bound (default 540)
 #   RESULTS_DIR     where copies of the results go after each step
 #   WORKERS         default 1,2,4,8
 #   SIZES           default 65536,669706,1048576
@@ -23,7 +24,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT_DIR:-$(mktemp -d -t pstrain-wire-host-XXXXXX)}
-deadline=${DEADLINE_S:-420}
+total=${TOTAL_S:-540}
 workers=${WORKERS:-1,2,4,8}
 sizes=${SIZES:-65536,669706,1048576}
 threads=${UPDATE_THREADS:-4}
@@ -37,28 +38,39 @@ save() {
   [[ -n ${RESULTS_DIR:-} ]] && mkdir -p "$RESULTS_DIR" && cp "$out"/*.log "$out/summary.txt" "$RESULTS_DIR/" 2>/dev/null
   return 0
 }
-step() {  # step NAME COMMAND...: runs it unless past the deadline
-  local name=$1
-  shift
-  if ((SECONDS - start > deadline)); then
+# Each step's command, given the seconds it may take ($1); the scripts'
+# own bounds keep every process inside them (wire_ceiling.sh's TIMEOUT_S,
+# pslite_compare.sh's PROCESS_TIMEOUT_S and its processes in its group).
+plain() {
+  SIZES="$sizes" WORKERS="$workers" SECURITY=plain ROUNDS=2 SECONDS_PER_RUN="$seconds" \
+    ECHO_WORK=none,sgd PS_FLAGS="--update_threads=1;--update_threads=$threads" TIMEOUT_S="$1" \
+    "$root/benchmarks/wire_ceiling.sh" "$out/plain_update_threads.txt"
+}
+pslite() {
+  SIZES="$sizes" WORKERS="$workers" SECONDS_PER_SIZE="$seconds" OUT="$out/pslite_results.txt" \
+    PROCESS_TIMEOUT_S="$(($1 < 120 ? $1 : 120))" timeout "$1" "$root/benchmarks/pslite_compare.sh" 1
+}
+curve() {
+  SIZES=669706 WORKERS="$workers" SECURITY=curve ROUNDS=1 SECONDS_PER_RUN=2 TIMEOUT_S="$1" \
+    "$root/benchmarks/wire_ceiling.sh" "$out/curve.txt"
+}
+step() {  # step NAME SHARE: runs NAME with SHARE% of TOTAL_S, at most what is left
+  local name=$1 left=$((total - (SECONDS - start))) budget=$((total * $2 / 100))
+  ((budget > left)) && budget=$left
+  if ((budget < 30)); then
     skipped+=("$name")
-    say "$name skipped: past ${deadline} s"
+    say "$name skipped: ${left} s left of ${total}"
     return
   fi
-  say "$name ($((SECONDS - start)) s in)"
-  "$@" >"$out/$name.log" 2>&1 || failed+=("$name")
+  say "$name ($((SECONDS - start)) s in, up to ${budget} s)"
+  "$name" "$budget" >"$out/$name.log" 2>&1 || failed+=("$name")
   save
 }
-{
-  echo "# $(date -u +%FT%TZ): $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-} >"$out/host.log"
-step plain_update_threads env SIZES="$sizes" WORKERS="$workers" SECURITY=plain ROUNDS=2 \
-  SECONDS_PER_RUN="$seconds" ECHO_WORK=none,sgd PS_FLAGS="--update_threads=1;--update_threads=$threads" \
-  TIMEOUT_S=400 "$root/benchmarks/wire_ceiling.sh" "$out/plain_update_threads.txt"
-step pslite env SIZES="$sizes" WORKERS="$workers" SECONDS_PER_SIZE="$seconds" \
-  OUT="$out/pslite_results.txt" timeout 300 "$root/benchmarks/pslite_compare.sh" 1
-step curve env SIZES=669706 WORKERS="$workers" SECURITY=curve ROUNDS=1 SECONDS_PER_RUN=2 \
-  TIMEOUT_S=200 "$root/benchmarks/wire_ceiling.sh" "$out/curve.txt"
+echo "# $(date -u +%FT%TZ): $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" \
+  >"$out/host.log"
+step plain 45
+step pslite 35
+step curve 100
 save
 say "done in $((SECONDS - start)) s; results in $out${RESULTS_DIR:+ and $RESULTS_DIR}"
 ((${#skipped[@]} == 0)) || say "skipped: ${skipped[*]}"

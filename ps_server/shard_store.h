@@ -87,6 +87,8 @@ class ShardStore {
   // Slot k (common/optimizer.h's order). REQUIRES: 0 <= k < num_slots().
   absl::Span<const float> slot(int k) const;
   int64_t updates() const { return updates_; }
+  // The helpers its updates share (null: none).
+  ChunkPool* pool() const { return pool_; }
   const OptimizerConfig& config() const { return config_; }
   // The state before the last update (Apply, ApplySum): the current one
   // when that update was refused; null before this store's first update.

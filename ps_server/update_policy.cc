@@ -284,7 +284,7 @@ class AsyncPolicy final : public UpdatePolicy {
     const bool late = last_update_ > 0 && version_ >= last_update_;
     // A gradient that is not finite is refused before anything else; on
     // the way to the update, by the update's own pass (ChecksGradient).
-    if ((version > version_ || late || num_examples == 0) && !IsFiniteInF32(grad)) {
+    if ((version > version_ || late || num_examples == 0) && !IsFiniteInF32(grad, store_->pool())) {
       return PushOutcome{PushResult::kNonFiniteGradient, staleness};
     }
     if (version > version_) {

@@ -59,7 +59,10 @@ enum class PushResult {
                  // just applied) is in already (a restarted worker repeating its
                  // step); not applied twice
   kNonFiniteGradient,  // a policy that ChecksGradient(): the gradient is not finite
-                       // in f32 (IsFiniteInF32); nothing changed, not even its clock
+                       // in f32 (IsFiniteInF32); the parameters, the version and the
+                       // rank's clock are as they were (the store's previous state is
+                       // its current one, as after any refused update: only sync,
+                       // which checks first, reads it)
 };
 
 struct PushOutcome {

@@ -377,14 +377,20 @@ class DistributedOptimizer:
         buffers = self._own_buffers()
         if self._buffers_path is None or not buffers:
             return
-        tmp = self._buffers_path + ".tmp"
+        # Its own temporary file: a predecessor presumed dead but still
+        # running writes the same path.
+        tmp = "%s.%d.tmp" % (self._buffers_path, os.getpid())
         try:
             os.makedirs(os.path.dirname(self._buffers_path), exist_ok=True)
             torch.save({"step": self._position[0],
                         "buffers": {k: v.detach().to("cpu", copy=True) for k, v in buffers.items()}},
                        tmp)
             os.replace(tmp, self._buffers_path)
-        except (OSError, RuntimeError) as e:
+        except Exception as e:  # pylint: disable=broad-except
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
             if not self._buffers_failed:
                 self._buffers_failed = True
                 sys.stderr.write("pstrain: cannot save this worker's buffers to %s (%s); "

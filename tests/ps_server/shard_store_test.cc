@@ -650,8 +650,9 @@ TEST(ShardStore, AnUpdateSharedWithHelpersIsTheSameBitForBit) {
 // Apply's check of the gradient in its own pass gives IsFiniteInF32's
 // verdict, alone and with helpers, at the edge of FLT_MAX and for a NaN or
 // an infinity anywhere; a refused gradient leaves no trace (InvalidArgument,
-// the state, the update count and the previous state as they were), and a
-// finite one whose update would overflow is still refused as before.
+// the state and the update count as they were; the previous state is the
+// current one, as after any refused update), and a finite one whose update
+// would overflow is still refused as before.
 TEST(ShardStore, ApplyChecksTheGradientInItsPassAsIsFiniteInF32Does) {
   constexpr size_t kN = 1'000'003;
   ChunkPool pool(2);
