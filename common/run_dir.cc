@@ -1,9 +1,6 @@
 #include "common/run_dir.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/numbers.h"
@@ -63,18 +60,12 @@ absl::StatusOr<std::vector<std::string>> RemoveStaleRunOutputs(const std::string
   if (ec) return absl::InternalError(absl::StrCat(run_dir, ": cannot list: ", ec.message()));
   std::sort(stale.begin(), stale.end());
   for (const std::string& name : stale) {
+    // A file, or buffers/ with what it holds; one gone already is no error.
     const std::string path = absl::StrCat(run_dir, "/", name);
-    if (name == kBuffersDir) {
-      std::filesystem::remove_all(path, ec);
-      if (ec) {
-        return absl::InternalError(absl::StrCat(
-            path, ": cannot remove the output of an earlier run: ", ec.message()));
-      }
-      continue;
-    }
-    if (std::remove(path.c_str()) != 0 && errno != ENOENT) {
-      return absl::InternalError(absl::StrCat(
-          path, ": cannot remove the output of an earlier run: ", std::strerror(errno)));
+    std::filesystem::remove_all(path, ec);
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat(path, ": cannot remove the output of an earlier run: ", ec.message()));
     }
   }
   return stale;

@@ -143,17 +143,19 @@ StepStats ReadStepStats(const RunRecord& record) {
 // spread (its stragglers), at the typical speed.
 StepStats Pooled(const std::vector<const CalibrationRun*>& runs) {
   std::vector<StepStats> each;
+  std::vector<double> own;  // [run] its median b_i (0: no steps)
   std::vector<double> medians;
   for (const CalibrationRun* run : runs) {
     each.push_back(ReadStepStats(run->record));
-    if (!each.back().before_push.empty()) medians.push_back(Median(each.back().before_push));
+    own.push_back(Median(each.back().before_push));
+    if (!each.back().before_push.empty()) medians.push_back(own.back());
   }
-  const double typical = medians.empty() ? 0.0 : Median(medians);
+  const double typical = Median(medians);
   StepStats pooled;
   std::vector<double> gaps;
-  for (const StepStats& st : each) {
-    const double own = st.before_push.empty() ? 0.0 : Median(st.before_push);
-    const double scale = own > 0 && typical > 0 ? typical / own : 1.0;
+  for (size_t r = 0; r < each.size(); ++r) {
+    const StepStats& st = each[r];
+    const double scale = own[r] > 0 && typical > 0 ? typical / own[r] : 1.0;
     for (double b : st.before_push) pooled.before_push.push_back(b * scale);
     pooled.ahead += st.ahead * scale * static_cast<double>(st.before_push.size());
     gaps.push_back(st.gap);

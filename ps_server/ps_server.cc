@@ -184,6 +184,7 @@ absl::Status PsServer::Run() {
   for (;;) {
     std::vector<zmq::socket_t*> sockets = {&socket_};
     for (zmq::socket_t* s : guard_->sockets()) sockets.push_back(s);
+    const size_t guarded = sockets.size() - 1;  // the guard's, after the ROUTER
     if (replicator_ != nullptr) sockets.push_back(replicator_->socket());
     if (cancel_->cancelled()) {
       return Finish(
@@ -194,7 +195,6 @@ absl::Status PsServer::Run() {
     // when one of its sockets has something, or a second after it last was
     // (its deferred logs): an empty receive costs ZeroMQ's system calls on
     // every request.
-    const size_t guarded = guard_->sockets().size();
     const int64_t now_us = MonotonicMicros();
     if (!readable.ok() || now_us - guard_served_us_ > kGuardIdleServeUs ||
         std::any_of(readable->begin() + 1, readable->begin() + 1 + guarded,

@@ -141,6 +141,12 @@ def _install_exit_handlers():
     atexit.register(_at_exit)
 
 
+def _say(text):
+    """One line on the worker's standard error, at once."""
+    sys.stderr.write("pstrain: %s\n" % text)
+    sys.stderr.flush()
+
+
 def _at_exit():
     # A script that raised fails as it is; one that ended ends the job.
     opt = _process.optimizer if _process is not None else None
@@ -153,8 +159,7 @@ def _at_exit():
         # interpreter's teardown.
         opt._worker.free()  # pylint: disable=protected-access
     except PstrainError as e:
-        sys.stderr.write("pstrain: at exit: %s: %s\n" % (type(e).__name__, e))
-        sys.stderr.flush()
+        _say("at exit: %s: %s" % (type(e).__name__, e))
         os._exit(2 if isinstance(e, ConfigError) else 1)  # pylint: disable=protected-access
 
 
@@ -245,13 +250,13 @@ class DistributedSampler:
         return self.batches(0)
 
 
-# The ps's optimizers and the options of each (PyTorch's names), as the
-# job's flags spell them.
 # How often a worker saves its buffers (BatchNorm's statistics) into the
 # run directory, besides when it finishes: a restarted worker starts from
 # them (DistributedOptimizer._load_buffers).
 _BUFFERS_EVERY_S = 30.0
 
+# The ps's optimizers and the options of each (PyTorch's names), as the
+# job's flags spell them.
 _OPTIMIZERS = {
     "sgd": {"momentum": "momentum", "nesterov": "nesterov", "weight_decay": "weight_decay"},
     "adam": {"weight_decay": "weight_decay", "eps": "eps"},
@@ -393,10 +398,8 @@ class DistributedOptimizer:
                 pass
             if not self._buffers_failed:
                 self._buffers_failed = True
-                sys.stderr.write("pstrain: cannot save this worker's buffers to %s (%s); "
-                                 "training goes on, a restart would start them afresh\n"
-                                 % (self._buffers_path, e))
-                sys.stderr.flush()
+                _say("cannot save this worker's buffers to %s (%s); training goes on, a "
+                     "restart would start them afresh" % (self._buffers_path, e))
 
     def _load_buffers(self):
         """The buffers a predecessor of this worker saved, into the model,
@@ -407,8 +410,7 @@ class DistributedOptimizer:
             return
 
         def afresh(why):
-            sys.stderr.write("pstrain: %s: %s; this worker's buffers start afresh\n" % (path, why))
-            sys.stderr.flush()
+            _say("%s: %s; this worker's buffers start afresh" % (path, why))
 
         if not os.path.exists(path):
             return afresh("none saved")
@@ -424,9 +426,8 @@ class DistributedOptimizer:
         with torch.no_grad():
             for k, v in buffers.items():
                 v.copy_(kept[k])
-        sys.stderr.write("pstrain: this worker's %d buffers from %s (saved at step %s)\n"
-                         % (len(buffers), path, saved.get("step")))
-        sys.stderr.flush()
+        _say("this worker's %d buffers from %s (saved at step %s)"
+             % (len(buffers), path, saved.get("step")))
         return None
 
     def _check_parameters(self):

@@ -15,7 +15,28 @@ import pstrain_testing as t
 STEPS = 30
 
 
+def dumped(run, rank):
+    """Worker `rank`'s state_dict at the end of its last run (--dump_dir)."""
+    return torch.load(os.path.join(run, "rank%d.pt" % rank))
+
+
 class Buffers(t.TestCase):
+    def bn_job(self, name, flags, on_line=None):
+        """A sync job of the script's BatchNorm model, each worker dumping
+        its state_dict into the run directory; returns (run, launch)."""
+        run = self.run_dir(name)
+        code, launch = t.launch(run, ["--mode=sync"] + flags,
+                                ["--model=bn", "--steps=0", "--lr=0.05", "--dump_dir=" + run],
+                                on_line=on_line)
+        self.assertEqual(code, 0, launch.output)
+        return run, launch
+
+    def resume(self, run, max_steps):
+        """The job resumed to `max_steps` with its recorded command; its output."""
+        l = t.Launch(["--resume=" + run, "--max_steps=%d" % max_steps], None)
+        self.assertEqual(l.wait(), 0, l.output)
+        return l.output
+
     def test_parameters_are_the_jobs_and_batchnorm_statistics_each_workers_own(self):
         run = self.run_dir("run")
         code, launch = t.launch(run, ["--mode=sync"],
@@ -41,49 +62,38 @@ class Buffers(t.TestCase):
         self.assertGreater(s["final_test_accuracy"], 0.5)
 
     def test_a_resumed_jobs_workers_go_on_from_their_saved_statistics(self):
-        run = self.run_dir("resumed")
-        code, launch = t.launch(run, ["--mode=sync", "--checkpoint_every_steps=20",
-                                      "--max_steps=40"],
-                                ["--model=bn", "--steps=0", "--lr=0.05", "--dump_dir=" + run])
-        self.assertEqual(code, 0, launch.output)
+        run, _ = self.bn_job("resumed", ["--checkpoint_every_steps=20", "--max_steps=40"])
         for rank in (0, 1):
             saved = torch.load(os.path.join(run, "buffers", "worker%d.pt" % rank))
             self.assertEqual(saved["step"], 40)
-            held = torch.load(os.path.join(run, "rank%d.pt" % rank))
+            held = dumped(run, rank)
             self.assertEqual(set(saved["buffers"]), {k for k in held if "running_" in k or
                                                      "num_batches_tracked" in k})
             for k, v in saved["buffers"].items():
                 self.assertTrue(torch.equal(v, held[k]), k)
         # Resumed from its checkpoint at step 40 for 20 more: each worker's
         # batch count goes on from its 40, its statistics from its own.
-        l = t.Launch(["--resume=" + run, "--max_steps=60"], None)
-        self.assertEqual(l.wait(), 0, l.output)
+        output = self.resume(run, 60)
         self.assertEqual(t.summary(run)["steps_per_worker"], 60)
-        self.assertEqual(l.output.count("buffers from"), 2, l.output)
+        self.assertEqual(output.count("buffers from"), 2, output)
         for rank in (0, 1):
-            after = torch.load(os.path.join(run, "rank%d.pt" % rank))
+            after = dumped(run, rank)
             self.assertEqual(int(after["bn1.num_batches_tracked"]), 60)
             self.assertEqual(int(after["bn2.num_batches_tracked"]), 60)
 
     def test_buffers_that_are_not_the_models_are_left_and_said_so(self):
-        run = self.run_dir("foreign")
-        code, launch = t.launch(run, ["--mode=sync", "--checkpoint_every_steps=20",
-                                      "--max_steps=20"],
-                                ["--model=bn", "--steps=0", "--lr=0.05", "--dump_dir=" + run])
-        self.assertEqual(code, 0, launch.output)
+        run, _ = self.bn_job("foreign", ["--checkpoint_every_steps=20", "--max_steps=20"])
         # Worker 0's file replaced by another model's buffers, worker 1's
         # by bytes that are no file of torch.save.
         torch.save({"step": 20, "buffers": {"other.running_mean": torch.zeros(3)}},
                    os.path.join(run, "buffers", "worker0.pt"))
         with open(os.path.join(run, "buffers", "worker1.pt"), "wb") as f:
             f.write(b"not a checkpoint")
-        l = t.Launch(["--resume=" + run, "--max_steps=30"], None)
-        self.assertEqual(l.wait(), 0, l.output)
-        self.assertIn("not this model's buffers; this worker's buffers start afresh", l.output)
-        self.assertIn("unreadable", l.output)
+        output = self.resume(run, 30)
+        self.assertIn("not this model's buffers; this worker's buffers start afresh", output)
+        self.assertIn("unreadable", output)
         for rank in (0, 1):
-            after = torch.load(os.path.join(run, "rank%d.pt" % rank))
-            self.assertEqual(int(after["bn1.num_batches_tracked"]), 10)
+            self.assertEqual(int(dumped(run, rank)["bn1.num_batches_tracked"]), 10)
 
     def test_a_run_directory_that_takes_no_buffers_is_said_once_and_training_goes_on(self):
         run = self.run_dir("unwritable")
@@ -96,10 +106,7 @@ class Buffers(t.TestCase):
                 with open(os.path.join(run, "buffers"), "w") as f:
                     f.write("in the way")
 
-        code, launch = t.launch(run, ["--mode=sync", "--max_steps=20"],
-                                ["--model=bn", "--steps=0", "--lr=0.05", "--dump_dir=" + run],
-                                on_line=on_line)
-        self.assertEqual(code, 0, launch.output)
+        _, launch = self.bn_job("unwritable", ["--max_steps=20"], on_line=on_line)
         self.assertEqual(launch.output.count("cannot save this worker's buffers"), 2, launch.output)
         self.assertEqual(t.summary(run)["steps_per_worker"], 20)
 
