@@ -22,6 +22,7 @@ namespace pstrain {
 struct TensorSlot {
   std::string name;
   int64_t size = 0;  // number of floats
+  int group = 0;     // its parameter group (common/param_groups.h); not in the plan
 };
 
 enum class ShardStrategy {

@@ -11,6 +11,8 @@ bool WorkerMayDo(proto::MessageType type) {
     case proto::PUSH:
     case proto::PULL:
     case proto::PUSH_PULL:
+    case proto::REDUCE:
+    case proto::OPTIMIZER_STATE:
     case proto::BARRIER:
     case proto::HEARTBEAT:
     case proto::STATS:

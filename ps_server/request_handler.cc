@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "common/lr_schedule.h"
 #include "common/optimizer.h"
+#include "common/param_groups.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
 #include "common/wire_codec.h"
@@ -336,6 +337,10 @@ void RequestHandler::Dispatch(const Peer& peer, const Message& request, std::vec
       return HandlePush(peer.route, request, /*then_pull=*/false, out);
     case proto::PUSH_PULL:
       return HandlePush(peer.route, request, /*then_pull=*/true, out);
+    case proto::REDUCE:
+      return HandleReduce(peer.route, request, out);
+    case proto::OPTIMIZER_STATE:
+      return HandleOptimizerState(peer.route, request, out);
     case proto::PULL:
       return HandlePull(peer.route, request, out);
     case proto::BARRIER:
@@ -507,6 +512,17 @@ absl::Status RequestHandler::CheckInitFields(const proto::Header& h) const {
     return absl::InvalidArgumentError(
         absl::StrCat("INIT: bad range [", h.range_begin(), ", ", h.range_end(), ")"));
   }
+  if (absl::Status s = ValidateLayoutGroups(h.job()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("INIT: ", s.message()));
+  }
+  if (h.job().layout_size() > 0) {
+    uint64_t total = 0;
+    for (const proto::TensorLayout& t : h.job().layout()) total += static_cast<uint64_t>(t.size());
+    if (total < h.range_end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "INIT: the layout's ", total, " floats do not cover the range's end ", h.range_end()));
+    }
+  }
   return ValidateJob(h.job());
 }
 
@@ -514,26 +530,72 @@ absl::Status RequestHandler::Initialize(const Message& m) {
   const proto::Header& h = m.header;
   RETURN_IF_ERROR(CheckInit(h));
   const ShardRange range{static_cast<int64_t>(h.range_begin()), static_cast<int64_t>(h.range_end())};
-  if (m.payload_floats() != static_cast<size_t>(range.size()) || h.encoding() != proto::F32) {
-    return absl::InvalidArgumentError(absl::StrCat("INIT: payload of ", m.payload_bytes(),
-                                                   " bytes for ", range.size(), " floats"));
-  }
-  std::vector<float> initial(range.size());
-  m.CopyPayloadTo(absl::MakeSpan(initial));
-  if (!IsFiniteInF32(initial)) {
-    return absl::InvalidArgumentError(
-        "INIT: parameters are not finite in f32 (a non-finite value, or a norm that overflows)");
-  }
   ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(h.job()));
-  auto store = std::make_unique<ShardStore>(initial, optimizer, options_.update_pool);
+  // The parameters, and with_slots the optimizer's slots after them (a
+  // script's loaded optimizer state).
+  const uint64_t floats = h.with_slots() ? StateFloats(optimizer, static_cast<uint64_t>(range.size()))
+                                         : static_cast<uint64_t>(range.size());
+  if (m.payload_floats() != floats || h.encoding() != proto::F32) {
+    return absl::InvalidArgumentError(absl::StrCat("INIT: payload of ", m.payload_bytes(),
+                                                   " bytes for ", floats, " floats"));
+  }
+  std::vector<float> initial(floats);
+  m.CopyPayloadTo(absl::MakeSpan(initial));
+  if (!IsFiniteState(initial, range.size())) {
+    return absl::InvalidArgumentError(
+        "INIT: parameters or optimizer state not finite in f32 (a non-finite value, or a norm "
+        "that overflows)");
+  }
+  if (!h.with_slots()) initial = InitialState(optimizer, initial);
+  int64_t updates = 0;
+  for (int64_t u : h.segment_updates()) updates = std::max(updates, u);
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardStore> store,
+                   MakeStore(h.job(), range, std::move(initial), updates,
+                             h.with_slots() ? h.segment_updates()
+                                            : google::protobuf::RepeatedField<int64_t>()));
   ASSIGN_OR_RETURN(std::unique_ptr<UpdatePolicy> policy, CreateUpdatePolicy(h.job(), std::move(store)));
   Install(h, std::move(policy));
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<ShardStore>> RequestHandler::MakeStore(
+    const proto::JobConfig& job, const ShardRange& range, std::vector<float> state,
+    int64_t updates, absl::Span<const int64_t> segment_updates) const {
+  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(job));
+  if (state.size() != StateFloats(optimizer, static_cast<uint64_t>(range.size()))) {
+    return absl::InvalidArgumentError("a state of another size than the shard's");
+  }
+  std::vector<TensorSegment> segments = SegmentsOf(job, range);
+  if (!segment_updates.empty() && segment_updates.size() != segments.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("step counts of ", segment_updates.size(),
+                                                   " tensor segments; the shard has ",
+                                                   segments.size()));
+  }
+  if (updates < 0 || updates > kMaxStepOrVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("updates ", updates, " out of range"));
+  }
+  for (int64_t u : segment_updates) {
+    if (u < 0 || u > updates) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a tensor segment's step count ", u, " is outside [0, ", updates, "]"));
+    }
+  }
+  return std::make_unique<ShardStore>(std::move(state), updates, optimizer, options_.update_pool,
+                                      std::move(segments),
+                                      std::vector<int64_t>(segment_updates.begin(),
+                                                           segment_updates.end()));
+}
+
 void RequestHandler::Install(const proto::Header& h, std::unique_ptr<UpdatePolicy> policy) {
   if (policy_ != nullptr) unordered_sums_before_ += policy_->unordered_sums();
   policy_ = std::move(policy);
+  reducer_ = h.job().mode() == proto::SYNC
+                 ? std::make_unique<GradientReducer>(options_.num_workers,
+                                                     policy_->store().size())
+                 : nullptr;
+  for (int rank = 0; reducer_ != nullptr && rank < workers_.size(); ++rank) {
+    if (workers_.dead(rank)) reducer_->SetActive(rank, false);
+  }
   job_ = h.job();
   fingerprint_ = h.plan_fingerprint();
   range_ = {static_cast<int64_t>(h.range_begin()), static_cast<int64_t>(h.range_end())};
@@ -596,6 +658,30 @@ void RequestHandler::CountEncoding(proto::Encoding encoding) {
   counts->Set(encoding, counts->Get(encoding) + 1);
 }
 
+absl::StatusOr<absl::Span<const float>> RequestHandler::PushedGradient(const Message& m) {
+  const proto::Header& h = m.header;
+  // F32 is used where ZeroMQ received it (a copy of a 4 MiB gradient was a
+  // tenth of a push's time); the other encodings, and a payload of the
+  // wrong size (refused, saying why), go through the decoder.
+  if (h.encoding() == proto::F32 && h.topk_count() == 0 &&
+      m.payload_bytes() == static_cast<size_t>(range_.size()) * sizeof(float)) {
+    return m.PayloadFloats(&scratch_);
+  }
+  scratch_.resize(static_cast<size_t>(range_.size()));
+  RETURN_IF_ERROR(DecodeGradient(h.encoding(), h.topk_count(), PayloadBytes(m),
+                                 absl::MakeSpan(scratch_)));
+  return absl::Span<const float>(scratch_);
+}
+
+absl::Status RequestHandler::ReadStepSettings(const proto::Header& h,
+                                              std::optional<StepOptions>* settings) const {
+  settings->reset();
+  if (!h.has_step_settings()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const OptimizerConfig job_optimizer, OptimizerFromJob(job_));
+  ASSIGN_OR_RETURN(*settings, StepOptionsFrom(h.step_settings(), job_, job_optimizer));
+  return absl::OkStatus();
+}
+
 void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool then_pull,
                                 std::vector<Reply>* out) {
   const proto::Header& h = m.header;
@@ -605,22 +691,10 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
       h.version() < 0 || h.step() > kMaxStepOrVersion || h.version() > kMaxStepOrVersion) {
     return Refuse(peer, h, absl::InvalidArgumentError("step, version or num_examples out of range"), out);
   }
-  // F32 is used where ZeroMQ received it (a copy of a 4 MiB gradient was a
-  // tenth of a push's time); the other encodings, and a payload of the
-  // wrong size (refused, saying why), go through the decoder.
-  absl::Span<const float> grad;
-  if (h.encoding() == proto::F32 && h.topk_count() == 0 &&
-      m.payload_bytes() == static_cast<size_t>(range_.size()) * sizeof(float)) {
-    grad = m.PayloadFloats(&scratch_);
-  } else {
-    scratch_.resize(static_cast<size_t>(range_.size()));
-    if (absl::Status s = DecodeGradient(h.encoding(), h.topk_count(), PayloadBytes(m),
-                                        absl::MakeSpan(scratch_));
-        !s.ok()) {
-      return Refuse(peer, h, s, out);
-    }
-    grad = scratch_;
-  }
+  std::optional<StepOptions> settings;
+  if (absl::Status s = ReadStepSettings(h, &settings); !s.ok()) return Refuse(peer, h, s, out);
+  absl::StatusOr<absl::Span<const float>> grad = PushedGradient(m);
+  if (!grad.ok()) return Refuse(peer, h, grad.status(), out);
   CountEncoding(h.encoding());
   const auto refuse_nonfinite = [&] {
     stats_.set_nonfinite_gradients_dropped(stats_.nonfinite_gradients_dropped() + 1);
@@ -628,11 +702,12 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
         "gradient is not finite in f32 (a NaN or infinity, or a norm that overflows: training "
         "diverged?); dropped"), out);
   };
-  if (!policy_->ChecksGradient() && !IsFiniteInF32(grad, options_.update_pool)) {
+  if (!policy_->ChecksGradient() && !IsFiniteInF32(*grad, options_.update_pool)) {
     return refuse_nonfinite();
   }
   const int64_t version_before = policy_->version();
-  auto outcome = policy_->Push(h.rank(), h.step(), h.version(), grad, h.num_examples());
+  auto outcome = policy_->Push(h.rank(), h.step(), h.version(), *grad, h.num_examples(),
+                               settings.has_value() ? &*settings : nullptr);
   if (!outcome.ok()) return Refuse(peer, h, outcome.status(), out);
   if (outcome->result == PushResult::kNonFiniteGradient) return refuse_nonfinite();
   if (outcome->update_refused) {
@@ -660,6 +735,74 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
     ServeOrPark(std::move(parked), {h.rank(), h.step() + 1, sync ? want : 0}, out);
   }
   if (policy_->version() != version_before || job_.mode() == proto::SSP) ReleaseParkedPulls(out);
+}
+
+void RequestHandler::HandleReduce(const std::string& peer, const Message& m,
+                                  std::vector<Reply>* out) {
+  const proto::Header& h = m.header;
+  if (absl::Status s = CheckWorkerRequest(m); !s.ok()) return Refuse(peer, h, s, out);
+  if (reducer_ == nullptr || job_.backup_workers() > 0) {
+    return Refuse(peer, h, absl::FailedPreconditionError(
+        "REDUCE (the workers' averaged gradient before step) is for sync jobs without backup "
+        "workers"), out);
+  }
+  if (absl::Status s = CheckPayload(m, /*want_payload=*/true); !s.ok()) return Refuse(peer, h, s, out);
+  if (h.encoding() != proto::F32 ||
+      m.payload_bytes() != static_cast<size_t>(range_.size()) * sizeof(float)) {
+    return Refuse(peer, h, absl::InvalidArgumentError(
+        "REDUCE: the payload must be the shard's gradient in f32"), out);
+  }
+  if (h.num_examples() < 0 || h.num_examples() > kMaxExamplesPerPush || h.version() < 0 ||
+      h.version() > policy_->version()) {
+    return Refuse(peer, h, absl::InvalidArgumentError(
+        "REDUCE: num_examples out of range, or a version from the future"), out);
+  }
+  absl::StatusOr<std::vector<int32_t>> absent = AbsentTensors(h.step_settings(), job_);
+  if (!absent.ok()) return Refuse(peer, h, absent.status(), out);
+  // Not checked for finiteness: nothing is applied, and a script's
+  // GradScaler must see an inf or NaN of any worker to skip the step.
+  const absl::Span<const float> grad = m.PayloadFloats(&scratch_);
+  // A version the job has passed: the worker is behind (the others went
+  // on without it); it learns so from its push, which is dropped as stale.
+  Parked reply{peer, MakeReply(h)};
+  if (h.version() < policy_->version() ||
+      reducer_->Add(h.rank(), h.version(), h.reduce_round(), grad, h.num_examples(), *absent,
+                    reply) == GradientReducer::Added::kStale) {
+    reply.header.set_dropped(true);
+    out->push_back({peer, std::move(reply.header), false, false});
+  }
+  AnswerReduce(out);
+}
+
+void RequestHandler::AnswerReduce(std::vector<Reply>* out) {
+  if (reducer_ == nullptr) return;
+  for (Parked& p : reducer_->TakeOvertaken()) {
+    p.header.set_dropped(true);
+    out->push_back({std::move(p.peer), std::move(p.header), false, false});
+  }
+  if (!reducer_->complete()) return;
+  for (Parked& p : reducer_->TakeAnswers()) {
+    Reply r{std::move(p.peer), std::move(p.header), false, false};
+    *r.header.mutable_step_settings()->mutable_absent() = {reducer_->absent().begin(),
+                                                            reducer_->absent().end()};
+    r.payload = reducer_->average();
+    out->push_back(std::move(r));
+  }
+}
+
+void RequestHandler::HandleOptimizerState(const std::string& peer, const Message& m,
+                                          std::vector<Reply>* out) {
+  const proto::Header& h = m.header;
+  if (absl::Status s = CheckWorkerRequest(m); !s.ok()) return Refuse(peer, h, s, out);
+  if (absl::Status s = CheckPayload(m, /*want_payload=*/false); !s.ok()) return Refuse(peer, h, s, out);
+  const ShardStore& store = policy_->store();
+  Reply reply{peer, MakeReply(h), false, false};
+  const std::vector<int64_t>& counts = store.segment_updates();
+  *reply.header.mutable_segment_updates() = {counts.begin(), counts.end()};
+  const absl::Span<const float> state = store.state();
+  reply.payload = std::make_shared<const std::vector<float>>(
+      state.begin() + store.size(), state.end());
+  out->push_back(std::move(reply));
 }
 
 void RequestHandler::HandlePull(const std::string& peer, const Message& m, std::vector<Reply>* out) {
@@ -737,8 +880,25 @@ void RequestHandler::HandleBarrier(const std::string& peer, const Message& m,
       !s.ok()) {
     return Refuse(peer, h, s, out);
   }
-  if (h.has_report()) reports_[h.rank()] = h.report();
+  if (h.has_report() && reports_.count(h.rank()) == 0) {
+    reports_[h.rank()] = h.report();
+    LeaveTraining(h.rank(), out);
+  }
   MaybeReleaseBarrier(h.barrier_name(), out);
+}
+
+void RequestHandler::LeaveTraining(int rank, std::vector<Reply>* out) {
+  // Its final report: it trains no more (its loop may have ended before
+  // the others'), so nothing waits for it any longer.
+  if (workers_.dead(rank)) return;
+  bool refused = false;
+  const bool advanced = policy_->SetActive(rank, false, &refused);
+  if (refused) stats_.set_refused_updates(stats_.refused_updates() + 1);
+  if (reducer_ != nullptr && reducer_->SetActive(rank, false)) AnswerReduce(out);
+  if (advanced || job_.mode() == proto::SSP) ReleaseParkedPulls(out);
+  const std::vector<int64_t> clocks = policy_->Clocks();
+  LOG(INFO) << "rank " << rank << " has finished (at step " << clocks[static_cast<size_t>(rank)]
+            << "): the job goes on without it";
 }
 
 void RequestHandler::MaybeReleaseBarrier(const std::string& name, std::vector<Reply>* out) {
@@ -786,6 +946,7 @@ void RequestHandler::SetDead(int rank, bool dead, std::vector<Reply>* out) {
   // done as many steps as they have.
   if (!dead && options_.dynamic_workers) policy_->AdmitAtSlowestClock(rank);
   if (refused) stats_.set_refused_updates(stats_.refused_updates() + 1);
+  if (reducer_ != nullptr && reducer_->SetActive(rank, !dead)) AnswerReduce(out);
   // A new version, or (SSP) a new slowest live rank, may release pulls.
   if (advanced || job_.mode() == proto::SSP) ReleaseParkedPulls(out);
   if (!dead) return;
@@ -794,7 +955,13 @@ void RequestHandler::SetDead(int rank, bool dead, std::vector<Reply>* out) {
 
 void RequestHandler::ForgetOldSession(int rank) {
   parked_.ForgetRank(rank);
-  reports_.erase(rank);
+  if (reducer_ != nullptr) reducer_->Forget(rank);
+  // A new process of a rank that had finished trains again: waited for.
+  if (reports_.erase(rank) > 0 && initialized() && !workers_.dead(rank)) {
+    bool refused = false;
+    policy_->SetActive(rank, true, &refused);
+    if (reducer_ != nullptr) reducer_->SetActive(rank, true);
+  }
 }
 
 void RequestHandler::HandleShutdown(const std::string& peer, const Message& m,
@@ -819,7 +986,11 @@ void RequestHandler::HandleShutdown(const std::string& peer, const Message& m,
 }
 
 void RequestHandler::AbortParked(const absl::Status& status, std::vector<Reply>* out) {
-  for (Parked& p : parked_.TakeAll()) {
+  std::vector<Parked> all = parked_.TakeAll();
+  if (reducer_ != nullptr) {
+    for (Parked& p : reducer_->TakeAll()) all.push_back(std::move(p));
+  }
+  for (Parked& p : all) {
     out->push_back({std::move(p.peer), ErrorReply(p.header, status), false, false});
   }
 }

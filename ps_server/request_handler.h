@@ -80,6 +80,7 @@
 #include "ps_server/access_control.h"
 #include "ps_server/checkpoint_store.h"
 #include "ps_server/chunk_pool.h"
+#include "ps_server/gradient_reducer.h"
 #include "ps_server/parked_requests.h"
 #include "ps_server/request_repeats.h"
 #include "ps_server/standby_replica.h"
@@ -275,6 +276,25 @@ class RequestHandler {
   absl::Status Restore(const Message& m, std::vector<Reply>* out);
   void Install(const proto::Header& h, std::unique_ptr<UpdatePolicy> policy);
   void HandlePush(const std::string& peer, const Message& m, bool then_pull, std::vector<Reply>* out);
+  // A push's gradient as f32 (decoded unless it came as f32 of the
+  // shard's size), or the refusal's reason.
+  absl::StatusOr<absl::Span<const float>> PushedGradient(const Message& m);
+  // The request's step settings, checked against the job (null without).
+  absl::Status ReadStepSettings(const proto::Header& h, std::optional<StepOptions>* settings) const;
+  // Sync: a worker's gradient toward the workers' average (REDUCE,
+  // ps_server/gradient_reducer.h), answered once every live rank's is in.
+  void HandleReduce(const std::string& peer, const Message& m, std::vector<Reply>* out);
+  // The round's answers, with its average (complete) or as stale.
+  void AnswerReduce(std::vector<Reply>* out);
+  // The optimizer's slots and each segment's step count (OPTIMIZER_STATE).
+  void HandleOptimizerState(const std::string& peer, const Message& m, std::vector<Reply>* out);
+  // The shard's store for `job` over `range`: `state` (parameters, then
+  // the optimizer's slots), `updates` taken, each segment's
+  // (`segment_updates`, empty: all `updates`). InvalidArgument naming the
+  // field for a state or counts that do not fit the shard.
+  absl::StatusOr<std::unique_ptr<ShardStore>> MakeStore(
+      const proto::JobConfig& job, const ShardRange& range, std::vector<float> state,
+      int64_t updates, absl::Span<const int64_t> segment_updates) const;
   // Counts a decoded gradient by its encoding (ShardStats.pushes_by_encoding).
   void CountEncoding(proto::Encoding encoding);
   void HandlePull(const std::string& peer, const Message& m, std::vector<Reply>* out);
@@ -288,6 +308,9 @@ class RequestHandler {
   void SetDead(int rank, bool dead, std::vector<Reply>* out);
   // Drops what an earlier session of `rank` left parked (a restarted worker).
   void ForgetOldSession(int rank);
+  // `rank` sent its final report: versions, reduces and SSP's bound no
+  // longer wait for it (a worker whose loop ended before the others').
+  void LeaveTraining(int rank, std::vector<Reply>* out);
   // Answers barrier `name` when every live rank has arrived.
   void MaybeReleaseBarrier(const std::string& name, std::vector<Reply>* out);
 
@@ -315,6 +338,8 @@ class RequestHandler {
   uint64_t fingerprint_ = 0;
   ShardRange range_;
   std::unique_ptr<UpdatePolicy> policy_;
+  // Sync: the workers' averaged gradient for scripts that ask (REDUCE).
+  std::unique_ptr<GradientReducer> reducer_;
   int64_t unordered_sums_before_ = 0;  // the policies' before this one (Stats)
   WorkerTable workers_;
   RequestRepeats repeats_;

@@ -51,6 +51,10 @@ absl::StatusOr<proto::SavedShard> RequestHandler::Save(int64_t step, int keep) {
   hdr.set_range_end(static_cast<uint64_t>(range_.end));
   hdr.set_version(policy_->version());
   hdr.set_updates(policy_->store().updates());
+  if (!policy_->store().uniform()) {
+    const std::vector<int64_t>& counts = policy_->store().segment_updates();
+    *hdr.mutable_segment_updates() = {counts.begin(), counts.end()};
+  }
   hdr.set_plan_fingerprint(fingerprint_);
   hdr.set_job_id(access_.job_id());
   *hdr.mutable_job() = job_;
@@ -128,13 +132,13 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
                                          " by the chief: register again")),
                 out);
   }
-  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(h.job()));
-  if (c.state.size() != StateFloats(optimizer, h.range_end() - h.range_begin())) {
-    return absl::InvalidArgumentError("RESTORE: a state of another size than the shard's");
+  const ShardRange range{static_cast<int64_t>(h.range_begin()), static_cast<int64_t>(h.range_end())};
+  absl::StatusOr<std::unique_ptr<ShardStore>> store = MakeStore(
+      h.job(), range, std::move(c.state), c.header.updates(), c.header.segment_updates());
+  if (!store.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("RESTORE: ", store.status().message()));
   }
-  auto store = std::make_unique<ShardStore>(std::move(c.state), c.header.updates(), optimizer,
-                                            options_.update_pool);
-  ASSIGN_OR_RETURN(std::unique_ptr<UpdatePolicy> policy, CreateUpdatePolicy(h.job(), std::move(store)));
+  ASSIGN_OR_RETURN(std::unique_ptr<UpdatePolicy> policy, CreateUpdatePolicy(h.job(), *std::move(store)));
   policy->Resume(c.header.version(), c.header.worker_clocks());
   for (int rank = 0; rank < workers_.size(); ++rank) {
     bool refused = false;
@@ -182,6 +186,10 @@ proto::ReplicaState RequestHandler::ReplicaStateNow() const {
   proto::ReplicaState r;
   r.set_version(policy_->version());
   r.set_updates(policy_->store().updates());
+  if (!policy_->store().uniform()) {
+    const std::vector<int64_t>& counts = policy_->store().segment_updates();
+    *r.mutable_segment_updates() = {counts.begin(), counts.end()};
+  }
   const std::vector<int64_t> clocks = policy_->Clocks();
   *r.mutable_worker_clocks() = {clocks.begin(), clocks.end()};
   r.set_primary_instance(options_.instance);

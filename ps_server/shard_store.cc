@@ -11,6 +11,11 @@
 namespace pstrain {
 namespace {
 
+using shard_store_internal::AdagradScalars;
+using shard_store_internal::AdamScalars;
+using shard_store_internal::MomentumScalars;
+using shard_store_internal::SegmentPlan;
+
 // The update kernels: one loop each, reading the gradient and the current
 // state and writing the next state, run block by block (kBlockFloats) so
 // that the finiteness check of what a block wrote reads it from the cache
@@ -49,68 +54,65 @@ struct GradientAt {
 constexpr int64_t kBlockFloats = 4096;  // 16 KiB per array: an L1 cache's share
 
 // SGD without momentum: PyTorch keeps no buffer, and the step is g.
+// Where PyTorch adds with an alpha (`d_p.add(param, alpha=weight_decay)`,
+// `param.add_(d_p, alpha=-lr)`), its CPU kernels compute one fused
+// multiply-add (Vectorized::fmadd): so does std::fma here, which makes an
+// update the same as torch.optim's bit for bit (tests/python:
+// torch_idioms, one worker against one process). With -march=native it is
+// an FMA instruction the loop vectorises; without FMA hardware, a slower
+// library call with the same result.
 template <typename G>
 [[gnu::noinline]] void PlainSgd(int64_t begin, int64_t end, const G grad, float wd, float lr,
                                 const float* __restrict p, float* __restrict next_p) {
-  for (int64_t i = begin; i < end; ++i) next_p[i] = p[i] - lr * (grad(i) + wd * p[i]);
+  for (int64_t i = begin; i < end; ++i) next_p[i] = std::fma(std::fma(p[i], wd, grad(i)), -lr, p[i]);
 }
-
-struct MomentumScalars {
-  float wd, lr, mu;
-  float keep;  // the old buffer's weight: mu, or 0 on the first update (buf = g)
-  bool nesterov;
-};
 
 template <typename G>
 [[gnu::noinline]] void MomentumSgd(const MomentumScalars c, int64_t begin, int64_t end,
                                    const G grad, const float* __restrict p,
                                    const float* __restrict buf, float* __restrict next_p,
                                    float* __restrict next_buf) {
+  // torch.optim.SGD: d_p = d_p.add(param, alpha=wd) (fused);
+  // buf.mul_(mu).add_(d_p) (a product, then a sum); nesterov: d_p.add(buf,
+  // alpha=mu) (fused); param.add_(d_p, alpha=-lr) (fused).
   for (int64_t i = begin; i < end; ++i) {
-    const float g = grad(i) + c.wd * p[i];
+    const float g = std::fma(p[i], c.wd, grad(i));
     const float b = c.keep * buf[i] + g;
     next_buf[i] = b;
-    next_p[i] = p[i] - c.lr * (c.nesterov ? g + c.mu * b : b);
+    next_p[i] = std::fma(c.nesterov ? std::fma(b, c.mu, g) : b, -c.lr, p[i]);
   }
 }
-
-struct AdamScalars {
-  float l2;     // adam: weight_decay, into the gradient; adamw: 0
-  float decay;  // adamw: 1 - lr * weight_decay, applied to p first; adam: 1
-  float beta1, one_minus_beta1, beta2, one_minus_beta2;
-  float step_size;  // lr / (1 - beta1^t)
-  float bc2_sqrt;   // sqrt(1 - beta2^t)
-  float eps;
-};
 
 template <typename G>
 [[gnu::noinline]] void Adam(const AdamScalars c, int64_t begin, int64_t end, const G grad,
                             const float* __restrict p, const float* __restrict m,
                             const float* __restrict v, float* __restrict next_p,
                             float* __restrict next_m, float* __restrict next_v) {
+  // torch.optim.Adam(W): grad.add(param, alpha=wd) and
+  // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1) fused as PyTorch's CPU
+  // kernels fuse them; exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=
+  // 1 - beta2) as (value x grad) x grad fused into the sum; the update
+  // param.addcdiv_(exp_avg, denom, value=-step_size) as (step_size x
+  // exp_avg) / denom. Bit for bit torch.optim's on the CPU.
   for (int64_t i = begin; i < end; ++i) {
-    const float g = grad(i) + c.l2 * p[i];
-    const float mi = c.beta1 * m[i] + c.one_minus_beta1 * g;
-    const float vi = c.beta2 * v[i] + c.one_minus_beta2 * g * g;
+    const float g = std::fma(p[i], c.l2, grad(i));
+    const float mi = std::fma(g, c.one_minus_beta1, c.beta1 * m[i]);
+    const float vi = std::fma(c.one_minus_beta2 * g, g, c.beta2 * v[i]);
     next_m[i] = mi;
     next_v[i] = vi;
     next_p[i] = p[i] * c.decay - c.step_size * mi / (std::sqrt(vi) / c.bc2_sqrt + c.eps);
   }
 }
 
-struct AdagradScalars {
-  float wd;
-  float clr;  // lr / (1 + (t - 1) * lr_decay)
-  float eps;
-};
-
 template <typename G>
 [[gnu::noinline]] void Adagrad(const AdagradScalars c, int64_t begin, int64_t end, const G grad,
                                const float* __restrict p, const float* __restrict sum,
                                float* __restrict next_p, float* __restrict next_sum) {
+  // torch.optim.Adagrad: grad.add(param, alpha=wd) and
+  // state_sum.addcmul_(grad, grad) fused, as PyTorch's CPU kernels do.
   for (int64_t i = begin; i < end; ++i) {
-    const float g = grad(i) + c.wd * p[i];
-    const float s = sum[i] + g * g;
+    const float g = std::fma(p[i], c.wd, grad(i));
+    const float s = std::fma(g, g, sum[i]);
     next_sum[i] = s;
     next_p[i] = p[i] - c.clr * g / (std::sqrt(s) + c.eps);
   }
@@ -135,6 +137,38 @@ AdamScalars AdamScalarsFor(const OptimizerConfig& o, int64_t updates, float lr) 
   c.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(o.beta2, t)));
   c.eps = static_cast<float>(o.eps);
   return c;
+}
+
+AdagradScalars AdagradScalarsFor(const OptimizerConfig& o, int64_t updates, float lr) {
+  const double t = static_cast<double>(updates + 1);
+  return {static_cast<float>(o.weight_decay), static_cast<float>(lr / (1.0 + (t - 1.0) * o.lr_decay)),
+          static_cast<float>(o.eps)};
+}
+
+// The segment's step under optimizer `o` at `lr`, its `updates`-th.
+SegmentPlan PlanFor(const OptimizerConfig& o, int64_t updates, float lr) {
+  SegmentPlan plan;
+  switch (o.kind) {
+    case proto::SGD:
+      if (o.momentum == 0.0) {
+        plan.kind = SegmentPlan::Kind::kPlainSgd;
+        plan.wd = static_cast<float>(o.weight_decay);
+        plan.lr = lr;
+      } else {
+        plan.kind = SegmentPlan::Kind::kMomentumSgd;
+        plan.momentum = MomentumScalarsFor(o, updates, lr);
+      }
+      return plan;
+    case proto::ADAM:
+    case proto::ADAMW:
+      plan.kind = SegmentPlan::Kind::kAdam;
+      plan.adam = AdamScalarsFor(o, updates, lr);
+      return plan;
+    default:  // validated: adagrad
+      plan.kind = SegmentPlan::Kind::kAdagrad;
+      plan.adagrad = AdagradScalarsFor(o, updates, lr);
+      return plan;
+  }
 }
 
 // Sums of squares: in float, in 32 lanes the compiler keeps in vector
@@ -236,22 +270,36 @@ bool IsFiniteState(absl::Span<const float> state, int64_t num_params) {
 }
 
 ShardStore::ShardStore(absl::Span<const float> params, const OptimizerConfig& config,
-                       ChunkPool* pool)
-    : ShardStore(InitialState(config, params), 0, config, pool) {}
+                       ChunkPool* pool, std::vector<TensorSegment> segments)
+    : ShardStore(InitialState(config, params), 0, config, pool, std::move(segments)) {}
 
 ShardStore::ShardStore(std::vector<float> state, int64_t updates, const OptimizerConfig& config,
-                       ChunkPool* pool)
+                       ChunkPool* pool, std::vector<TensorSegment> segments,
+                       std::vector<int64_t> segment_updates)
     : config_(config),
       pool_(pool),
       num_slots_(NumSlots(config)),
       size_(static_cast<int64_t>(state.size()) / (1 + num_slots_)),
       state_(std::make_shared<PinnedFloats>(std::move(state))),
       next_state_(std::make_shared<PinnedFloats>(state_->data())),
-      updates_(updates) {
+      updates_(updates),
+      segments_(std::move(segments)),
+      segment_updates_(std::move(segment_updates)) {
   CHECK(ValidateOptimizerConfig(config).ok());
   CHECK_GT(size_, 0);
   CHECK_EQ(state_->data().size(), StateFloats(config_, static_cast<uint64_t>(size_)));
   CHECK_GE(updates, 0);
+  if (segments_.empty()) segments_.push_back({0, size_, -1, 0});
+  CHECK_EQ(segments_.front().begin, 0);
+  CHECK_EQ(segments_.back().end, size_);
+  for (size_t i = 1; i < segments_.size(); ++i) CHECK_EQ(segments_[i].begin, segments_[i - 1].end);
+  if (segment_updates_.empty()) segment_updates_.assign(segments_.size(), updates_);
+  CHECK_EQ(segment_updates_.size(), segments_.size());
+  for (int64_t u : segment_updates_) {
+    CHECK(u >= 0 && u <= updates_) << u;
+    if (u != updates_) uniform_ = false;
+  }
+  segment_plan_.resize(segments_.size());
 }
 
 absl::Span<const float> ShardStore::slot(int k) const {
@@ -260,26 +308,49 @@ absl::Span<const float> ShardStore::slot(int k) const {
 }
 
 absl::Status ShardStore::Apply(absl::Span<const float> grad, float grad_scale, float lr,
-                               bool check_grad) {
+                               bool check_grad, const StepOptions* step) {
   CHECK_EQ(static_cast<int64_t>(grad.size()), size_);
   return Update(GradientAt<Gradient::kScaled>{grad.data(), nullptr, 0.0f, grad_scale}, lr,
-                check_grad ? grad.data() : nullptr);
+                check_grad ? grad.data() : nullptr, step);
 }
 
 absl::Status ShardStore::ApplySum(absl::Span<const float> partial, absl::Span<const float> grad,
-                                  float weight, float grad_scale, float lr) {
+                                  float weight, float grad_scale, float lr,
+                                  const StepOptions* step) {
   CHECK_EQ(static_cast<int64_t>(grad.size()), size_);
   if (partial.empty()) {
-    return Update(
-        GradientAt<Gradient::kFirstOfVersion>{grad.data(), nullptr, weight, grad_scale}, lr);
+    return Update(GradientAt<Gradient::kFirstOfVersion>{grad.data(), nullptr, weight, grad_scale},
+                  lr, nullptr, step);
   }
   CHECK_EQ(static_cast<int64_t>(partial.size()), size_);
   return Update(
-      GradientAt<Gradient::kSumOfVersion>{grad.data(), partial.data(), weight, grad_scale}, lr);
+      GradientAt<Gradient::kSumOfVersion>{grad.data(), partial.data(), weight, grad_scale}, lr,
+      nullptr, step);
+}
+
+void ShardStore::PlanSegments(const StepOptions* step, float lr) {
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    const TensorSegment& seg = segments_[i];
+    if (step == nullptr) {
+      segment_plan_[i] = PlanFor(config_, segment_updates_[i], lr);
+    } else if (seg.tensor >= 0 && step->Absent(seg.tensor)) {
+      segment_plan_[i] = SegmentPlan();  // kSkip
+    } else {
+      const auto g = static_cast<size_t>(seg.group);
+      segment_plan_[i] = PlanFor(step->groups[g], segment_updates_[i],
+                                 static_cast<float>(step->lrs[g]));
+    }
+  }
 }
 
 template <typename G>
-absl::Status ShardStore::Update(const G& grad, float lr, const float* check) {
+absl::Status ShardStore::Update(const G& grad, float lr, const float* check,
+                                const StepOptions* step) {
+  // The job's optimizer over the whole shard, the step count shared
+  // (UpdateBlock), unless a step's settings or segments' own counts ask
+  // for one segment at a time (UpdateSegments).
+  const bool by_segment = step != nullptr || !uniform_;
+  if (by_segment) PlanSegments(step, lr);
   // Replies may still carry the buffer the last update replaced (they
   // were sent from it, PinnedFloats): this update is then written into a
   // new one, never under a message. By now ZeroMQ has almost always sent
@@ -287,8 +358,17 @@ absl::Status ShardStore::Update(const G& grad, float lr, const float* check) {
   if (next_state_->held()) next_state_ = std::make_shared<PinnedFloats>(state_->data());
   const float* s = state_->data().data();
   float* next = next_state_->data().data();
-  // The arrays this update writes, each checked on its own.
-  const int written = config_.kind == proto::SGD && config_.momentum == 0.0 ? 1 : 1 + num_slots_;
+  // The arrays this update writes, each checked on its own (by segment:
+  // every array, a segment that does not change one copying it).
+  const int written =
+      !by_segment && config_.kind == proto::SGD && config_.momentum == 0.0 ? 1 : 1 + num_slots_;
+  const auto update_block = [&](int64_t begin, int64_t end) {
+    if (by_segment) {
+      UpdateSegments(grad, begin, end, s, next);
+    } else {
+      UpdateBlock(grad, lr, begin, end, s, next);
+    }
+  };
   // The arrays summed: those written, then the checked gradient, read
   // again from the cache right after its block's update read it (the
   // blocks are IsFiniteInF32's runs, so its verdict is the same).
@@ -299,7 +379,7 @@ absl::Status ShardStore::Update(const G& grad, float lr, const float* check) {
   if (pool_ == nullptr || pool_->helpers() == 0 || Chunks(blocks) < 2) {
     for (int64_t begin = 0; begin < size_; begin += kBlockFloats) {
       const int64_t end = std::min(size_, begin + kBlockFloats);
-      UpdateBlock(grad, lr, begin, end, s, next);
+      update_block(begin, end);
       for (int k = 0; k < summed; ++k) {
         sums[k].Add(array(k) + begin, static_cast<size_t>(end - begin));
       }
@@ -313,7 +393,7 @@ absl::Status ShardStore::Update(const G& grad, float lr, const float* check) {
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t begin = b * kBlockFloats;
         const int64_t end = std::min(size_, begin + kBlockFloats);
-        UpdateBlock(grad, lr, begin, end, s, next);
+        update_block(begin, end);
         for (int k = 0; k < summed; ++k) {
           block_lanes_[static_cast<size_t>(b * summed + k)] =
               SquareSums::RunLanes(array(k) + begin, static_cast<size_t>(end - begin));
@@ -341,14 +421,55 @@ absl::Status ShardStore::Update(const G& grad, float lr, const float* check) {
   state_.swap(next_state_);
   previous_ = next_state_;  // the state this update read, written by the next one
   ++updates_;
+  uniform_ = true;
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    if (!by_segment || segment_plan_[i].kind != SegmentPlan::Kind::kSkip) ++segment_updates_[i];
+    if (segment_updates_[i] != updates_) uniform_ = false;
+  }
   return absl::OkStatus();
+}
+
+template <typename G>
+void ShardStore::UpdateSegments(const G& grad, int64_t begin, int64_t end, const float* s,
+                                float* next) const {
+  // The first segment that ends after `begin`.
+  auto it = std::upper_bound(segments_.begin(), segments_.end(), begin,
+                             [](int64_t at, const TensorSegment& seg) { return at < seg.end; });
+  const int64_t n = size_;
+  for (; it != segments_.end() && it->begin < end; ++it) {
+    const int64_t b = std::max(begin, it->begin);
+    const int64_t e = std::min(end, it->end);
+    const SegmentPlan& plan = segment_plan_[static_cast<size_t>(it - segments_.begin())];
+    // The arrays this segment's kernel leaves alone keep their values.
+    int copy_from = 1 + num_slots_;
+    switch (plan.kind) {
+      case SegmentPlan::Kind::kSkip:
+        copy_from = 0;
+        break;
+      case SegmentPlan::Kind::kPlainSgd:
+        PlainSgd(b, e, grad, plan.wd, plan.lr, s, next);
+        copy_from = 1;
+        break;
+      case SegmentPlan::Kind::kMomentumSgd:
+        MomentumSgd(plan.momentum, b, e, grad, s, s + n, next, next + n);
+        break;
+      case SegmentPlan::Kind::kAdam:
+        Adam(plan.adam, b, e, grad, s, s + n, s + 2 * n, next, next + n, next + 2 * n);
+        break;
+      case SegmentPlan::Kind::kAdagrad:
+        Adagrad(plan.adagrad, b, e, grad, s, s + n, next, next + n);
+        break;
+    }
+    for (int k = copy_from; k < 1 + num_slots_; ++k) {
+      std::copy(s + k * n + b, s + k * n + e, next + k * n + b);
+    }
+  }
 }
 
 template <typename G>
 void ShardStore::UpdateBlock(const G& grad, float lr, int64_t begin, int64_t end, const float* s,
                              float* next) const {
   const OptimizerConfig& o = config_;
-  const double t = static_cast<double>(updates_ + 1);
   const float wd = static_cast<float>(o.weight_decay);
   switch (o.kind) {
     case proto::SGD:
@@ -360,9 +481,8 @@ void ShardStore::UpdateBlock(const G& grad, float lr, int64_t begin, int64_t end
       return Adam(AdamScalarsFor(o, updates_, lr), begin, end, grad, s, s + size_, s + 2 * size_, next,
                   next + size_, next + 2 * size_);
     default:  // the constructor validated the config: adagrad
-      return Adagrad({wd, static_cast<float>(lr / (1.0 + (t - 1.0) * o.lr_decay)),
-                      static_cast<float>(o.eps)},
-                     begin, end, grad, s, s + size_, next, next + size_);
+      return Adagrad(AdagradScalarsFor(o, updates_, lr), begin, end, grad, s, s + size_, next,
+                     next + size_);
   }
 }
 

@@ -26,6 +26,15 @@
 // sizes, the decay factor) computed in double and rounded once, as PyTorch
 // computes them in Python. Each update is one pass over the shard.
 //
+// Parameter groups (common/param_groups.h): an update may come with its
+// step's settings (StepOptions: each group's hyperparameters and lr, and
+// the tensors without a gradient). Each tensor segment of the shard then
+// follows its group's settings, t above is the segment's own step count
+// (segment_updates) and a segment whose tensor is absent is left as it
+// is, slots included, its count unchanged (torch.optim skips a parameter
+// whose .grad is None). Without settings every segment takes the job's
+// optimizer and the given lr.
+//
 // An update is applied only when the new parameters and every new slot
 // are finite in f32 arithmetic (IsFiniteInF32, each array on its own: so
 // |p| < 1.8e19). A huge but finite gradient (3e38) would otherwise leave
@@ -42,10 +51,44 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "common/optimizer.h"
+#include "common/param_groups.h"
 #include "ps_server/chunk_pool.h"
 #include "transport/pinned_floats.h"
 
 namespace pstrain {
+
+namespace shard_store_internal {
+
+// The scalars of one optimizer step (shard_store.cc's kernels).
+struct MomentumScalars {
+  float wd, lr, mu;
+  float keep;  // the old buffer's weight: mu, or 0 on the first update (buf = g)
+  bool nesterov;
+};
+struct AdamScalars {
+  float l2;     // adam: weight_decay, into the gradient; adamw: 0
+  float decay;  // adamw: 1 - lr * weight_decay, applied to p first; adam: 1
+  float beta1, one_minus_beta1, beta2, one_minus_beta2;
+  float step_size;  // lr / (1 - beta1^t)
+  float bc2_sqrt;   // sqrt(1 - beta2^t)
+  float eps;
+};
+struct AdagradScalars {
+  float wd;
+  float clr;  // lr / (1 + (t - 1) * lr_decay)
+  float eps;
+};
+// What an update does to one tensor segment.
+struct SegmentPlan {
+  enum class Kind { kSkip, kPlainSgd, kMomentumSgd, kAdam, kAdagrad };
+  Kind kind = Kind::kSkip;
+  float wd = 0, lr = 0;  // kPlainSgd
+  MomentumScalars momentum{};
+  AdamScalars adam{};
+  AdagradScalars adagrad{};
+};
+
+}  // namespace shard_store_internal
 
 // True when every value is finite and the squared L2 norm is below
 // FLT_MAX (to 1e-5 of it: the squares are summed in float lanes, then in
@@ -66,15 +109,21 @@ class ShardStore {
   // that share large updates with the caller's (ps_server/chunk_pool.h).
   // Every element's update is the same on any thread, so the results are
   // the same, bit for bit, with or without it.
-  // REQUIRES: ValidateOptimizerConfig(config).ok(), params not empty.
+  // `segments`: the shard's tensor segments (SegmentsOf; empty: one, the
+  // whole shard).
+  // REQUIRES: ValidateOptimizerConfig(config).ok(), params not empty,
+  // segments empty or covering [0, params.size()) in order.
   ShardStore(absl::Span<const float> params, const OptimizerConfig& config,
-             ChunkPool* pool = nullptr);
+             ChunkPool* pool = nullptr, std::vector<TensorSegment> segments = {});
   // The state a checkpoint or a standby recorded: parameters then slots
-  // (common/optimizer.h), and the number of updates taken.
+  // (common/optimizer.h), the number of updates taken and each segment's
+  // (empty: `updates` each).
   // REQUIRES: ValidateOptimizerConfig(config).ok(), state.size() a
-  // positive multiple of 1 + NumSlots(config), updates >= 0.
+  // positive multiple of 1 + NumSlots(config), updates >= 0, segments as
+  // above, segment_updates empty or one per segment, each in [0, updates].
   ShardStore(std::vector<float> state, int64_t updates, const OptimizerConfig& config,
-             ChunkPool* pool = nullptr);
+             ChunkPool* pool = nullptr, std::vector<TensorSegment> segments = {},
+             std::vector<int64_t> segment_updates = {});
 
   int64_t size() const { return size_; }  // parameters
   int num_slots() const { return num_slots_; }
@@ -86,7 +135,13 @@ class ShardStore {
   absl::Span<const float> params() const { return state().subspan(0, Index(size_)); }
   // Slot k (common/optimizer.h's order). REQUIRES: 0 <= k < num_slots().
   absl::Span<const float> slot(int k) const;
+  // Updates applied (every Apply, ApplySum that was not refused).
   int64_t updates() const { return updates_; }
+  // The tensor segments and the optimizer steps each has taken (its t).
+  const std::vector<TensorSegment>& segments() const { return segments_; }
+  const std::vector<int64_t>& segment_updates() const { return segment_updates_; }
+  // Whether every segment has taken every update (no step left one out).
+  bool uniform() const { return uniform_; }
   // The helpers its updates share (null: none).
   ChunkPool* pool() const { return pool_; }
   const OptimizerConfig& config() const { return config_; }
@@ -103,17 +158,19 @@ class ShardStore {
   // and nothing changed, when the result would not be finite (above). With
   // `check_grad`, InvalidArgument, and nothing changed, when `grad` itself
   // is not (IsFiniteInF32's verdict, bit for bit), checked in the update's
-  // own pass instead of one of its own.
-  // REQUIRES: grad.size() == size().
+  // own pass instead of one of its own. `step` (may be null): the step's
+  // settings (above), which take the place of `lr` and the job's
+  // optimizer; absent tensors' values in `grad` are not read.
+  // REQUIRES: grad.size() == size(); step's groups cover the segments'.
   absl::Status Apply(absl::Span<const float> grad, float grad_scale, float lr,
-                     bool check_grad = false);
+                     bool check_grad = false, const StepOptions* step = nullptr);
   // The same step for a sync version whose gradient is the sum of
   // `partial` (the version's gradients accumulated before; empty: none)
   // and `weight` x `grad` (the one that completes it), times grad_scale:
   // summed in the update's own pass instead of into the accumulator first.
   // REQUIRES: grad.size() == size(), partial empty or of that size.
   absl::Status ApplySum(absl::Span<const float> partial, absl::Span<const float> grad, float weight,
-                        float grad_scale, float lr);
+                        float grad_scale, float lr, const StepOptions* step = nullptr);
 
  private:
   static size_t Index(int64_t i) { return static_cast<size_t>(i); }
@@ -122,10 +179,17 @@ class ShardStore {
   // check of each block's output while it is in the cache.
   // `check`: the gradient's floats to check too (null: none).
   template <typename G>
-  absl::Status Update(const G& grad, float lr, const float* check = nullptr);
+  absl::Status Update(const G& grad, float lr, const float* check, const StepOptions* step);
   template <typename G>
   void UpdateBlock(const G& grad, float lr, int64_t begin, int64_t end, const float* state,
                    float* next) const;
+  // The same per segment, with segment_plan_'s scalars.
+  template <typename G>
+  void UpdateSegments(const G& grad, int64_t begin, int64_t end, const float* state,
+                      float* next) const;
+  // Each segment's scalars for an update with `step` (null: the job's
+  // optimizer at `lr`), into segment_plan_.
+  void PlanSegments(const StepOptions* step, float lr);
 
   OptimizerConfig config_;
   ChunkPool* pool_;
@@ -140,6 +204,11 @@ class ShardStore {
   std::shared_ptr<PinnedFloats> next_state_;
   std::shared_ptr<PinnedFloats> previous_;  // next_state_ or state_; see pinned_previous_state
   int64_t updates_ = 0;
+  std::vector<TensorSegment> segments_;
+  std::vector<int64_t> segment_updates_;  // [segment]
+  bool uniform_ = true;                   // every segment_updates_ == updates_
+  // What the update under way does to each segment (PlanSegments).
+  std::vector<shard_store_internal::SegmentPlan> segment_plan_;
   // Update's sums of squares of each block it wrote, and of the checked
   // gradient's (scratch).
   std::vector<std::array<float, 32>> block_lanes_;

@@ -50,6 +50,7 @@ absl::StatusOr<ShardCheckpoint> StateFromPayload(const Message& m, int num_worke
   const proto::ReplicaState& r = m.header.replica();
   c.header.set_version(r.version());
   c.header.set_updates(r.updates());
+  *c.header.mutable_segment_updates() = r.segment_updates();
   *c.header.mutable_worker_clocks() = r.worker_clocks();
   if (m.header.has_stats()) *c.header.mutable_stats() = m.header.stats();
   return c;

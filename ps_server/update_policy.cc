@@ -1,6 +1,7 @@
 #include "ps_server/update_policy.h"
 
 #include <algorithm>
+#include <map>
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
@@ -30,7 +31,8 @@ class SyncPolicy final : public UpdatePolicy {
         is_held_(job.num_workers(), false) {}
 
   absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
-                                   absl::Span<const float> grad, int num_examples) override {
+                                   absl::Span<const float> grad, int num_examples,
+                                   const StepOptions* settings) override {
     if (version > version_) {
       return absl::InvalidArgumentError(
           absl::StrCat("gradient computed on version ", version, ", a version from the future"));
@@ -54,6 +56,7 @@ class SyncPolicy final : public UpdatePolicy {
     pushed_[rank] = true;
     ++num_pushed_;
     weight_ += num_examples;
+    NoteSettings(rank, settings);
     const float weight = static_cast<float>(num_examples);
     if (!Complete()) {
       Fold(rank, grad, weight);
@@ -104,6 +107,27 @@ class SyncPolicy final : public UpdatePolicy {
   }
 
  private:
+  // The version's settings: the lowest rank's that sent some, and a vote
+  // per tensor a push said is absent.
+  void NoteSettings(int rank, const StepOptions* settings) {
+    if (settings == nullptr) return;
+    if (settings_rank_ < 0 || rank < settings_rank_) {
+      settings_ = *settings;
+      settings_rank_ = rank;
+    }
+    for (int32_t t : settings->absent) ++absent_votes_[t];
+  }
+  // What the version applies with (null: the job's optimizer and schedule):
+  // absent, the tensors absent from every push of the version.
+  const StepOptions* VersionSettings() {
+    if (settings_rank_ < 0) return nullptr;
+    settings_.absent.clear();
+    for (const auto& [tensor, votes] : absent_votes_) {
+      if (votes == num_pushed_) settings_.absent.push_back(tensor);
+    }
+    return &settings_;
+  }
+
   // Whether the current version has every gradient it waits for: those of
   // the live ranks, less the backup workers (at least one).
   bool Complete() const {
@@ -228,8 +252,12 @@ class SyncPolicy final : public UpdatePolicy {
   bool ApplyAverage(absl::Span<const float> partial, absl::Span<const float> last, float weight) {
     const float scale = weight_ > 0 ? 1.0f / static_cast<float>(weight_) : 0.0f;
     const float lr = static_cast<float>(schedule_.At(version_));
-    const bool applied = last.empty() ? store_->Apply(partial, scale, lr).ok()
-                                      : store_->ApplySum(partial, last, weight, scale, lr).ok();
+    const StepOptions* settings = VersionSettings();
+    const bool applied =
+        last.empty() ? store_->Apply(partial, scale, lr, /*check_grad=*/false, settings).ok()
+                     : store_->ApplySum(partial, last, weight, scale, lr, settings).ok();
+    settings_rank_ = -1;
+    absent_votes_.clear();
     pushed_before_.swap(pushed_);
     std::fill(pushed_.begin(), pushed_.end(), false);
     std::fill(is_held_.begin(), is_held_.end(), false);
@@ -262,6 +290,11 @@ class SyncPolicy final : public UpdatePolicy {
   std::vector<bool> is_held_;             // [rank]
   int64_t allocated_floats_ = 0;          // in held_'s buffers (<= kMaxHeldFloats)
   int64_t unordered_sums_ = 0;            // pushes Fold added out of rank order
+  // The version's settings (NoteSettings): of rank settings_rank_ (-1: no
+  // push sent any), and [tensor] how many pushes said it is absent.
+  StepOptions settings_;
+  int settings_rank_ = -1;
+  std::map<int32_t, int> absent_votes_;
 };
 
 class AsyncPolicy final : public UpdatePolicy {
@@ -277,7 +310,8 @@ class AsyncPolicy final : public UpdatePolicy {
         active_(job.num_workers(), true) {}
 
   absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
-                                   absl::Span<const float> grad, int num_examples) override {
+                                   absl::Span<const float> grad, int num_examples,
+                                   const StepOptions* settings) override {
     const int64_t staleness = version_ - version;
     // Dynamic workers: the job is its number of updates, whoever makes
     // them; pushes that crossed the last one on the way are dropped.
@@ -297,9 +331,15 @@ class AsyncPolicy final : public UpdatePolicy {
     if (num_examples == 0) return PushOutcome{PushResult::kEmpty, staleness};
     // Zhang et al. 2016, "Staleness-aware async-SGD": lr / staleness.
     const float scheduled = static_cast<float>(schedule_.At(version_));
-    const float lr =
-        staleness_lr_ && staleness > 1 ? scheduled / static_cast<float>(staleness) : scheduled;
-    const absl::Status applied = store_->Apply(grad, 1.0f, lr, /*check_grad=*/true);
+    const bool divide = staleness_lr_ && staleness > 1;
+    const float lr = divide ? scheduled / static_cast<float>(staleness) : scheduled;
+    StepOptions divided;
+    if (settings != nullptr && divide) {
+      divided = *settings;
+      for (double& group_lr : divided.lrs) group_lr /= static_cast<double>(staleness);
+      settings = &divided;
+    }
+    const absl::Status applied = store_->Apply(grad, 1.0f, lr, /*check_grad=*/true, settings);
     if (absl::IsInvalidArgument(applied)) {
       clocks_[rank] = clock_before;
       return PushOutcome{PushResult::kNonFiniteGradient, staleness};

@@ -88,10 +88,16 @@ class UpdatePolicy {
   // `step`, computed on `version`, averaged over `num_examples` examples.
   // InvalidArgument for a version from the future. A second push by the
   // same worker to the same sync version, or to the one just applied with
-  // its first, is kDuplicate, not applied.
+  // its first, is kDuplicate, not applied. `settings` (may be null): the
+  // push's own optimizer settings (ShardStore, common/param_groups.h),
+  // used instead of the job's schedule: async applies them (their lrs
+  // divided by the staleness with staleness_lr); sync applies a version
+  // with those of its lowest rank that sent some, leaving alone the
+  // tensors every push of the version says are absent.
   // REQUIRES: grad.size() == store size, 0 <= rank < num_workers.
   virtual absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
-                                           absl::Span<const float> grad, int num_examples) = 0;
+                                           absl::Span<const float> grad, int num_examples,
+                                           const StepOptions* settings = nullptr) = 0;
 
   // Whether Push refuses a gradient that is not finite in f32 itself
   // (kNonFiniteGradient, before anything else, as a caller's own check

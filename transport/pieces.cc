@@ -194,10 +194,10 @@ absl::StatusOr<std::optional<Message>> PieceAssembler::Take(const std::string& p
                                                             const PieceGrant& grant) {
   if (!IsPiece(m.header)) return std::optional<Message>(std::move(m));
   const proto::MessageType type = m.header.type();
-  if (type != proto::PUSH && type != proto::PUSH_PULL) {
+  if (type != proto::PUSH && type != proto::PUSH_PULL && type != proto::REDUCE) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a ", proto::MessageType_IsValid(type) ? proto::MessageType_Name(type) : "request",
-        " in pieces (only PUSH and PUSH_PULL payloads come in pieces)"));
+        " in pieces (only PUSH, PUSH_PULL and REDUCE payloads come in pieces)"));
   }
   return Add(peer, std::move(m), grant);
 }

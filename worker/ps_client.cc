@@ -205,9 +205,13 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
   call.header.set_request_id(next_request_id_++);
   call.pieces_in = 0;
   const proto::MessageType type = call.header.type();
+  if (step_settings_.has_value() && (type == proto::PUSH || type == proto::PUSH_PULL)) {
+    *call.header.mutable_step_settings() = *step_settings_;
+  }
   // CURVE: a large gradient in pieces, which the ps decrypts while the
   // next is encrypted here (transport/pieces.h).
-  const PieceLayout layout = type == proto::PUSH || type == proto::PUSH_PULL
+  const PieceLayout layout = type == proto::PUSH || type == proto::PUSH_PULL ||
+                                     type == proto::REDUCE
                                  ? PiecesFor(call.payload.size(), options_.security.secure())
                                  : PieceLayout();
   if (layout.parts <= 1) return SendMessage(call, call.header, call.payload, deadline_us);
@@ -319,6 +323,8 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m, bool payload_plac
   }
   if (payload_placed) {
     // Every piece is in, in its place (TakePiece).
+  } else if (call.header.type() == proto::REDUCE && h.dropped()) {
+    // A stale REDUCE: no average came (PsClient::Reduce).
   } else if (call.raw != nullptr) {
     call.raw->resize(m.payload_floats());
     m.CopyPayloadTo(absl::MakeSpan(*call.raw));
@@ -425,15 +431,106 @@ void PsClient::CollectReplies(const std::vector<Call>& calls, std::vector<ShardR
   }
 }
 
-absl::Status PsClient::Init(const proto::JobConfig& job, absl::Span<const float> params) {
-  CHECK_EQ(static_cast<int64_t>(params.size()), plan_.total_size());
+absl::Status PsClient::Init(const proto::JobConfig& job, absl::Span<const float> params,
+                            absl::Span<const float> slots,
+                            const std::vector<std::vector<int64_t>>& segment_updates) {
+  const int64_t total = plan_.total_size();
+  CHECK_EQ(static_cast<int64_t>(params.size()), total);
+  CHECK_EQ(static_cast<int64_t>(slots.size()) % total, 0);
+  CHECK(slots.empty() || static_cast<int>(segment_updates.size()) == plan_.num_shards());
   std::vector<Call> calls = ShardCalls(proto::INIT, 0, {});
+  // With slots, each shard's payload is its parameters, then its part of
+  // each slot: gathered here.
+  std::vector<std::vector<float>> states(slots.empty() ? 0 : calls.size());
   for (Call& c : calls) {
     *c.header.mutable_job() = job;
     const ShardRange r = plan_.range(c.shard);
-    c.payload = AsBytes(params.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size())));
+    const auto begin = static_cast<size_t>(r.begin), n = static_cast<size_t>(r.size());
+    if (slots.empty()) {
+      c.payload = AsBytes(params.subspan(begin, n));
+      continue;
+    }
+    std::vector<float>& state = states[static_cast<size_t>(c.shard)];
+    state.assign(params.begin() + r.begin, params.begin() + r.end);
+    for (size_t k = 0; k < slots.size() / static_cast<size_t>(total); ++k) {
+      const absl::Span<const float> slot = slots.subspan(k * static_cast<size_t>(total) + begin, n);
+      state.insert(state.end(), slot.begin(), slot.end());
+    }
+    c.header.set_with_slots(true);
+    const std::vector<int64_t>& counts = segment_updates[static_cast<size_t>(c.shard)];
+    *c.header.mutable_segment_updates() = {counts.begin(), counts.end()};
+    c.payload = AsBytes(absl::Span<const float>(state));
   }
   return Exchange(&calls);
+}
+
+absl::Status PsClient::OptimizerState(absl::Span<float> slots,
+                                      std::vector<std::vector<int64_t>>* segment_updates) {
+  const auto total = static_cast<size_t>(plan_.total_size());
+  CHECK_EQ(slots.size() % total, 0u);
+  std::vector<Call> calls = ShardCalls(proto::OPTIMIZER_STATE, 0, {});
+  std::vector<std::vector<float>> states(calls.size());
+  for (Call& c : calls) c.raw = &states[static_cast<size_t>(c.shard)];
+  RETURN_IF_ERROR(Exchange(&calls));
+  const size_t num_slots = slots.size() / total;
+  segment_updates->assign(calls.size(), {});
+  for (const Call& c : calls) {
+    const ShardRange r = plan_.range(c.shard);
+    const auto begin = static_cast<size_t>(r.begin), n = static_cast<size_t>(r.size());
+    const std::vector<float>& state = states[static_cast<size_t>(c.shard)];
+    if (state.size() != num_slots * n) {
+      return absl::DataLossError(absl::StrCat(ShardName(c.shard), ": an optimizer state of ",
+                                              state.size(), " floats for ", num_slots,
+                                              " slot(s) of ", n));
+    }
+    for (size_t k = 0; k < num_slots; ++k) {
+      std::copy(state.begin() + static_cast<std::ptrdiff_t>(k * n),
+                state.begin() + static_cast<std::ptrdiff_t>((k + 1) * n),
+                slots.begin() + static_cast<std::ptrdiff_t>(k * total + begin));
+    }
+    (*segment_updates)[static_cast<size_t>(c.shard)].assign(c.reply.segment_updates().begin(),
+                                                            c.reply.segment_updates().end());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::Reduce(int64_t step, absl::Span<const int64_t> versions, uint32_t round,
+                              int num_examples,
+                              absl::Span<const float> grads, const std::vector<int32_t>& absent,
+                              absl::Span<float> average, std::vector<int32_t>* absent_everywhere,
+                              bool* stale) {
+  CHECK_EQ(static_cast<int64_t>(grads.size()), plan_.total_size());
+  CHECK_EQ(static_cast<int64_t>(average.size()), plan_.total_size());
+  std::vector<Call> calls = ShardCalls(proto::REDUCE, step, versions);
+  for (Call& c : calls) {
+    const ShardRange r = plan_.range(c.shard);
+    c.header.set_num_examples(num_examples);
+    c.header.set_reduce_round(round);
+    *c.header.mutable_step_settings()->mutable_absent() = {absent.begin(), absent.end()};
+    c.payload = AsBytes(grads.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size())));
+    c.params = average;
+  }
+  RETURN_IF_ERROR(Exchange(&calls));
+  *stale = false;
+  bool first = true;
+  absent_everywhere->clear();
+  for (const Call& c : calls) {
+    if (c.reply.dropped()) {
+      *stale = true;
+      continue;
+    }
+    const auto& theirs = c.reply.step_settings().absent();
+    std::vector<int32_t> both;
+    if (first) {
+      both.assign(theirs.begin(), theirs.end());
+      first = false;
+    } else {
+      std::set_intersection(absent_everywhere->begin(), absent_everywhere->end(), theirs.begin(),
+                            theirs.end(), std::back_inserter(both));
+    }
+    absent_everywhere->swap(both);
+  }
+  return absl::OkStatus();
 }
 
 int64_t Registration::min_clock() const {

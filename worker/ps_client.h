@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,8 +134,39 @@ class PsClient {
   // STATS of ps `ps`'s own shard, wherever the shard is routed.
   absl::StatusOr<proto::ShardStats> StatsOf(int ps, double timeout_s = -1);
 
-  // Chief only: sends every shard its slice of `params` and the job.
-  absl::Status Init(const proto::JobConfig& job, absl::Span<const float> params);
+  // Chief only: sends every shard its slice of `params` and the job. With
+  // `slots` (a script's loaded optimizer state): the optimizer's slots too,
+  // slot k of flat position i at slots[k * total + i], and `segment_updates`
+  // [shard][segment] each tensor segment's step count (common/param_groups.h).
+  absl::Status Init(const proto::JobConfig& job, absl::Span<const float> params,
+                    absl::Span<const float> slots = {},
+                    const std::vector<std::vector<int64_t>>& segment_updates = {});
+
+  // Every shard's optimizer state (OPTIMIZER_STATE): its slots into `slots`
+  // (laid out as Init's; REQUIRES: num_slots x total floats) and each
+  // segment's step count into (*segment_updates)[shard].
+  absl::Status OptimizerState(absl::Span<float> slots,
+                              std::vector<std::vector<int64_t>>* segment_updates);
+
+  // Sync: sends `grads` (f32, the flat vector; computed at `step` on
+  // `versions`, of `num_examples` examples; the step's reduce `round`,
+  // 0, 1, ...) toward the workers' average
+  // (REDUCE) and waits for it, into `average` (the flat vector). `absent`
+  // (ascending layout indices): the tensors this worker has no gradient
+  // for; the reply's *absent_everywhere: those no worker has. *stale: some
+  // shard had passed `versions` (the job went on without this worker):
+  // `average` is then not whole.
+  absl::Status Reduce(int64_t step, absl::Span<const int64_t> versions, uint32_t round,
+                      int num_examples,
+                      absl::Span<const float> grads, const std::vector<int32_t>& absent,
+                      absl::Span<float> average, std::vector<int32_t>* absent_everywhere,
+                      bool* stale);
+
+  // The optimizer settings every PUSH and PUSH_PULL sent from now on
+  // carries (a script's param_groups; proto StepSettings); nullopt: none.
+  void SetStepSettings(std::optional<proto::StepSettings> settings) {
+    step_settings_ = std::move(settings);
+  }
 
   // Chief only: initialises every shard from its own file of checkpoint
   // `step` (checksums[k]: the manifest's for shard k) instead of a payload;
@@ -322,6 +354,7 @@ class PsClient {
     absl::Status error;  // SendShard's first
   };
   PendingStep pending_;
+  std::optional<proto::StepSettings> step_settings_;
   std::vector<int> unserved_;        // shards WaitForServers found no ps for
   zmq::context_t context_;
   std::vector<zmq::socket_t> sockets_;

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/optimizer.h"
+#include "common/param_groups.h"
 #include "common/rejoin.h"
 #include "common/run_dir.h"
 #include "common/status_macros.h"
@@ -178,7 +179,75 @@ absl::Status WorkerRuntime::MakeClient(double connect_timeout_s) {
   PsClientOptions co = client_options_;
   co.connect_timeout_s = connect_timeout_s;
   ASSIGN_OR_RETURN(client_, PsClient::Create(cluster_, task_, *plan_, co));
+  client_->SetStepSettings(step_settings_);
   if (checkpointer_ != nullptr) checkpointer_->set_client(client_.get());
+  return absl::OkStatus();
+}
+
+void WorkerRuntime::SetStepSettings(std::optional<proto::StepSettings> settings) {
+  step_settings_ = std::move(settings);
+  client_->SetStepSettings(step_settings_);
+}
+
+absl::Status WorkerRuntime::ReduceGradients(uint32_t round, int num_examples,
+                                            const std::vector<int32_t>& absent,
+                                            std::vector<int32_t>* absent_everywhere,
+                                            bool* stale) {
+  reduced_.resize(grads_.size());
+  RETURN_IF_ERROR(client_->Reduce(global_step_, versions_, round, num_examples, grads_, absent,
+                                  absl::MakeSpan(reduced_), absent_everywhere, stale));
+  if (!*stale) std::copy(reduced_.begin(), reduced_.end(), grads_.begin());
+  return absl::OkStatus();
+}
+
+absl::Status WorkerRuntime::ReadOptimizerState(std::vector<float>* slots,
+                                               std::vector<int64_t>* tensor_updates) {
+  const proto::JobConfig job = MakeJobConfig();
+  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(job));
+  slots->assign(static_cast<size_t>(NumSlots(optimizer) * plan_->total_size()), 0.0f);
+  std::vector<std::vector<int64_t>> counts;
+  RETURN_IF_ERROR(client_->OptimizerState(absl::MakeSpan(*slots), &counts));
+  tensor_updates->assign(options_.tensors.size(), -1);
+  for (int k = 0; k < plan_->num_shards(); ++k) {
+    const std::vector<TensorSegment> segments = SegmentsOf(job, plan_->range(k));
+    const std::vector<int64_t>& shard_counts = counts[static_cast<size_t>(k)];
+    if (shard_counts.size() != segments.size()) {
+      return absl::DataLossError(absl::StrCat("ps ", k, " gave step counts of ",
+                                              shard_counts.size(), " tensor segments for ",
+                                              segments.size()));
+    }
+    for (size_t i = 0; i < segments.size(); ++i) {
+      const int t = segments[i].tensor;
+      if (t >= 0 && (*tensor_updates)[static_cast<size_t>(t)] < 0) {
+        (*tensor_updates)[static_cast<size_t>(t)] = shard_counts[i];
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerRuntime::InitialShardState(int shard, std::vector<float>* state,
+                                              std::vector<int64_t>* segment_updates) const {
+  const proto::JobConfig job = MakeJobConfig();
+  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(job));
+  const ShardRange range = plan_->range(shard);
+  const auto begin = static_cast<size_t>(range.begin), n = static_cast<size_t>(range.size());
+  const absl::Span<const float> params = absl::Span<const float>(params_).subspan(begin, n);
+  segment_updates->clear();
+  if (options_.initial_slots.empty()) {
+    *state = InitialState(optimizer, params);
+    return absl::OkStatus();
+  }
+  const auto total = static_cast<size_t>(plan_->total_size());
+  state->assign(params.begin(), params.end());
+  for (int k = 0; k < NumSlots(optimizer); ++k) {
+    const auto* slot = options_.initial_slots.data() + static_cast<size_t>(k) * total + begin;
+    state->insert(state->end(), slot, slot + n);
+  }
+  for (const TensorSegment& seg : SegmentsOf(job, range)) {
+    segment_updates->push_back(
+        seg.tensor >= 0 ? options_.initial_tensor_updates[static_cast<size_t>(seg.tensor)] : 0);
+  }
   return absl::OkStatus();
 }
 
@@ -265,6 +334,7 @@ proto::JobConfig WorkerRuntime::MakeJobConfig() const {
     proto::TensorLayout* l = job.add_layout();
     l->set_name(t.name);
     l->set_size(t.size);
+    l->set_group(t.group);
   }
   return job;
 }
@@ -276,7 +346,10 @@ std::string WorkerRuntime::LayoutDifference(const proto::JobConfig& job) const {
     const bool chiefs = i < job.layout_size(), ours = i < mine.layout_size();
     if (chiefs && ours && job.layout(i).name() == mine.layout(i).name() &&
         job.layout(i).size() == mine.layout(i).size()) {
-      continue;
+      if (job.layout(i).group() == mine.layout(i).group()) continue;
+      return absl::StrCat("tensor ", i, " (", mine.layout(i).name(), ") is in parameter group ",
+                          mine.layout(i).group(), " here and in group ", job.layout(i).group(),
+                          " at the chief; every worker must make the same parameter groups");
     }
     return absl::StrCat("this worker's parameters differ from the chief's at tensor ", i, ": ",
                         ours ? DescribeTensor(mine.layout(i)) : "none", " here, ",
@@ -332,7 +405,17 @@ absl::Status WorkerRuntime::Join(bool first) {
 
 absl::Status WorkerRuntime::InitFresh() {
   options_.initial_params(params_);
-  RETURN_IF_ERROR(client_->Init(MakeJobConfig(), params_));
+  if (options_.initial_slots.empty()) {
+    RETURN_IF_ERROR(client_->Init(MakeJobConfig(), params_));
+  } else {
+    std::vector<std::vector<int64_t>> counts(static_cast<size_t>(plan_->num_shards()));
+    std::vector<float> state;
+    for (int k = 0; k < plan_->num_shards(); ++k) {
+      RETURN_IF_ERROR(InitialShardState(k, &state, &counts[static_cast<size_t>(k)]));
+    }
+    RETURN_IF_ERROR(client_->Init(MakeJobConfig(), params_, options_.initial_slots, counts));
+    LOG(INFO) << "the optimizer's state is the script's (its loaded state_dict)";
+  }
   LOG(INFO) << "initialised " << plan_->num_shards() << " shards: " << plan_->Summary();
   fresh_init_ = true;
   start_step_ = 0;

@@ -59,6 +59,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,13 @@ struct WorkerRuntimeOptions {
   // job, and a restore when no checkpoint is usable). REQUIRES: set on the
   // chief; deterministic (called again on recovery).
   std::function<void(absl::Span<float>)> initial_params;
+  // The chief's initial optimizer state (a script's loaded optimizer):
+  // the slots, slot k of flat position i at initial_slots[k * total + i]
+  // (common/optimizer.h's order), and each tensor's step count. Empty: a
+  // fresh optimizer. REQUIRES: empty, or NumSlots x total floats and one
+  // count per tensor.
+  std::vector<float> initial_slots;
+  std::vector<int64_t> initial_tensor_updates;
   // The flat buffers, borrowed (they must outlive the runtime): params gets
   // every pull, grads holds the caller's gradient of the step. Empty: the
   // runtime owns them (params(), grads()). params is written only inside
@@ -161,6 +169,9 @@ class WorkerRuntime {
   bool dynamic() const { return dynamic_; }
   const TaskId& task() const { return task_; }
   const TrainOptions& options() const { return options_.train; }
+  // The job this worker would start (the chief's INIT): mode, optimizer,
+  // layout with its parameter groups.
+  proto::JobConfig job_config() const { return MakeJobConfig(); }
   const ShardPlan& plan() const { return *plan_; }
 
   // The buffers (the caller's when it gave them).
@@ -201,6 +212,25 @@ class WorkerRuntime {
   // worker the shards left behind skips to their version). A rejoin status
   // when a ps went away (then: Rejoin, Resume).
   absl::Status EndStep(const StepInfo& info, const BetweenFn& between = {});
+
+  // A script's optimizer settings for the pushes from now on (its
+  // param_groups, and the tensors without a gradient: proto
+  // StepSettings); nullopt: none, the job's optimizer and schedule apply.
+  void SetStepSettings(std::optional<proto::StepSettings> settings);
+  // Sync, inside a step, before EndStep: the workers' averaged gradient of
+  // this step (ps_client.h, Reduce; `round`: 0, 1, ... within the step)
+  // replaces grads(). `absent`: the
+  // tensors without a gradient here; *absent_everywhere: those no worker
+  // had. *stale: the job went past this step without this worker (grads()
+  // is as it was; EndStep's push is dropped and the worker skips ahead).
+  // A rejoin status when a ps went away (then: Rejoin, Resume).
+  absl::Status ReduceGradients(uint32_t round, int num_examples,
+                               const std::vector<int32_t>& absent,
+                               std::vector<int32_t>* absent_everywhere, bool* stale);
+  // The optimizer's state on the shards: the slots, as initial_slots
+  // above, and each tensor's step count (the first segment's of a tensor
+  // cut between shards). Between steps.
+  absl::Status ReadOptimizerState(std::vector<float>* slots, std::vector<int64_t>* tensor_updates);
 
   // Chief, after a step: checkpoints when due (a failure is logged, not
   // returned: the previous checkpoints stay).
@@ -279,6 +309,11 @@ class WorkerRuntime {
                                 const std::vector<proto::ShardStats>& stats,
                                 const ShardCensus& census, int64_t t0);
   absl::Status InitFresh();
+  // Shard `shard`'s initial state (parameters from params(), then the
+  // slots: options' initial_slots, or fresh ones) and its segments' step
+  // counts (empty: fresh).
+  absl::Status InitialShardState(int shard, std::vector<float>* state,
+                                 std::vector<int64_t>* segment_updates) const;
   // No usable checkpoint: the shards of `scope` go back to the job's
   // initial parameters (sync: every shard, rolled back together).
   absl::Status RestoreInitialState(const RestoreScope& scope, const std::vector<int>& empty,
@@ -360,6 +395,8 @@ class WorkerRuntime {
   bool overlap_ = false;
   std::vector<int64_t> versions_;
   std::vector<ShardReply> replies_;
+  std::vector<float> reduced_;  // REDUCE's average, before it goes into grads_
+  std::optional<proto::StepSettings> step_settings_;  // SetStepSettings
   std::unique_ptr<PsClient> client_;
   PsClientOptions client_options_;
   std::unique_ptr<Checkpointer> checkpointer_;  // chief with a checkpoint_dir

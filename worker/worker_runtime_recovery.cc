@@ -139,7 +139,6 @@ void WorkerRuntime::RecordCheckpointRecovery(const proto::CheckpointManifest& m,
 absl::Status WorkerRuntime::RestoreInitialState(const RestoreScope& scope, const std::vector<int>& empty,
                                           int64_t max_version, int64_t t0) {
   options_.initial_params(params_);
-  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(MakeJobConfig()));
   proto::ReplicaState initial;
   for (int r = 0; r < num_workers_; ++r) initial.add_worker_clocks(0);
   proto::Recovery rec;
@@ -148,12 +147,16 @@ absl::Status WorkerRuntime::RestoreInitialState(const RestoreScope& scope, const
   for (int k = 0; k < plan_->num_shards(); ++k) {
     const bool was_empty = std::count(empty.begin(), empty.end(), k) > 0;
     if (!scope.rollback && !was_empty) continue;
-    const ShardRange range = plan_->range(k);
-    const std::vector<float> state = InitialState(
-        optimizer, absl::Span<const float>(params_).subspan(static_cast<size_t>(range.begin),
-                                                        static_cast<size_t>(range.size())));
-    RETURN_IF_ERROR(client_->RestoreFromState(MakeJobConfig(), k, initial, state, scope.generation,
-                                              scope.rollback));
+    std::vector<float> state;
+    std::vector<int64_t> counts;
+    RETURN_IF_ERROR(InitialShardState(k, &state, &counts));
+    proto::ReplicaState shard_initial = initial;
+    int64_t updates = 0;
+    for (int64_t c : counts) updates = std::max(updates, c);
+    shard_initial.set_updates(updates);
+    *shard_initial.mutable_segment_updates() = {counts.begin(), counts.end()};
+    RETURN_IF_ERROR(client_->RestoreFromState(MakeJobConfig(), k, shard_initial, state,
+                                              scope.generation, scope.rollback));
     if (was_empty) rec.add_shards_restored(k);
     if (!was_empty) rec.add_shards_rolled_back(k);
     if (!scope.rollback) lost += versions_[k];
