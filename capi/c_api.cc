@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "capi/script_worker.h"
+#include "common/param_groups.h"
 #include "common/logging.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
@@ -23,6 +24,7 @@
 struct PstrainTask {
   pstrain::ScriptTask task;
   int live_workers = 0;
+  std::string job_description;  // PstrainTaskDescribeJob's
 };
 
 struct PstrainWorker {
@@ -156,49 +158,104 @@ int PstrainTaskGetRunDir(PstrainTaskHandle task, const char** run_dir) {
   });
 }
 
+namespace {
+
+absl::Status CreateWorker(PstrainTaskHandle task, const char* job_json, int num_tensors,
+                          const char* const* names, const int64_t* sizes, float* params,
+                          float* grads, int64_t num_floats, const float* slots,
+                          int64_t slots_floats, const int64_t* tensor_steps,
+                          PstrainWorkerHandle* out) {
+  if (task == nullptr) return Null("task");
+  if (out == nullptr) return Null("out");
+  if (num_tensors < 1) {
+    return pstrain::UsageError(absl::StrCat("num_tensors is ", num_tensors, "; at least 1"));
+  }
+  if (names == nullptr) return Null("names");
+  if (sizes == nullptr) return Null("sizes");
+  if (params == nullptr) return Null("params");
+  if (grads == nullptr) return Null("grads");
+  std::vector<pstrain::TensorSlot> tensors;
+  int64_t total = 0;
+  for (int i = 0; i < num_tensors; ++i) {
+    if (names[i] == nullptr) return Null(absl::StrCat("names[", i, "]").c_str());
+    if (sizes[i] < 1) {
+      return pstrain::UsageError(
+          absl::StrCat("tensor ", i, " (", names[i], ") has size ", sizes[i], "; at least 1"));
+    }
+    tensors.push_back({names[i], sizes[i]});
+    total += sizes[i];
+  }
+  if (num_floats != total) {
+    return pstrain::UsageError(absl::StrCat("the buffers hold ", num_floats,
+                                            " floats; the layout's tensors add up to ", total));
+  }
+  std::vector<float> initial_slots;
+  std::vector<int64_t> initial_steps;
+  if (slots != nullptr) {
+    if (tensor_steps == nullptr) return Null("tensor_steps");
+    if (slots_floats < 0 || slots_floats % total != 0 || slots_floats / total > 2) {
+      return pstrain::UsageError(absl::StrCat("slots_floats is ", slots_floats,
+                                              "; the optimizer's slots are 0 to 2 x ", total));
+    }
+    initial_slots.assign(slots, slots + slots_floats);
+    initial_steps.assign(tensor_steps, tensor_steps + num_tensors);
+    for (int i = 0; i < num_tensors; ++i) {
+      if (initial_steps[static_cast<size_t>(i)] < 0) {
+        return pstrain::UsageError(absl::StrCat("tensor_steps[", i, "] is negative"));
+      }
+    }
+  }
+  const size_t n = static_cast<size_t>(total);
+  absl::StatusOr<std::unique_ptr<pstrain::ScriptWorker>> worker = pstrain::ScriptWorker::Create(
+      task->task, job_json == nullptr ? "" : job_json, std::move(tensors),
+      absl::MakeSpan(params, n), absl::MakeSpan(grads, n), std::move(initial_slots),
+      std::move(initial_steps));
+  if (!worker.ok()) {
+    // A job that does not fit the chief's (its flags, its layout) is the
+    // configuration's fault: the process would fail the same way again.
+    if (absl::IsFailedPrecondition(worker.status()) && !pstrain::IsRejoin(worker.status())) {
+      return absl::InvalidArgumentError(worker.status().message());
+    }
+    return worker.status();
+  }
+  *out = new PstrainWorker{*std::move(worker), task};
+  ++task->live_workers;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int PstrainTaskDescribeJob(PstrainTaskHandle task, const char* job_json, const char** json) {
+  return ApiCall([&]() -> absl::Status {
+    if (task == nullptr) return Null("task");
+    if (json == nullptr) return Null("json");
+    absl::StatusOr<std::string> d =
+        pstrain::DescribeJob(task->task, job_json == nullptr ? "" : job_json);
+    if (!d.ok()) return d.status();
+    task->job_description = *std::move(d);
+    *json = task->job_description.c_str();
+    return absl::OkStatus();
+  });
+}
+
 int PstrainWorkerCreate(PstrainTaskHandle task, const char* job_json, int num_tensors,
                         const char* const* names, const int64_t* sizes, float* params,
                         float* grads, int64_t num_floats, PstrainWorkerHandle* out) {
-  return ApiCall([&]() -> absl::Status {
-    if (task == nullptr) return Null("task");
-    if (out == nullptr) return Null("out");
-    if (num_tensors < 1) {
-      return pstrain::UsageError(absl::StrCat("num_tensors is ", num_tensors, "; at least 1"));
-    }
-    if (names == nullptr) return Null("names");
-    if (sizes == nullptr) return Null("sizes");
-    if (params == nullptr) return Null("params");
-    if (grads == nullptr) return Null("grads");
-    std::vector<pstrain::TensorSlot> tensors;
-    int64_t total = 0;
-    for (int i = 0; i < num_tensors; ++i) {
-      if (names[i] == nullptr) return Null(absl::StrCat("names[", i, "]").c_str());
-      if (sizes[i] < 1) {
-        return pstrain::UsageError(
-            absl::StrCat("tensor ", i, " (", names[i], ") has size ", sizes[i], "; at least 1"));
-      }
-      tensors.push_back({names[i], sizes[i]});
-      total += sizes[i];
-    }
-    if (num_floats != total) {
-      return pstrain::UsageError(absl::StrCat("the buffers hold ", num_floats,
-                                              " floats; the layout's tensors add up to ", total));
-    }
-    const size_t n = static_cast<size_t>(total);
-    absl::StatusOr<std::unique_ptr<pstrain::ScriptWorker>> worker = pstrain::ScriptWorker::Create(
-        task->task, job_json == nullptr ? "" : job_json, std::move(tensors),
-        absl::MakeSpan(params, n), absl::MakeSpan(grads, n));
-    if (!worker.ok()) {
-      // A job that does not fit the chief's (its flags, its layout) is the
-      // configuration's fault: the process would fail the same way again.
-      if (absl::IsFailedPrecondition(worker.status()) && !pstrain::IsRejoin(worker.status())) {
-        return absl::InvalidArgumentError(worker.status().message());
-      }
-      return worker.status();
-    }
-    *out = new PstrainWorker{*std::move(worker), task};
-    ++task->live_workers;
-    return absl::OkStatus();
+  return ApiCall([&] {
+    return CreateWorker(task, job_json, num_tensors, names, sizes, params, grads, num_floats,
+                        nullptr, 0, nullptr, out);
+  });
+}
+
+int PstrainWorkerCreateWithState(PstrainTaskHandle task, const char* job_json, int num_tensors,
+                                 const char* const* names, const int64_t* sizes, float* params,
+                                 float* grads, int64_t num_floats, const float* slots,
+                                 int64_t slots_floats, const int64_t* tensor_steps,
+                                 PstrainWorkerHandle* out) {
+  return ApiCall([&] {
+    if (slots == nullptr) return Null("slots");
+    return CreateWorker(task, job_json, num_tensors, names, sizes, params, grads, num_floats,
+                        slots, slots_floats, tensor_steps, out);
   });
 }
 
@@ -253,6 +310,83 @@ int PstrainWorkerLayerSpan(PstrainWorkerHandle worker, const char* layer, int ba
     RETURN_IF_ERROR(Check(worker));
     if (layer == nullptr) return Null("layer");
     return worker->worker->LayerSpan(layer, backward != 0, start_unix_us, duration_us);
+  });
+}
+
+int PstrainWorkerSetStepOptions(PstrainWorkerHandle worker, int num_groups, const double* settings,
+                                int num_absent, const int* absent) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    if (num_groups < 1 || num_groups > pstrain::kMaxGroups) {
+      return pstrain::UsageError(absl::StrCat("num_groups is ", num_groups, "; 1 to ",
+                                              pstrain::kMaxGroups));
+    }
+    if (settings == nullptr) return Null("settings");
+    if (num_absent < 0 || num_absent > worker->worker->num_tensors()) {
+      return pstrain::UsageError(absl::StrCat("num_absent is ", num_absent));
+    }
+    if (num_absent > 0 && absent == nullptr) return Null("absent");
+    std::vector<pstrain::proto::GroupSettings> groups(static_cast<size_t>(num_groups));
+    for (int g = 0; g < num_groups; ++g) {
+      const double* v = settings + static_cast<ptrdiff_t>(g) * PSTRAIN_GROUP_FIELDS;
+      pstrain::proto::GroupSettings& out = groups[static_cast<size_t>(g)];
+      out.set_lr(v[PSTRAIN_GROUP_LR]);
+      out.set_weight_decay(v[PSTRAIN_GROUP_WEIGHT_DECAY]);
+      out.set_momentum(v[PSTRAIN_GROUP_MOMENTUM]);
+      out.set_nesterov(v[PSTRAIN_GROUP_NESTEROV] != 0);
+      out.set_beta1(v[PSTRAIN_GROUP_BETA1]);
+      out.set_beta2(v[PSTRAIN_GROUP_BETA2]);
+      out.set_eps(v[PSTRAIN_GROUP_EPS]);
+      out.set_lr_decay(v[PSTRAIN_GROUP_LR_DECAY]);
+    }
+    return worker->worker->SetStepOptions(groups, std::vector<int32_t>(absent, absent + num_absent));
+  });
+}
+
+int PstrainWorkerReduceGradients(PstrainWorkerHandle worker, int num_absent, const int* absent,
+                                 int* absent_everywhere, int* reduced) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    if (reduced == nullptr) return Null("reduced");
+    if (absent_everywhere == nullptr) return Null("absent_everywhere");
+    if (num_absent < 0 || num_absent > worker->worker->num_tensors()) {
+      return pstrain::UsageError(absl::StrCat("num_absent is ", num_absent));
+    }
+    if (num_absent > 0 && absent == nullptr) return Null("absent");
+    std::vector<int32_t> everywhere;
+    bool done = false;
+    RETURN_IF_ERROR(worker->worker->Reduce(std::vector<int32_t>(absent, absent + num_absent),
+                                           &everywhere, &done));
+    const int n = worker->worker->num_tensors();
+    std::fill(absent_everywhere, absent_everywhere + n, 0);
+    for (int32_t t : everywhere) {
+      if (t >= 0 && t < n) absent_everywhere[t] = 1;
+    }
+    *reduced = done ? 1 : 0;
+    return absl::OkStatus();
+  });
+}
+
+int PstrainWorkerGetOptimizerState(PstrainWorkerHandle worker, int* num_slots, float* slots,
+                                   int64_t slots_floats, int64_t* tensor_steps) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    if (num_slots == nullptr) return Null("num_slots");
+    pstrain::ScriptWorker& w = *worker->worker;
+    *num_slots = w.num_slots();
+    if (slots == nullptr && tensor_steps == nullptr) return absl::OkStatus();
+    if (slots == nullptr) return Null("slots");
+    if (tensor_steps == nullptr) return Null("tensor_steps");
+    std::vector<float> state;
+    std::vector<int64_t> steps;
+    RETURN_IF_ERROR(w.OptimizerState(&state, &steps));
+    if (slots_floats != static_cast<int64_t>(state.size())) {
+      return pstrain::UsageError(absl::StrCat("slots_floats is ", slots_floats, "; the state has ",
+                                              state.size(), " floats"));
+    }
+    std::copy(state.begin(), state.end(), slots);
+    std::copy(steps.begin(), steps.end(), tensor_steps);
+    return absl::OkStatus();
   });
 }
 

@@ -10,6 +10,9 @@
 #include "absl/strings/str_format.h"
 #include "common/clock.h"
 #include "common/json.h"
+#include "common/optimizer.h"
+#include "common/param_groups.h"
+#include "common/update_mode.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -69,7 +72,7 @@ absl::StatusOr<int64_t> WholeNumber(const std::string& key, const google::protob
 // The script's job options (c_api.h, PstrainWorkerCreate) over the job's
 // flags, into `ro`. `*open_ended`: the options give the job no length.
 absl::Status ApplyJobOptions(const std::string& job_json, WorkerRuntimeOptions* ro,
-                             bool* open_ended) {
+                             bool* open_ended, std::vector<int>* tensor_groups) {
   google::protobuf::Value v;
   v.mutable_struct_value();
   if (!job_json.empty()) {
@@ -90,6 +93,19 @@ absl::Status ApplyJobOptions(const std::string& job_json, WorkerRuntimeOptions* 
       *open_ended = *open_ended && ro->total_steps == 0;
     } else if (key == "device") {
       ASSIGN_OR_RETURN(ro->device_description, FlagText(key, value));
+    } else if (key == "tensor_groups") {
+      if (value.kind_case() != google::protobuf::Value::kListValue) {
+        return absl::InvalidArgumentError(
+            "job option \"tensor_groups\": expected an array of group indices, one per tensor");
+      }
+      for (const google::protobuf::Value& g : value.list_value().values()) {
+        ASSIGN_OR_RETURN(const int64_t group, WholeNumber(key, g));
+        if (group >= kMaxGroups) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "job option \"tensor_groups\": group ", group, " (at most ", kMaxGroups, ")"));
+        }
+        tensor_groups->push_back(static_cast<int>(group));
+      }
     } else {
       ASSIGN_OR_RETURN(const std::string text, FlagText(key, value));
       args.push_back(absl::StrCat("--", key, "=", text));
@@ -106,6 +122,27 @@ absl::Status ApplyJobOptions(const std::string& job_json, WorkerRuntimeOptions* 
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> DescribeJob(const ScriptTask& task, const std::string& job_json) {
+  WorkerRuntimeOptions ro;
+  ro.train = task.train;
+  bool open_ended = false;
+  std::vector<int> groups;
+  RETURN_IF_ERROR(ApplyJobOptions(job_json, &ro, &open_ended, &groups));
+  const TrainOptions& o = ro.train;
+  proto::JobConfig job;
+  SetJobOptimizer(o, &job);
+  ASSIGN_OR_RETURN(const OptimizerConfig c, OptimizerFromJob(job));
+  return absl::StrFormat(
+      "{\"mode\": \"%s\", \"num_workers\": %d, \"backup_workers\": %d, \"staleness\": %d, "
+      "\"optimizer\": \"%s\", \"lr\": %.17g, \"momentum\": %.17g, \"nesterov\": %s, "
+      "\"weight_decay\": %.17g, \"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, "
+      "\"lr_decay\": %.17g, \"initial_accumulator\": %.17g}",
+      UpdateModeName(o.mode).c_str(), task.num_workers, o.backup_workers, o.staleness,
+      OptimizerName(c.kind).c_str(), EffectiveLearningRate(o, task.dynamic ? 1 : task.num_workers),
+      c.momentum, c.nesterov ? "true" : "false", c.weight_decay, c.beta1, c.beta2, c.eps,
+      c.lr_decay, c.initial_accumulator);
+}
 
 absl::Status UsageError(absl::string_view message) {
   absl::Status s = absl::FailedPreconditionError(message);
@@ -153,15 +190,21 @@ absl::StatusOr<ScriptTask> ScriptTask::Resolve(const TaskEnvironment& env) {
 ScriptWorker::ScriptWorker(std::unique_ptr<WorkerRuntime> runtime, int num_tensors)
     : runtime_(std::move(runtime)), num_tensors_(num_tensors), tensor_ready_(num_tensors, false) {}
 
-absl::StatusOr<std::unique_ptr<ScriptWorker>> ScriptWorker::Create(const ScriptTask& task,
-                                                                   const std::string& job_json,
-                                                                   std::vector<TensorSlot> tensors,
-                                                                   absl::Span<float> params,
-                                                                   absl::Span<float> grads) {
+absl::StatusOr<std::unique_ptr<ScriptWorker>> ScriptWorker::Create(
+    const ScriptTask& task, const std::string& job_json, std::vector<TensorSlot> tensors,
+    absl::Span<float> params, absl::Span<float> grads, std::vector<float> initial_slots,
+    std::vector<int64_t> initial_tensor_updates) {
   WorkerRuntimeOptions ro;
   ro.train = task.train;
   bool open_ended = false;
-  RETURN_IF_ERROR(ApplyJobOptions(job_json, &ro, &open_ended));
+  std::vector<int> groups;
+  RETURN_IF_ERROR(ApplyJobOptions(job_json, &ro, &open_ended, &groups));
+  if (!groups.empty() && groups.size() != tensors.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("job option \"tensor_groups\": ",
+                                                   groups.size(), " groups for ", tensors.size(),
+                                                   " tensors"));
+  }
+  for (size_t i = 0; i < groups.size(); ++i) tensors[i].group = groups[i];
   const int num_tensors = static_cast<int>(tensors.size());
   ro.tensors = std::move(tensors);
   ro.params = params;
@@ -173,11 +216,16 @@ absl::StatusOr<std::unique_ptr<ScriptWorker>> ScriptWorker::Create(const ScriptT
                             absl::Span<float> out) {
       std::copy(initial.begin(), initial.end(), out.begin());
     };
+    ro.initial_slots = std::move(initial_slots);
+    ro.initial_tensor_updates = std::move(initial_tensor_updates);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<WorkerRuntime> runtime,
                    WorkerRuntime::Create(task.cluster, std::move(ro), task.security));
   std::unique_ptr<ScriptWorker> worker(new ScriptWorker(std::move(runtime), num_tensors));
   worker->open_ended_ = open_ended;
+  worker->job_ = worker->runtime_->job_config();
+  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(worker->job_));
+  worker->num_slots_ = NumSlots(optimizer);
   WorkerRuntime& rt = *worker->runtime_;
   RETURN_IF_ERROR(rt.Connect());
   absl::Status s = rt.Start();
@@ -228,6 +276,8 @@ absl::Status ScriptWorker::BeginStep(int num_examples) {
   layer_spans_.clear();
   if (num_examples > 0) runtime_->StartPush(num_examples);
   in_step_ = true;
+  step_void_ = false;
+  reduce_round_ = 0;
   return absl::OkStatus();
 }
 
@@ -277,10 +327,80 @@ absl::Status ScriptWorker::LayerSpan(absl::string_view layer, bool backward,
   return absl::OkStatus();
 }
 
+absl::Status ScriptWorker::SetStepOptions(const std::vector<proto::GroupSettings>& groups,
+                                          std::vector<int32_t> absent) {
+  RETURN_IF_ERROR(failed_);
+  if (!in_step_) return UsageError("SetStepOptions: no step is under way (BeginStep first)");
+  const int want = NumGroups(job_);
+  if (static_cast<int>(groups.size()) != want) {
+    return UsageError(absl::StrCat("SetStepOptions: settings of ", groups.size(),
+                                   " parameter groups; the layout has ", want));
+  }
+  std::sort(absent.begin(), absent.end());
+  absent.erase(std::unique(absent.begin(), absent.end()), absent.end());
+  if (!absent.empty() && (absent.front() < 0 || absent.back() >= num_tensors_)) {
+    return UsageError(absl::StrCat("SetStepOptions: an absent tensor is not one of the ",
+                                   num_tensors_, " of the layout"));
+  }
+  proto::StepSettings settings;
+  for (const proto::GroupSettings& g : groups) *settings.add_groups() = g;
+  *settings.mutable_absent() = {absent.begin(), absent.end()};
+  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(job_));
+  RETURN_IF_ERROR(StepOptionsFrom(settings, job_, optimizer).status());
+  runtime_->SetStepSettings(std::move(settings));
+  return absl::OkStatus();
+}
+
+absl::Status ScriptWorker::Reduce(std::vector<int32_t> absent,
+                                  std::vector<int32_t>* absent_everywhere, bool* reduced) {
+  RETURN_IF_ERROR(failed_);
+  *reduced = false;
+  if (!in_step_) return UsageError("Reduce: no step is under way (BeginStep first)");
+  if (runtime_->options().mode != proto::SYNC || runtime_->options().backup_workers > 0) {
+    return UsageError("Reduce: the workers' average before step is for sync jobs without "
+                      "backup workers");
+  }
+  if (step_void_) return absl::OkStatus();
+  std::sort(absent.begin(), absent.end());
+  absent.erase(std::unique(absent.begin(), absent.end()), absent.end());
+  if (!absent.empty() && (absent.front() < 0 || absent.back() >= num_tensors_)) {
+    return UsageError(absl::StrCat("Reduce: an absent tensor is not one of the ", num_tensors_,
+                                   " of the layout"));
+  }
+  bool stale = false;
+  absl::Status s =
+      runtime_->ReduceGradients(reduce_round_++, step_.examples, absent, absent_everywhere, &stale);
+  if (s.ok()) {
+    *reduced = !stale;
+    return absl::OkStatus();
+  }
+  // A ps went away: rejoined, the step is void (its position may have
+  // moved); the script's step() then pushes nothing.
+  s = Latch(Recover(std::move(s)));
+  if (s.ok()) step_void_ = true;
+  return s;
+}
+
+absl::Status ScriptWorker::OptimizerState(std::vector<float>* slots,
+                                          std::vector<int64_t>* tensor_updates) {
+  RETURN_IF_ERROR(failed_);
+  if (in_step_) return UsageError("OptimizerState: a step is under way (EndStep first)");
+  absl::Status s = runtime_->ReadOptimizerState(slots, tensor_updates);
+  for (int tries = 0; !s.ok() && IsRejoin(s) && tries < 3; ++tries) {
+    s = Recover(std::move(s));
+    if (s.ok()) s = runtime_->ReadOptimizerState(slots, tensor_updates);
+  }
+  return Latch(std::move(s));
+}
+
 absl::Status ScriptWorker::EndStep(double loss) {
   RETURN_IF_ERROR(failed_);
   if (!in_step_) return UsageError("EndStep: no step is under way (BeginStep first)");
   in_step_ = false;
+  if (step_void_) {
+    step_void_ = false;
+    return absl::OkStatus();
+  }
   step_.loss = static_cast<float>(loss);
   step_.layers = layer_spans_.empty() ? nullptr : &layer_spans_;
   absl::Status s = runtime_->EndStep(step_);
@@ -350,15 +470,15 @@ absl::Status ScriptWorker::Finish() {
   if (in_step_) return UsageError("Finish: a step is under way (EndStep first)");
   if (finished_) return UsageError("Finish: finished already");
   if (!done() && !open_ended_) {
-    return UsageError(absl::StrCat("Finish: ", total_steps() - global_step(),
-                                   " steps are left (at step ", global_step(), " of ",
-                                   total_steps(), ")"));
+    LOG(WARNING) << "this worker's loop ended at step " << global_step() << " of "
+                 << total_steps() << ": it leaves the job, which goes on without it";
   }
+  const bool leaving = !done() && !open_ended_;
   absl::Status s = runtime_->ReportDone();
   while (!s.ok()) {
     s = Recover(std::move(s));
     if (!s.ok()) return Latch(s);
-    if (!done() && !open_ended_) {
+    if (!done() && !open_ended_ && !leaving) {
       // A ps was restored from a checkpoint after this worker's last step:
       // its steps since are to be computed again, by a new process of it.
       return Latch(absl::UnavailableError(absl::StrCat(

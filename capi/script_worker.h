@@ -58,6 +58,15 @@ struct ScriptTask {
   static absl::StatusOr<ScriptTask> Resolve(const TaskEnvironment& env);
 };
 
+// The job a script with options `job_json` (c_api.h, PstrainWorkerCreate)
+// would start under `task`'s flags, as a JSON object: "mode" (sync, async,
+// ssp), "num_workers", "backup_workers", "staleness", "optimizer" and its
+// options as they reach the ps ("lr", the default when the flags and the
+// options give none; "momentum", "nesterov", "weight_decay", "beta1",
+// "beta2", "eps", "lr_decay", "initial_accumulator"). InvalidArgument for
+// a bad option, as PstrainWorkerCreate's.
+absl::StatusOr<std::string> DescribeJob(const ScriptTask& task, const std::string& job_json);
+
 // A misuse of the API (a call out of order, a bad argument): the status
 // says what, and nothing happened.
 absl::Status UsageError(absl::string_view message);
@@ -70,11 +79,13 @@ class ScriptWorker {
   // script's options over the job's flags (c_api.h, PstrainWorkerCreate).
   // InvalidArgument for a bad option or layout; FailedPrecondition when the
   // chief's job differs (the message names the flag or the tensor).
-  static absl::StatusOr<std::unique_ptr<ScriptWorker>> Create(const ScriptTask& task,
-                                                              const std::string& job_json,
-                                                              std::vector<TensorSlot> tensors,
-                                                              absl::Span<float> params,
-                                                              absl::Span<float> grads);
+  // `initial_slots`, `initial_tensor_updates` (empty: none): the chief's
+  // initial optimizer state (WorkerRuntimeOptions), ignored elsewhere.
+  // `job_json`'s "tensor_groups": each tensor's parameter group.
+  static absl::StatusOr<std::unique_ptr<ScriptWorker>> Create(
+      const ScriptTask& task, const std::string& job_json, std::vector<TensorSlot> tensors,
+      absl::Span<float> params, absl::Span<float> grads, std::vector<float> initial_slots = {},
+      std::vector<int64_t> initial_tensor_updates = {});
 
   int64_t global_step() const { return runtime_->global_step(); }
   int64_t total_steps() const { return runtime_->total_steps(); }
@@ -101,6 +112,26 @@ class ScriptWorker {
   static constexpr size_t kMaxLayerSpans = 1 << 16;
   static constexpr size_t kMaxLayerNames = 1 << 12;
   static constexpr int64_t kMaxSpanUs = int64_t{86400} * 1000 * 1000;
+  // The step's optimizer settings: `groups` (one per parameter group) and
+  // the tensors without a gradient (`absent`, any order). Every push from
+  // then on carries them. InvalidArgument (a configuration error) for a
+  // value the optimizer refuses; a usage error for a group count other
+  // than the layout's or a tensor outside it, or no step under way.
+  absl::Status SetStepOptions(const std::vector<proto::GroupSettings>& groups,
+                              std::vector<int32_t> absent);
+  // Sync: the workers' averaged gradient of the step into grads (REDUCE).
+  // `*absent_everywhere`: the tensors no worker had a gradient for.
+  // *reduced false: no average came (the job went past this step, or a
+  // ps was rejoined meanwhile: the step is then void and EndStep pushes
+  // nothing). A usage error outside a step, or in a job that is not sync
+  // (or has backup workers).
+  absl::Status Reduce(std::vector<int32_t> absent, std::vector<int32_t>* absent_everywhere,
+                      bool* reduced);
+  // The optimizer's state on the shards (WorkerRuntime::ReadOptimizerState).
+  // A usage error inside a step.
+  absl::Status OptimizerState(std::vector<float>* slots, std::vector<int64_t>* tensor_updates);
+  // The slots of the job's optimizer (common/optimizer.h).
+  int num_slots() const { return num_slots_; }
   // JobFinished (common/rejoin.h) when the job ended without this worker.
   absl::Status EndStep(double loss);
   absl::Status LogEvaluation(double accuracy, double loss, double seconds);
@@ -122,7 +153,11 @@ class ScriptWorker {
   absl::Status failed_;
   bool open_ended_ = false;
   bool in_step_ = false;
+  bool step_void_ = false;  // a rejoin inside the step: EndStep pushes nothing
+  uint32_t reduce_round_ = 0;  // the step's Reduce calls so far
   bool finished_ = false;  // Finish returned OK
+  proto::JobConfig job_;  // this worker's job (the layout, the optimizer)
+  int num_slots_ = 0;
   bool closed_ = false;
   std::vector<bool> tensor_ready_;
   StepInfo step_;

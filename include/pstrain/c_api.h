@@ -23,6 +23,11 @@
  *     ... the caller writes grads, tensor by tensor ...
  *     PstrainWorkerTensorReady(worker, t)    each tensor as its gradient is
  *                                            final (pushes overlap backward)
+ *     [PstrainWorkerReduceGradients]         sync: grads becomes the workers'
+ *                                            average (DDP's .grad after backward)
+ *     [PstrainWorkerSetStepOptions]          the step's parameter groups'
+ *                                            settings, the tensors without a
+ *                                            gradient
  *     PstrainWorkerEndStep(worker, loss)     returns with params holding the
  *                                            parameters that follow
  *     chief: PstrainWorkerLogEvaluation(...)
@@ -61,7 +66,7 @@
 extern "C" {
 #endif
 
-#define PSTRAIN_C_API_VERSION 2
+#define PSTRAIN_C_API_VERSION 3
 
 /* Status codes. */
 #define PSTRAIN_OK 0
@@ -114,6 +119,18 @@ int PstrainTaskGetRank(PstrainTaskHandle task, int* rank, int* num_workers, int*
 /* The run directory ("" for none). The string belongs to the task. */
 int PstrainTaskGetRunDir(PstrainTaskHandle task, const char** run_dir);
 
+/* The job a worker of this task with job options `job_json` (as
+ * PstrainWorkerCreate takes them; "" for none) would start, as a JSON
+ * object: "mode" ("sync", "async", "ssp"), "num_workers",
+ * "backup_workers", "staleness", "optimizer" ("sgd", "adam", "adamw",
+ * "adagrad") and its options as the ps would apply them ("lr": the given
+ * one, or the default for the job's flags; "momentum", "nesterov",
+ * "weight_decay", "beta1", "beta2", "eps", "lr_decay",
+ * "initial_accumulator"). Nothing is contacted. The string belongs to the
+ * task, valid until its next call of this function.
+ * PSTRAIN_ERROR_CONFIG for a bad option. */
+int PstrainTaskDescribeJob(PstrainTaskHandle task, const char* job_json, const char** json);
+
 /* ---- The worker --------------------------------------------------------- */
 
 /* Joins the job with a layout of `num_tensors` tensors named names[i] of
@@ -129,8 +146,10 @@ int PstrainTaskGetRunDir(PstrainTaskHandle task, const char** run_dir);
  * `job_json`: a JSON object of this worker's job options over the job's
  * flags: any flag of PSTRAIN_FLAGS by name ({"optimizer": "adam", "lr":
  * 0.001, "lr_schedule": "cosine", "batch_size": 64, "epochs": 2}, ...),
- * plus "steps_per_epoch" (default 1), "total_steps" (0: epochs x
- * steps_per_epoch) and "device" (for the summary). "" for none.
+ * plus "steps_per_epoch" and "total_steps" (the job's length: without
+ * either the job is open-ended and ends when the script calls Finish),
+ * "device" (for the summary) and "tensor_groups" (an array: each tensor's
+ * parameter group, 0 to 1023; default all 0). "" for none.
  *
  * PSTRAIN_ERROR_CONFIG when the layout differs from the chief's (the
  * message names the first differing tensor) or the job's options do.
@@ -138,6 +157,19 @@ int PstrainTaskGetRunDir(PstrainTaskHandle task, const char** run_dir);
 int PstrainWorkerCreate(PstrainTaskHandle task, const char* job_json, int num_tensors,
                         const char* const* names, const int64_t* sizes, float* params,
                         float* grads, int64_t num_floats, PstrainWorkerHandle* out);
+
+/* PstrainWorkerCreate with the chief's initial optimizer state (a
+ * script's loaded optimizer): `slots`, `slots_floats` = NumSlots x
+ * num_floats floats, slot k of flat position i at slots[k * num_floats +
+ * i] (sgd: momentum_buffer; adam, adamw: exp_avg, exp_avg_sq; adagrad:
+ * sum), and `tensor_steps`, each tensor's optimizer steps taken (Adam's t),
+ * num_tensors of them. Copied; a fresh job's shards start from them, a job
+ * under way keeps its own. Other workers: as PstrainWorkerCreate. */
+int PstrainWorkerCreateWithState(PstrainTaskHandle task, const char* job_json, int num_tensors,
+                                 const char* const* names, const int64_t* sizes, float* params,
+                                 float* grads, int64_t num_floats, const float* slots,
+                                 int64_t slots_floats, const int64_t* tensor_steps,
+                                 PstrainWorkerHandle* out);
 
 /* Frees the worker (closing its connections). NULL is allowed. */
 int PstrainWorkerFree(PstrainWorkerHandle worker);
@@ -175,6 +207,56 @@ int PstrainWorkerTimeline(PstrainWorkerHandle worker, int* on);
 int PstrainWorkerLayerSpan(PstrainWorkerHandle worker, const char* layer, int backward,
                            int64_t start_unix_us, int64_t duration_us);
 
+/* Parameter groups (torch.optim's param_groups): each tensor is in the
+ * group "tensor_groups" gives it; each group has its own optimizer
+ * settings at each step, PSTRAIN_GROUP_FIELDS doubles in this order. */
+#define PSTRAIN_GROUP_LR 0
+#define PSTRAIN_GROUP_WEIGHT_DECAY 1
+#define PSTRAIN_GROUP_MOMENTUM 2     /* sgd */
+#define PSTRAIN_GROUP_NESTEROV 3     /* sgd: 0 or 1 */
+#define PSTRAIN_GROUP_BETA1 4        /* adam, adamw */
+#define PSTRAIN_GROUP_BETA2 5        /* adam, adamw */
+#define PSTRAIN_GROUP_EPS 6          /* adam, adamw, adagrad */
+#define PSTRAIN_GROUP_LR_DECAY 7     /* adagrad */
+#define PSTRAIN_GROUP_FIELDS 8
+
+/* The step's optimizer settings, which the ps applies instead of the job's
+ * optimizer options and schedule: `num_groups` groups' settings
+ * (settings[g * PSTRAIN_GROUP_FIELDS + field], the fields above; each
+ * optimizer reads its own) and the `num_absent` tensors that have no
+ * gradient this step (`absent`, any order): as torch.optim, the ps leaves
+ * those alone (no update, no momentum, no weight decay, no step count; in
+ * sync, a tensor every worker says is absent). Every push from then on
+ * carries them: call it each step, before TensorReady and EndStep.
+ * PSTRAIN_ERROR_CONFIG for a value the optimizer refuses (a momentum of 1,
+ * a negative lr); usage errors for a group count other than the layout's
+ * or a tensor outside it. REQUIRES: a step begun. */
+int PstrainWorkerSetStepOptions(PstrainWorkerHandle worker, int num_groups, const double* settings,
+                                int num_absent, const int* absent);
+
+/* Sync: sends this step's gradient (grads; `absent`: the tensors without
+ * one here) toward the workers' average and waits for it, into grads: what
+ * DDP's .grad holds after backward, so that clipping, unscaling and an
+ * inf check between backward and step see the whole global batch's
+ * gradient. absent_everywhere (num_tensors ints, the caller's) gets 1 for
+ * each tensor no worker had a gradient for. *reduced is 0 when no average
+ * came: the job went past this step without this worker (its push is then
+ * dropped), or a ps went away and was rejoined (the step is void: EndStep
+ * pushes nothing; the position may have moved). Blocks until every live
+ * worker's gradient is in. Usage errors in a job that is not sync or has
+ * backup workers. REQUIRES: a step begun. */
+int PstrainWorkerReduceGradients(PstrainWorkerHandle worker, int num_absent, const int* absent,
+                                 int* absent_everywhere, int* reduced);
+
+/* The optimizer's state on the ps tasks (a script's state_dict): *num_slots
+ * (sgd 1, adam and adamw 2, adagrad 1); with `slots` and `tensor_steps`
+ * (both NULL: only the count), the slots as PstrainWorkerCreateWithState
+ * takes them (`slots_floats` must be num_slots x num_floats) and each
+ * tensor's steps taken (num_tensors values). In async the shards move on
+ * while they are read. REQUIRES: no step begun. */
+int PstrainWorkerGetOptimizerState(PstrainWorkerHandle worker, int* num_slots, float* slots,
+                                   int64_t slots_floats, int64_t* tensor_steps);
+
 /* Sends the rest of the step's gradient and waits for the parameters that
  * follow, into `params`; records the step (`loss`, NaN for none) in the
  * step log. A ps that restarted, or was lost and failed over, is rejoined
@@ -191,9 +273,11 @@ int PstrainWorkerEndStep(PstrainWorkerHandle worker, double loss);
 int PstrainWorkerLogEvaluation(PstrainWorkerHandle worker, double accuracy, double loss,
                                double seconds);
 
-/* Once this worker has no step left: waits until every worker has pushed
+/* Once this worker's loop is over: waits until every worker has pushed
  * its last gradient (the final BARRIER); the chief then pulls the final
- * parameters into `params`. REQUIRES: done, no step begun. */
+ * parameters into `params`. A worker with steps left (its loop ended
+ * before the job's) leaves the job here, said in its log: the ps tasks no
+ * longer wait for it, and the others train on. REQUIRES: no step begun. */
 int PstrainWorkerFinish(PstrainWorkerHandle worker);
 
 /* Chief, after Finish: writes summary.json and final_params.f32 into the

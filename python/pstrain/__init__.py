@@ -24,7 +24,7 @@ from pstrain import _lib
 from pstrain._lib import ConfigError, JobFinished, PstrainError, UsageError
 
 __all__ = ["Task", "Worker", "permutation", "PstrainError", "ConfigError", "UsageError",
-           "JobFinished"]
+           "JobFinished", "GROUP_FIELDS"]
 
 
 class Task:
@@ -60,6 +60,17 @@ class Task:
                   ctypes.byref(handle))
         return cls(handle.value)
 
+    def describe_job(self, job=None):
+        """The job a worker with options `job` (a dict, as Worker takes
+        them) would start under this task's flags: mode, num_workers,
+        backup_workers, staleness, optimizer and its options as the ps
+        applies them (lr: the default when none is given). Contacts
+        nothing."""
+        out = ctypes.c_char_p()
+        _lib.call("PstrainTaskDescribeJob", self._handle, json.dumps(job or {}).encode(),
+                  ctypes.byref(out))
+        return json.loads(out.value.decode())
+
     def close(self):
         if self._handle:
             _lib.call("PstrainTaskFree", self._handle)
@@ -79,17 +90,24 @@ def _float_buffer(array, what):
     return array.ctypes.data
 
 
+# A parameter group's settings, in the C API's order (PSTRAIN_GROUP_*).
+GROUP_FIELDS = ("lr", "weight_decay", "momentum", "nesterov", "beta1", "beta2", "eps", "lr_decay")
+
+
 class Worker:
     """The worker runtime over a flat layout of named tensors.
 
     `tensors`: [(name, number of floats)] in order; `params` and `grads`:
     numpy float32 arrays of their total size, borrowed (kept alive here;
     the library reads and writes them in place). `job`: options over the
-    job's flags (optimizer, lr, ..., steps_per_epoch, total_steps; see
-    include/pstrain/c_api.h). Joins the job: on return `params` holds the
-    job's parameters (the chief's are the initial ones)."""
+    job's flags (optimizer, lr, ..., steps_per_epoch, total_steps,
+    tensor_groups; see include/pstrain/c_api.h). `slots`, `tensor_steps`
+    (the chief's loaded optimizer state, numpy float32 of num_slots x size
+    and int64 of one per tensor): where a fresh job's optimizer starts.
+    Joins the job: on return `params` holds the job's parameters (the
+    chief's are the initial ones)."""
 
-    def __init__(self, task, tensors, params, grads, job=None):
+    def __init__(self, task, tensors, params, grads, job=None, slots=None, tensor_steps=None):
         self.task = task
         self.params, self.grads = params, grads
         if params.size != grads.size:
@@ -97,13 +115,25 @@ class Worker:
                              "parameter" % (params.size, grads.size))
         names = [name.encode() for name, _ in tensors]
         sizes = [int(size) for _, size in tensors]
+        self.num_tensors = len(names)
         name_array = (ctypes.c_char_p * len(names))(*names)
         size_array = (ctypes.c_int64 * len(sizes))(*sizes)
         handle = ctypes.c_void_p()
-        _lib.call("PstrainWorkerCreate", task._handle,  # pylint: disable=protected-access
+        common = (task._handle,  # pylint: disable=protected-access
                   json.dumps(job or {}).encode(), len(names), name_array, size_array,
                   _float_buffer(params, "params"), _float_buffer(grads, "grads"),
-                  int(params.size), ctypes.byref(handle))
+                  int(params.size))
+        if slots is None:
+            _lib.call("PstrainWorkerCreate", *common, ctypes.byref(handle))
+        else:
+            slots = numpy.ascontiguousarray(slots, dtype=numpy.float32).reshape(-1)
+            steps = numpy.ascontiguousarray(tensor_steps, dtype=numpy.int64).reshape(-1)
+            if steps.size != len(names):
+                raise UsageError("tensor_steps has %d values for %d tensors"
+                                 % (steps.size, len(names)))
+            _lib.call("PstrainWorkerCreateWithState", *common, slots.ctypes.data,
+                      int(slots.size), steps.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
+                      ctypes.byref(handle))
         self._handle = handle
 
     def position(self):
@@ -140,6 +170,41 @@ class Worker:
         or backward pass (microseconds of the Unix clock)."""
         _lib.call("PstrainWorkerLayerSpan", self._handle, layer.encode(), int(bool(backward)),
                   int(start_unix_us), int(duration_us))
+
+    def set_step_options(self, groups, absent=()):
+        """The step's optimizer settings: `groups`, a numpy float64 array of
+        shape (groups, len(GROUP_FIELDS)), and the tensors without a
+        gradient (indices)."""
+        groups = numpy.ascontiguousarray(groups, dtype=numpy.float64)
+        absent = numpy.ascontiguousarray(absent, dtype=numpy.intc)
+        _lib.call("PstrainWorkerSetStepOptions", self._handle, int(groups.shape[0]),
+                  groups.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), int(absent.size),
+                  absent.ctypes.data_as(ctypes.POINTER(ctypes.c_int)))
+
+    def reduce_gradients(self, absent=()):
+        """Sync: `grads` becomes the workers' average of this step's
+        gradient. Returns (reduced, absent_everywhere: a bool numpy array
+        per tensor); reduced False: no average came (see c_api.h)."""
+        absent = numpy.ascontiguousarray(absent, dtype=numpy.intc)
+        everywhere = numpy.zeros(self.num_tensors, dtype=numpy.intc)
+        reduced = ctypes.c_int()
+        _lib.call("PstrainWorkerReduceGradients", self._handle, int(absent.size),
+                  absent.ctypes.data_as(ctypes.POINTER(ctypes.c_int)),
+                  everywhere.ctypes.data_as(ctypes.POINTER(ctypes.c_int)), ctypes.byref(reduced))
+        return bool(reduced.value), everywhere.astype(bool)
+
+    def optimizer_state(self):
+        """(slots: float32 array (num_slots, size), tensor_steps: int64 per
+        tensor), read from the ps tasks."""
+        num_slots = ctypes.c_int()
+        _lib.call("PstrainWorkerGetOptimizerState", self._handle, ctypes.byref(num_slots), None, 0,
+                  None)
+        slots = numpy.empty((num_slots.value, self.params.size), dtype=numpy.float32)
+        steps = numpy.empty(self.num_tensors, dtype=numpy.int64)
+        _lib.call("PstrainWorkerGetOptimizerState", self._handle, ctypes.byref(num_slots),
+                  slots.ctypes.data, int(slots.size),
+                  steps.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)))
+        return slots, steps
 
     def end_step(self, loss=float("nan")):
         _lib.call("PstrainWorkerEndStep", self._handle, float(loss))

@@ -6,7 +6,7 @@ import ctypes
 import ctypes.util
 import os
 
-API_VERSION = 2
+API_VERSION = 3
 
 OK = 0
 ERROR_FAILED = 1
@@ -85,8 +85,12 @@ _SIGNATURES = {
     "PstrainTaskGetRank": [_p, ctypes.POINTER(_int), ctypes.POINTER(_int), ctypes.POINTER(_int),
                            ctypes.POINTER(_int)],
     "PstrainTaskGetRunDir": [_p, ctypes.POINTER(ctypes.c_char_p)],
+    "PstrainTaskDescribeJob": [_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)],
     "PstrainWorkerCreate": [_p, ctypes.c_char_p, _int, ctypes.POINTER(ctypes.c_char_p),
                             ctypes.POINTER(_i64), _p, _p, _i64, ctypes.POINTER(_p)],
+    "PstrainWorkerCreateWithState": [_p, ctypes.c_char_p, _int, ctypes.POINTER(ctypes.c_char_p),
+                                     ctypes.POINTER(_i64), _p, _p, _i64, _p, _i64,
+                                     ctypes.POINTER(_i64), ctypes.POINTER(_p)],
     "PstrainWorkerFree": [_p],
     "PstrainWorkerGetPosition": [_p, ctypes.POINTER(_i64), ctypes.POINTER(_i64),
                                  ctypes.POINTER(_i64), ctypes.POINTER(_int)],
@@ -94,6 +98,12 @@ _SIGNATURES = {
     "PstrainWorkerTensorReady": [_p, _int],
     "PstrainWorkerTimeline": [_p, ctypes.POINTER(_int)],
     "PstrainWorkerLayerSpan": [_p, ctypes.c_char_p, _int, _i64, _i64],
+    "PstrainWorkerSetStepOptions": [_p, _int, ctypes.POINTER(ctypes.c_double), _int,
+                                    ctypes.POINTER(_int)],
+    "PstrainWorkerReduceGradients": [_p, _int, ctypes.POINTER(_int), ctypes.POINTER(_int),
+                                     ctypes.POINTER(_int)],
+    "PstrainWorkerGetOptimizerState": [_p, ctypes.POINTER(_int), _p, _i64,
+                                       ctypes.POINTER(_i64)],
     "PstrainWorkerEndStep": [_p, ctypes.c_double],
     "PstrainWorkerLogEvaluation": [_p, ctypes.c_double, ctypes.c_double, ctypes.c_double],
     "PstrainWorkerFinish": [_p],

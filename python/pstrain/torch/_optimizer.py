@@ -1,0 +1,519 @@
+"""DistributedOptimizer: a torch.optim.Optimizer whose step is the ps's.
+
+The contract with the script: its loop means what it means in one process
+(one worker) and under DDP (N sync workers), to float rounding.
+ - After backward() .grad holds the gradient to step with: this worker's,
+   or in sync with several workers the workers' average, as DDP's does
+   (so clip_grad_norm_, GradScaler's unscale_ and its inf check see the
+   whole global batch's gradient).
+ - step() sends what .grad holds then (clipped, unscaled, edited), with
+   what param_groups hold then (the scheduler's lr, momentum, betas, each
+   group's weight decay), and the tensors whose .grad is None, which the ps
+   leaves alone as torch.optim does. The model then holds the ps's new
+   parameters.
+ - state_dict() and load_state_dict() are torch.optim's format of the
+   optimizer the ps runs.
+"""
+
+import collections
+import contextlib
+import inspect
+
+import torch
+
+import pstrain
+from pstrain._lib import ConfigError, JobFinished, UsageError
+
+from . import _groups, _process
+from ._buffers import ModelBuffers
+from ._flat import Entry, FlatParameters, check_device
+from ._process import JobDone, say
+from ._timeline import LayerSpans, training
+
+# The ps-side schedule's options (lr_schedule=; the job's --lr_schedule).
+_SCHEDULE = {"warmup_steps": "warmup_steps", "step_size": "lr_step_size", "gamma": "lr_gamma",
+             "min_lr": "min_lr"}
+
+
+class DistributedOptimizer(torch.optim.Optimizer):
+    """The model's parameters, trained by the job's ps tasks.
+
+    DistributedOptimizer(model, torch.optim.AdamW(groups, lr=3e-4, ...))
+      wraps a torch.optim optimizer (SGD, Adam, AdamW or Adagrad; the ps
+      applies it with PyTorch's definitions): its param_groups, with their
+      own options, are this optimizer's. Horovod's order works too:
+      DistributedOptimizer(optimizer, named_parameters=..., model=...).
+    DistributedOptimizer(model, "sgd", lr=0.01, momentum=0.9, ...)
+      the same with the optimizer named ("sgd", "adam", "adamw",
+      "adagrad") and its torch.optim options; lr defaults to the job's
+      --lr, else the job's default rule.
+
+    model: its forward starts a step (and gives the batch size), its
+      buffers (BatchNorm's) are saved for a restart, its leaf modules are
+      the timeline's layers. Optional with a torch.optim optimizer.
+    The job's length, for the step log and a ps-side schedule: sampler=
+      (its steps an epoch and batch size) or steps_per_epoch=, and epochs=
+      (or total_steps=). Without either the job ends when the scripts do,
+      each worker when its own loop does (sync goes on without a worker
+      that finished).
+    lr_schedule: "constant" | "step" | "cosine" on the ps (with
+      warmup_steps, step_size, gamma, min_lr), scaling each group's lr; or
+      use torch's schedulers on this optimizer.
+    average_gradients: whether backward() ends with the workers' average in
+      .grad (sync, as DDP). Default: in sync jobs of several workers without
+      backup workers. False sends each worker's own gradient, edited as the
+      script edits it, to be averaged by the ps (one exchange less a step).
+    backward_passes_per_step: average after every n-th backward only (a
+      loop that accumulates n backward passes a step); or use no_sync().
+
+    Joins the job at its first use (a forward, step, global_step,
+    state_dict): the chief's model then holds the job's initial parameters,
+    every other worker's model gets them (as Horovod broadcasts rank 0's);
+    a restarted worker's model gets the job's current ones.
+    """
+
+    def __init__(self, model=None, optimizer="sgd", lr=None, sampler=None, epochs=None,
+                 steps_per_epoch=None, total_steps=None, lr_schedule=None,
+                 backward_passes_per_step=1, named_parameters=None, average_gradients=None,
+                 **options):
+        state = _process.state()
+        if state.optimizer is not None:
+            raise UsageError("a process has one DistributedOptimizer")
+        if isinstance(model, torch.optim.Optimizer):  # Horovod's order
+            model, optimizer = options.pop("model", None), model
+        if backward_passes_per_step < 1:
+            raise ValueError("backward_passes_per_step must be >= 1")
+        schedule = {_SCHEDULE[k]: options.pop(k) for k in list(options) if k in _SCHEDULE}
+        inner = self._torch_optimizer(model, optimizer, lr, options, state.task)
+        self._kind = _groups.kind_of(inner)
+        _groups.check_groups(self._kind, inner.param_groups)
+        self._making = True
+        super().__init__(inner.param_groups, inner.defaults)
+        self._making = False
+        self._model = model
+        self._task = state.task
+        self._layout = self._make_layout(model, named_parameters, inner)
+        self._flat = FlatParameters(self._layout, check_device([e.param for e in self._layout]))
+        self._job = self._job_options(sampler, epochs, steps_per_epoch, total_steps, lr_schedule,
+                                      schedule)
+        job = self._task.describe_job(self._job)
+        self._sync_average = self._averaging(average_gradients, job)
+        self._passes_per_step = int(backward_passes_per_step)
+        self._loaded_state = bool(inner.state)
+        if self._loaded_state:
+            self.state = collections.defaultdict(dict, inner.state)
+        self._worker = None
+        self._position = (0, 0, 1, False)
+        self._in_step = False
+        self._next_examples = None
+        self._passes = 0          # backward passes in the step under way
+        self._reduced = False     # .grad holds an average of the last pass
+        self._no_sync = False
+        self._callback_queued = False
+        self._finished = self._closed = self._job_finished = False
+        self._spans = None
+        self._hooks = []
+        self._accumulators = {}   # tensor index -> its AccumulateGrad node (kept alive)
+        self._install_hooks()
+        run_dir = state.task.run_dir
+        self._buffers = ModelBuffers(model, None if not run_dir else "%s/buffers/worker%d.pt"
+                                     % (run_dir, state.task.rank))
+        state.optimizer = self
+
+    # -- construction ---------------------------------------------------------
+
+    @staticmethod
+    def _torch_optimizer(model, optimizer, lr, options, task):
+        """The torch.optim optimizer this one runs: the one given, or made
+        from its name and options."""
+        if isinstance(optimizer, torch.optim.Optimizer):
+            if lr is not None or options:
+                raise ConfigError("give the options to the torch.optim optimizer itself, not to "
+                                  "DistributedOptimizer (got %s)"
+                                  % ", ".join(["lr"] * (lr is not None) + sorted(options)))
+            return optimizer
+        if not isinstance(optimizer, str) or optimizer not in _groups.CLASSES:
+            raise ConfigError("optimizer %r: expected one of %s, or a torch.optim optimizer"
+                              % (optimizer, ", ".join(_groups.NAMES)))
+        if model is None:
+            raise ConfigError("DistributedOptimizer(model, %r, ...) needs the model" % optimizer)
+        cls = _groups.CLASSES[optimizer]
+        takes = [name for name in inspect.signature(cls.__init__).parameters
+                 if name not in ("self", "params")]
+        for key in options:
+            if key not in takes:
+                raise ConfigError("%s takes no option %r (it takes %s)"
+                                  % (optimizer, key, ", ".join(takes)))
+        given = dict(options, **({} if lr is None else {"lr": lr}))
+        kwargs = _groups.torch_options(optimizer, task.describe_job({"optimizer": optimizer}))
+        kwargs.update(given)
+        try:
+            return cls(list(model.parameters()), **kwargs)
+        except TypeError as e:
+            raise ConfigError("%s: %s" % (optimizer, e)) from None
+        except ValueError as e:
+            raise ConfigError("%s: %s" % (optimizer, e)) from None
+
+    def _make_layout(self, model, named_parameters, inner):
+        """The parameters the ps trains: every parameter of every group (a
+        frozen one too: it is updated once it has a gradient), but those of
+        no values, in the groups' order."""
+        names = {}
+        for source in (named_parameters, model.named_parameters() if model is not None else ()):
+            for name, p in (source or ()):
+                names.setdefault(id(p), name)
+        layout, offset = [], 0
+        initial = float(inner.defaults.get("initial_accumulator_value", 0.0))
+        for g, group in enumerate(self.param_groups):
+            for i, p in enumerate(group["params"]):
+                if p.numel() == 0:
+                    continue
+                name = names.get(id(p), "param_groups[%d][%d]" % (g, i))
+                layout.append(Entry(p, name, g, offset, initial))
+                offset += p.numel()
+        if not layout:
+            raise ConfigError("the optimizer has no parameter with values to train")
+        return layout
+
+    def _job_options(self, sampler, epochs, steps_per_epoch, total_steps, lr_schedule, schedule):
+        job = _groups.job_options(self._kind, self.param_groups)
+        job.update(schedule)
+        if lr_schedule is not None:
+            job["lr_schedule"] = lr_schedule
+        if sampler is not None:
+            steps_per_epoch = len(sampler) if steps_per_epoch is None else steps_per_epoch
+            job["batch_size"] = sampler.batch_size
+        if steps_per_epoch is not None:
+            job["steps_per_epoch"] = int(steps_per_epoch)
+        if epochs is not None:
+            job["epochs"] = int(epochs)
+        if total_steps is not None:
+            job["total_steps"] = int(total_steps)
+        job["device"] = str(self._flat.device)
+        job.setdefault("model", "pytorch")
+        job["tensor_groups"] = [e.group for e in self._layout]
+        return job
+
+    def _averaging(self, asked, job):
+        sync = job["mode"] == "sync" and job["backup_workers"] == 0 and not self._task.dynamic
+        if asked is None:
+            return sync and job["num_workers"] > 1
+        if asked and not sync:
+            raise ConfigError("average_gradients=True: the workers' average before step() is "
+                              "for sync jobs without backup workers (this job: %s%s)"
+                              % (job["mode"], ", %d backup workers" % job["backup_workers"]
+                                 if job["backup_workers"] else ""))
+        return bool(asked)
+
+    def add_param_group(self, param_group):
+        if not getattr(self, "_making", True):
+            raise ConfigError(
+                "the parameter groups are the ps's layout, fixed once the optimizer is made: put "
+                "every parameter in a group when making it (a frozen one with requires_grad="
+                "False is not updated until it has a gradient)")
+        super().add_param_group(param_group)
+
+    # -- hooks ------------------------------------------------------------------
+
+    def _install_hooks(self):
+        if self._model is not None:
+            try:
+                self._hooks.append(self._model.register_forward_pre_hook(self._forward_pre_hook))
+            except (RuntimeError, AttributeError) as e:
+                say("cannot hook the model's forward (%s): each step starts at its backward"
+                    % e)
+        self._hook_parameters()
+
+    def _hook_parameters(self):
+        """Horovod's way: the AccumulateGrad node of each parameter runs its
+        hooks once the parameter's gradient is in .grad. Parameters made
+        trainable later (unfrozen) are hooked when a step begins."""
+        with torch.enable_grad():
+            for t, e in enumerate(self._layout):
+                if t in self._accumulators or not e.param.requires_grad:
+                    continue
+                accumulator = e.param.expand_as(e.param).grad_fn.next_functions[0][0]
+                self._hooks.append(accumulator.register_hook(self._make_hook(t)))
+                self._accumulators[t] = accumulator
+
+    def _make_hook(self, t):
+        def hook(*_):
+            self._gradient_in(t)
+        return hook
+
+    def _forward_pre_hook(self, module, inputs):
+        if not training(module) or self._in_step:
+            return
+        if self._next_examples is None and inputs and torch.is_tensor(inputs[0]) \
+                and inputs[0].dim() > 0:
+            self._next_examples = int(inputs[0].shape[0])
+        self._begin_step()
+
+    def _gradient_in(self, t):
+        """Tensor t's gradient of a backward pass is in .grad."""
+        if not self._in_step:
+            self._begin_step()
+        if self._spans is not None:
+            self._spans.gradient_final(t)
+        if not self._callback_queued:
+            self._callback_queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)  # pylint: disable=protected-access
+
+    def _backward_done(self):
+        """The end of a backward pass (DDP's place for its last allreduce)."""
+        self._callback_queued = False
+        self._passes += 1
+        self._reduced = False
+        if self._sync_average and not self._no_sync and self._passes % self._passes_per_step == 0:
+            self._reduce()
+
+    def _reduce(self):
+        """.grad becomes the workers' average of what it holds."""
+        if not self._in_step:
+            return
+        absent = self._flat.gather_grads()
+        reduced, everywhere = self._worker.reduce_gradients(absent)
+        if reduced:
+            self._flat.scatter_grads(everywhere)
+        self._reduced = True
+
+    # -- the job ----------------------------------------------------------------
+
+    def _join(self):
+        if self._worker is not None:
+            return
+        slots = steps = None
+        if self._loaded_state and self._task.is_chief:
+            slots, steps = _groups.slots_from_state(self._kind, self.state, self._layout,
+                                                    self._flat.total)
+        self._worker = pstrain.Worker(self._task, [(e.name, e.size) for e in self._layout],
+                                      self._flat.host_params.numpy(),
+                                      self._flat.host_grads.numpy(), self._job, slots, steps)
+        self._flat.after_pull()
+        self._position = self._worker.position()
+        if self._position[0] > 0:
+            self._buffers.load()
+            if self._loaded_state:
+                say("the job is under way (step %d): the optimizer's state is the job's, on the "
+                    "ps; the state_dict loaded here is not used" % self._position[0])
+        self.state.clear()  # the ps holds it (state_dict() reads it)
+        if self._worker.timeline and not self._flat.cuda and self._model is not None:
+            index = {id(e.param): t for t, e in enumerate(self._layout)}
+            self._spans = LayerSpans(self._model, index, self._hooks)
+
+    def _begin_step(self):
+        if self._in_step or self._finished or self._job_finished:
+            return
+        self._join()
+        if self._position[3]:
+            return  # the job is done: step() says so
+        self._hook_parameters()
+        examples = self._next_examples if self._next_examples is not None else 1
+        self._worker.begin_step(examples)
+        self._in_step = True
+        self._passes = 0
+        self._reduced = False
+
+    def expect_examples(self, n):
+        """The next step's batch size on this worker (DistributedSampler)."""
+        self._next_examples = int(n)
+
+    def _end_step(self, loss, absent_all=False):
+        """Sends the step (what .grad and param_groups hold now) and takes
+        the parameters that follow."""
+        if self._sync_average and self._passes > 0 and not self._reduced and not absent_all:
+            self._reduce()  # a backward pass whose end did not average (no_sync left on)
+        absent = self._flat.gather_grads()
+        if absent_all:
+            absent = list(range(len(self._layout)))
+        self._worker.set_step_options(_groups.group_settings(self._kind, self.param_groups),
+                                      absent)
+        if self._spans is not None:
+            self._spans.send(self._worker)
+        self._in_step = False
+        self._next_examples = None
+        try:
+            self._worker.end_step(loss)
+        except JobFinished:
+            self._job_finished = True
+            self._buffers.save(self._position[0])
+            return
+        self._flat.after_pull()
+        self._position = self._worker.position()
+        self._buffers.maybe_save(self._position[0])
+
+    # -- what a training loop calls ---------------------------------------------
+
+    def step(self, closure=None, loss=None):
+        """Sends this step's gradient (what each .grad holds now; a .grad of
+        None leaves its parameter alone) with the settings param_groups hold
+        now, and waits for the ps's new parameters, which the model then
+        holds. `closure` as torch.optim's (zero_grad, forward, backward,
+        returning the loss); a tensor or a number in its place (or loss=) is
+        the step's loss, for the step log. Returns the loss. Raises JobDone
+        when the job has no step left."""
+        if closure is not None and not callable(closure):
+            closure, loss = None, closure
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        if self._job_finished:
+            return loss
+        self._begin_step()
+        if not self._in_step:
+            raise JobDone("the job is done (step %d of %d): this worker's loop ends here"
+                          % (self._position[0], self._position[1]))
+        value = float(loss.detach()) if torch.is_tensor(loss) else (
+            float(loss) if loss is not None else float("nan"))
+        self._end_step(value)
+        return loss
+
+    def skip_step(self):
+        """A step that updates nothing (every .grad as if None): the job's
+        position moves on, as a loop's does when GradScaler skips its step.
+        The sampler calls it for a batch that went by without step()."""
+        self._begin_step()
+        if self._in_step:
+            self._end_step(float("nan"), absent_all=True)
+
+    def synchronize(self):
+        """Horovod's: .grad holds the workers' average from here (it does
+        already after backward when averaging; this averages a gradient
+        made otherwise)."""
+        if self._sync_average and self._in_step and not self._reduced:
+            self._reduce()
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """Horovod's: step() inside does not average again (it never does)."""
+        yield
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """DDP's: backward passes inside do not average; the gradient they
+        accumulate is averaged with the next backward outside."""
+        before, self._no_sync = self._no_sync, True
+        try:
+            yield
+        finally:
+            self._no_sync = before
+
+    @property
+    def global_step(self):
+        """The next step this worker computes: where the job is for it."""
+        self._join()
+        return self._position[0]
+
+    @property
+    def total_steps(self):
+        self._join()
+        return self._position[1]
+
+    @property
+    def steps_per_epoch(self):
+        self._join()
+        return self._position[2]
+
+    @property
+    def start_epoch(self):
+        """The epoch the job is in (a restarted worker's loop starts there)."""
+        self._join()
+        return self._position[0] // self._position[2]
+
+    @property
+    def done(self):
+        """Whether this worker has no step left."""
+        if self._job_finished or self._finished:
+            return True
+        self._join()
+        return self._position[3]
+
+    def fast_forward(self, *schedulers):
+        """A restarted worker's schedulers, made afresh, to where the job
+        is: each steps global_step times (torch's LambdaLR, OneCycleLR,
+        CosineAnnealingLR and the like then give what they would give at
+        this step in one process). Nothing in a fresh job."""
+        for _ in range(self.global_step):
+            for s in schedulers:
+                s.step()
+
+    def finish(self):
+        """Once this worker's loop is over: a step begun but not stepped is
+        ended without an update (as GradScaler's skip); then waits until
+        every worker has pushed its last gradient; the chief's model then
+        holds the final parameters. A worker whose loop ends before the
+        job's leaves it here (said; sync goes on without it). Nothing the
+        second time."""
+        if self._finished or self._job_finished:
+            return
+        self._join()
+        if self._in_step:
+            self._end_step(float("nan"), absent_all=True)
+        if self._job_finished:
+            return
+        try:
+            self._worker.finish()
+        except JobFinished:
+            self._job_finished = True
+            self._buffers.save(self._position[0])
+            return
+        self._finished = True
+        self._flat.after_pull()
+        self._buffers.save(self._position[0])
+
+    def close(self):
+        """After finish: the chief writes summary.json and shuts the ps
+        tasks down. Nothing the second time, or on a worker whose job
+        finished without it."""
+        if self._closed or self._job_finished or self._worker is None:
+            return
+        self._closed = True
+        self._worker.close()
+
+    def free(self):
+        """Its connections and threads go now."""
+        if self._worker is not None:
+            self._worker.free()
+
+    def log_evaluation(self, accuracy, loss, seconds):
+        self._join()
+        self._worker.log_evaluation(accuracy, loss, seconds)
+
+    # -- state -------------------------------------------------------------------
+
+    def state_dict(self):
+        """torch.optim's state_dict of the optimizer the ps runs: each
+        parameter's state as the ps holds it now (between steps), and the
+        param_groups. A one-process optimizer of the same class loads it,
+        and so does this one in a new job."""
+        self._join()
+        if self._in_step:
+            raise UsageError("state_dict: a step is under way (after step(), or before the "
+                             "forward)")
+        slots, steps = self._worker.optimizer_state()
+        groups_of = [self.param_groups[e.group] for e in self._layout]
+        self.state = collections.defaultdict(
+            dict, _groups.state_from_slots(self._kind, groups_of, self._layout, slots, steps))
+        try:
+            return super().state_dict()
+        finally:
+            self.state.clear()
+
+    def load_state_dict(self, state_dict):
+        """torch.optim's state_dict (of this optimizer's class, as
+        state_dict() or a one-process optimizer wrote it): its param_groups
+        here, and its state where a fresh job's optimizer starts (the
+        chief's; call it before the first step). In a job under way the
+        job's state, on the ps, is kept, and that is said."""
+        if self._worker is not None and not (self._position[0] == 0 and not self._task.is_chief):
+            if self._position[0] == 0:
+                raise UsageError("load_state_dict: the job has begun; load the state right after "
+                                 "making the optimizer, before its first step or global_step")
+            say("the job is under way (step %d): its optimizer state, on the ps, is kept; only "
+                "the loaded param_groups are used" % self._position[0])
+            state = self.state
+            super().load_state_dict(state_dict)
+            self.state = state
+            return
+        super().load_state_dict(state_dict)
+        self._loaded_state = True

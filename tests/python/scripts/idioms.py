@@ -1,0 +1,310 @@
+"""Everyday PyTorch idioms in one training loop, run three ways that must
+end at the same parameters: through pstrain.torch (under `pstrain
+launch`), as one plain process (--reference --world=1), and as DDP with
+gloo over --world ranks (--reference --world=N), each rank taking the same
+share of each global batch as the pstrain worker of that rank.
+
+The idioms (flags): a branch used on some steps only (--branch), with
+zero_grad(set_to_none=...) (--set_to_none); clip_grad_norm_ or
+clip_grad_value_ (--clip); parameter groups with their own lr, weight
+decay and betas (--groups); a parameter frozen until a step
+(--unfreeze_at); tied weights (always: dec shares enc's weight); torch's
+schedulers (--scheduler); bf16 autocast (--amp=bf16); a GradScaler's
+algorithm with an overflow on one rank (--amp=scaler: torch's GradScaler
+on CUDA, the same algorithm written out on the CPU, where Debian's
+PyTorch has none); gradient accumulation (--accumulate=passes: two
+backward passes a step; no_sync: DDP's no_sync for the first); a user's
+own checkpoint of model and optimizer (--save, --load, --start)."""
+
+import argparse
+import math
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "pytorch"))
+import idx_data  # noqa: E402  pylint: disable=wrong-import-position
+
+
+class Net(nn.Module):
+    """An MLP with two heads (the branch), an encoder and a decoder that
+    share one weight (tied), and a body that can be frozen."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(784, 32)
+        self.enc = nn.Linear(32, 32)
+        self.dec = nn.Linear(32, 32)
+        self.dec.weight = self.enc.weight  # tied
+        self.body = nn.Linear(32, 32)
+        self.head_a = nn.Linear(32, 10)
+        self.head_b = nn.Linear(32, 10)
+        self.norm = nn.LayerNorm(32)
+
+    def forward(self, x, head="a"):
+        h = torch.relu(self.inp(x.flatten(1)))
+        h = torch.relu(self.dec(torch.relu(self.enc(h))))
+        # LayerNorm in f32: PyTorch 1.13's CPU autocast refuses bf16 into it.
+        h = self.norm((h + torch.relu(self.body(h))).float())
+        return F.log_softmax((self.head_a if head == "a" else self.head_b)(h), dim=1)
+
+
+class CpuScaler:
+    """torch.cuda.amp.GradScaler's algorithm (scale the loss; unscale_ the
+    gradients in place, noting an inf or NaN; skip step() when there was
+    one; back the scale off by half then, else grow it x2 every
+    growth_interval steps), for the CPU, where Debian's PyTorch 1.13 has
+    none."""
+
+    def __init__(self, init_scale=2.0 ** 10, growth_interval=4):
+        self.scale_value, self.growth_interval, self.tracker = init_scale, growth_interval, 0
+        self.found_inf, self.unscaled = False, False
+
+    def scale(self, loss):
+        return loss * self.scale_value
+
+    def unscale_(self, opt):
+        inv = 1.0 / self.scale_value
+        found = False
+        with torch.no_grad():
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.grad.mul_(inv)
+                        found = found or not bool(torch.isfinite(p.grad).all())
+        self.found_inf, self.unscaled = found, True
+
+    def step(self, opt):
+        if not self.unscaled:
+            self.unscale_(opt)
+        if not self.found_inf:
+            opt.step()
+
+    def update(self):
+        if self.found_inf:
+            self.scale_value *= 0.5
+            self.tracker = 0
+        else:
+            self.tracker += 1
+            if self.tracker == self.growth_interval:
+                self.scale_value *= 2.0
+                self.tracker = 0
+        self.unscaled = False
+
+
+def make_optimizer(args, model):
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    if args.groups:
+        groups = [{"params": decay, "weight_decay": 0.05},
+                  {"params": no_decay, "weight_decay": 0.0, "lr": args.lr * 0.5}]
+        if args.optimizer in ("adam", "adamw"):
+            groups[1]["betas"] = (0.8, 0.99)
+        if args.optimizer == "sgd":
+            groups[1]["momentum"] = 0.5
+    else:
+        groups = [{"params": list(model.parameters())}]
+    if args.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=args.lr, momentum=0.9, weight_decay=1e-3, nesterov=True)
+    if args.optimizer == "adam":
+        return torch.optim.Adam(groups, lr=args.lr, weight_decay=1e-3)
+    if args.optimizer == "adamw":
+        return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95))
+    return torch.optim.Adagrad(groups, lr=args.lr, lr_decay=0.01, initial_accumulator_value=0.1)
+
+
+def make_scheduler(args, opt):
+    s = args.steps
+    if args.scheduler == "lambda":
+        return torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 1.0 / (1.0 + 0.1 * k))
+    if args.scheduler == "warmup_linear":  # Hugging Face's get_linear_schedule_with_warmup
+        warm = 5
+        return torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda k: k / warm if k < warm else max(0.0, (s - k) / max(1, s - warm)))
+    if args.scheduler == "onecycle":
+        return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr * 3, total_steps=s + 1)
+    if args.scheduler == "cosine":
+        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=s, eta_min=args.lr * 0.1)
+    return None
+
+
+def batch(x, y, step, rank, world, per_rank, seed):
+    """This rank's share of global batch `step`: rows rank::world of it."""
+    g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    idx = torch.randint(0, x.shape[0], (per_rank * world,), generator=g)[rank::world]
+    return x[idx], y[idx]
+
+
+def train(args, model, opt, steps, rank, world, x, y, pst=None):
+    sched = make_scheduler(args, opt)
+    if pst is not None and sched is not None:
+        opt.fast_forward(sched)
+    scaler = None
+    if args.amp == "scaler":
+        scaler = torch.cuda.amp.GradScaler(init_scale=2.0 ** 10, growth_interval=4) \
+            if args.device == "cuda" else CpuScaler()
+    device_type = "cuda" if args.device == "cuda" else "cpu"
+    step = opt.global_step if pst is not None else 0
+    while step < steps:
+        xb, yb = batch(x, y, args.start + step, rank, world, args.batch_size, args.seed)
+        head = "b" if args.branch and step % 3 == 2 else "a"
+        if args.unfreeze_at >= 0:
+            model.body.weight.requires_grad_(step >= args.unfreeze_at)
+        opt.zero_grad(set_to_none=args.set_to_none)
+        micro = [(xb, yb)] if args.accumulate == "none" else [(xb[::2], yb[::2]),
+                                                              (xb[1::2], yb[1::2])]
+        for i, (xm, ym) in enumerate(micro):
+            no_sync = args.accumulate == "no_sync" and i == 0
+            context = _nothing()
+            if no_sync and hasattr(model, "no_sync"):
+                context = model.no_sync()  # DDP's
+            elif no_sync and hasattr(opt, "no_sync"):
+                context = opt.no_sync()  # pstrain's
+            with context:
+                with torch.autocast(device_type, dtype=torch.bfloat16 if device_type == "cpu"
+                                    else torch.float16, enabled=args.amp in ("bf16", "scaler")
+                                    and (args.amp == "bf16" or device_type == "cuda")):
+                    loss = F.nll_loss(model(xm, head), ym) / len(micro)
+                if args.amp == "scaler":
+                    if step in args.overflow_steps and rank == world - 1 and i == len(micro) - 1:
+                        loss = loss * float("inf")  # an overflow on this rank alone
+                    loss = scaler.scale(loss)
+                loss.backward()
+        if scaler is not None:
+            scaler.unscale_(opt)
+        if args.clip == "norm":
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        elif args.clip == "value":
+            torch.nn.utils.clip_grad_value_(model.parameters(), 0.002)
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        if sched is not None:
+            sched.step()
+        step += 1
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        return False
+
+
+def save(args, model, opt, rank):
+    state = opt.state_dict()  # every rank: a collective in DDP, a read of the ps here
+    if rank == 0:
+        inner = model.module if hasattr(model, "module") else model
+        torch.save({"model": inner.state_dict(), "opt": state}, args.save)
+
+
+def load(args, model, opt):
+    if args.load:
+        ck = torch.load(args.load)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+
+
+def run_pstrain(args, x, y):
+    import pstrain.torch as pst  # pylint: disable=import-outside-toplevel
+    pst.init()
+    torch.manual_seed(args.seed)
+    model = Net().to(args.device)
+    if args.unfreeze_at >= 0:
+        model.body.weight.requires_grad_(False)
+    inner = make_optimizer(args, model)
+    if args.load and args.load_into == "inner":
+        ck = torch.load(args.load)
+        model.load_state_dict(ck["model"])
+        inner.load_state_dict(ck["opt"])
+    opt = pst.DistributedOptimizer(model, inner, total_steps=args.steps,
+                                   backward_passes_per_step=2 if args.accumulate == "passes"
+                                   else 1)
+    if args.load and args.load_into == "wrapper":
+        load(args, model, opt)
+    train(args, model, opt, args.steps, pst.rank(), pst.num_workers(), x.to(args.device),
+          y.to(args.device), pst)
+    pst.finish()
+    if args.save:
+        save(args, model, opt, pst.rank())
+    if pst.is_chief() and args.out:
+        torch.save(model.state_dict(), args.out)
+
+
+def run_reference(rank, args, x, y):
+    world = args.world
+    if world > 1:
+        import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(args.port)
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(args.seed)
+    model = Net().to(args.device)
+    if args.unfreeze_at >= 0:
+        model.body.weight.requires_grad_(False)
+    opt = make_optimizer(args, model)
+    load(args, model, opt)
+    net = model
+    if world > 1:
+        net = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+    train(args, net, opt, args.steps, rank, world, x.to(args.device), y.to(args.device))
+    if args.save:
+        save(args, model, opt, rank)
+    if rank == 0 and args.out:
+        torch.save(model.state_dict(), args.out)
+    if world > 1:
+        import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+        dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--data_dir", required=True)
+    p.add_argument("--reference", action="store_true")
+    p.add_argument("--world", type=int, default=1, help="reference: DDP ranks (1: one process)")
+    p.add_argument("--port", type=int, default=29500)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam", "adamw", "adagrad"])
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--steps", type=int, default=25)
+    p.add_argument("--start", type=int, default=0, help="the data's first step (after --load)")
+    p.add_argument("--batch_size", type=int, default=16, help="per rank")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--branch", action="store_true")
+    p.add_argument("--set_to_none", type=int, default=1)
+    p.add_argument("--clip", default="none", choices=["none", "norm", "value"])
+    p.add_argument("--groups", action="store_true")
+    p.add_argument("--unfreeze_at", type=int, default=-1)
+    p.add_argument("--scheduler", default="none",
+                   choices=["none", "lambda", "warmup_linear", "onecycle", "cosine"])
+    p.add_argument("--amp", default="none", choices=["none", "bf16", "scaler"])
+    p.add_argument("--overflow_steps", default="5,6",
+                   help="scaler: steps whose loss overflows on the last rank")
+    p.add_argument("--accumulate", default="none", choices=["none", "passes", "no_sync"])
+    p.add_argument("--save", default="", help="the end's model and optimizer state_dicts")
+    p.add_argument("--load", default="")
+    p.add_argument("--load_into", default="wrapper", choices=["wrapper", "inner"])
+    p.add_argument("--out", default="")
+    args = p.parse_args()
+    args.overflow_steps = {int(s) for s in args.overflow_steps.split(",") if s}
+    torch.set_num_threads(1)
+    x, y = idx_data.load(args.data_dir, "train")
+    x, y = x[:4096], y[:4096]
+    if not args.reference:
+        run_pstrain(args, x, y)
+    elif args.world == 1:
+        run_reference(0, args, x, y)
+    else:
+        import torch.multiprocessing as mp  # pylint: disable=import-outside-toplevel
+        mp.spawn(run_reference, args=(args, x, y), nprocs=args.world)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""Everyday PyTorch idioms through pstrain.torch with two sync workers end
+where DDP with two gloo ranks ends, each rank on the same share of each
+global batch as the worker of its rank (to float rounding, after 25
+steps): backward() ends with the workers' averaged gradient in .grad, as
+DDP's, so clipping and GradScaler's inf check see the whole batch's
+gradient; a parameter no worker used is left alone, one some workers used
+gets the average. The loop: tests/python/scripts/idioms.py."""
+
+import unittest
+
+import idioms_testing as it
+
+
+class TwoWorkersAreDdp(it.IdiomCase):
+    def test_a_branch_used_on_some_steps(self):
+        self.compare("branch_none", 2, 1, ["--branch", "--set_to_none=1"])
+        self.compare("branch_zero_bf16", 2, 2, ["--branch", "--set_to_none=0", "--amp=bf16",
+                                                "--optimizer=adam", "--lr=0.01"])
+
+    def test_clipping_sees_the_averaged_gradient(self):
+        self.compare("clip_norm", 2, 2, ["--clip=norm"])
+        self.compare("clip_value_groups_onecycle", 2, 1, ["--clip=value", "--optimizer=adamw",
+                                                          "--groups", "--scheduler=onecycle",
+                                                          "--lr=0.01"])
+
+    def test_an_overflow_on_one_worker_skips_the_step_on_every_worker(self):
+        # Worker 1's loss overflows at steps 5 and 6: the average is not
+        # finite on both, both skip, and the scale backs off on both.
+        self.compare("scaler", 2, 2, ["--amp=scaler", "--clip=norm"], expect_updates=23)
+
+    def test_gradient_accumulation(self):
+        self.compare("no_sync", 2, 1, ["--accumulate=no_sync", "--optimizer=adagrad"])
+        self.compare("two_passes", 2, 1, ["--accumulate=passes", "--optimizer=adam",
+                                          "--lr=0.01"])
+
+    def test_a_parameter_unfrozen_midway(self):
+        # DDP takes no parameter frozen when it is made: the reference is
+        # one process with the global batch (both workers' rows).
+        self.compare("unfreeze", 2, 2, ["--unfreeze_at=10", "--optimizer=adam", "--lr=0.01"],
+                     reference_flags=["--unfreeze_at=10", "--optimizer=adam", "--lr=0.01",
+                                      "--batch_size=32"], reference_world=1)
+
+
+if __name__ == "__main__":
+    unittest.main()
