@@ -42,11 +42,14 @@ inline int ExitCodeFor(const absl::Status& status, bool interrupted) {
 
 // Prints "program: error: message" on stderr (nothing for OK) and returns
 // ExitCodeFor(status, whether `stop` fired: the Cancellation main() got
-// from InstallShutdownHandlers). For main()'s last line.
+// from InstallShutdownHandlers). A process stopped by SIGINT or SIGTERM
+// (the launcher stopping a job, a user's Ctrl-C) says "program: message":
+// what it was doing ended because it was asked to, which is no error of
+// its own. For main()'s last line.
 inline int ExitWith(const char* program, const absl::Status& status, const Cancellation& stop) {
   if (!status.ok()) {
-    std::fprintf(stderr, "%s: error: %.*s\n", program, static_cast<int>(status.message().size()),
-                 status.message().data());
+    std::fprintf(stderr, "%s: %s%.*s\n", program, stop.cancelled() ? "" : "error: ",
+                 static_cast<int>(status.message().size()), status.message().data());
   }
   return ExitCodeFor(status, stop.cancelled());
 }

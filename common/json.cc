@@ -1,6 +1,9 @@
 #include "common/json.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "google/protobuf/util/json_util.h"
@@ -73,6 +76,10 @@ absl::string_view JsonKindName(const google::protobuf::Value& value) {
     default:
       return "nothing";
   }
+}
+
+std::string JsonNumberOrNull(double value) {
+  return std::isfinite(value) ? absl::StrFormat("%.6g", value) : std::string("null");
 }
 
 }  // namespace pstrain

@@ -29,6 +29,10 @@ absl::Status ParseJsonMessage(absl::string_view text, absl::string_view origin,
 // (snake_case) and every field, defaults included.
 std::string ToJson(const google::protobuf::Message& message);
 
+// A number as JSON: "%.6g" of it, or null when it is NaN or infinite
+// (JSON has no such numbers; a strict parser refuses "nan").
+std::string JsonNumberOrNull(double value);
+
 // The JSON type of `value` in words ("a string", "a number", ...), for
 // error messages.
 absl::string_view JsonKindName(const google::protobuf::Value& value);

@@ -68,6 +68,11 @@ struct Task {
   // and F lines, a binary's "NAME: error: ..."), and its last line.
   std::string last_error;
   std::string last_line;
+  // How its previous life failed (its exit code and last words; "" for
+  // none, or a signal): the same failure twice in a row is not restarted
+  // again, it would fail the same way (a python3 without torch).
+  std::string previous_failure;
+  bool failed_the_same_way = false;
 };
 
 // The longest part of a task's line a failure message quotes.
@@ -510,6 +515,9 @@ std::string Supervisor::FailureOf(const Task& t, int exit_code) const {
   std::string what = absl::StrCat(t.id.ToString(), " failed (", DescribeExit(exit_code), ")");
   if (exit_code == kExitBadConfig) {
     absl::StrAppend(&what, ", a bad configuration or input: not restarted");
+  } else if (t.failed_the_same_way) {
+    absl::StrAppend(&what, " the same way as before its restart: not restarted again, it would "
+                           "fail so again");
   } else if (chief_done_) {
     absl::StrAppend(&what, " after training was done: not restarted");
   } else if (!early_ps_exit_.empty()) {
@@ -533,7 +541,20 @@ void Supervisor::RestartDue() {
   const int64_t now = MonotonicMicros();
   for (Task& t : tasks_) {
     // The dead process's last output is read to its end first.
-    if (t.restart_at_us != 0 && now >= t.restart_at_us && t.process.output_fd() < 0) Restart(t);
+    if (t.restart_at_us == 0 || now < t.restart_at_us || t.process.output_fd() >= 0) continue;
+    // An exit with an error (not a signal: kills and faults are not the
+    // task's doing) the same as its previous life's is the task's own.
+    const std::string words = LastWords(t, true);
+    const std::string failure =
+        t.dead_exit_code > 0 && !words.empty() ? absl::StrCat(t.dead_exit_code, ": ", words) : "";
+    if (!failure.empty() && failure == t.previous_failure) {
+      t.restart_at_us = 0;
+      t.failed_the_same_way = true;
+      FailOn(t, t.dead_exit_code);
+      continue;
+    }
+    t.previous_failure = failure;
+    Restart(t);
   }
 }
 

@@ -140,6 +140,7 @@ bool GradientReducer::SetActive(int rank, bool active) {
 
 std::vector<Parked> GradientReducer::TakeAnswers() {
   std::vector<Parked> answers;
+  if (!complete_) return answers;
   for (std::optional<Parked>& w : waiting_) {
     if (!w.has_value()) continue;
     answers.push_back(std::move(*w));
@@ -160,8 +161,10 @@ void GradientReducer::Forget(int rank) {
 }
 
 std::vector<Parked> GradientReducer::TakeAll() {
-  StartRound(-1, 0);
-  return TakeOvertaken();
+  std::vector<Parked> all = TakeAnswers();
+  StartRound(-1, 0);  // what waits is overtaken
+  for (Parked& p : TakeOvertaken()) all.push_back(std::move(p));
+  return all;
 }
 
 }  // namespace pstrain

@@ -64,7 +64,7 @@ class GradientReducer {
   bool SetActive(int rank, bool active);
 
   // Once complete: the answers waiting (each to be sent with average()
-  // and absent()); none stay.
+  // and absent()); none stay. Before: none.
   std::vector<Parked> TakeAnswers();
   bool complete() const { return complete_; }
   int64_t version() const { return version_; }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/clock.h"
+#include "common/json.h"
 #include "common/metrics_server.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -211,8 +212,8 @@ absl::Status MetricsRecorder::TraceStep(const StepRecord& r) {
   const int64_t pushed = start + compute_us;
   RETURN_IF_ERROR(trace_->Complete(
       "step", "train", kTrainTid, start, compute_us + comm_us,
-      absl::StrFormat("\"step\": %d, \"epoch\": %d, \"loss\": %.6g, \"staleness\": %d", r.step,
-                      r.epoch, r.loss, r.staleness)));
+      absl::StrFormat("\"step\": %d, \"epoch\": %d, \"loss\": %s, \"staleness\": %d", r.step,
+                      r.epoch, JsonNumberOrNull(r.loss), r.staleness)));
   RETURN_IF_ERROR(trace_->Complete("compute", "train", kTrainTid, start, compute_us));
   if (r.layers != nullptr) {
     // The layers read the Unix clock themselves; the step's spans derive

@@ -227,9 +227,9 @@ TEST_F(CApiWithPs, CallsOutOfOrderAreRefusedAndTheStepsAreThePsSgd) {
   EXPECT_EQ(PstrainWorkerEndStep(worker, 0.0), PSTRAIN_ERROR_USAGE);
   EXPECT_THAT(LastError(), HasSubstr("no step is under way"));
   EXPECT_EQ(PstrainWorkerTensorReady(worker, 0), PSTRAIN_ERROR_USAGE);
-  EXPECT_EQ(PstrainWorkerFinish(worker), PSTRAIN_ERROR_USAGE);
-  EXPECT_THAT(LastError(), HasSubstr("3 steps are left"));
+  // (Finish with steps left would leave the job: tests/python, torch_loops.)
   EXPECT_EQ(PstrainWorkerClose(worker), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("Finish first"));
   EXPECT_EQ(PstrainWorkerBeginStep(worker, -1), PSTRAIN_ERROR_USAGE);
   // No timeline in this job: spans are checked, then dropped.
   int timeline = 1;

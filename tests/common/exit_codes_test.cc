@@ -28,5 +28,16 @@ TEST(ExitCodeFor, OneThirtyOnlyWhenASignalStoppedTheProcess) {
   EXPECT_EQ(ExitCodeFor(absl::CancelledError("ps:0: the ps is shutting down"), false), 1);
 }
 
+TEST(ExitWith, AProcessStoppedBySignalSaysSoWithoutAnError) {
+  CancellationFlag running, stopped;
+  stopped.Cancel("signal 15");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(ExitWith("ps_server", absl::CancelledError("ps:1 stopped by signal 15"), stopped), 130);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "ps_server: ps:1 stopped by signal 15\n");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(ExitWith("ps_server", absl::UnavailableError("port 2222 in use"), running), 1);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "ps_server: error: port 2222 in use\n");
+}
+
 }  // namespace
 }  // namespace pstrain

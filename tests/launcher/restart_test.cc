@@ -246,6 +246,31 @@ TEST(LaunchRestarts, ATaskOutOfRestartsFailsTheLaunchNamingItAndTheCount) {
   ExpectAllGone(cluster.Pids(), 5);
 }
 
+// A task that fails the same way twice (its exit code and last words: a
+// python3 without torch, a port taken) is not restarted a third time; one
+// whose failures differ is, up to --max_restarts.
+TEST(LaunchRestarts, ATaskThatFailsTheSameWayTwiceIsNotRestartedAgain) {
+  const FakeCluster same("echo \"ModuleNotFoundError: No module named 'torch'\"; exit 1");
+  LaunchOptions o = same.Options();
+  o.max_restarts = 3;
+  LaunchEvents events;
+  auto result = Launch(o, &events);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("worker:0 failed (exit code 1) the same way as before its restart: not "
+                        "restarted again"));
+  EXPECT_THAT(result.status().message(), HasSubstr("No module named 'torch'"));
+  EXPECT_EQ(same.Lives("worker0"), 2);
+  // Each life says something else: every restart is taken.
+  const FakeCluster differing("echo \"error in process $$\"; exit 1");
+  o = differing.Options();
+  o.max_restarts = 2;
+  result = Launch(o);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("after it was restarted 2 times"));
+  EXPECT_EQ(differing.Lives("worker0"), 3);
+}
+
 TEST(LaunchRestarts, NoneWithMaxRestartsZero) {
   const FakeCluster cluster("kill -9 $$");
   LaunchOptions o = cluster.Options();

@@ -47,6 +47,41 @@ class Errors(t.TestCase):
                       launch.output)
 
 
+class EdgeModels(t.TestCase):
+    SCRIPT = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "edge_models.py")
+
+    def launch(self, kind):
+        run = self.run_dir(kind)
+        launch = t.Launch(["--cluster_spec=" + t.spec(run, 1, 1), "--free_ports",
+                           "--run_dir=" + run, "--max_restarts=0"], [t.PYTHON, self.SCRIPT, kind])
+        return launch.wait(), launch.output
+
+    def test_torchscript_no_grad_and_zero_size_parameters_train(self):
+        for kind in ("script", "no_grad", "zero_size"):
+            code, out = self.launch(kind)
+            self.assertEqual(code, 0, out)
+            self.assertIn("trained %s: 5 steps" % kind, out)
+
+    def test_a_model_pstrain_cannot_train_is_refused_saying_what_to_do(self):
+        for kind, says in (("meta", "the model is on meta; pstrain.torch trains models on the CPU "
+                                    "or a CUDA GPU: model.to('cpu') or model.to('cuda')"),
+                           ("half", "pstrain trains float32 parameters (for mixed precision, "
+                                    "keep them float32 and use torch.autocast)")):
+            code, out = self.launch(kind)
+            self.assertEqual(code, 1, out)  # the launcher: the job failed
+            self.assertIn(says, out)
+            self.assertIn("worker:0 failed (exit code 2), a bad configuration", out)
+            # The ps tasks it stopped say so, without an error of their own.
+            self.assertNotIn("ps_server: error:", out)
+
+    def test_a_configuration_error_in_init_exits_2(self):
+        env = dict(os.environ, TF_CONFIG='{"cluster": {"ps": ["localhost:1"]}, "task": 7}')
+        p = t.subprocess.run([t.PYTHON, self.SCRIPT, "script"], env=env, cwd=t.SOURCE_DIR,
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("pstrain.ConfigError", p.stderr)
+
+
 class Resume(t.TestCase):
     def test_a_resume_whose_commands_directory_is_gone_says_so_and_starts_nothing(self):
         run = self.run_dir("run")

@@ -224,12 +224,14 @@ def run_pstrain(args, x, y):
         ck = torch.load(args.load)
         model.load_state_dict(ck["model"])
         inner.load_state_dict(ck["opt"])
-    opt = pst.DistributedOptimizer(model, inner, total_steps=args.steps,
+    job_steps = args.steps if args.job_steps < 0 else args.job_steps
+    opt = pst.DistributedOptimizer(model, inner, total_steps=job_steps or None,
                                    backward_passes_per_step=2 if args.accumulate == "passes"
                                    else 1)
     if args.load and args.load_into == "wrapper":
         load(args, model, opt)
-    train(args, model, opt, args.steps, pst.rank(), pst.num_workers(), x.to(args.device),
+    steps = args.steps_on_rank.get(pst.rank(), args.steps)
+    train(args, model, opt, steps, pst.rank(), pst.num_workers(), x.to(args.device),
           y.to(args.device), pst)
     pst.finish()
     if args.save:
@@ -289,11 +291,17 @@ def main():
                    help="scaler: steps whose loss overflows on the last rank")
     p.add_argument("--accumulate", default="none", choices=["none", "passes", "no_sync"])
     p.add_argument("--save", default="", help="the end's model and optimizer state_dicts")
+    p.add_argument("--job_steps", type=int, default=-1,
+                   help="pstrain: the job's length (total_steps; 0: none, -1: --steps)")
+    p.add_argument("--steps_on_rank", default="",
+                   help="pstrain: RANK:N,... ranks whose own loop runs N steps")
     p.add_argument("--load", default="")
     p.add_argument("--load_into", default="wrapper", choices=["wrapper", "inner"])
     p.add_argument("--out", default="")
     args = p.parse_args()
     args.overflow_steps = {int(s) for s in args.overflow_steps.split(",") if s}
+    args.steps_on_rank = {int(r): int(n) for r, n in
+                          (item.split(":") for item in args.steps_on_rank.split(",") if item)}
     torch.set_num_threads(1)
     x, y = idx_data.load(args.data_dir, "train")
     x, y = x[:4096], y[:4096]

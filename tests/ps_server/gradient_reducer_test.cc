@@ -1,0 +1,118 @@
+// REDUCE's rounds (ps_server/gradient_reducer.h): the workers' weighted
+// average of a version's gradient, summed in rank order whatever order
+// they come in, answered once every live rank's is in; a dead rank is not
+// waited for; stale and overtaken contributions are answered without it.
+
+#include "ps_server/gradient_reducer.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+Parked Answer(int rank) { return {"peer" + std::to_string(rank), proto::Header()}; }
+
+TEST(GradientReducer, AnswersEveryRankWithTheWeightedAverageOnceAllAreIn) {
+  GradientReducer r(3, 2);
+  EXPECT_EQ(r.Add(2, 0, 0, std::vector<float>{3, 6}, 1, {}, Answer(2)),
+            GradientReducer::Added::kWaiting);
+  EXPECT_EQ(r.Add(0, 0, 0, std::vector<float>{1, 2}, 2, {}, Answer(0)),
+            GradientReducer::Added::kWaiting);
+  EXPECT_TRUE(r.TakeAnswers().empty());  // not complete: nothing to answer yet
+  EXPECT_EQ(r.Add(1, 0, 0, std::vector<float>{1, 1}, 1, {}, Answer(1)),
+            GradientReducer::Added::kComplete);
+  ASSERT_TRUE(r.complete());
+  // (2 x [1, 2] + [1, 1] + [3, 6]) / 4.
+  EXPECT_EQ(*r.average(), (std::vector<float>{1.5f, 2.75f}));
+  EXPECT_EQ(r.TakeAnswers().size(), 3u);
+  EXPECT_TRUE(r.TakeAnswers().empty());
+}
+
+TEST(GradientReducer, SumsInRankOrderWhateverTheArrivalOrder) {
+  // Floating-point addition is not associative: the same three gradients
+  // in two orders give one average, bit for bit.
+  const std::vector<std::vector<float>> g = {{1e8f}, {1.0f}, {-1e8f}};
+  std::vector<float> averages;
+  for (const std::vector<int>& order : {std::vector<int>{0, 1, 2}, std::vector<int>{2, 1, 0}}) {
+    GradientReducer r(3, 1);
+    for (int rank : order) r.Add(rank, 0, 0, g[rank], 1, {}, Answer(rank));
+    ASSERT_TRUE(r.complete());
+    averages.push_back((*r.average())[0]);
+  }
+  EXPECT_EQ(averages[0], averages[1]);
+}
+
+TEST(GradientReducer, ATensorIsAbsentWhenEveryContributionSaysSo) {
+  GradientReducer r(2, 1);
+  r.Add(0, 0, 0, std::vector<float>{1}, 1, std::vector<int32_t>{1, 3, 4}, Answer(0));
+  r.Add(1, 0, 0, std::vector<float>{1}, 1, std::vector<int32_t>{3, 5}, Answer(1));
+  EXPECT_EQ(r.absent(), (std::vector<int32_t>{3}));
+}
+
+TEST(GradientReducer, ADeadRankIsNotWaitedFor) {
+  GradientReducer r(2, 1);
+  EXPECT_EQ(r.Add(0, 4, 0, std::vector<float>{2}, 1, {}, Answer(0)),
+            GradientReducer::Added::kWaiting);
+  EXPECT_TRUE(r.SetActive(1, false));
+  ASSERT_TRUE(r.complete());
+  EXPECT_EQ(*r.average(), (std::vector<float>{2}));
+  EXPECT_EQ(r.TakeAnswers().size(), 1u);
+}
+
+TEST(GradientReducer, NonFiniteGradientsReachTheAverage) {
+  // A GradScaler on every worker must see one worker's overflow.
+  GradientReducer r(2, 1);
+  r.Add(0, 0, 0, std::vector<float>{1}, 1, {}, Answer(0));
+  r.Add(1, 0, 0, std::vector<float>{std::numeric_limits<float>::infinity()}, 1, {}, Answer(1));
+  EXPECT_TRUE(std::isinf((*r.average())[0]));
+}
+
+TEST(GradientReducer, RoundsFollowVersionsThenRoundsAndOldOnesAreStale) {
+  GradientReducer r(2, 1);
+  r.Add(0, 3, 0, std::vector<float>{1}, 1, {}, Answer(0));
+  r.Add(1, 3, 0, std::vector<float>{3}, 1, {}, Answer(1));
+  r.TakeAnswers();
+  // A second backward of the same step: round 1 of version 3.
+  EXPECT_EQ(r.Add(0, 3, 1, std::vector<float>{5}, 1, {}, Answer(0)),
+            GradientReducer::Added::kWaiting);
+  EXPECT_FALSE(r.complete());
+  EXPECT_EQ(r.Add(1, 3, 0, std::vector<float>{7}, 1, {}, Answer(1)),
+            GradientReducer::Added::kStale);
+  EXPECT_EQ(r.Add(1, 2, 5, std::vector<float>{7}, 1, {}, Answer(1)),
+            GradientReducer::Added::kStale);
+  // A later version overtakes the waiting round: its answer is stale.
+  EXPECT_EQ(r.Add(1, 4, 0, std::vector<float>{9}, 1, {}, Answer(1)),
+            GradientReducer::Added::kWaiting);
+  EXPECT_EQ(r.TakeOvertaken().size(), 1u);
+}
+
+TEST(GradientReducer, ARepeatTakesThePlaceOfTheFirstAndIsAnsweredOnceComplete) {
+  GradientReducer r(2, 1);
+  r.Add(0, 0, 0, std::vector<float>{100}, 1, {}, Answer(0));
+  r.Add(0, 0, 0, std::vector<float>{1}, 1, {}, {"peer0-again", proto::Header()});
+  EXPECT_EQ(r.Add(1, 0, 0, std::vector<float>{3}, 1, {}, Answer(1)),
+            GradientReducer::Added::kComplete);
+  EXPECT_EQ(*r.average(), (std::vector<float>{2}));
+  const std::vector<Parked> answers = r.TakeAnswers();
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0].peer, "peer0-again");
+  // After the round, a repeat is answered at once with its average.
+  EXPECT_EQ(r.Add(1, 0, 0, std::vector<float>{3}, 1, {}, Answer(1)),
+            GradientReducer::Added::kComplete);
+  EXPECT_EQ(r.TakeAnswers().size(), 1u);
+}
+
+TEST(GradientReducer, TakeAllEmptiesTheRound) {
+  GradientReducer r(2, 1);
+  r.Add(0, 0, 0, std::vector<float>{1}, 1, {}, Answer(0));
+  EXPECT_EQ(r.TakeAll().size(), 1u);
+  EXPECT_FALSE(r.complete());
+  EXPECT_EQ(r.version(), -1);
+}
+
+}  // namespace
+}  // namespace pstrain
