@@ -35,6 +35,7 @@
 #include "glog/logging.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "launcher/command_frontend.h"
 #include "launcher/netns_harness.h"
 #include "launcher/progress.h"
 #include "launcher/task_cpu.h"
@@ -137,11 +138,12 @@ SpawnOptions CommandSpawn(const LaunchOptions& options, const TrainOptions& trai
   std::string flags_json;
   (void)google::protobuf::util::MessageToJsonString(flags, &flags_json);
   const std::string secret_prefix = "--secret_file=";
+  const CommandFrontend frontend = CommandFrontendFor(options.bin_dir);
   s.extra_env = {
       absl::StrCat("PSTRAIN_FLAGS=", flags_json),
       absl::StrCat("PSTRAIN_RUN_DIR=", options.run_dir),
-      absl::StrCat("PSTRAIN_LIBRARY=", options.bin_dir, "/../lib/libpstrain.so"),
-      absl::StrCat("PYTHONPATH=", options.bin_dir, "/../python",
+      absl::StrCat("PSTRAIN_LIBRARY=", frontend.library),
+      absl::StrCat("PYTHONPATH=", frontend.python_path,
                    options.python_path.empty() ? "" : ":", options.python_path),
       // The script's lines reach the log as it writes them, in order with
       // the library's (and its traceback's).
@@ -1034,7 +1036,7 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, LaunchEvents* 
     }
   }
   if (!options.command.empty()) {
-    const std::string library = options.bin_dir + "/../lib/libpstrain.so";
+    const std::string library = CommandFrontendFor(options.bin_dir).library;
     if (access(library.c_str(), R_OK) != 0) {
       return absl::NotFoundError(absl::StrCat(
           library, ": not found (build it: cmake --build build --target pstrain_c)"));

@@ -132,8 +132,10 @@ struct LaunchOptions {
   //   PSTRAIN_RUN_DIR      the run directory
   //   PSTRAIN_FLAGS        the job's flags, a JSON array of "--name=value"
   //                        (what the worker binary would be started with)
-  //   PSTRAIN_LIBRARY      the C API's library (bin_dir/../lib/libpstrain.so)
-  //   PYTHONPATH           with the Python package (bin_dir/../python) first
+  //   PSTRAIN_LIBRARY      the C API's library (bin_dir/../lib/libpstrain.so,
+  //                        or the installed package's: command_frontend.h)
+  //   PYTHONPATH           with the Python package's directory first
+  //                        (bin_dir/../python, or the installed package's parent)
   // (include/pstrain/c_api.h reads them; python/pstrain loads the library).
   // Empty: the worker binary.
   std::vector<std::string> command;

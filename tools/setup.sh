@@ -26,7 +26,12 @@ readonly PACKAGES=(cmake g++ make pkg-config zlib1g-dev
                    # The Python frontend's tests (tests/python) and examples
                    # (examples/pytorch) run pstrain.torch on Debian's PyTorch
                    # and numpy for /usr/bin/python3.
-                   python3-torch python3-numpy)
+                   python3-torch python3-numpy
+                   # pstrain.runner.run(fn) sends closures and functions of
+                   # __main__ with cloudpickle; tests/python/test_install.py
+                   # pip-installs the package into a venv.
+                   python3-cloudpickle python3-setuptools python3-wheel python3-pip
+                   python3-venv)
 
 PROG=setup
 # shellcheck source=tools/lib/apt.sh
