@@ -80,6 +80,42 @@ void BM_ShardStoreApply(benchmark::State& state) {
 }
 BENCHMARK(BM_ShardStoreApply)->ArgsProduct({{10920, 669706}, {0, 1, 2, 3}});
 
+// A PyTorch script's update: the step's settings per parameter group and
+// tensor segment (ps_server/shard_store.h), against BM_ShardStoreApply's
+// one pass of the job's optimizer. BM_ShardStoreApplySegments/<floats>/
+// <optimizer>/<tensors: the shard cut into this many segments in two
+// groups, every 4th absent>.
+void BM_ShardStoreApplySegments(benchmark::State& state) {
+  const int64_t n = state.range(0), tensors = state.range(2);
+  OptimizerConfig config;
+  config.kind = static_cast<proto::Optimizer>(state.range(1));
+  config.momentum = 0.5;
+  config.eps = config.kind == proto::ADAGRAD ? kAdagradEps : kAdamEps;
+  std::vector<TensorSegment> segments;
+  for (int64_t t = 0; t < tensors; ++t) {
+    segments.push_back({n * t / tensors, n * (t + 1) / tensors, static_cast<int>(t),
+                        static_cast<int>(t % 2)});
+  }
+  ShardStore store(std::vector<float>(n, 1.0f), config, nullptr, segments);
+  StepOptions step;
+  step.groups = {config, config};
+  step.lrs = {0.1, 0.05};
+  for (int64_t t = 3; t < tensors; t += 4) step.absent.push_back(static_cast<int32_t>(t));
+  const std::vector<float> grad(n, 0.01f);
+  if (!store.Apply(grad, 1.0f, 0.1f, false, &step).ok() ||
+      (tensors > 3 && store.params()[static_cast<size_t>(segments[3].begin)] != 1.0f)) {
+    state.SkipWithError("wrong update");
+    return;
+  }
+  for (auto _ : state) {
+    (void)store.Apply(grad, 1.0f, 0.1f, false, &step);
+    benchmark::DoNotOptimize(store.params().data());
+  }
+  state.SetLabel(OptimizerName(config.kind));
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_ShardStoreApplySegments)->ArgsProduct({{669706}, {0, 1}, {1, 16, 256}});
+
 // A pushed gradient's finiteness check with plain SGD (an async ps's
 // update): BM_ShardStoreApplyGradientCheck/<floats>/<0: IsFiniteInF32's
 // pass, then the update (sync's way), 1: in the update's own pass

@@ -843,7 +843,7 @@ void RequestHandler::ServePrevious(const std::string& peer, const proto::Header&
 }
 
 void RequestHandler::ServeOrPark(Parked parked, const PullRequest& pull, std::vector<Reply>* out) {
-  if (policy_->CanServe(pull)) {
+  if (Servable(pull)) {
     stats_.set_pulls_served(stats_.pulls_served() + 1);
     parked.header.set_version(policy_->version());
     parked.header.set_min_clock(policy_->MinClock());
@@ -859,10 +859,19 @@ void RequestHandler::ServeOrPark(Parked parked, const PullRequest& pull, std::ve
   if (job_.mode() == proto::SSP) stats_.set_ssp_waits(stats_.ssp_waits() + 1);
 }
 
+bool RequestHandler::Servable(const PullRequest& pull) const {
+  // A rank past its final report computes no more steps: SSP's bound,
+  // which holds back a worker's next step, does not hold back its pull of
+  // the final parameters (the other ranks may have reported too, and no
+  // clock it waits for would move).
+  if (job_.mode() == proto::SSP && reported_done(pull.rank)) return true;
+  return policy_->CanServe(pull);
+}
+
 void RequestHandler::ReleaseParkedPulls(std::vector<Reply>* out) {
   const int64_t now = clock_->NowMicros();
   for (ParkedPull& p : parked_.TakeServable(
-           [this](const PullRequest& pull) { return policy_->CanServe(pull); })) {
+           [this](const PullRequest& pull) { return Servable(pull); })) {
     stats_.set_pulls_served(stats_.pulls_served() + 1);
     p.parked.header.set_version(policy_->version());
     p.parked.header.set_min_clock(policy_->MinClock());

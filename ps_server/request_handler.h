@@ -315,6 +315,9 @@ class RequestHandler {
   void MaybeReleaseBarrier(const std::string& name, std::vector<Reply>* out);
 
   void ServeOrPark(Parked parked, const PullRequest& pull, std::vector<Reply>* out);
+  // Whether `pull` may be answered now: the policy's verdict, but for a
+  // rank past its final report in SSP (its final parameters).
+  bool Servable(const PullRequest& pull) const;
   // Answers PULL `h` (exact_version, for version() - 1) with the previous
   // version's parameters. REQUIRES: policy_->HoldsPreviousVersion().
   void ServePrevious(const std::string& peer, const proto::Header& h, std::vector<Reply>* out);

@@ -514,9 +514,10 @@ TEST(LaunchRestarts, AnAsyncJobSurvivesAKilledWorker) {
   o.run_dir = dir;
   o.bin_dir = testing::BinaryPath("");
   o.train.mode = proto::ASYNC;
-  // 705 steps per worker: training from about 1 s to 11 s here (2 cores),
-  // so the fault finds worker:1 training on a faster or a busier machine.
-  o.train.epochs = 3;
+  // 1175 steps per worker: training from about 2.5 s to 8.5 s on a quiet
+  // 2-core host (50,000 images/s), to about 18 s on a slower or busier
+  // one, so the fault at 4 s finds worker:1 training on either.
+  o.train.epochs = 5;
   o.train.data_dir = testing::SourcePath("data/mnist");
   o.train.device = "cpu";
   o.train.log_every_steps = 10;
@@ -524,7 +525,7 @@ TEST(LaunchRestarts, AnAsyncJobSurvivesAKilledWorker) {
   o.ps.peer_timeout_s = 30;
   o.echo = EchoMode::kNone;
   o.deadline_s = 240;
-  o.faults = {{5.0, {TaskType::kWorker, 1}, FaultKind::kKill, 0}};
+  o.faults = {{4.0, {TaskType::kWorker, 1}, FaultKind::kKill, 0}};
   LaunchEvents events;
   auto result = Launch(o, &events);
   ASSERT_TRUE(result.ok()) << result.status();
@@ -535,11 +536,11 @@ TEST(LaunchRestarts, AnAsyncJobSurvivesAKilledWorker) {
   EXPECT_EQ(s.task_restarts(0).task(), "worker:1");
   EXPECT_EQ(s.task_restarts(0).exit_code(), -9);
   EXPECT_GT(s.final_test_accuracy(), 0.5);
-  EXPECT_EQ(s.steps_per_worker(), 705);
+  EXPECT_EQ(s.steps_per_worker(), 1175);
   const std::string log = *ReadFileToString(dir + "/logs/worker-1.log");
   const size_t restarted = log.find("----- restarted (1 of 3) after: killed by signal 9 -----");
   ASSERT_NE(restarted, std::string::npos) << log;
-  EXPECT_LT(log.find("epoch 1/3 step "), restarted) << "killed before it trained: " << log;
+  EXPECT_LT(log.find("epoch 1/5 step "), restarted) << "killed before it trained: " << log;
   EXPECT_NE(log.find("continuing from step ", restarted), std::string::npos) << log;
 }
 

@@ -181,6 +181,32 @@ TEST_F(GroupsTest, AWorkerThatFinishedEarlyLeavesTheSyncVersions) {
   EXPECT_EQ(H().version(), 1);
 }
 
+TEST_F(GroupsTest, InSspARankPastItsFinalReportPullsWithoutTheBound) {
+  Init(proto::SSP, 3, /*staleness=*/1);
+  RegisterAll(3);
+  // Ranks 0 and 1 took 10 steps, rank 2 none (it is away): their pulls
+  // for step 10 wait for it.
+  for (int64_t step = 0; step < 10; ++step) {
+    Push(0, step, H().version(), 0.01f, 1, /*then_pull=*/false);
+    Push(1, step, H().version(), 0.01f, 1, /*then_pull=*/false);
+  }
+  EXPECT_TRUE(Pull(0, 10, 0).empty());
+  EXPECT_TRUE(Pull(1, 10, 0).empty());
+  // Rank 0's loop is over (its final report): its pull of the final
+  // parameters is answered; rank 1, still training, still waits.
+  proto::Header done = Base(proto::BARRIER, 0);
+  done.set_barrier_name("done");
+  done.mutable_report()->set_rank(0);
+  std::vector<Reply> out = Send(0, MakeMessage(done, {}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].peer, Peer(0));
+  EXPECT_TRUE(out[0].with_params);
+  out = Pull(0, 10, 0);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].with_params);
+  EXPECT_TRUE(Pull(1, 10, 0).empty());
+}
+
 TEST_F(GroupsTest, InitTakesTheScriptsOptimizerStateAndStateReadsItBack) {
   momentum_ = 0.9;
   optimizer_.set_momentum(0.9);

@@ -24,6 +24,10 @@ flags given to `pstrain launch` (--mode, --staleness, --wire, checkpoints,
 metrics, timeline) reach the worker through its environment and mean what
 they mean for the C++ workers. docs/pytorch.md says what each idiom does.
 
+pst.run(fn, *args, num_workers=2, num_ps=1, mode="sync", **job_flags)
+runs fn in every worker of a job started from this Python (a notebook),
+as TorchDistributor.run does (pstrain/runner.py).
+
 The modules: _process (init, the task, how the script ends), _optimizer
 (DistributedOptimizer: the training path), _flat (the parameters as flat
 buffers), _groups (torch.optim's optimizers as the ps runs them),
@@ -32,6 +36,7 @@ restarts), _timeline (the layers' spans).
 """
 
 from pstrain._lib import ConfigError, JobFinished, PstrainError, UsageError
+from pstrain.runner import JobError, WorkerError, run
 
 from ._optimizer import DistributedOptimizer
 from ._process import (JobDone, finish, init, is_chief, log_metrics, num_workers, rank,
@@ -39,5 +44,5 @@ from ._process import (JobDone, finish, init, is_chief, log_metrics, num_workers
 from ._sampler import DistributedSampler
 
 __all__ = ["init", "rank", "num_workers", "is_chief", "run_dir", "DistributedOptimizer",
-           "DistributedSampler", "log_metrics", "finish", "JobDone", "PstrainError",
-           "ConfigError", "UsageError", "JobFinished"]
+           "DistributedSampler", "log_metrics", "finish", "run", "JobDone", "PstrainError",
+           "ConfigError", "UsageError", "JobFinished", "JobError", "WorkerError"]
