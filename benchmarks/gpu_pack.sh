@@ -7,9 +7,13 @@
 #               pslite_compare.sh run, and libpstrain_cuda.so (ps-lite's
 #               pslite_pushpull where pslite_compare.sh built it here first)
 #   DEST/lib    every shared library they need from /lib, except glibc's,
-#               libstdc++'s and libgcc's (the GPU machine's own are newer)
+#               libstdc++'s and libgcc's (the GPU machine's own are newer),
+#               and libpstrain.so (the C API)
+#   DEST/python the Python package (pstrain.torch), as a launched script
+#               finds it beside the binaries
 #   DEST/mnist  MNIST's four .gz files (from MNIST_MIRROR, else data/mnist)
 # Then, on the GPU machine:  PSTRAIN_PREBUILT=DEST benchmarks/run_gpu_checks.sh
+#                            PSTRAIN_PREBUILT=DEST benchmarks/gpu_torch_checks.sh OUT
 #                            PSTRAIN_PREBUILT=DEST benchmarks/wire_ceiling.sh
 #                            PSTRAIN_PREBUILT=DEST benchmarks/pslite_compare.sh
 #
@@ -33,7 +37,9 @@ else
 fi
 # Shared libraries: what ldd resolves under /lib or /usr/lib, less the C and
 # C++ runtimes and anything CUDA's (the GPU machine brings those).
-for b in "${bins[@]}"; do ldd "$build/bin/$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
+cp "$build/lib/libpstrain.so" "$dest/lib/"
+cp -r "$root/python" "$dest/python"
+for b in "${bins[@]}" ../lib/libpstrain.so; do ldd "$build/bin/$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -E '^/(usr/)?lib/' |
   grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$dest/lib/"; done

@@ -112,6 +112,12 @@ absl::Status ApplyJobOptions(const std::string& job_json, WorkerRuntimeOptions* 
     }
   }
   ASSIGN_OR_RETURN(ro->train, TrainOptionsFromArgs(args));
+  ro->batch_from_steps = !v.struct_value().fields().contains("batch_size");
+  // A length in steps alone is one epoch of them (the step log's and the
+  // chief's epochs), not epochs of one step.
+  if (!*open_ended && !v.struct_value().fields().contains("steps_per_epoch")) {
+    ro->steps_per_epoch = ro->total_steps;
+  }
   if (*open_ended) {
     // One epoch without end: the script says when it is done (Finish).
     ro->steps_per_epoch = kOpenEndedSteps;

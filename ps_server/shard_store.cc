@@ -118,42 +118,47 @@ template <typename G>
   }
 }
 
-MomentumScalars MomentumScalarsFor(const OptimizerConfig& o, int64_t updates, float lr) {
+// The scalars come from a learning rate in double, as PyTorch's do from a
+// Python float: a script's lr (0.01 x a scheduler's factor) rounded to f32
+// before the bias correction divides it would differ from torch.optim's
+// step size in the last bit.
+MomentumScalars MomentumScalarsFor(const OptimizerConfig& o, int64_t updates, double lr) {
   const float mu = static_cast<float>(o.momentum);
-  return {static_cast<float>(o.weight_decay), lr, mu, updates == 0 ? 0.0f : mu, o.nesterov};
+  return {static_cast<float>(o.weight_decay), static_cast<float>(lr), mu,
+          updates == 0 ? 0.0f : mu, o.nesterov};
 }
 
-AdamScalars AdamScalarsFor(const OptimizerConfig& o, int64_t updates, float lr) {
+AdamScalars AdamScalarsFor(const OptimizerConfig& o, int64_t updates, double lr) {
   const double t = static_cast<double>(updates + 1);
   const bool adamw = o.kind == proto::ADAMW;
   AdamScalars c;
   c.l2 = adamw ? 0.0f : static_cast<float>(o.weight_decay);
-  c.decay = adamw ? static_cast<float>(1.0 - static_cast<double>(lr) * o.weight_decay) : 1.0f;
+  c.decay = adamw ? static_cast<float>(1.0 - lr * o.weight_decay) : 1.0f;
   c.beta1 = static_cast<float>(o.beta1);
   c.one_minus_beta1 = static_cast<float>(1.0 - o.beta1);
   c.beta2 = static_cast<float>(o.beta2);
   c.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
-  c.step_size = static_cast<float>(static_cast<double>(lr) / (1.0 - std::pow(o.beta1, t)));
+  c.step_size = static_cast<float>(lr / (1.0 - std::pow(o.beta1, t)));
   c.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(o.beta2, t)));
   c.eps = static_cast<float>(o.eps);
   return c;
 }
 
-AdagradScalars AdagradScalarsFor(const OptimizerConfig& o, int64_t updates, float lr) {
+AdagradScalars AdagradScalarsFor(const OptimizerConfig& o, int64_t updates, double lr) {
   const double t = static_cast<double>(updates + 1);
   return {static_cast<float>(o.weight_decay), static_cast<float>(lr / (1.0 + (t - 1.0) * o.lr_decay)),
           static_cast<float>(o.eps)};
 }
 
 // The segment's step under optimizer `o` at `lr`, its `updates`-th.
-SegmentPlan PlanFor(const OptimizerConfig& o, int64_t updates, float lr) {
+SegmentPlan PlanFor(const OptimizerConfig& o, int64_t updates, double lr) {
   SegmentPlan plan;
   switch (o.kind) {
     case proto::SGD:
       if (o.momentum == 0.0) {
         plan.kind = SegmentPlan::Kind::kPlainSgd;
         plan.wd = static_cast<float>(o.weight_decay);
-        plan.lr = lr;
+        plan.lr = static_cast<float>(lr);
       } else {
         plan.kind = SegmentPlan::Kind::kMomentumSgd;
         plan.momentum = MomentumScalarsFor(o, updates, lr);
@@ -337,8 +342,7 @@ void ShardStore::PlanSegments(const StepOptions* step, float lr) {
       segment_plan_[i] = SegmentPlan();  // kSkip
     } else {
       const auto g = static_cast<size_t>(seg.group);
-      segment_plan_[i] = PlanFor(step->groups[g], segment_updates_[i],
-                                 static_cast<float>(step->lrs[g]));
+      segment_plan_[i] = PlanFor(step->groups[g], segment_updates_[i], step->lrs[g]);
     }
   }
 }

@@ -96,6 +96,10 @@ struct WorkerRuntimeOptions {
   int64_t total_steps = 0;
   // The summary's device ("cpu", "cuda:0 (...)").
   std::string device_description = "cpu";
+  // The summary's batch is the examples a step of this process took on
+  // average (a script's, whose batch the flags do not give), not
+  // train.batch_size.
+  bool batch_from_steps = false;
   // The chief's initial parameters: fills the whole flat vector (a fresh
   // job, and a restore when no checkpoint is usable). REQUIRES: set on the
   // chief; deterministic (called again on recovery).

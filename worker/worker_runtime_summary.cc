@@ -1,6 +1,8 @@
 // The chief's end of a run: the shards' counters, the workers' reports and
 // the evaluations into summary.json, the final parameters, SHUTDOWN.
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -23,8 +25,13 @@ absl::Status WorkerRuntime::FinishChief() {
   summary_.set_num_ps(cluster_.num_ps());
   summary_.set_num_workers(num_workers_);
   summary_.set_epochs(o.epochs);
-  summary_.set_batch_size(o.batch_size);
-  summary_.set_global_batch(o.batch_size * num_workers_);
+  int batch = o.batch_size;
+  const int64_t steps_here = global_step_ - start_step_;
+  if (options_.batch_from_steps && steps_here > 0 && images_ > 0) {
+    batch = static_cast<int>(std::llround(static_cast<double>(images_) / steps_here));
+  }
+  summary_.set_batch_size(batch);
+  summary_.set_global_batch(batch * num_workers_);
   if (dynamic_) {
     // The ranks that took part: those that pushed to shard 0 (every push
     // goes to every shard). An update is one worker's batch.
@@ -34,7 +41,7 @@ absl::Status WorkerRuntime::FinishChief() {
       if (pushes[rank] > 0) summary_.add_worker_ranks(rank);
     }
     summary_.set_num_workers(summary_.worker_ranks_size());
-    summary_.set_global_batch(o.batch_size);
+    summary_.set_global_batch(batch);
   }
   summary_.set_learning_rate(EffectiveLearningRate(o, lr_workers_));
   summary_.set_momentum(o.optimizer == proto::SGD ? o.momentum : 0.0);

@@ -165,9 +165,11 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
             elif no_sync and hasattr(opt, "no_sync"):
                 context = opt.no_sync()  # pstrain's
             with context:
-                with torch.autocast(device_type, dtype=torch.bfloat16 if device_type == "cpu"
-                                    else torch.float16, enabled=args.amp in ("bf16", "scaler")
-                                    and (args.amp == "bf16" or device_type == "cuda")):
+                # bf16; the scaler's runs fp16 on CUDA (f32 on the CPU).
+                with torch.autocast(device_type, dtype=torch.float16 if args.amp == "scaler"
+                                    and device_type == "cuda" else torch.bfloat16,
+                                    enabled=args.amp == "bf16"
+                                    or (args.amp == "scaler" and device_type == "cuda")):
                     loss = F.nll_loss(model(xm, head), ym) / len(micro)
                 if args.amp == "scaler":
                     if step in args.overflow_steps and rank == world - 1 and i == len(micro) - 1:
