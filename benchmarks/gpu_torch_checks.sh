@@ -15,12 +15,13 @@ cd "$root"
 pre=${PSTRAIN_PREBUILT:-$root/.gpu}
 out=${1:-${OUT:-/tmp/gpu_torch}}
 steps=${LM_STEPS:-300}
+py=${PYTHON:-python3}  # a Python with torch (the GPU host's own)
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$pre/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PSTRAIN_BIN_DIR=$pre/bin PSTRAIN_LIBRARY=$pre/lib/libpstrain.so
 export PSTRAIN_TEST_DEVICE=${PSTRAIN_TEST_DEVICE:-cuda}
 [[ -d data/mnist ]] || { mkdir -p data && cp -r "$pre/mnist" data/mnist; }
-python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available() and torch.cuda.get_device_name())" |
+"$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available() and torch.cuda.get_device_name())" |
   tee "$out/env.log"
 
 status=0
@@ -36,18 +37,18 @@ part() {  # NAME TIMEOUT COMMAND...: runs it into OUT/NAME.log
   [[ $rc -eq 0 ]] || status=1
 }
 
-part idioms_one 200 python3 -u tests/python/test_torch_idioms.py \
+part idioms_one 200 "$py" -u tests/python/test_torch_idioms.py \
   OneWorkerIsOneProcess.test_clipping_between_backward_and_step \
   OneWorkerIsOneProcess.test_mixed_precision
-part idioms_ddp 200 python3 -u tests/python/test_torch_idioms_ddp.py \
+part idioms_ddp 200 "$py" -u tests/python/test_torch_idioms_ddp.py \
   TwoWorkersAreDdp.test_clipping_sees_the_averaged_gradient \
   TwoWorkersAreDdp.test_an_overflow_on_one_worker_skips_the_step_on_every_worker
 lm=examples/pytorch/transformer_lm.py
-part lm_single 120 python3 -u $lm --single --batch_size=32 --steps="$steps" --curve="$out/lm_single.csv"
+part lm_single 120 "$py" -u $lm --single --batch_size=32 --steps="$steps" --curve="$out/lm_single.csv"
 part lm_sync 150 "$pre/bin/pstrain" launch --cluster_spec=cluster_specs/local_1ps_2w.json \
   --free_ports --mode=sync --echo=progress --run_dir="$out/lm_sync_run" \
-  -- python3 -u $lm --batch_size=16 --steps="$steps" --curve="$out/lm_sync.csv"
+  -- "$py" -u $lm --batch_size=16 --steps="$steps" --curve="$out/lm_sync.csv"
 part lm_async 150 "$pre/bin/pstrain" launch --cluster_spec=cluster_specs/local_1ps_2w.json \
   --free_ports --mode=async --echo=progress --run_dir="$out/lm_async_run" \
-  -- python3 -u $lm --batch_size=16 --steps="$steps" --curve="$out/lm_async.csv"
+  -- "$py" -u $lm --batch_size=16 --steps="$steps" --curve="$out/lm_async.csv"
 exit $status

@@ -294,9 +294,9 @@ def describe(args, train, val, model, rank, num_workers):
 
 def report_throughput(args, steps, train_s, wall_s, num_workers, distributed):
     tokens = steps * args.batch_size * args.context
-    # Sync: every step of the job took num_workers x batch_size sequences.
+    # The job: every worker's steps took batch_size sequences each.
     job = ("" if num_workers == 1 or not distributed else
-           ", job %.0f tokens/s (%d workers, sync)" % (tokens * num_workers / train_s, num_workers))
+           ", job %.0f tokens/s (%d workers)" % (tokens * num_workers / train_s, num_workers))
     print("trained %d steps in %.1f s (wall %.1f s): %.0f tokens/s this worker%s"
           % (steps, train_s, wall_s, tokens / train_s, job), flush=True)
 
