@@ -1,26 +1,27 @@
 """Validation curves of transformer_lm.py runs (their --curve CSVs): loss
-and perplexity against step and against wall time, one line per run.
+against step and against training time, one line per run, drawn by
+gnuplot (Debian's gnuplot-nox, which tools/setup.sh installs).
 
     python3 examples/pytorch/plot_curves.py --out=curves.png \\
         "one process=single.csv" "pstrain 1 ps + 2 workers=pstrain.csv"
 
-Each argument is LABEL=FILE, or FILE (labelled by its name). Needs
-matplotlib (Debian: python3-matplotlib).
+Each argument is LABEL=FILE, or FILE (labelled by its name).
 """
 
 import argparse
 import csv
 import os
+import shutil
+import subprocess
 import sys
 
 
-def read_curve(path):
-    """{column: [float, ...]} of a --curve CSV."""
+def check_curve(path):
+    """A --curve CSV with at least one evaluation, or ValueError."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
-    if not rows:
-        raise ValueError("%s: no evaluations" % path)
-    return {k: [float(r[k]) for r in rows] for k in rows[0]}
+    if not rows or not {"step", "train_s", "val_loss"} <= set(rows[0]):
+        raise ValueError("%s: not a --curve CSV with evaluations" % path)
 
 
 def parse_run(arg):
@@ -31,41 +32,44 @@ def parse_run(arg):
     return label, path
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", help="LABEL=FILE or FILE")
-    parser.add_argument("--out", default="curves.png")
-    parser.add_argument("--time", choices=["wall_s", "train_s"], default="wall_s",
-                        help="the x axis of the right column: wall time, or training time "
-                             "without the evaluations")
-    parser.add_argument("--title", default="transformer_lm.py: validation")
-    args = parser.parse_args()
-    try:
-        import matplotlib  # pylint: disable=import-outside-toplevel
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        sys.exit("plot_curves.py needs matplotlib (Debian: apt-get install python3-matplotlib)")
+def script(runs, out, title):
+    """gnuplot's commands: two panels, val loss by step and by training time."""
+    def plots(x):
+        return ", ".join("'%s' using '%s':'val_loss' with linespoints title '%s'"
+                         % (path.replace("'", "''"), x, label.replace("'", "''"))
+                         for label, path in runs)
+    return "\n".join([
+        "set terminal pngcairo size 1200,450 font 'sans,10' noenhanced",
+        "set output '%s'" % out.replace("'", "''"),
+        "set datafile separator ','",
+        "set key autotitle columnhead",
+        "set multiplot layout 1,2 title '%s'" % title.replace("'", "''"),
+        "set grid",
+        "set ylabel 'validation loss (nats per byte)'",
+        "set xlabel 'step'",
+        "plot " + plots("step"),
+        "set xlabel 'training seconds (evaluations left out)'",
+        "plot " + plots("train_s"),
+        "unset multiplot",
+    ]) + "\n"
 
-    runs = [(label, read_curve(path)) for label, path in map(parse_run, args.runs)]
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8), sharey="row")
-    for label, curve in runs:
-        for row, (key, name) in enumerate([("val_loss", "loss (nats/byte)"),
-                                           ("perplexity", "perplexity")]):
-            for col, x in enumerate(["step", args.time]):
-                ax = axes[row][col]
-                ax.plot(curve[x], curve[key], marker=".", label=label)
-                ax.set_xlabel("step" if x == "step" else
-                              "wall time (s)" if x == "wall_s" else "training time (s)")
-                ax.set_ylabel("validation " + name)
-                ax.grid(True, alpha=0.3)
-    for ax in axes[1]:
-        ax.set_yscale("log")
-    axes[0][0].legend()
-    fig.suptitle(args.title)
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
-    print("wrote %s (%s)" % (args.out, ", ".join(label for label, _ in runs)))
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+", help="LABEL=FILE or FILE, a --curve CSV each")
+    p.add_argument("--out", default="curves.png")
+    p.add_argument("--title", default="transformer_lm.py: validation loss")
+    args = p.parse_args()
+    if shutil.which("gnuplot") is None:
+        sys.exit("plot_curves.py: gnuplot is not installed (Debian: apt-get install gnuplot-nox)")
+    runs = [parse_run(a) for a in args.runs]
+    try:
+        for _, path in runs:
+            check_curve(path)
+    except (OSError, ValueError) as e:
+        sys.exit("plot_curves.py: %s" % e)
+    subprocess.run(["gnuplot"], input=script(runs, args.out, args.title), text=True, check=True)
+    print("wrote %s" % args.out)
 
 
 if __name__ == "__main__":
