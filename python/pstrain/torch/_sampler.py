@@ -97,3 +97,48 @@ class DistributedSampler:
 
     def __iter__(self):
         return self.batches(0)
+
+
+class ResumableSampler(torch.utils.data.distributed.DistributedSampler):
+    """torch's DistributedSampler that knows where the job is: a restarted
+    or late worker's loop over a DataLoader with it skips what the job has
+    done (whole epochs yield nothing; the epoch under way starts at the
+    job's step), so its first batch is the one the job is at.
+
+        sampler = pst.ResumableSampler(dataset, batch_size=64)   # rank and workers: the task's
+        loader = DataLoader(dataset, batch_size=64, sampler=sampler)
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                ...  opt.step()
+
+    `batch_size` is the DataLoader's (a step is one of its batches: the
+    job's step s is batch s % len(loader) of epoch s // len(loader));
+    `num_replicas` and `rank` default to the task's; the other arguments
+    are torch's. Without a DistributedOptimizer yet, or with
+    follow_job=False, it is torch's sampler."""
+
+    def __init__(self, dataset, batch_size, num_replicas=None, rank=None, shuffle=True, seed=0,
+                 drop_last=False, follow_job=True):
+        state = _process.state()
+        super().__init__(dataset, num_replicas=state.task.num_workers if num_replicas is None
+                         else num_replicas, rank=state.task.rank if rank is None else rank,
+                         shuffle=shuffle, seed=seed, drop_last=drop_last)
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.batch_size, self.follow_job = int(batch_size), follow_job
+
+    def steps_per_epoch(self):
+        """The DataLoader's batches an epoch (it keeps a short last one)."""
+        return (self.num_samples + self.batch_size - 1) // self.batch_size
+
+    def __iter__(self):
+        indices = list(super().__iter__())
+        state = _process.current()
+        opt = state.optimizer if self.follow_job and state is not None else None
+        if opt is None:
+            return iter(indices)
+        done = opt.global_step - self.epoch * self.steps_per_epoch()
+        if done <= 0:
+            return iter(indices)
+        return iter(indices[done * self.batch_size:])
