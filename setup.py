@@ -100,7 +100,7 @@ _STAGING = os.path.join(build_dir(), "python-dist")
 
 setup(
     version=version(),
-    packages=["pstrain"],
+    packages=["pstrain", "pstrain.torch"],
     package_dir={"": "python"},
     scripts=["python/scripts/pstrain"],
     distclass=BinaryDistribution,

@@ -66,8 +66,9 @@ class Install(unittest.TestCase):
         self.assertIn("-%s-" % version, name)
         with zipfile.ZipFile(os.path.join(wheels, name)) as wheel:
             modes = {i.filename: i.external_attr >> 16 for i in wheel.infolist()}
-        for path in ("pstrain/__init__.py", "pstrain/torch.py", "pstrain/runner.py",
-                     "pstrain/_run_worker.py", "pstrain/libpstrain.so"):
+        for path in ("pstrain/__init__.py", "pstrain/torch/__init__.py",
+                     "pstrain/torch/_optimizer.py", "pstrain/runner.py", "pstrain/_run_worker.py",
+                     "pstrain/libpstrain.so"):
             self.assertIn(path, modes)
         for binary in ("pstrain", "ps_server", "worker"):
             self.assertTrue(modes["pstrain/_bin/" + binary] & 0o111, binary + " is executable")
