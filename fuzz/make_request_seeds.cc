@@ -96,6 +96,33 @@ std::vector<FuzzMessage> Concat(Groups... groups) {
   return all;
 }
 
+// A script's step settings: two groups (lr, momentum), `absent` tensors.
+proto::StepSettings Settings(double lr, std::vector<int32_t> absent) {
+  proto::StepSettings s;
+  for (int g = 0; g < 2; ++g) {
+    proto::GroupSettings* gs = s.add_groups();
+    gs->set_lr(lr * (g + 1));
+    gs->set_momentum(0.5);
+  }
+  *s.mutable_absent() = {absent.begin(), absent.end()};
+  return s;
+}
+
+// A PUSH_PULL with step settings, or a REDUCE (its absent tensors only).
+FuzzMessage ScriptRequest(proto::MessageType type, int rank, int64_t step,
+                          const proto::StepSettings& settings, const std::string& payload,
+                          uint32_t round = 0) {
+  static uint64_t request_id = 900;
+  proto::Header h = RequestHeader(type, rank);
+  h.set_request_id(++request_id);
+  h.set_step(step);
+  h.set_version(step);
+  h.set_num_examples(16);
+  h.set_reduce_round(round);
+  *h.mutable_step_settings() = settings;
+  return {rank, {h.SerializeAsString(), payload}};
+}
+
 FuzzMessage Barrier(int rank, const std::string& name, bool with_report) {
   proto::Header h = RequestHeader(proto::BARRIER, rank);
   h.set_barrier_name(name);
@@ -141,6 +168,43 @@ std::vector<Seed> EncodedSeeds() {
                                            EncodedPush(1, 0, proto::FP16, 2, Half(F32ToFp16, grad)),
                                            EncodedPush(1, 0, proto::BF16, 0, Half(F32ToBf16, {1, NAN, 0, 0})),
                                            EncodedPush(1, 0, static_cast<proto::Encoding>(7), 0, Raw(grad))})},
+  };
+}
+
+// A PyTorch script's requests: pushes with parameter groups' settings and
+// absent tensors, REDUCE rounds, the optimizer's state read.
+std::vector<Seed> ScriptSeeds() {
+  const Setup sync2{true, 0, 2, false};
+  const Setup async2{true, 1, 2, false};
+  const std::string grad = Raw(std::vector<float>{0.1f, -0.2f, 0.3f, 0.0f});
+  proto::StepSettings one_group;
+  one_group.add_groups()->set_lr(0.1);
+  proto::StepSettings bad_momentum = Settings(0.1, {});
+  bad_momentum.mutable_groups(1)->set_momentum(2.0);
+  FuzzMessage state = Request(proto::OPTIMIZER_STATE, 1);
+  return {
+      {"valid_sync_script_step",
+       Input(sync2, {ScriptRequest(proto::REDUCE, 0, 0, Settings(0, {1}), grad),
+                     ScriptRequest(proto::REDUCE, 1, 0, Settings(0, {}), grad),
+                     ScriptRequest(proto::REDUCE, 0, 0, Settings(0, {}), grad, 1),
+                     ScriptRequest(proto::REDUCE, 1, 0, Settings(0, {}), grad, 1),
+                     ScriptRequest(proto::PUSH_PULL, 0, 0, Settings(0.1, {1}), grad),
+                     ScriptRequest(proto::PUSH_PULL, 1, 0, Settings(0.1, {1}), grad), state,
+                     Barrier(1, "done", true), Request(proto::PUSH_PULL, 0, 1, 1)})},
+      {"valid_async_script_steps",
+       Input(async2, {ScriptRequest(proto::PUSH_PULL, 1, 0, Settings(0.1, {0}), grad),
+                      ScriptRequest(proto::PUSH_PULL, 0, 0, Settings(0.0, {0, 1}), grad),
+                      ScriptRequest(proto::PUSH_PULL, 1, 1, Settings(0.2, {}), grad), state})},
+      {"invalid_script_requests",
+       Input(sync2, {ScriptRequest(proto::PUSH_PULL, 1, 0, one_group, grad),
+                     ScriptRequest(proto::PUSH_PULL, 1, 0, bad_momentum, grad),
+                     ScriptRequest(proto::PUSH_PULL, 1, 0, Settings(-1, {}), grad),
+                     ScriptRequest(proto::PUSH_PULL, 1, 0, Settings(0.1, {1, 0}), grad),
+                     ScriptRequest(proto::REDUCE, 1, 0, Settings(0, {2}), grad),
+                     ScriptRequest(proto::REDUCE, 1, 0, Settings(0, {}), grad.substr(4)),
+                     ScriptRequest(proto::REDUCE, 1, 7, Settings(0, {}), grad),
+                     ScriptRequest(proto::REDUCE, 0, 0, Settings(0, {}),
+                                   Raw(std::vector<float>{NAN, INFINITY, 0, 0}))})},
   };
 }
 
@@ -209,6 +273,7 @@ int main(int argc, char** argv) {
   }
   std::vector<pstrain::fuzz::Seed> seeds = pstrain::fuzz::Seeds();
   for (auto& seed : pstrain::fuzz::EncodedSeeds()) seeds.push_back(std::move(seed));
+  for (auto& seed : pstrain::fuzz::ScriptSeeds()) seeds.push_back(std::move(seed));
   for (const auto& seed : seeds) {
     const std::string path = std::string(argv[1]) + "/" + seed.name;
     std::ofstream(path, std::ios::binary) << seed.bytes;

@@ -124,6 +124,14 @@ inline FuzzMessage ValidInit(const Setup& setup) {
   job->set_staleness(setup.mode == 2 ? 1 : 0);
   job->set_backup_workers(setup.mode == 3 && setup.num_workers > 1 ? 1 : 0);
   job->set_total_steps(8);
+  // Two tensors in two parameter groups: pushes with step settings are
+  // applied segment by segment.
+  for (int t = 0; t < 2; ++t) {
+    proto::TensorLayout* l = job->add_layout();
+    l->set_name(t == 0 ? "w" : "b");
+    l->set_size(kShardFloats / 2);
+    l->set_group(t);
+  }
   const float params[kShardFloats] = {1.0f, -1.0f, 0.5f, 0.25f};
   return {0, {h.SerializeAsString(),
               std::string(reinterpret_cast<const char*>(params), sizeof(params))}};
