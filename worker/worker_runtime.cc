@@ -143,6 +143,23 @@ absl::Status WorkerRuntime::Setup() {
       *span = given;
     }
   }
+  if (!options_.initial_slots.empty() || !options_.initial_tensor_updates.empty()) {
+    ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(MakeJobConfig()));
+    const size_t slots = static_cast<size_t>(NumSlots(optimizer)) * n;
+    if (options_.initial_slots.size() != slots ||
+        options_.initial_tensor_updates.size() != options_.tensors.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "an initial optimizer state of ", options_.initial_slots.size(), " floats and ",
+          options_.initial_tensor_updates.size(), " step counts: ",
+          OptimizerName(optimizer.kind), " over this layout takes ", slots, " and ",
+          options_.tensors.size()));
+    }
+    for (int64_t u : options_.initial_tensor_updates) {
+      if (u < 0 || u > (int64_t{1} << 48)) {
+        return absl::InvalidArgumentError(absl::StrCat("an initial step count of ", u));
+      }
+    }
+  }
   ASSIGN_OR_RETURN(const WireEncoding wire, ParseWireEncoding(o.wire));
   step_ = std::make_unique<StepInFlight>(wire, *plan_, options_.tensors, grads_);
   overlap_ = options_.overlap && plan_->num_shards() > 1;

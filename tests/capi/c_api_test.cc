@@ -69,6 +69,19 @@ TEST(CApi, NullHandlesAndPointersAreUsageErrors) {
             PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(worker, nullptr);
   EXPECT_EQ(PstrainPermutation(10, 1, 0, nullptr), PSTRAIN_ERROR_USAGE);
+  double settings[PSTRAIN_GROUP_FIELDS] = {};
+  int absent = 0, reduced = 0, slots = 0;
+  EXPECT_EQ(PstrainWorkerSetStepOptions(nullptr, 1, settings, 0, nullptr), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerReduceGradients(nullptr, 0, nullptr, &absent, &reduced),
+            PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerGetOptimizerState(nullptr, &slots, nullptr, 0, nullptr),
+            PSTRAIN_ERROR_USAGE);
+  const char* json = nullptr;
+  EXPECT_EQ(PstrainTaskDescribeJob(nullptr, "", &json), PSTRAIN_ERROR_USAGE);
+  const int64_t steps[] = {0};
+  EXPECT_EQ(PstrainWorkerCreateWithState(nullptr, "", 1, names, sizes, buffer, buffer, 4, nullptr,
+                                         0, steps, &worker),
+            PSTRAIN_ERROR_USAGE);
   // Freeing nothing is allowed.
   EXPECT_EQ(PstrainWorkerFree(nullptr), PSTRAIN_OK);
   EXPECT_EQ(PstrainTaskFree(nullptr), PSTRAIN_OK);
@@ -282,6 +295,101 @@ TEST_F(CApiWithPs, CallsOutOfOrderAreRefusedAndTheStepsAreThePsSgd) {
   text << summary.rdbuf();
   EXPECT_THAT(text.str(), HasSubstr("\"final_test_accuracy\": 0.75"));
   EXPECT_THAT(text.str(), HasSubstr("\"updates_applied\": 3"));
+  EXPECT_EQ(PstrainWorkerFree(worker), PSTRAIN_OK);
+  EXPECT_EQ(PstrainTaskFree(task), PSTRAIN_OK);
+}
+
+// A script's calls (C API 3): the step's settings and absent tensors, the
+// workers' average, the optimizer's state read and given at the start, the
+// job described; and their misuse, refused with nothing changed.
+TEST_F(CApiWithPs, AScriptsStepSettingsAverageAndOptimizerState) {
+  PstrainTaskHandle task = MakeTask();
+  ASSERT_NE(task, nullptr);
+  const char* described = nullptr;
+  ASSERT_EQ(PstrainTaskDescribeJob(task, R"({"optimizer": "adam"})", &described), PSTRAIN_OK)
+      << LastError();
+  EXPECT_THAT(described, HasSubstr("\"mode\": \"sync\""));
+  EXPECT_THAT(described, HasSubstr("\"optimizer\": \"adam\""));
+  EXPECT_THAT(described, HasSubstr("\"lr\": 0.001"));  // adam's default
+  EXPECT_EQ(PstrainTaskDescribeJob(task, R"({"optimizer": "rmsprop"})", &described),
+            PSTRAIN_ERROR_CONFIG);
+  const char* names[] = {"a", "b"};
+  const int64_t sizes[] = {3, 5};
+  std::vector<float> params = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<float> grads(8, 0.0f);
+  // Adam's state: exp_avg then exp_avg_sq, tensor a at step 4, b at 0.
+  std::vector<float> slots(16, 0.0f);
+  for (int i = 0; i < 8; ++i) slots[8 + i] = 0.01f;
+  const int64_t steps[] = {4, 0};
+  const char* job = R"({"optimizer": "adam", "lr": 0.1, "total_steps": 2,
+                        "tensor_groups": [0, 1]})";
+  PstrainWorkerHandle worker = nullptr;
+  // A state of the wrong size for Adam is refused before anything joins.
+  EXPECT_EQ(PstrainWorkerCreateWithState(task, job, 2, names, sizes, params.data(), grads.data(),
+                                         8, slots.data(), 8, steps, &worker),
+            PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("adam over this layout takes 16"));
+  EXPECT_EQ(PstrainWorkerCreateWithState(task, job, 2, names, sizes, params.data(), grads.data(),
+                                         8, slots.data(), 7, steps, &worker),
+            PSTRAIN_ERROR_USAGE);
+  ASSERT_EQ(PstrainWorkerCreateWithState(task, job, 2, names, sizes, params.data(), grads.data(),
+                                         8, slots.data(), 16, steps, &worker),
+            PSTRAIN_OK)
+      << LastError();
+  int num_slots = 0;
+  std::vector<float> read(16, -1.0f);
+  std::vector<int64_t> read_steps(2, -1);
+  ASSERT_EQ(PstrainWorkerGetOptimizerState(worker, &num_slots, nullptr, 0, nullptr), PSTRAIN_OK);
+  EXPECT_EQ(num_slots, 2);
+  EXPECT_EQ(PstrainWorkerGetOptimizerState(worker, &num_slots, read.data(), 15, read_steps.data()),
+            PSTRAIN_ERROR_USAGE);
+  ASSERT_EQ(PstrainWorkerGetOptimizerState(worker, &num_slots, read.data(), 16, read_steps.data()),
+            PSTRAIN_OK)
+      << LastError();
+  EXPECT_EQ(read, slots);
+  EXPECT_EQ(read_steps, (std::vector<int64_t>{4, 0}));
+
+  // A step: misuse first, then tensor b absent, group 0 at lr 0.1.
+  double settings[2 * PSTRAIN_GROUP_FIELDS] = {};
+  for (int g = 0; g < 2; ++g) {
+    settings[g * PSTRAIN_GROUP_FIELDS + PSTRAIN_GROUP_LR] = 0.1;
+    settings[g * PSTRAIN_GROUP_FIELDS + PSTRAIN_GROUP_BETA1] = 0.9;
+    settings[g * PSTRAIN_GROUP_FIELDS + PSTRAIN_GROUP_BETA2] = 0.999;
+    settings[g * PSTRAIN_GROUP_FIELDS + PSTRAIN_GROUP_EPS] = 1e-8;
+  }
+  const int absent[] = {1};
+  EXPECT_EQ(PstrainWorkerSetStepOptions(worker, 2, settings, 1, absent), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("no step is under way"));
+  ASSERT_EQ(PstrainWorkerBeginStep(worker, 4), PSTRAIN_OK) << LastError();
+  EXPECT_EQ(PstrainWorkerSetStepOptions(worker, 1, settings, 1, absent), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("settings of 1 parameter groups; the layout has 2"));
+  const int outside[] = {2};
+  EXPECT_EQ(PstrainWorkerSetStepOptions(worker, 2, settings, 1, outside), PSTRAIN_ERROR_USAGE);
+  double bad[2 * PSTRAIN_GROUP_FIELDS];
+  std::copy(settings, settings + 2 * PSTRAIN_GROUP_FIELDS, bad);
+  bad[PSTRAIN_GROUP_BETA1] = 1.0;
+  EXPECT_EQ(PstrainWorkerSetStepOptions(worker, 2, bad, 1, absent), PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("beta1"));
+  EXPECT_EQ(PstrainWorkerSetStepOptions(worker, 2, nullptr, 0, nullptr), PSTRAIN_ERROR_USAGE);
+  // One worker: its average is its own gradient.
+  for (int i = 0; i < 8; ++i) grads[i] = 0.5f;
+  int everywhere[2] = {-1, -1};
+  int reduced = 0;
+  ASSERT_EQ(PstrainWorkerReduceGradients(worker, 1, absent, everywhere, &reduced), PSTRAIN_OK)
+      << LastError();
+  EXPECT_EQ(reduced, 1);
+  EXPECT_EQ(everywhere[0], 0);
+  EXPECT_EQ(everywhere[1], 1);
+  EXPECT_EQ(grads, std::vector<float>(8, 0.5f));
+  ASSERT_EQ(PstrainWorkerSetStepOptions(worker, 2, settings, 1, absent), PSTRAIN_OK) << LastError();
+  ASSERT_EQ(PstrainWorkerEndStep(worker, 0.1), PSTRAIN_OK) << LastError();
+  // Tensor a took Adam's fifth step from the loaded moments; b stayed.
+  for (int i = 3; i < 8; ++i) EXPECT_EQ(params[i], static_cast<float>(i + 1)) << i;
+  for (int i = 0; i < 3; ++i) EXPECT_LT(params[i], static_cast<float>(i + 1)) << i;
+  ASSERT_EQ(PstrainWorkerGetOptimizerState(worker, &num_slots, read.data(), 16, read_steps.data()),
+            PSTRAIN_OK);
+  EXPECT_EQ(read_steps, (std::vector<int64_t>{5, 0}));
+  EXPECT_EQ(read[3], 0.0f);  // b's exp_avg untouched
   EXPECT_EQ(PstrainWorkerFree(worker), PSTRAIN_OK);
   EXPECT_EQ(PstrainTaskFree(task), PSTRAIN_OK);
 }
