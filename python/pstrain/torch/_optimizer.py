@@ -325,7 +325,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._reduce()  # a backward pass whose end did not average (no_sync left on)
         absent = self._flat.gather_grads()
         if absent_all:
+            # Nothing of this worker's: no tensor, and zeros for a sync
+            # average that other workers' gradients still make.
             absent = list(range(len(self._layout)))
+            self._flat.host_grads.zero_()
         self._worker.set_step_options(_groups.group_settings(self._kind, self.param_groups),
                                       absent)
         if self._spans is not None:
