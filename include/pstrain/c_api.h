@@ -53,9 +53,12 @@
  * different threads one after another (autograd's backward threads call
  * PstrainWorkerTensorReady). Different handles are independent.
  *
- * Blocking: PstrainWorkerCreate, EndStep, Finish and Close wait for the
- * ps tasks (at most the job's timeouts: --connect_timeout_s,
- * --recovery_timeout_s, --rpc_timeout_s); the other calls do not.
+ * Blocking: PstrainWorkerCreate(WithState), ReduceGradients, EndStep,
+ * GetOptimizerState, Finish and Close wait for the ps tasks; the other
+ * calls do not. A wait ends when the ps answers, when a ps or the job is
+ * found dead (--peer_timeout_s; --connect_timeout_s to reach one,
+ * --recovery_timeout_s for a recovery), or after --rpc_timeout_s when it
+ * is set (0 by default: a sync step waits for its slowest worker).
  */
 #ifndef PSTRAIN_C_API_H_
 #define PSTRAIN_C_API_H_
