@@ -77,7 +77,7 @@ absl::Status MakeTask(const pstrain::TaskEnvironment& env, PstrainTaskHandle* ou
   InitLoggingOnce();
   absl::StatusOr<pstrain::ScriptTask> task = pstrain::ScriptTask::Resolve(env);
   if (!task.ok()) return task.status();
-  *out = new PstrainTask{*std::move(task)};
+  *out = new PstrainTask{*std::move(task), 0, {}};
   return absl::OkStatus();
 }
 
