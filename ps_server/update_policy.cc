@@ -16,11 +16,21 @@ namespace {
 // to be summed in rank order (SyncPolicy::Fold): 256 MiB a shard.
 constexpr int64_t kMaxHeldFloats = int64_t{64} << 20;
 
+// A push's own settings under the job's schedule (--lr_schedule on the
+// ps, a script's lr_schedule=): every group's lr times the schedule's lr
+// now over the job's lr (exactly 1 for the constant schedule, and then
+// nothing changes).
+void ScaleByScheduleInPlace(double factor, StepOptions* settings) {
+  if (factor == 1.0) return;
+  for (double& lr : settings->lrs) lr *= factor;
+}
+
 class SyncPolicy final : public UpdatePolicy {
  public:
   SyncPolicy(const proto::JobConfig& job, std::unique_ptr<ShardStore> store, LrSchedule schedule)
       : UpdatePolicy(std::move(store)),
         schedule_(std::move(schedule)),
+        base_lr_(job.learning_rate()),
         backup_(job.backup_workers()),
         total_steps_(job.total_steps()),
         pushed_(job.num_workers(), false),
@@ -119,7 +129,7 @@ class SyncPolicy final : public UpdatePolicy {
   }
   // What the version applies with (null: the job's optimizer and schedule):
   // absent, the tensors absent from every push of the version.
-  const StepOptions* VersionSettings() {
+  StepOptions* VersionSettings() {
     if (settings_rank_ < 0) return nullptr;
     settings_.absent.clear();
     for (const auto& [tensor, votes] : absent_votes_) {
@@ -251,8 +261,10 @@ class SyncPolicy final : public UpdatePolicy {
   // the update was refused (the version moves on all the same).
   bool ApplyAverage(absl::Span<const float> partial, absl::Span<const float> last, float weight) {
     const float scale = weight_ > 0 ? 1.0f / static_cast<float>(weight_) : 0.0f;
-    const float lr = static_cast<float>(schedule_.At(version_));
-    const StepOptions* settings = VersionSettings();
+    const double scheduled = schedule_.At(version_);
+    const float lr = static_cast<float>(scheduled);
+    StepOptions* settings = VersionSettings();
+    if (settings != nullptr) ScaleByScheduleInPlace(scheduled / base_lr_, settings);
     const bool applied =
         last.empty() ? store_->Apply(partial, scale, lr, /*check_grad=*/false, settings).ok()
                      : store_->ApplySum(partial, last, weight, scale, lr, settings).ok();
@@ -272,6 +284,7 @@ class SyncPolicy final : public UpdatePolicy {
   }
 
   LrSchedule schedule_;  // of the version being applied
+  double base_lr_;       // the job's lr, which the schedule scales
   int backup_;
   int64_t total_steps_;  // versions the job applies; 0: no limit
   std::vector<bool> pushed_;         // [rank] its gradient for version_ is in
@@ -303,6 +316,7 @@ class AsyncPolicy final : public UpdatePolicy {
               int64_t bound)
       : UpdatePolicy(std::move(store)),
         schedule_(std::move(schedule)),
+        base_lr_(job.learning_rate()),
         staleness_lr_(job.staleness_lr()),
         bound_(bound),
         last_update_(job.dynamic_workers() ? job.total_steps() : 0),
@@ -330,14 +344,18 @@ class AsyncPolicy final : public UpdatePolicy {
     if (late) return PushOutcome{PushResult::kLate, staleness};
     if (num_examples == 0) return PushOutcome{PushResult::kEmpty, staleness};
     // Zhang et al. 2016, "Staleness-aware async-SGD": lr / staleness.
-    const float scheduled = static_cast<float>(schedule_.At(version_));
+    const double at = schedule_.At(version_);
+    const float scheduled = static_cast<float>(at);
     const bool divide = staleness_lr_ && staleness > 1;
     const float lr = divide ? scheduled / static_cast<float>(staleness) : scheduled;
-    StepOptions divided;
-    if (settings != nullptr && divide) {
-      divided = *settings;
-      for (double& group_lr : divided.lrs) group_lr /= static_cast<double>(staleness);
-      settings = &divided;
+    StepOptions scaled;
+    if (settings != nullptr) {
+      const double factor = (at / base_lr_) / (divide ? static_cast<double>(staleness) : 1.0);
+      if (factor != 1.0) {
+        scaled = *settings;
+        ScaleByScheduleInPlace(factor, &scaled);
+        settings = &scaled;
+      }
     }
     const absl::Status applied = store_->Apply(grad, 1.0f, lr, /*check_grad=*/true, settings);
     if (absl::IsInvalidArgument(applied)) {
@@ -392,6 +410,7 @@ class AsyncPolicy final : public UpdatePolicy {
 
  private:
   LrSchedule schedule_;  // of the update count (the version)
+  double base_lr_;       // the job's lr, which the schedule scales
   bool staleness_lr_;
   int64_t bound_;  // -1: none (async)
   // Dynamic workers: the job's updates (JobConfig.total_steps), after

@@ -89,11 +89,12 @@ class UpdatePolicy {
   // InvalidArgument for a version from the future. A second push by the
   // same worker to the same sync version, or to the one just applied with
   // its first, is kDuplicate, not applied. `settings` (may be null): the
-  // push's own optimizer settings (ShardStore, common/param_groups.h),
-  // used instead of the job's schedule: async applies them (their lrs
-  // divided by the staleness with staleness_lr); sync applies a version
-  // with those of its lowest rank that sent some, leaving alone the
-  // tensors every push of the version says are absent.
+  // push's own optimizer settings (ShardStore, common/param_groups.h):
+  // async applies them (their lrs divided by the staleness with
+  // staleness_lr); sync applies a version with those of its lowest rank
+  // that sent some, leaving alone the tensors every push of the version
+  // says are absent. A schedule of the job's (JobConfig.lr_schedule) scales
+  // their lrs by its lr at the update over the job's.
   // REQUIRES: grad.size() == store size, 0 <= rank < num_workers.
   virtual absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
                                            absl::Span<const float> grad, int num_examples,

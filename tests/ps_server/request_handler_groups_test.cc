@@ -93,6 +93,21 @@ TEST_F(GroupsTest, SyncLeavesAloneOnlyWhatEveryWorkerLacks) {
   EXPECT_THAT(Params(), testing::ElementsAre(0.0f, 0.0f, 0.5f, 0.5f));
 }
 
+TEST_F(GroupsTest, TheJobsScheduleScalesEachGroupsLr) {
+  // --lr_schedule=step, halving every update, over a job lr of 0.5: a
+  // push's lr 0.1 is 0.1 at version 0, 0.05 at version 1.
+  optimizer_.set_lr_schedule("step");
+  optimizer_.set_lr_step_size(1);
+  optimizer_.set_lr_gamma(0.5);
+  Init(proto::ASYNC, 1);
+  proto::StepSettings one;
+  one.add_groups()->set_lr(0.1);
+  PushWith(0, 0, 1.0f, one);
+  EXPECT_THAT(Params(), testing::Each(testing::FloatEq(0.9f)));
+  PushWith(0, 1, 1.0f, one);
+  EXPECT_THAT(Params(), testing::Each(testing::FloatEq(0.85f)));
+}
+
 TEST_F(GroupsTest, SettingsTheJobCannotTakeAreRefusedAndNothingChanges) {
   InitGroups(proto::ASYNC, 1);
   proto::StepSettings one_group;
