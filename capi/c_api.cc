@@ -87,6 +87,70 @@ absl::Status Check(PstrainWorkerHandle w) {
   return absl::OkStatus();
 }
 
+absl::Status CreateWorker(PstrainTaskHandle task, const char* job_json, int num_tensors,
+                          const char* const* names, const int64_t* sizes, float* params,
+                          float* grads, int64_t num_floats, const float* slots,
+                          int64_t slots_floats, const int64_t* tensor_steps,
+                          PstrainWorkerHandle* out) {
+  if (task == nullptr) return Null("task");
+  if (out == nullptr) return Null("out");
+  if (num_tensors < 1) {
+    return pstrain::UsageError(absl::StrCat("num_tensors is ", num_tensors, "; at least 1"));
+  }
+  if (names == nullptr) return Null("names");
+  if (sizes == nullptr) return Null("sizes");
+  if (params == nullptr) return Null("params");
+  if (grads == nullptr) return Null("grads");
+  std::vector<pstrain::TensorSlot> tensors;
+  int64_t total = 0;
+  for (int i = 0; i < num_tensors; ++i) {
+    if (names[i] == nullptr) return Null(absl::StrCat("names[", i, "]").c_str());
+    if (sizes[i] < 1) {
+      return pstrain::UsageError(
+          absl::StrCat("tensor ", i, " (", names[i], ") has size ", sizes[i], "; at least 1"));
+    }
+    tensors.push_back({names[i], sizes[i]});
+    total += sizes[i];
+  }
+  if (num_floats != total) {
+    return pstrain::UsageError(absl::StrCat("the buffers hold ", num_floats,
+                                            " floats; the layout's tensors add up to ", total));
+  }
+  std::vector<float> initial_slots;
+  std::vector<int64_t> initial_steps;
+  if (slots != nullptr) {
+    if (tensor_steps == nullptr) return Null("tensor_steps");
+    if (slots_floats < 0 || slots_floats % total != 0 || slots_floats / total > 2) {
+      return pstrain::UsageError(absl::StrCat("slots_floats is ", slots_floats,
+                                              "; the optimizer's slots are 0 to 2 x ", total));
+    }
+    initial_slots.assign(slots, slots + slots_floats);
+    initial_steps.assign(tensor_steps, tensor_steps + num_tensors);
+    for (int i = 0; i < num_tensors; ++i) {
+      if (initial_steps[static_cast<size_t>(i)] < 0) {
+        return pstrain::UsageError(absl::StrCat("tensor_steps[", i, "] is negative"));
+      }
+    }
+  }
+  const size_t n = static_cast<size_t>(total);
+  absl::StatusOr<std::unique_ptr<pstrain::ScriptWorker>> worker = pstrain::ScriptWorker::Create(
+      task->task, job_json == nullptr ? "" : job_json, std::move(tensors),
+      absl::MakeSpan(params, n), absl::MakeSpan(grads, n), std::move(initial_slots),
+      std::move(initial_steps));
+  if (!worker.ok()) {
+    // A job that does not fit the chief's (its flags, its layout) is the
+    // configuration's fault: the process would fail the same way again.
+    if (absl::IsFailedPrecondition(worker.status()) && !pstrain::IsRejoin(worker.status())) {
+      return absl::InvalidArgumentError(worker.status().message());
+    }
+    return worker.status();
+  }
+  *out = new PstrainWorker{*std::move(worker), task};
+  ++task->live_workers;
+  return absl::OkStatus();
+}
+
+
 }  // namespace
 
 extern "C" {
@@ -158,72 +222,6 @@ int PstrainTaskGetRunDir(PstrainTaskHandle task, const char** run_dir) {
   });
 }
 
-namespace {
-
-absl::Status CreateWorker(PstrainTaskHandle task, const char* job_json, int num_tensors,
-                          const char* const* names, const int64_t* sizes, float* params,
-                          float* grads, int64_t num_floats, const float* slots,
-                          int64_t slots_floats, const int64_t* tensor_steps,
-                          PstrainWorkerHandle* out) {
-  if (task == nullptr) return Null("task");
-  if (out == nullptr) return Null("out");
-  if (num_tensors < 1) {
-    return pstrain::UsageError(absl::StrCat("num_tensors is ", num_tensors, "; at least 1"));
-  }
-  if (names == nullptr) return Null("names");
-  if (sizes == nullptr) return Null("sizes");
-  if (params == nullptr) return Null("params");
-  if (grads == nullptr) return Null("grads");
-  std::vector<pstrain::TensorSlot> tensors;
-  int64_t total = 0;
-  for (int i = 0; i < num_tensors; ++i) {
-    if (names[i] == nullptr) return Null(absl::StrCat("names[", i, "]").c_str());
-    if (sizes[i] < 1) {
-      return pstrain::UsageError(
-          absl::StrCat("tensor ", i, " (", names[i], ") has size ", sizes[i], "; at least 1"));
-    }
-    tensors.push_back({names[i], sizes[i]});
-    total += sizes[i];
-  }
-  if (num_floats != total) {
-    return pstrain::UsageError(absl::StrCat("the buffers hold ", num_floats,
-                                            " floats; the layout's tensors add up to ", total));
-  }
-  std::vector<float> initial_slots;
-  std::vector<int64_t> initial_steps;
-  if (slots != nullptr) {
-    if (tensor_steps == nullptr) return Null("tensor_steps");
-    if (slots_floats < 0 || slots_floats % total != 0 || slots_floats / total > 2) {
-      return pstrain::UsageError(absl::StrCat("slots_floats is ", slots_floats,
-                                              "; the optimizer's slots are 0 to 2 x ", total));
-    }
-    initial_slots.assign(slots, slots + slots_floats);
-    initial_steps.assign(tensor_steps, tensor_steps + num_tensors);
-    for (int i = 0; i < num_tensors; ++i) {
-      if (initial_steps[static_cast<size_t>(i)] < 0) {
-        return pstrain::UsageError(absl::StrCat("tensor_steps[", i, "] is negative"));
-      }
-    }
-  }
-  const size_t n = static_cast<size_t>(total);
-  absl::StatusOr<std::unique_ptr<pstrain::ScriptWorker>> worker = pstrain::ScriptWorker::Create(
-      task->task, job_json == nullptr ? "" : job_json, std::move(tensors),
-      absl::MakeSpan(params, n), absl::MakeSpan(grads, n), std::move(initial_slots),
-      std::move(initial_steps));
-  if (!worker.ok()) {
-    // A job that does not fit the chief's (its flags, its layout) is the
-    // configuration's fault: the process would fail the same way again.
-    if (absl::IsFailedPrecondition(worker.status()) && !pstrain::IsRejoin(worker.status())) {
-      return absl::InvalidArgumentError(worker.status().message());
-    }
-    return worker.status();
-  }
-  *out = new PstrainWorker{*std::move(worker), task};
-  ++task->live_workers;
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 int PstrainTaskDescribeJob(PstrainTaskHandle task, const char* job_json, const char** json) {
   return ApiCall([&]() -> absl::Status {
