@@ -25,7 +25,9 @@
 # Usage: benchmarks/pytorch_frontend.sh [ROUNDS]     (default 3)
 # Environment: BUILD_DIR (default build), PYTHON (default /usr/bin/python3,
 # Debian's python3-torch), STEPS (235), SECURITY=insecure|curve (default
-# insecure: gloo encrypts nothing either). Needs a build with libpstrain.so
+# insecure: gloo encrypts nothing either), AVERAGE=1|0 (default 1: .grad
+# holds the workers' average after backward, as DDP's; 0: each worker's
+# own gradient goes to the ps, one exchange less a step). Needs a build with libpstrain.so
 # (tools/setup.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,6 +36,7 @@ python=${PYTHON:-/usr/bin/python3}
 rounds=${1:-3}
 steps=${STEPS:-235}
 security=${SECURITY:-insecure}
+average=${AVERAGE:-1}  # 0: the script's workers do not average before step()
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -61,7 +64,10 @@ launch() {
     "$(field final_test_accuracy)" "$(load1)" "$security"
 }
 
-run_torch() { launch torch "$1" -- "$python" "$root/benchmarks/pytorch_frontend_train.py"; }
+run_torch() {
+  launch torch "$1" -- "$python" "$root/benchmarks/pytorch_frontend_train.py" \
+    --average_gradients="$average"
+}
 run_cpp() { launch cpp "$1"; }
 run_ddp() {
   local line

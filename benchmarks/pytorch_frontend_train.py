@@ -27,6 +27,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=128, help="per worker")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--average_gradients", type=int, default=1,
+                        help="0: each worker's own gradient to the ps, no average before step()")
     parser.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..",
                                                            "data", "mnist"))
     args = parser.parse_args()
@@ -37,7 +39,7 @@ def main():
     model = MnistCnn()
     sampler = pst.DistributedSampler(len(labels), args.batch, seed=args.seed)
     opt = pst.DistributedOptimizer(model, optimizer="sgd", momentum=0.5, sampler=sampler,
-                                   epochs=100)
+                                   epochs=100, average_gradients=bool(args.average_gradients))
     for epoch in range(opt.start_epoch, 100):
         if opt.done:
             break
