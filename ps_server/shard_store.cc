@@ -64,7 +64,8 @@ constexpr int64_t kBlockFloats = 4096;  // 16 KiB per array: an L1 cache's share
 template <typename G>
 [[gnu::noinline]] void PlainSgd(int64_t begin, int64_t end, const G grad, float wd, float lr,
                                 const float* __restrict p, float* __restrict next_p) {
-  for (int64_t i = begin; i < end; ++i) next_p[i] = std::fma(std::fma(p[i], wd, grad(i)), -lr, p[i]);
+  for (int64_t i = begin; i < end; ++i)
+    next_p[i] = std::fma(std::fma(p[i], wd, grad(i)), -lr, p[i]);
 }
 
 template <typename G>
@@ -124,8 +125,8 @@ template <typename G>
 // step size in the last bit.
 MomentumScalars MomentumScalarsFor(const OptimizerConfig& o, int64_t updates, double lr) {
   const float mu = static_cast<float>(o.momentum);
-  return {static_cast<float>(o.weight_decay), static_cast<float>(lr), mu,
-          updates == 0 ? 0.0f : mu, o.nesterov};
+  return {static_cast<float>(o.weight_decay), static_cast<float>(lr), mu, updates == 0 ? 0.0f : mu,
+          o.nesterov};
 }
 
 AdamScalars AdamScalarsFor(const OptimizerConfig& o, int64_t updates, double lr) {
@@ -146,8 +147,8 @@ AdamScalars AdamScalarsFor(const OptimizerConfig& o, int64_t updates, double lr)
 
 AdagradScalars AdagradScalarsFor(const OptimizerConfig& o, int64_t updates, double lr) {
   const double t = static_cast<double>(updates + 1);
-  return {static_cast<float>(o.weight_decay), static_cast<float>(lr / (1.0 + (t - 1.0) * o.lr_decay)),
-          static_cast<float>(o.eps)};
+  return {static_cast<float>(o.weight_decay),
+          static_cast<float>(lr / (1.0 + (t - 1.0) * o.lr_decay)), static_cast<float>(o.eps)};
 }
 
 // The segment's step under optimizer `o` at `lr`, its `updates`-th.
@@ -174,6 +175,31 @@ SegmentPlan PlanFor(const OptimizerConfig& o, int64_t updates, double lr) {
       plan.adagrad = AdagradScalarsFor(o, updates, lr);
       return plan;
   }
+}
+
+// Runs `plan`'s kernel over [begin, end) of the state `s` into `next`
+// (parameters then slots, `n` floats each); returns how many of those
+// arrays, from the first, it wrote.
+template <typename G>
+int RunPlan(const SegmentPlan& plan, int64_t begin, int64_t end, const G& grad, int64_t n,
+            const float* s, float* next) {
+  switch (plan.kind) {
+    case SegmentPlan::Kind::kSkip:
+      return 0;
+    case SegmentPlan::Kind::kPlainSgd:
+      PlainSgd(begin, end, grad, plan.wd, plan.lr, s, next);
+      return 1;
+    case SegmentPlan::Kind::kMomentumSgd:
+      MomentumSgd(plan.momentum, begin, end, grad, s, s + n, next, next + n);
+      return 2;
+    case SegmentPlan::Kind::kAdam:
+      Adam(plan.adam, begin, end, grad, s, s + n, s + 2 * n, next, next + n, next + 2 * n);
+      return 3;
+    case SegmentPlan::Kind::kAdagrad:
+      Adagrad(plan.adagrad, begin, end, grad, s, s + n, next, next + n);
+      return 2;
+  }
+  return 0;
 }
 
 // Sums of squares: in float, in 32 lanes the compiler keeps in vector
@@ -351,9 +377,10 @@ template <typename G>
 absl::Status ShardStore::Update(const G& grad, float lr, const float* check,
                                 const StepOptions* step) {
   // The job's optimizer over the whole shard, the step count shared
-  // (UpdateBlock), unless a step's settings or segments' own counts ask
-  // for one segment at a time (UpdateSegments).
+  // (one plan), unless a step's settings or segments' own counts ask for
+  // one segment at a time (UpdateSegments).
   const bool by_segment = step != nullptr || !uniform_;
+  const SegmentPlan plan = by_segment ? SegmentPlan() : PlanFor(config_, updates_, lr);
   if (by_segment) PlanSegments(step, lr);
   // Replies may still carry the buffer the last update replaced (they
   // were sent from it, PinnedFloats): this update is then written into a
@@ -364,13 +391,12 @@ absl::Status ShardStore::Update(const G& grad, float lr, const float* check,
   float* next = next_state_->data().data();
   // The arrays this update writes, each checked on its own (by segment:
   // every array, a segment that does not change one copying it).
-  const int written =
-      !by_segment && config_.kind == proto::SGD && config_.momentum == 0.0 ? 1 : 1 + num_slots_;
+  const int written = !by_segment && plan.kind == SegmentPlan::Kind::kPlainSgd ? 1 : 1 + num_slots_;
   const auto update_block = [&](int64_t begin, int64_t end) {
     if (by_segment) {
       UpdateSegments(grad, begin, end, s, next);
     } else {
-      UpdateBlock(grad, lr, begin, end, s, next);
+      RunPlan(plan, begin, end, grad, size_, s, next);
     }
   };
   // The arrays summed: those written, then the checked gradient, read
@@ -445,48 +471,10 @@ void ShardStore::UpdateSegments(const G& grad, int64_t begin, int64_t end, const
     const int64_t e = std::min(end, it->end);
     const SegmentPlan& plan = segment_plan_[static_cast<size_t>(it - segments_.begin())];
     // The arrays this segment's kernel leaves alone keep their values.
-    int copy_from = 1 + num_slots_;
-    switch (plan.kind) {
-      case SegmentPlan::Kind::kSkip:
-        copy_from = 0;
-        break;
-      case SegmentPlan::Kind::kPlainSgd:
-        PlainSgd(b, e, grad, plan.wd, plan.lr, s, next);
-        copy_from = 1;
-        break;
-      case SegmentPlan::Kind::kMomentumSgd:
-        MomentumSgd(plan.momentum, b, e, grad, s, s + n, next, next + n);
-        break;
-      case SegmentPlan::Kind::kAdam:
-        Adam(plan.adam, b, e, grad, s, s + n, s + 2 * n, next, next + n, next + 2 * n);
-        break;
-      case SegmentPlan::Kind::kAdagrad:
-        Adagrad(plan.adagrad, b, e, grad, s, s + n, next, next + n);
-        break;
-    }
-    for (int k = copy_from; k < 1 + num_slots_; ++k) {
+    const int wrote = RunPlan(plan, b, e, grad, n, s, next);
+    for (int k = wrote; k < 1 + num_slots_; ++k) {
       std::copy(s + k * n + b, s + k * n + e, next + k * n + b);
     }
-  }
-}
-
-template <typename G>
-void ShardStore::UpdateBlock(const G& grad, float lr, int64_t begin, int64_t end, const float* s,
-                             float* next) const {
-  const OptimizerConfig& o = config_;
-  const float wd = static_cast<float>(o.weight_decay);
-  switch (o.kind) {
-    case proto::SGD:
-      if (o.momentum == 0.0) return PlainSgd(begin, end, grad, wd, lr, s, next);
-      return MomentumSgd(MomentumScalarsFor(o, updates_, lr), begin, end, grad, s, s + size_, next,
-                         next + size_);
-    case proto::ADAM:
-    case proto::ADAMW:
-      return Adam(AdamScalarsFor(o, updates_, lr), begin, end, grad, s, s + size_, s + 2 * size_, next,
-                  next + size_, next + 2 * size_);
-    default:  // the constructor validated the config: adagrad
-      return Adagrad(AdagradScalarsFor(o, updates_, lr), begin, end, grad, s, s + size_, next,
-                     next + size_);
   }
 }
 

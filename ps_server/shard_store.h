@@ -180,10 +180,8 @@ class ShardStore {
   // `check`: the gradient's floats to check too (null: none).
   template <typename G>
   absl::Status Update(const G& grad, float lr, const float* check, const StepOptions* step);
-  template <typename G>
-  void UpdateBlock(const G& grad, float lr, int64_t begin, int64_t end, const float* state,
-                   float* next) const;
-  // The same per segment, with segment_plan_'s scalars.
+  // One block [begin, end) of an update by segment, each segment with
+  // segment_plan_'s scalars.
   template <typename G>
   void UpdateSegments(const G& grad, int64_t begin, int64_t end, const float* state,
                       float* next) const;
