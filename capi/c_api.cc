@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "capi/script_worker.h"
-#include "common/param_groups.h"
 #include "common/logging.h"
+#include "common/param_groups.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
 #include "dataset/data_sharder.h"
@@ -62,9 +62,7 @@ int ApiCall(const std::function<absl::Status()>& body) {
   return CodeFor(s);
 }
 
-absl::Status Null(const char* what) {
-  return pstrain::UsageError(absl::StrCat(what, " is NULL"));
-}
+absl::Status Null(const char* what) { return pstrain::UsageError(absl::StrCat(what, " is NULL")); }
 
 // glog once per process: the first task made (the process's main is a
 // script's interpreter, which has no InitLogging of its own).
@@ -85,6 +83,17 @@ absl::Status MakeTask(const pstrain::TaskEnvironment& env, PstrainTaskHandle* ou
 absl::Status Check(PstrainWorkerHandle w) {
   if (w == nullptr) return Null("worker");
   return absl::OkStatus();
+}
+
+// A call's list of tensors without a gradient: `num_absent` of them at
+// `absent`, no more than the worker's tensors.
+absl::StatusOr<std::vector<int32_t>> AbsentList(PstrainWorkerHandle w, int num_absent,
+                                                const int* absent) {
+  if (num_absent < 0 || num_absent > w->worker->num_tensors()) {
+    return pstrain::UsageError(absl::StrCat("num_absent is ", num_absent));
+  }
+  if (num_absent > 0 && absent == nullptr) return Null("absent");
+  return std::vector<int32_t>(absent, absent + num_absent);
 }
 
 absl::Status CreateWorker(PstrainTaskHandle task, const char* job_json, int num_tensors,
@@ -149,7 +158,6 @@ absl::Status CreateWorker(PstrainTaskHandle task, const char* job_json, int num_
   ++task->live_workers;
   return absl::OkStatus();
 }
-
 
 }  // namespace
 
@@ -222,7 +230,6 @@ int PstrainTaskGetRunDir(PstrainTaskHandle task, const char** run_dir) {
   });
 }
 
-
 int PstrainTaskDescribeJob(PstrainTaskHandle task, const char* job_json, const char** json) {
   return ApiCall([&]() -> absl::Status {
     if (task == nullptr) return Null("task");
@@ -237,8 +244,8 @@ int PstrainTaskDescribeJob(PstrainTaskHandle task, const char* job_json, const c
 }
 
 int PstrainWorkerCreate(PstrainTaskHandle task, const char* job_json, int num_tensors,
-                        const char* const* names, const int64_t* sizes, float* params,
-                        float* grads, int64_t num_floats, PstrainWorkerHandle* out) {
+                        const char* const* names, const int64_t* sizes, float* params, float* grads,
+                        int64_t num_floats, PstrainWorkerHandle* out) {
   return ApiCall([&] {
     return CreateWorker(task, job_json, num_tensors, names, sizes, params, grads, num_floats,
                         nullptr, 0, nullptr, out);
@@ -252,8 +259,8 @@ int PstrainWorkerCreateWithState(PstrainTaskHandle task, const char* job_json, i
                                  PstrainWorkerHandle* out) {
   return ApiCall([&] {
     if (slots == nullptr) return Null("slots");
-    return CreateWorker(task, job_json, num_tensors, names, sizes, params, grads, num_floats,
-                        slots, slots_floats, tensor_steps, out);
+    return CreateWorker(task, job_json, num_tensors, names, sizes, params, grads, num_floats, slots,
+                        slots_floats, tensor_steps, out);
   });
 }
 
@@ -266,8 +273,8 @@ int PstrainWorkerFree(PstrainWorkerHandle worker) {
   });
 }
 
-int PstrainWorkerGetPosition(PstrainWorkerHandle worker, int64_t* global_step,
-                             int64_t* total_steps, int64_t* steps_per_epoch, int* done) {
+int PstrainWorkerGetPosition(PstrainWorkerHandle worker, int64_t* global_step, int64_t* total_steps,
+                             int64_t* steps_per_epoch, int* done) {
   return ApiCall([&] {
     RETURN_IF_ERROR(Check(worker));
     const pstrain::ScriptWorker& w = *worker->worker;
@@ -316,14 +323,11 @@ int PstrainWorkerSetStepOptions(PstrainWorkerHandle worker, int num_groups, cons
   return ApiCall([&] {
     RETURN_IF_ERROR(Check(worker));
     if (num_groups < 1 || num_groups > pstrain::kMaxGroups) {
-      return pstrain::UsageError(absl::StrCat("num_groups is ", num_groups, "; 1 to ",
-                                              pstrain::kMaxGroups));
+      return pstrain::UsageError(
+          absl::StrCat("num_groups is ", num_groups, "; 1 to ", pstrain::kMaxGroups));
     }
     if (settings == nullptr) return Null("settings");
-    if (num_absent < 0 || num_absent > worker->worker->num_tensors()) {
-      return pstrain::UsageError(absl::StrCat("num_absent is ", num_absent));
-    }
-    if (num_absent > 0 && absent == nullptr) return Null("absent");
+    ASSIGN_OR_RETURN(std::vector<int32_t> absent_tensors, AbsentList(worker, num_absent, absent));
     std::vector<pstrain::proto::GroupSettings> groups(static_cast<size_t>(num_groups));
     for (int g = 0; g < num_groups; ++g) {
       const double* v = settings + static_cast<ptrdiff_t>(g) * PSTRAIN_GROUP_FIELDS;
@@ -337,7 +341,7 @@ int PstrainWorkerSetStepOptions(PstrainWorkerHandle worker, int num_groups, cons
       out.set_eps(v[PSTRAIN_GROUP_EPS]);
       out.set_lr_decay(v[PSTRAIN_GROUP_LR_DECAY]);
     }
-    return worker->worker->SetStepOptions(groups, std::vector<int32_t>(absent, absent + num_absent));
+    return worker->worker->SetStepOptions(groups, std::move(absent_tensors));
   });
 }
 
@@ -347,14 +351,10 @@ int PstrainWorkerReduceGradients(PstrainWorkerHandle worker, int num_absent, con
     RETURN_IF_ERROR(Check(worker));
     if (reduced == nullptr) return Null("reduced");
     if (absent_everywhere == nullptr) return Null("absent_everywhere");
-    if (num_absent < 0 || num_absent > worker->worker->num_tensors()) {
-      return pstrain::UsageError(absl::StrCat("num_absent is ", num_absent));
-    }
-    if (num_absent > 0 && absent == nullptr) return Null("absent");
+    ASSIGN_OR_RETURN(std::vector<int32_t> absent_tensors, AbsentList(worker, num_absent, absent));
     std::vector<int32_t> everywhere;
     bool done = false;
-    RETURN_IF_ERROR(worker->worker->Reduce(std::vector<int32_t>(absent, absent + num_absent),
-                                           &everywhere, &done));
+    RETURN_IF_ERROR(worker->worker->Reduce(std::move(absent_tensors), &everywhere, &done));
     const int n = worker->worker->num_tensors();
     std::fill(absent_everywhere, absent_everywhere + n, 0);
     for (int32_t t : everywhere) {

@@ -12,9 +12,9 @@
 #include "common/json.h"
 #include "common/optimizer.h"
 #include "common/param_groups.h"
-#include "common/update_mode.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
+#include "common/update_mode.h"
 #include "glog/logging.h"
 #include "worker/train_flags.h"
 
@@ -54,9 +54,9 @@ absl::StatusOr<std::string> FlagText(const std::string& key, const google::proto
     case google::protobuf::Value::kStringValue:
       return v.string_value();
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "job option \"", key, "\": expected a number, a boolean or a string, got ",
-          JsonKindName(v)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("job option \"", key, "\": expected a number, a boolean or a string, got ",
+                       JsonKindName(v)));
   }
 }
 
@@ -101,8 +101,8 @@ absl::Status ApplyJobOptions(const std::string& job_json, WorkerRuntimeOptions* 
       for (const google::protobuf::Value& g : value.list_value().values()) {
         ASSIGN_OR_RETURN(const int64_t group, WholeNumber(key, g));
         if (group >= kMaxGroups) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "job option \"tensor_groups\": group ", group, " (at most ", kMaxGroups, ")"));
+          return absl::InvalidArgumentError(absl::StrCat("job option \"tensor_groups\": group ",
+                                                         group, " (at most ", kMaxGroups, ")"));
         }
         tensor_groups->push_back(static_cast<int>(group));
       }
@@ -172,15 +172,15 @@ absl::StatusOr<ScriptTask> ScriptTask::Resolve(const TaskEnvironment& env) {
   ASSIGN_OR_RETURN(t.cluster, ResolveTaskConfig(sources));
   const TaskId task = *t.cluster.task();
   if (task.type != TaskType::kChief && task.type != TaskType::kWorker) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TF_CONFIG: this process is ", task.ToString(), "; a script runs as a chief or a worker"));
+    return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG: this process is ", task.ToString(),
+                                                   "; a script runs as a chief or a worker"));
   }
   absl::StatusOr<TransportSecurity> security =
       ResolveTransportSecurity(env.secret_file, env.insecure);
   if (!security.ok()) {
-    return absl::Status(security.status().code(),
-                        absl::StrCat("PSTRAIN_SECRET_FILE (or PSTRAIN_INSECURE=1): ",
-                                     security.status().message()));
+    return absl::Status(
+        security.status().code(),
+        absl::StrCat("PSTRAIN_SECRET_FILE (or PSTRAIN_INSECURE=1): ", security.status().message()));
   }
   t.security = *std::move(security);
   ASSIGN_OR_RETURN(const std::vector<std::string> args, FlagsFromJson(env.flags_json));
@@ -206,9 +206,8 @@ absl::StatusOr<std::unique_ptr<ScriptWorker>> ScriptWorker::Create(
   std::vector<int> groups;
   RETURN_IF_ERROR(ApplyJobOptions(job_json, &ro, &open_ended, &groups));
   if (!groups.empty() && groups.size() != tensors.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("job option \"tensor_groups\": ",
-                                                   groups.size(), " groups for ", tensors.size(),
-                                                   " tensors"));
+    return absl::InvalidArgumentError(absl::StrCat("job option \"tensor_groups\": ", groups.size(),
+                                                   " groups for ", tensors.size(), " tensors"));
   }
   for (size_t i = 0; i < groups.size(); ++i) tensors[i].group = groups[i];
   const int num_tensors = static_cast<int>(tensors.size());
@@ -218,10 +217,10 @@ absl::StatusOr<std::unique_ptr<ScriptWorker>> ScriptWorker::Create(
   if (task.chief) {
     // The job's initial parameters are the chief's, as the script made
     // them: kept for a restore when no checkpoint is usable.
-    ro.initial_params = [initial = std::vector<float>(params.begin(), params.end())](
-                            absl::Span<float> out) {
-      std::copy(initial.begin(), initial.end(), out.begin());
-    };
+    ro.initial_params =
+        [initial = std::vector<float>(params.begin(), params.end())](absl::Span<float> out) {
+          std::copy(initial.begin(), initial.end(), out.begin());
+        };
     ro.initial_slots = std::move(initial_slots);
     ro.initial_tensor_updates = std::move(initial_tensor_updates);
   }
@@ -302,8 +301,8 @@ absl::Status ScriptWorker::TensorReady(int tensor) {
   return absl::OkStatus();
 }
 
-absl::Status ScriptWorker::LayerSpan(absl::string_view layer, bool backward,
-                                     int64_t start_unix_us, int64_t duration_us) {
+absl::Status ScriptWorker::LayerSpan(absl::string_view layer, bool backward, int64_t start_unix_us,
+                                     int64_t duration_us) {
   RETURN_IF_ERROR(failed_);
   if (!in_step_) return UsageError("LayerSpan: no step is under way (BeginStep first)");
   if (layer.empty()) return UsageError("LayerSpan: the layer has no name");
@@ -333,6 +332,16 @@ absl::Status ScriptWorker::LayerSpan(absl::string_view layer, bool backward,
   return absl::OkStatus();
 }
 
+absl::Status ScriptWorker::SortAbsent(absl::string_view call, std::vector<int32_t>* absent) const {
+  std::sort(absent->begin(), absent->end());
+  absent->erase(std::unique(absent->begin(), absent->end()), absent->end());
+  if (!absent->empty() && (absent->front() < 0 || absent->back() >= num_tensors_)) {
+    return UsageError(absl::StrCat(call, ": an absent tensor is not one of the ", num_tensors_,
+                                   " of the layout"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ScriptWorker::SetStepOptions(const std::vector<proto::GroupSettings>& groups,
                                           std::vector<int32_t> absent) {
   RETURN_IF_ERROR(failed_);
@@ -342,12 +351,7 @@ absl::Status ScriptWorker::SetStepOptions(const std::vector<proto::GroupSettings
     return UsageError(absl::StrCat("SetStepOptions: settings of ", groups.size(),
                                    " parameter groups; the layout has ", want));
   }
-  std::sort(absent.begin(), absent.end());
-  absent.erase(std::unique(absent.begin(), absent.end()), absent.end());
-  if (!absent.empty() && (absent.front() < 0 || absent.back() >= num_tensors_)) {
-    return UsageError(absl::StrCat("SetStepOptions: an absent tensor is not one of the ",
-                                   num_tensors_, " of the layout"));
-  }
+  RETURN_IF_ERROR(SortAbsent("SetStepOptions", &absent));
   proto::StepSettings settings;
   for (const proto::GroupSettings& g : groups) *settings.add_groups() = g;
   *settings.mutable_absent() = {absent.begin(), absent.end()};
@@ -363,16 +367,12 @@ absl::Status ScriptWorker::Reduce(std::vector<int32_t> absent,
   *reduced = false;
   if (!in_step_) return UsageError("Reduce: no step is under way (BeginStep first)");
   if (runtime_->options().mode != proto::SYNC || runtime_->options().backup_workers > 0) {
-    return UsageError("Reduce: the workers' average before step is for sync jobs without "
-                      "backup workers");
+    return UsageError(
+        "Reduce: the workers' average before step is for sync jobs without "
+        "backup workers");
   }
   if (step_void_) return absl::OkStatus();
-  std::sort(absent.begin(), absent.end());
-  absent.erase(std::unique(absent.begin(), absent.end()), absent.end());
-  if (!absent.empty() && (absent.front() < 0 || absent.back() >= num_tensors_)) {
-    return UsageError(absl::StrCat("Reduce: an absent tensor is not one of the ", num_tensors_,
-                                   " of the layout"));
-  }
+  RETURN_IF_ERROR(SortAbsent("Reduce", &absent));
   bool stale = false;
   absl::Status s =
       runtime_->ReduceGradients(reduce_round_++, step_.examples, absent, absent_everywhere, &stale);
@@ -432,15 +432,17 @@ absl::Status ScriptWorker::LogEvaluation(double accuracy, double loss, double se
   }
   if (!runtime_->is_chief()) return absl::OkStatus();
   const int64_t now = MonotonicMicros();
-  const int64_t took_us = seconds >= 0          ? static_cast<int64_t>(seconds * 1e6)
+  const int64_t took_us = seconds >= 0            ? static_cast<int64_t>(seconds * 1e6)
                           : last_step_end_us_ > 0 ? now - last_step_end_us_
                                                   : 0;
   const int64_t step = runtime_->global_step();
-  const bool epoch_end = !open_ended_ && (finished_ || done() || (step > 0 && step % steps_per_epoch() == 0));
-  const int64_t epoch = epoch_end && step > 0 ? (step - 1) / steps_per_epoch() : step / steps_per_epoch();
-  RETURN_IF_ERROR(Latch(runtime_->RecordEvaluation(static_cast<int>(epoch), epoch_end, finished_,
-                                                   accuracy, loss, now - took_us,
-                                                   UnixMicros() - took_us)));
+  const bool epoch_end =
+      !open_ended_ && (finished_ || done() || (step > 0 && step % steps_per_epoch() == 0));
+  const int64_t epoch =
+      epoch_end && step > 0 ? (step - 1) / steps_per_epoch() : step / steps_per_epoch();
+  RETURN_IF_ERROR(
+      Latch(runtime_->RecordEvaluation(static_cast<int>(epoch), epoch_end, finished_, accuracy,
+                                       loss, now - took_us, UnixMicros() - took_us)));
   if (!epoch_end || epoch == last_epoch_logged_) return absl::OkStatus();
   last_epoch_logged_ = epoch;
   return Latch(EndEpoch(runtime_->evaluations().back()));
@@ -451,8 +453,8 @@ absl::Status ScriptWorker::EndEpoch(const EvalPoint& e) {
   const double seconds = std::max(0.0, runtime_->TrainSeconds() - epoch_start_train_s_);
   // Every worker trains on as many examples a step as this one (the last
   // global batch of an epoch may be a little short).
-  const double images = static_cast<double>(epoch_examples_) *
-                        (runtime_->dynamic() ? 1 : runtime_->num_workers());
+  const double images =
+      static_cast<double>(epoch_examples_) * (runtime_->dynamic() ? 1 : runtime_->num_workers());
   const double rate = seconds > 0 ? images / seconds : 0.0;
   const double train_loss = epoch_loss_count_ > 0 ? epoch_loss_sum_ / epoch_loss_count_ : 0.0;
   const int epoch = static_cast<int>((step - 1) / steps_per_epoch()) + 1;
@@ -461,8 +463,9 @@ absl::Status ScriptWorker::EndEpoch(const EvalPoint& e) {
       "epoch %d/%d done: test accuracy %.4f, test loss %.4f, train loss %.4f, %.0f images/s "
       "(all %d workers), %.1f s",
       epoch, epochs, e.accuracy, e.loss, train_loss, rate, runtime_->num_workers(), seconds);
-  const absl::Status s = runtime_->RecordEpoch(
-      {epoch, step, step - epoch_start_step_, e.train_seconds, train_loss, e.loss, e.accuracy, rate});
+  const absl::Status s =
+      runtime_->RecordEpoch({epoch, step, step - epoch_start_step_, e.train_seconds, train_loss,
+                             e.loss, e.accuracy, rate});
   epoch_start_step_ = step;
   epoch_start_train_s_ = runtime_->TrainSeconds();
   epoch_loss_sum_ = 0;
@@ -476,8 +479,8 @@ absl::Status ScriptWorker::Finish() {
   if (in_step_) return UsageError("Finish: a step is under way (EndStep first)");
   if (finished_) return UsageError("Finish: finished already");
   if (!done() && !open_ended_) {
-    LOG(WARNING) << "this worker's loop ended at step " << global_step() << " of "
-                 << total_steps() << ": it leaves the job, which goes on without it";
+    LOG(WARNING) << "this worker's loop ended at step " << global_step() << " of " << total_steps()
+                 << ": it leaves the job, which goes on without it";
   }
   const bool leaving = !done() && !open_ended_;
   absl::Status s = runtime_->ReportDone();
@@ -488,7 +491,8 @@ absl::Status ScriptWorker::Finish() {
       // A ps was restored from a checkpoint after this worker's last step:
       // its steps since are to be computed again, by a new process of it.
       return Latch(absl::UnavailableError(absl::StrCat(
-          "the job went back to step ", global_step(), " after this worker's last step (a ps was "
+          "the job went back to step ", global_step(),
+          " after this worker's last step (a ps was "
           "restored from a checkpoint); start this worker again to train the steps left")));
     }
     s = runtime_->ReportDone();

@@ -147,16 +147,19 @@ class ScriptWorker {
   // A run-time failure is kept and returned by every later call.
   absl::Status Latch(absl::Status status);
   absl::Status EndEpoch(const EvalPoint& eval);
+  // Sorts `absent` and drops repeats; a usage error, named after `call`,
+  // for a tensor outside the layout.
+  absl::Status SortAbsent(absl::string_view call, std::vector<int32_t>* absent) const;
 
   std::unique_ptr<WorkerRuntime> runtime_;
   int num_tensors_ = 0;
   absl::Status failed_;
   bool open_ended_ = false;
   bool in_step_ = false;
-  bool step_void_ = false;  // a rejoin inside the step: EndStep pushes nothing
+  bool step_void_ = false;     // a rejoin inside the step: EndStep pushes nothing
   uint32_t reduce_round_ = 0;  // the step's Reduce calls so far
-  bool finished_ = false;  // Finish returned OK
-  proto::JobConfig job_;  // this worker's job (the layout, the optimizer)
+  bool finished_ = false;      // Finish returned OK
+  proto::JobConfig job_;       // this worker's job (the layout, the optimizer)
   int num_slots_ = 0;
   bool closed_ = false;
   std::vector<bool> tensor_ready_;

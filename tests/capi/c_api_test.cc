@@ -365,6 +365,9 @@ TEST_F(CApiWithPs, AScriptsStepSettingsAverageAndOptimizerState) {
   EXPECT_THAT(LastError(), HasSubstr("settings of 1 parameter groups; the layout has 2"));
   const int outside[] = {2};
   EXPECT_EQ(PstrainWorkerSetStepOptions(worker, 2, settings, 1, outside), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("SetStepOptions: an absent tensor is not one of the 2"));
+  EXPECT_EQ(PstrainWorkerSetStepOptions(worker, 2, settings, 3, absent), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("num_absent is 3"));
   double bad[2 * PSTRAIN_GROUP_FIELDS];
   std::copy(settings, settings + 2 * PSTRAIN_GROUP_FIELDS, bad);
   bad[PSTRAIN_GROUP_BETA1] = 1.0;
@@ -375,6 +378,15 @@ TEST_F(CApiWithPs, AScriptsStepSettingsAverageAndOptimizerState) {
   for (int i = 0; i < 8; ++i) grads[i] = 0.5f;
   int everywhere[2] = {-1, -1};
   int reduced = 0;
+  EXPECT_EQ(PstrainWorkerReduceGradients(worker, 1, outside, everywhere, &reduced),
+            PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("Reduce: an absent tensor is not one of the 2"));
+  EXPECT_EQ(PstrainWorkerReduceGradients(worker, -1, absent, everywhere, &reduced),
+            PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("num_absent is -1"));
+  EXPECT_EQ(PstrainWorkerReduceGradients(worker, 1, nullptr, everywhere, &reduced),
+            PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("absent is NULL"));
   ASSERT_EQ(PstrainWorkerReduceGradients(worker, 1, absent, everywhere, &reduced), PSTRAIN_OK)
       << LastError();
   EXPECT_EQ(reduced, 1);
