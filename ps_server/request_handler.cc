@@ -428,7 +428,7 @@ void RequestHandler::HandleRegister(const std::string& peer, const Message& m,
     return;
   }
   if (workers_.MarkRegistered(m.header.rank(), m.header.session())) {
-    ForgetOldSession(m.header.rank());
+    ForgetOldSession(m.header.rank(), out);
   }
   Reply reply{peer, MakeReply(m.header), false, /*record=*/true};
   *reply.header.mutable_job() = job_;
@@ -900,11 +900,7 @@ void RequestHandler::LeaveTraining(int rank, std::vector<Reply>* out) {
   // Its final report: it trains no more (its loop may have ended before
   // the others'), so nothing waits for it any longer.
   if (workers_.dead(rank)) return;
-  bool refused = false;
-  const bool advanced = policy_->SetActive(rank, false, &refused);
-  if (refused) stats_.set_refused_updates(stats_.refused_updates() + 1);
-  if (reducer_ != nullptr && reducer_->SetActive(rank, false)) AnswerReduce(out);
-  if (advanced || job_.mode() == proto::SSP) ReleaseParkedPulls(out);
+  if (SetWaitedFor(rank, false, out) || job_.mode() == proto::SSP) ReleaseParkedPulls(out);
   const std::vector<int64_t> clocks = policy_->Clocks();
   LOG(INFO) << "rank " << rank << " has finished (at step " << clocks[static_cast<size_t>(rank)]
             << "): the job goes on without it";
@@ -948,28 +944,31 @@ void RequestHandler::SetDead(int rank, bool dead, std::vector<Reply>* out) {
     LOG(INFO) << "rank " << rank << " is back: waited for again";
   }
   if (!initialized()) return;
-  bool refused = false;
-  const bool advanced = policy_->SetActive(rank, !dead, &refused);
+  const bool advanced = SetWaitedFor(rank, !dead, out);
   // A worker that joins (or comes back) starts at the slowest live
   // worker's clock: SSP would otherwise hold everybody back until it has
   // done as many steps as they have.
   if (!dead && options_.dynamic_workers) policy_->AdmitAtSlowestClock(rank);
-  if (refused) stats_.set_refused_updates(stats_.refused_updates() + 1);
-  if (reducer_ != nullptr && reducer_->SetActive(rank, !dead)) AnswerReduce(out);
   // A new version, or (SSP) a new slowest live rank, may release pulls.
   if (advanced || job_.mode() == proto::SSP) ReleaseParkedPulls(out);
   if (!dead) return;
   for (const std::string& name : parked_.barrier_names()) MaybeReleaseBarrier(name, out);
 }
 
-void RequestHandler::ForgetOldSession(int rank) {
+bool RequestHandler::SetWaitedFor(int rank, bool waited_for, std::vector<Reply>* out) {
+  bool refused = false;
+  const bool advanced = policy_->SetActive(rank, waited_for, &refused);
+  if (refused) stats_.set_refused_updates(stats_.refused_updates() + 1);
+  if (reducer_ != nullptr && reducer_->SetActive(rank, waited_for)) AnswerReduce(out);
+  return advanced;
+}
+
+void RequestHandler::ForgetOldSession(int rank, std::vector<Reply>* out) {
   parked_.ForgetRank(rank);
   if (reducer_ != nullptr) reducer_->Forget(rank);
   // A new process of a rank that had finished trains again: waited for.
   if (reports_.erase(rank) > 0 && initialized() && !workers_.dead(rank)) {
-    bool refused = false;
-    policy_->SetActive(rank, true, &refused);
-    if (reducer_ != nullptr) reducer_->SetActive(rank, true);
+    SetWaitedFor(rank, true, out);
   }
 }
 

@@ -306,8 +306,12 @@ class RequestHandler {
 
   // Liveness: a dead rank is not waited for; one heard from again is.
   void SetDead(int rank, bool dead, std::vector<Reply>* out);
+  // Whether the sync versions, SSP's clocks and the reduce round wait for
+  // `rank`; answers a round this completes. Returns whether it completed
+  // a version (UpdatePolicy::SetActive).
+  bool SetWaitedFor(int rank, bool waited_for, std::vector<Reply>* out);
   // Drops what an earlier session of `rank` left parked (a restarted worker).
-  void ForgetOldSession(int rank);
+  void ForgetOldSession(int rank, std::vector<Reply>* out);
   // `rank` sent its final report: versions, reduces and SSP's bound no
   // longer wait for it (a worker whose loop ended before the others').
   void LeaveTraining(int rank, std::vector<Reply>* out);
