@@ -149,9 +149,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         kwargs.update(given)
         try:
             return cls(list(model.parameters()), **kwargs)
-        except TypeError as e:
-            raise ConfigError("%s: %s" % (optimizer, e)) from None
-        except ValueError as e:
+        except (TypeError, ValueError) as e:
             raise ConfigError("%s: %s" % (optimizer, e)) from None
 
     def _make_layout(self, model, named_parameters, inner):
