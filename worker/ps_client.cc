@@ -431,35 +431,29 @@ void PsClient::CollectReplies(const std::vector<Call>& calls, std::vector<ShardR
   }
 }
 
-absl::Status PsClient::Init(const proto::JobConfig& job, absl::Span<const float> params,
-                            absl::Span<const float> slots,
-                            const std::vector<std::vector<int64_t>>& segment_updates) {
-  const int64_t total = plan_.total_size();
-  CHECK_EQ(static_cast<int64_t>(params.size()), total);
-  CHECK_EQ(static_cast<int64_t>(slots.size()) % total, 0);
-  CHECK(slots.empty() || static_cast<int>(segment_updates.size()) == plan_.num_shards());
+absl::Status PsClient::Init(const proto::JobConfig& job, absl::Span<const float> params) {
+  CHECK_EQ(static_cast<int64_t>(params.size()), plan_.total_size());
   std::vector<Call> calls = ShardCalls(proto::INIT, 0, {});
-  // With slots, each shard's payload is its parameters, then its part of
-  // each slot: gathered here.
-  std::vector<std::vector<float>> states(slots.empty() ? 0 : calls.size());
   for (Call& c : calls) {
     *c.header.mutable_job() = job;
     const ShardRange r = plan_.range(c.shard);
-    const auto begin = static_cast<size_t>(r.begin), n = static_cast<size_t>(r.size());
-    if (slots.empty()) {
-      c.payload = AsBytes(params.subspan(begin, n));
-      continue;
-    }
-    std::vector<float>& state = states[static_cast<size_t>(c.shard)];
-    state.assign(params.begin() + r.begin, params.begin() + r.end);
-    for (size_t k = 0; k < slots.size() / static_cast<size_t>(total); ++k) {
-      const absl::Span<const float> slot = slots.subspan(k * static_cast<size_t>(total) + begin, n);
-      state.insert(state.end(), slot.begin(), slot.end());
-    }
+    c.payload = AsBytes(params.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size())));
+  }
+  return Exchange(&calls);
+}
+
+absl::Status PsClient::InitWithState(const proto::JobConfig& job,
+                                     const std::vector<std::vector<float>>& states,
+                                     const std::vector<std::vector<int64_t>>& segment_updates) {
+  CHECK_EQ(static_cast<int>(states.size()), plan_.num_shards());
+  CHECK_EQ(static_cast<int>(segment_updates.size()), plan_.num_shards());
+  std::vector<Call> calls = ShardCalls(proto::INIT, 0, {});
+  for (Call& c : calls) {
+    const auto k = static_cast<size_t>(c.shard);
+    *c.header.mutable_job() = job;
     c.header.set_with_slots(true);
-    const std::vector<int64_t>& counts = segment_updates[static_cast<size_t>(c.shard)];
-    *c.header.mutable_segment_updates() = {counts.begin(), counts.end()};
-    c.payload = AsBytes(absl::Span<const float>(state));
+    *c.header.mutable_segment_updates() = {segment_updates[k].begin(), segment_updates[k].end()};
+    c.payload = AsBytes(absl::Span<const float>(states[k]));
   }
   return Exchange(&calls);
 }

@@ -134,13 +134,15 @@ class PsClient {
   // STATS of ps `ps`'s own shard, wherever the shard is routed.
   absl::StatusOr<proto::ShardStats> StatsOf(int ps, double timeout_s = -1);
 
-  // Chief only: sends every shard its slice of `params` and the job. With
-  // `slots` (a script's loaded optimizer state): the optimizer's slots too,
-  // slot k of flat position i at slots[k * total + i], and `segment_updates`
-  // [shard][segment] each tensor segment's step count (common/param_groups.h).
-  absl::Status Init(const proto::JobConfig& job, absl::Span<const float> params,
-                    absl::Span<const float> slots = {},
-                    const std::vector<std::vector<int64_t>>& segment_updates = {});
+  // Chief only: sends every shard its slice of `params` and the job.
+  absl::Status Init(const proto::JobConfig& job, absl::Span<const float> params);
+  // The same with the optimizer's state (a script's loaded state_dict):
+  // states[shard] its parameters then its part of each slot
+  // (common/optimizer.h), segment_updates[shard][segment] each tensor
+  // segment's step count (common/param_groups.h).
+  absl::Status InitWithState(const proto::JobConfig& job,
+                             const std::vector<std::vector<float>>& states,
+                             const std::vector<std::vector<int64_t>>& segment_updates);
 
   // Every shard's optimizer state (OPTIMIZER_STATE): its slots into `slots`
   // (laid out as Init's; REQUIRES: num_slots x total floats) and each

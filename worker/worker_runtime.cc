@@ -425,12 +425,13 @@ absl::Status WorkerRuntime::InitFresh() {
   if (options_.initial_slots.empty()) {
     RETURN_IF_ERROR(client_->Init(MakeJobConfig(), params_));
   } else {
-    std::vector<std::vector<int64_t>> counts(static_cast<size_t>(plan_->num_shards()));
-    std::vector<float> state;
-    for (int k = 0; k < plan_->num_shards(); ++k) {
-      RETURN_IF_ERROR(InitialShardState(k, &state, &counts[static_cast<size_t>(k)]));
+    const auto shards = static_cast<size_t>(plan_->num_shards());
+    std::vector<std::vector<float>> states(shards);
+    std::vector<std::vector<int64_t>> counts(shards);
+    for (size_t k = 0; k < shards; ++k) {
+      RETURN_IF_ERROR(InitialShardState(static_cast<int>(k), &states[k], &counts[k]));
     }
-    RETURN_IF_ERROR(client_->Init(MakeJobConfig(), params_, options_.initial_slots, counts));
+    RETURN_IF_ERROR(client_->InitWithState(MakeJobConfig(), states, counts));
     LOG(INFO) << "the optimizer's state is the script's (its loaded state_dict)";
   }
   LOG(INFO) << "initialised " << plan_->num_shards() << " shards: " << plan_->Summary();
