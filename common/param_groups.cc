@@ -100,22 +100,4 @@ absl::StatusOr<std::vector<int32_t>> AbsentTensors(const proto::StepSettings& se
   return absent;
 }
 
-proto::StepSettings ToProto(const StepOptions& options) {
-  proto::StepSettings s;
-  for (size_t g = 0; g < options.groups.size(); ++g) {
-    const OptimizerConfig& c = options.groups[g];
-    proto::GroupSettings* p = s.add_groups();
-    p->set_lr(options.lrs[g]);
-    p->set_weight_decay(c.weight_decay);
-    p->set_momentum(c.momentum);
-    p->set_nesterov(c.nesterov);
-    p->set_beta1(c.beta1);
-    p->set_beta2(c.beta2);
-    p->set_eps(c.eps);
-    p->set_lr_decay(c.lr_decay);
-  }
-  *s.mutable_absent() = {options.absent.begin(), options.absent.end()};
-  return s;
-}
-
 }  // namespace pstrain

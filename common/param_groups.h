@@ -73,7 +73,4 @@ absl::StatusOr<StepOptions> StepOptionsFrom(const proto::StepSettings& settings,
 absl::StatusOr<std::vector<int32_t>> AbsentTensors(const proto::StepSettings& settings,
                                                    const proto::JobConfig& job);
 
-// The settings on the wire. REQUIRES: lrs.size() == groups.size().
-proto::StepSettings ToProto(const StepOptions& options);
-
 }  // namespace pstrain
