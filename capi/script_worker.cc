@@ -229,8 +229,7 @@ absl::StatusOr<std::unique_ptr<ScriptWorker>> ScriptWorker::Create(
   std::unique_ptr<ScriptWorker> worker(new ScriptWorker(std::move(runtime), num_tensors));
   worker->open_ended_ = open_ended;
   worker->job_ = worker->runtime_->job_config();
-  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(worker->job_));
-  worker->num_slots_ = NumSlots(optimizer);
+  ASSIGN_OR_RETURN(worker->optimizer_, OptimizerFromJob(worker->job_));
   WorkerRuntime& rt = *worker->runtime_;
   RETURN_IF_ERROR(rt.Connect());
   absl::Status s = rt.Start();
@@ -355,8 +354,7 @@ absl::Status ScriptWorker::SetStepOptions(const std::vector<proto::GroupSettings
   proto::StepSettings settings;
   for (const proto::GroupSettings& g : groups) *settings.add_groups() = g;
   *settings.mutable_absent() = {absent.begin(), absent.end()};
-  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(job_));
-  RETURN_IF_ERROR(StepOptionsFrom(settings, job_, optimizer).status());
+  RETURN_IF_ERROR(StepOptionsFrom(settings, job_, optimizer_).status());
   runtime_->SetStepSettings(std::move(settings));
   return absl::OkStatus();
 }
@@ -478,11 +476,11 @@ absl::Status ScriptWorker::Finish() {
   RETURN_IF_ERROR(failed_);
   if (in_step_) return UsageError("Finish: a step is under way (EndStep first)");
   if (finished_) return UsageError("Finish: finished already");
-  if (!done() && !open_ended_) {
+  const bool leaving = !done() && !open_ended_;
+  if (leaving) {
     LOG(WARNING) << "this worker's loop ended at step " << global_step() << " of " << total_steps()
                  << ": it leaves the job, which goes on without it";
   }
-  const bool leaving = !done() && !open_ended_;
   absl::Status s = runtime_->ReportDone();
   while (!s.ok()) {
     s = Recover(std::move(s));

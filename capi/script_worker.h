@@ -26,6 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/cluster_spec.h"
+#include "common/optimizer.h"
 #include "common/shard_plan.h"
 #include "models/model.h"
 #include "transport/security.h"
@@ -131,7 +132,7 @@ class ScriptWorker {
   // A usage error inside a step.
   absl::Status OptimizerState(std::vector<float>* slots, std::vector<int64_t>* tensor_updates);
   // The slots of the job's optimizer (common/optimizer.h).
-  int num_slots() const { return num_slots_; }
+  int num_slots() const { return NumSlots(optimizer_); }
   // JobFinished (common/rejoin.h) when the job ended without this worker.
   absl::Status EndStep(double loss);
   absl::Status LogEvaluation(double accuracy, double loss, double seconds);
@@ -160,7 +161,7 @@ class ScriptWorker {
   uint32_t reduce_round_ = 0;  // the step's Reduce calls so far
   bool finished_ = false;      // Finish returned OK
   proto::JobConfig job_;       // this worker's job (the layout, the optimizer)
-  int num_slots_ = 0;
+  OptimizerConfig optimizer_;  // the job's, from job_
   bool closed_ = false;
   std::vector<bool> tensor_ready_;
   StepInfo step_;

@@ -677,8 +677,7 @@ absl::Status RequestHandler::ReadStepSettings(const proto::Header& h,
                                               std::optional<StepOptions>* settings) const {
   settings->reset();
   if (!h.has_step_settings()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(const OptimizerConfig job_optimizer, OptimizerFromJob(job_));
-  ASSIGN_OR_RETURN(*settings, StepOptionsFrom(h.step_settings(), job_, job_optimizer));
+  ASSIGN_OR_RETURN(*settings, StepOptionsFrom(h.step_settings(), job_, policy_->store().config()));
   return absl::OkStatus();
 }
 
