@@ -42,6 +42,16 @@ def error_path(directory, rank):
     return os.path.join(directory, "%s%d%s" % (ERROR_PREFIX, rank, ERROR_SUFFIX))
 
 
+def error_rank(name):
+    """The rank of error file `name` (error_path's), or None for another file."""
+    if not (name.startswith(ERROR_PREFIX) and name.endswith(ERROR_SUFFIX)):
+        return None
+    try:
+        return int(name[len(ERROR_PREFIX):-len(ERROR_SUFFIX)])
+    except ValueError:
+        return None
+
+
 def task_of(tf_config):
     """(rank, "worker:1") of TF_CONFIG's task: the chief is rank 0, and the
     workers follow it (worker i is rank i, or i + 1 beside a chief), as
@@ -53,12 +63,14 @@ def task_of(tf_config):
     return rank, "%s:%d" % (kind, index)
 
 
-def _pickler():
+def cloudpickle_or_none():
+    """cloudpickle when installed: closures, lambdas and __main__'s
+    functions pickled by value."""
     try:
         import cloudpickle  # pylint: disable=import-outside-toplevel
         return cloudpickle
     except ImportError:
-        return pickle
+        return None
 
 
 def _write(path, data):
@@ -138,7 +150,7 @@ def main(argv):
               "run() runs trains through pstrain.torch, as a launched script does" % name)
     if rank == 0:
         try:
-            data = _pickler().dumps(result)
+            data = (cloudpickle_or_none() or pickle).dumps(result)
         except Exception:  # pylint: disable=broad-except
             _fail(directory, rank, "the return value of %s cannot be pickled to reach the "
                   "caller\n%s" % (name, traceback.format_exc()))

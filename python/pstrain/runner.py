@@ -107,14 +107,6 @@ def find_binary():
         % ", ".join(os.path.normpath(d) for d in tried))
 
 
-def _cloudpickle():
-    try:
-        import cloudpickle  # pylint: disable=import-outside-toplevel
-        return cloudpickle
-    except ImportError:
-        return None
-
-
 def _why_not_by_reference(fn):
     """Why plain pickle cannot send `fn` to another process (None: it can)."""
     name = getattr(fn, "__qualname__", repr(fn))
@@ -129,7 +121,7 @@ def _why_not_by_reference(fn):
 
 
 def _pickled_call(fn, args):
-    cloudpickle = _cloudpickle()
+    cloudpickle = _worker.cloudpickle_or_none()
     if cloudpickle is not None:
         return cloudpickle.dumps((fn, tuple(args)))
     why = _why_not_by_reference(fn)
@@ -367,21 +359,17 @@ def _last_words(job):
 def _failure(run_dir, code, job):
     """The error for a failed job: the first traceback a rank wrote."""
     directory = os.path.join(run_dir, _worker.RUN_FN_DIR)
-    errors = sorted((os.path.getmtime(os.path.join(directory, name)), name)
-                    for name in os.listdir(directory)
-                    if name.startswith(_worker.ERROR_PREFIX)
-                    and name.endswith(_worker.ERROR_SUFFIX))
+    errors = sorted((os.path.getmtime(os.path.join(directory, name)), _worker.error_rank(name))
+                    for name in os.listdir(directory) if _worker.error_rank(name) is not None)
     if not errors:
         return JobError("the job failed (pstrain launch exit %d): %s\n(run directory %s)"
                         % (code, _last_words(job), run_dir), code, job.output, run_dir)
-    name = errors[0][1]
-    rank = int(name[len(_worker.ERROR_PREFIX):-len(_worker.ERROR_SUFFIX)])
-    with open(os.path.join(directory, name)) as f:
+    rank = errors[0][1]
+    with open(_worker.error_path(directory, rank)) as f:
         traceback = f.read()
     task = "worker:%d" % rank  # run()'s spec: worker i is rank i
     log = os.path.join(run_dir, "logs", "worker-%d.log" % rank)
-    others = ", ".join(n[len(_worker.ERROR_PREFIX):-len(_worker.ERROR_SUFFIX)]
-                       for _, n in errors[1:])
+    others = ", ".join(str(r) for _, r in errors[1:])
     message = "rank %d (%s) failed (pstrain launch exit %d; its log: %s)%s\n%s" % (
         rank, task, code, log, "; ranks %s failed after it" % others if others else "",
         traceback.rstrip("\n"))
