@@ -43,8 +43,7 @@ class IdiomCase(t.TestCase):
     def pstrain(self, name, workers, ps, flags, launch_flags=()):
         run = self.run_dir(name)
         out = os.path.join(self.dir, name + ".pstrain.pt")
-        launch = t.Launch(["--cluster_spec=" + t.spec(run, workers, ps), "--free_ports",
-                           "--run_dir=" + run, "--mode=sync"] + list(launch_flags),
+        launch = t.Launch(t.local_flags(run, workers, ps) + ["--mode=sync"] + list(launch_flags),
                           [t.PYTHON, IDIOMS, "--data_dir=" + t.DATA_DIR, "--out=" + out,
                            "--device=" + DEVICE] + flags)
         code = launch.wait()

@@ -45,6 +45,12 @@ def spec(directory, workers, ps):
     return path
 
 
+def local_flags(run_dir, workers, ps):
+    """`pstrain launch`'s flags for a job of `workers` workers and `ps` ps
+    tasks on loopback ports, its run directory `run_dir`."""
+    return ["--cluster_spec=" + spec(run_dir, workers, ps), "--free_ports", "--run_dir=" + run_dir]
+
+
 class Launch:
     """`pstrain launch` of a command, its output read line by line as it
     comes (on_line(line) is called with each), to its end."""
@@ -78,8 +84,7 @@ class Launch:
 
 def launch(run_dir, flags, script_args, workers=2, ps=2, on_line=None):
     """Launches SCRIPT as every worker; returns (exit code, Launch)."""
-    l = Launch(["--cluster_spec=" + spec(run_dir, workers, ps), "--free_ports",
-                "--run_dir=" + run_dir, "--log_every_steps=20"] + flags,
+    l = Launch(local_flags(run_dir, workers, ps) + ["--log_every_steps=20"] + flags,
                [PYTHON, SCRIPT, "--data_dir=" + DATA_DIR] + script_args, on_line=on_line)
     return l.wait(), l
 

@@ -52,8 +52,8 @@ class EdgeModels(t.TestCase):
 
     def launch(self, kind):
         run = self.run_dir(kind)
-        launch = t.Launch(["--cluster_spec=" + t.spec(run, 1, 1), "--free_ports",
-                           "--run_dir=" + run, "--max_restarts=0"], [t.PYTHON, self.SCRIPT, kind])
+        launch = t.Launch(t.local_flags(run, 1, 1) + ["--max_restarts=0"],
+                          [t.PYTHON, self.SCRIPT, kind])
         return launch.wait(), launch.output
 
     def test_torchscript_no_grad_and_zero_size_parameters_train(self):
@@ -89,8 +89,8 @@ class Resume(t.TestCase):
         os.makedirs(work)
         # A job whose command fails at once: its launch.json is written all
         # the same, with the command and its directory.
-        first = t.Launch(["--cluster_spec=" + t.spec(run, 1, 1), "--free_ports", "--run_dir=" + run,
-                          "--max_restarts=0"], ["/bin/false"], cwd=work)
+        first = t.Launch(t.local_flags(run, 1, 1) + ["--max_restarts=0"], ["/bin/false"],
+                         cwd=work)
         self.assertNotEqual(first.wait(), 0, first.output)
         with open(os.path.join(run, "launch.json")) as f:
             record = json.load(f)

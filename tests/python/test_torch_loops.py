@@ -17,8 +17,7 @@ import pstrain_testing as t
 class UnevenLoops(it.IdiomCase):
     def launch(self, name, workers, flags):
         run = self.run_dir(name)
-        launch = t.Launch(["--cluster_spec=" + t.spec(run, workers, 1), "--free_ports",
-                           "--run_dir=" + run, "--mode=sync", "--max_restarts=0"],
+        launch = t.Launch(t.local_flags(run, workers, 1) + ["--mode=sync", "--max_restarts=0"],
                           [t.PYTHON, it.IDIOMS, "--data_dir=" + t.DATA_DIR] + flags)
         return launch.wait(), launch.output, run
 
@@ -51,8 +50,7 @@ class UnevenLoops(it.IdiomCase):
 class Timeline(it.IdiomCase):
     def test_the_timeline_is_json_when_the_script_gives_no_loss(self):
         run = self.run_dir("timeline")
-        launch = t.Launch(["--cluster_spec=" + t.spec(run, 1, 1), "--free_ports",
-                           "--run_dir=" + run, "--timeline"],
+        launch = t.Launch(t.local_flags(run, 1, 1) + ["--timeline"],
                           [t.PYTHON, it.IDIOMS, "--data_dir=" + t.DATA_DIR, "--steps=5"])
         self.assertEqual(launch.wait(), 0, launch.output)
 
@@ -73,8 +71,7 @@ class RestartedLoops(it.IdiomCase):
     def job(self, name, flags):
         run = self.run_dir(name)
         out = os.path.join(self.dir, name + ".pt")
-        launch = t.Launch(["--cluster_spec=" + t.spec(run, 2, 1), "--free_ports",
-                           "--run_dir=" + run, "--mode=sync", "--max_restarts=1"],
+        launch = t.Launch(t.local_flags(run, 2, 1) + ["--mode=sync", "--max_restarts=1"],
                           [t.PYTHON, self.LOOP, "--data_dir=" + t.DATA_DIR, "--out=" + out]
                           + flags)
         code = launch.wait()

@@ -61,9 +61,9 @@ class Recovery(t.TestCase):
 
     def test_a_resumed_job_continues_from_its_checkpoint(self):
         run = self.run_dir("run")
-        first = ["--cluster_spec=" + t.spec(run, 2, 2), "--free_ports", "--run_dir=" + run,
-                 "--log_every_steps=20", "--mode=sync", "--checkpoint_every_steps=20",
-                 "--max_steps=40", "--timeline"]
+        first = t.local_flags(run, 2, 2) + ["--log_every_steps=20", "--mode=sync",
+                                            "--checkpoint_every_steps=20", "--max_steps=40",
+                                            "--timeline"]
         # The script by a path relative to the directory it is launched in.
         script = os.path.relpath(t.SCRIPT, t.SOURCE_DIR)
         launch = t.Launch(first, [t.PYTHON, script, "--data_dir=" + t.DATA_DIR, "--steps=0"])
