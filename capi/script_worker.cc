@@ -137,7 +137,8 @@ absl::StatusOr<std::string> DescribeJob(const ScriptTask& task, const std::strin
   RETURN_IF_ERROR(ApplyJobOptions(job_json, &ro, &open_ended, &groups));
   const TrainOptions& o = ro.train;
   proto::JobConfig job;
-  SetJobOptimizer(o, &job);
+  const int num_workers = task.dynamic ? 0 : task.num_workers;
+  SetJobOptimizer(o, num_workers, &job);
   ASSIGN_OR_RETURN(const OptimizerConfig c, OptimizerFromJob(job));
   return absl::StrFormat(
       "{\"mode\": \"%s\", \"num_workers\": %d, \"backup_workers\": %d, \"staleness\": %d, "
@@ -145,7 +146,7 @@ absl::StatusOr<std::string> DescribeJob(const ScriptTask& task, const std::strin
       "\"weight_decay\": %.17g, \"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, "
       "\"lr_decay\": %.17g, \"initial_accumulator\": %.17g}",
       UpdateModeName(o.mode).c_str(), task.num_workers, o.backup_workers, o.staleness,
-      OptimizerName(c.kind).c_str(), EffectiveLearningRate(o, task.dynamic ? 1 : task.num_workers),
+      OptimizerName(c.kind).c_str(), EffectiveLearningRate(o, num_workers),
       c.momentum, c.nesterov ? "true" : "false", c.weight_decay, c.beta1, c.beta2, c.eps,
       c.lr_decay, c.initial_accumulator);
 }

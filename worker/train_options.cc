@@ -1,5 +1,6 @@
 #include "worker/train_options.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/flags/marshalling.h"
@@ -30,10 +31,13 @@ bool NonNegative(double x) { return x >= 0 && std::isfinite(x); }
 // The optimizer flags' ranges (PyTorch's, but eps: 0 is the default).
 absl::Status ValidateOptimizerRanges(const TrainOptions& o) {
   if (!proto::Optimizer_IsValid(o.optimizer)) return Bad("optimizer", "unknown optimizer");
-  if (!InUnitInterval(o.momentum)) {
-    return Bad("momentum", absl::StrCat("must be in [0, 1), got ", o.momentum));
+  if (!InUnitInterval(o.momentum) && o.momentum != kModeMomentum) {
+    return Bad("momentum", absl::StrCat("must be in [0, 1) (or -1: the mode's default), got ",
+                                        o.momentum));
   }
-  if (o.nesterov && o.momentum == 0) return Bad("nesterov", "needs --momentum > 0");
+  if (o.nesterov && o.momentum <= 0) {
+    return Bad("nesterov", "needs --momentum > 0 (set it: its default depends on --mode)");
+  }
   if (!NonNegative(o.weight_decay)) return Bad("weight_decay", "must be >= 0");
   for (const auto& [flag, beta] : {std::pair<const char*, double>{"beta1", o.beta1},
                                    std::pair<const char*, double>{"beta2", o.beta2}}) {
@@ -176,6 +180,12 @@ std::vector<std::string> TrainOptions::ToArgs() const {
           Arg("metrics_host", metrics_host)};
 }
 
+double EffectiveMomentum(const TrainOptions& options, int num_workers) {
+  if (options.momentum >= 0) return options.momentum;
+  if (options.mode == proto::SYNC || num_workers == 1) return kSgdMomentum;
+  return 0.0;
+}
+
 double EffectiveLearningRate(const TrainOptions& options, int num_workers) {
   if (options.lr > 0) return options.lr;
   switch (options.optimizer) {
@@ -185,8 +195,12 @@ double EffectiveLearningRate(const TrainOptions& options, int num_workers) {
     case proto::ADAGRAD:
       return 1e-2;
     default:
-      return 0.01 * num_workers;
+      break;
   }
+  if (options.mode == proto::SYNC) return kSgdLrPerWorker * std::max(num_workers, 1);
+  // One worker's step, kSgdLrPerWorker / (1 - kSgdMomentum), at this momentum.
+  const double step = kSgdLrPerWorker / (1 - kSgdMomentum);
+  return step * (1 - EffectiveMomentum(options, num_workers));
 }
 
 double EffectiveEps(const TrainOptions& options) {
@@ -194,11 +208,11 @@ double EffectiveEps(const TrainOptions& options) {
   return options.optimizer == proto::ADAGRAD ? kAdagradEps : kAdamEps;
 }
 
-void SetJobOptimizer(const TrainOptions& o, proto::JobConfig* job) {
+void SetJobOptimizer(const TrainOptions& o, int num_workers, proto::JobConfig* job) {
   job->set_optimizer(o.optimizer);
   job->set_weight_decay(o.weight_decay);
   if (o.optimizer == proto::SGD) {
-    job->set_momentum(o.momentum);
+    job->set_momentum(EffectiveMomentum(o, num_workers));
     job->set_nesterov(o.nesterov);
     return;
   }

@@ -17,6 +17,12 @@
 
 namespace pstrain {
 
+// SGD's defaults for one worker (the seed's): lr per worker, momentum.
+inline constexpr double kSgdLrPerWorker = 0.01;
+inline constexpr double kSgdMomentum = 0.5;
+// TrainOptions::momentum's "not given": the mode's default.
+inline constexpr double kModeMomentum = -1.0;
+
 // Each field is the flag of the same name (--mode, --staleness, ...).
 struct TrainOptions {
   proto::UpdateMode mode = proto::SYNC;  // --mode=sync|async|ssp
@@ -25,13 +31,13 @@ struct TrainOptions {
   bool staleness_lr = false;             // async/ssp: lr / staleness
   int epochs = 1;
   int batch_size = 128;                  // per worker
-  // 0: sgd, 0.01 x number of workers (the seed's rule); adam and adamw
-  // 1e-3, adagrad 1e-2 (PyTorch's defaults).
+  // 0: the default, EffectiveLearningRate() (sgd: by mode and worker
+  // count; adam and adamw 1e-3, adagrad 1e-2, PyTorch's).
   double lr = 0.0;
   // The optimizer the ps tasks apply (common/optimizer.h, PyTorch's
   // definitions) and its hyperparameters; each optimizer reads its own.
   proto::Optimizer optimizer = proto::SGD;  // --optimizer=sgd|adam|adamw|adagrad
-  double momentum = 0.5;                    // sgd
+  double momentum = kModeMomentum;          // sgd; -1: EffectiveMomentum()
   bool nesterov = false;                    // sgd
   double weight_decay = 0.0;                // every optimizer (adamw: decoupled)
   double beta1 = 0.9;                       // adam, adamw
@@ -133,16 +139,32 @@ struct TrainOptions {
 // InvalidArgument naming the flag for any value out of range.
 absl::Status ValidateTrainOptions(const TrainOptions& options);
 
-// The learning rate actually used: options.lr, or the optimizer's default
-// (sgd: 0.01 x num_workers).
+// The defaults of --lr and --momentum follow what one update applies
+// (docs/decisions/0049-default-lr-by-mode.md). num_workers is the job's
+// worker count, 0 when it is not known (a dynamic job).
+//
+// SGD's momentum: options.momentum when given (>= 0); else 0.5 in sync and
+// with one worker, and 0 in async and ssp with several: N asynchronous
+// workers already act as a momentum of about 1 - 1/N (Mitliagkas et al.
+// 2016, "Asynchrony begets momentum"), which is at least one worker's 0.5
+// from N = 2 on.
+double EffectiveMomentum(const TrainOptions& options, int num_workers);
+
+// The learning rate actually used: options.lr when given; adam and adamw
+// 1e-3, adagrad 1e-2 (PyTorch's); sgd in sync 0.01 x workers (an update
+// averages every worker's batch: the linear scaling rule, Goyal et al.
+// 2017); sgd in async and ssp 0.02 x (1 - momentum) (an update is one
+// worker's batch: one worker's step lr / (1 - momentum), 0.01 / 0.5, is
+// held, so with several workers and momentum 0 it is 0.02).
 double EffectiveLearningRate(const TrainOptions& options, int num_workers);
 
 // The eps actually used: options.eps, or the optimizer's PyTorch default.
 double EffectiveEps(const TrainOptions& options);
 
 // Sets `job`'s optimizer fields (optimizer, momentum, nesterov,
-// weight_decay, betas, eps, Adagrad's) from `options`: those the optimizer
+// weight_decay, betas, eps, Adagrad's) from `options` and the worker count
+// (EffectiveMomentum): those the optimizer
 // reads, the others left unset.
-void SetJobOptimizer(const TrainOptions& options, proto::JobConfig* job);
+void SetJobOptimizer(const TrainOptions& options, int num_workers, proto::JobConfig* job);
 
 }  // namespace pstrain

@@ -111,7 +111,7 @@ WorkerRuntime::WorkerRuntime(const ClusterSpec& cluster, WorkerRuntimeOptions op
       rank_(cluster.WorkerRank(*cluster.task())),
       num_workers_(cluster.num_workers()),
       dynamic_(cluster.sparse()),
-      lr_workers_(cluster.sparse() ? 1 : cluster.num_workers()),
+      lr_workers_(cluster.sparse() ? 0 : cluster.num_workers()),
       is_chief_(rank_ == 0),
       start_us_(MonotonicMicros()) {}
 
@@ -326,7 +326,7 @@ proto::JobConfig WorkerRuntime::MakeJobConfig() const {
   job.set_mode(o.mode);
   job.set_num_workers(num_workers_);
   job.set_learning_rate(EffectiveLearningRate(o, lr_workers_));
-  SetJobOptimizer(o, &job);
+  SetJobOptimizer(o, lr_workers_, &job);
   job.set_staleness(o.staleness);
   job.set_backup_workers(o.backup_workers);
   job.set_staleness_lr(o.staleness_lr);

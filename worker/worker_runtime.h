@@ -383,7 +383,8 @@ class WorkerRuntime {
   // the shards have applied total_steps_ updates
   // (docs/decisions/0036-dynamic-workers.md).
   bool dynamic_ = false;
-  // The worker count the default learning rate scales with (1 when dynamic).
+  // The worker count the defaults of lr and momentum follow (0 when
+  // dynamic: not known; EffectiveLearningRate).
   int lr_workers_ = 1;
   bool is_chief_ = false;
 

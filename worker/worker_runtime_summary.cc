@@ -44,7 +44,7 @@ absl::Status WorkerRuntime::FinishChief() {
     summary_.set_global_batch(batch);
   }
   summary_.set_learning_rate(EffectiveLearningRate(o, lr_workers_));
-  summary_.set_momentum(o.optimizer == proto::SGD ? o.momentum : 0.0);
+  summary_.set_momentum(o.optimizer == proto::SGD ? EffectiveMomentum(o, lr_workers_) : 0.0);
   if (auto optimizer = OptimizerFromJob(MakeJobConfig()); optimizer.ok()) {
     summary_.set_optimizer(DescribeOptimizer(*optimizer));
   }

@@ -24,8 +24,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch_size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=None)  # the job's: 0.01 x workers
-    parser.add_argument("--momentum", type=float, default=0.5)
+    parser.add_argument("--lr", type=float, default=None)  # None: the job's (by mode)
+    parser.add_argument("--momentum", type=float, default=None)  # None: the job's (by mode)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--data_dir", default="data/mnist")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

@@ -40,6 +40,27 @@ class CApi(t.TestCase):
         self.assertEqual(task.run_dir, "/tmp/x")
         task.close()
 
+    def test_sgd_defaults_follow_the_mode(self):
+        # What DistributedOptimizer(model, "sgd") starts from when the
+        # script gives no lr or momentum: the C++ workers' defaults.
+        four = {"cluster": {"worker": ["localhost:%d" % p for p in range(1, 5)], "ps": ["localhost:9"]},
+                "task": {"type": "worker", "index": 1}}
+        for flags, job, lr, momentum in [
+                (["--mode=sync"], {}, 0.04, 0.5),
+                (["--mode=async"], {}, 0.02, 0.0),
+                (["--mode=ssp"], {}, 0.02, 0.0),
+                (["--mode=async"], {"momentum": 0.9}, 0.002, 0.9),
+                (["--mode=async", "--momentum=0.5"], {}, 0.01, 0.5),
+                (["--mode=async", "--lr=0.1"], {}, 0.1, 0.0)]:
+            task = pstrain.Task.create(four, insecure=True, flags=flags)
+            got = task.describe_job(dict(job, optimizer="sgd"))
+            self.assertAlmostEqual(got["lr"], lr, msg=flags, delta=1e-15)
+            self.assertEqual(got["momentum"], momentum, flags)
+            task.close()
+        task = pstrain.Task.create(CHIEF, insecure=True, flags=["--mode=async"])  # one worker
+        self.assertEqual((task.describe_job({})["lr"], task.describe_job({})["momentum"]), (0.01, 0.5))
+        task.close()
+
     def test_wrong_buffers_are_usage_errors_before_anything_connects(self):
         task = pstrain.Task.create(CHIEF, insecure=True)
         params = numpy.zeros(8, numpy.float32)

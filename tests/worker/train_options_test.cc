@@ -158,14 +158,14 @@ TEST(TrainOptions, OptimizerFlagsOutOfRangeOrForAnotherOptimizerAreRefusedNaming
   ASSERT_TRUE(Parse(TrainOptions().ToArgs()).ok());  // the defaults again, for other tests
 }
 
-// lr and eps 0 mean PyTorch's defaults for the optimizer (SGD's lr: the
-// seed's rule, 0.01 x workers); the JobConfig carries the optimizer's own
-// fields, eps resolved.
+// lr and eps 0 mean PyTorch's defaults for the optimizer (SGD's lr: by
+// mode, below); the JobConfig carries the optimizer's own fields, eps
+// resolved.
 TEST(TrainOptions, DefaultsFollowTheOptimizer) {
   TrainOptions o;
   EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, 4), 0.04);
   proto::JobConfig job;
-  SetJobOptimizer(o, &job);
+  SetJobOptimizer(o, 4, &job);
   EXPECT_EQ(job.optimizer(), proto::SGD);
   EXPECT_EQ(job.momentum(), 0.5);
   EXPECT_EQ(job.eps(), 0.0);  // not SGD's
@@ -173,7 +173,7 @@ TEST(TrainOptions, DefaultsFollowTheOptimizer) {
   o.weight_decay = 0.01;
   EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, 4), 1e-3);
   job.Clear();
-  SetJobOptimizer(o, &job);
+  SetJobOptimizer(o, 4, &job);
   EXPECT_EQ(job.optimizer(), proto::ADAMW);
   EXPECT_EQ(job.eps(), 1e-8);
   EXPECT_EQ(job.beta1(), 0.9);
@@ -185,6 +185,47 @@ TEST(TrainOptions, DefaultsFollowTheOptimizer) {
   EXPECT_EQ(EffectiveEps(o), 1e-10);
   o.eps = 1e-6;
   EXPECT_EQ(EffectiveEps(o), 1e-6);
+}
+
+// SGD's defaults follow what an update applies: in sync the average of
+// every worker's batch (0.01 x workers, momentum 0.5); in async and ssp one
+// worker's batch (momentum 0 with several workers, lr 0.02 x (1 -
+// momentum)); with one worker every mode is sync's. Given values win.
+TEST(TrainOptions, SgdDefaultsFollowTheMode) {
+  TrainOptions o;
+  EXPECT_EQ(o.momentum, kModeMomentum);
+  for (int n : {1, 2, 8, 64}) {
+    EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, n), 0.01 * n);
+    EXPECT_EQ(EffectiveMomentum(o, n), 0.5);
+  }
+  EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, 0), 0.01);  // not known: one worker's
+  for (proto::UpdateMode mode : {proto::ASYNC, proto::SSP}) {
+    o.mode = mode;
+    EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, 1), 0.01);
+    EXPECT_EQ(EffectiveMomentum(o, 1), 0.5);
+    for (int n : {0, 2, 8, 64}) {  // 0: a dynamic job
+      EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, n), 0.02) << n;
+      EXPECT_EQ(EffectiveMomentum(o, n), 0.0) << n;
+    }
+    o.momentum = 0.9;  // given: the step 0.02 is held
+    EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, 8), 0.002);
+    EXPECT_EQ(EffectiveMomentum(o, 8), 0.9);
+    o.lr = 0.05;
+    EXPECT_EQ(EffectiveLearningRate(o, 8), 0.05);
+    o.momentum = kModeMomentum;
+    o.lr = 0;
+  }
+  proto::JobConfig job;
+  SetJobOptimizer(o, 8, &job);
+  EXPECT_EQ(job.momentum(), 0.0);
+  o.nesterov = true;  // needs a momentum, which the mode's default may not be
+  const absl::Status bad = ValidateTrainOptions(o);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()), ::testing::HasSubstr("--momentum"));
+  o.momentum = 0.9;
+  EXPECT_TRUE(ValidateTrainOptions(o).ok());
+  o.momentum = -0.5;
+  EXPECT_FALSE(ValidateTrainOptions(o).ok());
 }
 
 TEST(TrainOptions, WireTakesTheFourEncodingsAndRefusesOthersNamingTheFlag) {

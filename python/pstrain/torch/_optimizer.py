@@ -144,8 +144,15 @@ class DistributedOptimizer(torch.optim.Optimizer):
             if key not in takes:
                 raise ConfigError("%s takes no option %r (it takes %s)"
                                   % (optimizer, key, ", ".join(takes)))
-        given = dict(options, **({} if lr is None else {"lr": lr}))
-        kwargs = _groups.torch_options(optimizer, task.describe_job({"optimizer": optimizer}))
+        # None: the job's default, as for lr.
+        given = {k: v for k, v in dict(options, lr=lr).items() if v is not None}
+        # The job's defaults for the options not given: SGD's lr follows
+        # the mode and the momentum (docs/training.md), so a given momentum
+        # goes into the question.
+        asked = {"optimizer": optimizer}
+        if optimizer == "sgd" and "momentum" in given:
+            asked["momentum"] = given["momentum"]
+        kwargs = _groups.torch_options(optimizer, task.describe_job(asked))
         kwargs.update(given)
         try:
             return cls(list(model.parameters()), **kwargs)
