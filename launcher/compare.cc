@@ -81,15 +81,28 @@ std::vector<std::string> Facts(const CompareOptions& options, const ClusterSpec&
       absl::StrFormat("Cluster: %s, %d ps and %d workers, %s", options.cluster_spec_path,
                       spec.num_ps(), spec.num_workers(), DescribeNetwork(x)),
       absl::StrCat("Straggler: ", DescribeStraggler(x))};
+  // The optimizer's settings are the same in every run unless they are
+  // the modes' defaults (SGD's lr and momentum follow the mode).
+  std::vector<std::string> rates, labelled;
   for (const RunRecord& r : runs) {
     if (!r.status.ok()) continue;
     const proto::RunSummary& s = r.summary;
+    rates.push_back(absl::StrCat(DescribeRunOptimizer(s), ", learning rate ",
+                                 DescribeLearningRate(s, options.lr_given)));
+    labelled.push_back(absl::StrCat(r.label, ": ", rates.back()));
+    if (rates.size() > 1) continue;
     facts.push_back(absl::StrFormat(
         "Training: %s on %s, %d epoch(s), %d steps per worker, batch %d per worker (global %d), "
-        "seed %d, %s, learning rate %s; the same in every run",
+        "seed %d",
         s.model(), s.device(), s.epochs(), s.steps_per_worker(), s.batch_size(), s.global_batch(),
-        s.seed(), DescribeRunOptimizer(s), DescribeLearningRate(s, options.lr_given)));
-    break;
+        s.seed()));
+  }
+  if (!rates.empty()) {
+    const bool same = std::all_of(rates.begin(), rates.end(),
+                                  [&](const std::string& r) { return r == rates[0]; });
+    facts.push_back(same ? absl::StrCat("Optimizer: ", rates[0], "; the same in every run")
+                         : absl::StrCat("Optimizer, each mode's default (docs/training.md): ",
+                                        absl::StrJoin(labelled, "; ")));
   }
   facts.push_back(
       x.command.empty()
@@ -112,8 +125,9 @@ std::string Report(const CompareOptions& options, const ClusterSpec& spec, const
   std::string out = ReportPreamble(absl::StrCat("pstrain compare: ", absl::StrJoin(labels, " vs ")),
                                    options.experiment.command_line, ReadMachineInfo(),
                                    Facts(options, spec, runs, eval_every));
-  absl::StrAppend(&out, "## Results\n\n", CompareTable(runs), "\n");
-  for (const std::string& h : CompareHighlights(runs)) absl::StrAppend(&out, "- ", h, "\n");
+  const std::vector<double> targets = ReportedTargets(options.experiment.target_accuracy);
+  absl::StrAppend(&out, "## Results\n\n", CompareTable(runs, targets), "\n");
+  for (const std::string& h : CompareHighlights(runs, targets)) absl::StrAppend(&out, "- ", h, "\n");
   absl::StrAppend(&out, "\n", EvaluationCost(runs));
   absl::StrAppend(&out, FiguresSection(figures.figures(), figures.notes()), HowToRead(true));
   return out;

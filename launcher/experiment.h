@@ -41,6 +41,8 @@ struct ExperimentOptions {
   std::string isolate;                      // as LaunchOptions: "netns" or ""
   std::string link_rate;                    // as LaunchOptions
   int eval_points = 10;                     // evaluations per run (about)
+  // Reported beside 95/97/98/99% (time to it) and plotted (scale).
+  double target_accuracy = 0.97;
   std::string gnuplot = "gnuplot";          // the plotting program
   std::string command_line;                 // the experiment's, for the report
   std::FILE* progress = stdout;
@@ -100,5 +102,8 @@ absl::Status FinishExperiment(const ExperimentOptions& options, const std::strin
 
 // "12.3 s", or "not reached".
 std::string SecondsOrNotReached(const std::optional<double>& seconds);
+
+// An accuracy as a percentage: 0.97 -> "97%", 0.975 -> "97.5%".
+std::string Percent(double accuracy);
 
 }  // namespace pstrain

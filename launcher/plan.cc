@@ -14,7 +14,9 @@
 #include "common/json.h"
 #include "common/status_macros.h"
 #include "common/wire_codec.h"
+#include "launcher/experiment.h"
 #include "launcher/netns_harness.h"
+#include "launcher/plan_accuracy.h"
 #include "launcher/plot.h"
 #include "launcher/report.h"
 #include "models/net_spec.h"
@@ -139,6 +141,49 @@ void SetGains(proto::PlanRecord* plan) {
   }
 }
 
+// Each cell's time to o.target_accuracy (launcher/plan_accuracy.h), and a
+// note for each mode no calibration run gives the curve of.
+void SetTimesToTarget(const PlanOptions& o, const std::vector<CalibrationRun>& runs, Plan* plan) {
+  proto::PlanRecord& r = plan->record;
+  r.set_target_accuracy(o.target_accuracy);
+  const std::vector<AccuracyCurve> curves = CurvesToTarget(runs, o.target_accuracy);
+  for (bool sync : o.modes) {
+    bool any = false;
+    for (proto::PlanCellRecord& c : *r.mutable_cells()) {
+      if (c.mode() != ModeName(sync) || !(c.images_per_second() > 0)) continue;
+      const std::optional<AccuracyCurve> curve = CurveFor(curves, sync, c.workers());
+      if (!curve) continue;
+      any = true;
+      c.set_seconds_to_target(curve->images / c.images_per_second());
+      c.set_target_curve(curve->run_dir);
+    }
+    if (!any) {
+      plan->notes.push_back(absl::StrFormat(
+          "No time to %s in %s: no %s calibration run reached it (calibrate with one that trains "
+          "longer, or lower --target_accuracy).",
+          Percent(o.target_accuracy), ModeName(sync), ModeName(sync)));
+      r.mutable_calibration()->add_notes(plan->notes.back());
+    }
+  }
+}
+
+// Per worker count: the mode and ps count with the least time to the target.
+std::vector<std::string> FirstToTarget(const proto::PlanRecord& plan) {
+  std::map<int, const proto::PlanCellRecord*> first;
+  for (const proto::PlanCellRecord& c : plan.cells()) {
+    if (!(c.seconds_to_target() > 0)) continue;
+    auto [it, inserted] = first.emplace(c.workers(), &c);
+    if (!inserted && c.seconds_to_target() < it->second->seconds_to_target()) it->second = &c;
+  }
+  std::vector<std::string> out;
+  for (const auto& [workers, c] : first) {
+    out.push_back(absl::StrFormat("%d worker%s: %s with %d ps, %.1f s (%.0f images/s; the curve of %s)", workers,
+                                  workers == 1 ? "" : "s", c->mode(), c->ps(), c->seconds_to_target(),
+                                  c->images_per_second(), c->target_curve()));
+  }
+  return out;
+}
+
 std::string Pct(double u) { return absl::StrFormat("%.0f%%", 100 * u); }
 
 double MaxOf(const google::protobuf::RepeatedField<double>& v) {
@@ -153,6 +198,7 @@ std::string ModeTable(const proto::PlanRecord& plan, const std::string& mode, bo
                                      "ps core (max)", "ps link (max)"};
   if (one_host) header.push_back("host CPU");
   if (mode == "async") header.push_back("staleness");
+  header.push_back(absl::StrCat("time to ", Percent(plan.target_accuracy())));
   std::vector<std::vector<std::string>> rows;
   for (const proto::PlanCellRecord& c : plan.cells()) {
     if (c.mode() != mode) continue;
@@ -166,6 +212,7 @@ std::string ModeTable(const proto::PlanRecord& plan, const std::string& mode, bo
                                     plan.link_rate().empty() ? "-" : Pct(MaxOf(c.ps_link_utilisation()))};
     if (one_host) row.push_back(Pct(c.host_cpu_utilisation()));
     if (mode == "async") row.push_back(absl::StrFormat("%.1f", c.staleness()));
+    row.push_back(c.seconds_to_target() > 0 ? absl::StrFormat("%.1f s", c.seconds_to_target()) : "-");
     rows.push_back(std::move(row));
   }
   return MarkdownTable(header, rows);
@@ -288,6 +335,23 @@ std::string PlanMarkdown(const PlanOptions& o, const Plan& plan, const FigureDra
     absl::StrAppend(&out, "Fewest ps within 5% of the best:\n\n");
     for (const std::string& line : PsAdvice(r, mode)) absl::StrAppend(&out, "- ", line, "\n");
     out += "\n";
+  }
+  const std::vector<std::string> first = FirstToTarget(r);
+  absl::StrAppend(&out, "## First to ", Percent(r.target_accuracy()), "\n\n");
+  if (first.empty()) {
+    absl::StrAppend(&out, "No calibration run reached ", Percent(r.target_accuracy()),
+                    " test accuracy: no time to it is predicted.\n\n");
+  } else {
+    absl::StrAppend(&out, "The mode and ps count that reach ", Percent(r.target_accuracy()),
+                    " test accuracy first, per worker count:\n\n");
+    for (const std::string& line : first) absl::StrAppend(&out, "- ", line, "\n");
+    absl::StrAppend(&out,
+                    "\nA time to the target is the images the calibration run of the same mode with the nearest "
+                    "worker count had trained on when it first reached it, over the cell's images/s. It "
+                    "assumes those images do not depend on the worker count: true while the learning rate "
+                    "keeps a step's progress per image (the defaults' rule, docs/training.md), optimistic "
+                    "far from the calibration's worker count (sync: fewer, larger updates; async: more "
+                    "staleness). A calibration run of each mode near the counts asked about narrows it.\n\n");
   }
   absl::StrAppend(&out, FiguresSection(figures.figures(), figures.notes()));
   absl::StrAppend(&out,
@@ -451,6 +515,7 @@ absl::StatusOr<Plan> MakePlan(const PlanOptions& o) {
   }
   r.set_params(r.cells(0).pull_bytes_per_step() / 4);  // pulls are f32, every float
   SetGains(&r);
+  SetTimesToTarget(o, runs, &plan);
   return plan;
 }
 

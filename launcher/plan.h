@@ -12,8 +12,9 @@
 // writes
 //   DIR/plan.md    the question, the calibration, a table per mode (images/s,
 //                  the step's split, the binding resource, each ps's core
-//                  and link utilisation, async staleness), where another
-//                  ps pays, and the plot
+//                  and link utilisation, async staleness, the time to
+//                  --target_accuracy), where another ps pays, which mode
+//                  and ps count reach the target first, and the plot
 //   DIR/plan.json  proto/plan.proto's PlanRecord: one object per cell in
 //                  "cells"
 //   DIR/plots/     images/s against workers, one line per ps count, the
@@ -53,6 +54,7 @@ struct PlanOptions {
   std::string wire;                          // "": the calibration runs'
   std::optional<bool> insecure;              // unset: the calibration runs' security (CURVE if mixed)
   double ps_share = kDefaultPsShare;         // of a 1-worker push/pull, the ps's (runs without task_cpu.csv)
+  double target_accuracy = 0.97;             // time to it, where a calibration run reached it
   std::vector<std::string> check;            // held-out run directories (--check)
   std::string out;
   std::string gnuplot = "gnuplot";

@@ -64,7 +64,11 @@ std::string FiguresSection(const std::vector<Figure>& figures, const std::vector
 std::string DescribeLearningRate(const proto::RunSummary& s, bool lr_given) {
   if (lr_given) return absl::StrFormat("%g (--lr)", s.learning_rate());
   if (!IsSgdRun(s)) return absl::StrFormat("%g (the optimizer's default)", s.learning_rate());
-  return absl::StrFormat("%g (0.01 x %d workers, the default)", s.learning_rate(), s.num_workers());
+  if (s.mode() == "sync") {
+    return absl::StrFormat("%g (0.01 x %d workers, sync's default)", s.learning_rate(), s.num_workers());
+  }
+  return absl::StrFormat("%g (0.02 x (1 - momentum %g), %s's default)", s.learning_rate(), s.momentum(),
+                         s.mode());
 }
 
 std::string DescribeStraggler(const ExperimentOptions& options) {
@@ -76,11 +80,11 @@ std::string DescribeStraggler(const ExperimentOptions& options) {
   return absl::StrJoin(parts, ", ");
 }
 
-std::string CompareTable(const std::vector<RunRecord>& runs) {
+std::string CompareTable(const std::vector<RunRecord>& runs, const std::vector<double>& targets) {
   std::vector<std::vector<std::string>> rows;
   for (const RunRecord& r : runs) {
     if (!r.status.ok()) {
-      std::vector<std::string> row(4 + std::size(kAccuracyTargets) + 5);
+      std::vector<std::string> row(4 + targets.size() + 5);
       row[0] = r.label;
       row[1] = "failed";
       rows.push_back(std::move(row));
@@ -88,7 +92,7 @@ std::string CompareTable(const std::vector<RunRecord>& runs) {
     }
     const proto::RunSummary& s = r.summary;
     std::vector<std::string> row = {r.label, Accuracy(s.final_test_accuracy())};
-    for (double target : kAccuracyTargets) {
+    for (double target : targets) {
       row.push_back(SecondsOrNotReached(SecondsToAccuracy(r.evals, target)));
     }
     for (std::string cell : {absl::StrFormat("%.0f", r.throughput.images_per_sec),
@@ -101,7 +105,7 @@ std::string CompareTable(const std::vector<RunRecord>& runs) {
     rows.push_back(std::move(row));
   }
   std::vector<std::string> header = {"mode", "final test acc"};
-  for (double target : kAccuracyTargets) header.push_back(absl::StrFormat("time to %.0f%%", target * 100));
+  for (double target : targets) header.push_back(absl::StrCat("time to ", Percent(target)));
   for (const char* h : {"train images/s", "updates applied", "stale dropped", "late dropped",
                         "mean staleness", "p99 staleness", "lr"}) {
     header.push_back(h);
@@ -109,22 +113,32 @@ std::string CompareTable(const std::vector<RunRecord>& runs) {
   return MarkdownTable(header, rows);
 }
 
-std::vector<std::string> CompareHighlights(const std::vector<RunRecord>& runs) {
+std::vector<std::string> CompareHighlights(const std::vector<RunRecord>& runs,
+                                           const std::vector<double>& targets) {
   std::vector<std::string> out;
-  if (const RunRecord* r = Best(runs, [](const RunRecord& x) {
+  if (const RunRecord* best = Best(runs, [](const RunRecord& x) {
         return std::optional<double>(x.summary.final_test_accuracy());
       })) {
-    out.push_back(absl::StrFormat("Highest final test accuracy: %s (%.4f).", r->label,
-                                  r->summary.final_test_accuracy()));
+    const double top = best->summary.final_test_accuracy();
+    for (const RunRecord& r : runs) {
+      const double acc = r.summary.final_test_accuracy();
+      if (!r.status.ok() || !(top - acc >= kCollapseGap)) continue;
+      out.push_back(absl::StrFormat(
+          "**Finding: %s lost the model**: it ended at %.4f test accuracy, %.2f below %s (%.4f). "
+          "In async and ssp the usual cause is a step too large for the staleness (lr %g, mean "
+          "staleness %.1f); docs/training.md says how the defaults set it.",
+          r.label, acc, top - acc, best->label, top, r.summary.learning_rate(), r.summary.mean_staleness()));
+    }
+    out.push_back(absl::StrFormat("Highest final test accuracy: %s (%.4f).", best->label, top));
   }
-  for (double target : kAccuracyTargets) {
+  for (double target : targets) {
     const RunRecord* r = Best(runs, [&](const RunRecord& x) -> std::optional<double> {
       const std::optional<double> s = SecondsToAccuracy(x.evals, target);
       return s ? std::optional<double>(-*s) : std::nullopt;
     });
-    out.push_back(r ? absl::StrFormat("Fastest to %.0f%%: %s (%.1f s).", target * 100, r->label,
+    out.push_back(r ? absl::StrFormat("Fastest to %s: %s (%.1f s).", Percent(target), r->label,
                                       *SecondsToAccuracy(r->evals, target))
-                    : absl::StrFormat("No mode reached %.0f%% test accuracy.", target * 100));
+                    : absl::StrFormat("No mode reached %s test accuracy.", Percent(target)));
   }
   if (const RunRecord* r = Best(runs, [](const RunRecord& x) {
         return std::optional<double>(x.throughput.images_per_sec);

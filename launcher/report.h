@@ -26,18 +26,23 @@ std::string ReportPreamble(const std::string& title, const std::string& command_
 // a figure is missing).
 std::string FiguresSection(const std::vector<Figure>& figures, const std::vector<std::string>& notes);
 
-// "0.02 (0.01 x 2 workers, the default)" or "0.05 (--lr)".
+// "0.02 (0.01 x 2 workers, sync's default)", "0.02 (0.02 x (1 - momentum
+// 0), async's default)" or "0.05 (--lr)".
 std::string DescribeLearningRate(const proto::RunSummary& summary, bool lr_given);
 
 // The sentence on --straggler: "worker:1 slowed by 40 ms per step" or "none".
 std::string DescribeStraggler(const ExperimentOptions& options);
 
 // `pstrain compare`'s table: one row per mode; a failed run's row says so.
-std::string CompareTable(const std::vector<RunRecord>& runs);
+// `targets`: the accuracies whose time is a column (ReportedTargets).
+std::string CompareTable(const std::vector<RunRecord>& runs, const std::vector<double>& targets);
 
 // A few plain facts from the table: the best final accuracy, the fastest to
 // 95% and 97%, the highest throughput.
-std::vector<std::string> CompareHighlights(const std::vector<RunRecord>& runs);
+// A mode that ended kCollapseGap or more below the best one is a finding,
+// first.
+std::vector<std::string> CompareHighlights(const std::vector<RunRecord>& runs,
+                                           const std::vector<double>& targets);
 
 // "Evaluation pauses:" one line per run: how long the chief's evaluations
 // paused it and how many gradients the others applied meanwhile.

@@ -1,5 +1,6 @@
 #include "launcher/report_scale.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,21 @@ std::vector<Scaling> ComputeScaling(const std::vector<ScaleCell>& cells) {
   return out;
 }
 
+std::vector<std::optional<double>> AccuracyLost(const std::vector<ScaleCell>& cells) {
+  const std::vector<Scaling> scaling = ComputeScaling(cells);
+  std::vector<std::optional<double>> out(cells.size());
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const ScaleCell& c = cells[i];
+    const auto base = std::find_if(cells.begin(), cells.end(), [&](const ScaleCell& b) {
+      return b.ps == c.ps && b.workers == scaling[i].baseline_workers;
+    });
+    if (!c.record.status.ok() || base == cells.end() || !base->record.status.ok()) continue;
+    const double lost = base->record.summary.final_test_accuracy() - c.record.summary.final_test_accuracy();
+    if (lost >= kCollapseGap) out[i] = lost;
+  }
+  return out;
+}
+
 std::string CoreNote(int ps, int workers, int cores) {
   if (cores <= 0) return "";
   if (workers > cores) return absl::StrFormat("%d workers > %d cores", workers, cores);
@@ -51,8 +67,9 @@ std::string CoreNote(int ps, int workers, int cores) {
   return "";
 }
 
-std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores) {
+std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores, const std::vector<double>& targets) {
   const std::vector<Scaling> scaling = ComputeScaling(cells);
+  const std::vector<std::optional<double>> lost = AccuracyLost(cells);
   std::vector<std::vector<std::string>> rows;
   bool all_from_one = true;
   for (size_t i = 0; i < cells.size(); ++i) {
@@ -61,7 +78,7 @@ std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores) {
     all_from_one = all_from_one && scaling[i].baseline_workers == 1;
     std::string note = CoreNote(c.ps, c.workers, cores);
     if (!c.record.status.ok()) {
-      std::vector<std::string> row(9 + std::size(kAccuracyTargets));  // as many as the header
+      std::vector<std::string> row(9 + targets.size());  // as many as the header
       row[0] = absl::StrCat(c.ps);
       row[1] = absl::StrCat(c.workers);
       row[3] = "failed";
@@ -71,12 +88,18 @@ std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores) {
     }
     if (scaling[i].baseline_workers != 1) absl::StrAppend(&note, note.empty() ? "" : "; ", "speedup over ",
                                                           scaling[i].baseline_workers, " workers");
+    if (lost[i]) {
+      note = absl::StrCat(absl::StrFormat("**model lost: %.2f below %d worker%s**", *lost[i],
+                                          scaling[i].baseline_workers,
+                                          scaling[i].baseline_workers == 1 ? "" : "s"),
+                          note.empty() ? "" : "; ", note);
+    }
     std::vector<std::string> row = {
         absl::StrCat(c.ps), absl::StrCat(c.workers), absl::StrFormat("%g", s.learning_rate()),
         absl::StrFormat("%.0f", c.record.throughput.images_per_sec),
         c.prediction ? absl::StrFormat("%.0f", c.prediction->predicted) : "-",
         Times(scaling[i].speedup, "%.2fx"), Times(scaling[i].efficiency, "%.2f")};
-    for (double target : kAccuracyTargets) {
+    for (double target : targets) {
       row.push_back(SecondsOrNotReached(SecondsToAccuracy(c.record.evals, target)));
     }
     row.push_back(absl::StrFormat("%.4f", s.final_test_accuracy()));
@@ -86,7 +109,7 @@ std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores) {
   std::vector<std::string> header = {"ps", "workers", "lr", "train images/s", "predicted images/s",
                                      all_from_one ? "speedup over 1 worker" : "speedup",
                                      "efficiency"};
-  for (double target : kAccuracyTargets) header.push_back(absl::StrFormat("time to %.0f%%", target * 100));
+  for (double target : targets) header.push_back(absl::StrCat("time to ", Percent(target)));
   header.push_back("final test acc");
   header.push_back("note");
   return MarkdownTable(header, rows);
@@ -108,6 +131,18 @@ std::string PredictionTable(const std::vector<ScaleCell>& cells) {
 
 std::vector<std::string> ScaleSummary(const std::vector<ScaleCell>& cells, const MachineInfo& machine) {
   std::vector<std::string> out;
+  const std::vector<std::optional<double>> lost = AccuracyLost(cells);
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (!lost[i]) continue;
+    const proto::RunSummary& s = cells[i].record.summary;
+    out.push_back(absl::StrFormat(
+        "**Finding: with %d ps, %d workers lost the model**: final test accuracy %.4f, %.2f below the "
+        "fewest workers' with %d ps (lr %g, mean staleness %.1f). More workers trained faster but not "
+        "the same model; in async and ssp the usual cause is a step too large for the staleness "
+        "(docs/training.md says how the defaults set it).",
+        cells[i].ps, cells[i].workers, s.final_test_accuracy(), *lost[i], cells[i].ps, s.learning_rate(),
+        s.mean_staleness()));
+  }
   std::vector<std::string> crowded;
   for (const ScaleCell& c : cells) {
     if (c.workers > machine.cores) crowded.push_back(absl::StrFormat("%d ps/%d workers", c.ps, c.workers));

@@ -37,15 +37,22 @@ std::vector<Scaling> ComputeScaling(const std::vector<ScaleCell>& cells);
 std::string CoreNote(int ps, int workers, int cores);
 
 // The table: ps, workers, lr, images/s, predicted images/s, speedup,
-// efficiency, time to 95% and 97%, final accuracy, note.
-std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores);
+// efficiency, time to each of `targets` (ReportedTargets), final accuracy,
+// note (a lost model, an oversubscribed machine).
+std::string ScaleTable(const std::vector<ScaleCell>& cells, int cores, const std::vector<double>& targets);
+
+// For each cell (same order): how far its final test accuracy fell below
+// that of the fewest workers with the same ps, when it fell kCollapseGap or
+// more (a lost model); nullopt otherwise, and for failed cells.
+std::vector<std::optional<double>> AccuracyLost(const std::vector<ScaleCell>& cells);
 
 // The cells with a prediction: ps, workers, measured images/s once steady,
 // predicted, error, what bounds the cell; "" when none has one.
 std::string PredictionTable(const std::vector<ScaleCell>& cells);
 
-// Plain sentences: the machine, the cells that oversubscribe it, and per ps
-// count the throughput and speedup at the most workers.
+// Plain sentences: a finding for each cell that lost the model (first), the
+// machine, the cells that oversubscribe it, and per ps count the throughput
+// and speedup at the most workers.
 std::vector<std::string> ScaleSummary(const std::vector<ScaleCell>& cells, const MachineInfo& machine);
 
 }  // namespace pstrain

@@ -117,6 +117,14 @@ absl::Status ReadRunDir(const std::string& run_dir, RunRecord* record) {
   return absl::OkStatus();
 }
 
+std::vector<double> ReportedTargets(double target) {
+  std::vector<double> out(std::begin(kAccuracyTargets), std::end(kAccuracyTargets));
+  if (std::find(out.begin(), out.end(), target) == out.end()) {
+    out.insert(std::upper_bound(out.begin(), out.end(), target), target);
+  }
+  return out;
+}
+
 std::optional<double> SecondsToAccuracy(const std::vector<EvalSample>& evals, double target) {
   for (const EvalSample& e : evals) {
     if (e.accuracy >= target) return e.seconds;

@@ -81,6 +81,14 @@ absl::Status ReadRunDir(const std::string& run_dir, RunRecord* record);
 // The test accuracies whose time the reports give (time to 95% ... 99%).
 inline constexpr double kAccuracyTargets[] = {0.95, 0.97, 0.98, 0.99};
 
+// kAccuracyTargets and `target` (--target_accuracy), ascending, once each.
+std::vector<double> ReportedTargets(double target);
+
+// A run whose final test accuracy is this far below its reference (scale:
+// the fewest workers' with the same ps; compare: the best mode's) lost the
+// model: the reports say so as a finding, not as one more row.
+inline constexpr double kCollapseGap = 0.05;
+
 // The first evaluation's `seconds` at which accuracy >= target;
 // nullopt if no evaluation reached it (the rule summary.json's
 // seconds_to_95/97/98/99 follow).

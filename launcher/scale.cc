@@ -64,7 +64,7 @@ LineChart ThroughputChart(const ScaleOptions& options, const std::vector<ScaleCe
 }
 
 LineChart TimeToAccuracyChart(const ScaleOptions& options, const std::vector<ScaleCell>& cells) {
-  const double pct = options.target_accuracy * 100;
+  const double pct = options.experiment.target_accuracy * 100;
   LineChart c = WorkerChart(options, "time_to_accuracy",
                             absl::StrFormat("Time to %g%% test accuracy against workers", pct),
                             absl::StrFormat("training seconds to %g%%", pct));
@@ -72,7 +72,7 @@ LineChart TimeToAccuracyChart(const ScaleOptions& options, const std::vector<Sca
     Series s{absl::StrCat(options.ps[p], " ps"), {}, false, static_cast<int>(p) + 1};
     for (const ScaleCell& cell : cells) {
       if (cell.ps != options.ps[p] || !cell.record.status.ok()) continue;
-      if (auto t = SecondsToAccuracy(cell.record.evals, options.target_accuracy)) {
+      if (auto t = SecondsToAccuracy(cell.record.evals, options.experiment.target_accuracy)) {
         s.points.push_back({static_cast<double>(cell.workers), *t});
       }
     }
@@ -89,15 +89,20 @@ std::vector<std::string> Facts(const ScaleOptions& options, const std::vector<Sc
                       absl::StrJoin(options.workers, ","), DescribeNetwork(x)),
       absl::StrCat("Straggler: ", DescribeStraggler(x),
                    x.straggler_delay_ms.empty() ? "" : " (in the cells that have that worker)")};
-  for (const ScaleCell& c : cells) {
-    if (!c.record.status.ok()) continue;
-    const proto::RunSummary& s = c.record.summary;
+  // The cell with the most workers: with one worker, async's default
+  // momentum is sync's.
+  for (auto c = cells.rbegin(); c != cells.rend(); ++c) {
+    if (!c->record.status.ok()) continue;
+    const proto::RunSummary& s = c->record.summary;
+    const bool mode_default = !options.lr_given && IsSgdRun(s) && s.mode() != "sync";
     facts.push_back(absl::StrFormat(
-        "Training: %s on %s, %d epoch(s), batch %d per worker, seed %d, %s; learning rate %s",
+        "Training: %s on %s, %d epoch(s), batch %d per worker, seed %d, %s%s; learning rate %s",
         s.model(), s.device(), s.epochs(), s.batch_size(), s.seed(), DescribeRunOptimizer(s),
-        options.lr_given  ? "as --lr (column lr)"
-        : IsSgdRun(s)     ? "0.01 x workers, the default (column lr)"
-                          : "the optimizer's default (column lr)"));
+        mode_default && s.num_workers() > 1 ? " (0.5 with one worker)" : "",
+        options.lr_given       ? "as --lr (column lr)"
+        : !IsSgdRun(s)         ? "the optimizer's default (column lr)"
+        : s.mode() == "sync"   ? "0.01 x workers, sync's default (column lr)"
+                               : absl::StrCat("0.02 x (1 - momentum), ", s.mode(), "'s default (column lr)")));
     break;
   }
   std::map<int, int64_t> every;  // by worker count
@@ -174,7 +179,7 @@ std::string Report(const ScaleOptions& options, const std::vector<ScaleCell>& ce
   const MachineInfo machine = ReadMachineInfo();
   std::string out = ReportPreamble(absl::StrCat("pstrain scale: ", options.mode.label),
                                    options.experiment.command_line, machine, Facts(options, cells));
-  absl::StrAppend(&out, "## Results\n\n", ScaleTable(cells, machine.cores), "\n");
+  absl::StrAppend(&out, "## Results\n\n", ScaleTable(cells, machine.cores, ReportedTargets(options.experiment.target_accuracy)), "\n");
   for (const std::string& s : ScaleSummary(cells, machine)) absl::StrAppend(&out, "- ", s, "\n");
   absl::StrAppend(&out, "\n", PredictionSection(cells, predictions));
   std::vector<RunRecord> runs;
@@ -197,11 +202,11 @@ FigureDrawer DrawFigures(const ScaleOptions& options, const std::vector<ScaleCel
   const LineChart time_chart = TimeToAccuracyChart(options, cells);
   if (HasData(time_chart)) {
     figures.Add(time_chart, absl::StrFormat("Time to %g%% test accuracy against the worker count",
-                                            options.target_accuracy * 100));
+                                            options.experiment.target_accuracy * 100));
   } else {
     figures.AddNote(absl::StrFormat("No time-to-accuracy plot: no run reached %g%% test accuracy "
                                     "(--target_accuracy; train longer with --epochs).",
-                                    options.target_accuracy * 100));
+                                    options.experiment.target_accuracy * 100));
   }
   figures.Add(AccuracyChart(finished), "Test accuracy against training time, every run");
   return figures;

@@ -30,7 +30,6 @@ struct ScaleOptions {
   std::vector<int> workers;         // ascending, distinct, >= 1
   std::vector<int> ps;              // ascending, distinct, >= 1
   ModeSpec mode;                    // the same in every cell
-  double target_accuracy = 0.97;    // for the time-to-accuracy plot
   bool lr_given = false;            // --lr was set (else 0.01 x workers)
   // Run directories that calibrate the predicted images/s; empty: the
   // matrix's first cell (the fewest ps and workers).

@@ -119,7 +119,8 @@ TEST(PlanCommand, PredictsEveryCellFromARealRun) {
   for (const proto::TaskExit& t : summary.tasks()) EXPECT_GT(t.cpu_seconds(), 0) << t.task();
 
   const Finished f = RunPstrain(dir + "/plan", {"plan", "--calibrate=" + run, "--workers=1,2,4", "--ps=1,2",
-                                                "--link_rate=1gbit", "--placement=host_per_task"});
+                                                "--link_rate=1gbit", "--placement=host_per_task",
+                                                "--target_accuracy=0.5"});
   ASSERT_EQ(f.exit_code, 0) << f.output;
   EXPECT_THAT(f.output, HasSubstr("12 cells predicted"));
   proto::PlanRecord plan;
@@ -139,12 +140,25 @@ TEST(PlanCommand, PredictsEveryCellFromARealRun) {
                 c.step_ms(), 1e-6 * c.step_ms());
     EXPECT_EQ(c.ps_core_utilisation_size(), c.ps());
     EXPECT_EQ(c.push_bytes_per_step(), 4 * 21840);
+    // Time to 50%: the sync run's images to it over the cell's images/s;
+    // no async run calibrates async's.
+    if (c.mode() == "sync") {
+      EXPECT_GT(c.seconds_to_target(), 0);
+      EXPECT_EQ(c.target_curve(), run);
+    } else {
+      EXPECT_EQ(c.seconds_to_target(), 0);
+    }
   }
+  EXPECT_EQ(plan.target_accuracy(), 0.5);
   EXPECT_EQ(seen.size(), 12u);
   const std::string md = ReadFileToString(dir + "/plan/plan.md").value_or("");
   EXPECT_THAT(md, HasSubstr("## sync"));
   EXPECT_THAT(md, HasSubstr("## async"));
   EXPECT_THAT(md, HasSubstr("| workers | ps | images/s |"));
+  EXPECT_THAT(md, HasSubstr("| time to 50% |"));
+  EXPECT_THAT(md, HasSubstr("## First to 50%"));
+  EXPECT_THAT(md, HasSubstr("- 4 workers: sync with "));
+  EXPECT_THAT(md, HasSubstr("No time to 50% in async: no async calibration run reached it"));
   EXPECT_TRUE(FileExists(dir + "/plan/plots/plan_sync.gp"));
 
   // The run's own cell, predicted against what it measured.

@@ -201,7 +201,8 @@ TEST(Report, CompareTableHasOneRowPerModeAndSaysNotReached) {
   const std::string table =
       CompareTable({Finished("sync", 0.9812, 12000.4,
                              {{10, 5.0, 0.96, 0, 5.0}, {20, 9.0, 0.9805, 0, 9.0}}),
-                    failed});
+                    failed},
+                   ReportedTargets(0.97));
   const std::vector<std::string> lines = absl::StrSplit(table, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_THAT(lines[0], HasSubstr("| mode | final test acc | time to 95% | time to 97% | time to 98% | "
@@ -214,11 +215,29 @@ TEST(Report, CompareTableHasOneRowPerModeAndSaysNotReached) {
 TEST(Report, HighlightsNameTheBestOfEachColumn) {
   const std::vector<RunRecord> runs = {Finished("sync", 0.98, 10000, {{10, 8.0, 0.97, 0, 8.0}}),
                                        Finished("async", 0.97, 15000, {{10, 5.0, 0.97, 0, 6.0}})};
-  EXPECT_THAT(CompareHighlights(runs),
+  EXPECT_THAT(CompareHighlights(runs, ReportedTargets(0.97)),
               ElementsAre("Highest final test accuracy: sync (0.9800).", "Fastest to 95%: async (6.0 s).",
                           "Fastest to 97%: async (6.0 s).", "No mode reached 98% test accuracy.",
                           "No mode reached 99% test accuracy.",
                           "Highest throughput: async (15000 images/s)."));
+}
+
+// A mode far below the best one lost the model: a finding, first. A target
+// of the user's own has its column and its highlight.
+TEST(Report, ALostModelIsAFindingAndTheTargetHasItsColumn) {
+  std::vector<RunRecord> runs = {Finished("sync", 0.9077, 10000, {{10, 8.0, 0.90, 0, 8.0}}),
+                                 Finished("async", 0.8600, 15000, {{10, 5.0, 0.86, 0, 6.0}}),
+                                 Finished("ssp:2", 0.4380, 15000, {{10, 5.0, 0.43, 0, 6.0}})};
+  runs[2].summary.set_learning_rate(0.08);
+  runs[2].summary.set_mean_staleness(6.8);
+  const std::vector<std::string> h = CompareHighlights(runs, ReportedTargets(0.9));
+  ASSERT_GE(h.size(), 3u);
+  EXPECT_EQ(h[0], "**Finding: ssp:2 lost the model**: it ended at 0.4380 test accuracy, 0.47 below sync "
+                  "(0.9077). In async and ssp the usual cause is a step too large for the staleness (lr "
+                  "0.08, mean staleness 6.8); docs/training.md says how the defaults set it.");
+  EXPECT_EQ(h[1], "Highest final test accuracy: sync (0.9077).");  // async, 0.0477 below: no finding
+  EXPECT_EQ(h[2], "Fastest to 90%: sync (8.0 s).");
+  EXPECT_THAT(CompareTable(runs, ReportedTargets(0.9)), HasSubstr("| final test acc | time to 90% | time to 95% |"));
 }
 
 TEST(Report, MarkdownTableEscapesPipes) {

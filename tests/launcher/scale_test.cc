@@ -47,7 +47,7 @@ TEST(Scale, AFailedBaselineLeavesNoSpeedup) {
   std::vector<ScaleCell> cells = {Cell(1, 1, 1000), Cell(1, 2, 1800)};
   cells[0].record.status = absl::AbortedError("worker:0 failed");
   EXPECT_FALSE(ComputeScaling(cells)[1].speedup.has_value());
-  const std::string table = ScaleTable(cells, 2);
+  const std::string table = ScaleTable(cells, 2, ReportedTargets(0.97));
   EXPECT_THAT(table, HasSubstr("| 1 | 1 |  | failed |"));
   EXPECT_THAT(table, HasSubstr("| 1 | 2 | 0.02 | 1800 | - | - | - |"));  // no prediction, no speedup
 }
@@ -60,7 +60,7 @@ TEST(Scale, ThePredictedColumnStandsBesideTheMeasuredOne) {
   p.error = 1750.0 / 1820 - 1;
   p.bound = "host CPU";
   cells[1].prediction = p;
-  EXPECT_THAT(ScaleTable(cells, 2), HasSubstr("| 1 | 2 | 0.02 | 1800 | 1750 | 1.80x | 0.90 |"));
+  EXPECT_THAT(ScaleTable(cells, 2, ReportedTargets(0.97)), HasSubstr("| 1 | 2 | 0.02 | 1800 | 1750 | 1.80x | 0.90 |"));
   EXPECT_THAT(PredictionTable(cells), HasSubstr("| 1 | 2 | 1820 | 1750 | -3.8% | host CPU |"));
   EXPECT_EQ(PredictionTable({Cell(1, 1, 1000)}), "");
 }
@@ -74,11 +74,38 @@ TEST(Scale, SaysPlainlyWhenWorkersOutnumberTheCores) {
   ASSERT_GE(summary.size(), 2u);
   EXPECT_THAT(summary[0], HasSubstr("In 1 ps/4 workers the workers outnumber the cores"));
   EXPECT_THAT(summary[1], HasSubstr("With 1 ps, 4 workers train 2000 images/s: 2.00x"));
-  const std::vector<std::string> lines = absl::StrSplit(ScaleTable(cells, 2), '\n', absl::SkipEmpty());
+  const std::vector<std::string> lines = absl::StrSplit(ScaleTable(cells, 2, ReportedTargets(0.97)), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_THAT(lines[0], HasSubstr("speedup over 1 worker"));
   EXPECT_EQ(lines[4], "| 1 | 4 | 0.04 | 2000 | - | 2.00x | 0.50 | not reached | not reached | not reached | not reached | "
             "0.9700 | 4 workers > 2 cores |");
+}
+
+// A cell far below the fewest workers' accuracy lost the model: its note
+// and a finding say so, first; a small loss is no finding. --target_accuracy
+// adds its column.
+TEST(Scale, ALostModelIsAFindingAndTheTargetAColumn) {
+  std::vector<ScaleCell> cells = {Cell(1, 1, 1000), Cell(1, 4, 2000), Cell(1, 8, 3000)};
+  cells[0].record.summary.set_final_test_accuracy(0.9145);
+  cells[1].record.summary.set_final_test_accuracy(0.8700);  // 0.0445: no finding
+  cells[2].record.summary.set_final_test_accuracy(0.4380);
+  cells[2].record.summary.set_mean_staleness(6.8);
+  const std::vector<std::optional<double>> lost = AccuracyLost(cells);
+  EXPECT_FALSE(lost[0].has_value());
+  EXPECT_FALSE(lost[1].has_value());
+  ASSERT_TRUE(lost[2].has_value());
+  EXPECT_NEAR(*lost[2], 0.4765, 1e-12);
+  const std::vector<std::string> summary = ScaleSummary(cells, {"Xeon", 16});
+  ASSERT_EQ(summary.size(), 3u);
+  EXPECT_THAT(summary[0], HasSubstr("**Finding: with 1 ps, 8 workers lost the model**: final test "
+                                    "accuracy 0.4380, 0.48 below"));
+  EXPECT_THAT(summary[0], HasSubstr("mean staleness 6.8"));
+  const std::string table = ScaleTable(cells, 16, ReportedTargets(0.9));
+  EXPECT_THAT(table, HasSubstr("| time to 90% | time to 95% |"));
+  EXPECT_THAT(table, HasSubstr("| 0.4380 | **model lost: 0.48 below 1 worker** |"));
+  EXPECT_THAT(table, HasSubstr("| 0.8700 |  |"));
+  EXPECT_EQ(ReportedTargets(0.97).size(), 4u);  // already among 95-99%
+  EXPECT_THAT(ReportedTargets(0.975), ElementsAre(0.95, 0.97, 0.975, 0.98, 0.99));
 }
 
 TEST(Scale, GeneratesLocalSpecsTheClusterParserAccepts) {
