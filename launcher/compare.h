@@ -22,7 +22,7 @@ struct CompareOptions {
   ExperimentOptions experiment;
   std::string cluster_spec_path;
   std::vector<ModeSpec> modes;
-  bool lr_given = false;  // --lr was set (else 0.01 x workers)
+  bool lr_given = false;  // --lr was set (else each mode's default)
 };
 
 // Runs every mode and writes the report. A run that fails is reported as

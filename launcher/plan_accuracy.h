@@ -8,7 +8,7 @@
 // the worker and ps counts of the mode: the curve of the calibration run
 // with the nearest worker count stands for every cell. That holds while
 // the defaults' learning rate keeps a step's progress per image (sync's
-// linear scaling, async's one-worker step; docs/training.md) and fails
+// linear scaling, async's staleness-bounded step; docs/training.md) and fails
 // beyond: sync with fewer, larger updates than the run had, async with more
 // staleness. So the further a cell's worker count is from a calibration
 // run's of its mode, the more optimistic its time; a run of each mode near

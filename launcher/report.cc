@@ -67,8 +67,10 @@ std::string DescribeLearningRate(const proto::RunSummary& s, bool lr_given) {
   if (s.mode() == "sync") {
     return absl::StrFormat("%g (0.01 x %d workers, sync's default)", s.learning_rate(), s.num_workers());
   }
-  return absl::StrFormat("%g (0.02 x (1 - momentum %g), %s's default)", s.learning_rate(), s.momentum(),
-                         s.mode());
+  const int n = s.num_workers();
+  if (n <= 1) return absl::StrFormat("%g (one worker: sync's default)", s.learning_rate());
+  return absl::StrFormat("%g (0.02 x (1 - momentum %g) x min(%d, 12 / %d), %s's default)", s.learning_rate(),
+                         s.momentum(), n, n - 1, s.mode());
 }
 
 std::string DescribeStraggler(const ExperimentOptions& options) {

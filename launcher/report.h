@@ -26,8 +26,8 @@ std::string ReportPreamble(const std::string& title, const std::string& command_
 // a figure is missing).
 std::string FiguresSection(const std::vector<Figure>& figures, const std::vector<std::string>& notes);
 
-// "0.02 (0.01 x 2 workers, sync's default)", "0.02 (0.02 x (1 - momentum
-// 0), async's default)" or "0.05 (--lr)".
+// "0.02 (0.01 x 2 workers, sync's default)", "0.0342857 (0.02 x (1 -
+// momentum 0) x min(8, 12 / 7), async's default)" or "0.05 (--lr)".
 std::string DescribeLearningRate(const proto::RunSummary& summary, bool lr_given);
 
 // The sentence on --straggler: "worker:1 slowed by 40 ms per step" or "none".

@@ -102,7 +102,8 @@ std::vector<std::string> Facts(const ScaleOptions& options, const std::vector<Sc
         options.lr_given       ? "as --lr (column lr)"
         : !IsSgdRun(s)         ? "the optimizer's default (column lr)"
         : s.mode() == "sync"   ? "0.01 x workers, sync's default (column lr)"
-                               : absl::StrCat("0.02 x (1 - momentum), ", s.mode(), "'s default (column lr)")));
+                               : absl::StrCat("0.02 x (1 - momentum) x min(workers, 12 / (workers - 1)), ",
+                                              s.mode(), "'s default (column lr)")));
     break;
   }
   std::map<int, int64_t> every;  // by worker count

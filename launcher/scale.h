@@ -30,7 +30,7 @@ struct ScaleOptions {
   std::vector<int> workers;         // ascending, distinct, >= 1
   std::vector<int> ps;              // ascending, distinct, >= 1
   ModeSpec mode;                    // the same in every cell
-  bool lr_given = false;            // --lr was set (else 0.01 x workers)
+  bool lr_given = false;            // --lr was set (else the mode's default)
   // Run directories that calibrate the predicted images/s; empty: the
   // matrix's first cell (the fewest ps and workers).
   std::vector<std::string> calibrate;

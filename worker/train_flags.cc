@@ -31,8 +31,8 @@ ABSL_FLAG(std::string, staleness_lr, OnOff(Defaults().staleness_lr),
 ABSL_FLAG(int, epochs, Defaults().epochs, "Passes over the training set");
 ABSL_FLAG(int, batch_size, Defaults().batch_size, "Examples per worker per step");
 ABSL_FLAG(double, lr, Defaults().lr,
-          "Learning rate (0: the default: sgd in sync 0.01 x workers, in async and ssp "
-          "0.02 x (1 - momentum); adam and adamw 1e-3; adagrad 1e-2)");
+          "Learning rate (0: the default: sgd in sync 0.01 x workers N, in async and ssp "
+          "0.02 x (1 - momentum) x min(N, 12 / (N - 1)); adam and adamw 1e-3; adagrad 1e-2)");
 ABSL_FLAG(std::string, optimizer, pstrain::OptimizerName(Defaults().optimizer),
           "The ps tasks' optimizer, as PyTorch defines it: sgd, adam, adamw or adagrad");
 ABSL_FLAG(double, momentum, Defaults().momentum,

@@ -198,9 +198,12 @@ double EffectiveLearningRate(const TrainOptions& options, int num_workers) {
       break;
   }
   if (options.mode == proto::SYNC) return kSgdLrPerWorker * std::max(num_workers, 1);
-  // One worker's step, kSgdLrPerWorker / (1 - kSgdMomentum), at this momentum.
-  const double step = kSgdLrPerWorker / (1 - kSgdMomentum);
-  return step * (1 - EffectiveMomentum(options, num_workers));
+  // One worker's step, kSgdLrPerWorker / (1 - kSgdMomentum), at this
+  // momentum, times the workers' share of it that staleness allows.
+  const double step = kSgdLrPerWorker / (1 - kSgdMomentum) * (1 - EffectiveMomentum(options, num_workers));
+  if (num_workers <= 1) return step;
+  const double n = num_workers;
+  return step * std::min(n, kAsyncStalenessBudget / (n - 1));
 }
 
 double EffectiveEps(const TrainOptions& options) {

@@ -81,8 +81,12 @@ TEST(ScaleCommand, WritesTheMatrixAndSaysWhyThereAreNoPlotsWithoutGnuplot) {
                                                "--max_steps=20", "--gnuplot=/nonexistent/gnuplot"});
   ASSERT_EQ(f.exit_code, 0) << f.output;
   EXPECT_THAT(f.output, HasSubstr("[2/2] 1 ps, 2 workers: done"));
-  EXPECT_THAT(f.report, HasSubstr("| 1 | 1 | 0.01 |"));  // lr 0.01 x 1 worker
-  EXPECT_THAT(f.report, HasSubstr("| 1 | 2 | 0.02 |"));
+  // async's default lr: one worker's (sync's) alone, 0.02 x min(2, 12 / 1)
+  // without momentum with two.
+  EXPECT_THAT(f.report, HasSubstr("| 1 | 1 | 0.01 |"));
+  EXPECT_THAT(f.report, HasSubstr("| 1 | 2 | 0.04 |"));
+  EXPECT_THAT(f.report, HasSubstr("momentum 0 (0.5 with one worker); learning rate 0.02 x (1 - momentum) x "
+                                  "min(workers, 12 / (workers - 1)), async's default"));
   EXPECT_THAT(f.report, HasSubstr("| 1.00x | 1.00 |"));
   // Predicted beside measured, calibrated from the first cell.
   EXPECT_THAT(f.report, HasSubstr("## Predicted against measured"));

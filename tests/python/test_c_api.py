@@ -47,10 +47,10 @@ class CApi(t.TestCase):
                 "task": {"type": "worker", "index": 1}}
         for flags, job, lr, momentum in [
                 (["--mode=sync"], {}, 0.04, 0.5),
-                (["--mode=async"], {}, 0.02, 0.0),
-                (["--mode=ssp"], {}, 0.02, 0.0),
-                (["--mode=async"], {"momentum": 0.9}, 0.002, 0.9),
-                (["--mode=async", "--momentum=0.5"], {}, 0.01, 0.5),
+                (["--mode=async"], {}, 0.08, 0.0),
+                (["--mode=ssp"], {}, 0.08, 0.0),
+                (["--mode=async"], {"momentum": 0.9}, 0.008, 0.9),
+                (["--mode=async", "--momentum=0.5"], {}, 0.04, 0.5),
                 (["--mode=async", "--lr=0.1"], {}, 0.1, 0.0)]:
             task = pstrain.Task.create(four, insecure=True, flags=flags)
             got = task.describe_job(dict(job, optimizer="sgd"))

@@ -189,8 +189,9 @@ TEST(TrainOptions, DefaultsFollowTheOptimizer) {
 
 // SGD's defaults follow what an update applies: in sync the average of
 // every worker's batch (0.01 x workers, momentum 0.5); in async and ssp one
-// worker's batch (momentum 0 with several workers, lr 0.02 x (1 -
-// momentum)); with one worker every mode is sync's. Given values win.
+// worker's batch (momentum 0 with several workers, one worker's step 0.02
+// x (1 - momentum), scaled by min(N, 12 / (N - 1))); with one worker every
+// mode is sync's. Given values win.
 TEST(TrainOptions, SgdDefaultsFollowTheMode) {
   TrainOptions o;
   EXPECT_EQ(o.momentum, kModeMomentum);
@@ -203,13 +204,14 @@ TEST(TrainOptions, SgdDefaultsFollowTheMode) {
     o.mode = mode;
     EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, 1), 0.01);
     EXPECT_EQ(EffectiveMomentum(o, 1), 0.5);
-    for (int n : {0, 2, 8, 64}) {  // 0: a dynamic job
-      EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, n), 0.02) << n;
+    for (const auto& [n, lr] : std::vector<std::pair<int, double>>{
+             {0, 0.02}, {2, 0.04}, {4, 0.08}, {5, 0.06}, {8, 0.24 / 7}, {13, 0.02}, {16, 0.016}, {64, 0.24 / 63}}) {
+      EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, n), lr) << n;  // 0: a dynamic job
       EXPECT_EQ(EffectiveMomentum(o, n), 0.0) << n;
     }
-    o.momentum = 0.9;  // given: the step 0.02 is held
-    EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, 8), 0.002);
-    EXPECT_EQ(EffectiveMomentum(o, 8), 0.9);
+    o.momentum = 0.9;  // given: the step is held
+    EXPECT_DOUBLE_EQ(EffectiveLearningRate(o, 16), 0.0016);
+    EXPECT_EQ(EffectiveMomentum(o, 16), 0.9);
     o.lr = 0.05;
     EXPECT_EQ(EffectiveLearningRate(o, 8), 0.05);
     o.momentum = kModeMomentum;
