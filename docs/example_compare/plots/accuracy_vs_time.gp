@@ -13,4 +13,6 @@ plot 'accuracy_vs_time.dat' index 0 using 1:2 with linespoints pt 7 ps 0.7 lw 2 
      '' index 2 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 3 title 'ssp:2', \
      '' index 3 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 4 title 'sync+backup:1', \
      0.95 with lines dt 3 lw 1 lc rgb 'gray40' title '95%', \
-     0.97 with lines dt 3 lw 1 lc rgb 'gray40' title '97%'
+     0.97 with lines dt 3 lw 1 lc rgb 'gray40' title '97%', \
+     0.98 with lines dt 3 lw 1 lc rgb 'gray40' title '98%', \
+     0.99 with lines dt 3 lw 1 lc rgb 'gray40' title '99%'

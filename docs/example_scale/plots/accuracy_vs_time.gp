@@ -15,4 +15,6 @@ plot 'accuracy_vs_time.dat' index 0 using 1:2 with linespoints pt 7 ps 0.7 lw 2 
      '' index 4 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 5 title '2 ps, 2 workers', \
      '' index 5 using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc 6 title '2 ps, 4 workers', \
      0.95 with lines dt 3 lw 1 lc rgb 'gray40' title '95%', \
-     0.97 with lines dt 3 lw 1 lc rgb 'gray40' title '97%'
+     0.97 with lines dt 3 lw 1 lc rgb 'gray40' title '97%', \
+     0.98 with lines dt 3 lw 1 lc rgb 'gray40' title '98%', \
+     0.99 with lines dt 3 lw 1 lc rgb 'gray40' title '99%'
