@@ -22,7 +22,7 @@ std::optional<AccuracyCurve> CurveFor(const std::vector<AccuracyCurve>& curves, 
   std::optional<AccuracyCurve> best;
   double best_distance = 0;
   for (const AccuracyCurve& c : curves) {
-    if (c.sync != sync || c.workers < 1) continue;
+    if ((c.sync != sync && c.workers != 1) || c.workers < 1) continue;
     const double distance = std::fabs(std::log(static_cast<double>(c.workers) / workers));
     if (!best || distance < best_distance || (distance == best_distance && c.workers > best->workers)) {
       best = c;

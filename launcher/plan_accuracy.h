@@ -33,10 +33,11 @@ struct AccuracyCurve {
 // The runs whose evaluations reached `target`, one curve each.
 std::vector<AccuracyCurve> CurvesToTarget(const std::vector<CalibrationRun>& runs, double target);
 
-// The curve for a cell of `sync`'s mode with `workers` workers: that mode's
-// run with the nearest worker count (by ratio; a tie goes to the larger
-// count, which is the less optimistic); nullopt when no run of the mode
-// reached the target.
+// The curve for a cell of `sync`'s mode with `workers` workers: the run of
+// that mode with the nearest worker count (by ratio; a tie goes to the
+// larger count, which is the less optimistic), a run of one worker counting
+// for either mode (one worker is the same job in both); nullopt when no
+// such run reached the target.
 std::optional<AccuracyCurve> CurveFor(const std::vector<AccuracyCurve>& curves, bool sync, int workers);
 
 }  // namespace pstrain

@@ -40,6 +40,12 @@ TEST(PlanAccuracy, ACellTakesItsModesNearestWorkerCount) {
   EXPECT_EQ(CurveFor(curves, true, 64)->run_dir, "s8");
   EXPECT_EQ(CurveFor(curves, false, 64)->run_dir, "a4");
   EXPECT_FALSE(CurveFor({{"s2", true, 2, 1}}, false, 4).has_value());
+  // One worker is the same job in every mode.
+  const std::vector<AccuracyCurve> with_one = {{"s1", true, 1, 1}, {"a8", false, 8, 2}};
+  EXPECT_EQ(CurveFor(with_one, false, 1)->run_dir, "s1");
+  EXPECT_EQ(CurveFor(with_one, false, 2)->run_dir, "s1");  // x2 against x4
+  EXPECT_EQ(CurveFor(with_one, false, 4)->run_dir, "a8");
+  EXPECT_EQ(CurveFor(with_one, true, 8)->run_dir, "s1");
 }
 
 }  // namespace
