@@ -162,7 +162,6 @@ void SetTimesToTarget(const PlanOptions& o, const std::vector<CalibrationRun>& r
           "No time to %s in %s: no %s calibration run reached it (calibrate with one that trains "
           "longer, or lower --target_accuracy).",
           Percent(o.target_accuracy), ModeName(sync), ModeName(sync)));
-      r.mutable_calibration()->add_notes(plan->notes.back());
     }
   }
 }
@@ -502,7 +501,6 @@ absl::StatusOr<Plan> MakePlan(const PlanOptions& o) {
   r.set_placement(PlacementName(o.placement));
   r.set_host_cores(host_cores);
   r.set_security(insecure ? "insecure" : "curve");
-  *r.mutable_calibration() = CalibrationRecord(o, plan.calibration, model, insecure, first.host_cores, plan.notes);
   for (bool sync : o.modes) {
     for (int ps : o.ps) {
       PlanCell cell{1, ps, sync, rate, o.link, o.placement, host_cores, {}, {}};
@@ -516,6 +514,8 @@ absl::StatusOr<Plan> MakePlan(const PlanOptions& o) {
   r.set_params(r.cells(0).pull_bytes_per_step() / 4);  // pulls are f32, every float
   SetGains(&r);
   SetTimesToTarget(o, runs, &plan);
+  // Last: the notes of every step above.
+  *r.mutable_calibration() = CalibrationRecord(o, plan.calibration, model, insecure, first.host_cores, plan.notes);
   return plan;
 }
 

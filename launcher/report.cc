@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "launcher/summary_printer.h"
+#include "worker/train_options.h"
 
 namespace pstrain {
 namespace {
@@ -61,16 +62,22 @@ std::string FiguresSection(const std::vector<Figure>& figures, const std::vector
   return out;
 }
 
+std::string DescribeSgdDefaultRate(const std::string& mode, const std::string& workers,
+                                   const std::string& workers_less_one, const std::string& momentum) {
+  if (mode == "sync") return absl::StrFormat("%g x %s", kSgdLrPerWorker, workers);
+  return absl::StrFormat("%g x (1 - %s) x min(%s, %g / %s)", kSgdLrPerWorker / (1 - kSgdMomentum), momentum,
+                         workers, kAsyncStalenessBudget, workers_less_one);
+}
+
 std::string DescribeLearningRate(const proto::RunSummary& s, bool lr_given) {
   if (lr_given) return absl::StrFormat("%g (--lr)", s.learning_rate());
   if (!IsSgdRun(s)) return absl::StrFormat("%g (the optimizer's default)", s.learning_rate());
-  if (s.mode() == "sync") {
-    return absl::StrFormat("%g (0.01 x %d workers, sync's default)", s.learning_rate(), s.num_workers());
-  }
   const int n = s.num_workers();
-  if (n <= 1) return absl::StrFormat("%g (one worker: sync's default)", s.learning_rate());
-  return absl::StrFormat("%g (0.02 x (1 - momentum %g) x min(%d, 12 / %d), %s's default)", s.learning_rate(),
-                         s.momentum(), n, n - 1, s.mode());
+  if (s.mode() != "sync" && n <= 1) return absl::StrFormat("%g (one worker: sync's default)", s.learning_rate());
+  const std::string rule =
+      DescribeSgdDefaultRate(s.mode(), absl::StrCat(n, s.mode() == "sync" ? " workers" : ""), absl::StrCat(n - 1),
+                             absl::StrFormat("momentum %g", s.momentum()));
+  return absl::StrFormat("%g (%s, %s's default)", s.learning_rate(), rule, s.mode());
 }
 
 std::string DescribeStraggler(const ExperimentOptions& options) {

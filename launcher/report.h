@@ -26,6 +26,13 @@ std::string ReportPreamble(const std::string& title, const std::string& command_
 // a figure is missing).
 std::string FiguresSection(const std::vector<Figure>& figures, const std::vector<std::string>& notes);
 
+// SGD's default learning rate in `mode` as a formula of the worker count
+// and the momentum (worker/train_options.h): "0.01 x workers" for sync,
+// "0.02 x (1 - momentum) x min(workers, 12 / (workers - 1))" for async and
+// ssp, with the given words in their places.
+std::string DescribeSgdDefaultRate(const std::string& mode, const std::string& workers,
+                                   const std::string& workers_less_one, const std::string& momentum);
+
 // "0.02 (0.01 x 2 workers, sync's default)", "0.0342857 (0.02 x (1 -
 // momentum 0) x min(8, 12 / 7), async's default)" or "0.05 (--lr)".
 std::string DescribeLearningRate(const proto::RunSummary& summary, bool lr_given);

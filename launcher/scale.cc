@@ -64,10 +64,10 @@ LineChart ThroughputChart(const ScaleOptions& options, const std::vector<ScaleCe
 }
 
 LineChart TimeToAccuracyChart(const ScaleOptions& options, const std::vector<ScaleCell>& cells) {
-  const double pct = options.experiment.target_accuracy * 100;
+  const std::string pct = Percent(options.experiment.target_accuracy);
   LineChart c = WorkerChart(options, "time_to_accuracy",
-                            absl::StrFormat("Time to %g%% test accuracy against workers", pct),
-                            absl::StrFormat("training seconds to %g%%", pct));
+                            absl::StrCat("Time to ", pct, " test accuracy against workers"),
+                            absl::StrCat("training seconds to ", pct));
   for (size_t p = 0; p < options.ps.size(); ++p) {
     Series s{absl::StrCat(options.ps[p], " ps"), {}, false, static_cast<int>(p) + 1};
     for (const ScaleCell& cell : cells) {
@@ -99,11 +99,10 @@ std::vector<std::string> Facts(const ScaleOptions& options, const std::vector<Sc
         "Training: %s on %s, %d epoch(s), batch %d per worker, seed %d, %s%s; learning rate %s",
         s.model(), s.device(), s.epochs(), s.batch_size(), s.seed(), DescribeRunOptimizer(s),
         mode_default && s.num_workers() > 1 ? " (0.5 with one worker)" : "",
-        options.lr_given       ? "as --lr (column lr)"
-        : !IsSgdRun(s)         ? "the optimizer's default (column lr)"
-        : s.mode() == "sync"   ? "0.01 x workers, sync's default (column lr)"
-                               : absl::StrCat("0.02 x (1 - momentum) x min(workers, 12 / (workers - 1)), ",
-                                              s.mode(), "'s default (column lr)")));
+        options.lr_given ? "as --lr (column lr)"
+        : !IsSgdRun(s)   ? "the optimizer's default (column lr)"
+                         : absl::StrCat(DescribeSgdDefaultRate(s.mode(), "workers", "(workers - 1)", "momentum"),
+                                        ", ", s.mode(), "'s default (column lr)")));
     break;
   }
   std::map<int, int64_t> every;  // by worker count
@@ -180,7 +179,8 @@ std::string Report(const ScaleOptions& options, const std::vector<ScaleCell>& ce
   const MachineInfo machine = ReadMachineInfo();
   std::string out = ReportPreamble(absl::StrCat("pstrain scale: ", options.mode.label),
                                    options.experiment.command_line, machine, Facts(options, cells));
-  absl::StrAppend(&out, "## Results\n\n", ScaleTable(cells, machine.cores, ReportedTargets(options.experiment.target_accuracy)), "\n");
+  const std::vector<double> targets = ReportedTargets(options.experiment.target_accuracy);
+  absl::StrAppend(&out, "## Results\n\n", ScaleTable(cells, machine.cores, targets), "\n");
   for (const std::string& s : ScaleSummary(cells, machine)) absl::StrAppend(&out, "- ", s, "\n");
   absl::StrAppend(&out, "\n", PredictionSection(cells, predictions));
   std::vector<RunRecord> runs;
@@ -202,12 +202,12 @@ FigureDrawer DrawFigures(const ScaleOptions& options, const std::vector<ScaleCel
   figures.Add(ThroughputChart(options, cells), "Training throughput against the worker count");
   const LineChart time_chart = TimeToAccuracyChart(options, cells);
   if (HasData(time_chart)) {
-    figures.Add(time_chart, absl::StrFormat("Time to %g%% test accuracy against the worker count",
-                                            options.experiment.target_accuracy * 100));
+    figures.Add(time_chart, absl::StrCat("Time to ", Percent(options.experiment.target_accuracy),
+                                         " test accuracy against the worker count"));
   } else {
-    figures.AddNote(absl::StrFormat("No time-to-accuracy plot: no run reached %g%% test accuracy "
-                                    "(--target_accuracy; train longer with --epochs).",
-                                    options.experiment.target_accuracy * 100));
+    figures.AddNote(absl::StrCat("No time-to-accuracy plot: no run reached ",
+                                 Percent(options.experiment.target_accuracy),
+                                 " test accuracy (--target_accuracy; train longer with --epochs)."));
   }
   figures.Add(AccuracyChart(finished), "Test accuracy against training time, every run");
   return figures;
