@@ -8,12 +8,12 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/signals.h"
+#include "flags/parse.h"
 #include "flags/task_flags.h"
 #include "ps_server/ps_server.h"
 #include "transport/security.h"
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Serves one parameter shard. Configure with $TF_CONFIG or --cluster_spec, "
       "--task_type=ps, --task_index=I.");
-  absl::ParseCommandLine(argc, argv);
+  pstrain::ParseFlagsOrExit(argc, argv);
   pstrain::InitLogging(argv[0]);
   const pstrain::Cancellation& stop = pstrain::InstallShutdownHandlers();
   return pstrain::ExitWith("ps_server", RunServer(std::getenv("TF_CONFIG"), stop), stop);

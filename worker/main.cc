@@ -5,11 +5,11 @@
 
 #include <cstdlib>
 
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/signals.h"
+#include "flags/parse.h"
 #include "flags/task_flags.h"
 #include "transport/security.h"
 #include "worker/presets.h"
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Trains one worker (or the chief). Configure with $TF_CONFIG or --cluster_spec, "
       "--task_type=worker|chief, --task_index=I, plus the training flags.");
-  absl::ParseCommandLine(argc, argv);
+  pstrain::ParseFlagsOrExit(argc, argv);
   pstrain::InitLogging(argv[0]);
   const pstrain::Cancellation& stop = pstrain::InstallShutdownHandlers();
   if (absl::Status s = pstrain::ApplyPresetFlag(pstrain::FlagsOnCommandLine(argc, argv)); !s.ok()) {
