@@ -125,7 +125,7 @@ PsServer::PsServer(const ClusterSpec& cluster, const PsServerOptions& options,
       options_(options),
       cancel_(cancel),
       // 0 (not resolved by AutoIoThreads, as in tests): one.
-      context_(std::max(1, options.io_threads)),
+      context_(NewContext(options.io_threads)),
       update_pool_(std::make_unique<ChunkPool>(options.update_threads - 1)),
       shards_(WithPool(std::move(handler_options), update_pool_.get())),
       handler_(shards_.own()),
@@ -220,7 +220,7 @@ void PsServer::ServeReadable() {
   for (int i = 0; i < kMaxMessagesPerWake; ++i) {
     RoutedMessage routed = ReceiveRouted(socket_);
     if (!routed.message.ok() && absl::IsUnavailable(routed.message.status()) &&
-        routed.identity.size() == 0) {
+        routed.identity.empty()) {
       return;  // nothing more queued
     }
     Process(std::move(routed));
@@ -228,7 +228,7 @@ void PsServer::ServeReadable() {
 }
 
 void PsServer::Process(RoutedMessage routed) {
-  const Peer peer{routed.identity.to_string(), std::move(routed.user_id)};
+  const Peer peer{std::move(routed.identity), std::move(routed.user_id)};
   std::vector<Reply> replies;
   handler_.CountBytes(static_cast<int64_t>(routed.wire_bytes), 0);
   if (routed.message.ok() && IsPiece(routed.message->header)) {
@@ -308,15 +308,14 @@ void PsServer::Send(std::vector<Reply>* replies) {
     if ((type == proto::HEARTBEAT || type == proto::STATS) && r.header.error().code() == 0) {
       for (const proto::ShardPlacement& p : shards_.Placements()) *r.header.add_hosted() = p;
     }
-    const zmq::message_t identity(r.peer.data(), r.peer.size());
     const size_t body_bytes = body.size();
     // CURVE: large parameters in pieces (transport/pieces.h).
     const PieceLayout layout = r.with_params && r.payload == nullptr
                                    ? PiecesFor(body_bytes, security_.secure())
                                    : PieceLayout();
-    const absl::Status s =
-        layout.parts > 1 ? SendPieces(identity, r.header, layout, body_bytes, r.previous_params)
-                         : SendRoutedFrame(socket_, identity, r.header, std::move(body));
+    const absl::Status s = layout.parts > 1
+                               ? SendPieces(r.peer, r.header, layout, body_bytes, r.previous_params)
+                               : SendRoutedFrame(socket_, r.peer, r.header, std::move(body));
     if (!s.ok() && r.notice) continue;  // that worker is gone: nobody to tell
     if (!s.ok()) {
       ++send_failures_;
@@ -329,7 +328,7 @@ void PsServer::Send(std::vector<Reply>* replies) {
   }
 }
 
-absl::Status PsServer::SendPieces(const zmq::message_t& identity, const proto::Header& header,
+absl::Status PsServer::SendPieces(absl::string_view identity, const proto::Header& header,
                                   const PieceLayout& layout, size_t bytes, bool previous) {
   const RequestHandler* shard = shards_.Serving(header.shard_index());
   if (shard == nullptr) return absl::InternalError("the shard is not served here");
@@ -348,9 +347,9 @@ absl::Status PsServer::SendPieces(const zmq::message_t& identity, const proto::H
 
 zmq::message_t PsServer::ReplyBody(Reply& r) {
   if (r.payload != nullptr && !r.payload->empty()) {
-    return zmq::message_t(r.payload->data(), r.payload->size() * sizeof(float));
+    return CopyFrame(*r.payload);
   }
-  if (!r.with_params) return zmq::message_t();
+  if (!r.with_params) return CopyFrame({});
   // Parameters go out from the shard's own buffer, without a copy
   // (RequestHandler::ParamsFrame).
   const RequestHandler* shard = shards_.Serving(r.header.shard_index());
@@ -361,7 +360,7 @@ zmq::message_t PsServer::ReplyBody(Reply& r) {
              << " here for a reply with parameters";
   r.header = ErrorReply(r.header, absl::InternalError("the shard is not served here"));
   r.with_params = false;
-  return zmq::message_t();
+  return CopyFrame({});
 }
 
 void PsServer::FailJob(const std::string& why) {

@@ -117,7 +117,7 @@ class PsServer {
   void TraceRequest(proto::MessageType type, int64_t start_unix_us, int64_t updates_before);
   // A reply's parameters in `layout`'s pieces, each with `header`
   // (`previous`: the previous version's, Reply::previous_params).
-  absl::Status SendPieces(const zmq::message_t& identity, const proto::Header& header,
+  absl::Status SendPieces(absl::string_view identity, const proto::Header& header,
                           const PieceLayout& layout, size_t bytes, bool previous);
   void FailJob(const std::string& why);
   absl::Status Finish(absl::Status status);

@@ -1,8 +1,5 @@
 #include "ps_server/replicator.h"
 
-#include <atomic>
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
@@ -32,40 +29,16 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Create(zmq::context_t& c
                         absl::StrCat(options.standby_name, ": ", socket.status().message()));
   }
   // The standby's connection closing is how its death is seen at once.
-  static std::atomic<uint64_t> next_monitor{0};
-  const std::string monitor = absl::StrCat("inproc://pstrain-replicator-", next_monitor++);
-  try {
-    if (zmq_socket_monitor(socket->handle(), monitor.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
-      throw zmq::error_t();
-    }
-    zmq::socket_t events(context, zmq::socket_type::pair);
-    events.set(zmq::sockopt::linger, 0);
-    events.connect(monitor);
-    return std::unique_ptr<Replicator>(
-        new Replicator(options, clock, *std::move(socket), std::move(events)));
-  } catch (const zmq::error_t& e) {
-    return absl::InternalError(
-        absl::StrCat(options.standby_name, ": cannot watch the connection: ", e.what()));
+  auto events = SocketMonitor::Watch(context, *socket, kConnectionClosed);
+  if (!events.ok()) {
+    return absl::Status(events.status().code(),
+                        absl::StrCat(options.standby_name, ": ", events.status().message()));
   }
+  return std::unique_ptr<Replicator>(
+      new Replicator(options, clock, *std::move(socket), *std::move(events)));
 }
 
-bool Replicator::Disconnected() {
-  bool closed = false;
-  for (;;) {
-    zmq::message_t head;
-    zmq::message_t address;
-    try {
-      if (!events_.recv(head, zmq::recv_flags::dontwait)) break;
-      if (head.more()) (void)events_.recv(address, zmq::recv_flags::dontwait);
-    } catch (const zmq::error_t&) {
-      break;
-    }
-    uint16_t event = 0;
-    if (head.size() == 6) std::memcpy(&event, head.data(), sizeof(event));
-    closed = closed || event == ZMQ_EVENT_DISCONNECTED;
-  }
-  return closed;
-}
+bool Replicator::Disconnected() { return events_.Saw(kConnectionClosed); }
 
 void Replicator::GiveUp(const std::string& why) {
   gave_up_ = true;

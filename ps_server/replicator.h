@@ -34,8 +34,8 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "ps_server/request_handler.h"
+#include "transport/socket_monitor.h"
 #include "transport/transport.h"
-#include "zmq.hpp"
 
 namespace pstrain {
 
@@ -69,7 +69,7 @@ class Replicator {
 
  private:
   Replicator(const ReplicatorOptions& options, const Clock* clock, zmq::socket_t socket,
-             zmq::socket_t events)
+             SocketMonitor events)
       : options_(options), clock_(clock), socket_(std::move(socket)), events_(std::move(events)) {}
 
   // Reads the socket's connection events: true when it was closed.
@@ -92,11 +92,11 @@ class Replicator {
   ReplicatorOptions options_;
   const Clock* clock_;
   zmq::socket_t socket_;
-  zmq::socket_t events_;     // socket_'s monitor (a PAIR)
-  Key key_;                  // the handler's state at the last look
-  uint64_t serial_ = 0;      // states seen; held replies are tagged with it
-  uint64_t acked_ = 0;       // the newest serial the standby has
-  uint64_t seq_ = 0;         // REPLICATE requests sent
+  SocketMonitor events_;  // socket_'s connection
+  Key key_;               // the handler's state at the last look
+  uint64_t serial_ = 0;   // states seen; held replies are tagged with it
+  uint64_t acked_ = 0;    // the newest serial the standby has
+  uint64_t seq_ = 0;      // REPLICATE requests sent
   bool in_flight_ = false;
   uint64_t in_flight_seq_ = 0;
   uint64_t in_flight_serial_ = 0;

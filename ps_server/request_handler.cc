@@ -28,10 +28,6 @@ void SetError(const absl::Status& status, proto::Header* h) {
   h->mutable_error()->set_message(std::string(status.message()));
 }
 
-absl::Span<const char> PayloadBytes(const Message& m) {
-  return {static_cast<const char*>(m.payload.data()), m.payload_bytes()};
-}
-
 // Requests that change state: a repeat is answered again, never re-applied.
 bool IsTracked(proto::MessageType type) {
   switch (type) {
@@ -668,7 +664,7 @@ absl::StatusOr<absl::Span<const float>> RequestHandler::PushedGradient(const Mes
     return m.PayloadFloats(&scratch_);
   }
   scratch_.resize(static_cast<size_t>(range_.size()));
-  RETURN_IF_ERROR(DecodeGradient(h.encoding(), h.topk_count(), PayloadBytes(m),
+  RETURN_IF_ERROR(DecodeGradient(h.encoding(), h.topk_count(), m.PayloadBytes(),
                                  absl::MakeSpan(scratch_)));
   return absl::Span<const float>(scratch_);
 }

@@ -13,8 +13,7 @@ namespace pstrain {
 namespace {
 
 constexpr char kZapEndpoint[] = "inproc://zeromq.zap.01";
-constexpr int kWatchedEvents =
-    ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
+constexpr int kWatchedEvents = kConnectionAccepted | kConnectionClosed | kHandshakeSucceeded;
 // Work done per Serve(), so that a flood cannot starve the request loop.
 constexpr int kMaxPerServe = 1024;
 constexpr char kOtherAddresses[] = "other addresses";
@@ -69,32 +68,22 @@ absl::StatusOr<std::unique_ptr<HandshakeGuard>> HandshakeGuard::Create(
 }
 
 absl::Status HandshakeGuard::Watch(zmq::socket_t& socket) {
-  monitor_endpoint_ = absl::StrCat("inproc://pstrain-handshakes-", reinterpret_cast<uintptr_t>(this));
-  if (zmq_socket_monitor(socket.handle(), monitor_endpoint_.c_str(), kWatchedEvents) != 0) {
-    return absl::InternalError(absl::StrCat("cannot monitor the socket: ", zmq_strerror(zmq_errno())));
-  }
-  try {
-    events_ = zmq::socket_t(context_, zmq::socket_type::pair);
-    events_.set(zmq::sockopt::linger, 0);
-    // Unbounded on our side: a full pipe would stall libzmq's I/O thread.
-    events_.set(zmq::sockopt::rcvhwm, 0);
-    events_.connect(monitor_endpoint_);
-  } catch (const zmq::error_t& e) {
-    return absl::InternalError(absl::StrCat("cannot read the socket's events: ", e.what()));
-  }
+  auto monitor = SocketMonitor::Watch(context_, socket, kWatchedEvents);
+  if (!monitor.ok()) return monitor.status();
+  events_ = *std::move(monitor);
   return absl::OkStatus();
 }
 
 std::vector<zmq::socket_t*> HandshakeGuard::sockets() {
   std::vector<zmq::socket_t*> out;
   if (zap_) out.push_back(&zap_);
-  if (events_) out.push_back(&events_);
+  if (events_.socket() != nullptr) out.push_back(events_.socket());
   return out;
 }
 
 void HandshakeGuard::Serve() {
   if (zap_) ServeZap();
-  if (events_) ServeEvents();
+  ServeEvents();
   FlushLogs(/*force=*/false);
 }
 
@@ -129,15 +118,9 @@ void HandshakeGuard::AnswerZap(std::vector<zmq::message_t>& request) {
 }
 
 int HandshakeGuard::ServeEvents() {
-  std::vector<zmq::message_t> frames;
   int i = 0;
-  for (; i < kMaxPerServe && ReceiveAll(events_, &frames); ++i) {
-    if (frames.empty() || frames[0].size() != 6) continue;
-    uint16_t event = 0;
-    uint32_t value = 0;
-    std::memcpy(&event, frames[0].data(), sizeof(event));
-    std::memcpy(&value, static_cast<const char*>(frames[0].data()) + 2, sizeof(value));
-    OnEvent(event, value);
+  for (ConnectionEventRecord e; i < kMaxPerServe && events_.Next(&e); ++i) {
+    OnEvent(e.event, e.value);
   }
   return i;
 }
@@ -154,12 +137,12 @@ int HandshakeGuard::ServeEvents() {
 void HandshakeGuard::OnEvent(uint16_t event, uint32_t value) {
   const int fd = static_cast<int>(value);
   switch (event) {
-    case ZMQ_EVENT_ACCEPTED: {
+    case kConnectionAccepted: {
       if (open_.size() >= 4 * options_.max_addresses) open_.clear();
       open_[fd] = {PeerIp(fd), false, next_accept_++};
       return;
     }
-    case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: {
+    case kHandshakeSucceeded: {
       Connection* oldest = nullptr;
       for (auto& [open_fd, c] : open_) {
         if (!c.handshaken && (oldest == nullptr || c.order < oldest->order)) oldest = &c;
@@ -167,7 +150,7 @@ void HandshakeGuard::OnEvent(uint16_t event, uint32_t value) {
       if (oldest != nullptr) oldest->handshaken = true;
       return;
     }
-    case ZMQ_EVENT_DISCONNECTED: {
+    case kConnectionClosed: {
       if (closed_.size() < kMaxClosed) closed_.push_back(fd);
       auto it = open_.find(fd);
       if (it == open_.end()) return;

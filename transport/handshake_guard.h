@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "transport/job_secret.h"
+#include "transport/socket_monitor.h"
 #include "zmq.hpp"
 
 namespace pstrain {
@@ -97,9 +98,8 @@ class HandshakeGuard {
   zmq::context_t& context_;
   HandshakeGuardOptions options_;
   const Clock* clock_;
-  zmq::socket_t zap_;      // REP at inproc://zeromq.zap.01 (secure only)
-  zmq::socket_t events_;   // PAIR reading the router's monitor
-  std::string monitor_endpoint_;
+  zmq::socket_t zap_;               // REP at inproc://zeromq.zap.01 (secure only)
+  SocketMonitor events_;            // the router's connections
   std::map<int, Connection> open_;  // by fd: accepted, not yet disconnected
   // Closed since TakeClosed (bounded: the ps takes them every wake).
   static constexpr size_t kMaxClosed = 4096;

@@ -1,5 +1,6 @@
 #include "transport/transport.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -177,18 +178,22 @@ absl::Status SendRequestBytes(zmq::socket_t& dealer, const proto::Header& header
   }
 }
 
-absl::Status SendRouted(zmq::socket_t& router, const zmq::message_t& identity,
-                        const proto::Header& header, absl::Span<const float> payload) {
-  if (payload.empty()) return SendRoutedFrame(router, identity, header, zmq::message_t());
-  return SendRoutedFrame(router, identity, header,
-                         zmq::message_t(payload.data(), payload.size() * sizeof(float)));
+zmq::message_t CopyFrame(absl::Span<const float> floats) {
+  if (floats.empty()) return zmq::message_t();
+  return zmq::message_t(floats.data(), floats.size() * sizeof(float));
 }
 
-absl::Status SendRoutedFrame(zmq::socket_t& router, const zmq::message_t& identity,
+zmq::context_t NewContext(int io_threads) { return zmq::context_t(std::max(1, io_threads)); }
+
+absl::Status SendRouted(zmq::socket_t& router, absl::string_view identity,
+                        const proto::Header& header, absl::Span<const float> payload) {
+  return SendRoutedFrame(router, identity, header, CopyFrame(payload));
+}
+
+absl::Status SendRoutedFrame(zmq::socket_t& router, absl::string_view identity,
                              const proto::Header& header, zmq::message_t body) {
   try {
-    zmq::message_t id;
-    id.copy(const_cast<zmq::message_t&>(identity));
+    zmq::message_t id(identity.data(), identity.size());
     if (!router.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
       return absl::UnavailableError("peer queue full");
     }
@@ -278,7 +283,7 @@ RoutedMessage ReceiveRouted(zmq::socket_t& router) {
     out.message = drained.status();
     return out;
   }
-  out.identity = std::move(drained->frames.front());
+  out.identity = drained->frames.front().to_string();
   if (drained->frames.size() > 1) {
     out.user_id = UserIdOf(drained->frames[1]);
     // The connection's file descriptor (-1 where the transport has none):

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/cluster_spec.h"
 #include "proto/pstrain.pb.h"
@@ -36,6 +37,10 @@ struct Message {
   bool has_payload = false;
 
   size_t payload_bytes() const { return has_payload ? payload.size() : 0; }
+  // The payload's bytes in place (empty when there is none).
+  absl::Span<const char> PayloadBytes() const {
+    return {static_cast<const char*>(payload.data()), payload_bytes()};
+  }
   // Number of whole floats in the payload.
   size_t payload_floats() const { return payload_bytes() / sizeof(float); }
   // Copies the payload's floats into `out`. REQUIRES: out.size() ==
@@ -56,7 +61,7 @@ Message MakeMessage(proto::Header header, absl::Span<const float> payload = {});
 // What a ROUTER received: the sender's identity and, unless the frames were
 // malformed (InvalidArgument, with what was wrong), the message.
 struct RoutedMessage {
-  zmq::message_t identity;
+  std::string identity;  // the ROUTER's routing id of the sender
   // The peer's authenticated name (the ZAP handler's User-Id, e.g.
   // "worker:1") on a CURVE socket; "" on an unauthenticated one.
   std::string user_id;
@@ -87,6 +92,14 @@ struct SocketOptions {
   std::optional<CurveKeyPair> curve_client_keys;
   std::optional<CurveKey> curve_server_public_key;
 };
+
+// A ZeroMQ context with `io_threads` I/O threads (at least 1): one per
+// process or per thread of sockets (the ps, a worker's client).
+zmq::context_t NewContext(int io_threads);
+
+// A payload frame holding a copy of `floats` (an empty frame for none),
+// for SendRoutedFrame.
+zmq::message_t CopyFrame(absl::Span<const float> floats);
 
 // 64 random bits from the OS: a client's session id, a ps's instance id.
 uint64_t RandomId();
@@ -123,11 +136,11 @@ absl::Status SendRequestBytes(zmq::socket_t& dealer, const proto::Header& header
 
 // Sends [identity, header, payload?] from a ROUTER; the payload is copied.
 // Returns Unavailable when the peer is gone (ZMQ_ROUTER_MANDATORY).
-absl::Status SendRouted(zmq::socket_t& router, const zmq::message_t& identity,
+absl::Status SendRouted(zmq::socket_t& router, absl::string_view identity,
                         const proto::Header& header, absl::Span<const float> payload);
 // The same with the payload frame made by the caller (sent as it is, e.g.
 // without a copy: transport/pinned_floats.h); an empty `body` sends none.
-absl::Status SendRoutedFrame(zmq::socket_t& router, const zmq::message_t& identity,
+absl::Status SendRoutedFrame(zmq::socket_t& router, absl::string_view identity,
                              const proto::Header& header, zmq::message_t body);
 
 // Receives one whole multipart message from a ROUTER. REQUIRES: the socket

@@ -33,9 +33,9 @@ HeartbeatMonitor::~HeartbeatMonitor() {
   thread_.join();
 }
 
-// One DEALER per ps, and a PAIR reading each one's connection events.
+// One DEALER per ps, and a monitor of each one's connection.
 bool HeartbeatMonitor::Connect(std::vector<zmq::socket_t>* sockets,
-                               std::vector<zmq::socket_t>* events) {
+                               std::vector<SocketMonitor>* monitors) {
   for (size_t i = 0; i < targets_.size(); ++i) {
     const HeartbeatTarget& t = targets_[i];
     SocketOptions socket_options = t.socket;
@@ -47,21 +47,13 @@ bool HeartbeatMonitor::Connect(std::vector<zmq::socket_t>* sockets,
       liveness_.Latch(absl::InvalidArgumentError(absl::StrCat(t.name, ": ", s.status().message())));
       return false;
     }
-    const std::string monitor =
-        absl::StrCat("inproc://pstrain-heartbeat-", reinterpret_cast<uintptr_t>(this), "-", i);
-    try {
-      if (zmq_socket_monitor(s->handle(), monitor.c_str(),
-                             ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0) {
-        throw zmq::error_t();
-      }
-      zmq::socket_t e(context_, zmq::socket_type::pair);
-      e.set(zmq::sockopt::linger, 0);
-      e.connect(monitor);
-      events->push_back(std::move(e));
-    } catch (const zmq::error_t& e) {
-      liveness_.Latch(absl::InternalError(absl::StrCat(t.name, ": cannot watch the connection: ", e.what())));
+    auto monitor = SocketMonitor::Watch(context_, *s, kConnectionClosed);
+    if (!monitor.ok()) {
+      liveness_.Latch(absl::Status(monitor.status().code(),
+                                   absl::StrCat(t.name, ": ", monitor.status().message())));
       return false;
     }
+    monitors->push_back(*std::move(monitor));
     sockets->push_back(*std::move(s));
   }
   return true;
@@ -69,8 +61,8 @@ bool HeartbeatMonitor::Connect(std::vector<zmq::socket_t>* sockets,
 
 void HeartbeatMonitor::Loop() {
   std::vector<zmq::socket_t> sockets;
-  std::vector<zmq::socket_t> events;
-  if (!Connect(&sockets, &events)) return;
+  std::vector<SocketMonitor> monitors;
+  if (!Connect(&sockets, &monitors)) return;
   const int interval_ms = std::max(10, static_cast<int>(options_.interval_s * 1000));
   for (uint64_t id = 1; !stop_; ++id) {
     SendAll(sockets, id);
@@ -78,28 +70,15 @@ void HeartbeatMonitor::Loop() {
     const int64_t until = MonotonicMicros() + int64_t{interval_ms} * 1000;
     while (!stop_ && MonotonicMicros() < until) {
       ReceiveAll(sockets, 50);
-      ReadEvents(events);
+      ReadEvents(monitors);
     }
     liveness_.CheckSilence();
   }
 }
 
-void HeartbeatMonitor::ReadEvents(std::vector<zmq::socket_t>& events) {
-  for (size_t i = 0; i < events.size(); ++i) {
-    for (;;) {
-      zmq::message_t head;
-      zmq::message_t address;
-      try {
-        if (!events[i].recv(head, zmq::recv_flags::dontwait)) break;
-        if (head.more()) (void)events[i].recv(address, zmq::recv_flags::dontwait);
-      } catch (const zmq::error_t&) {
-        break;
-      }
-      if (head.size() != 6) continue;
-      uint16_t event = 0;
-      std::memcpy(&event, head.data(), sizeof(event));
-      if (event == ZMQ_EVENT_DISCONNECTED) liveness_.OnDisconnected(i);
-    }
+void HeartbeatMonitor::ReadEvents(std::vector<SocketMonitor>& monitors) {
+  for (size_t i = 0; i < monitors.size(); ++i) {
+    if (monitors[i].Saw(kConnectionClosed)) liveness_.OnDisconnected(i);
   }
 }
 

@@ -20,9 +20,9 @@
 
 #include "absl/status/status.h"
 #include "proto/pstrain.pb.h"
+#include "transport/socket_monitor.h"
 #include "transport/transport.h"
 #include "worker/peer_liveness.h"
-#include "zmq.hpp"
 
 namespace pstrain {
 
@@ -62,10 +62,10 @@ class HeartbeatMonitor {
 
  private:
   void Loop();
-  bool Connect(std::vector<zmq::socket_t>* sockets, std::vector<zmq::socket_t>* events);
+  bool Connect(std::vector<zmq::socket_t>* sockets, std::vector<SocketMonitor>* monitors);
   void SendAll(std::vector<zmq::socket_t>& sockets, uint64_t request_id);
   void ReceiveAll(std::vector<zmq::socket_t>& sockets, int timeout_ms);
-  void ReadEvents(std::vector<zmq::socket_t>& events);
+  void ReadEvents(std::vector<SocketMonitor>& monitors);
 
   zmq::context_t& context_;
   const std::vector<HeartbeatTarget> targets_;

@@ -101,7 +101,7 @@ PsClient::PsClient(const ClusterSpec& cluster, const TaskId& self, const ShardPl
       session_(RandomId()),
       instances_(plan.num_shards(), 0),
       route_(plan.num_shards()),
-      context_(options.io_threads) {
+      context_(NewContext(options.io_threads)) {
   for (int k = 0; k < plan.num_shards(); ++k) route_[k] = k;
 }
 
@@ -281,7 +281,7 @@ absl::Status PsClient::TakePiece(Call& call, const Message& m) {
           absl::StrCat(what(), ": reply pieces over ", options_.max_message_bytes, " bytes"));
     }
     call.raw->resize((offset + bytes) / sizeof(float));
-    std::memcpy(reinterpret_cast<char*>(call.raw->data()) + offset, m.payload.data(), bytes);
+    std::memcpy(reinterpret_cast<char*>(call.raw->data()) + offset, m.PayloadBytes().data(), bytes);
   } else if (!call.params.empty()) {
     const ShardRange r = plan_.range(call.shard);
     const size_t shard_bytes = static_cast<size_t>(r.size()) * sizeof(float);
@@ -289,8 +289,8 @@ absl::Status PsClient::TakePiece(Call& call, const Message& m) {
       return absl::DataLossError(absl::StrCat(what(), ": reply pieces carry ", offset + bytes,
                                               " bytes for ", r.size(), " floats"));
     }
-    std::memcpy(reinterpret_cast<char*>(call.params.data() + r.begin) + offset, m.payload.data(),
-                bytes);
+    std::memcpy(reinterpret_cast<char*>(call.params.data() + r.begin) + offset,
+                m.PayloadBytes().data(), bytes);
   }
   ++call.pieces_in;
   ++pieces_received_;
