@@ -240,7 +240,7 @@ absl::StatusOr<std::unique_ptr<ScriptWorker>> ScriptWorker::Create(
     LOG(INFO) << "continuing from step " << rt.global_step() << " of " << rt.total_steps()
               << " at version " << rt.MinVersion();
   }
-  worker->epoch_start_step_ = rt.global_step();
+  worker->epoch_.Begin(rt.Mark());
   return worker;
 }
 
@@ -413,11 +413,7 @@ absl::Status ScriptWorker::EndStep(double loss) {
   if (s.ok()) {
     runtime_->MaybeCheckpoint();
     last_step_end_us_ = MonotonicMicros();
-    epoch_examples_ += step_.examples;
-    if (step_.examples > 0 && std::isfinite(loss)) {
-      epoch_loss_sum_ += loss;
-      ++epoch_loss_count_;
-    }
+    epoch_.AddStep(step_.examples, std::isfinite(loss) ? std::optional<double>(loss) : std::nullopt);
     return absl::OkStatus();
   }
   return Latch(Recover(std::move(s)));
@@ -448,29 +444,16 @@ absl::Status ScriptWorker::LogEvaluation(double accuracy, double loss, double se
 }
 
 absl::Status ScriptWorker::EndEpoch(const EvalPoint& e) {
-  const int64_t step = runtime_->global_step();
-  const double seconds = std::max(0.0, runtime_->TrainSeconds() - epoch_start_train_s_);
+  const EpochMark end = runtime_->Mark();
   // Every worker trains on as many examples a step as this one (the last
   // global batch of an epoch may be a little short).
-  const double images =
-      static_cast<double>(epoch_examples_) * (runtime_->dynamic() ? 1 : runtime_->num_workers());
-  const double rate = seconds > 0 ? images / seconds : 0.0;
-  const double train_loss = epoch_loss_count_ > 0 ? epoch_loss_sum_ / epoch_loss_count_ : 0.0;
-  const int epoch = static_cast<int>((step - 1) / steps_per_epoch()) + 1;
+  const int workers = runtime_->dynamic() ? 0 : runtime_->num_workers();
+  const double images = static_cast<double>(epoch_.examples()) * std::max(1, workers);
+  const int epoch = static_cast<int>((end.step - 1) / steps_per_epoch()) + 1;
   const int epochs = static_cast<int>((total_steps() + steps_per_epoch() - 1) / steps_per_epoch());
-  LOG(INFO) << absl::StrFormat(
-      "epoch %d/%d done: test accuracy %.4f, test loss %.4f, train loss %.4f, %.0f images/s "
-      "(all %d workers), %.1f s",
-      epoch, epochs, e.accuracy, e.loss, train_loss, rate, runtime_->num_workers(), seconds);
-  const absl::Status s =
-      runtime_->RecordEpoch({epoch, step, step - epoch_start_step_, e.train_seconds, train_loss,
-                             e.loss, e.accuracy, rate});
-  epoch_start_step_ = step;
-  epoch_start_train_s_ = runtime_->TrainSeconds();
-  epoch_loss_sum_ = 0;
-  epoch_loss_count_ = 0;
-  epoch_examples_ = 0;
-  return s;
+  const ClosedEpoch closed = epoch_.End(epoch, epochs, workers, end, e, images);
+  LOG(INFO) << closed.line;
+  return runtime_->RecordEpoch(closed.record);
 }
 
 absl::Status ScriptWorker::Finish() {

@@ -28,7 +28,7 @@
 #include "common/cluster_spec.h"
 #include "common/optimizer.h"
 #include "common/shard_plan.h"
-#include "models/model.h"
+#include "models/layer_span.h"
 #include "transport/security.h"
 #include "worker/train_options.h"
 #include "worker/worker_runtime.h"
@@ -171,11 +171,7 @@ class ScriptWorker {
   absl::node_hash_set<std::string> layer_names_;
   int64_t last_step_end_us_ = 0;  // monotonic
   // The epoch being trained, for epochs.csv: where it began.
-  int64_t epoch_start_step_ = 0;
-  double epoch_start_train_s_ = 0;
-  double epoch_loss_sum_ = 0;
-  int64_t epoch_loss_count_ = 0;
-  int64_t epoch_examples_ = 0;
+  EpochMeter epoch_;  // the chief's
   int64_t last_epoch_logged_ = -1;
 };
 

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "models/layer.h"
+#include "models/layer_span.h"
 #include "models/net_spec.h"
 
 namespace pstrain::models {
@@ -57,16 +58,6 @@ struct ModelOptions {
   // GPUs, so the workers of one machine spread over its GPUs (several may
   // share one). Ignored for "cpu" and "cuda:I". Must be >= 0.
   int local_rank = 0;
-};
-
-// One layer's forward or backward pass in training, timed on the Unix clock
-// (the timeline's, common/trace_writer.h).
-struct LayerSpan {
-  const std::string* layer = nullptr;  // the NetSpec layer's name ("conv1"); owned by the model
-  bool backward = false;
-  bool ahead = false;  // a forward of ForwardAhead: run while the step before waited
-  int64_t start_unix_us = 0;
-  int64_t duration_us = 0;
 };
 
 class Model {

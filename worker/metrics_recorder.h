@@ -56,7 +56,7 @@
 #include "common/csv.h"
 #include "common/event_file_writer.h"
 #include "common/trace_writer.h"
-#include "models/model.h"
+#include "models/layer_span.h"
 
 namespace pstrain {
 

@@ -24,21 +24,26 @@ StepInFlight::StepInFlight(const WireEncoding& encoding, const ShardPlan& plan,
     begin = end;
   }
   CHECK_EQ(begin, plan.total_size());
-  Reset();
+  encoded_.assign(plan_.num_shards(), false);
+  tensors_pending_ = tensors_per_shard_;
+  tensors_left_ = static_cast<int>(tensor_shards_.size());
 }
 
-void StepInFlight::Reset() {
+void StepInFlight::Reset(int64_t step, absl::Span<const int64_t> computed_on) {
+  step_ = step;
+  computed_on_.assign(computed_on.begin(), computed_on.end());
+  num_examples_ = 0;
   encoded_.assign(plan_.num_shards(), false);
   tensors_pending_ = tensors_per_shard_;
   tensors_left_ = static_cast<int>(tensor_shards_.size());
   client_ = nullptr;
 }
 
-void StepInFlight::Start(PsClient* client, int64_t step, absl::Span<const int64_t> computed_on,
-                         int num_examples, absl::Span<float> params) {
+void StepInFlight::Start(PsClient* client, int num_examples, absl::Span<float> params) {
   client_ = client;
-  encoder_.Begin(step);
-  client->StartPushPull(step, computed_on, num_examples, params);
+  num_examples_ = num_examples;
+  encoder_.Begin(step_);
+  client->StartPushPull(step_, computed_on_, num_examples, params);
 }
 
 void StepInFlight::Send(int shard, bool early) {
@@ -66,19 +71,19 @@ void StepInFlight::TensorReady(int tensor) {
   }
 }
 
-absl::Status StepInFlight::Finish(PsClient* client, int64_t step,
-                                  absl::Span<const int64_t> computed_on, int num_examples,
-                                  absl::Span<float> params, const BetweenFn& between,
-                                  int64_t* between_us, std::vector<ShardReply>* replies) {
+absl::Status StepInFlight::Finish(PsClient* client, int num_examples, absl::Span<float> params,
+                                  const BetweenFn& between, int64_t* between_us,
+                                  std::vector<ShardReply>* replies) {
   *between_us = 0;
+  num_examples_ = num_examples;
   if (started()) {
     // Some shards are out already.
     for (int k = 0; k < plan_.num_shards(); ++k) {
       if (!encoded_[k]) encoder_.EncodeShard(k, grads_, /*weighted=*/true);
     }
   } else {
-    encoder_.Encode(step, grads_, /*weighted=*/num_examples > 0);
-    client->StartPushPull(step, computed_on, num_examples, params);
+    encoder_.Encode(step_, grads_, /*weighted=*/num_examples > 0);
+    client->StartPushPull(step_, computed_on_, num_examples, params);
   }
   const absl::Span<const EncodedShard> payloads = encoder_.payloads();
   if (between) {
@@ -87,6 +92,13 @@ absl::Status StepInFlight::Finish(PsClient* client, int64_t step,
   }
   // Sends what is not out yet, and waits for every reply.
   return client->FinishPushPull(payloads, replies);
+}
+
+absl::Status StepInFlight::Resend(PsClient* client, const std::vector<bool>& push_to,
+                                  absl::Span<float> params,
+                                  std::vector<ShardReply>* replies) const {
+  return client->FinishStep(step_, computed_on_, num_examples_, encoder_.payloads(), push_to,
+                            params, replies);
 }
 
 }  // namespace pstrain

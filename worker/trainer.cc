@@ -151,14 +151,7 @@ absl::Status Trainer::TrainLoop() {
   // Driven by the runtime's position, not by counters of its own: a rejoin
   // or a skip ahead (sync) moves it, and the loop follows.
   const int64_t per_epoch = sharder_->steps_per_epoch();
-  auto begin_epoch = [&] {
-    epoch_start_step_ = runtime_->global_step();
-    epoch_start_version_ = runtime_->MinVersion();
-    epoch_start_train_s_ = runtime_->TrainSeconds();
-    epoch_loss_sum_ = 0;
-    epoch_loss_count_ = 0;
-  };
-  begin_epoch();
+  epoch_.Begin(runtime_->Mark());
   last_epoch_ = std::min(runtime_->JobEpoch(), options_.epochs - 1);
   while (!runtime_->TrainingDone()) {
     // The data's epoch is this worker's; the job's (evaluations, the epoch
@@ -179,7 +172,7 @@ absl::Status Trainer::TrainLoop() {
     // with this epoch's counters (not reset ones: its row would say 0 steps).
     if (runtime_->TrainingDone()) break;
     if (is_chief_) RETURN_IF_ERROR(EndEpoch(epoch));
-    begin_epoch();
+    epoch_.Begin(runtime_->Mark());
   }
   return absl::OkStatus();
 }
@@ -201,10 +194,7 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
     ahead_step_ = -1;  // the forward that ran is the next step's only if every reply is whole
     return s;
   }
-  if (info.examples > 0) {
-    epoch_loss_sum_ += info.loss;
-    ++epoch_loss_count_;
-  }
+  epoch_.AddStep(info.examples, info.loss);
   return absl::OkStatus();
 }
 
@@ -321,23 +311,15 @@ absl::Status Trainer::Evaluate(int epoch, bool epoch_end) {
 }
 
 absl::Status Trainer::EndEpoch(int epoch) {
-  const double epoch_seconds = runtime_->TrainSeconds() - epoch_start_train_s_;
-  const int64_t steps = runtime_->global_step() - epoch_start_step_;
+  const EpochMark end = runtime_->Mark();
   RETURN_IF_ERROR(Evaluate(epoch, /*epoch_end=*/true));
-  const EvalPoint& e = runtime_->evaluations().back();
   const double images =
-      dynamic_ ? static_cast<double>(runtime_->MinVersion() - epoch_start_version_) *
-                     options_.batch_size
-               : static_cast<double>(sharder_->ImagesInSteps(steps));
-  const double rate = epoch_seconds > 0 ? images / epoch_seconds : 0.0;
-  const double train_loss = epoch_loss_count_ > 0 ? epoch_loss_sum_ / epoch_loss_count_ : 0.0;
-  LOG(INFO) << absl::StrFormat(
-      "epoch %d/%d done: test accuracy %.4f, test loss %.4f, train loss %.4f, %.0f images/s "
-      "(all %s workers), %.1f s",
-      epoch + 1, options_.epochs, e.accuracy, e.loss, train_loss, rate,
-      dynamic_ ? "the" : absl::StrCat(num_workers_), epoch_seconds);
-  return runtime_->RecordEpoch({epoch + 1, runtime_->global_step(), steps, e.train_seconds,
-                                train_loss, e.loss, e.accuracy, rate});
+      dynamic_ ? static_cast<double>(end.version - epoch_.start().version) * options_.batch_size
+               : static_cast<double>(sharder_->ImagesInSteps(end.step - epoch_.start().step));
+  const ClosedEpoch closed = epoch_.End(epoch + 1, options_.epochs, dynamic_ ? 0 : num_workers_,
+                                        end, runtime_->evaluations().back(), images);
+  LOG(INFO) << closed.line;
+  return runtime_->RecordEpoch(closed.record);
 }
 
 }  // namespace pstrain

@@ -119,12 +119,8 @@ class Trainer {
   std::vector<models::LayerSpan> layer_spans_;  // the step's, with --timeline
 
   bool final_evaluated_ = false;     // chief: the final model was evaluated
-  double epoch_loss_sum_ = 0;
-  int64_t epoch_loss_count_ = 0;
-  int64_t epoch_start_step_ = 0;
-  int64_t epoch_start_version_ = 0;  // dynamic: the job's epochs go by the shards' version
+  EpochMeter epoch_;  // the chief's; dynamic: the job's epochs go by the shards' version
   int last_epoch_ = 0;
-  double epoch_start_train_s_ = 0;
 };
 
 }  // namespace pstrain

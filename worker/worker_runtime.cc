@@ -516,27 +516,25 @@ absl::Status WorkerRuntime::Rejoin(const absl::Status& cause) {
 }
 
 bool WorkerRuntime::CanFinishPushedStep() const {
-  if (options_.train.mode != proto::SYNC || options_.train.backup_workers > 0 || pushed_step_ < 0 ||
-      global_step_ != pushed_step_) {
+  const int64_t pushed = step_->step();
+  if (options_.train.mode != proto::SYNC || options_.train.backup_workers > 0 || pushed < 0 ||
+      global_step_ != pushed) {
     return false;
   }
   bool behind = false, ahead = false;
   for (size_t k = 0; k < pull_versions_.size(); ++k) {
-    if (pushed_on_[k] != pushed_step_) return false;
-    behind = behind || pull_versions_[k] == pushed_step_;
-    ahead = ahead || pull_versions_[k] == pushed_step_ + 1;
+    if (step_->computed_on()[k] != pushed) return false;
+    behind = behind || pull_versions_[k] == pushed;
+    ahead = ahead || pull_versions_[k] == pushed + 1;
   }
   return behind && ahead;
 }
 
 absl::Status WorkerRuntime::FinishPushedStep() {
   std::vector<bool> push_to(pull_versions_.size());
-  for (size_t k = 0; k < push_to.size(); ++k) push_to[k] = pull_versions_[k] == pushed_step_;
-  LOG(INFO) << "sending step " << pushed_step_ << "'s gradient again to the shards that lost it";
-  // The step's payloads as they went out first (the encoder keeps them
-  // until the next step): the residual already counts them as sent once.
-  RETURN_IF_ERROR(client_->FinishStep(pushed_step_, pushed_on_, pushed_examples_, step_->payloads(),
-                                      push_to, params_, &replies_));
+  for (size_t k = 0; k < push_to.size(); ++k) push_to[k] = pull_versions_[k] == step_->step();
+  LOG(INFO) << "sending step " << step_->step() << "'s gradient again to the shards that lost it";
+  RETURN_IF_ERROR(step_->Resend(client_.get(), push_to, params_, &replies_));
   UpdateVersions(replies_);
   ++global_step_;
   return absl::OkStatus();
@@ -625,29 +623,25 @@ int64_t WorkerRuntime::BeginStep() {
     first_step_us_ = t0;
     first_step_unix_us_ = UnixMicros();
   }
-  step_->Reset();
-  pushed_step_ = global_step_;
-  pushed_on_ = versions_;
+  step_->Reset(global_step_, versions_);
   return t0;
 }
 
 void WorkerRuntime::StartPush(int num_examples) {
   if (!overlap_) return;
-  step_->Start(client_.get(), global_step_, versions_, num_examples, params_);
+  step_->Start(client_.get(), num_examples, params_);
 }
 
 absl::Status WorkerRuntime::EndStep(const StepInfo& info, const BetweenFn& between) {
   const int64_t t1 = MonotonicMicros();
-  const std::vector<int64_t> computed_on = versions_;
-  pushed_examples_ = info.examples;
   int64_t ahead_us = 0;
-  RETURN_IF_ERROR(step_->Finish(client_.get(), global_step_, computed_on, info.examples, params_,
-                                between, &ahead_us, &replies_));
+  RETURN_IF_ERROR(
+      step_->Finish(client_.get(), info.examples, params_, between, &ahead_us, &replies_));
   const int64_t t2 = MonotonicMicros();
   last_step_unix_us_ = UnixMicros();
   UpdateVersions(replies_);
   images_ += info.examples;
-  const StepRecord record = MakeStepRecord(info, computed_on, (t1 - info.start_us + ahead_us) * 1e-3,
+  const StepRecord record = MakeStepRecord(info, step_->computed_on(), (t1 - info.start_us + ahead_us) * 1e-3,
                                            (t2 - t1 - ahead_us) * 1e-3, ahead_us);
   RETURN_IF_ERROR(metrics_->RecordStep(record));
   ++global_step_;

@@ -71,6 +71,7 @@
 #include "common/shard_plan.h"
 #include "transport/security.h"
 #include "worker/checkpointer.h"
+#include "worker/epoch_meter.h"
 #include "worker/metrics_recorder.h"
 #include "worker/ps_client.h"
 #include "worker/run_summary.h"
@@ -197,6 +198,8 @@ class WorkerRuntime {
   // Seconds of training since the first step, the chief's evaluations left
   // out.
   double TrainSeconds() const;
+  // Where the job stands now: global_step(), MinVersion(), TrainSeconds().
+  EpochMark Mark() const { return {global_step_, MinVersion(), TrainSeconds()}; }
 
   // The step global_step(): from now its compute is timed. Returns the
   // monotonic microseconds it began (StepInfo::start_us).
@@ -419,11 +422,6 @@ class WorkerRuntime {
   bool fresh_init_ = false;          // the chief INITed the job (not a rejoin or restore)
   std::string resumed_from_;         // chief: the checkpoint --restore continued from
   int rejoins_without_progress_ = 0;
-  // The step whose gradient grads_ holds, its weight and the versions it
-  // was computed on (-1: none yet in this process).
-  int64_t pushed_step_ = -1;
-  int pushed_examples_ = 0;
-  std::vector<int64_t> pushed_on_;
   int64_t images_ = 0;
   int64_t start_us_ = 0;             // monotonic, Create
   int64_t first_step_us_ = 0;        // monotonic

@@ -22,34 +22,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ps_server/ps_server.h"
+#include "tests/test_util/live_shards.h"
 #include "transport/transport.h"
 
 namespace pstrain {
 namespace {
-
-// A ps per shard, each running on a thread of its own until Shutdown.
-class LiveShards {
- public:
-  LiveShards(const ClusterSpec& spec, const TransportSecurity& security,
-             const PsServerOptions& options = PsServerOptions()) {
-    for (int k = 0; k < spec.num_ps(); ++k) {
-      ClusterSpec ps_spec = spec;
-      ps_spec.set_task({TaskType::kPs, k});
-      auto server = PsServer::Create(ps_spec, options, security);
-      EXPECT_TRUE(server.ok()) << server.status();
-      if (!server.ok()) return;
-      servers_.push_back(*std::move(server));
-    }
-    for (auto& s : servers_) threads_.emplace_back([&s] { (void)s->Run(); });
-  }
-  ~LiveShards() {
-    for (std::thread& t : threads_) t.join();
-  }
-
- private:
-  std::vector<std::unique_ptr<PsServer>> servers_;
-  std::vector<std::thread> threads_;
-};
 
 TEST(PsClient, RefusesAnIoThreadCountOutsideOneToSixteen) {
   auto spec = WithFreePorts(ClusterSpec::Local(1, 1, 1));

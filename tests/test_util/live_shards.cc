@@ -1,0 +1,36 @@
+#include "tests/test_util/live_shards.h"
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+
+LiveShards::LiveShards(const ClusterSpec& spec, const TransportSecurity& security,
+                       const PsServerOptions& options) {
+  for (int k = 0; k < spec.num_ps(); ++k) {
+    ClusterSpec ps_spec = spec;
+    ps_spec.set_task({TaskType::kPs, k});
+    cancels_.push_back(std::make_unique<CancellationFlag>());
+    auto server = PsServer::Create(ps_spec, options, security, cancels_.back().get());
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok()) {
+      ok_ = false;
+      return;
+    }
+    servers_.push_back(*std::move(server));
+  }
+  for (auto& s : servers_) threads_.emplace_back([&s] { (void)s->Run(); });
+}
+
+void LiveShards::Stop(int k) {
+  cancels_[k]->Cancel("the test stopped it");
+  if (threads_[k].joinable()) threads_[k].join();
+  servers_[k].reset();  // its sockets close
+}
+
+LiveShards::~LiveShards() {
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+}  // namespace pstrain

@@ -1,0 +1,41 @@
+#pragma once
+
+// Real ps servers in a test's own process: one PsServer per ps task of a
+// spec, each running on a thread of its own, over loopback TCP. They end
+// as a job's do (a client's SHUTDOWN), or when Stop() cancels one (a ps
+// that goes away under a live client). The destructor joins them.
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "common/cancellation.h"
+#include "common/cluster_spec.h"
+#include "ps_server/ps_server.h"
+#include "transport/security.h"
+
+namespace pstrain {
+
+class LiveShards {
+ public:
+  LiveShards(const ClusterSpec& spec, const TransportSecurity& security,
+             const PsServerOptions& options = PsServerOptions());
+  ~LiveShards();
+
+  LiveShards(const LiveShards&) = delete;
+  LiveShards& operator=(const LiveShards&) = delete;
+
+  // Whether every ps was created (a test asserts it).
+  bool ok() const { return ok_; }
+  // Stops ps `k` (its Run returns Cancelled), waits for it to end and
+  // destroys it: its connections close.
+  void Stop(int k);
+
+ private:
+  std::vector<std::unique_ptr<CancellationFlag>> cancels_;
+  std::vector<std::unique_ptr<PsServer>> servers_;
+  std::vector<std::thread> threads_;
+  bool ok_ = true;
+};
+
+}  // namespace pstrain
