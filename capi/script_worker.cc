@@ -16,7 +16,6 @@
 #include "common/status_macros.h"
 #include "common/update_mode.h"
 #include "glog/logging.h"
-#include "worker/train_flags.h"
 
 namespace pstrain {
 namespace {

@@ -4,9 +4,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "glog/logging.h"
 #include "common/optimizer.h"
-#include "common/status_macros.h"
 
 namespace {
 
@@ -119,115 +117,20 @@ ABSL_FLAG(std::string, metrics_host, Defaults().metrics_host,
 namespace pstrain {
 namespace {
 
-absl::StatusOr<bool> ParseOnOff(const std::string& flag, const std::string& value) {
-  if (value == "on" || value == "true" || value == "1") return true;
-  if (value == "off" || value == "false" || value == "0") return false;
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": \"", value, "\" (expected on or off)"));
+// This file's flags (not --cluster_spec or --secret_file: they are not
+// the job's to give as training flags).
+bool IsTrainFlag(const absl::CommandLineFlag& flag) {
+  return absl::EndsWith(flag.Filename(), "train_flags.cc");
 }
 
 }  // namespace
 
 absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
-  TrainOptions o;
-  ASSIGN_OR_RETURN(o.mode, ParseUpdateMode(absl::GetFlag(FLAGS_mode)));
-  o.staleness = absl::GetFlag(FLAGS_staleness);
-  o.backup_workers = absl::GetFlag(FLAGS_backup_workers);
-  ASSIGN_OR_RETURN(o.staleness_lr, ParseOnOff("staleness_lr", absl::GetFlag(FLAGS_staleness_lr)));
-  o.epochs = absl::GetFlag(FLAGS_epochs);
-  o.batch_size = absl::GetFlag(FLAGS_batch_size);
-  o.lr = absl::GetFlag(FLAGS_lr);
-  ASSIGN_OR_RETURN(o.optimizer, ParseOptimizer(absl::GetFlag(FLAGS_optimizer)));
-  o.momentum = absl::GetFlag(FLAGS_momentum);
-  o.nesterov = absl::GetFlag(FLAGS_nesterov);
-  o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  o.beta1 = absl::GetFlag(FLAGS_beta1);
-  o.beta2 = absl::GetFlag(FLAGS_beta2);
-  o.eps = absl::GetFlag(FLAGS_eps);
-  o.adagrad_lr_decay = absl::GetFlag(FLAGS_adagrad_lr_decay);
-  o.adagrad_initial_accumulator = absl::GetFlag(FLAGS_adagrad_initial_accumulator);
-  o.lr_schedule = absl::GetFlag(FLAGS_lr_schedule);
-  o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
-  o.lr_step_size = absl::GetFlag(FLAGS_lr_step_size);
-  o.lr_gamma = absl::GetFlag(FLAGS_lr_gamma);
-  o.min_lr = absl::GetFlag(FLAGS_min_lr);
-  o.max_steps = absl::GetFlag(FLAGS_max_steps);
-  o.seed = absl::GetFlag(FLAGS_seed);
-  o.model = absl::GetFlag(FLAGS_model);
-  o.device = absl::GetFlag(FLAGS_device);
-  o.data_dir = absl::GetFlag(FLAGS_data_dir);
-  o.dataset = absl::GetFlag(FLAGS_dataset);
-  o.run_dir = absl::GetFlag(FLAGS_run_dir);
-  o.clean_run_dir = absl::GetFlag(FLAGS_clean_run_dir);
-  o.shard_strategy = absl::GetFlag(FLAGS_shard_strategy);
-  o.wire = absl::GetFlag(FLAGS_wire);
-  o.overlap = absl::GetFlag(FLAGS_overlap);
-  o.forward_ahead = absl::GetFlag(FLAGS_forward_ahead);
-  o.eval_every_steps = absl::GetFlag(FLAGS_eval_every_steps);
-  o.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
-  o.straggler_delay_ms = absl::GetFlag(FLAGS_straggler_delay_ms);
-  o.connect_timeout_s = absl::GetFlag(FLAGS_connect_timeout_s);
-  o.peer_timeout_s = absl::GetFlag(FLAGS_peer_timeout_s);
-  o.recovery_timeout_s = absl::GetFlag(FLAGS_recovery_timeout_s);
-  o.register_timeout_s = absl::GetFlag(FLAGS_register_timeout_s);
-  o.heartbeat_interval_s = absl::GetFlag(FLAGS_heartbeat_interval_s);
-  o.rpc_timeout_s = absl::GetFlag(FLAGS_rpc_timeout_s);
-  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  o.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
-  o.checkpoint_every_s = absl::GetFlag(FLAGS_checkpoint_every_s);
-  o.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
-  o.restore = absl::GetFlag(FLAGS_restore);
-  o.ps_replicas = absl::GetFlag(FLAGS_ps_replicas);
-  o.failover_after_s = absl::GetFlag(FLAGS_failover_after_s);
-  o.timeline = absl::GetFlag(FLAGS_timeline);
-  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  o.metrics_host = absl::GetFlag(FLAGS_metrics_host);
-  RETURN_IF_ERROR(ValidateTrainOptions(o));
-  return o;
-}
-
-namespace {
-
-// This file's flags (not --cluster_spec or --secret_file: they are not
-// the job's to give as training flags), by name.
-bool IsTrainFlag(const absl::CommandLineFlag& flag) {
-  return absl::EndsWith(flag.Filename(), "train_flags.cc");
-}
-
-absl::StatusOr<TrainOptions> ParseTrainArgs(const std::vector<std::string>& args) {
-  for (const std::string& arg : args) {
-    const size_t eq = arg.find('=');
-    if (!absl::StartsWith(arg, "--") || eq == std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("\"", arg, "\" is not a training flag of the form --name=value"));
-    }
-    const std::string name = arg.substr(2, eq - 2);
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr || !IsTrainFlag(*flag)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, ": not a training flag"));
-    }
-    std::string error;
-    if (!flag->ParseFrom(arg.substr(eq + 1), &error)) {
-      return absl::InvalidArgumentError(absl::StrCat(arg, ": ", error));
-    }
-  }
-  return TrainOptionsFromFlags();
-}
-
-}  // namespace
-
-absl::StatusOr<TrainOptions> TrainOptionsFromArgs(const std::vector<std::string>& args) {
-  // Every training flag's value before, put back after (absl::FlagSaver
-  // would log a line for each).
-  std::vector<std::pair<absl::CommandLineFlag*, std::string>> saved;
+  std::vector<std::string> args;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
-    if (IsTrainFlag(*flag)) saved.emplace_back(flag, flag->CurrentValue());
+    if (IsTrainFlag(*flag)) args.push_back(absl::StrCat("--", name, "=", flag->CurrentValue()));
   }
-  absl::StatusOr<TrainOptions> options = ParseTrainArgs(args);
-  for (auto& [flag, value] : saved) {
-    std::string error;
-    CHECK(flag->ParseFrom(value, &error)) << flag->Name() << ": " << error;
-  }
-  return options;
+  return TrainOptionsFromArgs(args);
 }
 
 }  // namespace pstrain

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "absl/flags/marshalling.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/lr_schedule.h"
 #include "common/optimizer.h"
@@ -17,12 +19,6 @@ namespace {
 
 absl::Status Bad(absl::string_view flag, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", what));
-}
-
-// "--name=value" with the value as the flag would print it (exact doubles).
-template <typename T>
-std::string Arg(absl::string_view name, const T& value) {
-  return absl::StrCat("--", name, "=", absl::UnparseFlag(value));
 }
 
 bool InUnitInterval(double x) { return x >= 0 && x < 1; }
@@ -125,59 +121,140 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// One field of TrainOptions as its flag's text: its name, how its value
+// is written and how it is read back.
+struct Field {
+  const char* name;
+  std::function<std::string(const TrainOptions&)> write;
+  std::function<absl::Status(const std::string&, TrainOptions*)> read;
+};
+
+// A field whose text is the flag's own (absl::UnparseFlag / ParseFlag).
+template <typename T>
+Field Plain(const char* name, T TrainOptions::*member) {
+  return {name, [member](const TrainOptions& o) { return absl::UnparseFlag(o.*member); },
+          [name, member](const std::string& text, TrainOptions* o) {
+            std::string error;
+            if (absl::ParseFlag(text, &(o->*member), &error)) return absl::OkStatus();
+            return absl::InvalidArgumentError(absl::StrCat("Illegal value '", text,
+                                                           "' specified for flag '", name, "'",
+                                                           error.empty() ? "" : "; ", error));
+          }};
+}
+
+absl::StatusOr<bool> ParseOnOff(const std::string& text) {
+  if (text == "on" || text == "true" || text == "1") return true;
+  if (text == "off" || text == "false" || text == "0") return false;
+  return Bad("staleness_lr", absl::StrCat("\"", text, "\" (expected on or off)"));
+}
+
+// Every field, in declaration order: ToArgs writes them, TrainOptionsFromArgs
+// reads them, and the flags (train_flags.cc) are one each.
+const std::vector<Field>& Fields() {
+  using O = TrainOptions;
+  static const std::vector<Field>* const fields = new std::vector<Field>{
+      {"mode", [](const O& o) { return std::string(UpdateModeName(o.mode)); },
+       [](const std::string& t, O* o) {
+         ASSIGN_OR_RETURN(o->mode, ParseUpdateMode(t));
+         return absl::OkStatus();
+       }},
+      Plain("staleness", &O::staleness),
+      Plain("backup_workers", &O::backup_workers),
+      {"staleness_lr", [](const O& o) { return std::string(o.staleness_lr ? "on" : "off"); },
+       [](const std::string& t, O* o) {
+         ASSIGN_OR_RETURN(o->staleness_lr, ParseOnOff(t));
+         return absl::OkStatus();
+       }},
+      Plain("epochs", &O::epochs),
+      Plain("batch_size", &O::batch_size),
+      Plain("lr", &O::lr),
+      {"optimizer", [](const O& o) { return std::string(OptimizerName(o.optimizer)); },
+       [](const std::string& t, O* o) {
+         ASSIGN_OR_RETURN(o->optimizer, ParseOptimizer(t));
+         return absl::OkStatus();
+       }},
+      Plain("momentum", &O::momentum),
+      Plain("nesterov", &O::nesterov),
+      Plain("weight_decay", &O::weight_decay),
+      Plain("beta1", &O::beta1),
+      Plain("beta2", &O::beta2),
+      Plain("eps", &O::eps),
+      Plain("adagrad_lr_decay", &O::adagrad_lr_decay),
+      Plain("adagrad_initial_accumulator", &O::adagrad_initial_accumulator),
+      Plain("lr_schedule", &O::lr_schedule),
+      Plain("warmup_steps", &O::warmup_steps),
+      Plain("lr_step_size", &O::lr_step_size),
+      Plain("lr_gamma", &O::lr_gamma),
+      Plain("min_lr", &O::min_lr),
+      Plain("max_steps", &O::max_steps),
+      Plain("seed", &O::seed),
+      Plain("model", &O::model),
+      Plain("device", &O::device),
+      Plain("data_dir", &O::data_dir),
+      Plain("dataset", &O::dataset),
+      Plain("run_dir", &O::run_dir),
+      Plain("clean_run_dir", &O::clean_run_dir),
+      Plain("shard_strategy", &O::shard_strategy),
+      Plain("overlap", &O::overlap),
+      Plain("forward_ahead", &O::forward_ahead),
+      Plain("wire", &O::wire),
+      Plain("eval_every_steps", &O::eval_every_steps),
+      Plain("log_every_steps", &O::log_every_steps),
+      Plain("straggler_delay_ms", &O::straggler_delay_ms),
+      Plain("connect_timeout_s", &O::connect_timeout_s),
+      Plain("peer_timeout_s", &O::peer_timeout_s),
+      Plain("heartbeat_interval_s", &O::heartbeat_interval_s),
+      Plain("rpc_timeout_s", &O::rpc_timeout_s),
+      Plain("recovery_timeout_s", &O::recovery_timeout_s),
+      Plain("register_timeout_s", &O::register_timeout_s),
+      Plain("checkpoint_dir", &O::checkpoint_dir),
+      Plain("checkpoint_every_steps", &O::checkpoint_every_steps),
+      Plain("checkpoint_every_s", &O::checkpoint_every_s),
+      Plain("keep_checkpoints", &O::keep_checkpoints),
+      Plain("restore", &O::restore),
+      Plain("ps_replicas", &O::ps_replicas),
+      Plain("failover_after_s", &O::failover_after_s),
+      Plain("timeline", &O::timeline),
+      Plain("metrics_port", &O::metrics_port),
+      Plain("metrics_host", &O::metrics_host),
+  };
+  return *fields;
+}
+
+}  // namespace
+
 std::vector<std::string> TrainOptions::ToArgs() const {
-  return {Arg("mode", UpdateModeName(mode)),
-          Arg("staleness", staleness),
-          Arg("backup_workers", backup_workers),
-          Arg("staleness_lr", std::string(staleness_lr ? "on" : "off")),
-          Arg("epochs", epochs),
-          Arg("batch_size", batch_size),
-          Arg("lr", lr),
-          Arg("optimizer", OptimizerName(optimizer)),
-          Arg("momentum", momentum),
-          Arg("nesterov", nesterov),
-          Arg("weight_decay", weight_decay),
-          Arg("beta1", beta1),
-          Arg("beta2", beta2),
-          Arg("eps", eps),
-          Arg("adagrad_lr_decay", adagrad_lr_decay),
-          Arg("adagrad_initial_accumulator", adagrad_initial_accumulator),
-          Arg("lr_schedule", lr_schedule),
-          Arg("warmup_steps", warmup_steps),
-          Arg("lr_step_size", lr_step_size),
-          Arg("lr_gamma", lr_gamma),
-          Arg("min_lr", min_lr),
-          Arg("max_steps", max_steps),
-          Arg("seed", seed),
-          Arg("model", model),
-          Arg("device", device),
-          Arg("data_dir", data_dir),
-          Arg("dataset", dataset),
-          Arg("run_dir", run_dir),
-          Arg("clean_run_dir", clean_run_dir),
-          Arg("shard_strategy", shard_strategy),
-          Arg("overlap", overlap),
-          Arg("forward_ahead", forward_ahead),
-          Arg("wire", wire),
-          Arg("eval_every_steps", eval_every_steps),
-          Arg("log_every_steps", log_every_steps),
-          Arg("straggler_delay_ms", straggler_delay_ms),
-          Arg("connect_timeout_s", connect_timeout_s),
-          Arg("peer_timeout_s", peer_timeout_s),
-          Arg("heartbeat_interval_s", heartbeat_interval_s),
-          Arg("rpc_timeout_s", rpc_timeout_s),
-          Arg("recovery_timeout_s", recovery_timeout_s),
-          Arg("register_timeout_s", register_timeout_s),
-          Arg("checkpoint_dir", checkpoint_dir),
-          Arg("checkpoint_every_steps", checkpoint_every_steps),
-          Arg("checkpoint_every_s", checkpoint_every_s),
-          Arg("keep_checkpoints", keep_checkpoints),
-          Arg("restore", restore),
-          Arg("ps_replicas", ps_replicas),
-          Arg("failover_after_s", failover_after_s),
-          Arg("timeline", timeline),
-          Arg("metrics_port", metrics_port),
-          Arg("metrics_host", metrics_host)};
+  std::vector<std::string> args;
+  for (const Field& f : Fields()) args.push_back(absl::StrCat("--", f.name, "=", f.write(*this)));
+  return args;
+}
+
+std::vector<std::string> TrainOptionNames() {
+  std::vector<std::string> names;
+  for (const Field& f : Fields()) names.emplace_back(f.name);
+  return names;
+}
+
+absl::StatusOr<TrainOptions> TrainOptionsFromArgs(const std::vector<std::string>& args) {
+  TrainOptions o;
+  for (const std::string& arg : args) {
+    const size_t eq = arg.find('=');
+    if (!absl::StartsWith(arg, "--") || eq == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", arg, "\" is not a training flag of the form --name=value"));
+    }
+    const std::string name = arg.substr(2, eq - 2);
+    const auto field = std::find_if(Fields().begin(), Fields().end(),
+                                    [&name](const Field& f) { return name == f.name; });
+    if (field == Fields().end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": not a training flag"));
+    }
+    RETURN_IF_ERROR(field->read(arg.substr(eq + 1), &o));
+  }
+  RETURN_IF_ERROR(ValidateTrainOptions(o));
+  return o;
 }
 
 double EffectiveMomentum(const TrainOptions& options, int num_workers) {

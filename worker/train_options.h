@@ -133,11 +133,21 @@ struct TrainOptions {
   int metrics_port = 0;
   std::string metrics_host = "0.0.0.0";
 
-  // "--name=value" for every field, in declaration order, such that the
-  // flags of train_flags.h parse them back to an equal TrainOptions (doubles
-  // round-trip exactly).
+  // "--name=value" for every field, in declaration order, such that
+  // TrainOptionsFromArgs (and the flags of train_flags.h) read them back to
+  // an equal TrainOptions (doubles round-trip exactly).
   std::vector<std::string> ToArgs() const;
 };
+
+// The options that `args` ("--name=value", as ToArgs writes them) give
+// over the defaults, validated. InvalidArgument naming the argument for
+// one that is not a training option or whose value does not parse. Reads
+// no flags: a process that parses no command line (one driving the C API)
+// has none.
+absl::StatusOr<TrainOptions> TrainOptionsFromArgs(const std::vector<std::string>& args);
+
+// The training options' names, in declaration order (the flags' names).
+std::vector<std::string> TrainOptionNames();
 
 // InvalidArgument naming the flag for any value out of range.
 absl::Status ValidateTrainOptions(const TrainOptions& options);

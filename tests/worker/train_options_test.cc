@@ -4,11 +4,13 @@
 
 #include "worker/train_options.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/train_flags.h"
@@ -62,6 +64,38 @@ TEST(TrainOptions, EveryFieldIsAFlagWhoseDefaultIsTheFieldsDefault) {
     ASSERT_NE(flag, nullptr) << name;
     EXPECT_EQ(flag->DefaultValue(), arg.substr(eq + 1)) << name;
   }
+}
+
+TEST(TrainOptions, EveryTrainingFlagIsAnOptionOfTheSameName) {
+  std::vector<std::string> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::EndsWith(flag->Filename(), "train_flags.cc")) flags.emplace_back(name);
+  }
+  std::vector<std::string> names = TrainOptionNames();
+  std::sort(flags.begin(), flags.end());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(flags, names);
+}
+
+TEST(TrainOptions, ArgsAreReadWithoutTheFlags) {
+  auto o = TrainOptionsFromArgs({"--epochs=3", "--mode=async", "--staleness_lr=on"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->epochs, 3);
+  EXPECT_EQ(o->mode, proto::ASYNC);
+  EXPECT_TRUE(o->staleness_lr);
+  EXPECT_EQ(o->batch_size, TrainOptions().batch_size);  // the rest: the defaults
+  auto bad = TrainOptionsFromArgs({"--epochs=many"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              ::testing::HasSubstr("Illegal value 'many' specified for flag 'epochs'"));
+  EXPECT_THAT(std::string(TrainOptionsFromArgs({"--no_such=1"}).status().message()),
+              ::testing::HasSubstr("--no_such: not a training flag"));
+  EXPECT_THAT(std::string(TrainOptionsFromArgs({"epochs=3"}).status().message()),
+              ::testing::HasSubstr("not a training flag of the form --name=value"));
+  EXPECT_THAT(std::string(TrainOptionsFromArgs({"--mode=fast"}).status().message()),
+              ::testing::HasSubstr("fast"));
+  EXPECT_EQ(TrainOptionsFromArgs({"--epochs=0"}).status().code(),
+            absl::StatusCode::kInvalidArgument);  // validated
 }
 
 TEST(TrainOptions, ToArgsParsesBackToTheSameOptions) {
