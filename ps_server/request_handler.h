@@ -247,6 +247,10 @@ class RequestHandler {
   void CountReplication(bool acknowledged);
 
  private:
+  // Steps and versions beyond this are lies (2^48 steps is millennia of
+  // training); refusing them keeps step + 1 and version + 1 from overflowing.
+  static constexpr int64_t kMaxStepOrVersion = int64_t{1} << 48;
+
   // Checks 1-3: who sent `h` and whether it may; a refusal is counted.
   absl::StatusOr<Principal> Identify(const Peer& peer, const proto::Header& h);
   absl::Status CheckSize(const Message& m) const;
