@@ -46,7 +46,6 @@
 #include "transport/security.h"
 #include "transport/transport.h"
 #include "worker/heartbeat.h"
-#include "zmq.hpp"
 
 namespace pstrain {
 
