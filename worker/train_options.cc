@@ -138,9 +138,9 @@ Field Plain(const char* name, T TrainOptions::*member) {
           [name, member](const std::string& text, TrainOptions* o) {
             std::string error;
             if (absl::ParseFlag(text, &(o->*member), &error)) return absl::OkStatus();
-            return absl::InvalidArgumentError(absl::StrCat("Illegal value '", text,
-                                                           "' specified for flag '", name, "'",
-                                                           error.empty() ? "" : "; ", error));
+            return absl::InvalidArgumentError(
+                absl::StrCat("--", name, "=", text, ": Illegal value '", text,
+                             "' specified for flag '", name, "'", error.empty() ? "" : "; ", error));
           }};
 }
 

@@ -50,7 +50,7 @@ def violations(root):
             for pattern, bad in RULES:
                 for m in pattern.finditer(line):
                     if bad is None or bad(m):
-                        yield f"{path}:{number}: {m.group(0).strip()}"
+                        yield f"{path}:{number}: {m.group(0).strip()}  ({line.strip()[:72]})"
 
 
 def main():
