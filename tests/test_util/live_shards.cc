@@ -28,9 +28,22 @@ void LiveShards::Stop(int k) {
 }
 
 LiveShards::~LiveShards() {
+  // A job that ended sent SHUTDOWN already; any other ps is stopped.
+  for (auto& cancel : cancels_) cancel->Cancel("the test ended");
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
   }
+}
+
+LiveJob StartLiveJob(int num_ps, int num_workers) {
+  LiveJob job;
+  auto spec = WithFreePorts(ClusterSpec::Local(num_ps, num_workers, 1));
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  if (!spec.ok()) return job;
+  job.spec = *spec;
+  job.security.secret = JobSecret::Generate();
+  job.shards = std::make_unique<LiveShards>(job.spec, job.security);
+  return job;
 }
 
 }  // namespace pstrain

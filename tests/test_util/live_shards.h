@@ -3,7 +3,8 @@
 // Real ps servers in a test's own process: one PsServer per ps task of a
 // spec, each running on a thread of its own, over loopback TCP. They end
 // as a job's do (a client's SHUTDOWN), or when Stop() cancels one (a ps
-// that goes away under a live client). The destructor joins them.
+// that goes away under a live client). The destructor stops those still
+// running and joins them all.
 
 #include <memory>
 #include <thread>
@@ -11,6 +12,7 @@
 
 #include "common/cancellation.h"
 #include "common/cluster_spec.h"
+#include "common/free_ports.h"
 #include "ps_server/ps_server.h"
 #include "transport/security.h"
 
@@ -37,5 +39,15 @@ class LiveShards {
   std::vector<std::thread> threads_;
   bool ok_ = true;
 };
+
+// A job on loopback for a test: a spec of `num_ps` ps and `num_workers`
+// workers on free ports, a fresh job secret (CURVE), and its ps running.
+struct LiveJob {
+  ClusterSpec spec;
+  TransportSecurity security;
+  std::unique_ptr<LiveShards> shards;
+};
+// A test ASSERTs that shards is set and ok().
+LiveJob StartLiveJob(int num_ps, int num_workers);
 
 }  // namespace pstrain

@@ -35,14 +35,7 @@ bool Eventually(F done) {
 
 class HeartbeatTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto spec = WithFreePorts(ClusterSpec::Local(2, 1, 1));
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    spec_ = *spec;
-    security_.secret = JobSecret::Generate();
-    shards_ = std::make_unique<LiveShards>(spec_, security_);
-    ASSERT_TRUE(shards_->ok());
-  }
+  void SetUp() override { ASSERT_TRUE(job_.shards != nullptr && job_.shards->ok()); }
 
   std::vector<HeartbeatTarget> Targets() const {
     std::vector<HeartbeatTarget> targets;
@@ -68,9 +61,10 @@ class HeartbeatTest : public ::testing::Test {
     return std::make_unique<HeartbeatMonitor>(context_, std::move(targets), base, options);
   }
 
-  ClusterSpec spec_;
-  TransportSecurity security_;
-  std::unique_ptr<LiveShards> shards_;
+  LiveJob job_ = StartLiveJob(2, 1);
+  const ClusterSpec& spec_ = job_.spec;
+  const TransportSecurity& security_ = job_.security;
+  LiveShards* shards_ = job_.shards.get();
   zmq::context_t context_ = NewContext(1);
 };
 

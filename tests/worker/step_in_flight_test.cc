@@ -23,12 +23,7 @@ constexpr float kLr = 0.5f;
 class StepInFlightTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto spec = WithFreePorts(ClusterSpec::Local(2, 1, 1));
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    spec_ = *spec;
-    security_.secret = JobSecret::Generate();
-    shards_ = std::make_unique<LiveShards>(spec_, security_);
-    ASSERT_TRUE(shards_->ok());
+    ASSERT_TRUE(job_.shards != nullptr && job_.shards->ok());
     // 15 floats over 2 shards of 8 and 7: a, [0, 5), and c, [11, 15), in
     // one shard each; b, [5, 11), across both.
     auto plan = ShardPlan::Create("t", tensors_, 2, ShardStrategy::kBalanced);
@@ -66,9 +61,9 @@ class StepInFlightTest : public ::testing::Test {
   }
 
   const std::vector<TensorSlot> tensors_ = {{"a", 5}, {"b", 6}, {"c", 4}};
-  ClusterSpec spec_;
-  TransportSecurity security_;
-  std::unique_ptr<LiveShards> shards_;
+  LiveJob job_ = StartLiveJob(2, 1);
+  const ClusterSpec& spec_ = job_.spec;
+  const TransportSecurity& security_ = job_.security;
   std::unique_ptr<ShardPlan> plan_;
   std::unique_ptr<PsClient> client_;
   std::vector<float> params_ = std::vector<float>(15);

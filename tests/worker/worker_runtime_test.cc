@@ -25,11 +25,9 @@ constexpr double kLr = 0.5;
 class WorkerRuntimeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto spec = WithFreePorts(ClusterSpec::Local(2, 1, 1));
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    spec_ = *spec;
+    ASSERT_TRUE(job_.shards != nullptr && job_.shards->ok());
+    spec_ = job_.spec;
     spec_.set_task({TaskType::kWorker, 0});
-    security_.secret = JobSecret::Generate();
   }
 
   WorkerRuntimeOptions Options() const {
@@ -47,13 +45,12 @@ class WorkerRuntimeTest : public ::testing::Test {
     return o;
   }
 
+  LiveJob job_ = StartLiveJob(2, 1);
   ClusterSpec spec_;
-  TransportSecurity security_;
+  const TransportSecurity& security_ = job_.security;
 };
 
 TEST_F(WorkerRuntimeTest, AOneWorkerSyncJobEndsWhereSgdDoes) {
-  LiveShards shards(spec_, security_);
-  ASSERT_TRUE(shards.ok());
   auto rt = WorkerRuntime::Create(spec_, Options(), security_);
   ASSERT_TRUE(rt.ok()) << rt.status();
   WorkerRuntime& w = **rt;
