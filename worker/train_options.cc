@@ -144,6 +144,18 @@ Field Plain(const char* name, T TrainOptions::*member) {
           }};
 }
 
+// A field written and read by functions of its own (names of enums, on/off).
+template <typename T, typename Write, typename Read>
+Field Named(const char* name, T TrainOptions::*member, Write write, Read read) {
+  return {name, [member, write](const TrainOptions& o) { return std::string(write(o.*member)); },
+          [member, read](const std::string& text, TrainOptions* o) -> absl::Status {
+            ASSIGN_OR_RETURN(o->*member, read(text));
+            return absl::OkStatus();
+          }};
+}
+
+const char* OnOff(bool on) { return on ? "on" : "off"; }
+
 absl::StatusOr<bool> ParseOnOff(const std::string& text) {
   if (text == "on" || text == "true" || text == "1") return true;
   if (text == "off" || text == "false" || text == "0") return false;
@@ -155,26 +167,14 @@ absl::StatusOr<bool> ParseOnOff(const std::string& text) {
 const std::vector<Field>& Fields() {
   using O = TrainOptions;
   static const std::vector<Field>* const fields = new std::vector<Field>{
-      {"mode", [](const O& o) { return std::string(UpdateModeName(o.mode)); },
-       [](const std::string& t, O* o) {
-         ASSIGN_OR_RETURN(o->mode, ParseUpdateMode(t));
-         return absl::OkStatus();
-       }},
+      Named("mode", &O::mode, UpdateModeName, ParseUpdateMode),
       Plain("staleness", &O::staleness),
       Plain("backup_workers", &O::backup_workers),
-      {"staleness_lr", [](const O& o) { return std::string(o.staleness_lr ? "on" : "off"); },
-       [](const std::string& t, O* o) {
-         ASSIGN_OR_RETURN(o->staleness_lr, ParseOnOff(t));
-         return absl::OkStatus();
-       }},
+      Named("staleness_lr", &O::staleness_lr, OnOff, ParseOnOff),
       Plain("epochs", &O::epochs),
       Plain("batch_size", &O::batch_size),
       Plain("lr", &O::lr),
-      {"optimizer", [](const O& o) { return std::string(OptimizerName(o.optimizer)); },
-       [](const std::string& t, O* o) {
-         ASSIGN_OR_RETURN(o->optimizer, ParseOptimizer(t));
-         return absl::OkStatus();
-       }},
+      Named("optimizer", &O::optimizer, OptimizerName, ParseOptimizer),
       Plain("momentum", &O::momentum),
       Plain("nesterov", &O::nesterov),
       Plain("weight_decay", &O::weight_decay),
