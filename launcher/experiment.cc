@@ -136,10 +136,4 @@ absl::Status FinishExperiment(const ExperimentOptions& options, const std::strin
                                          absl::StrJoin(failed, "; "), "); see ", path));
 }
 
-std::string Percent(double accuracy) { return absl::StrFormat("%g%%", accuracy * 100); }
-
-std::string SecondsOrNotReached(const std::optional<double>& seconds) {
-  return seconds ? absl::StrFormat("%.1f s", *seconds) : std::string("not reached");
-}
-
 }  // namespace pstrain

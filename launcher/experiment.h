@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,11 +98,5 @@ absl::StatusOr<RunRecord> RunExperiment(const ExperimentOptions& options, const 
 absl::Status FinishExperiment(const ExperimentOptions& options, const std::string& report,
                               const std::vector<std::string>& notes, const std::vector<std::string>& failed,
                               size_t runs);
-
-// "12.3 s", or "not reached".
-std::string SecondsOrNotReached(const std::optional<double>& seconds);
-
-// An accuracy as a percentage: 0.97 -> "97%", 0.975 -> "97.5%".
-std::string Percent(double accuracy);
 
 }  // namespace pstrain

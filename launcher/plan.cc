@@ -14,11 +14,10 @@
 #include "common/json.h"
 #include "common/status_macros.h"
 #include "common/wire_codec.h"
-#include "launcher/experiment.h"
+#include "launcher/markdown.h"
 #include "launcher/netns_harness.h"
 #include "launcher/plan_accuracy.h"
 #include "launcher/plot.h"
-#include "launcher/report.h"
 #include "models/net_spec.h"
 
 namespace pstrain {

@@ -5,14 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "launcher/summary_printer.h"
 #include "worker/train_options.h"
 
 namespace pstrain {
 namespace {
-
-std::string Cell(const std::string& text) { return absl::StrReplaceAll(text, {{"|", "\\|"}, {"\n", " "}}); }
 
 std::string Accuracy(double a) { return absl::StrFormat("%.4f", a); }
 
@@ -34,32 +31,12 @@ const RunRecord* Best(const std::vector<RunRecord>& runs, Key key) {
 
 }  // namespace
 
-std::string MarkdownTable(const std::vector<std::string>& header,
-                          const std::vector<std::vector<std::string>>& rows) {
-  auto line = [](const std::vector<std::string>& cells) {
-    std::vector<std::string> escaped;
-    for (const std::string& c : cells) escaped.push_back(Cell(c));
-    return absl::StrCat("| ", absl::StrJoin(escaped, " | "), " |\n");
-  };
-  std::string out = line(header);
-  out += line(std::vector<std::string>(header.size(), "---"));
-  for (const auto& row : rows) out += line(row);
-  return out;
-}
-
 std::string ReportPreamble(const std::string& title, const std::string& command_line,
                            const MachineInfo& machine, const std::vector<std::string>& facts) {
   std::string out = absl::StrCat("# ", title, "\n\nMade by:\n\n```\n", command_line, "\n```\n\n");
   absl::StrAppend(&out, "- Machine: ", DescribeMachine(machine), "\n");
   for (const std::string& f : facts) absl::StrAppend(&out, "- ", f, "\n");
   return out + "\n";
-}
-
-std::string FiguresSection(const std::vector<Figure>& figures, const std::vector<std::string>& notes) {
-  std::string out = "## Figures\n\n";
-  for (const Figure& f : figures) absl::StrAppend(&out, "![", f.caption, "](", f.path, ")\n\n*", f.caption, "*\n\n");
-  for (const std::string& n : notes) absl::StrAppend(&out, "> ", n, "\n\n");
-  return out;
 }
 
 std::string DescribeSgdDefaultRate(const std::string& mode, const std::string& workers,

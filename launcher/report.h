@@ -8,23 +8,16 @@
 #include <vector>
 
 #include "launcher/experiment.h"
+#include "launcher/markdown.h"
 #include "launcher/plot.h"
 #include "launcher/run_record.h"
 
 namespace pstrain {
 
-// A GitHub-flavoured markdown table; cells may not hold '|' (escaped).
-std::string MarkdownTable(const std::vector<std::string>& header,
-                          const std::vector<std::vector<std::string>>& rows);
-
 // "# title", the command that made the report, the machine, then `facts`
 // as a bullet list.
 std::string ReportPreamble(const std::string& title, const std::string& command_line,
                            const MachineInfo& machine, const std::vector<std::string>& facts);
-
-// "## Figures": each figure as an image with its caption, then `notes` (why
-// a figure is missing).
-std::string FiguresSection(const std::vector<Figure>& figures, const std::vector<std::string>& notes);
 
 // SGD's default learning rate in `mode` as a formula of the worker count
 // and the momentum (worker/train_options.h): "0.01 x workers" for sync,
