@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 namespace {
@@ -54,24 +55,11 @@ struct Replica {
   const std::vector<std::string>* args = nullptr;
 };
 
-std::string ReplicaSpec(const K8sManifestOptions& o, const Replica& r, const std::string& claim,
-                        const std::string& secret) {
-  std::string y = absl::StrCat("    ", r.type, ":\n", "      replicas: ", r.replicas, "\n",
-                               "      restartPolicy: OnFailure\n", "      template:\n",
-                               "        metadata:\n", "          labels:\n",
-                               "            app.kubernetes.io/name: pstrain\n",
-                               "            app.kubernetes.io/instance: ", Q(o.name), "\n");
-  if (o.metrics_port > 0) {
-    absl::StrAppend(&y, "          annotations:\n", "            prometheus.io/scrape: \"true\"\n",
-                    "            prometheus.io/port: ", Q(absl::StrCat(o.metrics_port)), "\n",
-                    "            prometheus.io/path: \"/metrics\"\n");
-  }
-  absl::StrAppend(&y, "        spec:\n", "          securityContext:\n",
-                  "            runAsNonRoot: true\n", "            runAsUser: 10001\n",
-                  "            runAsGroup: 10001\n", "            fsGroup: 10001\n",
-                  "          containers:\n",
-                  // The operator finds the tfjob-port on the container named "tensorflow".
-                  "            - name: tensorflow\n");
+// The container's image and what it runs: `pstrain task` with the
+// replica's flags, or for a chief or worker the user's command with the C
+// API's environment.
+std::string ContainerCommand(const K8sManifestOptions& o, const Replica& r) {
+  std::string y;
   const bool script = r.type != "PS" && !o.worker_command.empty();
   if (script) {
     // The user's program, in the user's image, with the C API's environment.
@@ -90,8 +78,13 @@ std::string ReplicaSpec(const K8sManifestOptions& o, const Replica& r, const std
                     "              args:\n");
     for (const std::string& a : *r.args) absl::StrAppend(&y, "                - ", Q(a), "\n");
   }
-  absl::StrAppend(&y, "              ports:\n", "                - name: tfjob-port\n",
-                  "                  containerPort: ", o.port, "\n");
+  return y;
+}
+
+// The container's ports and what it requests.
+std::string ContainerResources(const K8sManifestOptions& o, const Replica& r) {
+  std::string y = absl::StrCat("              ports:\n", "                - name: tfjob-port\n",
+                               "                  containerPort: ", o.port, "\n");
   if (o.metrics_port > 0) {
     absl::StrAppend(&y, "                - name: metrics\n", "                  containerPort: ",
                     o.metrics_port, "\n");
@@ -102,17 +95,45 @@ std::string ReplicaSpec(const K8sManifestOptions& o, const Replica& r, const std
                   Q(ps ? "512Mi" : "1Gi"), "\n", "                limits:\n",
                   "                  memory: ", Q(ps ? "2Gi" : "4Gi"), "\n");
   if (r.gpu) absl::StrAppend(&y, "                  nvidia.com/gpu: ", o.gpus_per_worker, "\n");
-  absl::StrAppend(&y, "              securityContext:\n",
-                  "                allowPrivilegeEscalation: false\n",
-                  "                readOnlyRootFilesystem: true\n", "              volumeMounts:\n",
-                  "                - name: job-secret\n", "                  mountPath: \"/etc/pstrain\"\n",
-                  "                  readOnly: true\n", "                - name: data\n",
-                  "                  mountPath: ", Q(kPodDataRoot), "\n", "          volumes:\n",
-                  "            - name: job-secret\n", "              secret:\n",
-                  "                secretName: ", Q(secret), "\n",
-                  "                defaultMode: 256\n",  // 0400: the secret's file is private
-                  "            - name: data\n", "              persistentVolumeClaim:\n",
-                  "                claimName: ", Q(claim), "\n");
+  return y;
+}
+
+// The container's security and mounts, and the pod's volumes: the job
+// secret and the data claim.
+std::string ContainerVolumes(const std::string& claim, const std::string& secret) {
+  return absl::StrCat(
+      "              securityContext:\n", "                allowPrivilegeEscalation: false\n",
+      "                readOnlyRootFilesystem: true\n", "              volumeMounts:\n",
+      "                - name: job-secret\n", "                  mountPath: \"/etc/pstrain\"\n",
+      "                  readOnly: true\n", "                - name: data\n",
+      "                  mountPath: ", Q(kPodDataRoot), "\n", "          volumes:\n",
+      "            - name: job-secret\n", "              secret:\n",
+      "                secretName: ", Q(secret), "\n",
+      "                defaultMode: 256\n",  // 0400: the secret's file is private
+      "            - name: data\n", "              persistentVolumeClaim:\n",
+      "                claimName: ", Q(claim), "\n");
+}
+
+std::string ReplicaSpec(const K8sManifestOptions& o, const Replica& r, const std::string& claim,
+                        const std::string& secret) {
+  std::string y = absl::StrCat("    ", r.type, ":\n", "      replicas: ", r.replicas, "\n",
+                               "      restartPolicy: OnFailure\n", "      template:\n",
+                               "        metadata:\n", "          labels:\n",
+                               "            app.kubernetes.io/name: pstrain\n",
+                               "            app.kubernetes.io/instance: ", Q(o.name), "\n");
+  if (o.metrics_port > 0) {
+    absl::StrAppend(&y, "          annotations:\n", "            prometheus.io/scrape: \"true\"\n",
+                    "            prometheus.io/port: ", Q(absl::StrCat(o.metrics_port)), "\n",
+                    "            prometheus.io/path: \"/metrics\"\n");
+  }
+  absl::StrAppend(&y, "        spec:\n", "          securityContext:\n",
+                  "            runAsNonRoot: true\n", "            runAsUser: 10001\n",
+                  "            runAsGroup: 10001\n", "            fsGroup: 10001\n",
+                  "          containers:\n",
+                  // The operator finds the tfjob-port on the container named "tensorflow".
+                  "            - name: tensorflow\n");
+  absl::StrAppend(&y, ContainerCommand(o, r), ContainerResources(o, r),
+                  ContainerVolumes(claim, secret));
   return y;
 }
 
@@ -129,7 +150,12 @@ bool IsDns1035Label(const std::string& name, size_t max_length) {
   return true;
 }
 
-absl::StatusOr<std::string> TfJobManifest(const ClusterSpec& spec, const K8sManifestOptions& o) {
+namespace {
+
+// InvalidArgument naming the flag for a name, namespace, image, port or
+// GPU count a cluster would refuse, or a task type a TFJob of pstrain does
+// not run.
+absl::Status CheckManifestOptions(const ClusterSpec& spec, const K8sManifestOptions& o) {
   // "<name>-worker-<i>" must stay a label (63): room for the longest suffix.
   if (!IsDns1035Label(o.name, 40)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -167,14 +193,15 @@ absl::StatusOr<std::string> TfJobManifest(const ClusterSpec& spec, const K8sMani
           "replicas only"));
     }
   }
-  // Dynamic workers: no Chief replica (the operator gives it an empty
-  // cluster); the spec's chief, if any, is worker 0.
-  const int chiefs = spec.has_chief() && !o.dynamic_workers ? 1 : 0;
-  const int workers = spec.num_workers() - chiefs;
-  const std::string claim = o.data_claim.empty() ? o.name + "-data" : o.data_claim;
-  const std::string secret = o.name + "-job-secret";
+  return absl::OkStatus();
+}
+
+// The manifest's opening comment: what it runs and what to do before
+// applying it.
+std::string ManifestHeader(const ClusterSpec& spec, const K8sManifestOptions& o, int chiefs,
+                           int workers, const std::string& claim, const std::string& secret) {
   const std::string ns = o.k8s_namespace;
-  std::string y = absl::StrCat(
+  return absl::StrCat(
       "# A pstrain job as a Kubeflow TFJob, written by `pstrain k8s` for ", spec.num_ps(), " ps",
       o.dynamic_workers ? "" : absl::StrCat(", ", chiefs, " chief"), " and ", workers,
       " worker replicas.\n",
@@ -197,6 +224,14 @@ absl::StatusOr<std::string> TfJobManifest(const ClusterSpec& spec, const K8sMani
       " (tools/fetch_mnist.sh --dest DIR)\n",
       "# The run directory and checkpoints go to /data/runs/", o.name, "; a failed replica is\n",
       "# restarted alone (restartPolicy OnFailure) and rejoins the job.\n");
+}
+
+// The job secret (when the manifest carries it) and the data claim (when
+// it makes one).
+std::string SecretAndClaim(const K8sManifestOptions& o, const std::string& claim,
+                           const std::string& secret) {
+  const std::string ns = o.k8s_namespace;
+  std::string y;
   if (!o.secret_b64.empty()) {
     absl::StrAppend(&y, "---\n", "apiVersion: v1\n", "kind: Secret\n", "metadata:\n",
                     "  name: ", Q(secret), "\n", "  namespace: ", Q(ns), "\n", "type: Opaque\n",
@@ -208,6 +243,22 @@ absl::StatusOr<std::string> TfJobManifest(const ClusterSpec& spec, const K8sMani
                     "spec:\n", "  accessModes: [\"ReadWriteMany\"]\n", "  resources:\n",
                     "    requests:\n", "      storage: \"10Gi\"\n");
   }
+  return y;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> TfJobManifest(const ClusterSpec& spec, const K8sManifestOptions& o) {
+  RETURN_IF_ERROR(CheckManifestOptions(spec, o));
+  // Dynamic workers: no Chief replica (the operator gives it an empty
+  // cluster); the spec's chief, if any, is worker 0.
+  const int chiefs = spec.has_chief() && !o.dynamic_workers ? 1 : 0;
+  const int workers = spec.num_workers() - chiefs;
+  const std::string claim = o.data_claim.empty() ? o.name + "-data" : o.data_claim;
+  const std::string secret = o.name + "-job-secret";
+  const std::string ns = o.k8s_namespace;
+  std::string y = absl::StrCat(ManifestHeader(spec, o, chiefs, workers, claim, secret),
+                               SecretAndClaim(o, claim, secret));
   absl::StrAppend(&y, "---\n", "apiVersion: kubeflow.org/v1\n", "kind: TFJob\n", "metadata:\n",
                   "  name: ", Q(o.name), "\n", "  namespace: ", Q(ns), "\n", "spec:\n",
                   "  runPolicy:\n", "    cleanPodPolicy: None\n",
