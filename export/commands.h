@@ -1,7 +1,7 @@
 #pragma once
 
 // `pstrain export`, `pstrain evaluate` and `pstrain predict`
-// (launcher/pstrain_main.cc parses the flags and calls these).
+// (launcher/cli/tool_commands.cc parses the flags and calls these).
 //
 //   pstrain export --run_dir=DIR [--checkpoint=latest|ckpt-N|PATH] [--format=onnx] [--out=FILE]
 //   pstrain evaluate --run_dir=DIR [--checkpoint=...] [--data_dir=DIR] [--dataset=mnist]

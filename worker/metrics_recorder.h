@@ -40,7 +40,7 @@
 //    These are recorded with or without a run_dir.
 //  - the progress line (glog, every log_every_steps global steps): "epoch
 //    E/N step S/M loss L  R img/s (this worker)", which `pstrain launch`'s
-//    progress view reads (launcher/progress.h).
+//    progress view reads (launcher/supervisor/progress.h).
 // With an empty run_dir nothing is written. Errors name the file; a full
 // disk fails the call that hit it (the run's metrics are part of its
 // result).

@@ -343,11 +343,8 @@ def _result(run_dir, job):
 
 def _refused(code, job):
     """Whether `pstrain launch` refused the job before starting any task:
-    its exit 2 (a bad flag value, spec or file), or a flag its parser
-    does not take (absl's "ERROR: Unknown command line flag 'x'", exit 1)."""
-    if job.started_a_task:
-        return False
-    return code == 2 or any(line.startswith("ERROR: ") for line in job.lines)
+    its exit 2 (a flag it does not know, a bad flag value, spec or file)."""
+    return not job.started_a_task and code == 2
 
 
 def _last_words(job):

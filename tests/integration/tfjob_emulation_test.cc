@@ -2,7 +2,7 @@
 // tools/k8s/validate_tfjob.py derives each replica's TF_CONFIG, service name,
 // command and args exactly as Kubeflow's training operator and Kubernetes
 // would, and each replica runs that command in a network namespace of its
-// own (launcher/netns_harness) where the operator's service names resolve.
+// own (launcher/supervisor/netns_harness) where the operator's service names resolve.
 // The pods' mounts are the test's directories (the volume at /data, the
 // Secret at /etc/pstrain/job.secret). One replica is killed mid-run and
 // started again as `restartPolicy: OnFailure` does; the job finishes.
@@ -36,7 +36,7 @@
 #include "common/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "launcher/netns_harness.h"
+#include "launcher/supervisor/netns_harness.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/process_runner.h"
 #include "tests/test_util/run_outputs.h"

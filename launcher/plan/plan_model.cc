@@ -1,0 +1,259 @@
+#include "launcher/plan/plan_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "glog/logging.h"
+
+namespace pstrain {
+namespace {
+
+// TCP over IPv4 over Ethernet with a 1500-byte MTU: 1448 bytes of payload
+// (timestamps on) in a 1514-byte frame, which is what a link (and tc)
+// counts.
+constexpr double kFrameBytesPerPayloadByte = 1514.0 / 1448.0;
+
+// The ms a link takes to carry a burst of B payload bytes (0 without a link
+// limit). The netns bucket is full at a burst's start: when a step is
+// longer than the link needs for its bytes (T > B / R) the link earns more
+// tokens than it spends, up to the bucket; when it is not, the rate bound
+// (RateMs) sets the step instead.
+double LinkMs(const PlanCell& cell, double bytes) {
+  if (cell.link_bytes_per_s <= 0) return 0;
+  double b = bytes * kFrameBytesPerPayloadByte;
+  if (cell.link == LinkKind::kNetns) b -= std::max(64.0 * 1024, cell.link_bytes_per_s / 100);
+  return std::max(0.0, b) / cell.link_bytes_per_s * 1e3;
+}
+
+// Plain rate, no bucket: what a link can carry over a whole round.
+double RateMs(const PlanCell& cell, double bytes) {
+  return cell.link_bytes_per_s > 0 ? bytes * kFrameBytesPerPayloadByte / cell.link_bytes_per_s * 1e3 : 0;
+}
+
+double Sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+
+// What a cell's shape costs, before the mode decides how it adds up.
+struct Costs {
+  int k = 1;                      // workers per core
+  double stretch = 1;             // of CPU times, cores shared
+  double b = 0, a = 0;            // compute before the push, and ahead
+  double worker_bytes = 0;        // sum_k (u_k + d_k)
+  std::vector<double> s;          // [ps] s_k
+  std::vector<double> s_push;     // [ps] of s_k, the push's part (the rest is the reply's)
+  double lat = 0, w = 0;
+  bool ps_own_core = false;       // no worker needs the ps's core (it works while they compute)
+};
+
+Costs CostsOf(const PlanCalibration& cal, const PlanCell& cell) {
+  Costs c;
+  if (cell.placement == Placement::kOneHost) {
+    c.k = (cell.workers + cell.host_cores - 1) / cell.host_cores;
+    const double per_core = static_cast<double>(cell.workers) / cell.host_cores;
+    c.stretch = 1 + cal.sharing_cost * std::max(0.0, per_core - 1);
+  }
+  c.ps_own_core = cell.placement == Placement::kHostPerTask || cell.workers + cell.ps <= cell.host_cores;
+  c.b = cal.mean_before_push_ms() * c.stretch;
+  c.a = cal.ahead_ms * c.stretch;
+  c.worker_bytes = Sum(cell.push_bytes) + Sum(cell.pull_bytes);
+  double request_bytes = 0;  // the largest request's
+  for (int j = 0; j < cell.ps; ++j) {
+    const double u = cell.push_bytes[j], d = cell.pull_bytes[j];
+    request_bytes = std::max(request_bytes, u + d);
+    c.s.push_back(cal.ps_request.At(u + d) * c.stretch);
+    c.s_push.push_back((cal.ps_request.fixed_ms / 2 + cal.ps_request.per_byte_ms * u) * c.stretch);
+  }
+  c.lat = cal.latency.At(request_bytes);
+  c.w = cal.worker_comm_cpu.At(c.worker_bytes) * c.stretch;
+  return c;
+}
+
+struct Bound {
+  double ms = 0;
+  std::string name;
+};
+
+// The largest demand of a round (W steps) on one resource, and which.
+Bound ResourceBound(const PlanCell& cell, const Costs& c) {
+  const double W = cell.workers;
+  Bound worst;
+  auto consider = [&](double ms, const char* name) {
+    if (ms > worst.ms) worst = {ms, name};
+  };
+  if (cell.placement == Placement::kOneHost) {
+    consider(W * (c.b + c.a + c.w + Sum(c.s)) / cell.host_cores, "host CPU");
+  }
+  for (int j = 0; j < cell.ps; ++j) {
+    consider(W * c.s[j], "ps core");
+    consider(RateMs(cell, W * cell.pull_bytes[j]), "ps link");
+    if (cell.link == LinkKind::kNic) consider(RateMs(cell, W * cell.push_bytes[j]), "ps link");
+  }
+  consider(RateMs(cell, Sum(cell.push_bytes)), "worker link");
+  if (cell.link == LinkKind::kNic) consider(RateMs(cell, Sum(cell.pull_bytes)), "worker link");
+  return worst;
+}
+
+void Utilisations(const PlanCell& cell, const Costs& c, double round_ms, PlanPrediction* p) {
+  const double W = cell.workers;
+  if (cell.placement == Placement::kOneHost) {
+    p->host_cpu_utilisation = W * (c.b + c.a + c.w + Sum(c.s)) / (cell.host_cores * round_ms);
+  }
+  for (int j = 0; j < cell.ps; ++j) {
+    p->ps_core_utilisation.push_back(W * c.s[j] / round_ms);
+    double link = RateMs(cell, W * cell.pull_bytes[j]);
+    if (cell.link == LinkKind::kNic) link = std::max(link, RateMs(cell, W * cell.push_bytes[j]));
+    p->ps_link_utilisation.push_back(link / round_ms);
+  }
+}
+
+// One ps's part of a sync round: its W pushes (each through its ingress
+// and its core), then, the version complete, its W replies (its core and
+// its egress), each side a flow shop: one request's stages and W - 1 times
+// the slowest. The replies end together (the I/O thread interleaves their
+// CURVE pieces; TCP flows share a link), so every worker starts its next
+// step at once and the next pushes do not overlap these replies. A ps with
+// a core of its own serves the faster workers' pushes while the slowest
+// computes (`early`: M_W - b).
+struct SyncPs {
+  double ps = 0;     // its core's part (the first request's, and the queue where the core is slowest)
+  double links = 0;  // the queues where a link is slowest
+  double last = 0;   // the last reply's transfer
+  double total() const { return ps + links + last; }
+};
+
+SyncPs SyncPsTime(const PlanCell& cell, const Costs& c, int j, double early) {
+  const double W = cell.workers;
+  const double in = cell.link == LinkKind::kNic ? RateMs(cell, cell.push_bytes[j]) : 0;
+  const double out = LinkMs(cell, W * cell.pull_bytes[j]) / W;
+  const double s_in = c.s_push[j], s_out = c.s[j] - s_in;
+  const double push_queue = std::max(0.0, (W - 1) * std::max(in, s_in) - early);
+  const double reply_queue = (W - 1) * std::max(s_out, out);
+  SyncPs t;
+  t.ps = s_in + s_out + (in > s_in ? 0 : push_queue) + (out > s_out ? 0 : reply_queue);
+  t.links = (in > s_in ? push_queue : 0) + (out > s_out ? reply_queue : 0);
+  t.last = out;
+  return t;
+}
+
+// phase1 + phase2 + g of the header, with its split.
+double SyncRoundMs(const PlanCalibration& cal, const PlanCell& cell, const Costs& c, PlanSplit* split) {
+  const double m_w = OrderStatisticMean(cal.before_push_ms, cell.workers) * c.stretch;
+  const double phase1 = std::max(m_w, c.k * c.b);
+  const double up = LinkMs(cell, Sum(cell.push_bytes));  // the worker's own pushes
+  const double early = c.ps_own_core ? std::max(0.0, m_w - c.b) : 0;
+  SyncPs worst;  // the ps that takes longest
+  for (int j = 0; j < cell.ps; ++j) {
+    const SyncPs t = SyncPsTime(cell, c, j, early);
+    if (j == 0 || t.total() > worst.total()) worst = t;
+  }
+  double last = worst.last;
+  if (cell.link == LinkKind::kNic) last = std::max(last, RateMs(cell, Sum(cell.pull_bytes)));
+  split->compute_ms = (c.b + c.a) / c.stretch;
+  split->barrier_ms = std::max(0.0, m_w - c.b);
+  split->sharing_ms = phase1 - std::max(m_w, c.b) + (c.k - 1) * c.a + (c.b + c.a) * (1 - 1 / c.stretch);
+  split->transfer_ms = up + worst.links + std::max(0.0, last - c.k * c.a);
+  split->ps_ms = worst.ps;
+  split->other_ms = c.lat + cal.gap_ms;
+  return phase1 + c.lat + up + worst.ps + worst.links + std::max(last, c.k * c.a) + cal.gap_ms;
+}
+
+// One worker's step, alone, then queued behind the other W - 1 workers at
+// each shared server (each ps's core and link) by Bard and Schweitzer's
+// approximate mean value analysis: a request finds (W - 1) D / T of the
+// others' work there, so T = T0 + Q / T with Q = (W - 1) sum_r D_r^2.
+double AsyncStepMs(const PlanCalibration& cal, const PlanCell& cell, const Costs& c, PlanSplit* split) {
+  double down = 0, ps = 0, q_ps = 0, q_link = 0;
+  const double others = cell.workers - 1;
+  for (int j = 0; j < cell.ps; ++j) {
+    down = std::max(down, LinkMs(cell, cell.pull_bytes[j]));
+    ps = std::max(ps, c.s[j]);
+    q_ps += others * c.s[j] * c.s[j];
+    q_link += others * std::pow(RateMs(cell, cell.pull_bytes[j]), 2);
+    if (cell.link == LinkKind::kNic) q_link += others * std::pow(RateMs(cell, cell.push_bytes[j]), 2);
+  }
+  if (cell.link == LinkKind::kNic) down = std::max(down, RateMs(cell, Sum(cell.pull_bytes)));
+  const double up = LinkMs(cell, Sum(cell.push_bytes));
+  const double alone = c.b + c.lat + up + ps + std::max(down, c.a) + cal.gap_ms;
+  const double step = (alone + std::sqrt(alone * alone + 4 * (q_ps + q_link))) / 2;
+  split->compute_ms = (c.b + c.a) / c.stretch;
+  split->sharing_ms = (c.b + c.a) * (1 - 1 / c.stretch);
+  split->transfer_ms = up + std::max(0.0, down - c.a) + q_link / step;
+  split->ps_ms = ps + q_ps / step;
+  split->other_ms = c.lat + cal.gap_ms;
+  return step;
+}
+
+// What a step that no resource saturates waits for most: the compute
+// (with the barrier and the sharing of cores), the ps's service (in sync,
+// every worker's request one after another) or the links.
+const char* PathBound(const PlanSplit& s) {
+  const double compute = s.compute_ms + s.barrier_ms + s.sharing_ms;
+  if (s.ps_ms > compute && s.ps_ms >= s.transfer_ms) return "ps core";
+  if (s.transfer_ms > compute) return "links";
+  return "compute";
+}
+
+}  // namespace
+
+LinearCost FitLinearCost(const std::vector<std::pair<double, double>>& points) {
+  CHECK(!points.empty());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [x, y] : points) {
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  const double n = static_cast<double>(points.size());
+  const double var = sxx - sx * sx / n;
+  LinearCost through_origin{0, sxx > 0 ? std::max(0.0, sxy / sxx) : 0};
+  if (sxx <= 0) return {std::max(0.0, sy / n), 0};  // every point at 0 bytes
+  if (!(var > 1e-9 * sxx)) return through_origin;    // one size: per byte
+  const double slope = (sxy - sx * sy / n) / var;
+  const double intercept = (sy - slope * sx) / n;
+  if (slope < 0) return {std::max(0.0, sy / n), 0};
+  if (intercept < 0) return through_origin;
+  return {intercept, slope};
+}
+
+double PlanCalibration::mean_before_push_ms() const {
+  return before_push_ms.empty() ? 0 : Sum(before_push_ms) / before_push_ms.size();
+}
+
+double OrderStatisticMean(const std::vector<double>& sorted, int n) {
+  CHECK(!sorted.empty());
+  const double N = static_cast<double>(sorted.size());
+  double mean = 0, below = 0;  // below: P(max of n <= x_(j-1)) = ((j-1)/N)^n
+  for (size_t j = 1; j <= sorted.size(); ++j) {
+    const double at_most = std::pow(j / N, n);
+    mean += sorted[j - 1] * (at_most - below);
+    below = at_most;
+  }
+  return mean;
+}
+
+PlanPrediction Predict(const PlanCalibration& cal, const PlanCell& cell) {
+  CHECK_GE(cell.workers, 1);
+  CHECK_GE(cell.ps, 1);
+  CHECK_GE(cell.host_cores, 1);
+  CHECK_EQ(cell.push_bytes.size(), static_cast<size_t>(cell.ps));
+  CHECK_EQ(cell.pull_bytes.size(), static_cast<size_t>(cell.ps));
+  PlanPrediction p;
+  const Costs c = CostsOf(cal, cell);
+  const double path = cell.sync ? SyncRoundMs(cal, cell, c, &p.split) : AsyncStepMs(cal, cell, c, &p.split);
+  // An async worker's step, against the resources' demand per round of W
+  // steps: the same time when the resource is the limit.
+  const Bound bound = ResourceBound(cell, c);
+  p.step_ms = std::max(path, bound.ms);
+  p.bound = bound.ms > path ? bound.name : PathBound(p.split);
+  p.split.bound_ms = p.step_ms - path;
+  p.images_per_second = cell.workers * cal.batch_size / p.step_ms * 1e3;
+  Utilisations(cell, c, p.step_ms, &p);
+  if (!cell.sync) {
+    const double s_max = *std::max_element(c.s.begin(), c.s.end());
+    p.staleness = (cell.workers - 1) * std::max(0.0, 1 - s_max / p.step_ms);
+  }
+  return p;
+}
+
+}  // namespace pstrain

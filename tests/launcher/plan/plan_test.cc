@@ -1,0 +1,494 @@
+// `pstrain plan`'s model (launcher/plan/plan_model.h), the bytes it puts on the
+// wire (launcher/plan/plan_calibration.h) and its flags (launcher/plan/plan.h). The
+// command on a real run directory: tests/integration/experiment_commands_test.cc.
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/file_util.h"
+#include "common/shard_plan.h"
+#include "common/wire_codec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/plan/plan.h"
+#include "launcher/plan/plan_calibration.h"
+#include "launcher/plan/plan_model.h"
+#include "launcher/reporting/run_record.h"
+#include "models/net_spec.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A compute distribution with stragglers: most steps near 10 ms, one in
+// twenty between 25 and 40 ms.
+std::vector<double> StragglerSamples() {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> usual(10.0, 1.0);
+  std::uniform_real_distribution<double> slow(25.0, 40.0);
+  std::vector<double> v;
+  for (int i = 0; i < 400; ++i) v.push_back(i % 20 == 0 ? slow(rng) : std::max(0.0, usual(rng)));
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(OrderStatistic, MatchesABruteForceSimulationOfTheSameDistribution) {
+  const std::vector<double> samples = StragglerSamples();
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<size_t> pick(0, samples.size() - 1);
+  constexpr int kTrials = 200000;
+  for (int n : {1, 2, 3, 8, 16, 64}) {
+    double sum = 0, sum_sq = 0;
+    for (int t = 0; t < kTrials; ++t) {
+      double m = 0;
+      for (int i = 0; i < n; ++i) m = std::max(m, samples[pick(rng)]);
+      sum += m;
+      sum_sq += m * m;
+    }
+    const double mean = sum / kTrials;
+    const double standard_error = std::sqrt((sum_sq / kTrials - mean * mean) / kTrials);
+    // Seeded: the same draws every run; 5 standard errors never trip on a
+    // correct formula, and a wrong one misses by far more.
+    EXPECT_NEAR(OrderStatisticMean(samples, n), mean, 5 * standard_error + 1e-9) << "n=" << n;
+  }
+}
+
+TEST(OrderStatistic, OfOneIsTheMeanAndGrowsWithTheStragglerTail) {
+  const std::vector<double> samples = StragglerSamples();
+  const double mean = std::accumulate(samples.begin(), samples.end(), 0.0) / samples.size();
+  EXPECT_NEAR(OrderStatisticMean(samples, 1), mean, 1e-9);
+  // One straggler in twenty: 64 workers nearly always wait for one.
+  EXPECT_GT(OrderStatisticMean(samples, 64), 25.0);
+  EXPECT_LT(OrderStatisticMean(samples, 2), OrderStatisticMean(samples, 64));
+  EXPECT_LE(OrderStatisticMean(samples, 1000), samples.back());
+}
+
+// The bytes a worker's push of shard k takes, as the wire codec writes it.
+double EncodedPushBytes(const std::string& wire_text, size_t n) {
+  const WireEncoding wire = ParseWireEncoding(wire_text).value();
+  std::vector<float> gradient(n);
+  for (size_t i = 0; i < n; ++i) gradient[i] = std::sin(static_cast<float>(i)) * 0.01f;
+  const uint64_t k = wire.kind == proto::TOPK ? TopKCount(wire.topk_ratio, n) : 0;
+  std::vector<char> out;
+  std::vector<uint32_t> scratch;
+  EncodeGradient(wire.kind, k, gradient, &out, &scratch);
+  return static_cast<double>(out.size());
+}
+
+TEST(StepBytes, PushesAreWhatTheWireCodecWritesForEachShardOfThePlan) {
+  for (const std::string model : {"mnist_cnn", "cnn_large"}) {
+    const absl::StatusOr<std::vector<models::ParamSpec>> specs =
+        models::NetParamSpecs(models::GetNetSpec(model).value());
+    ASSERT_TRUE(specs.ok()) << specs.status();
+    std::vector<TensorSlot> slots;
+    for (const models::ParamSpec& s : *specs) slots.push_back({s.name, s.size});
+    for (const std::string strategy : {"balanced", "tensor_aligned"}) {
+      for (int ps : {1, 2, 3, 4}) {
+        const ShardPlan plan =
+            ShardPlan::Create(model, slots, ps, ParseShardStrategy(strategy).value()).value();
+        for (const std::string wire : {"f32", "bf16", "fp16", "topk:0.01"}) {
+          std::vector<double> push, pull;
+          ASSERT_TRUE(StepBytes({model, 0, wire, strategy}, ps, &push, &pull).ok());
+          ASSERT_EQ(push.size(), static_cast<size_t>(ps));
+          for (int k = 0; k < ps; ++k) {
+            const size_t n = static_cast<size_t>(plan.range(k).size());
+            EXPECT_EQ(push[k], EncodedPushBytes(wire, n)) << model << " " << strategy << " " << wire << " " << k;
+            EXPECT_EQ(pull[k], 4.0 * n);  // parameters come back f32
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(StepBytes, AParameterCountIsOneBalancedTensor) {
+  std::vector<double> push, pull;
+  ASSERT_TRUE(StepBytes({"", 25'000'000, "bf16", "balanced"}, 8, &push, &pull).ok());
+  EXPECT_EQ(std::accumulate(pull.begin(), pull.end(), 0.0), 4.0 * 25'000'000);
+  EXPECT_EQ(std::accumulate(push.begin(), push.end(), 0.0), 2.0 * 25'000'000);
+  EXPECT_EQ(pull.front(), pull.back());
+}
+
+TEST(StepBytes, RefusesWhatThePlanCannotCut) {
+  std::vector<double> push, pull;
+  EXPECT_EQ(StepBytes({"resnet", 0, "f32", "balanced"}, 1, &push, &pull).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StepBytes({"mnist_cnn", 0, "f64", "balanced"}, 1, &push, &pull).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StepBytes({"", 3, "f32", "balanced"}, 4, &push, &pull).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(FitLinearCost, TwoSizesGiveTheLineAndOneSizeACostPerByte) {
+  const LinearCost line = FitLinearCost({{1e5, 0.3}, {1e7, 10.2}, {1e6, 1.2}});
+  EXPECT_NEAR(line.fixed_ms, 0.2, 1e-9);
+  EXPECT_NEAR(line.per_byte_ms, 1e-6, 1e-15);
+  const LinearCost per_byte = FitLinearCost({{2e6, 4.0}, {2e6, 6.0}});
+  EXPECT_EQ(per_byte.fixed_ms, 0);
+  EXPECT_NEAR(per_byte.per_byte_ms * 2e6, 5.0, 1e-9);
+  // A slope below zero (noise) is no cost per byte.
+  const LinearCost flat = FitLinearCost({{1e5, 0.5}, {1e6, 0.4}});
+  EXPECT_EQ(flat.per_byte_ms, 0);
+  EXPECT_NEAR(flat.fixed_ms, 0.45, 1e-12);
+}
+
+// Link bytes per payload byte: TCP/IPv4/Ethernet, 1500-byte MTU.
+constexpr double kFrame = 1514.0 / 1448.0;
+
+PlanCalibration Calibration() {
+  PlanCalibration c;
+  c.before_push_ms = StragglerSamples();
+  c.ahead_ms = 2;
+  c.gap_ms = 0.1;
+  c.batch_size = 100;
+  c.ps_request = {0.1, 1e-6};     // 0.1 ms + 1 ms per MB
+  c.latency = {0.5, 0};
+  c.worker_comm_cpu = {0.2, 0};
+  return c;
+}
+
+PlanCell Cell(int workers, int ps, bool sync, double bytes_per_shard = 4e5) {
+  PlanCell c;
+  c.workers = workers;
+  c.ps = ps;
+  c.sync = sync;
+  c.placement = Placement::kHostPerTask;
+  c.push_bytes.assign(ps, bytes_per_shard / ps);
+  c.pull_bytes.assign(ps, bytes_per_shard / ps);
+  return c;
+}
+
+double SplitSum(const PlanSplit& s) {
+  return s.compute_ms + s.barrier_ms + s.sharing_ms + s.transfer_ms + s.ps_ms + s.other_ms + s.bound_ms;
+}
+
+TEST(Predict, OneWorkerIsItsComputeAndOneRoundTripInEitherMode) {
+  const PlanCalibration cal = Calibration();
+  const double b = cal.mean_before_push_ms();
+  const double s = 0.1 + 0.8;  // 0.8 MB a request
+  for (bool sync : {true, false}) {
+    const PlanPrediction p = Predict(cal, Cell(1, 1, sync));
+    EXPECT_NEAR(p.step_ms, b + 0.5 + s + 2 + 0.1, 1e-9) << sync;
+    EXPECT_NEAR(p.images_per_second, 100 / p.step_ms * 1e3, 1e-9);
+    EXPECT_EQ(p.bound, "compute");
+    EXPECT_EQ(p.staleness, 0);
+  }
+}
+
+TEST(Predict, TheSplitAddsUpToTheStep) {
+  const PlanCalibration cal = Calibration();
+  std::vector<PlanCell> cells;
+  for (bool sync : {true, false}) {
+    for (int workers : {1, 3, 8, 64}) {
+      cells.push_back(Cell(workers, 2, sync));
+      PlanCell host = Cell(workers, 1, sync);
+      host.placement = Placement::kOneHost;
+      host.host_cores = 2;
+      cells.push_back(host);
+      PlanCell link = Cell(workers, 4, sync, 4.8e6);
+      link.link_bytes_per_s = 125e6;
+      link.link = workers % 2 == 0 ? LinkKind::kNic : LinkKind::kNetns;
+      cells.push_back(link);
+    }
+  }
+  PlanCalibration sharing = cal;
+  sharing.sharing_cost = 0.1;
+  for (const PlanCell& cell : cells) {
+    for (const PlanCalibration* c : std::vector<const PlanCalibration*>{&cal, &sharing}) {
+      const PlanPrediction p = Predict(*c, cell);
+      EXPECT_NEAR(SplitSum(p.split), p.step_ms, 1e-6 * p.step_ms)
+          << cell.workers << " workers, " << cell.ps << " ps, sync " << cell.sync;
+    }
+  }
+}
+
+TEST(Predict, SyncWaitsForTheSlowestWorkerAsyncDoesNot) {
+  const PlanCalibration cal = Calibration();
+  const PlanPrediction sync = Predict(cal, Cell(64, 8, true));
+  const PlanPrediction async = Predict(cal, Cell(64, 8, false));
+  EXPECT_NEAR(sync.split.barrier_ms,
+              OrderStatisticMean(cal.before_push_ms, 64) - cal.mean_before_push_ms(), 1e-9);
+  EXPECT_EQ(async.split.barrier_ms, 0);
+  EXPECT_GT(async.images_per_second, sync.images_per_second);
+  // The other 63 workers' updates land between a pull and its push.
+  EXPECT_GT(async.staleness, 55);
+  EXPECT_LT(async.staleness, 63);
+}
+
+TEST(Predict, ASlowLinkBindsTheServerAndMorePsRelieveIt) {
+  const PlanCalibration cal = Calibration();
+  PlanCell one = Cell(16, 1, false, 4.8e6);
+  one.link_bytes_per_s = 12.5e6;  // 100 Mbit/s
+  const PlanPrediction p1 = Predict(cal, one);
+  EXPECT_EQ(p1.bound, "ps link");
+  EXPECT_NEAR(p1.ps_link_utilisation[0], 1.0, 1e-9);
+  EXPECT_NEAR(p1.step_ms, kFrame * 16 * 4.8e6 / 12.5e6 * 1e3, 1e-6);  // its pulls (and, on a NIC, pushes)
+  PlanCell four = one;
+  four.ps = 4;
+  StepBytes({"", 1'200'000, "f32", "balanced"}, 4, &four.push_bytes, &four.pull_bytes).IgnoreError();
+  const PlanPrediction p4 = Predict(cal, four);
+  EXPECT_GT(p4.images_per_second, 3.5 * p1.images_per_second);
+}
+
+TEST(Predict, TheNetnsBucketCarriesASmallBurstAtOnce) {
+  const PlanCalibration cal = Calibration();
+  PlanCell small = Cell(1, 1, true, 5e4);  // 50 KB each way, within the 64 KiB bucket
+  small.link_bytes_per_s = 12.5e6;
+  small.link = LinkKind::kNetns;
+  EXPECT_EQ(Predict(cal, small).split.transfer_ms, 0);
+  // On a NIC the push takes 4 ms (in Ethernet frames of 1514 bytes per
+  // 1448 of payload), and the pull as long, of which the forward ahead
+  // (a = 2 ms) hides 2.
+  small.link = LinkKind::kNic;
+  EXPECT_NEAR(Predict(cal, small).split.transfer_ms, kFrame * 4 + (kFrame * 4 - 2), 1e-9);
+}
+
+TEST(Predict, WorkersSharingOneHostAreBoundByItsCores) {
+  const PlanCalibration cal = Calibration();
+  PlanCell cell = Cell(8, 1, false);
+  cell.placement = Placement::kOneHost;
+  cell.host_cores = 2;
+  const PlanPrediction p = Predict(cal, cell);
+  EXPECT_EQ(p.bound, "host CPU");
+  EXPECT_NEAR(p.host_cpu_utilisation, 1.0, 1e-9);
+  // A round: every worker's compute, its I/O CPU and its request, over 2 cores.
+  const double cpu = cal.mean_before_push_ms() + 2 + 0.2 + 0.9;
+  EXPECT_NEAR(p.step_ms, 8 * cpu / 2, 1e-9);
+  PlanCalibration sharing = cal;
+  sharing.sharing_cost = 0.1;  // 4 workers per core: 30% more CPU each
+  EXPECT_NEAR(Predict(sharing, cell).step_ms, 8 * cpu * 1.3 / 2, 1e-9);
+  cell.placement = Placement::kHostPerTask;
+  EXPECT_EQ(Predict(cal, cell).bound, "compute");
+}
+
+TEST(Predict, ThePsCoreBindsWhenItsRequestsOutrunIt) {
+  PlanCalibration cal = Calibration();
+  cal.ps_request = {2.0, 0};  // 2 ms a request: 1 ms its push, 1 ms its reply
+  const PlanPrediction p = Predict(cal, Cell(64, 1, false));
+  EXPECT_EQ(p.bound, "ps core");
+  EXPECT_NEAR(p.step_ms, 128, 1e-9);
+  EXPECT_NEAR(p.ps_core_utilisation[0], 1.0, 1e-9);
+  // In sync the round waits for the 64 requests served one by one: its
+  // path, not a bound over it, and still the ps's core. On a host of its
+  // own the ps serves the faster workers' pushes while the slowest
+  // computes (M_64 - b), so only the rest of them, and every reply, are
+  // left after it.
+  const PlanPrediction sync = Predict(cal, Cell(64, 1, true));
+  EXPECT_EQ(sync.bound, "ps core");
+  EXPECT_EQ(sync.split.bound_ms, 0);
+  const double early = OrderStatisticMean(cal.before_push_ms, 64) - cal.mean_before_push_ms();
+  ASSERT_GT(early, 10);
+  ASSERT_LT(early, 63);
+  EXPECT_NEAR(sync.split.ps_ms, 1 + (63 - early) + 1 + 63, 1e-9);
+  EXPECT_LT(sync.images_per_second, p.images_per_second);
+}
+
+TEST(Predict, ASyncPsServesEarlyPushesOnlyOnACoreNoWorkerNeeds) {
+  PlanCalibration cal = Calibration();
+  cal.ps_request = {2.0, 0};
+  PlanCell own = Cell(8, 1, true);
+  own.placement = Placement::kOneHost;
+  own.host_cores = 9;  // 8 workers and the ps, a core each
+  PlanCell crowded = own;
+  crowded.host_cores = 8;
+  // Its own push and reply, the other 7 pushes less what the wait for the
+  // slowest covered, and the other 7 replies.
+  const double early = OrderStatisticMean(cal.before_push_ms, 8) - cal.mean_before_push_ms();
+  ASSERT_GT(early, 1);
+  EXPECT_NEAR(Predict(cal, own).split.ps_ms, 1 + std::max(0.0, 7 - early) + 1 + 7, 1e-9);
+  EXPECT_NEAR(Predict(cal, crowded).split.ps_ms, 2 + 7 * 2, 1e-9);
+  EXPECT_NEAR(Predict(cal, crowded).step_ms - Predict(cal, own).step_ms, std::min(7.0, early), 1e-9);
+}
+
+// A step log of `workers` workers, `steps` steps each of `compute_ms` (of
+// which `ahead_ms` ran ahead) and `comm_ms`, back to back.
+RunRecord StepLog(int workers, int steps, double compute_ms, double ahead_ms, double comm_ms) {
+  RunRecord r;
+  r.summary.set_batch_size(100);
+  r.steps.resize(workers);
+  for (std::vector<StepRow>& rows : r.steps) {
+    for (int i = 0; i < steps; ++i) {
+      StepRow row{i, 1000.0 + (i + 1) * (compute_ms + comm_ms) * 1e-3, 0.5, 100, compute_ms, comm_ms};
+      row.wait_ms = 0;
+      row.ahead_ms = ahead_ms;
+      rows.push_back(row);
+    }
+  }
+  return r;
+}
+
+// A run of an older launcher: its step log and summary, no task_cpu.csv.
+CalibrationRun StepLogRun(int workers, int ps, double request_bytes, double comm_ms) {
+  CalibrationRun run;
+  run.run_dir = absl::StrCat("w", workers, "_ps", ps, "_", request_bytes);
+  run.record = StepLog(workers, 20, 10, 2, comm_ms);
+  run.shape.model = "mnist_cnn";
+  run.host_cores = 16;
+  run.cell = Cell(workers, ps, true, request_bytes * ps / 2);
+  run.cell.placement = Placement::kOneHost;
+  run.cell.host_cores = 16;
+  run.compute_ms = 10;
+  run.comm_ms = comm_ms;
+  return run;
+}
+
+TEST(Calibrate, TakesTheCostsFromOneWorkerStepLogsWithoutTaskCpu) {
+  // 1-worker runs whose push/pull took 1 ms + 2 ms per MB of the request
+  // (1, 2 and 4 ps: the same worker bytes, smaller requests); a 4-worker
+  // run, which queued, says nothing of one request's cost.
+  const std::vector<CalibrationRun> runs = {StepLogRun(1, 1, 2e6, 5), StepLogRun(1, 2, 1e6, 3),
+                                            StepLogRun(1, 4, 0.5e6, 2), StepLogRun(4, 1, 2e6, 40)};
+  std::vector<std::string> notes;
+  const auto cal = Calibrate(runs, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok()) << cal.status();
+  EXPECT_NEAR(cal->ps_request.fixed_ms, 0.5, 1e-9);
+  EXPECT_NEAR(cal->ps_request.per_byte_ms, 1e-6, 1e-15);
+  EXPECT_NEAR(cal->latency.fixed_ms, 0.5, 1e-9);
+  EXPECT_NEAR(cal->latency.per_byte_ms, 1e-6, 1e-15);
+  EXPECT_NEAR(cal->worker_comm_cpu.per_byte_ms, 1e-6, 1e-15);
+  EXPECT_NEAR(cal->mean_before_push_ms(), 8, 1e-9);
+  EXPECT_NEAR(cal->ahead_ms, 2, 1e-9);
+  EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("step logs of its 3 1-worker run(s)"));
+  // The model gives back each 1-worker run's own step: its compute and
+  // its push/pull (lat + s), the gap between steps (here none) aside.
+  for (int i = 0; i < 3; ++i) {
+    const PlanPrediction p = Predict(*cal, runs[i].cell);
+    EXPECT_NEAR(p.step_ms, 10 + runs[i].comm_ms + cal->gap_ms, 1e-6) << runs[i].run_dir;
+  }
+  // Another share moves the cost between the ps and the worker's latency.
+  const auto ps_heavy = Calibrate(runs, "mnist_cnn", false, 0.8, &notes);
+  ASSERT_TRUE(ps_heavy.ok());
+  EXPECT_NEAR(ps_heavy->ps_request.At(2e6), 0.8 * 5, 1e-9);
+  EXPECT_NEAR(ps_heavy->latency.At(2e6), 0.2 * 5, 1e-9);
+}
+
+TEST(Calibrate, PoolsItsRunsAtTheirTypicalSpeed) {
+  // Three 1-worker runs of one cell; the third drew a slow minute of its
+  // host (30% slower). Pooled as they came, its steps would move the
+  // compute by a third of that; scaled to the runs' median speed, the
+  // compute is the typical run's: 8 ms before the push, 2 ahead.
+  std::vector<CalibrationRun> runs = {StepLogRun(1, 1, 2e6, 5), StepLogRun(1, 1, 2e6, 5),
+                                      StepLogRun(1, 1, 2e6, 5)};
+  runs[2].record = StepLog(1, 20, 13, 2.6, 5);
+  runs[2].compute_ms = 13;
+  std::vector<std::string> notes;
+  const auto cal = Calibrate(runs, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok()) << cal.status();
+  EXPECT_NEAR(cal->mean_before_push_ms(), 8, 1e-9);
+  EXPECT_NEAR(cal->ahead_ms, 2, 1e-9);
+  // A run's own spread stays: one whose steps alternate 6 and 8 ms before
+  // the push is scaled as a whole, its slowest step still 8/6 of its
+  // fastest, and the pooled steps' middle is the typical 8.
+  runs[2].record = StepLog(1, 20, 10, 2, 5);
+  for (size_t i = 0; i < runs[2].record.steps[0].size(); i += 2) {
+    runs[2].record.steps[0][i].compute_ms = 8;  // 6 before the push
+  }
+  const auto spread = Calibrate(runs, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(spread.ok()) << spread.status();
+  const std::vector<double>& b = spread->before_push_ms;
+  EXPECT_NEAR(b.back() / b.front(), 8.0 / 6.0, 1e-9);
+  EXPECT_NEAR(b[b.size() / 2], 8, 1e-9);
+}
+
+TEST(Calibrate, RefusesRunsWithNeitherTaskCpuNorAOneWorkerStepLog) {
+  std::vector<std::string> notes;
+  const auto crowded = Calibrate({StepLogRun(4, 1, 2e6, 40)}, "mnist_cnn", false, 0.5, &notes);
+  EXPECT_THAT(crowded.status().message(), HasSubstr("task_cpu.csv"));
+  EXPECT_THAT(crowded.status().message(), HasSubstr("1 worker"));
+  const auto insecure = Calibrate({StepLogRun(1, 1, 2e6, 5)}, "mnist_cnn", true, 0.5, &notes);
+  EXPECT_THAT(insecure.status().message(), HasSubstr("--insecure"));
+  EXPECT_THAT(Calibrate({StepLogRun(1, 1, 2e6, 5)}, "cnn_large", false, 0.5, &notes).status().message(),
+              HasSubstr("no calibration run trained cnn_large"));
+}
+
+TEST(CheckRuns, JudgesARunWithoutTaskCpuAtTheComputeSpeedItsStepLogShows) {
+  const std::vector<CalibrationRun> calibration = {StepLogRun(1, 1, 2e6, 5), StepLogRun(1, 2, 1e6, 3)};
+  // The same cell, but its host computed 40% slower (14 ms a step).
+  CalibrationRun slow = StepLogRun(1, 1, 2e6, 5);
+  slow.run_dir = "slow";
+  slow.record = StepLog(1, 20, 14, 2.8, 5);
+  slow.compute_ms = 14;
+  slow.steady_images_per_second = 100 / (14 + 5.0) * 1e3;
+  std::vector<std::string> notes;
+  const auto rows = CheckRuns(calibration, {slow}, 0.5, &notes);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  const CheckRow& row = rows->front();
+  EXPECT_FALSE(row.calibration);
+  EXPECT_NEAR(row.predicted, 100 / 15.0 * 1e3, 1e-6);
+  EXPECT_NEAR(row.cpu_ratio, 1.4, 1e-9);
+  // At that speed the compute and the ps's service (2.5 ms) take 40% more.
+  EXPECT_NEAR(row.predicted_at_run_speed, 100 / (14 + 2.5 * 1.4 + 2.5) * 1e3, 1e-6);
+  const std::string table = CheckTable(*rows, 0.15);
+  EXPECT_THAT(table, HasSubstr("0 of 1 held-out cells within 15%"));
+  EXPECT_THAT(table, HasSubstr("at each run's own speed, 1 of 1"));
+  EXPECT_THAT(table, Not(HasSubstr("each run (its error)")));  // one run a cell
+  EXPECT_THAT(table,
+              HasSubstr("| mnist_cnn sync, 1 ps, 1 worker, no link limit | 6667 | 5263 | +26.7% | 1.40 (-5%) |"));
+}
+
+TEST(PlanFlags, ParsesModesLinksAndPlacements) {
+  EXPECT_THAT(ParsePlanModes("sync,async").value(), ElementsAre(true, false));
+  EXPECT_THAT(ParsePlanModes("async,async").value(), ElementsAre(false));
+  EXPECT_THAT(ParsePlanModes("ssp:2").status().message(), HasSubstr("--mode"));
+  EXPECT_FALSE(ParsePlanModes("").ok());
+  EXPECT_EQ(ParseLinkKind("netns").value(), LinkKind::kNetns);
+  EXPECT_THAT(ParseLinkKind("wifi").status().message(), HasSubstr("--link_kind"));
+  EXPECT_EQ(ParsePlacement("host_per_task").value(), Placement::kHostPerTask);
+  EXPECT_THAT(ParsePlacement("rack").status().message(), HasSubstr("--placement"));
+}
+
+TEST(PlanFlags, CollectsEveryValueOfARepeatedFlag) {
+  std::vector<std::string> args = {"pstrain", "plan", "--calibrate=a", "--workers=2", "--calibrate", "b,c",
+                                   "--calibrated=x", "--", "--calibrate=d"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  EXPECT_THAT(RepeatedFlagValues(static_cast<int>(argv.size()), argv.data(), "calibrate"),
+              ElementsAre("a", "b", "c"));
+}
+
+TEST(PlanFlags, RefusesWhatItCannotAnswerNamingTheFlag) {
+  const std::string dir = ::testing::TempDir() + "/plan_flags";
+  ASSERT_TRUE(MakeDirs(dir + "/run").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/run/summary.json", "{}").ok());
+  PlanOptions ok;
+  ok.calibrate = {dir + "/run"};
+  ok.out = dir + "/plan";
+  ASSERT_TRUE(ValidatePlanOptions(ok).ok()) << ValidatePlanOptions(ok).message();
+  struct Case {
+    std::string expected;
+    void (*change)(PlanOptions*);
+  };
+  const Case cases[] = {
+      {"--calibrate", [](PlanOptions* o) { o->calibrate.clear(); }},
+      {"no summary.json", [](PlanOptions* o) { o->calibrate = {"/nonexistent/run"}; }},
+      {"--out", [](PlanOptions* o) { o->out.clear(); }},
+      {"--link_rate", [](PlanOptions* o) { o->link_rate = "10gigs"; }},
+      {"--link_kind=netns needs --link_rate", [](PlanOptions* o) { o->link = LinkKind::kNetns; }},
+      {"--host_cores", [](PlanOptions* o) { o->host_cores = -1; }},
+      {"--compute_ms", [](PlanOptions* o) { o->compute_ms = -3; }},
+      {"--model", [](PlanOptions* o) { o->model = "resnet"; }},
+      {"f64", [](PlanOptions* o) { o->wire = "f64"; }},
+      {"--params", [](PlanOptions* o) { o->params = -5; }},
+      {"--ps_share", [](PlanOptions* o) { o->ps_share = 0; }},
+      {"--ps_share", [](PlanOptions* o) { o->ps_share = 1.5; }},
+      {"--runs_host_cores", [](PlanOptions* o) { o->default_host_cores = -2; }},
+  };
+  for (const Case& c : cases) {
+    PlanOptions o = ok;
+    c.change(&o);
+    const absl::Status s = ValidatePlanOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.expected;
+    EXPECT_THAT(s.message(), HasSubstr(c.expected));
+  }
+}
+
+}  // namespace
+}  // namespace pstrain
