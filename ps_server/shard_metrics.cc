@@ -63,6 +63,110 @@ class Families {
   std::vector<MetricFamily> families_;
 };
 
+double AsDouble(int64_t v) { return static_cast<double>(v); }
+
+// What became of the gradients pushed to the shard.
+void AddGradientFamilies(const proto::ShardStats& s, Families& f) {
+  f.Counter("pstrain_updates_applied_total", "Optimizer steps this shard has taken",
+            AsDouble(s.updates_applied()));
+  f.Counter("pstrain_gradients_received_total", "Gradients pushed to this shard",
+            AsDouble(s.gradients_received()));
+  f.Counter("pstrain_gradients_applied_total", "Gradients that went into an update",
+            AsDouble(s.gradients_applied()));
+  const std::string dropped_help = "Gradients received but not applied, by why";
+  f.LabeledCounter("pstrain_gradients_dropped_total", dropped_help, "reason", "stale",
+                   AsDouble(s.stale_gradients_dropped()));
+  f.LabeledCounter("pstrain_gradients_dropped_total", dropped_help, "reason", "late",
+                   AsDouble(s.late_gradients_dropped()));
+  f.LabeledCounter("pstrain_gradients_dropped_total", dropped_help, "reason", "nonfinite",
+                   AsDouble(s.nonfinite_gradients_dropped()));
+  f.LabeledCounter("pstrain_gradients_dropped_total", dropped_help, "reason", "refused",
+                   AsDouble(s.refused_updates()));
+  f.Counter("pstrain_unordered_sums_total",
+            "Sync gradients summed as they arrived, not in rank order (the run repeats only to "
+            "rounding)",
+            AsDouble(s.unordered_sums()));
+  for (int rank = 0; rank < s.pushes_by_rank_size(); ++rank) {
+    f.LabeledCounter("pstrain_worker_pushes_total", "Gradients received from each worker rank",
+                     "rank", absl::StrCat(rank), AsDouble(s.pushes_by_rank(rank)));
+  }
+}
+
+// The requests the shard served or refused, and its peers.
+void AddRequestFamilies(const proto::ShardStats& s, Families& f) {
+  f.Counter("pstrain_pulls_served_total", "Parameter replies sent", AsDouble(s.pulls_served()));
+  f.Counter("pstrain_pulls_parked_total",
+            "Pulls held back until a sync version or the SSP bound was reached",
+            AsDouble(s.pulls_parked()));
+  f.Counter("pstrain_ssp_waits_total", "Pulls held back by the staleness bound (SSP)",
+            AsDouble(s.ssp_waits()));
+  f.Counter("pstrain_received_bytes_total", "Bytes of requests received (all frames)",
+            AsDouble(s.bytes_received()));
+  f.Counter("pstrain_sent_bytes_total", "Bytes of replies sent (all frames)", AsDouble(s.bytes_sent()));
+  f.Counter("pstrain_malformed_requests_total", "Messages that could not be parsed",
+            AsDouble(s.malformed_requests()));
+  f.Counter("pstrain_refused_requests_total", "Parsed requests answered with an error",
+            AsDouble(s.rejected_requests()));
+  f.Counter("pstrain_unauthorized_requests_total",
+            "Requests of an authenticated peer whose role may not make them",
+            AsDouble(s.unauthorized_requests()));
+  f.Counter("pstrain_oversized_requests_total", "Requests larger than the shard plan allows",
+            AsDouble(s.oversized_requests()));
+  f.Counter("pstrain_duplicate_requests_total", "Repeated requests answered again, not applied",
+            AsDouble(s.duplicate_requests()));
+  f.Counter("pstrain_retired_session_requests_total",
+            "Requests of a client its rank had replaced with a newer one, refused",
+            AsDouble(s.retired_session_requests()));
+  f.Counter("pstrain_partial_messages_dropped_total",
+            "Messages in pieces given up before their last piece", AsDouble(s.partial_messages_dropped()));
+  f.Counter("pstrain_handshakes_refused_total", "Peers refused by CURVE/ZAP before any request",
+            AsDouble(s.handshakes_refused()));
+  f.Counter("pstrain_workers_declared_dead_total",
+            "Worker ranks declared dead after --peer_timeout_s of silence",
+            AsDouble(s.workers_declared_dead()));
+  f.Counter("pstrain_workers_rejoined_total", "Worker ranks that came back",
+            AsDouble(s.workers_rejoined()));
+  f.Counter("pstrain_rollbacks_total", "Rollbacks of this live shard to a checkpoint",
+            AsDouble(s.rollbacks()));
+  f.Counter("pstrain_replications_total", "States of this shard its standby acknowledged",
+            AsDouble(s.replications()));
+  f.Counter("pstrain_unreplicated_releases_total",
+            "Replies released without the standby's acknowledgement", AsDouble(s.unreplicated_releases()));
+}
+
+// The shard's state: version, recoveries, its replica.
+void AddStateFamilies(const proto::ShardStats& s, Families& f) {
+  f.Gauge("pstrain_shard_version", "Version of this shard's parameters", AsDouble(s.version()));
+  f.Gauge("pstrain_shard_generation", "Recoveries the chief has made of this shard",
+          AsDouble(s.generation()));
+  f.Gauge("pstrain_shard_initialized", "1 once INIT or RESTORE gave this shard its parameters",
+          s.initialized() ? 1 : 0);
+  f.Gauge("pstrain_shard_parameters", "Parameters this shard holds",
+          AsDouble(static_cast<int64_t>(s.range_end() - s.range_begin())));
+  f.Gauge("pstrain_max_staleness", "Largest staleness of an applied gradient", AsDouble(s.max_staleness()));
+  f.Gauge("pstrain_replica_version", "Version of the standby replica this ps holds (-1: none)",
+          AsDouble(s.replica_version()));
+}
+
+// The staleness of applied gradients, as a Prometheus histogram.
+void AddStalenessHistogram(const proto::ShardStats& s, Families& f) {
+  ClientMetric::Histogram h;
+  uint64_t cumulative = 0;
+  const int n = s.staleness_histogram_size();
+  for (int i = 0; i < n; ++i) {
+    cumulative += static_cast<uint64_t>(s.staleness_histogram(i));
+    // The last bucket of ShardStats counts "that much or more": +Inf.
+    if (i + 1 < n) h.bucket.push_back({cumulative, static_cast<double>(i)});
+  }
+  h.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
+  h.sample_count = cumulative;
+  h.sample_sum = s.staleness_sum();
+  f.Histogram("pstrain_staleness",
+              "Staleness of applied gradients: versions between the one a gradient was computed "
+              "on and the one it was applied to",
+              std::move(h));
+}
+
 }  // namespace
 
 ShardMetrics::ShardMetrics(std::map<std::string, std::string> identity)
@@ -80,94 +184,11 @@ std::vector<MetricFamily> ShardMetrics::Collect() const {
     absl::MutexLock lock(&mu_);
     s = stats_;
   }
-  auto d = [](int64_t v) { return static_cast<double>(v); };
   Families f(identity_);
-  f.Counter("pstrain_updates_applied_total", "Optimizer steps this shard has taken",
-            d(s.updates_applied()));
-  f.Counter("pstrain_gradients_received_total", "Gradients pushed to this shard",
-            d(s.gradients_received()));
-  f.Counter("pstrain_gradients_applied_total", "Gradients that went into an update",
-            d(s.gradients_applied()));
-  const std::string dropped_help = "Gradients received but not applied, by why";
-  f.LabeledCounter("pstrain_gradients_dropped_total", dropped_help, "reason", "stale",
-                   d(s.stale_gradients_dropped()));
-  f.LabeledCounter("pstrain_gradients_dropped_total", dropped_help, "reason", "late",
-                   d(s.late_gradients_dropped()));
-  f.LabeledCounter("pstrain_gradients_dropped_total", dropped_help, "reason", "nonfinite",
-                   d(s.nonfinite_gradients_dropped()));
-  f.LabeledCounter("pstrain_gradients_dropped_total", dropped_help, "reason", "refused",
-                   d(s.refused_updates()));
-  f.Counter("pstrain_unordered_sums_total",
-            "Sync gradients summed as they arrived, not in rank order (the run repeats only to "
-            "rounding)",
-            d(s.unordered_sums()));
-  for (int rank = 0; rank < s.pushes_by_rank_size(); ++rank) {
-    f.LabeledCounter("pstrain_worker_pushes_total", "Gradients received from each worker rank",
-                     "rank", absl::StrCat(rank), d(s.pushes_by_rank(rank)));
-  }
-  f.Counter("pstrain_pulls_served_total", "Parameter replies sent", d(s.pulls_served()));
-  f.Counter("pstrain_pulls_parked_total",
-            "Pulls held back until a sync version or the SSP bound was reached",
-            d(s.pulls_parked()));
-  f.Counter("pstrain_ssp_waits_total", "Pulls held back by the staleness bound (SSP)",
-            d(s.ssp_waits()));
-  f.Counter("pstrain_received_bytes_total", "Bytes of requests received (all frames)",
-            d(s.bytes_received()));
-  f.Counter("pstrain_sent_bytes_total", "Bytes of replies sent (all frames)", d(s.bytes_sent()));
-  f.Counter("pstrain_malformed_requests_total", "Messages that could not be parsed",
-            d(s.malformed_requests()));
-  f.Counter("pstrain_refused_requests_total", "Parsed requests answered with an error",
-            d(s.rejected_requests()));
-  f.Counter("pstrain_unauthorized_requests_total",
-            "Requests of an authenticated peer whose role may not make them",
-            d(s.unauthorized_requests()));
-  f.Counter("pstrain_oversized_requests_total", "Requests larger than the shard plan allows",
-            d(s.oversized_requests()));
-  f.Counter("pstrain_duplicate_requests_total", "Repeated requests answered again, not applied",
-            d(s.duplicate_requests()));
-  f.Counter("pstrain_retired_session_requests_total",
-            "Requests of a client its rank had replaced with a newer one, refused",
-            d(s.retired_session_requests()));
-  f.Counter("pstrain_partial_messages_dropped_total",
-            "Messages in pieces given up before their last piece", d(s.partial_messages_dropped()));
-  f.Counter("pstrain_handshakes_refused_total", "Peers refused by CURVE/ZAP before any request",
-            d(s.handshakes_refused()));
-  f.Counter("pstrain_workers_declared_dead_total",
-            "Worker ranks declared dead after --peer_timeout_s of silence",
-            d(s.workers_declared_dead()));
-  f.Counter("pstrain_workers_rejoined_total", "Worker ranks that came back",
-            d(s.workers_rejoined()));
-  f.Counter("pstrain_rollbacks_total", "Rollbacks of this live shard to a checkpoint",
-            d(s.rollbacks()));
-  f.Counter("pstrain_replications_total", "States of this shard its standby acknowledged",
-            d(s.replications()));
-  f.Counter("pstrain_unreplicated_releases_total",
-            "Replies released without the standby's acknowledgement", d(s.unreplicated_releases()));
-  f.Gauge("pstrain_shard_version", "Version of this shard's parameters", d(s.version()));
-  f.Gauge("pstrain_shard_generation", "Recoveries the chief has made of this shard",
-          d(s.generation()));
-  f.Gauge("pstrain_shard_initialized", "1 once INIT or RESTORE gave this shard its parameters",
-          s.initialized() ? 1 : 0);
-  f.Gauge("pstrain_shard_parameters", "Parameters this shard holds",
-          d(static_cast<int64_t>(s.range_end() - s.range_begin())));
-  f.Gauge("pstrain_max_staleness", "Largest staleness of an applied gradient", d(s.max_staleness()));
-  f.Gauge("pstrain_replica_version", "Version of the standby replica this ps holds (-1: none)",
-          d(s.replica_version()));
-  ClientMetric::Histogram h;
-  uint64_t cumulative = 0;
-  const int n = s.staleness_histogram_size();
-  for (int i = 0; i < n; ++i) {
-    cumulative += static_cast<uint64_t>(s.staleness_histogram(i));
-    // The last bucket of ShardStats counts "that much or more": +Inf.
-    if (i + 1 < n) h.bucket.push_back({cumulative, static_cast<double>(i)});
-  }
-  h.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
-  h.sample_count = cumulative;
-  h.sample_sum = s.staleness_sum();
-  f.Histogram("pstrain_staleness",
-              "Staleness of applied gradients: versions between the one a gradient was computed "
-              "on and the one it was applied to",
-              std::move(h));
+  AddGradientFamilies(s, f);
+  AddRequestFamilies(s, f);
+  AddStateFamilies(s, f);
+  AddStalenessHistogram(s, f);
   return f.Take();
 }
 
