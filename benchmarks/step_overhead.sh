@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The fixed cost of a pstrain.torch step: a small model (an MLP of 59,635
+# parameters, 238 KB, batch 64, SGD; benchmarks/step_overhead_train.py)
+# trained in one process and through pstrain.torch with 1 ps + 1 worker,
+# sync, with CURVE and with --insecure, alternately for ROUNDS rounds, and
+# what the difference is made of:
+#   compute:  the step log's compute_ms (steps_worker0.csv: from the step's
+#             start in the first forward to the gradient handed to the
+#             library: forward, backward, the hooks, the sync average of
+#             .grad) less one process's whole step;
+#   comm:     the step log's comm_ms: the push until the last reply (the
+#             wire both ways and the ps's update);
+#   rest:     the step the script timed less compute and comm: step()'s
+#             Python around the library call (the gather into the flat
+#             buffer, the step's settings, the parameters' write-back) and
+#             zero_grad.
+# Beside it, what the bytes cost between two processes on these cores:
+# wire_bench's echo of the same payload each way, bare and with a ps's SGD
+# update before the answer (echo[sgd]; their difference is the update),
+# per security. The target is a difference of at most 1.5x the echo[sgd]
+# round trip.
+#
+# Prints one RESULT line per run, then per security a SUMMARY:
+#   SUMMARY security=curve single_ms=M pstrain_ms=M overhead_ms=D
+#     compute_ms=C comm_ms=W rest_ms=R echo_us=E echo_sgd_us=F
+#     overhead_vs_echo_sgd=X rounds=K
+# (medians over rounds of each run's median step).
+#
+# Usage: benchmarks/step_overhead.sh [ROUNDS]      (default 3)
+# Environment: BUILD_DIR (default build), PYTHON (default /usr/bin/python3,
+# Debian's python3-torch), STEPS (600 a run), SECURITY ("curve insecure").
+# Needs a build with libpstrain.so and wire_bench (tools/setup.sh).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${BUILD_DIR:-$root/build}/bin
+python=${PYTHON:-/usr/bin/python3}
+rounds=${1:-3}
+steps=${STEPS:-600}
+read -r -a securities <<< "${SECURITY:-curve insecure}"
+floats=59635
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+die() { echo "step_overhead: error: $*" >&2; exit 1; }
+"$python" -c 'import torch' || die "$python cannot import torch (apt-get install python3-torch)"
+for b in pstrain wire_bench; do [[ -x $bin/$b ]] || die "no $bin/$b; run tools/setup.sh"; done
+[[ -f $bin/../lib/libpstrain.so ]] || die "no $bin/../lib/libpstrain.so; build pstrain_c"
+load1() { cut -d' ' -f1 /proc/loadavg; }
+train="$root/benchmarks/step_overhead_train.py"
+
+run_single() {
+  local round=$1 line
+  line=$("$python" "$train" --single --steps="$steps" | grep '^STEP_MS') || die "one process failed"
+  echo "RESULT bench=step_overhead round=$round system=single security=none ${line#STEP_MS } load1=$(load1)"
+}
+
+# The medians of the step log's compute_ms and comm_ms (ms), the steps
+# after the first 50.
+step_log_medians() {
+  "$python" - "$1" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))[50:]
+print(" ".join("%s=%.4f" % (k, statistics.median(float(r[k]) for r in rows))
+               for k in ("compute_ms", "comm_ms")))
+PY
+}
+
+run_pstrain() {
+  local round=$1 security=$2 dir="$out/pstrain-$2-$1" flags=() line
+  [[ $security == insecure ]] && flags=(--insecure)
+  "$bin/pstrain" launch --cluster_spec="$root/cluster_specs/local_1ps_1w.json" --free_ports \
+    --mode=sync --max_steps="$steps" --run_dir="$dir" "${flags[@]}" \
+    -- "$python" "$train" >"$dir.log" 2>&1 || { tail -n 20 "$dir.log" >&2; die "pstrain failed"; }
+  line=$(grep -o 'STEP_MS.*' "$dir.log" | head -n 1) || die "no STEP_MS line in $dir.log"
+  echo "RESULT bench=step_overhead round=$round system=pstrain security=$security" \
+    "${line#STEP_MS } $(step_log_medians "$dir/steps_worker0.csv") load1=$(load1)"
+}
+
+for ((r = 1; r <= rounds; ++r)); do
+  run_single "$r"
+  for s in "${securities[@]}"; do run_pstrain "$r" "$s"; done
+done | tee "$out/results"
+
+wire_security=()
+for s in "${securities[@]}"; do wire_security+=("$([[ $s == curve ]] && echo curve || echo plain)"); done
+"$bin/wire_bench" --sizes="$floats" --workers=1 --security="$(IFS=,; echo "${wire_security[*]}")" \
+  --echo_work=none,sgd --rounds="$rounds" --seconds=2 2>/dev/null | grep '^RESULT' | grep 'system=echo' |
+  tee -a "$out/results"
+
+"$python" - "$out/results" "${securities[@]}" <<'PY'
+import statistics, sys
+rows = [dict(kv.split("=", 1) for kv in line.split()[1:]) for line in open(sys.argv[1])
+        if line.startswith("RESULT")]
+med = lambda xs: statistics.median(xs) if xs else float("nan")
+single = med([float(r["median"]) for r in rows if r.get("system") == "single"])
+for security in sys.argv[2:]:
+    runs = [r for r in rows if r.get("system") == "pstrain" and r["security"] == security]
+    wire = "curve" if security == "curve" else "plain"
+    echo = med([float(r["p50_round_trip_us"]) for r in rows
+                if r.get("system") == "echo" and r["security"] == wire])
+    echo_sgd = med([float(r["p50_round_trip_us"]) for r in rows
+                    if r.get("system") == "echo[sgd]" and r["security"] == wire])
+    step = med([float(r["median"]) for r in runs])
+    compute = med([float(r["compute_ms"]) for r in runs])
+    comm = med([float(r["comm_ms"]) for r in runs])
+    overhead = step - single
+    print("SUMMARY security=%s single_ms=%.3f pstrain_ms=%.3f overhead_ms=%.3f compute_ms=%.3f "
+          "comm_ms=%.3f rest_ms=%.3f echo_us=%.0f echo_sgd_us=%.0f overhead_vs_echo_sgd=%.2f "
+          "rounds=%d" % (security, single, step, overhead, compute - single, comm,
+                         step - compute - comm, echo, echo_sgd, overhead * 1e3 / echo_sgd,
+                         len(runs)))
+PY
