@@ -96,20 +96,11 @@ absl::StatusOr<std::vector<int32_t>> AbsentList(PstrainWorkerHandle w, int num_a
   return std::vector<int32_t>(absent, absent + num_absent);
 }
 
-absl::Status CreateWorker(PstrainTaskHandle task, const char* job_json, int num_tensors,
-                          const char* const* names, const int64_t* sizes, float* params,
-                          float* grads, int64_t num_floats, const float* slots,
-                          int64_t slots_floats, const int64_t* tensor_steps,
-                          PstrainWorkerHandle* out) {
-  if (task == nullptr) return Null("task");
-  if (out == nullptr) return Null("out");
-  if (num_tensors < 1) {
-    return pstrain::UsageError(absl::StrCat("num_tensors is ", num_tensors, "; at least 1"));
-  }
-  if (names == nullptr) return Null("names");
-  if (sizes == nullptr) return Null("sizes");
-  if (params == nullptr) return Null("params");
-  if (grads == nullptr) return Null("grads");
+// The tensors a caller names, each of at least one float, together
+// `num_floats`. REQUIRES: names and sizes hold num_tensors >= 1 entries.
+absl::StatusOr<std::vector<pstrain::TensorSlot>> Layout(int num_tensors,
+                                                        const char* const* names,
+                                                        const int64_t* sizes, int64_t num_floats) {
   std::vector<pstrain::TensorSlot> tensors;
   int64_t total = 0;
   for (int i = 0; i < num_tensors; ++i) {
@@ -125,6 +116,26 @@ absl::Status CreateWorker(PstrainTaskHandle task, const char* job_json, int num_
     return pstrain::UsageError(absl::StrCat("the buffers hold ", num_floats,
                                             " floats; the layout's tensors add up to ", total));
   }
+  return tensors;
+}
+
+absl::Status CreateWorker(PstrainTaskHandle task, const char* job_json, int num_tensors,
+                          const char* const* names, const int64_t* sizes, float* params,
+                          float* grads, int64_t num_floats, const float* slots,
+                          int64_t slots_floats, const int64_t* tensor_steps,
+                          PstrainWorkerHandle* out) {
+  if (task == nullptr) return Null("task");
+  if (out == nullptr) return Null("out");
+  if (num_tensors < 1) {
+    return pstrain::UsageError(absl::StrCat("num_tensors is ", num_tensors, "; at least 1"));
+  }
+  if (names == nullptr) return Null("names");
+  if (sizes == nullptr) return Null("sizes");
+  if (params == nullptr) return Null("params");
+  if (grads == nullptr) return Null("grads");
+  ASSIGN_OR_RETURN(std::vector<pstrain::TensorSlot> tensors,
+                   Layout(num_tensors, names, sizes, num_floats));
+  const int64_t total = num_floats;
   std::vector<float> initial_slots;
   std::vector<int64_t> initial_steps;
   if (slots != nullptr) {

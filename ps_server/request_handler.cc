@@ -304,6 +304,13 @@ void RequestHandler::Dispatch(const Peer& peer, const Message& request, std::vec
     return refuse(failure_);
   }
   if (who->rank >= 0 && IsTracked(h.type()) && AnswerRepeat(peer, h, out)) return;
+  Route(peer, *who, request, out);
+}
+
+// An admitted request to the handler of its type.
+void RequestHandler::Route(const Peer& peer, const Principal& who, const Message& request,
+                           std::vector<Reply>* out) {
+  const proto::Header& h = request.header;
   switch (h.type()) {
     case proto::HEARTBEAT:
     case proto::STATS: {
@@ -335,11 +342,16 @@ void RequestHandler::Dispatch(const Peer& peer, const Message& request, std::vec
     case proto::RESTORE:
       return HandleRestore(peer.route, request, out);
     case proto::REPLICATE:
-      return HandleReplicate(peer.route, *who, request, out);
+      return HandleReplicate(peer.route, who, request, out);
     case proto::FETCH_REPLICA:
       return HandleFetchReplica(peer.route, request, out);
     default:  // HEARTBEAT ... SHUTDOWN are all above; CheckEnvelope refused the rest
-      return refuse(absl::InvalidArgumentError(absl::StrCat("unknown message type ", h.type())));
+      stats_.set_rejected_requests(stats_.rejected_requests() + 1);
+      out->push_back({peer.route,
+                      ErrorReply(h, absl::InvalidArgumentError(
+                                        absl::StrCat("unknown message type ", h.type()))),
+                      false, /*record=*/false});
+      return;
   }
 }
 

@@ -260,6 +260,8 @@ class RequestHandler {
   absl::Status CheckPayload(const Message& m, bool want_payload) const;
   bool AnswerRepeat(const Peer& peer, const proto::Header& h, std::vector<Reply>* out);
   void Dispatch(const Peer& peer, const Message& request, std::vector<Reply>* out);
+  void Route(const Peer& peer, const Principal& who, const Message& request,
+             std::vector<Reply>* out);
 
   void HandleRegister(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleInit(const std::string& peer, const Message& m, std::vector<Reply>* out);

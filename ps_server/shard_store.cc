@@ -373,6 +373,10 @@ void ShardStore::PlanSegments(const StepOptions* step, float lr) {
   }
 }
 
+// One function of 80 lines, not several: the update, its blocks' sums of
+// squares and the verdict on them are one pass over the shard (each block
+// summed right after its update, from the cache), serial or on the pool;
+// cut apart, the lambdas they share would become parameters of each.
 template <typename G>
 absl::Status ShardStore::Update(const G& grad, float lr, const float* check,
                                 const StepOptions* step) {

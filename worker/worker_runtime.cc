@@ -129,37 +129,8 @@ absl::Status WorkerRuntime::Setup() {
   ASSIGN_OR_RETURN(ShardPlan plan,
                    ShardPlan::Create(o.model, options_.tensors, cluster_.num_ps(), strategy));
   plan_ = std::make_unique<ShardPlan>(std::move(plan));
-  const size_t n = static_cast<size_t>(plan_->total_size());
-  for (auto [given, own, span, what] :
-       {std::make_tuple(options_.params, &own_params_, &params_, "parameter"),
-        std::make_tuple(options_.grads, &own_grads_, &grads_, "gradient")}) {
-    if (given.empty()) {
-      own->assign(n, 0.0f);
-      *span = absl::MakeSpan(*own);
-    } else if (given.size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("the ", what, " buffer holds ", given.size(),
-                                                     " floats; the layout has ", n));
-    } else {
-      *span = given;
-    }
-  }
-  if (!options_.initial_slots.empty() || !options_.initial_tensor_updates.empty()) {
-    ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(MakeJobConfig()));
-    const size_t slots = static_cast<size_t>(NumSlots(optimizer)) * n;
-    if (options_.initial_slots.size() != slots ||
-        options_.initial_tensor_updates.size() != options_.tensors.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "an initial optimizer state of ", options_.initial_slots.size(), " floats and ",
-          options_.initial_tensor_updates.size(), " step counts: ",
-          OptimizerName(optimizer.kind), " over this layout takes ", slots, " and ",
-          options_.tensors.size()));
-    }
-    for (int64_t u : options_.initial_tensor_updates) {
-      if (u < 0 || u > (int64_t{1} << 48)) {
-        return absl::InvalidArgumentError(absl::StrCat("an initial step count of ", u));
-      }
-    }
-  }
+  RETURN_IF_ERROR(SetUpBuffers());
+  RETURN_IF_ERROR(CheckInitialState());
   ASSIGN_OR_RETURN(const WireEncoding wire, ParseWireEncoding(o.wire));
   step_ = std::make_unique<StepInFlight>(wire, *plan_, options_.tensors, grads_);
   overlap_ = options_.overlap && plan_->num_shards() > 1;
@@ -176,6 +147,54 @@ absl::Status WorkerRuntime::Setup() {
   client_options_.cancel = options_.cancel;
   RETURN_IF_ERROR(MakeClient(o.connect_timeout_s));
   if (is_chief_ && !o.checkpoint_dir.empty()) MakeCheckpointer();
+  LogSetup(wire);
+  return absl::OkStatus();
+}
+
+// The flat buffers: the caller's, or the runtime's own when none is given.
+absl::Status WorkerRuntime::SetUpBuffers() {
+  const size_t n = static_cast<size_t>(plan_->total_size());
+  for (auto [given, own, span, what] :
+       {std::make_tuple(options_.params, &own_params_, &params_, "parameter"),
+        std::make_tuple(options_.grads, &own_grads_, &grads_, "gradient")}) {
+    if (given.empty()) {
+      own->assign(n, 0.0f);
+      *span = absl::MakeSpan(*own);
+    } else if (given.size() != n) {
+      return absl::InvalidArgumentError(absl::StrCat("the ", what, " buffer holds ", given.size(),
+                                                     " floats; the layout has ", n));
+    } else {
+      *span = given;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A given initial optimizer state must fit the optimizer and the layout.
+absl::Status WorkerRuntime::CheckInitialState() const {
+  if (options_.initial_slots.empty() && options_.initial_tensor_updates.empty()) {
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(MakeJobConfig()));
+  const size_t slots =
+      static_cast<size_t>(NumSlots(optimizer)) * static_cast<size_t>(plan_->total_size());
+  if (options_.initial_slots.size() != slots ||
+      options_.initial_tensor_updates.size() != options_.tensors.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an initial optimizer state of ", options_.initial_slots.size(), " floats and ",
+        options_.initial_tensor_updates.size(), " step counts: ", OptimizerName(optimizer.kind),
+        " over this layout takes ", slots, " and ", options_.tensors.size()));
+  }
+  for (int64_t u : options_.initial_tensor_updates) {
+    if (u < 0 || u > (int64_t{1} << 48)) {
+      return absl::InvalidArgumentError(absl::StrCat("an initial step count of ", u));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void WorkerRuntime::LogSetup(const WireEncoding& wire) const {
+  const TrainOptions& o = options_.train;
   LOG(INFO) << task_.ToString() << " (rank " << rank_
             << (dynamic_ ? ", dynamic workers" : absl::StrCat(" of ", num_workers_)) << ", "
             << (is_chief_ ? "chief, " : "") << options_.device_description << "): " << o.model
@@ -188,7 +207,6 @@ absl::Status WorkerRuntime::Setup() {
               << step_->encoder().bytes_per_step() << " payload bytes a step instead of "
               << plan_->total_size() * sizeof(float);
   }
-  return absl::OkStatus();
 }
 
 absl::Status WorkerRuntime::MakeClient(double connect_timeout_s) {

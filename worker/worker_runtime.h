@@ -288,6 +288,9 @@ class WorkerRuntime {
                 const TransportSecurity& security);
 
   absl::Status Setup();
+  absl::Status SetUpBuffers();
+  absl::Status CheckInitialState() const;
+  void LogSetup(const WireEncoding& wire) const;
   absl::Status CleanRunDir();
   absl::Status OpenMetrics();
   proto::JobConfig MakeJobConfig() const;
@@ -369,6 +372,7 @@ class WorkerRuntime {
   absl::Status PullForPartlyPushedStep();
   void RecordRecovery(proto::Recovery recovery);
   absl::Status AddRecoveries(proto::RunSummary* summary) const;
+  void SetSummaryConfiguration(const std::vector<proto::ShardStats>& stats);
   void UpdateVersions(const std::vector<ShardReply>& replies);
   // What the step that just pushed tells the metrics (global_step_ is still
   // its step).

@@ -18,9 +18,10 @@
 
 namespace pstrain {
 
-absl::Status WorkerRuntime::FinishChief() {
+// summary.json's configuration: what the job was (mode, sizes, optimizer,
+// schedule, wire, the run's length and start), the results aside.
+void WorkerRuntime::SetSummaryConfiguration(const std::vector<proto::ShardStats>& stats) {
   const TrainOptions& o = options_.train;
-  ASSIGN_OR_RETURN(const std::vector<proto::ShardStats> stats, client_->Stats());
   summary_.set_mode(UpdateModeName(o.mode));
   summary_.set_num_ps(cluster_.num_ps());
   summary_.set_num_workers(num_workers_);
@@ -67,6 +68,12 @@ absl::Status WorkerRuntime::FinishChief() {
   summary_.set_started_at(absl::FormatTime(absl::RFC3339_sec,
                                            absl::Now() - absl::Seconds(SecondsSince(start_us_)),
                                            absl::UTCTimeZone()));
+}
+
+absl::Status WorkerRuntime::FinishChief() {
+  const TrainOptions& o = options_.train;
+  ASSIGN_OR_RETURN(const std::vector<proto::ShardStats> stats, client_->Stats());
+  SetSummaryConfiguration(stats);
   // Only in sync mode (and ssp, where the bound soon stops the others) does
   // everybody wait while the chief evaluates.
   const double stopped_s = o.mode == proto::ASYNC ? 0.0 : eval_seconds_;
