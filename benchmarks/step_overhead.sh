@@ -3,7 +3,9 @@
 # parameters, 238 KB, batch 64, SGD; benchmarks/step_overhead_train.py)
 # trained in one process and through pstrain.torch with 1 ps + 1 worker,
 # sync, with CURVE and with --insecure, alternately for ROUNDS rounds, and
-# what the difference is made of:
+# what the difference is made of (MODEL=wide: one tensor of 11.2M
+# parameters, 44.8 MB, whose step is the push, the update and the pull;
+# NUM_PS=4: the worker's shards on 4 ps):
 #   compute:  the step log's compute_ms (steps_worker0.csv: from the step's
 #             start in the first forward to the gradient handed to the
 #             library: forward, backward, the hooks, the sync average of
@@ -23,21 +25,30 @@
 # Prints one RESULT line per run, then per security a SUMMARY:
 #   SUMMARY security=curve single_ms=M pstrain_ms=M overhead_ms=D
 #     compute_ms=C comm_ms=W rest_ms=R echo_us=E echo_sgd_us=F
-#     overhead_vs_echo_sgd=X rounds=K
+#     overhead_vs_echo_sgd=X step_gb_per_s=G comm_gb_per_s=H rounds=K
+# (GB/s: both ways' bytes, 2 x 4 x parameters, over the step and over
+# comm_ms).
 # (medians over rounds of each run's median step).
 #
 # Usage: benchmarks/step_overhead.sh [ROUNDS]      (default 3)
 # Environment: BUILD_DIR (default build), PYTHON (default /usr/bin/python3,
-# Debian's python3-torch), STEPS (600 a run), SECURITY ("curve insecure").
+# Debian's python3-torch), MODEL (mlp or wide), NUM_PS (1), STEPS (mlp
+# 600, wide 40 a run), SECURITY ("curve insecure").
 # Needs a build with libpstrain.so and wire_bench (tools/setup.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${BUILD_DIR:-$root/build}/bin
 python=${PYTHON:-/usr/bin/python3}
 rounds=${1:-3}
-steps=${STEPS:-600}
+model=${MODEL:-mlp}
+num_ps=${NUM_PS:-1}
 read -r -a securities <<< "${SECURITY:-curve insecure}"
-floats=59635
+case $model in
+  mlp) floats=59635 default_steps=600 warmup=50 ;;
+  wide) floats=11200000 default_steps=40 warmup=5 ;;
+  *) echo "step_overhead: error: MODEL=$model (mlp or wide)" >&2; exit 2 ;;
+esac
+steps=${STEPS:-$default_steps}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 die() { echo "step_overhead: error: $*" >&2; exit 1; }
@@ -46,19 +57,29 @@ for b in pstrain wire_bench; do [[ -x $bin/$b ]] || die "no $bin/$b; run tools/s
 [[ -f $bin/../lib/libpstrain.so ]] || die "no $bin/../lib/libpstrain.so; build pstrain_c"
 load1() { cut -d' ' -f1 /proc/loadavg; }
 train="$root/benchmarks/step_overhead_train.py"
+train_args=(--model="$model" --warmup="$warmup")
+spec="$root/cluster_specs/local_1ps_1w.json"
+if ((num_ps != 1)); then  # ports are placeholders: --free_ports picks them
+  spec="$out/spec.json"
+  "$python" -c 'import json, sys; n = int(sys.argv[1]); print(json.dumps({"cluster": {
+      "ps": ["localhost:%d" % (2300 + k) for k in range(n)], "worker": ["localhost:2299"]}}))' \
+    "$num_ps" > "$spec"
+fi
 
 run_single() {
   local round=$1 line
-  line=$("$python" "$train" --single --steps="$steps" | grep '^STEP_MS') || die "one process failed"
-  echo "RESULT bench=step_overhead round=$round system=single security=none ${line#STEP_MS } load1=$(load1)"
+  line=$("$python" "$train" "${train_args[@]}" --single --steps="$steps" | grep '^STEP_MS') ||
+    die "one process failed"
+  echo "RESULT bench=step_overhead round=$round model=$model ps=$num_ps system=single" \
+    "security=none ${line#STEP_MS } load1=$(load1)"
 }
 
 # The medians of the step log's compute_ms and comm_ms (ms), the steps
-# after the first 50.
+# after the warm-up.
 step_log_medians() {
-  "$python" - "$1" <<'PY'
+  "$python" - "$1" "$warmup" <<'PY'
 import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1])))[50:]
+rows = list(csv.DictReader(open(sys.argv[1])))[int(sys.argv[2]):]
 print(" ".join("%s=%.4f" % (k, statistics.median(float(r[k]) for r in rows))
                for k in ("compute_ms", "comm_ms")))
 PY
@@ -67,11 +88,13 @@ PY
 run_pstrain() {
   local round=$1 security=$2 dir="$out/pstrain-$2-$1" flags=() line
   [[ $security == insecure ]] && flags=(--insecure)
-  "$bin/pstrain" launch --cluster_spec="$root/cluster_specs/local_1ps_1w.json" --free_ports \
+  "$bin/pstrain" launch --cluster_spec="$spec" --free_ports \
     --mode=sync --max_steps="$steps" --run_dir="$dir" "${flags[@]}" \
-    -- "$python" "$train" >"$dir.log" 2>&1 || { tail -n 20 "$dir.log" >&2; die "pstrain failed"; }
+    -- "$python" "$train" "${train_args[@]}" >"$dir.log" 2>&1 ||
+    { tail -n 20 "$dir.log" >&2; die "pstrain failed"; }
   line=$(grep -o 'STEP_MS.*' "$dir.log" | head -n 1) || die "no STEP_MS line in $dir.log"
-  echo "RESULT bench=step_overhead round=$round system=pstrain security=$security" \
+  echo "RESULT bench=step_overhead round=$round model=$model ps=$num_ps system=pstrain" \
+    "security=$security" \
     "${line#STEP_MS } $(step_log_medians "$dir/steps_worker0.csv") load1=$(load1)"
 }
 
@@ -86,13 +109,14 @@ for s in "${securities[@]}"; do wire_security+=("$([[ $s == curve ]] && echo cur
   --echo_work=none,sgd --rounds="$rounds" --seconds=2 2>/dev/null | grep '^RESULT' | grep 'system=echo' |
   tee -a "$out/results"
 
-"$python" - "$out/results" "${securities[@]}" <<'PY'
+"$python" - "$out/results" "$floats" "${securities[@]}" <<'PY'
 import statistics, sys
 rows = [dict(kv.split("=", 1) for kv in line.split()[1:]) for line in open(sys.argv[1])
         if line.startswith("RESULT")]
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 single = med([float(r["median"]) for r in rows if r.get("system") == "single"])
-for security in sys.argv[2:]:
+both_ways = 2 * 4 * int(sys.argv[2])
+for security in sys.argv[3:]:
     runs = [r for r in rows if r.get("system") == "pstrain" and r["security"] == security]
     wire = "curve" if security == "curve" else "plain"
     echo = med([float(r["p50_round_trip_us"]) for r in rows
@@ -105,7 +129,8 @@ for security in sys.argv[2:]:
     overhead = step - single
     print("SUMMARY security=%s single_ms=%.3f pstrain_ms=%.3f overhead_ms=%.3f compute_ms=%.3f "
           "comm_ms=%.3f rest_ms=%.3f echo_us=%.0f echo_sgd_us=%.0f overhead_vs_echo_sgd=%.2f "
-          "rounds=%d" % (security, single, step, overhead, compute - single, comm,
-                         step - compute - comm, echo, echo_sgd, overhead * 1e3 / echo_sgd,
-                         len(runs)))
+          "step_gb_per_s=%.3f comm_gb_per_s=%.3f rounds=%d" % (
+              security, single, step, overhead, compute - single, comm, step - compute - comm,
+              echo, echo_sgd, overhead * 1e3 / echo_sgd, both_ways / step / 1e6,
+              both_ways / comm / 1e6, len(runs)))
 PY
