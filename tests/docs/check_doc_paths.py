@@ -8,6 +8,8 @@ benchmarks/log/: kept as they were written) and checks
     document's folder);
   - backticked file names of source files, `file.cc`, somewhere in the
     repository;
+  - in sample output, glog's citations of a source line (`launch.cc:68]`):
+    the line must be a log statement of a file of that name;
 skipping what is clearly not a path in this tree (URLs, placeholders in
 capitals or angle brackets, globs, a run's outputs under runs/ or build/).
 
@@ -34,6 +36,18 @@ EXAMPLE = re.compile(r"(^|[/_])x[._]")
 EXTERNAL = {"onnx.proto", "map_field.h"}
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 TICK = re.compile(r"`([^`\s]+)`")
+# glog's "file.cc:NNN]" in a sample run's output.
+LOG_CITE = re.compile(r"\b([A-Za-z0-9_]+\.(?:cc|h)):(\d+)\]")
+
+
+def cites_a_log_line(root, paths, number):
+    """Whether line `number` of any of `paths` holds a log statement."""
+    for path in paths:
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n")
+        if 0 < number <= len(lines) and "LOG" in lines[number - 1]:
+            return True
+    return False
 
 
 def tracked(root):
@@ -53,6 +67,9 @@ def problems(root):
     dirs = {os.path.dirname(f) for f in files}
     dir_names = {os.path.basename(d) for d in dirs} | {d.split("/")[0] for d in dirs}
     names_by_path = set(files)
+    paths_by_name = {}
+    for f in files:
+        paths_by_name.setdefault(os.path.basename(f), []).append(f)
     found = []
     for doc in files:
         if not doc.endswith(".md") or doc.startswith(SKIP_DOCS):
@@ -65,7 +82,13 @@ def problems(root):
                     in_code = not in_code
                     continue
                 if in_code:
-                    continue  # commands and sample output: checked by running them
+                    # Commands and sample output are checked by running them,
+                    # but for the source lines a sample's log cites.
+                    for name, cited in LOG_CITE.findall(line):
+                        if not cites_a_log_line(root, paths_by_name.get(name, []), int(cited)):
+                            found.append("%s:%d: cites %s:%s, which is no log statement"
+                                         % (doc, number, name, cited))
+                    continue
                 for target in LINK.findall(line):
                     target = target.split("#")[0]
                     if not target or re.match(r"[a-z]+:", target):
@@ -103,7 +126,7 @@ def main():
     for p in found:
         print(p)
     if found:
-        print("%d reference(s) to files that do not exist" % len(found), file=sys.stderr)
+        print("%d reference(s) to files or lines that do not exist" % len(found), file=sys.stderr)
         return 1
     return 0
 
