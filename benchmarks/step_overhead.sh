@@ -5,7 +5,9 @@
 # sync, with CURVE and with --insecure, alternately for ROUNDS rounds, and
 # what the difference is made of (MODEL=wide: one tensor of 11.2M
 # parameters, 44.8 MB, whose step is the push, the update and the pull;
-# NUM_PS=4: the worker's shards on 4 ps):
+# MODEL=resnet18: the CIFAR ResNet-18 at batch 128, a GPU user's model;
+# DEVICE=cuda: the model on the GPU in both systems; NUM_PS=4: the worker's
+# shards on 4 ps):
 #   compute:  the step log's compute_ms (steps_worker0.csv: from the step's
 #             start in the first forward to the gradient handed to the
 #             library: forward, backward, the hooks, the sync average of
@@ -32,9 +34,14 @@
 #
 # Usage: benchmarks/step_overhead.sh [ROUNDS]      (default 3)
 # Environment: BUILD_DIR (default build), PYTHON (default /usr/bin/python3,
-# Debian's python3-torch), MODEL (mlp or wide), NUM_PS (1), STEPS (mlp
-# 600, wide 40 a run), SECURITY ("curve insecure").
-# Needs a build with libpstrain.so and wire_bench (tools/setup.sh).
+# Debian's python3-torch; on a GPU host its own), MODEL (mlp, wide or
+# resnet18), DEVICE (cpu or cuda), NUM_PS (1), STEPS (mlp 600, else 40 a
+# run), SECURITY ("curve insecure").
+# Needs a build with libpstrain.so and wire_bench (tools/setup.sh). On a
+# GPU host, with a build packed here by benchmarks/gpu_pack.sh (.gpu/) and
+# the host's own PyTorch:
+#   BUILD_DIR=.gpu PSTRAIN_LIBRARY=.gpu/lib/libpstrain.so LD_LIBRARY_PATH=.gpu/lib \
+#     PYTHON=python3 DEVICE=cuda MODEL=resnet18 benchmarks/step_overhead.sh 2
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${BUILD_DIR:-$root/build}/bin
@@ -44,9 +51,9 @@ model=${MODEL:-mlp}
 num_ps=${NUM_PS:-1}
 read -r -a securities <<< "${SECURITY:-curve insecure}"
 case $model in
-  mlp) floats=59635 default_steps=600 warmup=50 ;;
-  wide) floats=11200000 default_steps=40 warmup=5 ;;
-  *) echo "step_overhead: error: MODEL=$model (mlp or wide)" >&2; exit 2 ;;
+  mlp) default_steps=600 warmup=50 ;;
+  wide | resnet18) default_steps=40 warmup=5 ;;
+  *) echo "step_overhead: error: MODEL=$model (mlp, wide or resnet18)" >&2; exit 2 ;;
 esac
 steps=${STEPS:-$default_steps}
 out=$(mktemp -d)
@@ -57,7 +64,8 @@ for b in pstrain wire_bench; do [[ -x $bin/$b ]] || die "no $bin/$b; run tools/s
 [[ -f $bin/../lib/libpstrain.so ]] || die "no $bin/../lib/libpstrain.so; build pstrain_c"
 load1() { cut -d' ' -f1 /proc/loadavg; }
 train="$root/benchmarks/step_overhead_train.py"
-train_args=(--model="$model" --warmup="$warmup")
+train_args=(--model="$model" --warmup="$warmup" --device="${DEVICE:-cpu}")
+floats=$("$python" "$train" --model="$model" --count) || die "cannot make the model"
 spec="$root/cluster_specs/local_1ps_1w.json"
 if ((num_ps != 1)); then  # ports are placeholders: --free_ports picks them
   spec="$out/spec.json"

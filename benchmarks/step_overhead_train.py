@@ -7,7 +7,11 @@ momentum 0.5, one thread, the same fixed batches of synthetic data each way
                 of MNIST-shaped inputs: the step's fixed cost;
   --model=wide  one tensor of 11,200,000 parameters (44.8 MB, a
                 ResNet-18's size) whose forward is one multiply-add pass:
-                the step is the push, the update and the pull.
+                the step is the push, the update and the pull;
+  --model=resnet18  the CIFAR ResNet-18 (11,173,962 parameters, BatchNorm)
+                at batch 128 of CIFAR-shaped inputs: a GPU user's model.
+--device=cuda runs it on the GPU (each step's end synchronised before it is
+timed); --count prints the model's parameter count and exits.
 
   python3 benchmarks/step_overhead_train.py --single --steps=600
   pstrain launch --cluster_spec=cluster_specs/local_1ps_1w.json --mode=sync \\
@@ -40,9 +44,48 @@ class Wide(nn.Module):
         return torch.dot(self.weight, scale)
 
 
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                          nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class ResNet18(nn.Module):
+    """He et al.'s ResNet-18 in its CIFAR form (3x3 stem, no max pool)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64),
+                                  nn.ReLU())
+        layers, cin = [], 64
+        for cout, stride in ((64, 1), (64, 1), (128, 2), (128, 1), (256, 2), (256, 1),
+                             (512, 2), (512, 1)):
+            layers.append(BasicBlock(cin, cout, stride))
+            cin = cout
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x):
+        x = self.layers(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
 def make_model(kind):
     if kind == "wide":
         return Wide()
+    if kind == "resnet18":
+        return ResNet18()
     return nn.Sequential(nn.Flatten(), nn.Linear(784, 75), nn.ReLU(), nn.Linear(75, 10))
 
 
@@ -56,18 +99,31 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--single", action="store_true", help="one process, torch.optim.SGD")
     parser.add_argument("--steps", type=int, default=600, help="--single: steps to run")
-    parser.add_argument("--model", choices=("mlp", "wide"), default="mlp")
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--model", choices=("mlp", "wide", "resnet18"), default="mlp")
+    parser.add_argument("--batch", type=int, default=None, help="mlp 64, resnet18 128")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--count", action="store_true", help="print the parameter count")
     parser.add_argument("--warmup", type=int, default=50)
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(1)
+    model = make_model(args.model)
+    if args.count:
+        print(sum(p.numel() for p in model.parameters()))
+        return
+    device = torch.device(args.device)
+    model.to(device)
+    batch = args.batch or (128 if args.model == "resnet18" else 64)
     if args.model == "wide":
         batches = [(torch.randn(WIDE_FLOATS), None) for _ in range(2)]
+    elif args.model == "resnet18":
+        batches = [(torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,)))
+                   for _ in range(4)]
     else:
-        batches = [(torch.randn(args.batch, 1, 28, 28), torch.randint(0, 10, (args.batch,)))
+        batches = [(torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,)))
                    for _ in range(16)]
-    model = make_model(args.model)
+    batches = [(x.to(device), y.to(device) if y is not None else None) for x, y in batches]
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     if args.single:
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
         done = lambda: False  # noqa: E731
@@ -88,6 +144,7 @@ def main():
         loss = loss_of(model, args.model, x, y)
         loss.backward()
         opt.step()
+        sync()
         times.append((time.perf_counter() - t0) * 1e3)
         step += 1
     kept = sorted(times[args.warmup:]) or sorted(times)
