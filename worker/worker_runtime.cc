@@ -662,6 +662,11 @@ absl::Status WorkerRuntime::EndStep(const StepInfo& info, const BetweenFn& betwe
   const StepRecord record = MakeStepRecord(info, step_->computed_on(), (t1 - info.start_us + ahead_us) * 1e-3,
                                            (t2 - t1 - ahead_us) * 1e-3, ahead_us);
   RETURN_IF_ERROR(metrics_->RecordStep(record));
+  phases_.set_steps(phases_.steps() + 1);
+  phases_.set_compute_ms(phases_.compute_ms() + record.compute_ms);
+  phases_.set_comm_ms(phases_.comm_ms() + record.comm_ms);
+  phases_.set_wait_ms(phases_.wait_ms() + record.wait_ms);
+  phases_.set_ahead_ms(phases_.ahead_ms() + record.ahead_ms);
   ++global_step_;
   rejoins_without_progress_ = 0;
   if (options_.train.mode == proto::SYNC && options_.train.backup_workers == 0) {

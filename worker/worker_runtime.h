@@ -427,6 +427,7 @@ class WorkerRuntime {
   std::string resumed_from_;         // chief: the checkpoint --restore continued from
   int rejoins_without_progress_ = 0;
   int64_t images_ = 0;
+  proto::StepPhases phases_;  // the step log's columns, summed over this process's steps
   int64_t start_us_ = 0;             // monotonic, Create
   int64_t first_step_us_ = 0;        // monotonic
   int64_t first_step_unix_us_ = 0;

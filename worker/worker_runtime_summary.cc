@@ -62,6 +62,14 @@ void WorkerRuntime::SetSummaryConfiguration(const std::vector<proto::ShardStats>
   summary_.set_wire(step_->encoder().encoding().ToString());
   summary_.set_push_bytes_per_step(static_cast<double>(step_->encoder().bytes_per_step()));
   summary_.set_resumed_from(resumed_from_);
+  proto::StepPhases& mean = *summary_.mutable_chief_step_ms();
+  mean = phases_;
+  if (const double n = phases_.steps(); n > 0) {
+    mean.set_compute_ms(phases_.compute_ms() / n);
+    mean.set_comm_ms(phases_.comm_ms() / n);
+    mean.set_wait_ms(phases_.wait_ms() / n);
+    mean.set_ahead_ms(phases_.ahead_ms() / n);
+  }
   summary_.set_steps_per_worker(static_cast<int32_t>(global_step_));
   summary_.set_steps_per_epoch(static_cast<int32_t>(options_.steps_per_epoch));
   summary_.set_wall_seconds(SecondsSince(start_us_));

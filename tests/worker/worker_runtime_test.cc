@@ -13,7 +13,11 @@
 #include "common/free_ports.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/file_util.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/run_summary.pb.h"
 #include "tests/test_util/live_shards.h"
+#include "tests/test_util/process_runner.h"
 
 namespace pstrain {
 namespace {
@@ -51,7 +55,9 @@ class WorkerRuntimeTest : public ::testing::Test {
 };
 
 TEST_F(WorkerRuntimeTest, AOneWorkerSyncJobEndsWhereSgdDoes) {
-  auto rt = WorkerRuntime::Create(spec_, Options(), security_);
+  WorkerRuntimeOptions options = Options();
+  options.train.run_dir = testing::MakeTempDir("runtime");
+  auto rt = WorkerRuntime::Create(spec_, options, security_);
   ASSERT_TRUE(rt.ok()) << rt.status();
   WorkerRuntime& w = **rt;
   EXPECT_TRUE(w.is_chief());
@@ -82,6 +88,16 @@ TEST_F(WorkerRuntimeTest, AOneWorkerSyncJobEndsWhereSgdDoes) {
   EXPECT_EQ(w.Mark().step, 3);
   ASSERT_TRUE(w.ReportDone().ok());
   ASSERT_TRUE(w.FinishChief().ok());  // SHUTDOWN: the ps servers end
+  // summary.json says where the chief's steps went, in the step log's means.
+  auto json = ReadFileToString(options.train.run_dir + "/summary.json");
+  ASSERT_TRUE(json.ok()) << json.status();
+  proto::RunSummary summary;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &summary).ok());
+  EXPECT_EQ(summary.steps_per_worker(), 3);
+  EXPECT_EQ(summary.chief_step_ms().steps(), 3);
+  EXPECT_GT(summary.chief_step_ms().comm_ms(), 0);
+  EXPECT_GE(summary.chief_step_ms().compute_ms(), 0);
+  EXPECT_LE(summary.chief_step_ms().wait_ms(), summary.chief_step_ms().comm_ms());
 }
 
 TEST_F(WorkerRuntimeTest, OptionsThatCannotWorkTogetherAreRefusedFirst) {
