@@ -5,6 +5,7 @@
 
 #include "include/pstrain/c_api.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <functional>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "capi/script_worker.h"
+#include "common/embedding.h"
 #include "common/logging.h"
 #include "common/param_groups.h"
 #include "common/rejoin.h"
@@ -425,6 +427,68 @@ int PstrainWorkerClose(PstrainWorkerHandle worker) {
   return ApiCall([&] {
     RETURN_IF_ERROR(Check(worker));
     return worker->worker->Close();
+  });
+}
+
+int PstrainWorkerEmbeddingPull(PstrainWorkerHandle worker, int table, int64_t num_ids,
+                               const int64_t* ids, float* rows) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    if (num_ids < 0 || num_ids > pstrain::kMaxEmbeddingIds) {
+      return pstrain::UsageError(absl::StrCat("num_ids is ", num_ids, " (0 to 2^24 a call)"));
+    }
+    if (num_ids > 0 && ids == nullptr) return Null("ids");
+    if (num_ids > 0 && rows == nullptr) return Null("rows");
+    pstrain::ScriptWorker& w = *worker->worker;
+    if (table < 0 || table >= w.num_tables()) {
+      return pstrain::UsageError(absl::StrCat("table ", table, " is not one of the job's ",
+                                              w.num_tables(), " embedding tables"));
+    }
+    const auto n = static_cast<size_t>(num_ids);
+    return w.EmbeddingPull(table, {ids, n}, {rows, n * static_cast<size_t>(w.table_dim(table))});
+  });
+}
+
+int PstrainWorkerEmbeddingGrad(PstrainWorkerHandle worker, int table, int64_t num_ids,
+                               const int64_t* ids, const float* grads) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    if (num_ids < 0 || num_ids > pstrain::kMaxEmbeddingIds) {
+      return pstrain::UsageError(absl::StrCat("num_ids is ", num_ids, " (0 to 2^24 a call)"));
+    }
+    if (num_ids > 0 && ids == nullptr) return Null("ids");
+    if (num_ids > 0 && grads == nullptr) return Null("grads");
+    pstrain::ScriptWorker& w = *worker->worker;
+    if (table < 0 || table >= w.num_tables()) {
+      return pstrain::UsageError(absl::StrCat("table ", table, " is not one of the job's ",
+                                              w.num_tables(), " embedding tables"));
+    }
+    const auto n = static_cast<size_t>(num_ids);
+    return w.EmbeddingGrad(table, {ids, n}, {grads, n * static_cast<size_t>(w.table_dim(table))});
+  });
+}
+
+int PstrainEmbeddingInitialRows(int dim, int uniform, double init_std, uint64_t seed,
+                                int table_index, int64_t num_ids, const int64_t* ids,
+                                float* rows) {
+  return ApiCall([&] {
+    if (dim < 1 || dim > pstrain::kMaxEmbeddingDim) {
+      return pstrain::UsageError(absl::StrCat("dim is ", dim));
+    }
+    if (!(std::isfinite(init_std) && init_std >= 0)) {
+      return pstrain::UsageError(absl::StrCat("init_std is ", init_std));
+    }
+    if (num_ids < 0 || table_index < 0) return pstrain::UsageError("a negative count or index");
+    if (num_ids > 0 && (ids == nullptr || rows == nullptr)) return Null("ids or rows");
+    pstrain::proto::EmbeddingTableConfig t;
+    t.set_dim(dim);
+    t.set_init_uniform(uniform != 0);
+    t.set_init_std(init_std);
+    const auto d = static_cast<size_t>(dim);
+    for (int64_t i = 0; i < num_ids; ++i) {
+      pstrain::InitialRow(t, seed, table_index, ids[i], {rows + static_cast<size_t>(i) * d, d});
+    }
+    return absl::OkStatus();
   });
 }
 

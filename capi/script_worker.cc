@@ -92,6 +92,8 @@ absl::Status ApplyJobOptions(const std::string& job_json, WorkerRuntimeOptions* 
       *open_ended = *open_ended && ro->total_steps == 0;
     } else if (key == "device") {
       ASSIGN_OR_RETURN(ro->device_description, FlagText(key, value));
+    } else if (key == "embedding_tables") {
+      ASSIGN_OR_RETURN(ro->tables, EmbeddingTablesFromJson(value));
     } else if (key == "tensor_groups") {
       if (value.kind_case() != google::protobuf::Value::kListValue) {
         return absl::InvalidArgumentError(
@@ -134,6 +136,7 @@ absl::StatusOr<std::string> DescribeJob(const ScriptTask& task, const std::strin
   bool open_ended = false;
   std::vector<int> groups;
   RETURN_IF_ERROR(ApplyJobOptions(job_json, &ro, &open_ended, &groups));
+  RETURN_IF_ERROR(CheckTables(task.cluster, ro));
   const TrainOptions& o = ro.train;
   proto::JobConfig job;
   const int num_workers = task.dynamic ? 0 : task.num_workers;
@@ -143,11 +146,11 @@ absl::StatusOr<std::string> DescribeJob(const ScriptTask& task, const std::strin
       "{\"mode\": \"%s\", \"num_workers\": %d, \"backup_workers\": %d, \"staleness\": %d, "
       "\"optimizer\": \"%s\", \"lr\": %.17g, \"momentum\": %.17g, \"nesterov\": %s, "
       "\"weight_decay\": %.17g, \"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, "
-      "\"lr_decay\": %.17g, \"initial_accumulator\": %.17g}",
+      "\"lr_decay\": %.17g, \"initial_accumulator\": %.17g, \"seed\": %u}",
       UpdateModeName(o.mode).c_str(), task.num_workers, o.backup_workers, o.staleness,
       OptimizerName(c.kind).c_str(), EffectiveLearningRate(o, num_workers),
       c.momentum, c.nesterov ? "true" : "false", c.weight_decay, c.beta1, c.beta2, c.eps,
-      c.lr_decay, c.initial_accumulator);
+      c.lr_decay, c.initial_accumulator, o.seed);
 }
 
 absl::Status UsageError(absl::string_view message) {
@@ -277,6 +280,7 @@ absl::Status ScriptWorker::BeginStep(int num_examples) {
   step_.step_in_epoch = step % steps_per_epoch();
   step_.examples = num_examples;
   std::fill(tensor_ready_.begin(), tensor_ready_.end(), false);
+  table_grads_.assign(static_cast<size_t>(job_.tables_size()), TableGrads());
   layer_spans_.clear();
   if (num_examples > 0) runtime_->StartPush(num_examples);
   in_step_ = true;
@@ -296,7 +300,9 @@ absl::Status ScriptWorker::TensorReady(int tensor) {
     return UsageError(absl::StrCat("TensorReady: tensor ", tensor, " is final already this step"));
   }
   tensor_ready_[tensor] = true;
-  runtime_->TensorReady(tensor);
+  // A job with embedding tables sends the step's rows before its dense
+  // push to each ps (ps_server/embedding_tables.h): all of it at EndStep.
+  if (job_.tables_size() == 0) runtime_->TensorReady(tensor);
   return absl::OkStatus();
 }
 
@@ -407,7 +413,8 @@ absl::Status ScriptWorker::EndStep(double loss) {
   }
   step_.loss = static_cast<float>(loss);
   step_.layers = layer_spans_.empty() ? nullptr : &layer_spans_;
-  absl::Status s = runtime_->EndStep(step_);
+  absl::Status s = PushEmbeddingGrads();
+  if (s.ok()) s = runtime_->EndStep(step_);
   if (s.ok()) s = runtime_->CheckShardsHome();
   if (s.ok()) {
     runtime_->MaybeCheckpoint();

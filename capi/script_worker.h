@@ -28,6 +28,7 @@
 #include "common/cluster_spec.h"
 #include "common/optimizer.h"
 #include "common/shard_plan.h"
+#include "google/protobuf/struct.pb.h"
 #include "models/layer_span.h"
 #include "transport/security.h"
 #include "worker/train_options.h"
@@ -67,6 +68,16 @@ struct ScriptTask {
 // "beta2", "eps", "lr_decay", "initial_accumulator"). InvalidArgument for
 // a bad option, as PstrainWorkerCreate's.
 absl::StatusOr<std::string> DescribeJob(const ScriptTask& task, const std::string& job_json);
+
+// The job option "embedding_tables" (c_api.h, PstrainWorkerCreate): an
+// array of tables, each an object of "name", "dim", "num_embeddings",
+// "optimizer", "lr", "eps", "beta1", "beta2", "initial_accumulator",
+// "init" ("normal" or "uniform"), "init_std", "admit_after",
+// "evict_after_steps", "max_rows_per_ps". InvalidArgument naming the
+// table and the key for anything else or a bad value
+// (ValidateEmbeddingTables).
+absl::StatusOr<std::vector<proto::EmbeddingTableConfig>> EmbeddingTablesFromJson(
+    const google::protobuf::Value& value);
 
 // A misuse of the API (a call out of order, a bad argument): the status
 // says what, and nothing happened.
@@ -128,6 +139,21 @@ class ScriptWorker {
   // (or has backup workers).
   absl::Status Reduce(std::vector<int32_t> absent, std::vector<int32_t>* absent_everywhere,
                       bool* reduced);
+  // Embedding tables (the job's "embedding_tables", in order). The rows of
+  // table `table`'s `ids` into `rows` (ids.size() x dim), as the ps holds
+  // them now (in sync: after the versions this worker has pulled). Any
+  // time after Create. Usage errors: a table outside the job, repeated ids,
+  // ids outside num_embeddings, `rows` of the wrong size.
+  absl::Status EmbeddingPull(int table, absl::Span<const int64_t> ids, absl::Span<float> rows);
+  // The step's row gradients of table `table` (ids.size() x dim floats;
+  // copied), sent at EndStep before the dense gradient. A table with none
+  // this step is left alone, as torch.optim leaves a parameter whose .grad
+  // is None. Usage errors as EmbeddingPull's, no step under way, a table
+  // given twice in a step, a gradient that is not finite.
+  absl::Status EmbeddingGrad(int table, absl::Span<const int64_t> ids,
+                             absl::Span<const float> grads);
+  int num_tables() const { return job_.tables_size(); }
+  int table_dim(int table) const { return job_.tables(table).dim(); }
   // The optimizer's state on the shards (WorkerRuntime::ReadOptimizerState).
   // A usage error inside a step.
   absl::Status OptimizerState(std::vector<float>* slots, std::vector<int64_t>* tensor_updates);
@@ -148,6 +174,12 @@ class ScriptWorker {
   // A run-time failure is kept and returned by every later call.
   absl::Status Latch(absl::Status status);
   absl::Status EndEpoch(const EvalPoint& eval);
+  // Checks a call's table, ids and row count (usage errors named after `call`).
+  absl::Status CheckEmbeddingCall(absl::string_view call, int table, absl::Span<const int64_t> ids,
+                                  size_t floats) const;
+  // EndStep: the step's row gradients to every ps (every table: those with
+  // none marked so), then cleared.
+  absl::Status PushEmbeddingGrads();
   // Sorts `absent` and drops repeats; a usage error, named after `call`,
   // for a tensor outside the layout.
   absl::Status SortAbsent(absl::string_view call, std::vector<int32_t>* absent) const;
@@ -164,6 +196,13 @@ class ScriptWorker {
   OptimizerConfig optimizer_;  // the job's, from job_
   bool closed_ = false;
   std::vector<bool> tensor_ready_;
+  // The step's row gradients by table (EmbeddingGrad).
+  struct TableGrads {
+    bool has_grad = false;
+    std::vector<int64_t> ids;
+    std::vector<float> grads;
+  };
+  std::vector<TableGrads> table_grads_;
   StepInfo step_;
   // This step's layer spans (StepInfo::layers), and the layers' names they
   // point into (a node set: the names stay where they are).

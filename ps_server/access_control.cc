@@ -13,6 +13,8 @@ bool WorkerMayDo(proto::MessageType type) {
     case proto::PUSH_PULL:
     case proto::REDUCE:
     case proto::OPTIMIZER_STATE:
+    case proto::EMBEDDING_PULL:
+    case proto::EMBEDDING_PUSH:
     case proto::BARRIER:
     case proto::HEARTBEAT:
     case proto::STATS:

@@ -32,6 +32,7 @@ bool IsTracked(proto::MessageType type) {
     case proto::INIT:
     case proto::PUSH:
     case proto::PUSH_PULL:
+    case proto::EMBEDDING_PUSH:
     case proto::BARRIER:
     case proto::SAVE:
     case proto::RESTORE:
@@ -171,6 +172,9 @@ size_t RequestHandler::MaxPayloadBytes(const proto::Header& h) const {
     return SIZE_MAX;
   }
   if (!initialized()) return h.type() == proto::INIT ? SIZE_MAX : kMaxPayloadBeforeInit;
+  if (h.type() == proto::EMBEDDING_PULL || h.type() == proto::EMBEDDING_PUSH) {
+    return tables_.MaxPayloadBytes();
+  }
   // A top-k push of every entry takes 8 bytes per float, anything else 4.
   return MaxEncodedBytes(h.encoding(), static_cast<size_t>(range_.size()));
 }
@@ -258,6 +262,7 @@ absl::Status RequestHandler::CheckPayload(const Message& m, bool want_payload) c
 void RequestHandler::Handle(const Peer& peer, const Message& request, std::vector<Reply>* out) {
   const size_t first = out->size();
   Dispatch(peer, request, out);
+  SettleEmbeddings();
   RecordReplies(*out, first);
   for (size_t i = first; i < out->size(); ++i) (*out)[i].header.set_ps_instance(options_.instance);
 }
@@ -333,6 +338,10 @@ void RequestHandler::Route(const Peer& peer, const Principal& who, const Message
       return HandleOptimizerState(peer.route, request, out);
     case proto::PULL:
       return HandlePull(peer.route, request, out);
+    case proto::EMBEDDING_PULL:
+      return HandleEmbeddingPull(peer.route, request, out);
+    case proto::EMBEDDING_PUSH:
+      return HandleEmbeddingPush(peer.route, request, out);
     case proto::BARRIER:
       return HandleBarrier(peer.route, request, out);
     case proto::SHUTDOWN:
@@ -715,6 +724,7 @@ proto::ShardStats RequestHandler::Stats() const {
     s.mutable_staleness_histogram()->RemoveLast();
   }
   for (const auto& [rank, report] : reports_) *s.add_workers() = report;
+  for (proto::EmbeddingTableStats& t : tables_.Stats()) *s.add_tables() = std::move(t);
   return s;
 }
 

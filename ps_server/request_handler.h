@@ -80,6 +80,7 @@
 #include "ps_server/access_control.h"
 #include "ps_server/checkpoint_store.h"
 #include "ps_server/chunk_pool.h"
+#include "ps_server/embedding_tables.h"
 #include "ps_server/gradient_reducer.h"
 #include "ps_server/parked_requests.h"
 #include "ps_server/request_repeats.h"
@@ -304,6 +305,12 @@ class RequestHandler {
   // Counts a decoded gradient by its encoding (ShardStats.pushes_by_encoding).
   void CountEncoding(proto::Encoding encoding);
   void HandlePull(const std::string& peer, const Message& m, std::vector<Reply>* out);
+  // Embedding tables (ps_server/embedding_tables.h): a step's rows, and
+  // their gradients.
+  void HandleEmbeddingPull(const std::string& peer, const Message& m, std::vector<Reply>* out);
+  void HandleEmbeddingPush(const std::string& peer, const Message& m, std::vector<Reply>* out);
+  // Sync: applies the embedding pushes of every version the shard applied.
+  void SettleEmbeddings();
   void HandleBarrier(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleShutdown(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleReplicate(const std::string& peer, const Principal& who, const Message& m,
@@ -351,6 +358,8 @@ class RequestHandler {
   uint64_t fingerprint_ = 0;
   ShardRange range_;
   std::unique_ptr<UpdatePolicy> policy_;
+  // The job's embedding tables' rows held here.
+  EmbeddingTables tables_;
   // Sync: the workers' averaged gradient for scripts that ask (REDUCE).
   std::unique_ptr<GradientReducer> reducer_;
   int64_t unordered_sums_before_ = 0;  // the policies' before this one (Stats)

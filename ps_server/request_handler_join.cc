@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_dir.h"
+#include "common/embedding.h"
 #include "common/lr_schedule.h"
 #include "common/optimizer.h"
 #include "common/param_groups.h"
@@ -132,6 +133,9 @@ absl::Status RequestHandler::CheckInitFields(const proto::Header& h) const {
     return absl::InvalidArgumentError(
         absl::StrCat("INIT: bad range [", h.range_begin(), ", ", h.range_end(), ")"));
   }
+  if (absl::Status s = ValidateEmbeddingTables(h.job()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("INIT: ", s.message()));
+  }
   if (absl::Status s = ValidateLayoutGroups(h.job()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("INIT: ", s.message()));
   }
@@ -217,6 +221,11 @@ void RequestHandler::Install(const proto::Header& h, std::unique_ptr<UpdatePolic
     if (workers_.dead(rank)) reducer_->SetActive(rank, false);
   }
   job_ = h.job();
+  // Every INIT and RESTORE starts the tables empty: their rows are the
+  // initial ones (a restore keeps none of them; the chief refuses the
+  // checkpoints and standbys that would need them).
+  tables_ = EmbeddingTables(job_, options_.shard_index,
+                            num_shards_ != 0 ? num_shards_ : h.num_shards());
   fingerprint_ = h.plan_fingerprint();
   range_ = {static_cast<int64_t>(h.range_begin()), static_cast<int64_t>(h.range_end())};
   if (!options_.dynamic_workers) return;

@@ -54,6 +54,7 @@ std::vector<int> RequestHandler::DeclareSilentDead(double peer_timeout_s, std::v
     SetDead(rank, true, out);
     declared.push_back(rank);
   }
+  SettleEmbeddings();
   return declared;
 }
 

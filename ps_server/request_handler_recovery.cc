@@ -26,6 +26,10 @@ void RequestHandler::HandleSave(const std::string& peer, const Message& m,
     return Refuse(peer, h, absl::FailedPreconditionError(
         "SAVE: this ps was started without --checkpoint_dir"), out);
   }
+  if (!tables_.empty()) {
+    return Refuse(peer, h, absl::FailedPreconditionError(
+        "SAVE: checkpoints do not hold embedding tables' rows yet"), out);
+  }
   if (h.step() < 0 || h.step() > CheckpointStore::kMaxStep || h.keep_checkpoints() < 1 ||
       m.has_payload) {
     return Refuse(peer, h, absl::InvalidArgumentError(
@@ -80,6 +84,10 @@ void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
   const bool rollback = h.restore().rollback() && initialized();
   if (h.restore().generation() < 0 || h.restore().generation() > CheckpointStore::kMaxStep) {
     return Refuse(peer, h, absl::InvalidArgumentError("RESTORE: generation out of range"), out);
+  }
+  if (!h.restore().from_payload() && h.job().tables_size() > 0) {
+    return Refuse(peer, h, absl::FailedPreconditionError(
+        "RESTORE: checkpoints do not hold embedding tables' rows"), out);
   }
   if (h.restore().verify_only()) {
     absl::Status s = rollback ? CheckInitFields(h) : CheckInit(h);

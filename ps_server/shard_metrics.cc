@@ -32,6 +32,13 @@ class Families {
     m.counter.value = value;
     Add(name, help, MetricType::Counter, std::move(m));
   }
+  // One sample of a gauge family whose samples differ in `label`.
+  void LabeledGauge(const std::string& name, const std::string& help, const std::string& label,
+                    const std::string& label_value, double value) {
+    ClientMetric m = Sample({{label, label_value}});
+    m.gauge.value = value;
+    Add(name, help, MetricType::Gauge, std::move(m));
+  }
   void Gauge(const std::string& name, const std::string& help, double value) {
     ClientMetric m = Sample({});
     m.gauge.value = value;
@@ -148,6 +155,52 @@ void AddStateFamilies(const proto::ShardStats& s, Families& f) {
           AsDouble(s.replica_version()));
 }
 
+// Each embedding table's rows on this ps, one sample per table (label
+// "table": its name).
+void AddEmbeddingFamilies(const proto::ShardStats& s, Families& f) {
+  using Field = int64_t (proto::EmbeddingTableStats::*)() const;
+  struct Family {
+    const char* name;
+    const char* help;
+    Field field;
+    bool counter;
+  };
+  static const Family kFamilies[] = {
+      {"pstrain_embedding_rows", "Rows of the embedding table held on this ps",
+       &proto::EmbeddingTableStats::rows, false},
+      {"pstrain_embedding_memory_bytes",
+       "Bytes the table's rows take on this ps: values, optimizer state, index",
+       &proto::EmbeddingTableStats::memory_bytes, false},
+      {"pstrain_embedding_ids_waiting", "Ids touched but not admitted yet",
+       &proto::EmbeddingTableStats::ids_waiting, false},
+      {"pstrain_embedding_rows_admitted_total", "Rows made (an id admitted, or first updated)",
+       &proto::EmbeddingTableStats::rows_admitted, true},
+      {"pstrain_embedding_gradients_unadmitted_total",
+       "Row gradients dropped because their id had no row yet",
+       &proto::EmbeddingTableStats::gradients_unadmitted, true},
+      {"pstrain_embedding_rows_evicted_idle_total",
+       "Rows dropped after evict_after_steps updates untouched",
+       &proto::EmbeddingTableStats::rows_evicted_idle, true},
+      {"pstrain_embedding_rows_evicted_cap_total",
+       "Rows dropped, least recently updated, to stay under max_rows_per_ps",
+       &proto::EmbeddingTableStats::rows_evicted_cap, true},
+      {"pstrain_embedding_row_updates_total", "Row updates applied",
+       &proto::EmbeddingTableStats::row_updates, true},
+      {"pstrain_embedding_rows_pulled_total", "Rows sent to workers",
+       &proto::EmbeddingTableStats::rows_pulled, true},
+  };
+  for (const Family& family : kFamilies) {
+    for (const proto::EmbeddingTableStats& t : s.tables()) {
+      const double value = AsDouble((t.*family.field)());
+      if (family.counter) {
+        f.LabeledCounter(family.name, family.help, "table", t.name(), value);
+      } else {
+        f.LabeledGauge(family.name, family.help, "table", t.name(), value);
+      }
+    }
+  }
+}
+
 // The staleness of applied gradients, as a Prometheus histogram.
 void AddStalenessHistogram(const proto::ShardStats& s, Families& f) {
   ClientMetric::Histogram h;
@@ -189,6 +242,7 @@ std::vector<MetricFamily> ShardMetrics::Collect() const {
   AddRequestFamilies(s, f);
   AddStateFamilies(s, f);
   AddStalenessHistogram(s, f);
+  AddEmbeddingFamilies(s, f);
   return f.Take();
 }
 

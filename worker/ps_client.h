@@ -88,6 +88,18 @@ struct Registration {
   bool same_generation() const;
 };
 
+// One embedding table's part of a step (EMBEDDING_PULL, EMBEDDING_PUSH):
+// its distinct ids, and their rows (pull: filled) or row gradients (push).
+// The client sends each ps the ids it holds (common/embedding.h).
+struct EmbeddingRows {
+  int table = 0;  // index into JobConfig.tables
+  int dim = 0;    // the table's row length
+  absl::Span<const int64_t> ids;
+  absl::Span<float> rows;         // pull: ids.size() x dim, filled
+  absl::Span<const float> grads;  // push: ids.size() x dim
+  bool has_grad = false;          // push: the table had a gradient this step
+};
+
 // What one shard said in a reply.
 struct ShardReply {
   int64_t version = 0;    // the shard's version of the returned parameters
@@ -253,6 +265,15 @@ class PsClient {
                           absl::Span<const EncodedShard> grads, const std::vector<bool>& push_to,
                           absl::Span<float> params, std::vector<ShardReply>* replies);
 
+  // The rows of every table's ids, from the ps tasks that hold them, into
+  // each EmbeddingRows's rows.
+  absl::Status EmbeddingPull(absl::Span<const EmbeddingRows> tables);
+  // The step's row gradients (computed at `step` on `versions`, of
+  // `num_examples` examples) to every ps, each its ids' (a ps holding none
+  // of them still hears of the step: sync averages over the pushes).
+  // *dropped: some ps dropped it (the job went past this step).
+  absl::Status EmbeddingPush(int64_t step, absl::Span<const int64_t> versions, int num_examples,
+                             absl::Span<const EmbeddingRows> tables, bool* dropped);
   // Waits at the barrier `name` on every shard until every worker reached
   // it. `report` (may be null), the worker's final figures, goes to every
   // shard: shard 0's STATS carries them to the chief, and a shard holding a

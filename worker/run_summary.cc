@@ -6,6 +6,8 @@
 namespace pstrain {
 namespace {
 
+double AsDouble(int64_t v) { return static_cast<double>(v); }
+
 void FillThroughput(const proto::ShardStats& shard0, double eval_seconds,
                     proto::RunSummary* summary) {
   int64_t first = std::numeric_limits<int64_t>::max();
@@ -95,6 +97,29 @@ void FillCounters(const std::vector<proto::ShardStats>& shards, proto::RunSummar
   for (int64_t c : histogram) summary->add_staleness_histogram(static_cast<int32_t>(c));
 }
 
+void FillEmbeddingTables(const std::vector<proto::ShardStats>& shards,
+                         proto::RunSummary* summary) {
+  for (const proto::ShardStats& s : shards) {
+    for (int t = 0; t < s.tables_size(); ++t) {
+      while (summary->embedding_tables_size() <= t) summary->add_embedding_tables();
+      const proto::EmbeddingTableStats& in = s.tables(t);
+      proto::EmbeddingTableSummary& out = *summary->mutable_embedding_tables(t);
+      out.set_name(in.name());
+      out.set_rows(out.rows() + AsDouble(in.rows()));
+      out.set_row_bytes(out.row_bytes() + AsDouble(in.row_bytes()));
+      out.set_memory_bytes(out.memory_bytes() + AsDouble(in.memory_bytes()));
+      out.set_rows_admitted(out.rows_admitted() + AsDouble(in.rows_admitted()));
+      out.set_ids_waiting(out.ids_waiting() + AsDouble(in.ids_waiting()));
+      out.set_gradients_unadmitted(out.gradients_unadmitted() + AsDouble(in.gradients_unadmitted()));
+      out.set_rows_evicted_idle(out.rows_evicted_idle() + AsDouble(in.rows_evicted_idle()));
+      out.set_rows_evicted_cap(out.rows_evicted_cap() + AsDouble(in.rows_evicted_cap()));
+      out.set_row_updates(out.row_updates() + AsDouble(in.row_updates()));
+      out.set_rows_pulled(out.rows_pulled() + AsDouble(in.rows_pulled()));
+      out.set_updates(std::max(out.updates(), AsDouble(in.updates())));
+    }
+  }
+}
+
 }  // namespace
 
 double SecondsToAccuracy(const std::vector<EvalPoint>& evals, double target) {
@@ -130,6 +155,7 @@ void FillSummaryResults(const std::vector<EvalPoint>& evals,
   summary->set_seconds_to_99(SecondsToAccuracy(evals, 0.99));
   if (!shards.empty()) FillThroughput(shards.front(), eval_seconds, summary);
   FillCounters(shards, summary);
+  FillEmbeddingTables(shards, summary);
   FillEncodingCounts(shards, summary);
 }
 

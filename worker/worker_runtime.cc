@@ -94,6 +94,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("total steps must be >= 0, got ", options.total_steps));
   }
+  RETURN_IF_ERROR(CheckTables(cluster, options));
   std::unique_ptr<WorkerRuntime> runtime(new WorkerRuntime(cluster, std::move(options), security));
   if (runtime->is_chief() && !runtime->options_.initial_params) {
     return absl::InvalidArgumentError("the chief needs the job's initial parameters");
@@ -365,6 +366,7 @@ proto::JobConfig WorkerRuntime::MakeJobConfig() const {
   // ssp (every worker's total_steps), or total_steps with dynamic workers.
   const bool per_push = o.mode != proto::SYNC && !dynamic_;
   job.set_schedule_updates(per_push ? total_steps_ * num_workers_ : total_steps_);
+  for (const proto::EmbeddingTableConfig& t : options_.tables) *job.add_tables() = t;
   for (const TensorSlot& t : options_.tensors) {
     proto::TensorLayout* l = job.add_layout();
     l->set_name(t.name);
@@ -403,6 +405,9 @@ absl::Status WorkerRuntime::CheckJobMatches(const proto::JobConfig& job) const {
     if (const std::string d = LayoutDifference(job); !d.empty()) {
       return absl::FailedPreconditionError(d);
     }
+  }
+  if (const std::string d = TableDifference(job, mine); !d.empty()) {
+    return absl::FailedPreconditionError(d);
   }
   if (job.mode() != mine.mode()) {
     return Mismatch("mode", UpdateModeName(mine.mode()), UpdateModeName(job.mode()));

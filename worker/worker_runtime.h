@@ -90,6 +90,12 @@ struct WorkerRuntimeOptions {
   // The parameter layout, in order; the flat buffers are these tensors
   // laid end to end. REQUIRES: not empty, every size > 0.
   std::vector<TensorSlot> tensors;
+  // Embedding tables on the ps (common/embedding.h), in the job's order:
+  // their rows by id through EmbeddingPull and EmbeddingPush. Not with
+  // checkpoints saved (--checkpoint_every_*), --resume, --ps_replicas,
+  // backup workers or dynamic workers (their rows are in none of those
+  // yet: refused by Create).
+  std::vector<proto::EmbeddingTableConfig> tables;
   // Steps of every worker per epoch (the data's), and of the whole run
   // (0: train.epochs x steps_per_epoch, capped by train.max_steps).
   // REQUIRES: steps_per_epoch >= 1.
@@ -127,6 +133,13 @@ struct WorkerRuntimeOptions {
   // SIGINT/SIGTERM. Borrowed, must outlive the runtime; null: never.
   const Cancellation* cancel = nullptr;
 };
+
+// InvalidArgument for embedding tables that cannot run (common/embedding.h)
+// or options their rows do not work with yet (worker_runtime_embedding.cc).
+absl::Status CheckTables(const ClusterSpec& cluster, const WorkerRuntimeOptions& options);
+// Where the chief's tables (`chiefs`) differ from this worker's, as a
+// sentence; "" when they do not.
+std::string TableDifference(const proto::JobConfig& chiefs, const proto::JobConfig& mine);
 
 // What the caller tells EndStep about the step it computed.
 struct StepInfo {
@@ -219,6 +232,13 @@ class WorkerRuntime {
   // worker the shards left behind skips to their version). A rejoin status
   // when a ps went away (then: Rejoin, Resume).
   absl::Status EndStep(const StepInfo& info, const BetweenFn& between = {});
+
+  // Embedding tables: the rows of `tables`' ids (any time after Start).
+  absl::Status EmbeddingPull(absl::Span<const EmbeddingRows> tables);
+  // Inside a step, before EndStep (whose pushes must follow it): the
+  // step's row gradients of every table, to every ps. A rejoin status
+  // when a ps went away (then: Rejoin, Resume; the step is void).
+  absl::Status EmbeddingPush(int num_examples, absl::Span<const EmbeddingRows> tables);
 
   // A script's optimizer settings for the pushes from now on (its
   // param_groups, and the tensors without a gradient: proto

@@ -69,7 +69,7 @@
 extern "C" {
 #endif
 
-#define PSTRAIN_C_API_VERSION 3
+#define PSTRAIN_C_API_VERSION 4
 
 /* Status codes. */
 #define PSTRAIN_OK 0
@@ -286,6 +286,50 @@ int PstrainWorkerFinish(PstrainWorkerHandle worker);
 /* Chief, after Finish: writes summary.json and final_params.f32 into the
  * run directory and shuts every ps down. Other workers: nothing. */
 int PstrainWorkerClose(PstrainWorkerHandle worker);
+
+/* ---- Embedding tables ---------------------------------------------------- */
+
+/* A job's embedding tables are rows of floats by int64 id, held by the ps
+ * tasks (only the rows a step touches travel): the job option
+ * "embedding_tables" of PstrainWorkerCreate, an array of objects with
+ * "name" (required), "dim" (required), "num_embeddings" (0 or absent: any
+ * id), "optimizer" ("sgd", "adagrad" or "adam": torch.optim's SGD,
+ * Adagrad and SparseAdam on a sparse gradient), "lr", "eps", "beta1",
+ * "beta2", "initial_accumulator", "init" ("normal", the default, or
+ * "uniform") with "init_std" (default 1: nn.Embedding's N(0, 1)),
+ * "admit_after" (an id has a row once this many updates touched it;
+ * until then it reads as zeros), "evict_after_steps" (a row untouched for
+ * this many of its table's updates is dropped) and "max_rows_per_ps".
+ * Every worker gives the same tables in the same order. Not with
+ * checkpoints, --resume, --ps_replicas, backup workers or dynamic workers
+ * (PSTRAIN_ERROR_CONFIG). */
+
+/* Table `table`'s rows of the `num_ids` distinct ids `ids` into `rows`
+ * (num_ids x dim floats, the caller's), as the ps tasks hold them now: an
+ * id without a row reads as its initial row (PstrainEmbeddingInitialRows),
+ * or as zeros until it is admitted. In sync after EndStep the rows are
+ * those of the versions this worker pulled. Any time between Create and
+ * Free; inside a step, a ps that restarted voids the step. */
+int PstrainWorkerEmbeddingPull(PstrainWorkerHandle worker, int table, int64_t num_ids,
+                               const int64_t* ids, float* rows);
+
+/* The step's gradient of table `table`: `grads` (num_ids x dim floats) of
+ * the `num_ids` distinct ids `ids` (copied), sent at EndStep before the
+ * dense gradient. Each table at most once a step; a table without one is
+ * left alone this step (no update, no step count), as torch.optim leaves
+ * a parameter whose .grad is None. Sync averages the workers' row
+ * gradients weighted by their examples; async and SSP apply each on
+ * arrival. REQUIRES: a step begun. */
+int PstrainWorkerEmbeddingGrad(PstrainWorkerHandle worker, int table, int64_t num_ids,
+                               const int64_t* ids, const float* grads);
+
+/* The initial rows of a table of `dim` floats (uniform 0: N(0, init_std^2);
+ * 1: U(-init_std, init_std)), the job's `table_index`-th, in a job of
+ * `seed`, of the `num_ids` ids `ids` into `rows` (num_ids x dim): what
+ * the ps tasks start every row from, for a one-process reference. */
+int PstrainEmbeddingInitialRows(int dim, int uniform, double init_std, uint64_t seed,
+                                int table_index, int64_t num_ids, const int64_t* ids,
+                                float* rows);
 
 /* ---- Data --------------------------------------------------------------- */
 

@@ -206,6 +206,23 @@ class Worker:
                   steps.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)))
         return slots, steps
 
+    def embedding_pull(self, table, ids, dim):
+        """Table `table`'s rows of the distinct int64 `ids` (a numpy array),
+        as a float32 numpy array (len(ids), dim)."""
+        ids = numpy.ascontiguousarray(ids, dtype=numpy.int64).reshape(-1)
+        rows = numpy.empty((ids.size, int(dim)), dtype=numpy.float32)
+        _lib.call("PstrainWorkerEmbeddingPull", self._handle, int(table), int(ids.size),
+                  ids.ctypes.data, rows.ctypes.data)
+        return rows
+
+    def embedding_grad(self, table, ids, grads):
+        """The step's row gradients of table `table`: float32 (len(ids),
+        dim) of the distinct `ids`; sent at end_step."""
+        ids = numpy.ascontiguousarray(ids, dtype=numpy.int64).reshape(-1)
+        grads = numpy.ascontiguousarray(grads, dtype=numpy.float32)
+        _lib.call("PstrainWorkerEmbeddingGrad", self._handle, int(table), int(ids.size),
+                  ids.ctypes.data, grads.ctypes.data)
+
     def end_step(self, loss=float("nan")):
         _lib.call("PstrainWorkerEndStep", self._handle, float(loss))
 
@@ -223,6 +240,19 @@ class Worker:
         if self._handle:
             _lib.call("PstrainWorkerFree", self._handle)
             self._handle = ctypes.c_void_p()
+
+
+def embedding_initial_rows(ids, dim, seed, table_index=0, init="normal", init_std=1.0):
+    """The rows the ps tasks start the `table_index`-th table of a job
+    seeded `seed` from, for the int64 `ids`: float32 (len(ids), dim)."""
+    if init not in ("normal", "uniform"):
+        raise ValueError('init is "normal" or "uniform"')
+    ids = numpy.ascontiguousarray(ids, dtype=numpy.int64).reshape(-1)
+    rows = numpy.empty((ids.size, int(dim)), dtype=numpy.float32)
+    _lib.call("PstrainEmbeddingInitialRows", int(dim), int(init == "uniform"), float(init_std),
+              int(seed) & (2**64 - 1), int(table_index), int(ids.size), ids.ctypes.data,
+              rows.ctypes.data)
+    return rows
 
 
 def permutation(num_examples, seed, epoch):

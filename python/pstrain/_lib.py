@@ -6,7 +6,7 @@ import ctypes
 import ctypes.util
 import os
 
-API_VERSION = 3
+API_VERSION = 4
 
 OK = 0
 ERROR_FAILED = 1
@@ -109,6 +109,10 @@ _SIGNATURES = {
     "PstrainWorkerFinish": [_p],
     "PstrainWorkerClose": [_p],
     "PstrainPermutation": [_i64, ctypes.c_uint64, _int, ctypes.POINTER(_i64)],
+    "PstrainWorkerEmbeddingPull": [_p, _int, _i64, _p, _p],
+    "PstrainWorkerEmbeddingGrad": [_p, _int, _i64, _p, _p],
+    "PstrainEmbeddingInitialRows": [_int, _int, ctypes.c_double, ctypes.c_uint64, _int, _i64, _p,
+                                    _p],
 }
 
 for _name, _args in _SIGNATURES.items():

@@ -94,5 +94,26 @@ TEST(ShardMetricsTest, BeforeAnyGradientTheHistogramIsEmptyButWellFormed) {
   EXPECT_TRUE(absl::StrContains(text, "pstrain_shard_initialized 0\n")) << text;
 }
 
+TEST(ShardMetricsTest, EachEmbeddingTableIsASampleLabelledByItsName) {
+  ShardMetrics m({{"task_index", "0"}, {"task_type", "ps"}});
+  proto::ShardStats s;
+  for (const char* name : {"users", "items"}) {
+    proto::EmbeddingTableStats* t = s.add_tables();
+    t->set_name(name);
+    t->set_rows(name[0] == 'u' ? 40 : 7);
+    t->set_rows_evicted_cap(name[0] == 'u' ? 3 : 0);
+  }
+  m.Publish(s);
+  const std::string text = Text(m);
+  for (const std::string& line : std::vector<std::string>{
+           "# TYPE pstrain_embedding_rows gauge",
+           "pstrain_embedding_rows{task_index=\"0\",task_type=\"ps\",table=\"users\"} 40",
+           "pstrain_embedding_rows{task_index=\"0\",task_type=\"ps\",table=\"items\"} 7",
+           "# TYPE pstrain_embedding_rows_evicted_cap_total counter",
+           "pstrain_embedding_rows_evicted_cap_total{task_index=\"0\",task_type=\"ps\",table=\"users\"} 3"}) {
+    EXPECT_TRUE(absl::StrContains(text, line)) << line << "\n" << text;
+  }
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -31,6 +31,7 @@ as TorchDistributor.run does (pstrain/runner.py).
 The modules: _process (init, the task, how the script ends), _optimizer
 (DistributedOptimizer: the training path), _flat (the parameters as flat
 buffers), _groups (torch.optim's optimizers as the ps runs them),
+_embedding (Embedding: a table of rows by id on the ps),
 _sampler (DistributedSampler, ResumableSampler), _buffers (BatchNorm's statistics across
 restarts), _timeline (the layers' spans).
 """
@@ -38,11 +39,12 @@ restarts), _timeline (the layers' spans).
 from pstrain._lib import ConfigError, JobFinished, PstrainError, UsageError
 from pstrain.runner import JobError, WorkerError, run
 
+from ._embedding import Embedding
 from ._optimizer import DistributedOptimizer
 from ._process import (JobDone, finish, init, is_chief, log_metrics, num_workers, rank,
                        run_dir)
 from ._sampler import DistributedSampler, ResumableSampler
 
-__all__ = ["init", "rank", "num_workers", "is_chief", "run_dir", "DistributedOptimizer",
+__all__ = ["init", "rank", "num_workers", "is_chief", "run_dir", "DistributedOptimizer", "Embedding",
            "DistributedSampler", "ResumableSampler", "log_metrics", "finish", "run", "JobDone",
            "PstrainError", "ConfigError", "UsageError", "JobFinished", "JobError", "WorkerError"]

@@ -97,6 +97,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._job = self._job_options(sampler, epochs, steps_per_epoch, total_steps, lr_schedule,
                                       schedule)
         job = self._task.describe_job(self._job)
+        self.seed = int(job["seed"])
+        self._tables = list(state.tables)
         self._sync_average = self._averaging(average_gradients, job)
         self._passes_per_step = int(backward_passes_per_step)
         self._loaded_state = bool(inner.state)
@@ -197,6 +199,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         job["device"] = str(self._flat.device)
         job.setdefault("model", "pytorch")
         job["tensor_groups"] = [e.group for e in self._layout]
+        tables = _process.state().tables
+        if tables:
+            job["embedding_tables"] = [t.config for t in tables]
         return job
 
     def _averaging(self, asked, job):
@@ -306,6 +311,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
             index = {id(e.param): t for t, e in enumerate(self._layout)}
             self._spans = LayerSpans(self._model, index, self._hooks)
 
+    def _table_worker(self):
+        """The worker, joined (pst.Embedding's rows)."""
+        self._join()
+        return self._worker
+
     def _begin_step(self):
         if self._in_step or self._finished or self._job_finished:
             return
@@ -338,6 +348,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
                                       absent)
         if self._spans is not None:
             self._spans.send(self._worker)
+        for table in self._tables:
+            if absent_all:
+                table._forget_step()  # pylint: disable=protected-access
+            else:
+                table._send_grad(self._worker)  # pylint: disable=protected-access
         self._in_step = False
         self._next_examples = None
         try:

@@ -26,6 +26,7 @@ class _Process:
     def __init__(self, task):
         self.task = task
         self.optimizer = None
+        self.tables = []  # pst.Embedding, in the order they were made
         self.failed = False  # an exception reached the top of the script
 
 

@@ -1,0 +1,200 @@
+#include "ps_server/embedding_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/embedding.h"
+
+namespace pstrain {
+
+EmbeddingTable::EmbeddingTable(const proto::EmbeddingTableConfig& config, uint64_t seed, int index)
+    : config_(config),
+      seed_(seed),
+      index_in_job_(index),
+      dim_(config.dim()),
+      stride_(static_cast<size_t>(config.dim()) * (1 + RowSlots(config.optimizer()))) {}
+
+void EmbeddingTable::Read(absl::Span<const int64_t> ids, absl::Span<float> out) {
+  const size_t dim = static_cast<size_t>(dim_);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    absl::Span<float> dst = out.subspan(i * dim, dim);
+    if (auto it = index_.find(ids[i]); it != index_.end()) {
+      std::memcpy(dst.data(), RowAt(it->second), dim * sizeof(float));
+    } else if (config_.admit_after() > 0) {
+      std::fill(dst.begin(), dst.end(), 0.0f);
+    } else {
+      InitialRow(config_, seed_, index_in_job_, ids[i], dst);
+    }
+  }
+  stats_.set_rows_pulled(stats_.rows_pulled() + static_cast<int64_t>(ids.size()));
+}
+
+bool EmbeddingTable::Admit(int64_t id) {
+  if (config_.admit_after() == 0) return true;
+  if (waiting_.size() >= kMaxWaitingIds && !waiting_.contains(id)) {
+    waiting_.clear();
+    stats_.set_waiting_reset(stats_.waiting_reset() + 1);
+  }
+  int64_t& touches = waiting_[id];
+  if (++touches < config_.admit_after()) return false;
+  waiting_.erase(id);
+  MakeRow(id);  // admitted: its initial row; this gradient was computed on zeros
+  return false;
+}
+
+uint32_t EmbeddingTable::MakeRow(int64_t id) {
+  if (config_.max_rows_per_ps() > 0 && rows() >= config_.max_rows_per_ps() && tail_ != kNone) {
+    DropRow(tail_);
+    stats_.set_rows_evicted_cap(stats_.rows_evicted_cap() + 1);
+  }
+  uint32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(records_.size());
+    records_.emplace_back();
+    if (slot % kRowsPerChunk == 0) {
+      chunks_.push_back(std::make_unique<float[]>(size_t{kRowsPerChunk} * stride_));
+    }
+  }
+  float* row = RowAt(slot);
+  const size_t dim = static_cast<size_t>(dim_);
+  InitialRow(config_, seed_, index_in_job_, id, absl::MakeSpan(row, dim));
+  const float initial_slot =
+      config_.optimizer() == proto::ROW_ADAGRAD ? static_cast<float>(config_.initial_accumulator())
+                                                : 0.0f;
+  std::fill(row + dim, row + stride_, initial_slot);
+  records_[slot].id = id;
+  records_[slot].last_update = updates_;
+  PushFront(slot);
+  index_.emplace(id, slot);
+  stats_.set_rows_admitted(stats_.rows_admitted() + 1);
+  return slot;
+}
+
+void EmbeddingTable::DropRow(uint32_t slot) {
+  Unlink(slot);
+  index_.erase(records_[slot].id);
+  free_.push_back(slot);
+}
+
+void EmbeddingTable::Unlink(uint32_t slot) {
+  RowRecord& r = records_[slot];
+  (r.prev == kNone ? head_ : records_[r.prev].next) = r.next;
+  (r.next == kNone ? tail_ : records_[r.next].prev) = r.prev;
+  r.prev = r.next = kNone;
+}
+
+void EmbeddingTable::PushFront(uint32_t slot) {
+  RowRecord& r = records_[slot];
+  r.prev = kNone;
+  r.next = head_;
+  if (head_ != kNone) records_[head_].prev = slot;
+  head_ = slot;
+  if (tail_ == kNone) tail_ = slot;
+}
+
+void EmbeddingTable::ApplyRow(float* row, const float* g, double adam_step_size) {
+  const int dim = dim_;
+  switch (config_.optimizer()) {
+    case proto::ROW_SGD: {
+      const float alpha = static_cast<float>(-config_.lr());
+      for (int j = 0; j < dim; ++j) row[j] += alpha * g[j];
+      return;
+    }
+    case proto::ROW_ADAGRAD: {
+      const float alpha = static_cast<float>(-config_.lr());
+      const float eps = static_cast<float>(config_.eps());
+      float* sum = row + dim;
+      for (int j = 0; j < dim; ++j) {
+        sum[j] += g[j] * g[j];
+        const float std = std::sqrt(sum[j]) + eps;
+        row[j] += alpha * (g[j] / std);
+      }
+      return;
+    }
+    case proto::ROW_ADAM: {
+      const float c1 = static_cast<float>(1.0 - config_.beta1());
+      const float c2 = static_cast<float>(1.0 - config_.beta2());
+      const float eps = static_cast<float>(config_.eps());
+      const float step = static_cast<float>(-adam_step_size);
+      float* m = row + dim;
+      float* v = row + 2 * dim;
+      for (int j = 0; j < dim; ++j) {
+        const float m_old = m[j], v_old = v[j];
+        const float dm = (g[j] - m_old) * c1;
+        const float dv = (g[j] * g[j] - v_old) * c2;
+        m[j] = m_old + dm;
+        v[j] = v_old + dv;
+        const float denom = std::sqrt(dv + v_old) + eps;
+        row[j] += step * ((dm + m_old) / denom);
+      }
+      return;
+    }
+    default:
+      return;  // ValidateEmbeddingTables refused it
+  }
+}
+
+void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const float> grads) {
+  ++updates_;
+  stats_.set_updates(updates_);
+  double adam_step_size = 0;
+  if (config_.optimizer() == proto::ROW_ADAM) {
+    const double t = static_cast<double>(updates_);
+    const double bc1 = 1 - std::pow(config_.beta1(), t);
+    const double bc2 = 1 - std::pow(config_.beta2(), t);
+    adam_step_size = config_.lr() * std::sqrt(bc2) / bc1;
+  }
+  const size_t dim = static_cast<size_t>(dim_);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    uint32_t slot;
+    if (auto it = index_.find(ids[i]); it != index_.end()) {
+      slot = it->second;
+      Unlink(slot);
+      PushFront(slot);
+    } else if (config_.admit_after() == 0) {
+      slot = MakeRow(ids[i]);
+    } else {
+      Admit(ids[i]);
+      stats_.set_gradients_unadmitted(stats_.gradients_unadmitted() + 1);
+      continue;
+    }
+    records_[slot].last_update = updates_;
+    ApplyRow(RowAt(slot), grads.data() + i * dim, adam_step_size);
+    stats_.set_row_updates(stats_.row_updates() + 1);
+  }
+  EvictIdle();
+}
+
+void EmbeddingTable::EvictIdle() {
+  const int64_t after = config_.evict_after_updates();
+  if (after <= 0) return;
+  while (tail_ != kNone && updates_ - records_[tail_].last_update >= after) {
+    DropRow(tail_);
+    stats_.set_rows_evicted_idle(stats_.rows_evicted_idle() + 1);
+  }
+}
+
+proto::EmbeddingTableStats EmbeddingTable::Stats() const {
+  proto::EmbeddingTableStats s = stats_;
+  s.set_name(config_.name());
+  s.set_rows(rows());
+  s.set_row_bytes(rows() * static_cast<int64_t>(stride_ * sizeof(float)));
+  s.set_ids_waiting(static_cast<int64_t>(waiting_.size()));
+  // What the structures take: the chunks, the records, the free list, the
+  // two hash maps (a slot and a control byte per bucket).
+  const int64_t index_bytes = static_cast<int64_t>(
+      index_.bucket_count() * (sizeof(std::pair<int64_t, uint32_t>) + 1) +
+      waiting_.bucket_count() * (sizeof(std::pair<int64_t, int64_t>) + 1));
+  s.set_memory_bytes(static_cast<int64_t>(chunks_.size() * size_t{kRowsPerChunk} * stride_ *
+                                              sizeof(float) +
+                                          records_.capacity() * sizeof(RowRecord) +
+                                          free_.capacity() * sizeof(uint32_t)) +
+                     index_bytes);
+  return s;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,116 @@
+#pragma once
+
+// One embedding table's rows on one ps: the rows of the ids this ps holds
+// (common/embedding.h: EmbeddingShardOf), their optimizer state, and the
+// table's admission and eviction.
+//
+// The update rules are torch.optim's on a sparse gradient (the gradient of
+// nn.EmbeddingBag(sparse=True)), in f32 as PyTorch's CPU kernels compute
+// them; only the rows of the update's ids change:
+//   sgd      p -= lr * g
+//   adagrad  sum += g^2; p -= lr * g / (sqrt(sum) + eps)
+//            (torch.optim.Adagrad with lr_decay 0 and no weight decay:
+//            neither applies to sparse gradients)
+//   adam     torch.optim.SparseAdam: with t the table's update count,
+//            m += (g - m)(1 - beta1); v += (g^2 - v)(1 - beta2);
+//            p -= lr sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + eps).
+//            t counts the table's updates, as SparseAdam's step counts
+//            the optimizer's steps, not the row's own (lazy Adam's
+//            moments, torch's bias correction).
+//
+// Rows come and go:
+//  - An id with no row reads as its initial row (common/embedding.h) and
+//    gets one at its first update, which then applies to it.
+//  - Admission (admit_after = k > 0): an id has no row until k updates
+//    touched it; until then it reads as zeros and its gradients are
+//    dropped (counted), the k-th one included: that gradient was computed
+//    on zeros. Its row is then its initial row. Touch counts are kept for
+//    at most kMaxWaitingIds ids; past that they start again from zero
+//    (counted as waiting_reset).
+//  - Eviction: a row that no update touched for evict_after_updates of the
+//    table's updates is dropped, and with max_rows_per_ps the least
+//    recently updated row makes room for a new one. A dropped row's id
+//    starts again as an id never seen (its initial row, or admission).
+//
+// Memory: rows live in chunks of kRowsPerChunk rows (values, then the
+// optimizer's slots), with a 24-byte record each and a hash index from id
+// to row: for a 16-float row under Adagrad (128 bytes) about 1.35x the
+// row's bytes.
+//
+// Thread safety: none; the ps's event loop owns it.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
+#include "proto/pstrain.pb.h"
+
+namespace pstrain {
+
+class EmbeddingTable {
+ public:
+  static constexpr uint32_t kRowsPerChunk = 4096;
+  static constexpr size_t kMaxWaitingIds = size_t{1} << 22;
+
+  // REQUIRES: `config` valid (ValidateEmbeddingTables).
+  EmbeddingTable(const proto::EmbeddingTableConfig& config, uint64_t seed, int index);
+
+  int dim() const { return dim_; }
+  const proto::EmbeddingTableConfig& config() const { return config_; }
+
+  // The rows of `ids` into `out`, one after another (above: a row, the
+  // initial row, or zeros for an id not admitted). Reading changes nothing.
+  // REQUIRES: out.size() == ids.size() * dim().
+  void Read(absl::Span<const int64_t> ids, absl::Span<float> out);
+
+  // One update of the table (its optimizer's step): row gradients `grads`
+  // (ids.size() x dim(), in ids' order) of the distinct `ids`.
+  // REQUIRES: grads.size() == ids.size() * dim(); ids distinct; grads finite.
+  void Update(absl::Span<const int64_t> ids, absl::Span<const float> grads);
+
+  int64_t updates() const { return updates_; }
+  int64_t rows() const { return static_cast<int64_t>(index_.size()); }
+  proto::EmbeddingTableStats Stats() const;
+
+ private:
+  struct RowRecord {
+    int64_t id = 0;
+    int64_t last_update = 0;
+    uint32_t prev = kNone;  // toward the most recently updated
+    uint32_t next = kNone;  // toward the least recently updated
+  };
+  static constexpr uint32_t kNone = UINT32_MAX;
+
+  float* RowAt(uint32_t slot) {
+    return chunks_[slot / kRowsPerChunk].get() + size_t{slot % kRowsPerChunk} * stride_;
+  }
+  // A row for `id` (its initial values, fresh optimizer state), making
+  // room under max_rows_per_ps first.
+  uint32_t MakeRow(int64_t id);
+  void DropRow(uint32_t slot);
+  // Unlinks `slot` from the recency list / puts it at its head.
+  void Unlink(uint32_t slot);
+  void PushFront(uint32_t slot);
+  // Whether the update should touch an id without a row (admission).
+  bool Admit(int64_t id);
+  void ApplyRow(float* row, const float* g, double adam_step_size);
+  void EvictIdle();
+
+  proto::EmbeddingTableConfig config_;
+  uint64_t seed_;
+  int index_in_job_;
+  int dim_;
+  size_t stride_;  // floats a row takes: values and slots
+  std::vector<std::unique_ptr<float[]>> chunks_;
+  std::vector<RowRecord> records_;
+  std::vector<uint32_t> free_;
+  absl::flat_hash_map<int64_t, uint32_t> index_;
+  absl::flat_hash_map<int64_t, int64_t> waiting_;  // id -> updates that touched it
+  uint32_t head_ = kNone, tail_ = kNone;
+  int64_t updates_ = 0;
+  proto::EmbeddingTableStats stats_;
+};
+
+}  // namespace pstrain

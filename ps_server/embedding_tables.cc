@@ -1,0 +1,202 @@
+#include "ps_server/embedding_tables.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/embedding.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+
+EmbeddingTables::EmbeddingTables(const proto::JobConfig& job, int shard_index, int num_shards)
+    : shard_index_(shard_index), num_shards_(num_shards) {
+  for (int i = 0; i < job.tables_size(); ++i) {
+    tables_.push_back(std::make_unique<EmbeddingTable>(job.tables(i), job.seed(), i));
+  }
+}
+
+size_t EmbeddingTables::MaxPayloadBytes() const {
+  int max_dim = 0;
+  for (const auto& t : tables_) max_dim = std::max(max_dim, t->dim());
+  return static_cast<size_t>(kMaxIds) * (sizeof(int64_t) + sizeof(float) * max_dim);
+}
+
+absl::Status EmbeddingTables::Sizes(const proto::EmbeddingRequest& request, int64_t* ids,
+                                    int64_t* floats) const {
+  *ids = *floats = 0;
+  if (request.slices_size() > static_cast<int>(tables_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(request.slices_size(), " slices for ",
+                                                   tables_.size(), " embedding tables"));
+  }
+  for (const proto::EmbeddingSlice& s : request.slices()) {
+    if (s.table() < 0 || s.table() >= static_cast<int>(tables_.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("embedding table ", s.table(), " is not one of the job's ", tables_.size()));
+    }
+    if (s.num_ids() < 0 || s.num_ids() > kMaxIds - *ids) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a request of more than ", kMaxIds, " ids, or a negative count"));
+    }
+    *ids += s.num_ids();
+    *floats += s.num_ids() * tables_[s.table()]->dim();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingTables::ReadIds(int table, int64_t count, absl::Span<const char> payload,
+                                      size_t* offset, std::vector<int64_t>* ids) const {
+  ids->resize(static_cast<size_t>(count));
+  std::memcpy(ids->data(), payload.data() + *offset, ids->size() * sizeof(int64_t));
+  *offset += ids->size() * sizeof(int64_t);
+  const proto::EmbeddingTableConfig& config = tables_[table]->config();
+  absl::flat_hash_set<int64_t> seen;
+  seen.reserve(ids->size());
+  for (int64_t id : *ids) {
+    if (config.num_embeddings() > 0 && (id < 0 || id >= config.num_embeddings())) {
+      return absl::InvalidArgumentError(absl::StrCat("id ", id, " of table \"", config.name(),
+                                                     "\" is outside [0, ", config.num_embeddings(),
+                                                     ")"));
+    }
+    if (EmbeddingShardOf(id, num_shards_) != shard_index_) {
+      return absl::InvalidArgumentError(absl::StrCat("id ", id, " of table \"", config.name(),
+                                                     "\" is held by ps ",
+                                                     EmbeddingShardOf(id, num_shards_), ", not ps ",
+                                                     shard_index_));
+    }
+    if (!seen.insert(id).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("id ", id, " of table \"", config.name(), "\" twice in one request"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> EmbeddingTables::Pull(const proto::EmbeddingRequest& request,
+                                                         absl::Span<const char> payload) {
+  int64_t num_ids = 0, num_floats = 0;
+  RETURN_IF_ERROR(Sizes(request, &num_ids, &num_floats));
+  if (payload.size() != static_cast<size_t>(num_ids) * sizeof(int64_t)) {
+    return absl::InvalidArgumentError(absl::StrCat("a payload of ", payload.size(),
+                                                   " bytes for ", num_ids, " ids"));
+  }
+  std::vector<std::vector<int64_t>> ids(request.slices_size());
+  size_t offset = 0;
+  for (int i = 0; i < request.slices_size(); ++i) {
+    const proto::EmbeddingSlice& s = request.slices(i);
+    RETURN_IF_ERROR(ReadIds(s.table(), s.num_ids(), payload, &offset, &ids[i]));
+  }
+  std::vector<float> rows(static_cast<size_t>(num_floats));
+  size_t at = 0;
+  for (int i = 0; i < request.slices_size(); ++i) {
+    EmbeddingTable& t = *tables_[request.slices(i).table()];
+    const size_t n = ids[i].size() * static_cast<size_t>(t.dim());
+    t.Read(ids[i], absl::MakeSpan(rows).subspan(at, n));
+    at += n;
+  }
+  return rows;
+}
+
+absl::StatusOr<EmbeddingTables::Push> EmbeddingTables::ParsePush(
+    const proto::EmbeddingRequest& request, absl::Span<const char> payload,
+    int num_examples) const {
+  int64_t num_ids = 0, num_floats = 0;
+  RETURN_IF_ERROR(Sizes(request, &num_ids, &num_floats));
+  const size_t want = static_cast<size_t>(num_ids) * sizeof(int64_t) +
+                      static_cast<size_t>(num_floats) * sizeof(float);
+  if (payload.size() != want) {
+    return absl::InvalidArgumentError(absl::StrCat("a payload of ", payload.size(), " bytes for ",
+                                                   num_ids, " ids and their rows (", want, ")"));
+  }
+  Push push;
+  push.num_examples = num_examples;
+  absl::flat_hash_set<int> tables;
+  size_t offset = 0;
+  for (const proto::EmbeddingSlice& s : request.slices()) {
+    if (!tables.insert(s.table()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("embedding table ", s.table(), " in two slices of one push"));
+    }
+    if (!s.has_grad() && s.num_ids() > 0) {
+      return absl::InvalidArgumentError("a slice with ids and no gradient");
+    }
+    Push::Slice slice;
+    slice.table = s.table();
+    slice.has_grad = s.has_grad();
+    RETURN_IF_ERROR(ReadIds(s.table(), s.num_ids(), payload, &offset, &slice.ids));
+    push.slices.push_back(std::move(slice));
+  }
+  for (Push::Slice& slice : push.slices) {
+    slice.grads.resize(slice.ids.size() * static_cast<size_t>(tables_[slice.table]->dim()));
+    std::memcpy(slice.grads.data(), payload.data() + offset, slice.grads.size() * sizeof(float));
+    offset += slice.grads.size() * sizeof(float);
+    for (float g : slice.grads) {
+      if (!std::isfinite(g)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a row gradient of table \"", tables_[slice.table]->config().name(),
+            "\" is not finite"));
+      }
+    }
+  }
+  return push;
+}
+
+void EmbeddingTables::Apply(const Push& push) {
+  for (const Push::Slice& slice : push.slices) {
+    if (slice.has_grad) tables_[slice.table]->Update(slice.ids, slice.grads);
+  }
+}
+
+bool EmbeddingTables::Hold(int rank, int64_t version, Push push) {
+  return held_[version].emplace(rank, std::move(push)).second;
+}
+
+void EmbeddingTables::ApplyThrough(int64_t version) {
+  while (!held_.empty() && held_.begin()->first < version) {
+    const std::map<int, Push>& pushes = held_.begin()->second;
+    int64_t examples = 0;
+    for (const auto& [rank, push] : pushes) examples += push.num_examples;
+    for (size_t t = 0; t < tables_.size(); ++t) {
+      EmbeddingTable& table = *tables_[t];
+      const size_t dim = static_cast<size_t>(table.dim());
+      bool has_grad = false;
+      std::vector<int64_t> ids;
+      std::vector<float> sum;
+      absl::flat_hash_map<int64_t, size_t> at;
+      for (const auto& [rank, push] : pushes) {
+        for (const Push::Slice& slice : push.slices) {
+          if (static_cast<size_t>(slice.table) != t || !slice.has_grad) continue;
+          has_grad = true;
+          // The gradient's weight in the average: its examples' share (one
+          // push alone: exactly its gradient).
+          const float w = pushes.size() == 1 || examples == 0
+                              ? 1.0f
+                              : static_cast<float>(static_cast<double>(push.num_examples) /
+                                                   static_cast<double>(examples));
+          for (size_t i = 0; i < slice.ids.size(); ++i) {
+            auto [it, fresh] = at.emplace(slice.ids[i], ids.size());
+            if (fresh) {
+              ids.push_back(slice.ids[i]);
+              sum.resize(sum.size() + dim, 0.0f);
+            }
+            float* dst = sum.data() + it->second * dim;
+            const float* g = slice.grads.data() + i * dim;
+            for (size_t j = 0; j < dim; ++j) dst[j] += w * g[j];
+          }
+        }
+      }
+      if (has_grad) table.Update(ids, sum);
+    }
+    held_.erase(held_.begin());
+  }
+}
+
+std::vector<proto::EmbeddingTableStats> EmbeddingTables::Stats() const {
+  std::vector<proto::EmbeddingTableStats> out;
+  for (const auto& t : tables_) out.push_back(t->Stats());
+  return out;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,99 @@
+#pragma once
+
+// A shard's embedding tables (JobConfig.tables): the rows of the ids this
+// ps holds, read by EMBEDDING_PULL and updated by EMBEDDING_PUSH, with the
+// update modes' meaning (ps_server/update_policy.h):
+//  - async and SSP apply a push on arrival: one update of each table the
+//    push had a gradient for;
+//  - sync applies the pushes of version v together, once the shard applies
+//    its version v (ApplyThrough, called by the request handler after every
+//    request): each row's gradient is the pushes' average weighted by
+//    their examples (rows a worker did not touch count as zeros), in rank
+//    order, as the dense gradient's. A worker sends its EMBEDDING_PUSH
+//    before its PUSH of the same step on the same connection, so it is in
+//    before the version can complete. A push for a version already applied
+//    is dropped (stale), a rank's second push for a version is a duplicate.
+//
+// Requests are checked whole before anything is applied: every slice
+// names a table, ids are distinct within a slice, held by this ps
+// (EmbeddingShardOf) and inside num_embeddings when the table has one, the
+// payload is exactly the ids (and rows), gradients are finite, and a
+// request holds at most kMaxIds ids. A refusal says which check failed.
+//
+// Thread safety: none; the ps's event loop owns it.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "proto/pstrain.pb.h"
+#include "common/embedding.h"
+#include "ps_server/embedding_table.h"
+
+namespace pstrain {
+
+class EmbeddingTables {
+ public:
+  static constexpr int64_t kMaxIds = kMaxEmbeddingIds;
+
+  EmbeddingTables() = default;
+  // The job's tables as shard `shard_index` of `num_shards` holds them,
+  // all empty. REQUIRES: ValidateEmbeddingTables(job) OK.
+  EmbeddingTables(const proto::JobConfig& job, int shard_index, int num_shards);
+
+  bool empty() const { return tables_.empty(); }
+  // The largest payload an EMBEDDING_PULL or EMBEDDING_PUSH may carry.
+  size_t MaxPayloadBytes() const;
+
+  // EMBEDDING_PULL: the rows of the request's ids (f32, slice after slice).
+  absl::StatusOr<std::vector<float>> Pull(const proto::EmbeddingRequest& request,
+                                          absl::Span<const char> payload);
+
+  // EMBEDDING_PUSH, checked whole.
+  struct Push {
+    struct Slice {
+      int table = 0;
+      bool has_grad = false;
+      std::vector<int64_t> ids;
+      std::vector<float> grads;  // ids.size() x dim
+    };
+    std::vector<Slice> slices;
+    int num_examples = 0;
+  };
+  absl::StatusOr<Push> ParsePush(const proto::EmbeddingRequest& request,
+                                 absl::Span<const char> payload, int num_examples) const;
+
+  // Async / SSP: applies `push` now.
+  void Apply(const Push& push);
+
+  // Sync: keeps `push` of `rank` for `version` until ApplyThrough passes
+  // it. Returns false (and keeps nothing) when that rank's push for
+  // `version` is in already.
+  bool Hold(int rank, int64_t version, Push push);
+  // Sync: applies, in version order, every held version below `version`
+  // (the shard's current one).
+  void ApplyThrough(int64_t version);
+
+  // Each table's counters, in the job's order.
+  std::vector<proto::EmbeddingTableStats> Stats() const;
+  int64_t stale_pushes() const { return stale_pushes_; }
+  void CountStale() { ++stale_pushes_; }
+
+ private:
+  // Reads `count` ids at `*offset` of `payload`, checked for `table`.
+  absl::Status ReadIds(int table, int64_t count, absl::Span<const char> payload, size_t* offset,
+                       std::vector<int64_t>* ids) const;
+  // The sizes the request's slices claim: ids, and floats of rows.
+  absl::Status Sizes(const proto::EmbeddingRequest& request, int64_t* ids, int64_t* floats) const;
+
+  int shard_index_ = 0;
+  int num_shards_ = 1;
+  std::vector<std::unique_ptr<EmbeddingTable>> tables_;
+  std::map<int64_t, std::map<int, Push>> held_;  // sync: version -> rank -> push
+  int64_t stale_pushes_ = 0;
+};
+
+}  // namespace pstrain

@@ -1,0 +1,170 @@
+"""pst.Embedding: an embedding table held by the ps tasks, rows by id.
+
+    emb = pst.Embedding(16, num_embeddings=None, mode="sum", optimizer="adagrad", lr=0.05)
+    out = emb(ids, offsets)     # nn.EmbeddingBag's call: ids 1-D with offsets, or 2-D bags
+
+Each forward pulls the rows of the batch's distinct ids (from the ps that
+holds each: a hash of the id), and backward gives them their gradient,
+which step() sends before the dense gradient; the ps updates those rows
+with the table's own optimizer (torch.optim's SGD, Adagrad or SparseAdam
+on a sparse gradient). Nothing of the table lives on the worker between
+steps. The rows are not parameters of the model: clip_grad_norm_,
+GradScaler and the DistributedOptimizer's param_groups do not see them,
+and the table's lr is its own.
+
+Tables are part of the job's layout: make every one before the
+DistributedOptimizer, in the same order on every worker.
+"""
+
+import torch
+import torch.nn.functional as F
+
+import pstrain
+from pstrain._lib import ConfigError, UsageError
+
+from . import _process
+
+_MODES = ("sum", "mean", "max")
+_OPTIMIZERS = ("sgd", "adagrad", "adam")
+
+
+class Embedding(torch.nn.Module):
+    """A table of rows of `embedding_dim` floats by int64 id, on the ps.
+
+    num_embeddings: ids are [0, num_embeddings); None: any int64 id (a row
+      is made at its first update, from the id and the job's seed).
+    mode: "sum", "mean" or "max", as nn.EmbeddingBag's.
+    optimizer: "sgd", "adagrad" (torch.optim.Adagrad's sparse update) or
+      "adam" (torch.optim.SparseAdam), with lr, eps, betas and
+      initial_accumulator_value as torch names them.
+    init, init_std: a row's initial values, N(0, init_std^2) ("normal",
+      nn.Embedding's with init_std 1) or U(-init_std, init_std).
+    admit_after: an id gets a row once this many updates touched it; until
+      then it reads as zeros and its gradients are dropped.
+    evict_after_steps: a row no update touched for this many of the table's
+      updates is dropped (it starts again as a new id).
+    max_rows_per_ps: each ps keeps at most this many rows of the table,
+      dropping the least recently updated.
+    """
+
+    def __init__(self, embedding_dim, num_embeddings=None, mode="mean", optimizer="adagrad",
+                 lr=0.01, name=None, init="normal", init_std=1.0, admit_after=0,
+                 evict_after_steps=0, max_rows_per_ps=0, eps=None, betas=(0.9, 0.999),
+                 initial_accumulator_value=0.0):
+        super().__init__()
+        state = _process.state()
+        if state.optimizer is not None:
+            raise UsageError("make every pst.Embedding before the DistributedOptimizer: the tables "
+                             "are part of the job's layout")
+        if mode not in _MODES:
+            raise ConfigError("pst.Embedding: mode is one of %s, not %r" % (_MODES, mode))
+        if optimizer not in _OPTIMIZERS:
+            raise ConfigError("pst.Embedding: optimizer is one of %s, not %r"
+                              % (_OPTIMIZERS, optimizer))
+        if init not in ("normal", "uniform"):
+            raise ConfigError('pst.Embedding: init is "normal" or "uniform", not %r' % (init,))
+        self.index = len(state.tables)
+        self.embedding_dim = int(embedding_dim)
+        self.num_embeddings = None if num_embeddings is None else int(num_embeddings)
+        self.mode = mode
+        self.init, self.init_std = init, float(init_std)
+        self.name = name if name is not None else "table%d" % self.index
+        self.config = {"name": self.name, "dim": self.embedding_dim,
+                       "num_embeddings": self.num_embeddings or 0, "optimizer": optimizer,
+                       "lr": float(lr), "init": init, "init_std": self.init_std,
+                       "admit_after": int(admit_after), "evict_after_steps": int(evict_after_steps),
+                       "max_rows_per_ps": int(max_rows_per_ps),
+                       "beta1": float(betas[0]), "beta2": float(betas[1]),
+                       "initial_accumulator": float(initial_accumulator_value)}
+        if eps is not None:
+            self.config["eps"] = float(eps)
+        self._step_rows = []  # (distinct ids, their rows as a leaf) of the step's forwards
+        state.tables.append(self)
+
+    def extra_repr(self):
+        return "%s, %d, num_embeddings=%s, mode=%s, optimizer=%s, lr=%g" % (
+            self.name, self.embedding_dim, self.num_embeddings, self.mode,
+            self.config["optimizer"], self.config["lr"])
+
+    def initial_rows(self, ids):
+        """The rows the ps starts `ids` from (a float32 tensor (len(ids),
+        dim)): for a one-process reference's nn.EmbeddingBag."""
+        optimizer = _process.state().optimizer
+        if optimizer is None:
+            raise UsageError("initial_rows: the job's seed is known once the DistributedOptimizer "
+                             "is made")
+        ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1)
+        return torch.from_numpy(pstrain.embedding_initial_rows(
+            ids.numpy(), self.embedding_dim, optimizer.seed, self.index, self.init,
+            self.init_std))
+
+    def read_rows(self, ids):
+        """The table's rows of `ids` as the ps holds them now (a float32
+        tensor (len(ids), dim), no gradient): to save or inspect a table."""
+        optimizer = _process.state().optimizer
+        if optimizer is None:
+            raise UsageError("read_rows: make the DistributedOptimizer first")
+        ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1)
+        distinct, inverse = torch.unique(ids, return_inverse=True)
+        rows = optimizer._table_worker().embedding_pull(  # pylint: disable=protected-access
+            self.index, distinct.numpy(), self.embedding_dim)
+        return torch.from_numpy(rows)[inverse]
+
+    def forward(self, ids, offsets=None, per_sample_weights=None):
+        optimizer = _process.state().optimizer
+        if optimizer is None:
+            raise UsageError("pst.Embedding: make the DistributedOptimizer before the first "
+                             "forward")
+        ids = torch.as_tensor(ids)
+        if ids.dtype not in (torch.int64, torch.int32):
+            raise TypeError("pst.Embedding: ids must be int64 or int32, not %s" % ids.dtype)
+        if ids.dim() == 2:
+            if offsets is not None:
+                raise ValueError("pst.Embedding: offsets go with 1-D ids only (2-D ids are bags "
+                                 "of equal length), as nn.EmbeddingBag's")
+        elif ids.dim() != 1 or offsets is None:
+            raise ValueError("pst.Embedding: ids are 2-D (bags of equal length) or 1-D with "
+                             "offsets, as nn.EmbeddingBag's")
+        training = self.training and torch.is_grad_enabled()
+        if training:
+            optimizer._begin_step()
+        worker = optimizer._table_worker()
+        distinct, inverse = torch.unique(ids.reshape(-1).to(torch.int64), return_inverse=True)
+        if self.num_embeddings is not None and distinct.numel() > 0 and (
+                int(distinct[0]) < 0 or int(distinct[-1]) >= self.num_embeddings):
+            raise IndexError("pst.Embedding %s: ids must be in [0, %d); got %d..%d"
+                             % (self.name, self.num_embeddings, int(distinct[0]),
+                                int(distinct[-1])))
+        rows = torch.from_numpy(worker.embedding_pull(self.index, distinct.cpu().numpy(),
+                                                      self.embedding_dim)).to(ids.device)
+        if training:
+            rows.requires_grad_(True)
+            self._step_rows.append((distinct, rows))
+        inverse = inverse.reshape(ids.shape)
+        if offsets is not None:
+            offsets = torch.as_tensor(offsets, device=ids.device)
+        return F.embedding_bag(inverse, rows, offsets, mode=self.mode,
+                               per_sample_weights=per_sample_weights)
+
+    def _send_grad(self, worker):
+        """The step's row gradients to the worker (at step()): each forward's
+        distinct rows, added up by id."""
+        taken, self._step_rows = self._step_rows, []
+        parts = [(ids, rows.grad) for ids, rows in taken if rows.grad is not None]
+        if not parts:
+            return  # no gradient: the table is left alone this step
+        if len(parts) == 1:
+            ids, grad = parts[0]
+        else:
+            all_ids = torch.cat([p[0] for p in parts])
+            ids, where = torch.unique(all_ids, return_inverse=True)
+            grad = torch.zeros(ids.numel(), self.embedding_dim, dtype=torch.float32,
+                               device=parts[0][1].device)
+            grad.index_add_(0, where, torch.cat([p[1].float() for p in parts]))
+        grad = grad.detach().to(torch.float32).cpu()
+        if grad.is_sparse:
+            grad = grad.to_dense()
+        worker.embedding_grad(self.index, ids.cpu().numpy(), grad.numpy())
+
+    def _forget_step(self):
+        self._step_rows = []

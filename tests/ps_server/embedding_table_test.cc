@@ -1,0 +1,209 @@
+// One embedding table on one ps: torch.optim's sparse update rules written
+// out, the initial rows as a pure function, admission, eviction by age and
+// by the row cap, and what holding the rows costs.
+
+#include "ps_server/embedding_table.h"
+
+#include <cmath>
+#include <vector>
+
+#include "common/embedding.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+constexpr uint64_t kSeed = 7;
+
+proto::EmbeddingTableConfig Table(proto::RowOptimizer optimizer, int dim = 4) {
+  proto::EmbeddingTableConfig t;
+  t.set_name("t");
+  t.set_dim(dim);
+  t.set_optimizer(optimizer);
+  t.set_lr(0.1);
+  t.set_eps(optimizer == proto::ROW_ADAGRAD ? 1e-10 : 1e-8);
+  t.set_beta1(0.9);
+  t.set_beta2(0.999);
+  t.set_init_std(1.0);
+  return t;
+}
+
+std::vector<float> Initial(const proto::EmbeddingTableConfig& t, int64_t id) {
+  std::vector<float> row(t.dim());
+  InitialRow(t, kSeed, 0, id, absl::MakeSpan(row));
+  return row;
+}
+
+std::vector<float> Read(EmbeddingTable& table, std::vector<int64_t> ids) {
+  std::vector<float> rows(ids.size() * table.dim());
+  table.Read(ids, absl::MakeSpan(rows));
+  return rows;
+}
+
+TEST(InitialRow, IsAFunctionOfSeedTableIdAndColumn) {
+  const proto::EmbeddingTableConfig t = Table(proto::ROW_SGD, 5);
+  EXPECT_EQ(Initial(t, 3), Initial(t, 3));
+  EXPECT_NE(Initial(t, 3), Initial(t, 4));
+  std::vector<float> other(5);
+  InitialRow(t, kSeed, 1, 3, absl::MakeSpan(other));
+  EXPECT_NE(other, Initial(t, 3));
+  InitialRow(t, kSeed + 1, 0, 3, absl::MakeSpan(other));
+  EXPECT_NE(other, Initial(t, 3));
+  // N(0, 1) over many rows: mean near 0, variance near 1.
+  double sum = 0, squares = 0;
+  const int n = 20000;
+  for (int64_t id = 0; id < n; ++id) {
+    for (float v : Initial(t, id * 7919)) {
+      sum += v;
+      squares += double{v} * v;
+    }
+  }
+  const double mean = sum / (5.0 * n), variance = squares / (5.0 * n) - mean * mean;
+  EXPECT_NEAR(mean, 0.0, 0.02);
+  EXPECT_NEAR(variance, 1.0, 0.03);
+  proto::EmbeddingTableConfig u = t;
+  u.set_init_uniform(true);
+  u.set_init_std(0.5);
+  for (int64_t id = 0; id < 1000; ++id) {
+    for (float v : Initial(u, id)) EXPECT_LE(std::abs(v), 0.5f);
+  }
+}
+
+TEST(EmbeddingShardOf, SpreadsConsecutiveIds) {
+  std::vector<int> counts(4, 0);
+  for (int64_t id = 0; id < 4000; ++id) ++counts[EmbeddingShardOf(id, 4)];
+  for (int c : counts) EXPECT_NEAR(c, 1000, 150);
+  EXPECT_EQ(EmbeddingShardOf(-5, 3), EmbeddingShardOf(-5, 3));
+}
+
+TEST(EmbeddingTable, ReadsInitialRowsUntilUpdated) {
+  EmbeddingTable table(Table(proto::ROW_SGD), kSeed, 0);
+  EXPECT_EQ(Read(table, {11}), Initial(Table(proto::ROW_SGD), 11));
+  EXPECT_EQ(table.rows(), 0);  // reading makes no row
+}
+
+TEST(EmbeddingTable, SgdAdagradAndSparseAdamAreTorchsRules) {
+  const std::vector<float> g = {0.5f, -1.0f, 2.0f, 0.0f};
+  for (proto::RowOptimizer o : {proto::ROW_SGD, proto::ROW_ADAGRAD, proto::ROW_ADAM}) {
+    const proto::EmbeddingTableConfig config = Table(o);
+    EmbeddingTable table(config, kSeed, 0);
+    std::vector<float> p = Initial(config, 5), sum(4, 0.0f), m(4, 0.0f), v(4, 0.0f);
+    for (int t = 1; t <= 3; ++t) {
+      table.Update({5}, g);
+      for (int j = 0; j < 4; ++j) {
+        if (o == proto::ROW_SGD) {
+          p[j] += static_cast<float>(-0.1) * g[j];
+        } else if (o == proto::ROW_ADAGRAD) {
+          sum[j] += g[j] * g[j];
+          p[j] += static_cast<float>(-0.1) * (g[j] / (std::sqrt(sum[j]) + 1e-10f));
+        } else {
+          const float dm = (g[j] - m[j]) * 0.1f, dv = (g[j] * g[j] - v[j]) * 0.001f;
+          const float numer = dm + m[j], denom = std::sqrt(dv + v[j]) + 1e-8f;
+          m[j] += dm;
+          v[j] += dv;
+          const double step = 0.1 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t));
+          p[j] += static_cast<float>(-step) * (numer / denom);
+        }
+      }
+    }
+    const std::vector<float> got = Read(table, {5});
+    for (int j = 0; j < 4; ++j) EXPECT_FLOAT_EQ(got[j], p[j]) << o << " " << j;
+    EXPECT_EQ(table.updates(), 3);
+  }
+}
+
+TEST(EmbeddingTable, SparseAdamsStepCountsTheTablesUpdates) {
+  // Row 2 is first updated at the table's third update: its bias
+  // correction is that of t = 3 (SparseAdam's), not of its own first step.
+  const proto::EmbeddingTableConfig config = Table(proto::ROW_ADAM);
+  EmbeddingTable table(config, kSeed, 0);
+  const std::vector<float> g = {1.0f, 1.0f, 1.0f, 1.0f};
+  table.Update({1}, g);
+  table.Update({1}, g);
+  table.Update({2}, g);
+  const double step = 0.1 * std::sqrt(1 - std::pow(0.999, 3)) / (1 - std::pow(0.9, 3));
+  const float dm = 0.1f, dv = 0.001f;
+  const float expected = Initial(config, 2)[0] + static_cast<float>(-step) *
+                                                     (dm / (std::sqrt(dv) + 1e-8f));
+  EXPECT_FLOAT_EQ(Read(table, {2})[0], expected);
+}
+
+TEST(EmbeddingTable, AdmitsAnIdAfterItsTouchesAndDropsItsGradientsBefore) {
+  proto::EmbeddingTableConfig config = Table(proto::ROW_SGD);
+  config.set_admit_after(2);
+  EmbeddingTable table(config, kSeed, 0);
+  const std::vector<float> g(4, 1.0f);
+  EXPECT_EQ(Read(table, {9}), std::vector<float>(4, 0.0f));
+  table.Update({9}, g);  // first touch: dropped
+  EXPECT_EQ(Read(table, {9}), std::vector<float>(4, 0.0f));
+  EXPECT_EQ(table.Stats().ids_waiting(), 1);
+  table.Update({9}, g);  // second: admitted at its initial row, this gradient dropped too
+  EXPECT_EQ(Read(table, {9}), Initial(config, 9));
+  table.Update({9}, g);  // applied
+  std::vector<float> p = Initial(config, 9);
+  for (float& x : p) x += static_cast<float>(-0.1) * 1.0f;
+  EXPECT_EQ(Read(table, {9}), p);
+  const proto::EmbeddingTableStats s = table.Stats();
+  EXPECT_EQ(s.gradients_unadmitted(), 2);
+  EXPECT_EQ(s.rows_admitted(), 1);
+  EXPECT_EQ(s.ids_waiting(), 0);
+  EXPECT_EQ(s.row_updates(), 1);
+}
+
+TEST(EmbeddingTable, EvictsRowsIdleForTheirUpdates) {
+  proto::EmbeddingTableConfig config = Table(proto::ROW_SGD);
+  config.set_evict_after_updates(3);
+  EmbeddingTable table(config, kSeed, 0);
+  const std::vector<float> g(4, 1.0f);
+  table.Update({1}, g);  // update 1
+  table.Update({2}, g);  // 2
+  table.Update({2}, g);  // 3
+  EXPECT_EQ(table.rows(), 2);
+  table.Update({2}, g);  // 4: row 1 untouched for 3 updates
+  EXPECT_EQ(table.rows(), 1);
+  EXPECT_EQ(Read(table, {1}), Initial(config, 1));  // back to a new id
+  EXPECT_EQ(table.Stats().rows_evicted_idle(), 1);
+}
+
+TEST(EmbeddingTable, TheRowCapDropsTheLeastRecentlyUpdated) {
+  proto::EmbeddingTableConfig config = Table(proto::ROW_SGD);
+  config.set_max_rows_per_ps(2);
+  EmbeddingTable table(config, kSeed, 0);
+  const std::vector<float> g(4, 1.0f);
+  table.Update({1}, g);
+  table.Update({2}, g);
+  table.Update({1}, g);  // 2 is now the least recent
+  table.Update({3}, g);  // makes room: 2 goes
+  EXPECT_EQ(table.rows(), 2);
+  EXPECT_EQ(Read(table, {2}), Initial(config, 2));
+  EXPECT_NE(Read(table, {1}), Initial(config, 1));
+  EXPECT_EQ(table.Stats().rows_evicted_cap(), 1);
+}
+
+TEST(EmbeddingTable, HoldsItsRowsInAboutOneAndAThirdTimesTheirBytes) {
+  // 16 floats under Adagrad: 128 bytes of values and state a row.
+  EmbeddingTable table(Table(proto::ROW_ADAGRAD, 16), kSeed, 0);
+  std::vector<int64_t> ids(100000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i) * 104729;
+  table.Update(ids, std::vector<float>(ids.size() * 16, 0.5f));
+  const proto::EmbeddingTableStats s = table.Stats();
+  EXPECT_EQ(s.rows(), 100000);
+  EXPECT_EQ(s.row_bytes(), 100000 * 128);
+  const double ratio = static_cast<double>(s.memory_bytes()) / s.row_bytes();
+  std::printf("memory per row: %.1f bytes for 128 (%.3fx)\n", s.memory_bytes() / 1e5, ratio);
+  EXPECT_LE(ratio, 1.5);
+}
+
+TEST(EmbeddingTable, ReusesTheSlotsOfDroppedRows) {
+  proto::EmbeddingTableConfig config = Table(proto::ROW_SGD);
+  config.set_evict_after_updates(1);
+  EmbeddingTable table(config, kSeed, 0);
+  const std::vector<float> g(4, 1.0f);
+  for (int64_t id = 0; id < 3 * EmbeddingTable::kRowsPerChunk; ++id) table.Update({id}, g);
+  EXPECT_EQ(table.rows(), 1);
+  // One chunk's worth of memory at most: the slots came back.
+  EXPECT_LT(table.Stats().memory_bytes(), 2 * int64_t{EmbeddingTable::kRowsPerChunk} * 16 + 4096);
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,198 @@
+// Embedding tables through the request handler: EMBEDDING_PULL and
+// EMBEDDING_PUSH in sync (a version's pushes averaged once its dense
+// version is applied) and async (on arrival), and every malformed request
+// refused with nothing applied.
+
+#include <cstring>
+
+#include "common/embedding.h"
+#include "tests/ps_server/request_handler_fixture.h"
+
+namespace pstrain {
+namespace {
+
+class EmbeddingRequestTest : public RequestHandlerTest {
+ protected:
+  void SetUp() override {
+    num_shards_ = 2;  // this handler is ps 0 of 2: it holds half of the ids
+    proto::EmbeddingTableConfig* t = optimizer_.add_tables();
+    t->set_name("users");
+    t->set_dim(2);
+    t->set_optimizer(proto::ROW_SGD);
+    t->set_lr(1.0);
+    t->set_init_std(1.0);
+    t->set_num_embeddings(1000);
+    for (int64_t id = 0; static_cast<int>(mine_.size()) < 4; ++id) {
+      if (EmbeddingShardOf(id, 2) == 0) mine_.push_back(id);
+      if (EmbeddingShardOf(id, 2) == 1 && theirs_ < 0) theirs_ = id;
+    }
+  }
+
+  // A payload of `ids` then `floats`, as bytes inside a float vector.
+  static std::vector<float> Payload(const std::vector<int64_t>& ids,
+                                    const std::vector<float>& floats = {}) {
+    std::vector<float> out(ids.size() * 2 + floats.size());
+    std::memcpy(out.data(), ids.data(), ids.size() * sizeof(int64_t));
+    std::copy(floats.begin(), floats.end(), out.begin() + static_cast<std::ptrdiff_t>(ids.size() * 2));
+    return out;
+  }
+
+  std::vector<Reply> EmbeddingPull(int rank, const std::vector<int64_t>& ids, int table = 0) {
+    proto::Header h = Base(proto::EMBEDDING_PULL, rank);
+    proto::EmbeddingSlice* s = h.mutable_embedding()->add_slices();
+    s->set_table(table);
+    s->set_num_ids(static_cast<int64_t>(ids.size()));
+    return Send(rank, MakeMessage(h, Payload(ids)));
+  }
+
+  std::vector<Reply> EmbeddingPush(int rank, int64_t version, const std::vector<int64_t>& ids,
+                                   const std::vector<float>& grads, int n = 1,
+                                   bool has_grad = true) {
+    proto::Header h = Base(proto::EMBEDDING_PUSH, rank);
+    h.set_step(version);
+    h.set_version(version);
+    h.set_num_examples(n);
+    proto::EmbeddingSlice* s = h.mutable_embedding()->add_slices();
+    s->set_table(0);
+    s->set_num_ids(static_cast<int64_t>(ids.size()));
+    s->set_has_grad(has_grad);
+    return Send(rank, MakeMessage(h, Payload(ids, grads)));
+  }
+
+  std::vector<float> Rows(const std::vector<int64_t>& ids) {
+    const std::vector<Reply> out = EmbeddingPull(0, ids);
+    EXPECT_EQ(out.size(), 1u);
+    EXPECT_FALSE(IsError(out[0])) << out[0].header.error().message();
+    return out[0].payload == nullptr ? std::vector<float>() : *out[0].payload;
+  }
+
+  std::vector<float> InitialRows(const std::vector<int64_t>& ids) {
+    std::vector<float> rows;
+    for (int64_t id : ids) {
+      std::vector<float> row(2);
+      InitialRow(optimizer_.tables(0), 0, 0, id, absl::MakeSpan(row));
+      rows.insert(rows.end(), row.begin(), row.end());
+    }
+    return rows;
+  }
+
+  std::vector<int64_t> mine_;
+  int64_t theirs_ = -1;
+};
+
+TEST_F(EmbeddingRequestTest, SyncAveragesAVersionsRowsOnceTheVersionIsApplied) {
+  ASSERT_FALSE(IsError(Init(proto::SYNC, 2)[0]));
+  RegisterAll(2);
+  const std::vector<int64_t> a = {mine_[0], mine_[1]}, b = {mine_[1], mine_[2]};
+  const std::vector<float> before = Rows({mine_[0], mine_[1], mine_[2]});
+  ASSERT_FALSE(IsError(EmbeddingPush(0, 0, a, {1, 1, 2, 2}, /*n=*/1)[0]));
+  ASSERT_FALSE(IsError(EmbeddingPush(1, 0, b, {4, 4, 8, 8}, /*n=*/3)[0]));
+  Push(0, 0, 0, 0.0f);
+  EXPECT_EQ(Rows({mine_[0]}), std::vector<float>(before.begin(), before.begin() + 2))
+      << "applied before the version";
+  Push(1, 0, 0, 0.0f);
+  ASSERT_EQ(H().version(), 1);
+  // Weighted by examples (1 and 3 of 4), rows a worker lacks count as zeros; lr 1.
+  const std::vector<float> after = Rows({mine_[0], mine_[1], mine_[2]});
+  const float w0 = 0.25f, w1 = 0.75f;
+  EXPECT_FLOAT_EQ(after[0], before[0] - w0 * 1);
+  EXPECT_FLOAT_EQ(after[2], before[2] - (w0 * 2 + w1 * 4));
+  EXPECT_FLOAT_EQ(after[4], before[4] - w1 * 8);
+  // A second push of rank 0 for version 1, and one for the passed version 0.
+  ASSERT_FALSE(IsError(EmbeddingPush(0, 1, a, {1, 1, 1, 1})[0]));
+  const std::vector<Reply> again = EmbeddingPush(0, 1, a, {1, 1, 1, 1});
+  EXPECT_TRUE(again[0].header.dropped());
+  const std::vector<Reply> stale = EmbeddingPush(1, 0, a, {1, 1, 1, 1});
+  EXPECT_TRUE(stale[0].header.dropped());
+  const proto::ShardStats s = H().Stats();
+  ASSERT_EQ(s.tables_size(), 1);
+  EXPECT_EQ(s.tables(0).updates(), 1);
+  EXPECT_EQ(s.tables(0).rows(), 3);
+  EXPECT_EQ(s.tables(0).row_updates(), 3);
+}
+
+TEST_F(EmbeddingRequestTest, AsyncAppliesOnArrivalAndATableWithoutAGradientIsLeftAlone) {
+  ASSERT_FALSE(IsError(Init(proto::ASYNC, 2)[0]));
+  RegisterAll(2);
+  const std::vector<float> before = Rows({mine_[0]});
+  ASSERT_FALSE(IsError(EmbeddingPush(1, 0, {mine_[0]}, {0.5f, -0.5f})[0]));
+  const std::vector<float> after = Rows({mine_[0]});
+  EXPECT_FLOAT_EQ(after[0], before[0] - 0.5f);
+  EXPECT_FLOAT_EQ(after[1], before[1] + 0.5f);
+  ASSERT_FALSE(IsError(EmbeddingPush(1, 0, {}, {}, 1, /*has_grad=*/false)[0]));
+  EXPECT_EQ(H().Stats().tables(0).updates(), 1);
+  ASSERT_FALSE(IsError(EmbeddingPush(1, 0, {}, {}, 1, /*has_grad=*/true)[0]));
+  EXPECT_EQ(H().Stats().tables(0).updates(), 2);  // a gradient with none of its rows here
+}
+
+TEST_F(EmbeddingRequestTest, UnreadRowsAreTheirInitialOnes) {
+  ASSERT_FALSE(IsError(Init(proto::ASYNC, 1)[0]));
+  EXPECT_EQ(Rows({mine_[3], mine_[0]}), InitialRows({mine_[3], mine_[0]}));
+}
+
+TEST_F(EmbeddingRequestTest, RefusesMalformedRequestsApplyingNothing) {
+  ASSERT_FALSE(IsError(Init(proto::ASYNC, 2)[0]));
+  RegisterAll(2);
+  const std::vector<float> before = Rows({mine_[0], mine_[1]});
+  auto refused = [&](const std::vector<Reply>& out, const std::string& what) {
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(IsError(out[0]));
+    EXPECT_NE(out[0].header.error().message().find(what), std::string::npos)
+        << out[0].header.error().message();
+  };
+  refused(EmbeddingPush(1, 0, {mine_[0], mine_[0]}, {1, 1, 1, 1}), "twice");
+  refused(EmbeddingPush(1, 0, {theirs_}, {1, 1}), "held by ps 1");
+  refused(EmbeddingPush(1, 0, {-1}, {1, 1}), "outside [0, 1000)");
+  refused(EmbeddingPush(1, 0, {mine_[0]}, {1, 1, 1}), "bytes");
+  refused(EmbeddingPush(1, 0, {mine_[0]}, {1, std::nanf("")}), "not finite");
+  refused(EmbeddingPush(1, 5, {mine_[0]}, {1, 1}), "has not made");
+  refused(EmbeddingPush(1, 0, {mine_[0]}, {1, 1}, 1, /*has_grad=*/false), "no gradient");
+  refused(EmbeddingPull(1, {mine_[0]}, /*table=*/3), "not one of");
+  {
+    proto::Header h = Base(proto::EMBEDDING_PULL, 1);
+    proto::EmbeddingSlice* s = h.mutable_embedding()->add_slices();
+    s->set_table(0);
+    s->set_num_ids(EmbeddingTables::kMaxIds + 1);
+    refused(Send(1, MakeMessage(h, Payload({mine_[0]}))), "more than");
+  }
+  {
+    proto::Header h = Base(proto::EMBEDDING_PUSH, 1);
+    for (int i = 0; i < 2; ++i) {
+      proto::EmbeddingSlice* s = h.mutable_embedding()->add_slices();
+      s->set_table(0);
+      s->set_num_ids(1);
+      s->set_has_grad(true);
+    }
+    refused(Send(1, MakeMessage(h, Payload({mine_[0], mine_[1]}, {1, 1, 1, 1}))), "slices");
+  }
+  EXPECT_EQ(Rows({mine_[0], mine_[1]}), before);
+  EXPECT_EQ(H().Stats().tables(0).updates(), 0);
+}
+
+TEST_F(EmbeddingRequestTest, AJobWithoutTablesAndAShardBeforeInitRefuse) {
+  const std::vector<Reply> early = EmbeddingPull(1, {mine_[0]});
+  EXPECT_TRUE(early[0].header.rejoin());
+  optimizer_.clear_tables();
+  ASSERT_FALSE(IsError(Init(proto::ASYNC, 2)[0]));
+  const std::vector<Reply> none = EmbeddingPull(1, {mine_[0]});
+  EXPECT_NE(none[0].header.error().message().find("no embedding tables"), std::string::npos);
+}
+
+TEST_F(EmbeddingRequestTest, InitRefusesABadTable) {
+  optimizer_.mutable_tables(0)->set_dim(0);
+  const std::vector<Reply> out = Init(proto::SYNC, 2);
+  ASSERT_TRUE(IsError(out[0]));
+  EXPECT_NE(out[0].header.error().message().find("embedding_dim 0"), std::string::npos);
+}
+
+TEST_F(EmbeddingRequestTest, CheckpointsOfTablesAreRefused) {
+  ASSERT_FALSE(IsError(Init(proto::SYNC, 2)[0]));
+  proto::Header h = Base(proto::SAVE, 0);
+  h.set_step(1);
+  h.set_keep_checkpoints(1);
+  const std::vector<Reply> out = Send(0, MakeMessage(h, {}));
+  ASSERT_TRUE(IsError(out[0]));  // no --checkpoint_dir here; with one, the tables' refusal
+}
+
+}  // namespace
+}  // namespace pstrain

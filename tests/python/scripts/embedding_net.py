@@ -1,0 +1,180 @@
+"""A model with embedding tables, trained through pstrain.torch (as a
+worker of `pstrain launch`) or, with --reference, in one process with
+nn.EmbeddingBag(sparse=True) and torch.optim's sparse optimizers, on the
+same data: the tests compare the two final models.
+
+The data is a function of (seed, step): each global batch is
+--world x --batch examples of 3 ids (Zipf-like over --ids) and 4 dense
+features with a planted label; worker r takes the r-th --batch of it, the
+reference all of it (one process at the global batch). With --branch the
+second table is used on even steps only (step() leaves it alone on the
+others, as torch.optim leaves a parameter whose .grad is None)."""
+
+import argparse
+import sys
+
+import torch
+
+DIM = 8
+
+
+def batch(step, world, size, num_ids, seed):
+    g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    n = world * size
+    u = torch.rand(n, 3, generator=g)
+    ids = (num_ids * u.pow(3)).long().clamp_(max=num_ids - 1)  # frequent small ids
+    dense = torch.randn(n, 4, generator=g)
+    logit = dense[:, 0] - dense[:, 1] + (ids[:, 0] % 3 == 0).float() - 0.5
+    label = (torch.rand(n, generator=g) < torch.sigmoid(logit)).float()
+    return ids, dense, label
+
+
+class Net(torch.nn.Module):
+    def __init__(self, tables):
+        super().__init__()
+        self.emb, self.emb2 = tables
+        self.head = torch.nn.Linear(DIM + 4, 1)
+        with torch.no_grad():
+            g = torch.Generator().manual_seed(7)
+            self.head.weight.copy_(torch.randn(self.head.weight.shape, generator=g) * 0.1)
+            self.head.bias.zero_()
+
+    def forward(self, ids, dense, use_second):
+        e = self.emb(ids)
+        if use_second:
+            e = e + self.emb2(ids[:, :2])
+        return self.head(torch.cat([e, dense], dim=1)).squeeze(1)
+
+
+def table_options(args):
+    lr = {"sgd": 0.5, "adagrad": 0.3, "adam": 0.05}[args.table_optimizer]
+    return dict(optimizer=args.table_optimizer, lr=lr, admit_after=args.admit_after)
+
+
+def run_pstrain(args):
+    import pstrain.torch as pst  # pylint: disable=import-outside-toplevel
+    pst.init()
+    opts = table_options(args)
+    if args.mismatch and pst.rank() == 1:
+        opts["lr"] *= 2
+    tables = (pst.Embedding(DIM, num_embeddings=args.ids, mode="sum", name="first", **opts),
+              pst.Embedding(DIM, num_embeddings=args.ids, mode="mean", name="second", **opts))
+    model = Net(tables)
+    opt = pst.DistributedOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1),
+                                   total_steps=args.steps)
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    r = pst.rank()
+    while not opt.done:
+        step = opt.global_step
+        ids, dense, label = batch(step, pst.num_workers(), args.batch, args.ids, args.seed)
+        part = slice(r * args.batch, (r + 1) * args.batch)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(ids[part], dense[part], not args.branch or step % 2 == 0),
+                       label[part])
+        loss.backward()
+        opt.step(loss)
+    if pst.is_chief():
+        every = torch.arange(args.ids)
+        torch.save({"head.weight": model.head.weight.detach().clone(),
+                    "head.bias": model.head.bias.detach().clone(),
+                    "first": tables[0].read_rows(every), "second": tables[1].read_rows(every)},
+                   args.out)
+    pst.finish()
+
+
+def run_reference(args):
+    import pstrain  # pylint: disable=import-outside-toplevel
+    every = torch.arange(args.ids)
+
+    def bag(index, mode):
+        e = torch.nn.EmbeddingBag(args.ids, DIM, mode=mode, sparse=True)
+        with torch.no_grad():
+            if args.admit_after > 0:
+                e.weight.zero_()
+            else:
+                e.weight.copy_(torch.from_numpy(pstrain.embedding_initial_rows(
+                    every.numpy(), DIM, args.seed, index)))
+        return e
+
+    tables = (bag(0, "sum"), bag(1, "mean"))
+    touches = [torch.zeros(args.ids, dtype=torch.int64) for _ in tables]
+    model = Net(tables)
+    opts = table_options(args)
+    kind = {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad,
+            "adam": torch.optim.SparseAdam}[opts["optimizer"]]
+    sparse = kind(list(tables[0].parameters()) + list(tables[1].parameters()), lr=opts["lr"])
+    dense = torch.optim.SGD(model.head.parameters(), lr=0.1)
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    for step in range(args.steps):
+        ids, x, label = batch(step, args.world, args.batch, args.ids, args.seed)
+        sparse.zero_grad(set_to_none=True)
+        dense.zero_grad(set_to_none=True)
+        loss = loss_fn(model(ids, x, not args.branch or step % 2 == 0), label)
+        loss.backward()
+        empty = []
+        if args.admit_after > 0:
+            for index, (table, count) in enumerate(zip(tables, touches)):
+                if admit(table, count, index, args):
+                    empty.append(table.weight)
+        sparse.step()
+        for weight in empty:
+            # Every row's gradient was dropped: the table still took an
+            # update (SparseAdam's step moves), as on the ps; torch cannot
+            # step on an empty sparse gradient, so it is counted here.
+            if opts["optimizer"] == "adam":
+                state = sparse.state[weight]
+                if not state:
+                    state.update(step=0, exp_avg=torch.zeros_like(weight),
+                                 exp_avg_sq=torch.zeros_like(weight))
+                state["step"] += 1
+        dense.step()
+    torch.save({"head.weight": model.head.weight.detach().clone(),
+                "head.bias": model.head.bias.detach().clone(),
+                "first": tables[0].weight.detach().clone(),
+                "second": tables[1].weight.detach().clone()}, args.out)
+
+
+def admit(table, count, index, args):
+    """The ps's admission written out: an update touches its ids; one
+    that has no row yet drops its gradient, and at its admit_after-th
+    touch gets its initial row. Returns whether the table had a gradient
+    and every row of it was dropped (its .grad is then None)."""
+    import pstrain  # pylint: disable=import-outside-toplevel
+    if table.weight.grad is None:
+        return False
+    grad = table.weight.grad.coalesce()
+    ids = grad.indices()[0]
+    had_row = count[ids] >= args.admit_after
+    count[ids] += 1
+    admitted = ids[count[ids] == args.admit_after]
+    with torch.no_grad():
+        if admitted.numel() > 0:
+            table.weight[admitted] = torch.from_numpy(pstrain.embedding_initial_rows(
+                admitted.numpy(), DIM, args.seed, index))
+    if not bool(had_row.any()):
+        table.weight.grad = None
+        return True
+    table.weight.grad = torch.sparse_coo_tensor(grad.indices()[:, had_row],
+                                                grad.values()[had_row], grad.shape)
+    return False
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--reference", action="store_true")
+    p.add_argument("--world", type=int, default=1)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--steps", type=int, default=25)
+    p.add_argument("--ids", type=int, default=200)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--table_optimizer", default="adagrad")
+    p.add_argument("--admit_after", type=int, default=0)
+    p.add_argument("--branch", action="store_true")
+    p.add_argument("--mismatch", action="store_true", help="worker 1's tables differ")
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+    (run_reference if args.reference else run_pstrain)(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""pst.Embedding: tables of rows by id on the ps tasks end where
+nn.EmbeddingBag(sparse=True) with torch.optim's sparse optimizers ends in
+one process (to float rounding, after 25 steps;
+tests/python/scripts/embedding_net.py has the loop): one sync worker
+against one process, two sync workers against one process of the global
+batch; each table optimizer (SGD, Adagrad, SparseAdam), a table unused on
+some steps, admission. Then what a script gets wrong is refused with a
+message that says what to write."""
+
+import os
+import subprocess
+import unittest
+
+import torch
+
+import pstrain_testing as t
+
+SCRIPT = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "embedding_net.py")
+TOLERANCE = 1e-5
+
+
+def max_difference(a, b):
+    assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+    return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
+
+
+class EmbeddingCase(t.TestCase):
+    def reference(self, name, world, flags):
+        out = os.path.join(self.dir, name + ".reference.pt")
+        subprocess.run([t.PYTHON, SCRIPT, "--reference", "--world=%d" % world, "--out=" + out]
+                       + flags, check=True, cwd=t.SOURCE_DIR, timeout=300)
+        return torch.load(out)
+
+    def pstrain(self, name, workers, ps, flags, launch_flags=()):
+        run = self.run_dir(name)
+        out = os.path.join(self.dir, name + ".pstrain.pt")
+        launch = t.Launch(t.local_flags(run, workers, ps) + ["--mode=sync"] + list(launch_flags),
+                          [t.PYTHON, SCRIPT, "--out=" + out] + flags)
+        code = launch.wait()
+        self.assertEqual(code, 0, launch.output)
+        return torch.load(out), t.summary(run), launch
+
+    def compare(self, name, workers, ps, flags):
+        ours, summary, _ = self.pstrain(name, workers, ps, flags)
+        theirs = self.reference(name, workers, flags)
+        difference = max_difference(ours, theirs)
+        print("RESULT torch_embedding %s workers=%d ps=%d max_abs_diff=%.3g updates=%d"
+              % (name, workers, ps, difference, summary["updates_applied"]), flush=True)
+        self.assertLess(difference, TOLERANCE, name)
+        tables = summary["embedding_tables"]
+        self.assertEqual([t["name"] for t in tables], ["first", "second"])
+        self.assertGreater(tables[0]["row_updates"], 0)
+        self.assertGreater(tables[0]["memory_bytes"], tables[0]["row_bytes"])
+        # The rows moved: a comparison of untrained tables proves nothing.
+        untouched = self.reference(name + "_untrained", workers, flags + ["--steps=0"])
+        self.assertGreater(max_difference(ours, untouched), 1e-2, name)
+        return summary
+
+
+class OneWorkerIsOneProcess(EmbeddingCase):
+    def test_each_table_optimizer(self):
+        for optimizer in ("sgd", "adagrad", "adam"):
+            self.compare("one_" + optimizer, 1, 2, ["--table_optimizer=" + optimizer])
+
+    def test_a_table_unused_on_some_steps(self):
+        # SparseAdam's step count moves only on the steps that use the table.
+        self.compare("branch_adam", 1, 2, ["--branch", "--table_optimizer=adam"])
+
+
+class TwoWorkersAreOneProcessOfTheGlobalBatch(EmbeddingCase):
+    def test_rows_averaged_over_the_workers(self):
+        self.compare("two_adagrad", 2, 2, ["--table_optimizer=adagrad", "--branch"])
+        self.compare("two_adam", 2, 3, ["--table_optimizer=adam"])
+
+
+class Admission(EmbeddingCase):
+    def test_an_id_reads_as_zeros_until_admitted(self):
+        # The reference drops the gradients of ids without a row and gives
+        # an id its initial row at its third touch, as the ps does.
+        self.compare("admit_adagrad", 1, 2, ["--admit_after=3"])
+        summary = self.compare("admit_adam", 2, 2, ["--admit_after=2", "--branch",
+                                                    "--table_optimizer=adam"])
+        del summary
+
+
+class Refusals(EmbeddingCase):
+    def run_refused(self, name, workers, flags, launch_flags):
+        run = self.run_dir(name)
+        launch = t.Launch(t.local_flags(run, workers, 1) + list(launch_flags),
+                          [t.PYTHON, SCRIPT, "--out=" + os.path.join(self.dir, "x.pt")] + flags)
+        return launch.wait(), launch.output
+
+    def test_options_whose_state_would_lose_the_rows(self):
+        code, output = self.run_refused("checkpoints", 1, [], ["--checkpoint_every_steps=5"])
+        self.assertEqual(code, 1, output)  # the job fails: its worker exits 2, not restarted
+        self.assertIn("embedding tables do not work with --checkpoint_every_steps yet", output)
+        self.assertIn("exit code 2", output)
+
+    def test_workers_whose_tables_differ(self):
+        code, output = self.run_refused("mismatch", 2, ["--mismatch"], [])
+        self.assertNotEqual(code, 0, output)
+        self.assertIn("embedding table 0 differs from the chief's", output)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,112 @@
+// The client's embedding requests (ps_client.h: EmbeddingPull,
+// EmbeddingPush): each table's ids split by the ps that holds them
+// (common/embedding.h), one request per ps for every table at once.
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/embedding.h"
+#include "common/status_macros.h"
+#include "worker/ps_client.h"
+
+namespace pstrain {
+namespace {
+
+// Where each table's ids go: for ps k and table t, the positions in the
+// table's ids of those ps k holds.
+using Split = std::vector<std::vector<std::vector<size_t>>>;  // [ps][table] -> positions
+
+Split SplitByPs(absl::Span<const EmbeddingRows> tables, int num_shards) {
+  Split split(num_shards, std::vector<std::vector<size_t>>(tables.size()));
+  for (size_t t = 0; t < tables.size(); ++t) {
+    for (size_t i = 0; i < tables[t].ids.size(); ++i) {
+      split[EmbeddingShardOf(tables[t].ids[i], num_shards)][t].push_back(i);
+    }
+  }
+  return split;
+}
+
+// Appends `bytes` bytes of `from` to `payload`.
+void Append(std::vector<char>* payload, const void* from, size_t bytes) {
+  const size_t at = payload->size();
+  payload->resize(at + bytes);
+  if (bytes > 0) std::memcpy(payload->data() + at, from, bytes);
+}
+
+}  // namespace
+
+absl::Status PsClient::EmbeddingPull(absl::Span<const EmbeddingRows> tables) {
+  const Split split = SplitByPs(tables, num_shards());
+  std::vector<Call> calls;
+  std::vector<std::vector<char>> payloads(num_shards());
+  std::vector<std::vector<float>> rows(num_shards());
+  for (int k = 0; k < num_shards(); ++k) {
+    Call c;
+    c.shard = k;
+    if (route_[k] != k) c.socket = route_[k];
+    c.header = BaseHeader(proto::EMBEDDING_PULL, k);
+    for (size_t t = 0; t < tables.size(); ++t) {
+      if (split[k][t].empty()) continue;
+      proto::EmbeddingSlice* slice = c.header.mutable_embedding()->add_slices();
+      slice->set_table(tables[t].table);
+      slice->set_num_ids(static_cast<int64_t>(split[k][t].size()));
+      for (size_t i : split[k][t]) Append(&payloads[k], &tables[t].ids[i], sizeof(int64_t));
+    }
+    if (c.header.embedding().slices_size() == 0) continue;
+    c.payload = payloads[k];
+    c.raw = &rows[k];
+    calls.push_back(std::move(c));
+  }
+  if (calls.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(Exchange(&calls));
+  for (const Call& c : calls) {
+    const int k = c.shard;
+    size_t want = 0;
+    for (size_t t = 0; t < tables.size(); ++t) want += split[k][t].size() * tables[t].dim;
+    if (rows[k].size() != want) {
+      return absl::DataLossError(absl::StrCat(ShardName(k), ": ", rows[k].size(),
+                                              " floats of embedding rows for ", want));
+    }
+    const float* from = rows[k].data();
+    for (size_t t = 0; t < tables.size(); ++t) {
+      const size_t dim = static_cast<size_t>(tables[t].dim);
+      for (size_t i : split[k][t]) {
+        std::memcpy(tables[t].rows.data() + i * dim, from, dim * sizeof(float));
+        from += dim;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::EmbeddingPush(int64_t step, absl::Span<const int64_t> versions,
+                                     int num_examples, absl::Span<const EmbeddingRows> tables,
+                                     bool* dropped) {
+  const Split split = SplitByPs(tables, num_shards());
+  std::vector<Call> calls = ShardCalls(proto::EMBEDDING_PUSH, step, versions);
+  std::vector<std::vector<char>> payloads(num_shards());
+  for (Call& c : calls) {
+    const int k = c.shard;
+    c.header.set_num_examples(num_examples);
+    for (size_t t = 0; t < tables.size(); ++t) {
+      proto::EmbeddingSlice* slice = c.header.mutable_embedding()->add_slices();
+      slice->set_table(tables[t].table);
+      slice->set_num_ids(static_cast<int64_t>(split[k][t].size()));
+      slice->set_has_grad(tables[t].has_grad);
+      for (size_t i : split[k][t]) Append(&payloads[k], &tables[t].ids[i], sizeof(int64_t));
+    }
+    for (size_t t = 0; t < tables.size(); ++t) {
+      const size_t dim = static_cast<size_t>(tables[t].dim);
+      for (size_t i : split[k][t]) {
+        Append(&payloads[k], tables[t].grads.data() + i * dim, dim * sizeof(float));
+      }
+    }
+    c.payload = payloads[k];
+  }
+  RETURN_IF_ERROR(Exchange(&calls));
+  *dropped = false;
+  for (const Call& c : calls) *dropped = *dropped || c.reply.dropped();
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain

@@ -1,0 +1,62 @@
+// The worker runtime's embedding tables (worker_runtime.h: EmbeddingPull,
+// EmbeddingPush): what a job with tables may be, how a worker's tables
+// must match the chief's, and the step's row requests.
+
+#include "absl/strings/str_cat.h"
+#include "common/embedding.h"
+#include "common/status_macros.h"
+#include "worker/worker_runtime.h"
+
+namespace pstrain {
+
+absl::Status CheckTables(const ClusterSpec& cluster, const WorkerRuntimeOptions& options) {
+  if (options.tables.empty()) return absl::OkStatus();
+  proto::JobConfig job;
+  job.set_seed(options.train.seed);
+  for (const proto::EmbeddingTableConfig& t : options.tables) *job.add_tables() = t;
+  RETURN_IF_ERROR(ValidateEmbeddingTables(job));
+  const TrainOptions& o = options.train;
+  auto refuse = [](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "embedding tables do not work with ", what,
+        " yet: their rows are not in checkpoints, replicas or restores; leave it out"));
+  };
+  // A checkpoint directory alone (pstrain launch always gives one) writes
+  // nothing: a lost ps then comes back from the initial state, tables too.
+  if (o.checkpoint_every_steps > 0) return refuse("--checkpoint_every_steps");
+  if (o.checkpoint_every_s > 0) return refuse("--checkpoint_every_s");
+  if (o.restore) return refuse("--resume");
+  if (o.ps_replicas > 0) return refuse("--ps_replicas");
+  if (o.backup_workers > 0) return refuse("--backup_workers");
+  if (cluster.sparse()) return refuse("dynamic workers (a sparse TF_CONFIG)");
+  return absl::OkStatus();
+}
+
+std::string TableDifference(const proto::JobConfig& chiefs, const proto::JobConfig& mine) {
+  const int n = std::max(chiefs.tables_size(), mine.tables_size());
+  for (int i = 0; i < n; ++i) {
+    const bool theirs = i < chiefs.tables_size(), ours = i < mine.tables_size();
+    if (theirs && ours && chiefs.tables(i).SerializeAsString() == mine.tables(i).SerializeAsString()) {
+      continue;
+    }
+    auto describe = [](const proto::EmbeddingTableConfig& t) {
+      return absl::StrCat("\"", t.name(), "\" (dim ", t.dim(), ", ", t.ShortDebugString(), ")");
+    };
+    return absl::StrCat("this worker's embedding table ", i, " differs from the chief's: ",
+                        ours ? describe(mine.tables(i)) : "none", " here, ",
+                        theirs ? describe(chiefs.tables(i)) : "none",
+                        " at the chief; every worker must make the same tables in the same order");
+  }
+  return "";
+}
+
+absl::Status WorkerRuntime::EmbeddingPull(absl::Span<const EmbeddingRows> tables) {
+  return client_->EmbeddingPull(tables);
+}
+
+absl::Status WorkerRuntime::EmbeddingPush(int num_examples, absl::Span<const EmbeddingRows> tables) {
+  bool dropped = false;
+  return client_->EmbeddingPush(global_step_, versions_, num_examples, tables, &dropped);
+}
+
+}  // namespace pstrain
