@@ -8,6 +8,7 @@ some steps, admission. Then what a script gets wrong is refused with a
 message that says what to write."""
 
 import os
+import re
 import subprocess
 import unittest
 
@@ -81,6 +82,30 @@ class Admission(EmbeddingCase):
         summary = self.compare("admit_adam", 2, 2, ["--admit_after=2", "--branch",
                                                     "--table_optimizer=adam"])
         del summary
+
+
+class DlrmExample(t.TestCase):
+    """examples/pytorch/dlrm.py on a small synthetic Criteo set: 2 sync
+    workers reach the AUC one process reaches at the global batch."""
+
+    def test_sync_workers_reach_the_one_process_auc(self):
+        data = os.path.join(self.dir, "criteo")
+        subprocess.run([t.PYTHON, os.path.join(t.SOURCE_DIR, "tools", "criteo_synth.py"),
+                        "--out=" + data, "--scale=0.001", "--train=12000", "--test=4000"],
+                       check=True, timeout=300, stdout=subprocess.DEVNULL)
+        example = os.path.join(t.SOURCE_DIR, "examples", "pytorch", "dlrm.py")
+        flags = ["--data_dir=" + data, "--batch=64", "--max_steps=60"]
+        one = subprocess.run([t.PYTHON, example, "--single", "--world=2"] + flags, check=True,
+                             timeout=300, capture_output=True, text=True).stdout
+        launch = t.Launch(t.local_flags(self.run_dir("dlrm"), 2, 2) + ["--mode=sync"],
+                          [t.PYTHON, example] + flags)
+        self.assertEqual(launch.wait(), 0, launch.output)
+        theirs = float(re.search(r"test AUC ([0-9.]+)", one).group(1))
+        ours = float(re.search(r"dlrm epoch 1: test AUC ([0-9.]+)", launch.output).group(1))
+        print("RESULT dlrm_example one_process_auc=%.4f pstrain_auc=%.4f" % (theirs, ours),
+              flush=True)
+        self.assertGreater(theirs, 0.55)  # it learnt something
+        self.assertLess(abs(ours - theirs), 0.002)
 
 
 class Refusals(EmbeddingCase):
