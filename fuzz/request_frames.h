@@ -132,6 +132,18 @@ inline FuzzMessage ValidInit(const Setup& setup) {
     l->set_size(kShardFloats / 2);
     l->set_group(t);
   }
+  // An embedding table with admission, eviction and a row cap: a request
+  // mutated into EMBEDDING_PULL or EMBEDDING_PUSH reaches its checks.
+  proto::EmbeddingTableConfig* table = job->add_tables();
+  table->set_name("e");
+  table->set_dim(2);
+  table->set_optimizer(proto::ROW_ADAGRAD);
+  table->set_lr(0.1);
+  table->set_eps(1e-10);
+  table->set_init_std(1.0);
+  table->set_admit_after(1);
+  table->set_evict_after_updates(4);
+  table->set_max_rows_per_ps(8);
   const float params[kShardFloats] = {1.0f, -1.0f, 0.5f, 0.25f};
   return {0, {h.SerializeAsString(),
               std::string(reinterpret_cast<const char*>(params), sizeof(params))}};

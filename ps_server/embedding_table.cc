@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
+#include "absl/strings/str_cat.h"
 #include "common/embedding.h"
 
 namespace pstrain {
@@ -70,13 +72,17 @@ uint32_t EmbeddingTable::MakeRow(int64_t id) {
   records_[slot].last_update = updates_;
   PushFront(slot);
   index_.emplace(id, slot);
+  changed_.insert(id);
   stats_.set_rows_admitted(stats_.rows_admitted() + 1);
   return slot;
 }
 
 void EmbeddingTable::DropRow(uint32_t slot) {
   Unlink(slot);
-  index_.erase(records_[slot].id);
+  const int64_t id = records_[slot].id;
+  index_.erase(id);
+  changed_.erase(id);
+  dropped_.insert(id);
   free_.push_back(slot);
 }
 
@@ -163,6 +169,7 @@ void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const floa
       continue;
     }
     records_[slot].last_update = updates_;
+    changed_.insert(ids[i]);
     ApplyRow(RowAt(slot), grads.data() + i * dim, adam_step_size);
     stats_.set_row_updates(stats_.row_updates() + 1);
   }
@@ -196,5 +203,86 @@ proto::EmbeddingTableStats EmbeddingTable::Stats() const {
                      index_bytes);
   return s;
 }
+
+void EmbeddingTable::Save(bool delta, EmbeddingTableState* out) const {
+  out->meta.Clear();
+  *out->meta.mutable_config() = config_;
+  out->meta.set_updates(updates_);
+  *out->meta.mutable_stats() = Stats();
+  // Least recently updated first. The changed rows are the front of the
+  // recency order (every change moves a row there).
+  std::vector<uint32_t> order;
+  const size_t count = delta ? changed_.size() : index_.size();
+  order.reserve(count);
+  for (uint32_t slot = head_; slot != kNone && order.size() < count; slot = records_[slot].next) {
+    order.push_back(slot);
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    out->ids.push_back(records_[*it].id);
+    out->last_updates.push_back(records_[*it].last_update);
+    const float* row = chunks_[*it / kRowsPerChunk].get() + size_t{*it % kRowsPerChunk} * stride_;
+    out->floats.insert(out->floats.end(), row, row + stride_);
+  }
+  if (delta) out->deleted.assign(dropped_.begin(), dropped_.end());
+  out->waiting.assign(waiting_.begin(), waiting_.end());
+}
+
+void EmbeddingTable::MarkSaved() {
+  changed_.clear();
+  dropped_.clear();
+}
+
+absl::Status EmbeddingTable::Load(const EmbeddingTableState& state, bool delta,
+                                  const std::string& what) {
+  auto damaged = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat(what, ": table \"", config_.name(), "\": ", why));
+  };
+  if (state.meta.config().SerializeAsString() != config_.SerializeAsString()) {
+    return damaged("saved with another configuration than the job's");
+  }
+  if (state.meta.updates() < 0) return damaged("a negative update count");
+  if (!delta) {
+    while (tail_ != kNone) DropRow(tail_);
+  }
+  for (int64_t id : state.deleted) {
+    if (auto it = index_.find(id); it != index_.end()) DropRow(it->second);
+  }
+  // Oldest first, each to the front: the newest ends there, as saved.
+  for (size_t i = 0; i < state.ids.size(); ++i) {
+    const float* values = state.floats.data() + i * stride_;
+    for (size_t j = 0; j < stride_; ++j) {
+      if (!std::isfinite(values[j])) return damaged("a row that is not finite");
+    }
+    uint32_t slot;
+    if (auto it = index_.find(state.ids[i]); it != index_.end()) {
+      slot = it->second;
+      Unlink(slot);
+    } else if (!free_.empty()) {
+      slot = free_.back();
+      free_.pop_back();
+    } else {
+      slot = static_cast<uint32_t>(records_.size());
+      records_.emplace_back();
+      if (slot % kRowsPerChunk == 0) {
+        chunks_.push_back(std::make_unique<float[]>(size_t{kRowsPerChunk} * stride_));
+      }
+    }
+    std::memcpy(RowAt(slot), values, stride_ * sizeof(float));
+    records_[slot].id = state.ids[i];
+    records_[slot].last_update = state.last_updates[i];
+    PushFront(slot);
+    index_[state.ids[i]] = slot;
+  }
+  waiting_.clear();
+  for (const auto& [id, touches] : state.waiting) {
+    if (touches < 1) return damaged("an id waiting with no touches");
+    waiting_[id] = touches;
+  }
+  updates_ = state.meta.updates();
+  stats_ = state.meta.stats();
+  return absl::OkStatus();
+}
+
+void EmbeddingTable::FinishLoad() { MarkSaved(); }
 
 }  // namespace pstrain

@@ -6,6 +6,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/embedding_checkpoint.h"
 #include "common/embedding.h"
 #include "common/status_macros.h"
 
@@ -191,6 +193,84 @@ void EmbeddingTables::ApplyThrough(int64_t version) {
     }
     held_.erase(held_.begin());
   }
+}
+
+absl::Status EmbeddingTables::Save(const std::string& dir, int64_t step, int64_t version,
+                                   int keep, proto::SavedShard* saved) {
+  const bool delta = saved_step_ >= 0 && saved_step_ < step && deltas_ + 1 < keep;
+  EmbeddingCheckpoint c;
+  proto::EmbeddingCheckpointHeader& h = c.header;
+  h.set_step(step);
+  h.set_shard_index(shard_index_);
+  h.set_num_shards(num_shards_);
+  h.set_version(version);
+  h.set_delta(delta);
+  if (delta) {
+    h.set_previous_step(saved_step_);
+    h.set_previous_checksum(saved_checksum_);
+  }
+  c.tables.resize(tables_.size());
+  for (size_t t = 0; t < tables_.size(); ++t) tables_[t]->Save(delta, &c.tables[t]);
+  const std::string file = EmbeddingFileName(step, shard_index_, num_shards_);
+  RETURN_IF_ERROR(WriteEmbeddingCheckpoint(absl::StrCat(dir, "/", file), &c));
+  for (const auto& t : tables_) t->MarkSaved();
+  saved_step_ = step;
+  saved_checksum_ = h.payload_checksum();
+  deltas_ = delta ? deltas_ + 1 : 0;
+  // A kept checkpoint's chain reaches back at most keep - 1 saves before it.
+  RETURN_IF_ERROR(
+      PruneCheckpoints(dir, 2 * keep, file.substr(file.rfind('/') + 1)).status());
+  saved->set_embedding_file(file);
+  saved->set_embedding_checksum(h.payload_checksum());
+  saved->set_embedding_bytes(h.payload_bytes());
+  saved->set_embedding_delta(delta);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EmbeddingTables> EmbeddingTables::Load(const proto::JobConfig& job,
+                                                      int shard_index, int num_shards,
+                                                      const std::string& dir, int64_t step,
+                                                      uint64_t checksum, int64_t version) {
+  // The chain, newest first, each file checked against what its successor
+  // (or the manifest) says it is.
+  std::vector<std::pair<std::string, EmbeddingCheckpoint>> chain;
+  for (int64_t at = step;;) {
+    const std::string path = absl::StrCat(dir, "/", EmbeddingFileName(at, shard_index, num_shards));
+    ASSIGN_OR_RETURN(EmbeddingCheckpoint c, ReadEmbeddingCheckpoint(path));
+    const proto::EmbeddingCheckpointHeader& h = c.header;
+    if (h.payload_checksum() != checksum) {
+      return absl::DataLossError(absl::StrCat(path, ": its checksum is not the one ",
+                                              chain.empty() ? "the manifest" : "its successor",
+                                              " recorded"));
+    }
+    if (h.step() != at || h.shard_index() != shard_index || h.num_shards() != num_shards ||
+        h.tables_size() != job.tables_size() || (chain.empty() && h.version() != version)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, ": the tables of another checkpoint, shard or job (step ", h.step(), ", shard ",
+          h.shard_index(), " of ", h.num_shards(), ", ", h.tables_size(), " tables, version ",
+          h.version(), ")"));
+    }
+    const bool delta = h.delta();
+    const int64_t previous = h.previous_step();
+    checksum = h.previous_checksum();
+    chain.emplace_back(path, std::move(c));
+    if (!delta) break;
+    if (previous < 0 || previous >= at) {
+      return absl::DataLossError(absl::StrCat(path, ": a delta after step ", previous));
+    }
+    at = previous;
+  }
+  EmbeddingTables tables(job, shard_index, num_shards);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    for (size_t t = 0; t < tables.tables_.size(); ++t) {
+      RETURN_IF_ERROR(tables.tables_[t]->Load(it->second.tables[t], it->second.header.delta(),
+                                             it->first));
+    }
+  }
+  for (const auto& t : tables.tables_) t->FinishLoad();
+  // The next save writes every row: its chain must not need files from
+  // before this restore.
+  return tables;
 }
 
 std::vector<proto::EmbeddingTableStats> EmbeddingTables::Stats() const {

@@ -14,6 +14,15 @@
 //    before the version can complete. A push for a version already applied
 //    is dropped (stale), a rank's second push for a version is a duplicate.
 //
+// Checkpoints: Save writes the tables' file of a checkpoint
+// (checkpoint/embedding_checkpoint.h) beside the shard's, every row at the
+// first save and every `keep`-th, else only what changed since the
+// previous save (a delta), so that the chain of any of the newest `keep`
+// checkpoints lies within the newest 2 x keep, whose files are kept. Load
+// reads a checkpoint's chain back to its full file, each file checked
+// against the checksum its successor (or the manifest) recorded, and
+// applies it oldest first: the tables go on bit for bit.
+//
 // Requests are checked whole before anything is applied: every slice
 // names a table, ids are distinct within a slice, held by this ps
 // (EmbeddingShardOf) and inside num_embeddings when the table has one, the
@@ -77,6 +86,18 @@ class EmbeddingTables {
   // (the shard's current one).
   void ApplyThrough(int64_t version);
 
+  // Writes the tables' file of checkpoint `step` into `dir` (this shard
+  // `shard_index` of `num_shards`, at the shard's `version`) and prunes
+  // the files no kept checkpoint needs. Fills `saved`'s embedding fields.
+  absl::Status Save(const std::string& dir, int64_t step, int64_t version, int keep,
+                    proto::SavedShard* saved);
+  // The job's tables as checkpoint `step`'s chain in `dir` holds them;
+  // `checksum`: the manifest's for its file, `version`: the shard's in it.
+  // DataLoss / FailedPrecondition / NotFound naming the file.
+  static absl::StatusOr<EmbeddingTables> Load(const proto::JobConfig& job, int shard_index,
+                                              int num_shards, const std::string& dir,
+                                              int64_t step, uint64_t checksum, int64_t version);
+
   // Each table's counters, in the job's order.
   std::vector<proto::EmbeddingTableStats> Stats() const;
   int64_t stale_pushes() const { return stale_pushes_; }
@@ -94,6 +115,10 @@ class EmbeddingTables {
   std::vector<std::unique_ptr<EmbeddingTable>> tables_;
   std::map<int64_t, std::map<int, Push>> held_;  // sync: version -> rank -> push
   int64_t stale_pushes_ = 0;
+  // The previous save's file (a delta's base), and deltas since the last full.
+  int64_t saved_step_ = -1;
+  uint64_t saved_checksum_ = 0;
+  int deltas_ = 0;
 };
 
 }  // namespace pstrain

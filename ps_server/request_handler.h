@@ -278,6 +278,9 @@ class RequestHandler {
   void HandleRestore(const std::string& peer, const Message& m, std::vector<Reply>* out);
   absl::StatusOr<proto::SavedShard> Save(int64_t step, int keep);
   absl::StatusOr<ShardCheckpoint> LoadCheckpoint(const proto::Header& h) const;
+  // The embedding tables of RESTORE `h`'s checkpoint, whose shard is at
+  // `version` (none: an empty set).
+  absl::StatusOr<EmbeddingTables> LoadTables(const proto::Header& h, int64_t version) const;
   // Loads the shard from its file (RESTORE); with rollback on a live shard,
   // answers what is parked with a rejoin refusal into `out` first.
   absl::Status Restore(const Message& m, std::vector<Reply>* out);

@@ -26,10 +26,6 @@ void RequestHandler::HandleSave(const std::string& peer, const Message& m,
     return Refuse(peer, h, absl::FailedPreconditionError(
         "SAVE: this ps was started without --checkpoint_dir"), out);
   }
-  if (!tables_.empty()) {
-    return Refuse(peer, h, absl::FailedPreconditionError(
-        "SAVE: checkpoints do not hold embedding tables' rows yet"), out);
-  }
   if (h.step() < 0 || h.step() > CheckpointStore::kMaxStep || h.keep_checkpoints() < 1 ||
       m.has_payload) {
     return Refuse(peer, h, absl::InvalidArgumentError(
@@ -66,7 +62,11 @@ absl::StatusOr<proto::SavedShard> RequestHandler::Save(int64_t step, int keep) {
   const std::vector<int64_t> clocks = policy_->Clocks();
   *hdr.mutable_worker_clocks() = {clocks.begin(), clocks.end()};
   c.state.assign(policy_->store().state().begin(), policy_->store().state().end());
-  return checkpoints_.Save(&c, num_shards_, keep);
+  ASSIGN_OR_RETURN(proto::SavedShard saved, checkpoints_.Save(&c, num_shards_, keep));
+  if (!tables_.empty()) {
+    RETURN_IF_ERROR(tables_.Save(options_.checkpoint_dir, step, policy_->version(), keep, &saved));
+  }
+  return saved;
 }
 
 void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
@@ -85,13 +85,11 @@ void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
   if (h.restore().generation() < 0 || h.restore().generation() > CheckpointStore::kMaxStep) {
     return Refuse(peer, h, absl::InvalidArgumentError("RESTORE: generation out of range"), out);
   }
-  if (!h.restore().from_payload() && h.job().tables_size() > 0) {
-    return Refuse(peer, h, absl::FailedPreconditionError(
-        "RESTORE: checkpoints do not hold embedding tables' rows"), out);
-  }
   if (h.restore().verify_only()) {
     absl::Status s = rollback ? CheckInitFields(h) : CheckInit(h);
-    if (s.ok()) s = LoadCheckpoint(h).status();
+    absl::StatusOr<ShardCheckpoint> c = s.ok() ? LoadCheckpoint(h) : absl::StatusOr<ShardCheckpoint>(s);
+    s = c.status();
+    if (s.ok()) s = LoadTables(h, c->header.version()).status();
     if (!s.ok()) return Refuse(peer, h, s, out);
     out->push_back({peer, MakeReply(h), false, /*record=*/true});
     return;
@@ -126,6 +124,15 @@ absl::StatusOr<ShardCheckpoint> RequestHandler::LoadCheckpoint(const proto::Head
   return checkpoints_.Load(h, num_shards_ != 0 ? num_shards_ : h.num_shards());
 }
 
+absl::StatusOr<EmbeddingTables> RequestHandler::LoadTables(const proto::Header& h,
+                                                           int64_t version) const {
+  if (h.job().tables_size() == 0) return EmbeddingTables();
+  return EmbeddingTables::Load(h.job(), options_.shard_index,
+                               num_shards_ != 0 ? num_shards_ : h.num_shards(),
+                               options_.checkpoint_dir, h.restore().step(),
+                               h.restore().embedding_checksum(), version);
+}
+
 absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) {
   const proto::Header& h = m.header;
   const bool rollback = h.restore().rollback() && initialized();
@@ -133,6 +140,11 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
   ASSIGN_OR_RETURN(ShardCheckpoint c,
                    h.restore().from_payload() ? StateFromPayload(m, options_.num_workers)
                                               : LoadCheckpoint(h));
+  // The tables' rows: from the checkpoint's files; a restore from a state
+  // (a standby's, the initial one) starts them afresh (Install).
+  ASSIGN_OR_RETURN(EmbeddingTables tables, h.restore().from_payload()
+                                               ? EmbeddingTables()
+                                               : LoadTables(h, c.header.version()));
   if (rollback) {
     // Whatever waits here was computed on the state being undone.
     AbortParked(RejoinError(absl::StrCat("shard ", options_.shard_index, " was rolled back to ",
@@ -153,6 +165,7 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
     if (workers_.dead(rank)) policy->SetActive(rank, false, &refused);
   }
   Install(h, std::move(policy));
+  if (!tables.empty()) tables_ = std::move(tables);
   restored_ = true;
   generation_ = h.restore().generation();
   // A moved shard's term grows, so that a copy left behind (a frozen ps

@@ -54,13 +54,12 @@ absl::StatusOr<proto::CheckpointManifest> Checkpointer::TryRestore(int64_t step,
   ASSIGN_OR_RETURN(const proto::CheckpointManifest m, ReadManifest(options_.dir, step));
   RETURN_IF_ERROR(
       CheckManifest(m, options_.job, absl::StrCat(options_.dir, "/", ManifestFileName(step))));
-  std::vector<uint64_t> checksums;
-  for (const proto::SavedShard& s : m.shards()) checksums.push_back(s.checksum());
+  const std::vector<proto::SavedShard> shards(m.shards().begin(), m.shards().end());
   // Every shard checks its file first, so that a damaged one on any ps
   // leaves every shard free to take an older checkpoint.
   const proto::JobConfig& job = options_.job.config;
-  RETURN_IF_ERROR(client_->Restore(job, step, checksums, /*verify_only=*/true, scope));
-  RETURN_IF_ERROR(client_->Restore(job, step, checksums, /*verify_only=*/false, scope));
+  RETURN_IF_ERROR(client_->Restore(job, step, shards, /*verify_only=*/true, scope));
+  RETURN_IF_ERROR(client_->Restore(job, step, shards, /*verify_only=*/false, scope));
   last_step_ = step;
   return m;
 }

@@ -181,12 +181,13 @@ class PsClient {
     step_settings_ = std::move(settings);
   }
 
-  // Chief only: initialises every shard from its own file of checkpoint
-  // `step` (checksums[k]: the manifest's for shard k) instead of a payload;
+  // Chief only: initialises every shard from its own files of checkpoint
+  // `step` (shards[k]: the manifest's entry for shard k, its checksums)
+  // instead of a payload;
   // with `verify_only`, only has every shard check its file. The refusal
   // names the ps and the file.
   absl::Status Restore(const proto::JobConfig& job, int64_t step,
-                       absl::Span<const uint64_t> checksums, bool verify_only,
+                       absl::Span<const proto::SavedShard> shards, bool verify_only,
                        const RestoreScope& scope = {});
 
   // Chief only (--ps_replicas): the replica of shard `shard` that ps

@@ -14,9 +14,9 @@
 namespace pstrain {
 
 absl::Status PsClient::Restore(const proto::JobConfig& job, int64_t step,
-                               absl::Span<const uint64_t> checksums, bool verify_only,
+                               absl::Span<const proto::SavedShard> shards, bool verify_only,
                                const RestoreScope& scope) {
-  CHECK_EQ(static_cast<int>(checksums.size()), plan_.num_shards());
+  CHECK_EQ(static_cast<int>(shards.size()), plan_.num_shards());
   std::vector<Call> calls;
   for (Call& c : ShardCalls(proto::RESTORE, 0, {})) {
     if (!scope.shards.empty() &&
@@ -26,7 +26,8 @@ absl::Status PsClient::Restore(const proto::JobConfig& job, int64_t step,
     *c.header.mutable_job() = job;
     proto::RestoreRequest* r = c.header.mutable_restore();
     r->set_step(step);
-    r->set_checksum(checksums[c.shard]);
+    r->set_checksum(shards[c.shard].checksum());
+    r->set_embedding_checksum(shards[c.shard].embedding_checksum());
     r->set_verify_only(verify_only);
     r->set_rollback(scope.rollback);
     r->set_generation(scope.generation);

@@ -147,9 +147,7 @@ absl::Status WorkerRuntime::Setup() {
   client_options_.security = security_;
   client_options_.cancel = options_.cancel;
   RETURN_IF_ERROR(MakeClient(o.connect_timeout_s));
-  // Checkpoints do not hold embedding tables' rows: a job with tables
-  // writes none (a lost ps comes back from the initial state).
-  if (is_chief_ && !o.checkpoint_dir.empty() && options_.tables.empty()) MakeCheckpointer();
+  if (is_chief_ && !o.checkpoint_dir.empty()) MakeCheckpointer();
   LogSetup(wire);
   return absl::OkStatus();
 }

@@ -91,10 +91,9 @@ struct WorkerRuntimeOptions {
   // laid end to end. REQUIRES: not empty, every size > 0.
   std::vector<TensorSlot> tensors;
   // Embedding tables on the ps (common/embedding.h), in the job's order:
-  // their rows by id through EmbeddingPull and EmbeddingPush. Not with
-  // checkpoints saved (--checkpoint_every_*), --resume, --ps_replicas,
-  // backup workers or dynamic workers (their rows are in none of those
-  // yet: refused by Create).
+  // their rows by id through EmbeddingPull and EmbeddingPush; checkpoints
+  // hold them. Not with --ps_replicas, backup workers or dynamic workers
+  // (refused by Create).
   std::vector<proto::EmbeddingTableConfig> tables;
   // Steps of every worker per epoch (the data's), and of the whole run
   // (0: train.epochs x steps_per_epoch, capped by train.max_steps).

@@ -16,19 +16,21 @@ absl::Status CheckTables(const ClusterSpec& cluster, const WorkerRuntimeOptions&
   for (const proto::EmbeddingTableConfig& t : options.tables) *job.add_tables() = t;
   RETURN_IF_ERROR(ValidateEmbeddingTables(job));
   const TrainOptions& o = options.train;
-  auto refuse = [](absl::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "embedding tables do not work with ", what,
-        " yet: their rows are not in checkpoints, replicas or restores; leave it out"));
-  };
-  // A checkpoint directory alone (pstrain launch always gives one) writes
-  // nothing: a lost ps then comes back from the initial state, tables too.
-  if (o.checkpoint_every_steps > 0) return refuse("--checkpoint_every_steps");
-  if (o.checkpoint_every_s > 0) return refuse("--checkpoint_every_s");
-  if (o.restore) return refuse("--resume");
-  if (o.ps_replicas > 0) return refuse("--ps_replicas");
-  if (o.backup_workers > 0) return refuse("--backup_workers");
-  if (cluster.sparse()) return refuse("dynamic workers (a sparse TF_CONFIG)");
+  if (o.ps_replicas > 0) {
+    return absl::InvalidArgumentError(
+        "embedding tables do not work with --ps_replicas yet: a standby does not hold their "
+        "rows; leave it out (checkpoints keep them: --checkpoint_every_steps)");
+  }
+  if (o.backup_workers > 0) {
+    return absl::InvalidArgumentError(
+        "embedding tables do not work with --backup_workers: a version's rows are applied with "
+        "every live worker's, and a late worker's would be in them; leave it out");
+  }
+  if (cluster.sparse()) {
+    return absl::InvalidArgumentError(
+        "embedding tables do not work with dynamic workers (a sparse TF_CONFIG) yet; give every "
+        "worker in the spec");
+  }
   return absl::OkStatus();
 }
 

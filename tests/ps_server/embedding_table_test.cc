@@ -4,6 +4,7 @@
 
 #include "ps_server/embedding_table.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -203,6 +204,88 @@ TEST(EmbeddingTable, ReusesTheSlotsOfDroppedRows) {
   EXPECT_EQ(table.rows(), 1);
   // One chunk's worth of memory at most: the slots came back.
   EXPECT_LT(table.Stats().memory_bytes(), 2 * int64_t{EmbeddingTable::kRowsPerChunk} * 16 + 4096);
+}
+
+// Updates of a few hundred ids, some often, some rarely (admission,
+// eviction and the cap all act), the same for every table they drive.
+void Drive(EmbeddingTable& table, int from, int to) {
+  for (int u = from; u < to; ++u) {
+    std::vector<int64_t> ids;
+    for (int64_t k = 0; k < 12; ++k) ids.push_back((u * 7 + k * k * 13) % (k < 6 ? 40 : 400));
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    std::vector<float> g(ids.size() * table.dim());
+    for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>((u + i) % 7) * 0.25f - 0.7f;
+    table.Update(ids, g);
+  }
+}
+
+std::vector<float> Every(EmbeddingTable& table) {
+  std::vector<int64_t> ids(400);
+  for (int64_t i = 0; i < 400; ++i) ids[i] = i;
+  return Read(table, ids);
+}
+
+TEST(EmbeddingTableCheckpoint, AFullAndADeltaLoadedGoOnBitForBit) {
+  for (proto::RowOptimizer o : {proto::ROW_SGD, proto::ROW_ADAGRAD, proto::ROW_ADAM}) {
+    proto::EmbeddingTableConfig config = Table(o);
+    config.set_admit_after(2);
+    config.set_evict_after_updates(30);
+    config.set_max_rows_per_ps(150);
+    EmbeddingTable live(config, kSeed, 0);
+    Drive(live, 0, 50);
+    EmbeddingTableState full, delta;
+    live.Save(/*delta=*/false, &full);
+    live.MarkSaved();
+    Drive(live, 50, 80);
+    live.Save(/*delta=*/true, &delta);
+    live.MarkSaved();
+    EXPECT_GT(delta.ids.size(), 0u);
+    EXPECT_GT(delta.deleted.size(), 0u) << "nothing evicted between the saves";
+    // Through the file format, as a ps reads them back.
+    EmbeddingCheckpoint a, b;
+    a.tables.push_back(full);
+    b.tables.push_back(delta);
+    b.header.set_delta(true);
+    auto round_trip = [](EmbeddingCheckpoint* c) {
+      return DecodeEmbeddingCheckpoint(EncodeEmbeddingCheckpoint(c), "x").value();
+    };
+    const EmbeddingCheckpoint read_a = round_trip(&a), read_b = round_trip(&b);
+    EmbeddingTable restored(config, kSeed, 0);
+    ASSERT_TRUE(restored.Load(read_a.tables[0], false, "full").ok());
+    ASSERT_TRUE(restored.Load(read_b.tables[0], true, "delta").ok());
+    restored.FinishLoad();
+    EXPECT_EQ(Every(restored), Every(live)) << o;
+    EXPECT_EQ(restored.rows(), live.rows());
+    EXPECT_EQ(restored.updates(), live.updates());
+    EXPECT_EQ(restored.Stats().ids_waiting(), live.Stats().ids_waiting());
+    // Going on: admission, idle eviction and the cap's order all agree.
+    Drive(live, 80, 140);
+    Drive(restored, 80, 140);
+    EXPECT_EQ(Every(restored), Every(live)) << o;
+    EXPECT_EQ(restored.Stats().rows_evicted_cap(), live.Stats().rows_evicted_cap());
+    EXPECT_EQ(restored.Stats().rows_evicted_idle(), live.Stats().rows_evicted_idle());
+    EXPECT_GT(live.Stats().rows_evicted_cap(), 0);
+  }
+}
+
+TEST(EmbeddingTableCheckpoint, DamageIsRefusedNamingTheFile) {
+  EmbeddingTable live(Table(proto::ROW_SGD), kSeed, 0);
+  Drive(live, 0, 5);
+  EmbeddingCheckpoint c;
+  c.tables.emplace_back();
+  live.Save(false, &c.tables[0]);
+  std::string bytes = EncodeEmbeddingCheckpoint(&c);
+  std::string flipped = bytes;
+  flipped[flipped.size() - 3] ^= 1;
+  const auto damaged = DecodeEmbeddingCheckpoint(flipped, "f.ckpt");
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.status().message().find("f.ckpt: damaged"), std::string::npos);
+  EXPECT_FALSE(DecodeEmbeddingCheckpoint(bytes.substr(0, bytes.size() - 8), "f").ok());
+  EXPECT_FALSE(DecodeEmbeddingCheckpoint("PSTREMB1", "f").ok());
+  // Another configuration: refused.
+  EmbeddingTable other(Table(proto::ROW_ADAGRAD), kSeed, 0);
+  EXPECT_FALSE(other.Load(c.tables[0], false, "f").ok());
 }
 
 }  // namespace

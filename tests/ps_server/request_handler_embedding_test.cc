@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "common/embedding.h"
+#include "common/file_util.h"
+#include "fuzz/request_frames.h"
 #include "tests/ps_server/request_handler_fixture.h"
 
 namespace pstrain {
@@ -192,6 +194,88 @@ TEST_F(EmbeddingRequestTest, CheckpointsOfTablesAreRefused) {
   h.set_keep_checkpoints(1);
   const std::vector<Reply> out = Send(0, MakeMessage(h, {}));
   ASSERT_TRUE(IsError(out[0]));  // no --checkpoint_dir here; with one, the tables' refusal
+}
+
+TEST(EmbeddingTablesCheckpoint, AChainOfDeltasLoadsBackAndDamageIsNamed) {
+  std::string dir = ::testing::TempDir() + "/embXXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  proto::JobConfig job;
+  job.set_seed(3);
+  proto::EmbeddingTableConfig* t = job.add_tables();
+  t->set_name("t");
+  t->set_dim(3);
+  t->set_optimizer(proto::ROW_ADAGRAD);
+  t->set_lr(0.1);
+  t->set_eps(1e-10);
+  t->set_init_std(1.0);
+  EmbeddingTables live(job, 0, 1);
+  std::vector<int64_t> ids(50);
+  auto push = [&](int step) {
+    EmbeddingTables::Push p;
+    EmbeddingTables::Push::Slice slice;
+    slice.has_grad = true;
+    for (int64_t i = 0; i < 5; ++i) slice.ids.push_back((step * 5 + i) % 50);
+    slice.grads.assign(slice.ids.size() * 3, 0.1f * static_cast<float>(step + 1));
+    p.slices.push_back(slice);
+    live.Apply(p);
+  };
+  std::vector<proto::SavedShard> saved(4);
+  for (int step = 1; step <= 3; ++step) {
+    push(step);
+    ASSERT_TRUE(live.Save(dir, step, step, /*keep=*/3, &saved[step]).ok());
+  }
+  EXPECT_FALSE(saved[1].embedding_delta());
+  EXPECT_TRUE(saved[2].embedding_delta());
+  EXPECT_TRUE(saved[3].embedding_delta());
+  EXPECT_LT(saved[3].embedding_bytes(), saved[1].embedding_bytes() + 1);
+  for (int64_t i = 0; i < 50; ++i) ids[i] = i;
+  auto rows = [&](EmbeddingTables& tables) {
+    proto::EmbeddingRequest r;
+    r.add_slices()->set_num_ids(50);
+    std::string payload(reinterpret_cast<const char*>(ids.data()), ids.size() * 8);
+    return tables.Pull(r, {payload.data(), payload.size()}).value();
+  };
+  absl::StatusOr<EmbeddingTables> loaded =
+      EmbeddingTables::Load(job, 0, 1, dir, 3, saved[3].embedding_checksum(), 3);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(rows(*loaded), rows(live));
+  // The manifest's checksum must be the file's; a damaged link is named.
+  EXPECT_FALSE(EmbeddingTables::Load(job, 0, 1, dir, 3, saved[3].embedding_checksum() + 1, 3).ok());
+  const std::string middle = dir + "/" + saved[2].embedding_file();
+  std::string bytes = ReadFileToString(middle).value();
+  bytes[bytes.size() - 1] ^= 1;
+  ASSERT_TRUE(WriteFileAtomic(middle, bytes).ok());
+  const absl::StatusOr<EmbeddingTables> broken =
+      EmbeddingTables::Load(job, 0, 1, dir, 3, saved[3].embedding_checksum(), 3);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("embedding-0-of-1.ckpt"), std::string::npos)
+      << broken.status();
+  EXPECT_NE(broken.status().message().find("ckpt-2"), std::string::npos) << broken.status();
+}
+
+// fuzz_request's harness CHECKs that its INIT (with an embedding table)
+// is taken: the same INIT here, for every mode and worker count it makes.
+TEST(FuzzHarnessInit, EverySetupsValidInitIsTaken) {
+  for (int mode = 0; mode < 4; ++mode) {
+    for (int workers = 1; workers <= 4; ++workers) {
+      const fuzz::Setup setup{true, mode, workers, false, false};
+      const fuzz::FuzzMessage init = fuzz::ValidInit(setup);
+      proto::Header h;
+      ASSERT_TRUE(h.ParseFromString(init.frames[0]));
+      std::vector<float> params(fuzz::kShardFloats);
+      std::memcpy(params.data(), init.frames[1].data(), init.frames[1].size());
+      RequestHandlerOptions o;
+      o.job_id = fuzz::kJobId;
+      o.num_workers = workers;
+      RequestHandler handler(o);
+      std::vector<Reply> out;
+      handler.Handle({"peer0", ""}, MakeMessage(h, params), &out);
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].header.error().code(), 0) << out[0].header.error().message();
+      EXPECT_TRUE(handler.initialized());
+      EXPECT_EQ(handler.Stats().tables_size(), 1);
+    }
+  }
 }
 
 }  // namespace

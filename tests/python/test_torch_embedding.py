@@ -9,6 +9,7 @@ message that says what to write."""
 
 import os
 import re
+import signal
 import subprocess
 import unittest
 
@@ -84,6 +85,43 @@ class Admission(EmbeddingCase):
         del summary
 
 
+class Checkpoints(EmbeddingCase):
+    """The tables are in the checkpoints (full files and deltas): a ps
+    killed mid-run comes back, every shard and table rolls back to the
+    newest checkpoint, and the job still ends where one process ends."""
+
+    def test_a_killed_ps_rolls_the_tables_back_with_the_shards(self):
+        run = self.run_dir("killed")
+        out = os.path.join(self.dir, "killed.pt")
+        killed, lines = [], []
+
+        def on_line(line):
+            lines.append(line)
+            if not killed and re.match(r"\[worker:0\] .*step 22/50", line):
+                pid = t.started_pids(lines)["ps:0"]
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+        flags = ["--steps=50", "--table_optimizer=adam", "--admit_after=2", "--branch"]
+        launch = t.Launch(t.local_flags(run, 2, 2) + [
+            "--mode=sync", "--checkpoint_every_steps=4", "--keep_checkpoints=2",
+            "--restart_backoff_s=0", "--log_every_steps=2"],
+                          [t.PYTHON, SCRIPT, "--out=" + out] + flags, on_line=on_line)
+        self.assertEqual(launch.wait(), 0, launch.output)
+        self.assertEqual(len(killed), 1, "the job never reached step 22")
+        summary = t.summary(run)
+        self.assertEqual(summary["restarts"], 1)
+        self.assertIn("restored", launch.output)
+        difference = max_difference(torch.load(out), self.reference("killed", 2, flags))
+        print("RESULT torch_embedding killed_ps max_abs_diff=%.3g recoveries=%s"
+              % (difference, [r["what"] for r in summary.get("recoveries", [])]), flush=True)
+        self.assertLess(difference, TOLERANCE)
+        # Deltas were written (files of only what changed) and pruned.
+        files = [f for _, _, names in os.walk(os.path.join(run, "checkpoints"))
+                 for f in names if f.startswith("embedding-0-")]
+        self.assertLessEqual(len(files), 4)
+
+
 class DlrmExample(t.TestCase):
     """examples/pytorch/dlrm.py on a small synthetic Criteo set: 2 sync
     workers reach the AUC one process reaches at the global batch."""
@@ -115,10 +153,10 @@ class Refusals(EmbeddingCase):
                           [t.PYTHON, SCRIPT, "--out=" + os.path.join(self.dir, "x.pt")] + flags)
         return launch.wait(), launch.output
 
-    def test_options_whose_state_would_lose_the_rows(self):
-        code, output = self.run_refused("checkpoints", 1, [], ["--checkpoint_every_steps=5"])
+    def test_options_the_rows_do_not_work_with(self):
+        code, output = self.run_refused("backup", 2, [], ["--mode=sync", "--backup_workers=1"])
         self.assertEqual(code, 1, output)  # the job fails: its worker exits 2, not restarted
-        self.assertIn("embedding tables do not work with --checkpoint_every_steps yet", output)
+        self.assertIn("embedding tables do not work with --backup_workers", output)
         self.assertIn("exit code 2", output)
 
     def test_workers_whose_tables_differ(self):
