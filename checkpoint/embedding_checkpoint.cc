@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/framing.h"
 #include "common/embedding.h"
 #include "common/file_util.h"
 #include "common/hash.h"
@@ -12,19 +13,8 @@ namespace pstrain {
 namespace {
 
 constexpr absl::string_view kMagic = "PSTREMB1";
-constexpr size_t kPreambleBytes = 8 + 4 + 8;  // magic, header length, header checksum
 constexpr uint32_t kMaxHeaderBytes = 64 << 20;  // up to 1,024 tables' configs and counters
 constexpr uint32_t kFormatVersion = 1;
-
-void PutLittleEndian(uint64_t value, int bytes, std::string* out) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-
-uint64_t GetLittleEndian(absl::string_view in, int bytes) {
-  uint64_t value = 0;
-  for (int i = 0; i < bytes; ++i) value |= uint64_t{static_cast<unsigned char>(in[i])} << (8 * i);
-  return value;
-}
 
 template <typename T>
 void Append(const std::vector<T>& values, std::string* out) {
@@ -90,29 +80,14 @@ std::string EncodeEmbeddingCheckpoint(EmbeddingCheckpoint* c) {
   }
   h.set_payload_bytes(payload.size());
   h.set_payload_checksum(Fnv1a64(payload));
-  const std::string header = h.SerializeAsString();
-  std::string out(kMagic);
-  out.reserve(kPreambleBytes + header.size() + payload.size());
-  PutLittleEndian(header.size(), 4, &out);
-  PutLittleEndian(Fnv1a64(header), 8, &out);
-  absl::StrAppend(&out, header, payload);
-  return out;
+  return FrameFile(kMagic, h.SerializeAsString(), payload);
 }
 
 absl::StatusOr<EmbeddingCheckpoint> DecodeEmbeddingCheckpoint(const std::string& bytes,
                                                               const std::string& path) {
-  const absl::string_view in(bytes);
-  if (in.size() < kPreambleBytes || in.substr(0, kMagic.size()) != kMagic) {
-    return Damaged(path, "not a pstrain embedding checkpoint (bad magic or too short)");
-  }
-  const uint64_t header_bytes = GetLittleEndian(in.substr(8), 4);
-  if (header_bytes > kMaxHeaderBytes || kPreambleBytes + header_bytes > in.size()) {
-    return Damaged(path, absl::StrCat("header length ", header_bytes));
-  }
-  const absl::string_view header = in.substr(kPreambleBytes, header_bytes);
-  if (Fnv1a64(header) != GetLittleEndian(in.substr(12), 8)) {
-    return Damaged(path, "header checksum mismatch");
-  }
+  ASSIGN_OR_RETURN(const FramedFile f, UnframeFile(bytes, kMagic, kMaxHeaderBytes, path,
+                                                   "embedding checkpoint"));
+  const absl::string_view header = f.header;
   EmbeddingCheckpoint c;
   if (!c.header.ParseFromArray(header.data(), static_cast<int>(header.size()))) {
     return Damaged(path, "header does not parse");
@@ -122,7 +97,7 @@ absl::StatusOr<EmbeddingCheckpoint> DecodeEmbeddingCheckpoint(const std::string&
         path, ": embedding checkpoint format ", c.header.format_version(), "; this build reads ",
         kFormatVersion));
   }
-  const absl::string_view payload = in.substr(kPreambleBytes + header_bytes);
+  const absl::string_view payload = f.payload;
   uint64_t want = 0;
   for (const proto::EmbeddingTableCheckpoint& meta : c.header.tables()) {
     ASSIGN_OR_RETURN(const uint64_t b, TableBytes(meta, path));
@@ -165,9 +140,7 @@ absl::StatusOr<EmbeddingCheckpoint> DecodeEmbeddingCheckpoint(const std::string&
 }
 
 absl::Status WriteEmbeddingCheckpoint(const std::string& path, EmbeddingCheckpoint* checkpoint) {
-  const size_t slash = path.rfind('/');
-  if (slash != std::string::npos) RETURN_IF_ERROR(MakeDirs(path.substr(0, slash)));
-  return WriteFileAtomic(path, EncodeEmbeddingCheckpoint(checkpoint));
+  return WriteFileInDir(path, EncodeEmbeddingCheckpoint(checkpoint));
 }
 
 absl::StatusOr<EmbeddingCheckpoint> ReadEmbeddingCheckpoint(const std::string& path) {

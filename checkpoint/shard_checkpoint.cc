@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/framing.h"
 #include "common/file_util.h"
 #include "common/hash.h"
 #include "common/optimizer.h"
@@ -13,21 +14,10 @@ namespace pstrain {
 namespace {
 
 constexpr absl::string_view kMagic = "PSTRCKPT";
-constexpr size_t kPreambleBytes = 8 + 4 + 8;  // magic, header length, header checksum
 // A header is small (counters and the job); anything larger is damage.
 constexpr uint32_t kMaxCheckpointHeaderBytes = 1 << 20;
 
 static_assert(sizeof(float) == 4, "f32 payloads");
-
-void PutLittleEndian(uint64_t value, int bytes, std::string* out) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-
-uint64_t GetLittleEndian(absl::string_view in, int bytes) {
-  uint64_t value = 0;
-  for (int i = 0; i < bytes; ++i) value |= uint64_t{static_cast<unsigned char>(in[i])} << (8 * i);
-  return value;
-}
 
 absl::string_view Bytes(absl::Span<const float> values) {
   return {reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)};
@@ -99,30 +89,14 @@ std::string EncodeShardCheckpoint(ShardCheckpoint* c) {
   h.set_encoding(proto::F32);
   h.set_payload_bytes(c->state.size() * sizeof(float));
   h.set_payload_checksum(PayloadChecksum(c->state));
-  const std::string header = h.SerializeAsString();
-  std::string out(kMagic);
-  out.reserve(kPreambleBytes + header.size() + h.payload_bytes());
-  PutLittleEndian(header.size(), 4, &out);
-  PutLittleEndian(Fnv1a64(header), 8, &out);
-  absl::StrAppend(&out, header, Bytes(c->state));
-  return out;
+  return FrameFile(kMagic, h.SerializeAsString(), Bytes(c->state));
 }
 
 absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(const std::string& bytes,
                                                       const std::string& path) {
-  const absl::string_view in(bytes);
-  if (in.size() < kPreambleBytes || in.substr(0, kMagic.size()) != kMagic) {
-    return Damaged(path, "not a pstrain shard checkpoint (bad magic or too short)");
-  }
-  const uint64_t header_bytes = GetLittleEndian(in.substr(8), 4);
-  if (header_bytes > kMaxCheckpointHeaderBytes || kPreambleBytes + header_bytes > in.size()) {
-    return Damaged(path, absl::StrCat("header length ", header_bytes, " in a file of ", in.size(),
-                                      " bytes"));
-  }
-  const absl::string_view header = in.substr(kPreambleBytes, header_bytes);
-  if (Fnv1a64(header) != GetLittleEndian(in.substr(12), 8)) {
-    return Damaged(path, "header checksum mismatch");
-  }
+  ASSIGN_OR_RETURN(const FramedFile f, UnframeFile(bytes, kMagic, kMaxCheckpointHeaderBytes,
+                                                   path, "checkpoint"));
+  const absl::string_view header = f.header;
   ShardCheckpoint c;
   if (!c.header.ParseFromArray(header.data(), static_cast<int>(header.size()))) {
     return Damaged(path, "header does not parse");
@@ -135,14 +109,12 @@ absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(const std::string& bytes,
   if (c.header.encoding() != proto::F32) {
     return Damaged(path, absl::StrCat("payload encoding ", c.header.encoding()));
   }
-  RETURN_IF_ERROR(DecodePayload(in.substr(kPreambleBytes + header_bytes), path, &c));
+  RETURN_IF_ERROR(DecodePayload(f.payload, path, &c));
   return c;
 }
 
 absl::Status WriteShardCheckpoint(const std::string& path, ShardCheckpoint* checkpoint) {
-  const size_t slash = path.rfind('/');
-  if (slash != std::string::npos) RETURN_IF_ERROR(MakeDirs(path.substr(0, slash)));
-  return WriteFileAtomic(path, EncodeShardCheckpoint(checkpoint));
+  return WriteFileInDir(path, EncodeShardCheckpoint(checkpoint));
 }
 
 absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& path) {

@@ -45,22 +45,26 @@ bool EmbeddingTable::Admit(int64_t id) {
   return false;
 }
 
+uint32_t EmbeddingTable::NewSlot() {
+  if (!free_.empty()) {
+    const uint32_t slot = free_.back();
+    free_.pop_back();
+    return slot;
+  }
+  const auto slot = static_cast<uint32_t>(records_.size());
+  records_.emplace_back();
+  if (slot % kRowsPerChunk == 0) {
+    chunks_.push_back(std::make_unique<float[]>(size_t{kRowsPerChunk} * stride_));
+  }
+  return slot;
+}
+
 uint32_t EmbeddingTable::MakeRow(int64_t id) {
   if (config_.max_rows_per_ps() > 0 && rows() >= config_.max_rows_per_ps() && tail_ != kNone) {
     DropRow(tail_);
     stats_.set_rows_evicted_cap(stats_.rows_evicted_cap() + 1);
   }
-  uint32_t slot;
-  if (!free_.empty()) {
-    slot = free_.back();
-    free_.pop_back();
-  } else {
-    slot = static_cast<uint32_t>(records_.size());
-    records_.emplace_back();
-    if (slot % kRowsPerChunk == 0) {
-      chunks_.push_back(std::make_unique<float[]>(size_t{kRowsPerChunk} * stride_));
-    }
-  }
+  const uint32_t slot = NewSlot();
   float* row = RowAt(slot);
   const size_t dim = static_cast<size_t>(dim_);
   InitialRow(config_, seed_, index_in_job_, id, absl::MakeSpan(row, dim));
@@ -220,7 +224,7 @@ void EmbeddingTable::Save(bool delta, EmbeddingTableState* out) const {
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     out->ids.push_back(records_[*it].id);
     out->last_updates.push_back(records_[*it].last_update);
-    const float* row = chunks_[*it / kRowsPerChunk].get() + size_t{*it % kRowsPerChunk} * stride_;
+    const float* row = RowAt(*it);
     out->floats.insert(out->floats.end(), row, row + stride_);
   }
   if (delta) out->deleted.assign(dropped_.begin(), dropped_.end());
@@ -257,15 +261,8 @@ absl::Status EmbeddingTable::Load(const EmbeddingTableState& state, bool delta,
     if (auto it = index_.find(state.ids[i]); it != index_.end()) {
       slot = it->second;
       Unlink(slot);
-    } else if (!free_.empty()) {
-      slot = free_.back();
-      free_.pop_back();
     } else {
-      slot = static_cast<uint32_t>(records_.size());
-      records_.emplace_back();
-      if (slot % kRowsPerChunk == 0) {
-        chunks_.push_back(std::make_unique<float[]>(size_t{kRowsPerChunk} * stride_));
-      }
+      slot = NewSlot();
     }
     std::memcpy(RowAt(slot), values, stride_ * sizeof(float));
     records_[slot].id = state.ids[i];

@@ -108,9 +108,12 @@ class EmbeddingTable {
   };
   static constexpr uint32_t kNone = UINT32_MAX;
 
-  float* RowAt(uint32_t slot) {
+  float* RowAt(uint32_t slot) const {
     return chunks_[slot / kRowsPerChunk].get() + size_t{slot % kRowsPerChunk} * stride_;
   }
+  // A slot for a new row: a dropped row's, or a new one (a new chunk
+  // every kRowsPerChunk).
+  uint32_t NewSlot();
   // A row for `id` (its initial values, fresh optimizer state), making
   // room under max_rows_per_ps first.
   uint32_t MakeRow(int64_t id);

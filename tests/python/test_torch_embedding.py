@@ -16,14 +16,10 @@ import unittest
 import torch
 
 import pstrain_testing as t
+from idioms_testing import max_difference
 
 SCRIPT = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "embedding_net.py")
 TOLERANCE = 1e-5
-
-
-def max_difference(a, b):
-    assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-    return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
 
 
 class EmbeddingCase(t.TestCase):
