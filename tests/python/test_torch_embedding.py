@@ -118,6 +118,33 @@ class Checkpoints(EmbeddingCase):
         self.assertLessEqual(len(files), 4)
 
 
+    def test_a_stopped_job_resumes_from_a_delta(self):
+        run = self.run_dir("stopped")
+        out = os.path.join(self.dir, "stopped.pt")
+        flags = ["--steps=60", "--table_optimizer=adam", "--admit_after=2"]
+        stopped = []
+
+        def on_line(line):
+            if not stopped and re.match(r"\[worker:0\] .*step 30/60", line):
+                launch.process.send_signal(signal.SIGINT)
+                stopped.append(line)
+
+        launch = t.Launch(t.local_flags(run, 2, 2) + [
+            "--mode=sync", "--checkpoint_every_steps=4", "--keep_checkpoints=2",
+            "--log_every_steps=2"], [t.PYTHON, SCRIPT, "--out=" + out] + flags, on_line=on_line)
+        self.assertNotEqual(launch.wait(), 0, launch.output)
+        self.assertTrue(stopped, launch.output)
+        resumed = t.Launch(["--resume=" + run], None)
+        self.assertEqual(resumed.wait(), 0, resumed.output)
+        # With --keep_checkpoints=2 every other checkpoint is a delta after a full file.
+        match = re.search(r"restored by the chief from ckpt-(\d+)", resumed.output)
+        self.assertIsNotNone(match, resumed.output)
+        difference = max_difference(torch.load(out), self.reference("stopped", 2, flags))
+        print("RESULT torch_embedding resumed_from=ckpt-%s max_abs_diff=%.3g"
+              % (match.group(1), difference), flush=True)
+        self.assertLess(difference, TOLERANCE)
+
+
 class DlrmExample(t.TestCase):
     """examples/pytorch/dlrm.py on a small synthetic Criteo set: 2 sync
     workers reach the AUC one process reaches at the global batch."""
