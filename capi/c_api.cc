@@ -450,7 +450,7 @@ int PstrainWorkerEmbeddingPull(PstrainWorkerHandle worker, int table, int64_t nu
 }
 
 int PstrainWorkerEmbeddingGrad(PstrainWorkerHandle worker, int table, int64_t num_ids,
-                               const int64_t* ids, const float* grads) {
+                               const int64_t* ids, const float* grads, double lr) {
   return ApiCall([&] {
     RETURN_IF_ERROR(Check(worker));
     if (num_ids < 0 || num_ids > pstrain::kMaxEmbeddingIds) {
@@ -464,7 +464,8 @@ int PstrainWorkerEmbeddingGrad(PstrainWorkerHandle worker, int table, int64_t nu
                                               w.num_tables(), " embedding tables"));
     }
     const auto n = static_cast<size_t>(num_ids);
-    return w.EmbeddingGrad(table, {ids, n}, {grads, n * static_cast<size_t>(w.table_dim(table))});
+    return w.EmbeddingGrad(table, {ids, n}, {grads, n * static_cast<size_t>(w.table_dim(table))},
+                           lr);
   });
 }
 

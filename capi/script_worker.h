@@ -150,8 +150,9 @@ class ScriptWorker {
   // this step is left alone, as torch.optim leaves a parameter whose .grad
   // is None. Usage errors as EmbeddingPull's, no step under way, a table
   // given twice in a step, a gradient that is not finite.
+  // `lr`: the table's learning rate for this update (< 0: its own).
   absl::Status EmbeddingGrad(int table, absl::Span<const int64_t> ids,
-                             absl::Span<const float> grads);
+                             absl::Span<const float> grads, double lr = -1);
   int num_tables() const { return job_.tables_size(); }
   int table_dim(int table) const { return job_.tables(table).dim(); }
   // The optimizer's state on the shards (WorkerRuntime::ReadOptimizerState).
@@ -199,6 +200,7 @@ class ScriptWorker {
   // The step's row gradients by table (EmbeddingGrad).
   struct TableGrads {
     bool has_grad = false;
+    double lr = -1;
     std::vector<int64_t> ids;
     std::vector<float> grads;
   };

@@ -153,7 +153,7 @@ absl::Status ScriptWorker::EmbeddingPull(int table, absl::Span<const int64_t> id
 }
 
 absl::Status ScriptWorker::EmbeddingGrad(int table, absl::Span<const int64_t> ids,
-                                         absl::Span<const float> grads) {
+                                         absl::Span<const float> grads, double lr) {
   RETURN_IF_ERROR(failed_);
   if (!in_step_) return UsageError("EmbeddingGrad: no step is under way (BeginStep first)");
   RETURN_IF_ERROR(CheckEmbeddingCall("EmbeddingGrad", table, ids, grads.size()));
@@ -169,7 +169,11 @@ absl::Status ScriptWorker::EmbeddingGrad(int table, absl::Span<const int64_t> id
                                      " is not finite"));
     }
   }
+  if (!std::isfinite(lr)) {
+    return UsageError(absl::StrCat("EmbeddingGrad: lr ", lr, " is not finite"));
+  }
   t.has_grad = true;
+  t.lr = lr;
   t.ids.assign(ids.begin(), ids.end());
   t.grads.assign(grads.begin(), grads.end());
   return absl::OkStatus();
@@ -185,6 +189,7 @@ absl::Status ScriptWorker::PushEmbeddingGrads() {
     rows[t].ids = table_grads_[t].ids;
     rows[t].grads = table_grads_[t].grads;
     rows[t].has_grad = table_grads_[t].has_grad;
+    rows[t].lr = table_grads_[t].lr;
   }
   const absl::Status s = runtime_->EmbeddingPush(step_.examples, rows);
   for (TableGrads& t : table_grads_) t = TableGrads();

@@ -106,16 +106,16 @@ void EmbeddingTable::PushFront(uint32_t slot) {
   if (tail_ == kNone) tail_ = slot;
 }
 
-void EmbeddingTable::ApplyRow(float* row, const float* g, double adam_step_size) {
+void EmbeddingTable::ApplyRow(float* row, const float* g, double lr, double adam_step_size) {
   const int dim = dim_;
   switch (config_.optimizer()) {
     case proto::ROW_SGD: {
-      const float alpha = static_cast<float>(-config_.lr());
+      const float alpha = static_cast<float>(-lr);
       for (int j = 0; j < dim; ++j) row[j] += alpha * g[j];
       return;
     }
     case proto::ROW_ADAGRAD: {
-      const float alpha = static_cast<float>(-config_.lr());
+      const float alpha = static_cast<float>(-lr);
       const float eps = static_cast<float>(config_.eps());
       float* sum = row + dim;
       for (int j = 0; j < dim; ++j) {
@@ -148,7 +148,8 @@ void EmbeddingTable::ApplyRow(float* row, const float* g, double adam_step_size)
   }
 }
 
-void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const float> grads) {
+void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const float> grads,
+                            double lr) {
   ++updates_;
   stats_.set_updates(updates_);
   double adam_step_size = 0;
@@ -156,7 +157,7 @@ void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const floa
     const double t = static_cast<double>(updates_);
     const double bc1 = 1 - std::pow(config_.beta1(), t);
     const double bc2 = 1 - std::pow(config_.beta2(), t);
-    adam_step_size = config_.lr() * std::sqrt(bc2) / bc1;
+    adam_step_size = lr * std::sqrt(bc2) / bc1;
   }
   const size_t dim = static_cast<size_t>(dim_);
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -174,7 +175,7 @@ void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const floa
     }
     records_[slot].last_update = updates_;
     changed_.insert(ids[i]);
-    ApplyRow(RowAt(slot), grads.data() + i * dim, adam_step_size);
+    ApplyRow(RowAt(slot), grads.data() + i * dim, lr, adam_step_size);
     stats_.set_row_updates(stats_.row_updates() + 1);
   }
   EvictIdle();

@@ -78,9 +78,13 @@ class EmbeddingTable {
   void Read(absl::Span<const int64_t> ids, absl::Span<float> out);
 
   // One update of the table (its optimizer's step): row gradients `grads`
-  // (ids.size() x dim(), in ids' order) of the distinct `ids`.
-  // REQUIRES: grads.size() == ids.size() * dim(); ids distinct; grads finite.
-  void Update(absl::Span<const int64_t> ids, absl::Span<const float> grads);
+  // (ids.size() x dim(), in ids' order) of the distinct `ids`, at learning
+  // rate `lr`. REQUIRES: grads.size() == ids.size() * dim(); ids distinct;
+  // grads finite; lr finite and >= 0.
+  void Update(absl::Span<const int64_t> ids, absl::Span<const float> grads, double lr);
+  void Update(absl::Span<const int64_t> ids, absl::Span<const float> grads) {
+    Update(ids, grads, config_.lr());
+  }
 
   int64_t updates() const { return updates_; }
   int64_t rows() const { return static_cast<int64_t>(index_.size()); }
@@ -123,7 +127,7 @@ class EmbeddingTable {
   void PushFront(uint32_t slot);
   // Whether the update should touch an id without a row (admission).
   bool Admit(int64_t id);
-  void ApplyRow(float* row, const float* g, double adam_step_size);
+  void ApplyRow(float* row, const float* g, double lr, double adam_step_size);
   void EvictIdle();
 
   proto::EmbeddingTableConfig config_;

@@ -124,9 +124,13 @@ absl::StatusOr<EmbeddingTables::Push> EmbeddingTables::ParsePush(
     if (!s.has_grad() && s.num_ids() > 0) {
       return absl::InvalidArgumentError("a slice with ids and no gradient");
     }
+    if (s.has_lr() && !(std::isfinite(s.lr()) && s.lr() >= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("lr ", s.lr(), " is not finite and >= 0"));
+    }
     Push::Slice slice;
     slice.table = s.table();
     slice.has_grad = s.has_grad();
+    slice.lr = s.has_lr() ? s.lr() : tables_[s.table()]->config().lr();
     RETURN_IF_ERROR(ReadIds(s.table(), s.num_ids(), payload, &offset, &slice.ids));
     push.slices.push_back(std::move(slice));
   }
@@ -147,7 +151,7 @@ absl::StatusOr<EmbeddingTables::Push> EmbeddingTables::ParsePush(
 
 void EmbeddingTables::Apply(const Push& push) {
   for (const Push::Slice& slice : push.slices) {
-    if (slice.has_grad) tables_[slice.table]->Update(slice.ids, slice.grads);
+    if (slice.has_grad) tables_[slice.table]->Update(slice.ids, slice.grads, slice.lr);
   }
 }
 
@@ -164,12 +168,14 @@ void EmbeddingTables::ApplyThrough(int64_t version) {
       EmbeddingTable& table = *tables_[t];
       const size_t dim = static_cast<size_t>(table.dim());
       bool has_grad = false;
+      double lr = 0;  // the lowest rank's with a gradient
       std::vector<int64_t> ids;
       std::vector<float> sum;
       absl::flat_hash_map<int64_t, size_t> at;
       for (const auto& [rank, push] : pushes) {
         for (const Push::Slice& slice : push.slices) {
           if (static_cast<size_t>(slice.table) != t || !slice.has_grad) continue;
+          if (!has_grad) lr = slice.lr;
           has_grad = true;
           // The gradient's weight in the average: its examples' share (one
           // push alone: exactly its gradient).
@@ -189,7 +195,7 @@ void EmbeddingTables::ApplyThrough(int64_t version) {
           }
         }
       }
-      if (has_grad) table.Update(ids, sum);
+      if (has_grad) table.Update(ids, sum, lr);
     }
     held_.erase(held_.begin());
   }

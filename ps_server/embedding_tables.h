@@ -66,6 +66,7 @@ class EmbeddingTables {
     struct Slice {
       int table = 0;
       bool has_grad = false;
+      double lr = 0;  // the update's learning rate (the table's unless the push set it)
       std::vector<int64_t> ids;
       std::vector<float> grads;  // ids.size() x dim
     };

@@ -98,6 +98,7 @@ struct EmbeddingRows {
   absl::Span<float> rows;         // pull: ids.size() x dim, filled
   absl::Span<const float> grads;  // push: ids.size() x dim
   bool has_grad = false;          // push: the table had a gradient this step
+  double lr = -1;                 // push: this update's lr (< 0: the table's own)
 };
 
 // What one shard said in a reply.

@@ -93,6 +93,10 @@ absl::Status PsClient::EmbeddingPush(int64_t step, absl::Span<const int64_t> ver
       slice->set_table(tables[t].table);
       slice->set_num_ids(static_cast<int64_t>(split[k][t].size()));
       slice->set_has_grad(tables[t].has_grad);
+      if (tables[t].has_grad && tables[t].lr >= 0) {
+        slice->set_has_lr(true);
+        slice->set_lr(tables[t].lr);
+      }
       for (size_t i : split[k][t]) Append(&payloads[k], &tables[t].ids[i], sizeof(int64_t));
     }
     for (size_t t = 0; t < tables.size(); ++t) {

@@ -300,8 +300,8 @@ int PstrainWorkerClose(PstrainWorkerHandle worker);
  * "admit_after" (an id has a row once this many updates touched it;
  * until then it reads as zeros), "evict_after_steps" (a row untouched for
  * this many of its table's updates is dropped) and "max_rows_per_ps".
- * Every worker gives the same tables in the same order. Not with
- * checkpoints, --resume, --ps_replicas, backup workers or dynamic workers
+ * Every worker gives the same tables in the same order; checkpoints hold
+ * their rows. Not with --ps_replicas, backup workers or dynamic workers
  * (PSTRAIN_ERROR_CONFIG). */
 
 /* Table `table`'s rows of the `num_ids` distinct ids `ids` into `rows`
@@ -315,13 +315,14 @@ int PstrainWorkerEmbeddingPull(PstrainWorkerHandle worker, int table, int64_t nu
 
 /* The step's gradient of table `table`: `grads` (num_ids x dim floats) of
  * the `num_ids` distinct ids `ids` (copied), sent at EndStep before the
- * dense gradient. Each table at most once a step; a table without one is
+ * dense gradient, to be applied at learning rate `lr` (a schedule's; < 0:
+ * the table's "lr"; in sync, the lowest pushing rank's). Each table at most once a step; a table without one is
  * left alone this step (no update, no step count), as torch.optim leaves
  * a parameter whose .grad is None. Sync averages the workers' row
  * gradients weighted by their examples; async and SSP apply each on
  * arrival. REQUIRES: a step begun. */
 int PstrainWorkerEmbeddingGrad(PstrainWorkerHandle worker, int table, int64_t num_ids,
-                               const int64_t* ids, const float* grads);
+                               const int64_t* ids, const float* grads, double lr);
 
 /* The initial rows of a table of `dim` floats (uniform 0: N(0, init_std^2);
  * 1: U(-init_std, init_std)), the job's `table_index`-th, in a job of

@@ -215,13 +215,14 @@ class Worker:
                   ids.ctypes.data, rows.ctypes.data)
         return rows
 
-    def embedding_grad(self, table, ids, grads):
+    def embedding_grad(self, table, ids, grads, lr=-1.0):
         """The step's row gradients of table `table`: float32 (len(ids),
-        dim) of the distinct `ids`; sent at end_step."""
+        dim) of the distinct `ids`; sent at end_step, applied at `lr`
+        (< 0: the table's own)."""
         ids = numpy.ascontiguousarray(ids, dtype=numpy.int64).reshape(-1)
         grads = numpy.ascontiguousarray(grads, dtype=numpy.float32)
         _lib.call("PstrainWorkerEmbeddingGrad", self._handle, int(table), int(ids.size),
-                  ids.ctypes.data, grads.ctypes.data)
+                  ids.ctypes.data, grads.ctypes.data, float(lr))
 
     def end_step(self, loss=float("nan")):
         _lib.call("PstrainWorkerEndStep", self._handle, float(loss))

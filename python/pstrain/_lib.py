@@ -110,7 +110,7 @@ _SIGNATURES = {
     "PstrainWorkerClose": [_p],
     "PstrainPermutation": [_i64, ctypes.c_uint64, _int, ctypes.POINTER(_i64)],
     "PstrainWorkerEmbeddingPull": [_p, _int, _i64, _p, _p],
-    "PstrainWorkerEmbeddingGrad": [_p, _int, _i64, _p, _p],
+    "PstrainWorkerEmbeddingGrad": [_p, _int, _i64, _p, _p, ctypes.c_double],
     "PstrainEmbeddingInitialRows": [_int, _int, ctypes.c_double, ctypes.c_uint64, _int, _i64, _p,
                                     _p],
 }

@@ -121,10 +121,21 @@ TEST_F(EmbeddingRequestTest, AsyncAppliesOnArrivalAndATableWithoutAGradientIsLef
   const std::vector<float> after = Rows({mine_[0]});
   EXPECT_FLOAT_EQ(after[0], before[0] - 0.5f);
   EXPECT_FLOAT_EQ(after[1], before[1] + 0.5f);
+  {
+    // The push's own lr (a script's schedule) instead of the table's 1.
+    proto::Header h = Base(proto::EMBEDDING_PUSH, 1);
+    proto::EmbeddingSlice* s = h.mutable_embedding()->add_slices();
+    s->set_num_ids(1);
+    s->set_has_grad(true);
+    s->set_has_lr(true);
+    s->set_lr(0.25);
+    ASSERT_FALSE(IsError(Send(1, MakeMessage(h, Payload({mine_[0]}, {1.0f, 1.0f})))[0]));
+    EXPECT_FLOAT_EQ(Rows({mine_[0]})[0], after[0] - 0.25f);
+  }
   ASSERT_FALSE(IsError(EmbeddingPush(1, 0, {}, {}, 1, /*has_grad=*/false)[0]));
-  EXPECT_EQ(H().Stats().tables(0).updates(), 1);
+  EXPECT_EQ(H().Stats().tables(0).updates(), 2);
   ASSERT_FALSE(IsError(EmbeddingPush(1, 0, {}, {}, 1, /*has_grad=*/true)[0]));
-  EXPECT_EQ(H().Stats().tables(0).updates(), 2);  // a gradient with none of its rows here
+  EXPECT_EQ(H().Stats().tables(0).updates(), 3);  // a gradient with none of its rows here
 }
 
 TEST_F(EmbeddingRequestTest, UnreadRowsAreTheirInitialOnes) {
@@ -149,6 +160,15 @@ TEST_F(EmbeddingRequestTest, RefusesMalformedRequestsApplyingNothing) {
   refused(EmbeddingPush(1, 0, {mine_[0]}, {1, std::nanf("")}), "not finite");
   refused(EmbeddingPush(1, 5, {mine_[0]}, {1, 1}), "has not made");
   refused(EmbeddingPush(1, 0, {mine_[0]}, {1, 1}, 1, /*has_grad=*/false), "no gradient");
+  {
+    proto::Header h = Base(proto::EMBEDDING_PUSH, 1);
+    proto::EmbeddingSlice* s = h.mutable_embedding()->add_slices();
+    s->set_num_ids(1);
+    s->set_has_grad(true);
+    s->set_has_lr(true);
+    s->set_lr(-0.5);
+    refused(Send(1, MakeMessage(h, Payload({mine_[0]}, {1, 1}))), "lr -0.5");
+  }
   refused(EmbeddingPull(1, {mine_[0]}, /*table=*/3), "not one of");
   {
     proto::Header h = Base(proto::EMBEDDING_PULL, 1);

@@ -70,6 +70,11 @@ class TwoWorkersAreOneProcessOfTheGlobalBatch(EmbeddingCase):
         self.compare("two_adagrad", 2, 2, ["--table_optimizer=adagrad", "--branch"])
         self.compare("two_adam", 2, 3, ["--table_optimizer=adam"])
 
+    def test_a_schedule_sets_the_tables_lr(self):
+        # emb.lr each step, as torch's schedulers set param_groups' lr.
+        self.compare("decay_adam", 2, 2, ["--table_optimizer=adam", "--decay"])
+        self.compare("decay_sgd", 1, 2, ["--table_optimizer=sgd", "--decay"])
+
 
 class Admission(EmbeddingCase):
     def test_an_id_reads_as_zeros_until_admitted(self):

@@ -9,8 +9,9 @@ which step() sends before the dense gradient; the ps updates those rows
 with the table's own optimizer (torch.optim's SGD, Adagrad or SparseAdam
 on a sparse gradient). Nothing of the table lives on the worker between
 steps. The rows are not parameters of the model: clip_grad_norm_,
-GradScaler and the DistributedOptimizer's param_groups do not see them,
-and the table's lr is its own.
+GradScaler and the DistributedOptimizer's param_groups do not see them.
+The table's lr is its own: `emb.lr`, sent with every step's gradient, so
+a schedule sets it (emb.lr = base_lr * factor(step)).
 
 Tables are part of the job's layout: make every one before the
 DistributedOptimizer, in the same order on every worker.
@@ -67,6 +68,7 @@ class Embedding(torch.nn.Module):
         self.embedding_dim = int(embedding_dim)
         self.num_embeddings = None if num_embeddings is None else int(num_embeddings)
         self.mode = mode
+        self.lr = float(lr)  # this step's learning rate, sent with its gradient
         self.init, self.init_std = init, float(init_std)
         self.name = name if name is not None else "table%d" % self.index
         self.config = {"name": self.name, "dim": self.embedding_dim,
@@ -84,7 +86,7 @@ class Embedding(torch.nn.Module):
     def extra_repr(self):
         return "%s, %d, num_embeddings=%s, mode=%s, optimizer=%s, lr=%g" % (
             self.name, self.embedding_dim, self.num_embeddings, self.mode,
-            self.config["optimizer"], self.config["lr"])
+            self.config["optimizer"], self.lr)
 
     def initial_rows(self, ids):
         """The rows the ps starts `ids` from (a float32 tensor (len(ids),
@@ -150,6 +152,9 @@ class Embedding(torch.nn.Module):
         """The step's row gradients to the worker (at step()): each forward's
         distinct rows, added up by id."""
         taken, self._step_rows = self._step_rows, []
+        if not self.lr >= 0:
+            raise ValueError("pst.Embedding %s: lr is %r; a learning rate is a number >= 0"
+                             % (self.name, self.lr))
         parts = [(ids, rows.grad) for ids, rows in taken if rows.grad is not None]
         if not parts:
             return  # no gradient: the table is left alone this step
@@ -164,7 +169,7 @@ class Embedding(torch.nn.Module):
         grad = grad.detach().to(torch.float32).cpu()
         if grad.is_sparse:
             grad = grad.to_dense()
-        worker.embedding_grad(self.index, ids.cpu().numpy(), grad.numpy())
+        worker.embedding_grad(self.index, ids.cpu().numpy(), grad.numpy(), self.lr)
 
     def _forget_step(self):
         self._step_rows = []

@@ -51,6 +51,13 @@ def table_options(args):
     return dict(optimizer=args.table_optimizer, lr=lr, admit_after=args.admit_after)
 
 
+def table_lr(args, step):
+    """The tables' learning rate at `step`: constant, or with --decay a
+    linear decay to half of it over the run (a script's schedule)."""
+    base = table_options(args)["lr"]
+    return base * (1 - 0.5 * step / args.steps) if args.decay else base
+
+
 def run_pstrain(args):
     import pstrain.torch as pst  # pylint: disable=import-outside-toplevel
     pst.init()
@@ -69,6 +76,8 @@ def run_pstrain(args):
         ids, dense, label = batch(step, pst.num_workers(), args.batch, args.ids, args.seed)
         part = slice(r * args.batch, (r + 1) * args.batch)
         opt.zero_grad(set_to_none=True)
+        for table in tables:
+            table.lr = table_lr(args, step)
         loss = loss_fn(model(ids[part], dense[part], not args.branch or step % 2 == 0),
                        label[part])
         loss.backward()
@@ -109,6 +118,8 @@ def run_reference(args):
         ids, x, label = batch(step, args.world, args.batch, args.ids, args.seed)
         sparse.zero_grad(set_to_none=True)
         dense.zero_grad(set_to_none=True)
+        for group in sparse.param_groups:
+            group["lr"] = table_lr(args, step)
         loss = loss_fn(model(ids, x, not args.branch or step % 2 == 0), label)
         loss.backward()
         empty = []
@@ -170,6 +181,7 @@ def main():
     p.add_argument("--table_optimizer", default="adagrad")
     p.add_argument("--admit_after", type=int, default=0)
     p.add_argument("--branch", action="store_true")
+    p.add_argument("--decay", action="store_true", help="the tables' lr decays (emb.lr)")
     p.add_argument("--mismatch", action="store_true", help="worker 1's tables differ")
     p.add_argument("--out", required=True)
     args = p.parse_args()
