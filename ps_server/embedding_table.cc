@@ -76,7 +76,7 @@ uint32_t EmbeddingTable::MakeRow(int64_t id) {
   records_[slot].last_update = updates_;
   PushFront(slot);
   index_.emplace(id, slot);
-  changed_.insert(id);
+  if (tracking_) changed_.insert(id);
   stats_.set_rows_admitted(stats_.rows_admitted() + 1);
   return slot;
 }
@@ -85,8 +85,10 @@ void EmbeddingTable::DropRow(uint32_t slot) {
   Unlink(slot);
   const int64_t id = records_[slot].id;
   index_.erase(id);
-  changed_.erase(id);
-  dropped_.insert(id);
+  if (tracking_) {
+    changed_.erase(id);
+    dropped_.insert(id);
+  }
   free_.push_back(slot);
 }
 
@@ -174,7 +176,7 @@ void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const floa
       continue;
     }
     records_[slot].last_update = updates_;
-    changed_.insert(ids[i]);
+    if (tracking_) changed_.insert(ids[i]);
     ApplyRow(RowAt(slot), grads.data() + i * dim, lr, adam_step_size);
     stats_.set_row_updates(stats_.row_updates() + 1);
   }
@@ -233,6 +235,7 @@ void EmbeddingTable::Save(bool delta, EmbeddingTableState* out) const {
 }
 
 void EmbeddingTable::MarkSaved() {
+  tracking_ = true;
   changed_.clear();
   dropped_.clear();
 }

@@ -142,7 +142,9 @@ class EmbeddingTable {
   absl::flat_hash_map<int64_t, int64_t> waiting_;  // id -> updates that touched it
   uint32_t head_ = kNone, tail_ = kNone;
   int64_t updates_ = 0;
-  // Since the last MarkSaved: ids whose row was made or updated, ids dropped.
+  // Since the last MarkSaved (kept from the first one on: before it, a
+  // save writes every row): ids whose row was made or updated, ids dropped.
+  bool tracking_ = false;
   absl::flat_hash_set<int64_t> changed_;
   absl::flat_hash_set<int64_t> dropped_;
   proto::EmbeddingTableStats stats_;

@@ -156,14 +156,24 @@ void EmbeddingTables::Apply(const Push& push) {
 }
 
 bool EmbeddingTables::Hold(int rank, int64_t version, Push push) {
-  return held_[version].emplace(rank, std::move(push)).second;
+  return held_[version].emplace(rank, Held{std::move(push), false}).second;
+}
+
+void EmbeddingTables::Confirm(int rank, int64_t version) {
+  auto v = held_.find(version);
+  if (v == held_.end()) return;
+  if (auto r = v->second.find(rank); r != v->second.end()) r->second.confirmed = true;
 }
 
 void EmbeddingTables::ApplyThrough(int64_t version) {
   while (!held_.empty() && held_.begin()->first < version) {
-    const std::map<int, Push>& pushes = held_.begin()->second;
+    std::vector<const Push*> pushes;  // the confirmed ones, in rank order
     int64_t examples = 0;
-    for (const auto& [rank, push] : pushes) examples += push.num_examples;
+    for (const auto& [rank, held] : held_.begin()->second) {
+      if (!held.confirmed) continue;
+      pushes.push_back(&held.push);
+      examples += held.push.num_examples;
+    }
     for (size_t t = 0; t < tables_.size(); ++t) {
       EmbeddingTable& table = *tables_[t];
       const size_t dim = static_cast<size_t>(table.dim());
@@ -172,8 +182,8 @@ void EmbeddingTables::ApplyThrough(int64_t version) {
       std::vector<int64_t> ids;
       std::vector<float> sum;
       absl::flat_hash_map<int64_t, size_t> at;
-      for (const auto& [rank, push] : pushes) {
-        for (const Push::Slice& slice : push.slices) {
+      for (const Push* push : pushes) {
+        for (const Push::Slice& slice : push->slices) {
           if (static_cast<size_t>(slice.table) != t || !slice.has_grad) continue;
           if (!has_grad) lr = slice.lr;
           has_grad = true;
@@ -181,7 +191,7 @@ void EmbeddingTables::ApplyThrough(int64_t version) {
           // push alone: exactly its gradient).
           const float w = pushes.size() == 1 || examples == 0
                               ? 1.0f
-                              : static_cast<float>(static_cast<double>(push.num_examples) /
+                              : static_cast<float>(static_cast<double>(push->num_examples) /
                                                    static_cast<double>(examples));
           for (size_t i = 0; i < slice.ids.size(); ++i) {
             auto [it, fresh] = at.emplace(slice.ids[i], ids.size());

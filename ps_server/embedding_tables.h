@@ -83,8 +83,13 @@ class EmbeddingTables {
   // it. Returns false (and keeps nothing) when that rank's push for
   // `version` is in already.
   bool Hold(int rank, int64_t version, Push push);
+  // Sync: `rank`'s dense gradient of `version` is in the version: its
+  // held rows are too. Rows whose dense gradient never came (the rank died
+  // between the two pushes, or its gradient was refused) are dropped with
+  // the version, as its dense gradient was.
+  void Confirm(int rank, int64_t version);
   // Sync: applies, in version order, every held version below `version`
-  // (the shard's current one).
+  // (the shard's current one): the confirmed pushes of each.
   void ApplyThrough(int64_t version);
 
   // Writes the tables' file of checkpoint `step` into `dir` (this shard
@@ -114,7 +119,11 @@ class EmbeddingTables {
   int shard_index_ = 0;
   int num_shards_ = 1;
   std::vector<std::unique_ptr<EmbeddingTable>> tables_;
-  std::map<int64_t, std::map<int, Push>> held_;  // sync: version -> rank -> push
+  struct Held {
+    Push push;
+    bool confirmed = false;
+  };
+  std::map<int64_t, std::map<int, Held>> held_;  // sync: version -> rank -> push
   int64_t stale_pushes_ = 0;
   // The previous save's file (a delta's base), and deltas since the last full.
   int64_t saved_step_ = -1;

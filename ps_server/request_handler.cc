@@ -524,6 +524,9 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
         "not applied"), out);
   }
   RecordPush(h.rank(), *outcome);
+  if (outcome->result == PushResult::kAccumulated || outcome->result == PushResult::kApplied) {
+    tables_.Confirm(h.rank(), h.version());  // its rows count with it (sync)
+  }
   const bool dropped = outcome->result == PushResult::kStale || outcome->result == PushResult::kLate;
   Parked parked{peer, MakeReply(h)};
   parked.header.set_dropped(dropped);

@@ -113,6 +113,26 @@ TEST_F(EmbeddingRequestTest, SyncAveragesAVersionsRowsOnceTheVersionIsApplied) {
   EXPECT_EQ(s.tables(0).row_updates(), 3);
 }
 
+TEST_F(EmbeddingRequestTest, RowsOfARankThatDiesBeforeItsDenseGradientAreDropped) {
+  ASSERT_FALSE(IsError(Init(proto::SYNC, 2)[0]));
+  RegisterAll(2);
+  const std::vector<float> before = Rows({mine_[0], mine_[1]});
+  ASSERT_FALSE(IsError(EmbeddingPush(0, 0, {mine_[0]}, {1, 1})[0]));
+  ASSERT_FALSE(IsError(EmbeddingPush(1, 0, {mine_[1]}, {1, 1})[0]));
+  Push(0, 0, 0, 0.0f);
+  // Rank 1 goes silent before its dense push: declared dead, the version
+  // completes with rank 0 alone, and rank 1's rows go with its gradient.
+  clock_.AdvanceSeconds(20);
+  Send(0, MakeMessage(Base(proto::HEARTBEAT, 0), {}));
+  std::vector<Reply> out;
+  EXPECT_EQ(H().DeclareSilentDead(10.0, &out), std::vector<int>{1});
+  ASSERT_EQ(H().version(), 1);
+  const std::vector<float> after = Rows({mine_[0], mine_[1]});
+  EXPECT_FLOAT_EQ(after[0], before[0] - 1.0f);  // rank 0's alone: weight 1
+  EXPECT_EQ(after[2], before[2]);
+  EXPECT_EQ(after[3], before[3]);
+}
+
 TEST_F(EmbeddingRequestTest, AsyncAppliesOnArrivalAndATableWithoutAGradientIsLeftAlone) {
   ASSERT_FALSE(IsError(Init(proto::ASYNC, 2)[0]));
   RegisterAll(2);
