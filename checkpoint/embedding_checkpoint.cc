@@ -18,7 +18,9 @@ constexpr uint32_t kFormatVersion = 1;
 
 template <typename T>
 void Append(const std::vector<T>& values, std::string* out) {
-  out->append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+  if (!values.empty()) {
+    out->append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+  }
 }
 
 absl::Status Damaged(const std::string& path, absl::string_view what) {

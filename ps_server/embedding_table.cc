@@ -177,7 +177,16 @@ void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const floa
     }
     records_[slot].last_update = updates_;
     if (tracking_) changed_.insert(ids[i]);
-    ApplyRow(RowAt(slot), grads.data() + i * dim, lr, adam_step_size);
+    // An update that would make the row (or its state) non-finite in f32
+    // is not applied, as a dense shard's is not (huge gradients, a huge lr).
+    float* row = RowAt(slot);
+    scratch_.assign(row, row + stride_);
+    ApplyRow(row, grads.data() + i * dim, lr, adam_step_size);
+    if (!std::all_of(row, row + stride_, [](float v) { return std::isfinite(v); })) {
+      std::copy(scratch_.begin(), scratch_.end(), row);
+      stats_.set_refused_row_updates(stats_.refused_row_updates() + 1);
+      continue;
+    }
     stats_.set_row_updates(stats_.row_updates() + 1);
   }
   EvictIdle();

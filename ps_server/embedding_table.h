@@ -27,6 +27,9 @@
 //    on zeros. Its row is then its initial row. Touch counts are kept for
 //    at most kMaxWaitingIds ids; past that they start again from zero
 //    (counted as waiting_reset).
+//  - A row update that would make the row or its optimizer state
+//    non-finite in f32 is not applied (refused_row_updates), as a dense
+//    shard's update is not.
 //  - Eviction: a row that no update touched for evict_after_updates of the
 //    table's updates is dropped, and with max_rows_per_ps the least
 //    recently updated row makes room for a new one. A dropped row's id
@@ -140,6 +143,7 @@ class EmbeddingTable {
   std::vector<uint32_t> free_;
   absl::flat_hash_map<int64_t, uint32_t> index_;
   absl::flat_hash_map<int64_t, int64_t> waiting_;  // id -> updates that touched it
+  std::vector<float> scratch_;  // a row before its update
   uint32_t head_ = kNone, tail_ = kNone;
   int64_t updates_ = 0;
   // Since the last MarkSaved (kept from the first one on: before it, a

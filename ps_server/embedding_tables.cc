@@ -10,6 +10,7 @@
 #include "checkpoint/embedding_checkpoint.h"
 #include "common/embedding.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 
 namespace pstrain {
 
@@ -51,7 +52,7 @@ absl::Status EmbeddingTables::Sizes(const proto::EmbeddingRequest& request, int6
 absl::Status EmbeddingTables::ReadIds(int table, int64_t count, absl::Span<const char> payload,
                                       size_t* offset, std::vector<int64_t>* ids) const {
   ids->resize(static_cast<size_t>(count));
-  std::memcpy(ids->data(), payload.data() + *offset, ids->size() * sizeof(int64_t));
+  if (count > 0) std::memcpy(ids->data(), payload.data() + *offset, ids->size() * sizeof(int64_t));
   *offset += ids->size() * sizeof(int64_t);
   const proto::EmbeddingTableConfig& config = tables_[table]->config();
   absl::flat_hash_set<int64_t> seen;
@@ -136,7 +137,9 @@ absl::StatusOr<EmbeddingTables::Push> EmbeddingTables::ParsePush(
   }
   for (Push::Slice& slice : push.slices) {
     slice.grads.resize(slice.ids.size() * static_cast<size_t>(tables_[slice.table]->dim()));
-    std::memcpy(slice.grads.data(), payload.data() + offset, slice.grads.size() * sizeof(float));
+    if (!slice.grads.empty()) {
+      std::memcpy(slice.grads.data(), payload.data() + offset, slice.grads.size() * sizeof(float));
+    }
     offset += slice.grads.size() * sizeof(float);
     for (float g : slice.grads) {
       if (!std::isfinite(g)) {
@@ -286,6 +289,51 @@ absl::StatusOr<EmbeddingTables> EmbeddingTables::Load(const proto::JobConfig& jo
   for (const auto& t : tables.tables_) t->FinishLoad();
   // The next save writes every row: its chain must not need files from
   // before this restore.
+  return tables;
+}
+
+EmbeddingTables EmbeddingTables::Resharded(std::vector<EmbeddingTables>& old,
+                                           const proto::JobConfig& job, int shard_index,
+                                           int num_shards, int64_t* rows) {
+  EmbeddingTables tables(job, shard_index, num_shards);
+  for (size_t t = 0; t < tables.tables_.size(); ++t) {
+    EmbeddingTableState merged;
+    *merged.meta.mutable_config() = job.tables(static_cast<int>(t));
+    const size_t stride = merged.stride();
+    struct Row {
+      int64_t last_update;
+      size_t from;   // old shard
+      size_t index;  // its place in that shard's state
+    };
+    std::vector<EmbeddingTableState> states(old.size());
+    std::vector<Row> order;
+    for (size_t j = 0; j < old.size(); ++j) {
+      old[j].tables_[t]->Save(/*delta=*/false, &states[j]);
+      merged.meta.set_updates(std::max(merged.meta.updates(), states[j].meta.updates()));
+      for (size_t i = 0; i < states[j].ids.size(); ++i) {
+        if (EmbeddingShardOf(states[j].ids[i], num_shards) != shard_index) continue;
+        order.push_back({states[j].last_updates[i], j, i});
+      }
+      for (const auto& [id, touches] : states[j].waiting) {
+        if (EmbeddingShardOf(id, num_shards) == shard_index) merged.waiting.emplace_back(id, touches);
+      }
+    }
+    // Least recently updated first, as a table saves its rows.
+    std::stable_sort(order.begin(), order.end(),
+                     [](const Row& a, const Row& b) { return a.last_update < b.last_update; });
+    for (const Row& r : order) {
+      const EmbeddingTableState& from = states[r.from];
+      merged.ids.push_back(from.ids[r.index]);
+      merged.last_updates.push_back(r.last_update);
+      merged.floats.insert(merged.floats.end(), from.floats.begin() + r.index * stride,
+                           from.floats.begin() + (r.index + 1) * stride);
+    }
+    *rows += static_cast<int64_t>(merged.ids.size());
+    // Cannot fail: the rows come from tables of this very configuration.
+    const absl::Status s = tables.tables_[t]->Load(merged, /*delta=*/false, "reshard");
+    if (!s.ok()) LOG(ERROR) << s;
+    tables.tables_[t]->FinishLoad();
+  }
   return tables;
 }
 

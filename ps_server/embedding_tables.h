@@ -104,6 +104,13 @@ class EmbeddingTables {
                                               int num_shards, const std::string& dir,
                                               int64_t step, uint64_t checksum, int64_t version);
 
+  // Shard `shard_index` of `num_shards`'s tables made of the rows of `old`
+  // (every old shard's tables of the same job) that it holds: each table's
+  // rows merged by their last update, its waiting ids, its update count
+  // (the highest). Returns the rows it took.
+  static EmbeddingTables Resharded(std::vector<EmbeddingTables>& old, const proto::JobConfig& job,
+                                   int shard_index, int num_shards, int64_t* rows);
+
   // Each table's counters, in the job's order.
   std::vector<proto::EmbeddingTableStats> Stats() const;
   int64_t stale_pushes() const { return stale_pushes_; }

@@ -188,6 +188,9 @@ void AddEmbeddingFamilies(const proto::ShardStats& s, Families& f) {
        &proto::EmbeddingTableStats::row_updates, true},
       {"pstrain_embedding_rows_pulled_total", "Rows sent to workers",
        &proto::EmbeddingTableStats::rows_pulled, true},
+      {"pstrain_embedding_refused_row_updates_total",
+       "Row updates not applied: they would have made the row non-finite in f32",
+       &proto::EmbeddingTableStats::refused_row_updates, true},
   };
   for (const Family& family : kFamilies) {
     for (const proto::EmbeddingTableStats& t : s.tables()) {

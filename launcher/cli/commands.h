@@ -53,5 +53,8 @@ absl::Status RunKeygen();
 absl::Status RunTimelineCommand(const std::vector<std::string>& positional);
 absl::Status RunSavedModelCommand(const std::string& command, int argc, char** argv);
 absl::Status RunPredictCommand(int argc, char** argv, const std::vector<std::string>& images);
+// `reshard RUN_DIR --ps=N`: the run's newest checkpoint cut again for N ps
+// (ps_server/reshard.h) and its spec given N ps, to resume with N.
+absl::Status RunReshardCommand(const std::vector<std::string>& positional);
 
 }  // namespace pstrain

@@ -59,6 +59,7 @@ constexpr char kUsage[] =
     "  evaluate evaluate a run's trained model (or a checkpoint) on the test set\n"
     "  predict  classify PNG images with a run's trained model\n"
     "  timeline draw steps of a run's timeline (--timeline) as a Gantt chart (PNG)\n"
+    "  reshard  cut a run's newest checkpoint again for another ps count (RUN_DIR --ps=N), to resume\n"
     "  k8s      write a Kubernetes manifest (a Kubeflow TFJob) that runs the spec's job\n"
     "  task     a container's entrypoint: run ps_server or worker by $TF_CONFIG's task type\n\n"
     "  pstrain launch --cluster_spec=FILE --mode=sync|async|ssp --epochs=N [--batch_size=128]\n"
@@ -137,6 +138,7 @@ absl::Status RunCommand(const std::vector<char*>& positional, int argc, char** a
   const std::vector<std::string> rest(positional.begin() + 2, positional.end());
   if (command == "predict") return RunPredictCommand(argc, argv, rest);
   if (command == "timeline") return RunTimelineCommand(rest);
+  if (command == "reshard") return RunReshardCommand(rest);
   if (command == "task") return RunTask(rest);
   RETURN_IF_ERROR(CheckNoExtraArguments(command, positional, argc, argv));
   if (command == "launch") return RunLaunch(argc, argv, stop);
@@ -149,7 +151,7 @@ absl::Status RunCommand(const std::vector<char*>& positional, int argc, char** a
   if (command == "export" || command == "evaluate") return RunSavedModelCommand(command, argc, argv);
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown command \"", command, "\" (expected launch, compare, scale, plan, chaos, keygen, export, "
-      "evaluate, predict, timeline, k8s or task)"));
+      "evaluate, predict, timeline, reshard, k8s or task)"));
 }
 
 }  // namespace

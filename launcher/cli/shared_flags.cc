@@ -27,7 +27,8 @@ ABSL_FLAG(std::string, out, "",
           "to write; export: the model file ('': RUN_DIR/model.onnx)");
 ABSL_FLAG(std::string, workers, "1,2,4",
           "scale: worker counts, comma-separated (plan: default 1,2,4,8,16,32,64)");
-ABSL_FLAG(std::string, ps, "1", "scale: ps counts, comma-separated (plan: default 1,2,4,8)");
+ABSL_FLAG(std::string, ps, "1",
+          "scale: ps counts, comma-separated (plan: default 1,2,4,8); reshard: the new ps count");
 ABSL_FLAG(double, target_accuracy, pstrain::ScaleOptions().experiment.target_accuracy,
           "compare/scale/plan: a test accuracy whose time each run is reported to reach (beside "
           "95-99%; scale: plotted against the workers; plan: predicted where a calibration run "

@@ -1,5 +1,5 @@
-// `pstrain keygen`, `timeline`, `export`, `evaluate` and `predict`: the
-// tools around a run, and their flags.
+// `pstrain keygen`, `timeline`, `export`, `evaluate`, `predict` and
+// `reshard`: the tools around a run, and their flags.
 
 #include "launcher/cli/commands.h"
 
@@ -10,12 +10,17 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "common/json.h"
 #include "common/status_macros.h"
 #include "export/commands.h"
 #include "flags/task_flags.h"
 #include "launcher/cli/shared_flags.h"
 #include "launcher/reporting/timeline_chart.h"
+#include "ps_server/reshard.h"
 #include "transport/job_secret.h"
 
 ABSL_FLAG(std::string, checkpoint, "",
@@ -86,6 +91,71 @@ absl::Status RunSavedModelCommand(const std::string& command, int argc, char** a
 
 absl::Status RunPredictCommand(int argc, char** argv, const std::vector<std::string>& images) {
   return RunPredict(SavedModelCommandFromFlags(argc, argv), images, absl::GetFlag(FLAGS_invert));
+}
+
+namespace {
+
+// RUN_DIR/cluster_spec.json with `num_ps` ps tasks: the first ones as
+// they were, more on the last one's host at the ports after the spec's
+// highest (a resume with --free_ports picks free ones anyway).
+absl::Status RewriteSpecPs(const std::string& path, int num_ps) {
+  ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
+  ASSIGN_OR_RETURN(google::protobuf::Value spec, ParseJson(text, path));
+  auto* cluster = spec.mutable_struct_value()->mutable_fields();
+  auto c = cluster->find("cluster");
+  if (c == cluster->end() || !c->second.has_struct_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no \"cluster\" object"));
+  }
+  auto* jobs = c->second.mutable_struct_value()->mutable_fields();
+  auto ps = jobs->find("ps");
+  if (ps == jobs->end() || !ps->second.has_list_value() ||
+      ps->second.list_value().values_size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no \"ps\" tasks"));
+  }
+  int max_port = 0;
+  std::string host = "localhost";  // the last ps's, below
+  for (const auto& [name, tasks] : *jobs) {
+    if (!tasks.has_list_value()) continue;
+    for (const google::protobuf::Value& address : tasks.list_value().values()) {
+      const std::vector<std::string> parts = absl::StrSplit(address.string_value(), ':');
+      int port = 0;
+      if (parts.size() == 2 && absl::SimpleAtoi(parts[1], &port)) max_port = std::max(max_port, port);
+    }
+  }
+  auto* list = ps->second.mutable_list_value()->mutable_values();
+  const std::string& last = list->Get(list->size() - 1).string_value();
+  if (last.find(':') != std::string::npos) host = last.substr(0, last.find(':'));
+  while (list->size() > num_ps) list->RemoveLast();
+  while (list->size() < num_ps) list->Add()->set_string_value(absl::StrCat(host, ":", ++max_port));
+  return WriteFileAtomic(path, ToJson(spec));
+}
+
+}  // namespace
+
+absl::Status RunReshardCommand(const std::vector<std::string>& positional) {
+  if (positional.size() != 1) {
+    return absl::InvalidArgumentError("reshard needs RUN_DIR (a run of pstrain launch) and --ps=N");
+  }
+  int num_ps = 0;
+  if (!absl::SimpleAtoi(absl::GetFlag(FLAGS_ps), &num_ps) || num_ps < 1 || num_ps > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("reshard: --ps=", absl::GetFlag(FLAGS_ps),
+                                                   " is not a ps count (1 to 4096)"));
+  }
+  const std::string run_dir = positional[0];
+  ASSIGN_OR_RETURN(const ReshardResult r, ReshardCheckpoint(run_dir + "/checkpoints", num_ps));
+  if (r.from_ps == r.to_ps) {
+    std::printf("pstrain: ckpt-%lld of %s is already for %d ps: nothing to do\n",
+                static_cast<long long>(r.step), run_dir.c_str(), num_ps);
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(RewriteSpecPs(run_dir + "/cluster_spec.json", num_ps));
+  std::printf(
+      "pstrain: ckpt-%lld of %s cut again for %d ps (was %d), %lld embedding rows moved, %d "
+      "older checkpoints removed; %s/cluster_spec.json lists %d ps. Continue it with: pstrain "
+      "launch --resume=%s\n",
+      static_cast<long long>(r.step), run_dir.c_str(), r.to_ps, r.from_ps,
+      static_cast<long long>(r.rows), r.removed, run_dir.c_str(), r.to_ps, run_dir.c_str());
+  return absl::OkStatus();
 }
 
 }  // namespace pstrain

@@ -288,5 +288,16 @@ TEST(EmbeddingTableCheckpoint, DamageIsRefusedNamingTheFile) {
   EXPECT_FALSE(other.Load(c.tables[0], false, "f").ok());
 }
 
+TEST(EmbeddingTable, AnUpdateThatWouldOverflowARowIsNotApplied) {
+  proto::EmbeddingTableConfig config = Table(proto::ROW_SGD);
+  config.set_lr(1e30);
+  EmbeddingTable table(config, kSeed, 0);
+  const std::vector<float> before = Initial(config, 3);
+  table.Update({3}, std::vector<float>(4, 1e30f));
+  EXPECT_EQ(Read(table, {3}), before);
+  EXPECT_EQ(table.Stats().refused_row_updates(), 1);
+  EXPECT_EQ(table.Stats().row_updates(), 0);
+}
+
 }  // namespace
 }  // namespace pstrain

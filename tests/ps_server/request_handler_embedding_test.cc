@@ -34,7 +34,7 @@ class EmbeddingRequestTest : public RequestHandlerTest {
   static std::vector<float> Payload(const std::vector<int64_t>& ids,
                                     const std::vector<float>& floats = {}) {
     std::vector<float> out(ids.size() * 2 + floats.size());
-    std::memcpy(out.data(), ids.data(), ids.size() * sizeof(int64_t));
+    if (!ids.empty()) std::memcpy(out.data(), ids.data(), ids.size() * sizeof(int64_t));
     std::copy(floats.begin(), floats.end(), out.begin() + static_cast<std::ptrdiff_t>(ids.size() * 2));
     return out;
   }

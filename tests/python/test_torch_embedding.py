@@ -123,10 +123,9 @@ class Checkpoints(EmbeddingCase):
         self.assertLessEqual(len(files), 4)
 
 
-    def test_a_stopped_job_resumes_from_a_delta(self):
-        run = self.run_dir("stopped")
-        out = os.path.join(self.dir, "stopped.pt")
-        flags = ["--steps=60", "--table_optimizer=adam", "--admit_after=2"]
+    def stop_at_step_30(self, run, out, flags):
+        """A sync job of 60 steps with checkpoints every 4, stopped (SIGINT
+        to the launcher) once step 30 is logged."""
         stopped = []
 
         def on_line(line):
@@ -139,15 +138,44 @@ class Checkpoints(EmbeddingCase):
             "--log_every_steps=2"], [t.PYTHON, SCRIPT, "--out=" + out] + flags, on_line=on_line)
         self.assertNotEqual(launch.wait(), 0, launch.output)
         self.assertTrue(stopped, launch.output)
+
+    def resume_and_compare(self, name, run, out, flags):
         resumed = t.Launch(["--resume=" + run], None)
         self.assertEqual(resumed.wait(), 0, resumed.output)
-        # With --keep_checkpoints=2 every other checkpoint is a delta after a full file.
         match = re.search(r"restored by the chief from ckpt-(\d+)", resumed.output)
         self.assertIsNotNone(match, resumed.output)
-        difference = max_difference(torch.load(out), self.reference("stopped", 2, flags))
-        print("RESULT torch_embedding resumed_from=ckpt-%s max_abs_diff=%.3g"
-              % (match.group(1), difference), flush=True)
+        difference = max_difference(torch.load(out), self.reference(name, 2, flags))
+        print("RESULT torch_embedding %s resumed_from=ckpt-%s max_abs_diff=%.3g"
+              % (name, match.group(1), difference), flush=True)
         self.assertLess(difference, TOLERANCE)
+        return resumed.output
+
+    def test_a_stopped_job_resumes_from_a_delta(self):
+        # With --keep_checkpoints=2 every other checkpoint is a delta after
+        # a full file.
+        run, out = self.run_dir("stopped"), os.path.join(self.dir, "stopped.pt")
+        flags = ["--steps=60", "--table_optimizer=adam", "--admit_after=2"]
+        self.stop_at_step_30(run, out, flags)
+        self.resume_and_compare("stopped", run, out, flags)
+
+    def test_a_job_resharded_from_2_to_4_ps_ends_where_one_process_does(self):
+        run, out = self.run_dir("resharded"), os.path.join(self.dir, "resharded.pt")
+        flags = ["--steps=60", "--table_optimizer=adagrad", "--admit_after=2", "--branch"]
+        self.stop_at_step_30(run, out, flags)
+        reshard = subprocess.run([os.path.join(t.BIN_DIR, "pstrain"), "reshard", run, "--ps=4"],
+                                 capture_output=True, text=True, timeout=120)
+        self.assertEqual(reshard.returncode, 0, reshard.stderr)
+        self.assertIn("cut again for 4 ps (was 2)", reshard.stdout)
+        output = self.resume_and_compare("resharded", run, out, flags)
+        self.assertIn("[ps:3]", output)
+        # Nothing to do the second time; a directory without checkpoints fails.
+        again = subprocess.run([os.path.join(t.BIN_DIR, "pstrain"), "reshard", run, "--ps=4"],
+                               capture_output=True, text=True, timeout=120)
+        self.assertIn("nothing to do", again.stdout)
+        empty = subprocess.run([os.path.join(t.BIN_DIR, "pstrain"), "reshard", self.dir, "--ps=4"],
+                               capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(empty.returncode, 0)
+        self.assertIn("no checkpoint", empty.stderr)
 
 
 class DlrmExample(t.TestCase):
