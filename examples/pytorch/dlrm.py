@@ -130,7 +130,8 @@ def distributed(args, meta, train, test):
     pst.init()
     tables = [pst.Embedding(DIM, num_embeddings=n, mode="sum", optimizer="adagrad",
                             lr=args.table_lr, init_std=args.init_std, name="C%d" % (f + 1),
-                            admit_after=args.admit_after)
+                            admit_after=args.admit_after, evict_after_steps=args.evict_after_steps,
+                            max_rows_per_ps=args.max_rows_per_ps)
               for f, n in enumerate(meta["cardinalities"])]
     torch.manual_seed(args.seed)
     model = DLRM(tables)
@@ -176,7 +177,10 @@ def main():
     p.add_argument("--lr", type=float, default=0.01, help="the dense part's Adagrad lr")
     p.add_argument("--table_lr", type=float, default=0.05, help="the tables' Adagrad lr")
     p.add_argument("--init_std", type=float, default=0.05)
-    p.add_argument("--admit_after", type=int, default=0)
+    p.add_argument("--admit_after", type=int, default=0, help="a row after this many updates")
+    p.add_argument("--evict_after_steps", type=int, default=0,
+                   help="drop rows untouched for this many updates (0: never)")
+    p.add_argument("--max_rows_per_ps", type=int, default=0, help="each table's rows a ps keeps")
     p.add_argument("--seed", type=int, default=1, help="as the job's --seed (the tables' rows)")
     args = p.parse_args()
     with open(os.path.join(args.data_dir, "meta.json")) as f:
