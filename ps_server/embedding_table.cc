@@ -53,8 +53,9 @@ uint32_t EmbeddingTable::NewSlot() {
   }
   const auto slot = static_cast<uint32_t>(records_.size());
   records_.emplace_back();
-  if (slot % kRowsPerChunk == 0) {
-    chunks_.push_back(std::make_unique<float[]>(size_t{kRowsPerChunk} * stride_));
+  uint32_t offset = 0;
+  if (const int chunk = ChunkOf(slot, &offset); offset == 0) {
+    chunks_.push_back(std::make_unique<float[]>(ChunkRows(chunk) * stride_));
   }
   return slot;
 }
@@ -212,8 +213,9 @@ proto::EmbeddingTableStats EmbeddingTable::Stats() const {
   const int64_t index_bytes = static_cast<int64_t>(
       index_.bucket_count() * (sizeof(std::pair<int64_t, uint32_t>) + 1) +
       waiting_.bucket_count() * (sizeof(std::pair<int64_t, int64_t>) + 1));
-  s.set_memory_bytes(static_cast<int64_t>(chunks_.size() * size_t{kRowsPerChunk} * stride_ *
-                                              sizeof(float) +
+  size_t chunk_rows = 0;
+  for (size_t c = 0; c < chunks_.size(); ++c) chunk_rows += ChunkRows(static_cast<int>(c));
+  s.set_memory_bytes(static_cast<int64_t>(chunk_rows * stride_ * sizeof(float) +
                                           records_.capacity() * sizeof(RowRecord) +
                                           free_.capacity() * sizeof(uint32_t)) +
                      index_bytes);

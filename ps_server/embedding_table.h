@@ -43,11 +43,13 @@
 // loaded goes on exactly as it would have: its rows, optimizer state,
 // update count, recency order and waiting ids are all in the file.
 //
-// Memory: rows live in chunks of kRowsPerChunk rows (values, then the
-// optimizer's slots), with a 24-byte record each and a hash index from id
-// to row: for a 16-float row under Adagrad (128 bytes) about 1.5x the
-// row's bytes, for 64 floats under SGD (256 bytes) 1.26x. Between saves,
-// the ids of the rows changed since are kept too (about 16 bytes each).
+// Memory: rows (values, then the optimizer's slots) live in chunks of 64
+// rows, then 128, ... doubling up to kRowsPerChunk, then kRowsPerChunk
+// each, so that a table of a few rows takes a few rows' room; each row has
+// a 24-byte record and a hash-index entry. For a 16-float row under
+// Adagrad (128 bytes) that is about 1.45x the row's bytes, for 64 floats
+// under SGD (256 bytes) 1.26x. Between saves, the ids of the rows changed
+// since are kept too (about 16 bytes each).
 //
 // Thread safety: none; the ps's event loop owns it.
 
@@ -115,11 +117,29 @@ class EmbeddingTable {
   };
   static constexpr uint32_t kNone = UINT32_MAX;
 
-  float* RowAt(uint32_t slot) const {
-    return chunks_[slot / kRowsPerChunk].get() + size_t{slot % kRowsPerChunk} * stride_;
+  // The chunks: 64, 128, ..., 2048 rows (4,032 in all), then kRowsPerChunk each.
+  static constexpr uint32_t kFirstChunkRows = 64;
+  static constexpr uint32_t kRowsInGrowingChunks = kRowsPerChunk - kFirstChunkRows;
+  static int ChunkOf(uint32_t slot, uint32_t* offset) {
+    if (slot < kRowsInGrowingChunks) {
+      const uint32_t x = slot / kFirstChunkRows + 1;  // chunk c holds x in [2^c, 2^(c+1))
+      const int c = 31 - __builtin_clz(x);
+      *offset = slot - kFirstChunkRows * ((1u << c) - 1);
+      return c;
+    }
+    *offset = (slot - kRowsInGrowingChunks) % kRowsPerChunk;
+    return 6 + static_cast<int>((slot - kRowsInGrowingChunks) / kRowsPerChunk);
   }
-  // A slot for a new row: a dropped row's, or a new one (a new chunk
-  // every kRowsPerChunk).
+  static size_t ChunkRows(int chunk) {
+    return chunk < 6 ? size_t{kFirstChunkRows} << chunk : size_t{kRowsPerChunk};
+  }
+  float* RowAt(uint32_t slot) const {
+    uint32_t offset = 0;
+    const int chunk = ChunkOf(slot, &offset);
+    return chunks_[static_cast<size_t>(chunk)].get() + size_t{offset} * stride_;
+  }
+  // A slot for a new row: a dropped row's, or a new one (and a new chunk
+  // when the last is full).
   uint32_t NewSlot();
   // A row for `id` (its initial values, fresh optimizer state), making
   // room under max_rows_per_ps first.

@@ -195,6 +195,33 @@ TEST(EmbeddingTable, HoldsItsRowsInAboutOneAndAThirdTimesTheirBytes) {
   EXPECT_LE(ratio, 1.5);
 }
 
+TEST(EmbeddingTable, EveryRowIsItsOwnAcrossGrowingAndFullChunks) {
+  // 10,000 rows: the chunks of 64 ... 2,048 rows, then two of 4,096.
+  const proto::EmbeddingTableConfig config = Table(proto::ROW_SGD, 2);
+  EmbeddingTable table(config, kSeed, 0);
+  std::vector<int64_t> ids(10000);
+  std::vector<float> g(ids.size() * 2);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int64_t>(i) * 31;
+    g[2 * i] = static_cast<float>(i);
+    g[2 * i + 1] = -static_cast<float>(i);
+  }
+  table.Update(ids, g);
+  const std::vector<float> rows = Read(table, ids);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::vector<float> p = Initial(config, ids[i]);
+    ASSERT_EQ(rows[2 * i], p[0] + static_cast<float>(-0.1) * g[2 * i]) << i;
+    ASSERT_EQ(rows[2 * i + 1], p[1] + static_cast<float>(-0.1) * g[2 * i + 1]) << i;
+  }
+}
+
+TEST(EmbeddingTable, ATableOfAFewRowsTakesAFewRowsRoom) {
+  EmbeddingTable table(Table(proto::ROW_ADAGRAD, 16), kSeed, 0);
+  table.Update({1, 2, 3}, std::vector<float>(3 * 16, 1.0f));
+  // One chunk of 64 rows of 128 bytes, and a little bookkeeping.
+  EXPECT_LT(table.Stats().memory_bytes(), 64 * 128 + 1024);
+}
+
 TEST(EmbeddingTable, ReusesTheSlotsOfDroppedRows) {
   proto::EmbeddingTableConfig config = Table(proto::ROW_SGD);
   config.set_evict_after_updates(1);
@@ -202,8 +229,8 @@ TEST(EmbeddingTable, ReusesTheSlotsOfDroppedRows) {
   const std::vector<float> g(4, 1.0f);
   for (int64_t id = 0; id < 3 * EmbeddingTable::kRowsPerChunk; ++id) table.Update({id}, g);
   EXPECT_EQ(table.rows(), 1);
-  // One chunk's worth of memory at most: the slots came back.
-  EXPECT_LT(table.Stats().memory_bytes(), 2 * int64_t{EmbeddingTable::kRowsPerChunk} * 16 + 4096);
+  // The first chunk's 64 rows at most: the slots came back.
+  EXPECT_LT(table.Stats().memory_bytes(), 64 * 16 + 1024);
 }
 
 // Updates of a few hundred ids, some often, some rarely (admission,
