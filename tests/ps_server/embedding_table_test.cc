@@ -181,7 +181,7 @@ TEST(EmbeddingTable, TheRowCapDropsTheLeastRecentlyUpdated) {
   EXPECT_EQ(table.Stats().rows_evicted_cap(), 1);
 }
 
-TEST(EmbeddingTable, HoldsItsRowsInAboutOneAndAThirdTimesTheirBytes) {
+TEST(EmbeddingTable, HoldsItsRowsInUnderOneAndAHalfTimesTheirBytes) {
   // 16 floats under Adagrad: 128 bytes of values and state a row.
   EmbeddingTable table(Table(proto::ROW_ADAGRAD, 16), kSeed, 0);
   std::vector<int64_t> ids(100000);
