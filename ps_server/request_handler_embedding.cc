@@ -49,6 +49,13 @@ void RequestHandler::HandleEmbeddingPush(const std::string& peer, const Message&
   if (!push.ok()) return Refuse(peer, h, push.status(), out);
   Reply reply{peer, MakeReply(h), false, /*record=*/true};
   if (job_.mode() != proto::SYNC) {
+    // --staleness_lr: the rows' lr divided by the push's staleness, as the
+    // dense gradient's.
+    const int64_t staleness = version() - h.version();
+    if (job_.staleness_lr() && staleness > 1) {
+      for (EmbeddingTables::Push::Slice& s : push->slices) s.lr /= static_cast<double>(staleness);
+    }
+    reply.header.set_staleness(staleness);
     tables_.Apply(*push);
   } else if (h.version() < version()) {
     tables_.CountStale();  // the version went on without it, as its dense push will be

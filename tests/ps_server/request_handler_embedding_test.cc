@@ -158,6 +158,17 @@ TEST_F(EmbeddingRequestTest, AsyncAppliesOnArrivalAndATableWithoutAGradientIsLef
   EXPECT_EQ(H().Stats().tables(0).updates(), 3);  // a gradient with none of its rows here
 }
 
+TEST_F(EmbeddingRequestTest, StalenessLrDividesAStaleRowsLrAsADenseGradients) {
+  ASSERT_FALSE(IsError(Init(proto::ASYNC, 2, 0, 0, /*staleness_lr=*/true)[0]));
+  RegisterAll(2);
+  for (int v = 0; v < 4; ++v) Push(0, v, v, 0.0f);  // the shard moves to version 4
+  const std::vector<float> before = Rows({mine_[0]});
+  const std::vector<Reply> out = EmbeddingPush(1, 0, {mine_[0]}, {1.0f, 1.0f});
+  ASSERT_FALSE(IsError(out[0]));
+  EXPECT_EQ(out[0].header.staleness(), 4);
+  EXPECT_FLOAT_EQ(Rows({mine_[0]})[0], before[0] - 1.0f / 4);  // lr 1 / staleness 4
+}
+
 TEST_F(EmbeddingRequestTest, UnreadRowsAreTheirInitialOnes) {
   ASSERT_FALSE(IsError(Init(proto::ASYNC, 1)[0]));
   EXPECT_EQ(Rows({mine_[3], mine_[0]}), InitialRows({mine_[3], mine_[0]}));
