@@ -87,6 +87,25 @@ absl::Status Check(PstrainWorkerHandle w) {
   return absl::OkStatus();
 }
 
+// An embedding call's arguments: a worker, `num_ids` ids at `ids` and
+// their rows at `rows` (named `rows_name`) for table `table` of its job.
+// Returns the rows' floats.
+absl::StatusOr<size_t> EmbeddingArgs(PstrainWorkerHandle w, int table, int64_t num_ids,
+                                     const int64_t* ids, const float* rows, const char* rows_name) {
+  RETURN_IF_ERROR(Check(w));
+  if (num_ids < 0 || num_ids > pstrain::kMaxEmbeddingIds) {
+    return pstrain::UsageError(absl::StrCat("num_ids is ", num_ids, " (0 to 2^24 a call)"));
+  }
+  if (num_ids > 0 && ids == nullptr) return Null("ids");
+  if (num_ids > 0 && rows == nullptr) return Null(rows_name);
+  const pstrain::ScriptWorker& sw = *w->worker;
+  if (table < 0 || table >= sw.num_tables()) {
+    return pstrain::UsageError(absl::StrCat("table ", table, " is not one of the job's ",
+                                            sw.num_tables(), " embedding tables"));
+  }
+  return static_cast<size_t>(num_ids) * static_cast<size_t>(sw.table_dim(table));
+}
+
 // A call's list of tensors without a gradient: `num_absent` of them at
 // `absent`, no more than the worker's tensors.
 absl::StatusOr<std::vector<int32_t>> AbsentList(PstrainWorkerHandle w, int num_absent,
@@ -433,39 +452,19 @@ int PstrainWorkerClose(PstrainWorkerHandle worker) {
 int PstrainWorkerEmbeddingPull(PstrainWorkerHandle worker, int table, int64_t num_ids,
                                const int64_t* ids, float* rows) {
   return ApiCall([&] {
-    RETURN_IF_ERROR(Check(worker));
-    if (num_ids < 0 || num_ids > pstrain::kMaxEmbeddingIds) {
-      return pstrain::UsageError(absl::StrCat("num_ids is ", num_ids, " (0 to 2^24 a call)"));
-    }
-    if (num_ids > 0 && ids == nullptr) return Null("ids");
-    if (num_ids > 0 && rows == nullptr) return Null("rows");
-    pstrain::ScriptWorker& w = *worker->worker;
-    if (table < 0 || table >= w.num_tables()) {
-      return pstrain::UsageError(absl::StrCat("table ", table, " is not one of the job's ",
-                                              w.num_tables(), " embedding tables"));
-    }
-    const auto n = static_cast<size_t>(num_ids);
-    return w.EmbeddingPull(table, {ids, n}, {rows, n * static_cast<size_t>(w.table_dim(table))});
+    ASSIGN_OR_RETURN(const size_t floats, EmbeddingArgs(worker, table, num_ids, ids, rows, "rows"));
+    return worker->worker->EmbeddingPull(table, {ids, static_cast<size_t>(num_ids)},
+                                         {rows, floats});
   });
 }
 
 int PstrainWorkerEmbeddingGrad(PstrainWorkerHandle worker, int table, int64_t num_ids,
                                const int64_t* ids, const float* grads, double lr) {
   return ApiCall([&] {
-    RETURN_IF_ERROR(Check(worker));
-    if (num_ids < 0 || num_ids > pstrain::kMaxEmbeddingIds) {
-      return pstrain::UsageError(absl::StrCat("num_ids is ", num_ids, " (0 to 2^24 a call)"));
-    }
-    if (num_ids > 0 && ids == nullptr) return Null("ids");
-    if (num_ids > 0 && grads == nullptr) return Null("grads");
-    pstrain::ScriptWorker& w = *worker->worker;
-    if (table < 0 || table >= w.num_tables()) {
-      return pstrain::UsageError(absl::StrCat("table ", table, " is not one of the job's ",
-                                              w.num_tables(), " embedding tables"));
-    }
-    const auto n = static_cast<size_t>(num_ids);
-    return w.EmbeddingGrad(table, {ids, n}, {grads, n * static_cast<size_t>(w.table_dim(table))},
-                           lr);
+    ASSIGN_OR_RETURN(const size_t floats,
+                     EmbeddingArgs(worker, table, num_ids, ids, grads, "grads"));
+    return worker->worker->EmbeddingGrad(table, {ids, static_cast<size_t>(num_ids)},
+                                         {grads, floats}, lr);
   });
 }
 

@@ -157,7 +157,6 @@ absl::Status ScriptWorker::EmbeddingGrad(int table, absl::Span<const int64_t> id
   RETURN_IF_ERROR(failed_);
   if (!in_step_) return UsageError("EmbeddingGrad: no step is under way (BeginStep first)");
   RETURN_IF_ERROR(CheckEmbeddingCall("EmbeddingGrad", table, ids, grads.size()));
-  table_grads_.resize(static_cast<size_t>(job_.tables_size()));
   TableGrads& t = table_grads_[table];
   if (t.has_grad) {
     return UsageError(absl::StrCat("EmbeddingGrad: table ", table,
@@ -181,7 +180,6 @@ absl::Status ScriptWorker::EmbeddingGrad(int table, absl::Span<const int64_t> id
 
 absl::Status ScriptWorker::PushEmbeddingGrads() {
   if (job_.tables_size() == 0) return absl::OkStatus();
-  table_grads_.resize(static_cast<size_t>(job_.tables_size()));
   std::vector<EmbeddingRows> rows(table_grads_.size());
   for (size_t t = 0; t < rows.size(); ++t) {
     rows[t].table = static_cast<int>(t);

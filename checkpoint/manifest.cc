@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "common/file_util.h"
@@ -132,6 +133,15 @@ absl::Status CheckManifest(const proto::CheckpointManifest& m, const CheckpointJ
     }
   }
   return absl::OkStatus();
+}
+
+std::string RecordedFlag(const std::vector<std::string>& flags, const std::string& name) {
+  const std::string prefix = absl::StrCat("--", name, "=");
+  std::string value;
+  for (const std::string& f : flags) {
+    if (absl::StartsWith(f, prefix)) value = f.substr(prefix.size());
+  }
+  return value;
 }
 
 }  // namespace pstrain

@@ -44,6 +44,10 @@ proto::CheckpointManifest MakeManifest(const CheckpointJob& job, int64_t step,
 // checkpoint's directory is created when missing).
 absl::Status WriteManifest(const std::string& dir, const proto::CheckpointManifest& manifest);
 
+// "--name=value" -> "value" for the last such flag in `flags` (a
+// manifest's or launch.json's recorded flags); "" if none.
+std::string RecordedFlag(const std::vector<std::string>& flags, const std::string& name);
+
 // Reads and parses DIR/ckpt-<step>/manifest.json. NotFound or DataLoss
 // naming the file; FailedPrecondition for another format version.
 absl::StatusOr<proto::CheckpointManifest> ReadManifest(const std::string& dir, int64_t step);

@@ -163,15 +163,6 @@ absl::StatusOr<CheckpointRef> ResolveCheckpoint(const std::string& run_dir,
 
 }  // namespace
 
-std::string RecordedFlag(const std::vector<std::string>& flags, const std::string& name) {
-  const std::string prefix = absl::StrCat("--", name, "=");
-  std::string value;
-  for (const std::string& f : flags) {
-    if (absl::StartsWith(f, prefix)) value = f.substr(prefix.size());
-  }
-  return value;
-}
-
 absl::StatusOr<SavedModel> LoadSavedModel(const std::string& run_dir,
                                           const std::string& checkpoint) {
   if (run_dir.empty()) return absl::InvalidArgumentError("--run_dir is required");

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "checkpoint/manifest.h"  // RecordedFlag
 
 namespace pstrain {
 
@@ -44,8 +45,5 @@ struct SavedModel {
 
 absl::StatusOr<SavedModel> LoadSavedModel(const std::string& run_dir,
                                           const std::string& checkpoint);
-
-// "--name=value" -> "value" for the last such flag in `flags`; "" if none.
-std::string RecordedFlag(const std::vector<std::string>& flags, const std::string& name);
 
 }  // namespace pstrain

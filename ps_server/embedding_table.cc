@@ -32,17 +32,15 @@ void EmbeddingTable::Read(absl::Span<const int64_t> ids, absl::Span<float> out) 
   stats_.set_rows_pulled(stats_.rows_pulled() + static_cast<int64_t>(ids.size()));
 }
 
-bool EmbeddingTable::Admit(int64_t id) {
-  if (config_.admit_after() == 0) return true;
+void EmbeddingTable::Admit(int64_t id) {
   if (waiting_.size() >= kMaxWaitingIds && !waiting_.contains(id)) {
     waiting_.clear();
     stats_.set_waiting_reset(stats_.waiting_reset() + 1);
   }
   int64_t& touches = waiting_[id];
-  if (++touches < config_.admit_after()) return false;
+  if (++touches < config_.admit_after()) return;
   waiting_.erase(id);
   MakeRow(id);  // admitted: its initial row; this gradient was computed on zeros
-  return false;
 }
 
 uint32_t EmbeddingTable::NewSlot() {
@@ -269,8 +267,8 @@ absl::Status EmbeddingTable::Load(const EmbeddingTableState& state, bool delta,
   // Oldest first, each to the front: the newest ends there, as saved.
   for (size_t i = 0; i < state.ids.size(); ++i) {
     const float* values = state.floats.data() + i * stride_;
-    for (size_t j = 0; j < stride_; ++j) {
-      if (!std::isfinite(values[j])) return damaged("a row that is not finite");
+    if (!std::all_of(values, values + stride_, [](float v) { return std::isfinite(v); })) {
+      return damaged("a row that is not finite");
     }
     uint32_t slot;
     if (auto it = index_.find(state.ids[i]); it != index_.end()) {

@@ -148,8 +148,9 @@ class EmbeddingTable {
   // Unlinks `slot` from the recency list / puts it at its head.
   void Unlink(uint32_t slot);
   void PushFront(uint32_t slot);
-  // Whether the update should touch an id without a row (admission).
-  bool Admit(int64_t id);
+  // An update touched `id`, which has no row: counts the touch, and makes
+  // its row at the admit_after-th (admission).
+  void Admit(int64_t id);
   void ApplyRow(float* row, const float* g, double lr, double adam_step_size);
   void EvictIdle();
 

@@ -113,8 +113,6 @@ class EmbeddingTables {
 
   // Each table's counters, in the job's order.
   std::vector<proto::EmbeddingTableStats> Stats() const;
-  int64_t stale_pushes() const { return stale_pushes_; }
-  void CountStale() { ++stale_pushes_; }
 
  private:
   // Reads `count` ids at `*offset` of `payload`, checked for `table`.
@@ -131,7 +129,6 @@ class EmbeddingTables {
     bool confirmed = false;
   };
   std::map<int64_t, std::map<int, Held>> held_;  // sync: version -> rank -> push
-  int64_t stale_pushes_ = 0;
   // The previous save's file (a delta's base), and deltas since the last full.
   int64_t saved_step_ = -1;
   uint64_t saved_checksum_ = 0;

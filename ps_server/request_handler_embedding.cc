@@ -58,8 +58,7 @@ void RequestHandler::HandleEmbeddingPush(const std::string& peer, const Message&
     reply.header.set_staleness(staleness);
     tables_.Apply(*push);
   } else if (h.version() < version()) {
-    tables_.CountStale();  // the version went on without it, as its dense push will be
-    reply.header.set_dropped(true);
+    reply.header.set_dropped(true);  // the version went on without it, as its dense push will be
   } else if (!tables_.Hold(h.rank(), h.version(), *std::move(push))) {
     stats_.set_duplicate_requests(stats_.duplicate_requests() + 1);
     reply.header.set_dropped(true);

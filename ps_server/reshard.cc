@@ -6,7 +6,6 @@
 #include <system_error>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/embedding_checkpoint.h"
@@ -32,12 +31,8 @@ absl::StatusOr<proto::CheckpointManifest> NewestManifest(const std::string& dir)
 }
 
 // The flag `name`'s value in a manifest's recorded flags ("" if absent).
-std::string RecordedFlag(const proto::CheckpointManifest& m, absl::string_view name) {
-  const std::string prefix = absl::StrCat("--", name, "=");
-  for (const std::string& f : m.flags()) {
-    if (absl::StartsWith(f, prefix)) return f.substr(prefix.size());
-  }
-  return "";
+std::string RecordedFlag(const proto::CheckpointManifest& m, const std::string& name) {
+  return pstrain::RecordedFlag(std::vector<std::string>(m.flags().begin(), m.flags().end()), name);
 }
 
 absl::StatusOr<ShardPlan> PlanOf(const proto::CheckpointManifest& m, int num_ps) {

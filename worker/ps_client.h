@@ -272,10 +272,10 @@ class PsClient {
   absl::Status EmbeddingPull(absl::Span<const EmbeddingRows> tables);
   // The step's row gradients (computed at `step` on `versions`, of
   // `num_examples` examples) to every ps, each its ids' (a ps holding none
-  // of them still hears of the step: sync averages over the pushes).
-  // *dropped: some ps dropped it (the job went past this step).
+  // of them still hears of the step: sync averages over the pushes). A ps
+  // the job went past drops them, as it drops the step's dense push.
   absl::Status EmbeddingPush(int64_t step, absl::Span<const int64_t> versions, int num_examples,
-                             absl::Span<const EmbeddingRows> tables, bool* dropped);
+                             absl::Span<const EmbeddingRows> tables);
   // Waits at the barrier `name` on every shard until every worker reached
   // it. `report` (may be null), the worker's final figures, goes to every
   // shard: shard 0's STATS carries them to the chief, and a shard holding a

@@ -40,11 +40,8 @@ absl::Status PsClient::EmbeddingPull(absl::Span<const EmbeddingRows> tables) {
   std::vector<Call> calls;
   std::vector<std::vector<char>> payloads(num_shards());
   std::vector<std::vector<float>> rows(num_shards());
-  for (int k = 0; k < num_shards(); ++k) {
-    Call c;
-    c.shard = k;
-    if (route_[k] != k) c.socket = route_[k];
-    c.header = BaseHeader(proto::EMBEDDING_PULL, k);
+  for (Call& c : ShardCalls(proto::EMBEDDING_PULL, 0, {})) {
+    const int k = c.shard;
     for (size_t t = 0; t < tables.size(); ++t) {
       if (split[k][t].empty()) continue;
       proto::EmbeddingSlice* slice = c.header.mutable_embedding()->add_slices();
@@ -80,8 +77,7 @@ absl::Status PsClient::EmbeddingPull(absl::Span<const EmbeddingRows> tables) {
 }
 
 absl::Status PsClient::EmbeddingPush(int64_t step, absl::Span<const int64_t> versions,
-                                     int num_examples, absl::Span<const EmbeddingRows> tables,
-                                     bool* dropped) {
+                                     int num_examples, absl::Span<const EmbeddingRows> tables) {
   const Split split = SplitByPs(tables, num_shards());
   std::vector<Call> calls = ShardCalls(proto::EMBEDDING_PUSH, step, versions);
   std::vector<std::vector<char>> payloads(num_shards());
@@ -107,10 +103,7 @@ absl::Status PsClient::EmbeddingPush(int64_t step, absl::Span<const int64_t> ver
     }
     c.payload = payloads[k];
   }
-  RETURN_IF_ERROR(Exchange(&calls));
-  *dropped = false;
-  for (const Call& c : calls) *dropped = *dropped || c.reply.dropped();
-  return absl::OkStatus();
+  return Exchange(&calls);
 }
 
 }  // namespace pstrain

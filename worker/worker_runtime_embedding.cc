@@ -57,8 +57,7 @@ absl::Status WorkerRuntime::EmbeddingPull(absl::Span<const EmbeddingRows> tables
 }
 
 absl::Status WorkerRuntime::EmbeddingPush(int num_examples, absl::Span<const EmbeddingRows> tables) {
-  bool dropped = false;
-  return client_->EmbeddingPush(global_step_, versions_, num_examples, tables, &dropped);
+  return client_->EmbeddingPush(global_step_, versions_, num_examples, tables);
 }
 
 }  // namespace pstrain

@@ -140,5 +140,11 @@ TEST(Manifest, AManifestOfAnotherJobIsRefusedNamingTheFieldAndTheFile) {
   EXPECT_EQ(CheckManifest(missing_shard, o, "m").code(), absl::StatusCode::kDataLoss);
 }
 
+TEST(RecordedFlag, TakesTheLastValueOfTheNamedFlag) {
+  EXPECT_EQ(RecordedFlag({"--model=a", "--models=b", "--model=c"}, "model"), "c");
+  EXPECT_EQ(RecordedFlag({"--modelx=a"}, "model"), "");
+  EXPECT_EQ(RecordedFlag({"--data_dir="}, "data_dir"), "");
+}
+
 }  // namespace
 }  // namespace pstrain

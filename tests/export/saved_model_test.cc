@@ -211,11 +211,5 @@ TEST_F(SavedModelTest, ACheckpointThatIsNotThereOrNotACheckpointNameIsBadInput) 
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("expected latest, ckpt-<step>"));
 }
 
-TEST(RecordedFlag, TakesTheLastValueOfTheNamedFlag) {
-  EXPECT_EQ(RecordedFlag({"--model=a", "--models=b", "--model=c"}, "model"), "c");
-  EXPECT_EQ(RecordedFlag({"--modelx=a"}, "model"), "");
-  EXPECT_EQ(RecordedFlag({"--data_dir="}, "data_dir"), "");
-}
-
 }  // namespace
 }  // namespace pstrain

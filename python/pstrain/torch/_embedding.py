@@ -29,6 +29,14 @@ _MODES = ("sum", "mean", "max")
 _OPTIMIZERS = ("sgd", "adagrad", "adam")
 
 
+def _optimizer(what):
+    """The process's DistributedOptimizer, which `what` needs."""
+    optimizer = _process.state().optimizer
+    if optimizer is None:
+        raise UsageError("pst.Embedding: %s needs the DistributedOptimizer: make it first" % what)
+    return optimizer
+
+
 class Embedding(torch.nn.Module):
     """A table of rows of `embedding_dim` floats by int64 id, on the ps.
 
@@ -91,10 +99,7 @@ class Embedding(torch.nn.Module):
     def initial_rows(self, ids):
         """The rows the ps starts `ids` from (a float32 tensor (len(ids),
         dim)): for a one-process reference's nn.EmbeddingBag."""
-        optimizer = _process.state().optimizer
-        if optimizer is None:
-            raise UsageError("initial_rows: the job's seed is known once the DistributedOptimizer "
-                             "is made")
+        optimizer = _optimizer("initial_rows (the job's seed)")
         ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1)
         return torch.from_numpy(pstrain.embedding_initial_rows(
             ids.numpy(), self.embedding_dim, optimizer.seed, self.index, self.init,
@@ -103,9 +108,7 @@ class Embedding(torch.nn.Module):
     def read_rows(self, ids):
         """The table's rows of `ids` as the ps holds them now (a float32
         tensor (len(ids), dim), no gradient): to save or inspect a table."""
-        optimizer = _process.state().optimizer
-        if optimizer is None:
-            raise UsageError("read_rows: make the DistributedOptimizer first")
+        optimizer = _optimizer("read_rows")
         ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1)
         distinct, inverse = torch.unique(ids, return_inverse=True)
         rows = optimizer._table_worker().embedding_pull(  # pylint: disable=protected-access
@@ -113,10 +116,7 @@ class Embedding(torch.nn.Module):
         return torch.from_numpy(rows)[inverse]
 
     def forward(self, ids, offsets=None, per_sample_weights=None):
-        optimizer = _process.state().optimizer
-        if optimizer is None:
-            raise UsageError("pst.Embedding: make the DistributedOptimizer before the first "
-                             "forward")
+        optimizer = _optimizer("a forward")
         ids = torch.as_tensor(ids)
         if ids.dtype not in (torch.int64, torch.int32):
             raise TypeError("pst.Embedding: ids must be int64 or int32, not %s" % ids.dtype)
@@ -167,8 +167,6 @@ class Embedding(torch.nn.Module):
                                device=parts[0][1].device)
             grad.index_add_(0, where, torch.cat([p[1].float() for p in parts]))
         grad = grad.detach().to(torch.float32).cpu()
-        if grad.is_sparse:
-            grad = grad.to_dense()
         worker.embedding_grad(self.index, ids.cpu().numpy(), grad.numpy(), self.lr)
 
     def _forget_step(self):
