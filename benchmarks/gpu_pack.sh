@@ -5,7 +5,8 @@
 # .gpu/, ignored by git):
 #   DEST/bin    the binaries run_gpu_checks.sh, wire_ceiling.sh and
 #               pslite_compare.sh run, and libpstrain_cuda.so (ps-lite's
-#               pslite_pushpull where pslite_compare.sh built it here first)
+#               pslite_pushpull and pslite_rows where pslite_compare.sh built
+#               them here first)
 #   DEST/lib    every shared library they need from /lib, except glibc's,
 #               libstdc++'s and libgcc's (the GPU machine's own are newer),
 #               and libpstrain.so (the C API)
@@ -29,12 +30,14 @@ grep -q '^PSTRAIN_CUDA:BOOL=ON' "$build/CMakeCache.txt" ||
   { echo "gpu_pack: $build was not configured with the CUDA backend" >&2; exit 1; }
 rm -rf "$dest" && mkdir -p "$dest/bin" "$dest/lib" "$dest/mnist"
 for b in "${bins[@]}"; do cp "$build/bin/$b" "$dest/bin/"; done
-if [[ -x $build/pslite/pslite_pushpull ]]; then
-  cp "$build/pslite/pslite_pushpull" "$dest/bin/"
-  bins+=(../pslite/pslite_pushpull)
-else
-  echo "gpu_pack: no $build/pslite/pslite_pushpull (run benchmarks/pslite_compare.sh here first): not packed" >&2
-fi
+for p in pslite_pushpull pslite_rows; do
+  if [[ -x $build/pslite/$p ]]; then
+    cp "$build/pslite/$p" "$dest/bin/"
+    bins+=("../pslite/$p")
+  else
+    echo "gpu_pack: no $build/pslite/$p (run benchmarks/pslite_compare.sh here first): not packed" >&2
+  fi
+done
 # Shared libraries: what ldd resolves under /lib or /usr/lib, less the C and
 # C++ runtimes and anything CUDA's (the GPU machine brings those).
 cp "$build/lib/libpstrain.so" "$dest/lib/"

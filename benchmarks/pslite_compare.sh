@@ -16,6 +16,13 @@
 # (size, workers): aggregate MB/s (both ways, every worker) of each system
 # and the echo, pstrain / ps-lite and each system's share of the echo.
 #
+# With EMBEDDING_DIM=D, rows instead of dense tensors: each round trip pulls
+# n / D rows of D floats by id and pushes a gradient row for each, in
+# pstrain as EMBEDDING_PULL + EMBEDDING_PUSH to a table (wire_bench's rows
+# client) and in ps-lite as keyed ZPull + ZPush (pslite/pslite_rows.cc: a
+# row per key on the server, SGD), each worker walking the same
+# ROWS_PER_WORKER ids (default 262144) of a table made before timing.
+#
 # Usage: benchmarks/pslite_compare.sh [ROUNDS]       (default 2: p, s, p, s)
 #   WORKERS     worker counts (default 1; e.g. 1,2,4,8)
 #   SIZES       float counts (default 21840,65536,669706,1048576,16777216:
@@ -44,6 +51,9 @@ build=${BUILD_DIR:-$root/build}
 work=$build/pslite
 bin=$build/bin
 limit=${PROCESS_TIMEOUT_S:-600}
+dim=${EMBEDDING_DIM:-0}
+per_worker=${ROWS_PER_WORKER:-262144}
+if ((dim > 0)); then program=pslite_rows; else program=pslite_pushpull; fi
 say() { echo "pslite_compare: $*" >&2; }
 if [[ -n ${PSTRAIN_PREBUILT:-} ]]; then
   prebuilt=$(cd "$PSTRAIN_PREBUILT" && pwd)
@@ -54,7 +64,7 @@ for b in wire_bench ps_server; do
   [[ -x $bin/$b ]] || { say "no $bin/$b (build with -DPSTRAIN_BUILD_BENCHMARKS=ON)"; exit 1; }
 done
 mkdir -p "$work"
-pslite=$bin/pslite_pushpull
+pslite=$bin/$program
 if [[ ! -x $pslite ]]; then
   # 1. ps-lite's sources.
   src=$work/src
@@ -76,8 +86,8 @@ if [[ ! -x $pslite ]]; then
     cmake --build "$work/lib" -j "$(nproc)" --target pslite >>"$work/build.log" 2>&1 ||
       { tail -30 "$work/build.log" >&2; exit 1; }
   fi
-  pslite=$work/pslite_pushpull
-  g++ -O2 -std=c++17 "$root/benchmarks/pslite/pslite_pushpull.cc" -I"$src/include" -I"$work/lib" \
+  pslite=$work/$program
+  g++ -O2 -std=c++17 "$root/benchmarks/pslite/$program.cc" -I"$src/include" -I"$work/lib" \
     "$work/lib/libpslite.a" -lzmq -lprotobuf -lpthread -o "$pslite"
 fi
 
@@ -86,12 +96,14 @@ run_pslite() {  # run_pslite WORKERS ROUND: its workers' RESULT lines, tagged wi
   local port pids=() status=0 i
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   export DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=$1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port
+  local args=("$sizes" "$seconds")
+  ((dim == 0)) || args=("$sizes" "$dim" "$per_worker" "$seconds")
   for role in scheduler server; do
-    DMLC_ROLE=$role timeout --foreground "$limit" "$pslite" "$sizes" "$seconds" >/dev/null 2>&1 &
+    DMLC_ROLE=$role timeout --foreground "$limit" "$pslite" "${args[@]}" >/dev/null 2>&1 &
     pids+=($!)
   done
   for ((i = 0; i < $1; ++i)); do
-    DMLC_ROLE=worker timeout --foreground "$limit" "$pslite" "$sizes" "$seconds" |
+    DMLC_ROLE=worker timeout --foreground "$limit" "$pslite" "${args[@]}" |
       sed -u "s/^RESULT /RESULT round=$2 /" &
     pids+=($!)
   done
@@ -102,7 +114,8 @@ run_pslite() {  # run_pslite WORKERS ROUND: its workers' RESULT lines, tagged wi
 # 4. pstrain and the echo (wire_bench's RESULT lines, as they are).
 run_pstrain() {  # run_pstrain WORKERS
   "$bin/wire_bench" --ps_server="$bin/ps_server" --sizes="$sizes" --workers="$1" \
-    --security=plain --rounds=1 --seconds="$seconds" --timeout_s=60 2>/dev/null | grep '^RESULT' ||
+    --security=plain --rounds=1 --seconds="$seconds" --timeout_s=60 --embedding_dim="$dim" \
+    --rows_per_worker="$per_worker" 2>/dev/null | grep '^RESULT' ||
     say "a pstrain measurement failed"
 }
 results=${OUT:-$work/results.txt}
@@ -128,7 +141,8 @@ for line in open(sys.argv[1]):
         continue
     if m.get("system") == "pslite":
         pslite[(int(m["floats"]), int(m["workers"]), m["round"])] += float(m["bytes_per_s"])
-    elif m.get("system") in ("push_pull", "echo"):
+    elif m.get("system") in ("push_pull", "rows", "echo"):
+        m["system"] = "echo" if m["system"] == "echo" else "push_pull"
         rates[(m["system"], int(m["floats"]), int(m["workers"]))].append(
             float(m["aggregate_bytes_per_s"]))
 for (n, w, _), b in pslite.items():

@@ -67,14 +67,15 @@
 #include "absl/strings/str_split.h"
 #include "benchmarks/wire_bench_driver.h"
 #include "common/clock.h"
+#include "common/embedding.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
-#include "transport/pieces.h"
-#include "transport/pinned_floats.h"
-#include "transport/security.h"
 #include "common/shard_plan.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
+#include "transport/pieces.h"
+#include "transport/pinned_floats.h"
+#include "transport/security.h"
 #include "transport/transport.h"
 #include "worker/ps_client.h"
 
@@ -105,6 +106,11 @@ ABSL_FLAG(std::string, cluster_spec, "", "push_pull_client: the cluster spec fil
 ABSL_FLAG(std::string, secret_file, "", "Children: the job secret (CURVE); empty: plaintext");
 ABSL_FLAG(int, rank, 0, "Clients: this worker's rank");
 ABSL_FLAG(int64_t, floats, 0, "Children: floats each way");
+ABSL_FLAG(int, embedding_dim, 0,
+          "0: dense PUSH_PULL; D > 0: rows instead, each --sizes entry floats / D rows of D floats "
+          "pulled (EMBEDDING_PULL) and pushed (EMBEDDING_PUSH) per round trip (see RunRowsClient)");
+ABSL_FLAG(int64_t, rows_per_worker, 1 << 20,
+          "rows: the distinct ids each worker cycles through (its table's part)");
 
 namespace pstrain {
 namespace {
@@ -422,6 +428,117 @@ absl::Status RunPushPullClient() {
   return client->Shutdown();
 }
 
+// ---- rows (EMBEDDING_PULL + EMBEDDING_PUSH) ----------------------------
+
+// A rows round trip is a step's sparse traffic: pull n / D rows of D floats
+// by id (the rows come back), then push a gradient row for each (acknowledged),
+// as pst.Embedding does; n floats each way, as PUSH_PULL. Each worker owns
+// --rows_per_worker ids (disjoint, spread over int64 by a mixer) and walks
+// them in blocks of n / D, ids sorted within a block (ps-lite requires
+// sorted keys; pstrain takes any order), so that a row's value is known:
+// its initial row (common/embedding.h) less 0.125 per visit (SGD, gradient
+// 0.5 at lr 0.25, exact in f32), checked at the first and the last round
+// trip. Before timing, one pass over every id makes every row (a warm
+// table: the steady state of a long job). benchmarks/pslite/pslite_rows.cc
+// is the same walk through ps-lite's ZPull / ZPush.
+int64_t RowId(int rank, int64_t i) {
+  // splitmix64 of (rank, i): distinct for distinct inputs, 63 bits.
+  uint64_t z =
+      (static_cast<uint64_t>(rank) << 40) + static_cast<uint64_t>(i) + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return static_cast<int64_t>((z ^ (z >> 31)) >> 1);
+}
+
+absl::Status RunRowsClient() {
+  ASSIGN_OR_RETURN(const ClusterSpec spec,
+                   ClusterSpec::FromFile(absl::GetFlag(FLAGS_cluster_spec)));
+  const int rank = absl::GetFlag(FLAGS_rank);
+  const int dim = absl::GetFlag(FLAGS_embedding_dim);
+  const int64_t floats = absl::GetFlag(FLAGS_floats);
+  const int64_t per_worker = absl::GetFlag(FLAGS_rows_per_worker);
+  const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  if (dim < 1 || floats % dim != 0 || per_worker % (floats / dim) != 0) {
+    return absl::InvalidArgumentError(
+        "rows: --floats a multiple of --embedding_dim, --rows_per_worker of the rows");
+  }
+  const int64_t rows = floats / dim;
+  const int64_t blocks = per_worker / rows;
+  PsClientOptions options;
+  ASSIGN_OR_RETURN(options.security, SecurityFromFlag());
+  options.connect_timeout_s = timeout_s;
+  options.rpc_timeout_s = timeout_s;
+  options.peer_timeout_s = timeout_s;
+  ASSIGN_OR_RETURN(const ShardPlan plan,
+                   ShardPlan::Create("wire_bench", {{"w", 1}}, 1, ShardStrategy::kBalanced));
+  ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
+                   PsClient::Create(spec, spec.TaskForRank(rank), plan, options));
+  RETURN_IF_ERROR(client->WaitForServers());
+  proto::JobConfig job;
+  job.set_mode(absl::GetFlag(FLAGS_mode) == "sync" ? proto::SYNC : proto::ASYNC);
+  job.set_num_workers(spec.num_workers());
+  job.set_learning_rate(kLearningRate);
+  job.set_seed(7);
+  proto::EmbeddingTableConfig* table = job.add_tables();
+  table->set_name("rows");
+  table->set_dim(dim);
+  table->set_optimizer(proto::ROW_SGD);
+  table->set_lr(kLearningRate);
+  table->set_init_std(0.01);
+  if (rank == 0) {
+    RETURN_IF_ERROR(client->Init(job, std::vector<float>(1, 1.0f)));
+  } else {
+    RETURN_IF_ERROR(client->Register(timeout_s).status());
+  }
+  // The blocks' ids, each sorted.
+  std::vector<std::vector<int64_t>> ids(static_cast<size_t>(blocks));
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t j = 0; j < rows; ++j) ids[b].push_back(RowId(rank, b * rows + j));
+    std::sort(ids[b].begin(), ids[b].end());
+  }
+  std::vector<float> pulled(static_cast<size_t>(floats)), grads(static_cast<size_t>(floats), kGrad);
+  const std::vector<int64_t> versions = {0};
+  int64_t trip = 0;
+  auto round_trip = [&]() -> absl::Status {
+    EmbeddingRows r;
+    r.dim = dim;
+    r.ids = ids[static_cast<size_t>(trip % blocks)];
+    r.rows = absl::MakeSpan(pulled);
+    RETURN_IF_ERROR(client->EmbeddingPull({r}));
+    r.grads = grads;
+    r.has_grad = true;
+    RETURN_IF_ERROR(client->EmbeddingPush(trip, versions, 128, {r}));
+    ++trip;
+    return absl::OkStatus();
+  };
+  // What the round trip just made pulled: the block's rows before its
+  // visit number (trip - 1) / blocks.
+  auto check = [&]() -> absl::Status {
+    const int64_t visits = (trip - 1) / blocks;
+    const std::vector<int64_t>& block = ids[static_cast<size_t>((trip - 1) % blocks)];
+    std::vector<float> want(static_cast<size_t>(dim));
+    for (size_t j = 0; j < block.size(); ++j) {
+      InitialRow(*table, job.seed(), 0, block[j], absl::MakeSpan(want));
+      for (int64_t v = 0; v < visits; ++v) {
+        for (float& x : want) x -= static_cast<float>(kLearningRate) * kGrad;
+      }
+      if (std::memcmp(want.data(), pulled.data() + j * dim, dim * sizeof(float)) != 0) {
+        return absl::DataLossError(absl::StrCat("row ", block[j], " at visit ", visits,
+                                                " is not its initial row less 0.125 a visit"));
+      }
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(round_trip());
+  RETURN_IF_ERROR(check());
+  while (trip < blocks) RETURN_IF_ERROR(round_trip());  // every row made
+  RETURN_IF_ERROR(TimeRoundTrips(absl::GetFlag(FLAGS_seconds), timeout_s, round_trip));
+  RETURN_IF_ERROR(check());
+  if (rank != 0) return absl::OkStatus();
+  if (!WaitForSignal(timeout_s)) return absl::DeadlineExceededError("no end signal");
+  return client->Shutdown();
+}
+
 // ---- the driver -------------------------------------------------------
 
 absl::StatusOr<std::vector<int64_t>> ParseList(const std::string& flag, const std::string& text) {
@@ -470,6 +587,23 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
   o.seconds = absl::GetFlag(FLAGS_seconds);
   o.timeout_s = absl::GetFlag(FLAGS_timeout_s);
   o.mode = absl::GetFlag(FLAGS_mode);
+  o.embedding_dim = absl::GetFlag(FLAGS_embedding_dim);
+  o.rows_per_worker = absl::GetFlag(FLAGS_rows_per_worker);
+  if (o.embedding_dim < 0 || o.embedding_dim > kMaxEmbeddingDim) {
+    return absl::InvalidArgumentError("--embedding_dim: 0 (dense) to kMaxEmbeddingDim");
+  }
+  if (o.embedding_dim > 0) {
+    // A sync ps applies rows with a step's dense push, which rows round
+    // trips do not make.
+    if (o.mode != "async") return absl::InvalidArgumentError("--embedding_dim: --mode=async");
+    for (int64_t n : o.sizes) {
+      if (n % o.embedding_dim != 0 || o.rows_per_worker % (n / o.embedding_dim) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--sizes: ", n, " is not a whole number of rows of --embedding_dim=", o.embedding_dim,
+            " dividing --rows_per_worker=", o.rows_per_worker));
+      }
+    }
+  }
   if (o.rounds < 1 || o.seconds <= 0 || o.timeout_s <= o.seconds) {
     return absl::InvalidArgumentError("--rounds >= 1, --seconds > 0 and --timeout_s > --seconds");
   }
@@ -492,6 +626,7 @@ absl::Status RunRole(const std::string& role, const Cancellation& stop) {
   if (role == "echo_server") return RunEchoServer(stop);
   if (role == "echo_client") return RunEchoClient();
   if (role == "push_pull_client") return RunPushPullClient();
+  if (role == "rows_client") return RunRowsClient();
   if (role != "driver") return absl::InvalidArgumentError(absl::StrCat("--role=", role, "?"));
   ASSIGN_OR_RETURN(const WireBenchOptions options, OptionsFromFlags());
   return RunWireBench(options);

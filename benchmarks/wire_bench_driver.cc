@@ -275,7 +275,9 @@ absl::StatusOr<Measurement> MeasurePushPull(const WireBenchOptions& o, const std
   RETURN_IF_ERROR(children.Spawn("ps_server", ps_server, args).status());
   std::vector<Child*> clients;
   for (int r = 0; r < cell.workers; ++r) {
-    args = {"--role=push_pull_client",
+    args = {o.embedding_dim > 0 ? "--role=rows_client" : "--role=push_pull_client",
+            absl::StrCat("--embedding_dim=", o.embedding_dim),
+            absl::StrCat("--rows_per_worker=", o.rows_per_worker),
             "--cluster_spec=" + spec_file,
             absl::StrCat("--rank=", r),
             absl::StrCat("--floats=", cell.floats),
@@ -317,8 +319,9 @@ std::vector<System> Systems(const WireBenchOptions& o) {
         s.ps_flags.push_back(v);
       }
     }
-    s.name = o.ps_variants.size() > 1 ? absl::StrCat("push_pull[", absl::StrJoin(variant, " "), "]")
-                                      : "push_pull";
+    const std::string kind = o.embedding_dim > 0 ? "rows" : "push_pull";
+    s.name =
+        o.ps_variants.size() > 1 ? absl::StrCat(kind, "[", absl::StrJoin(variant, " "), "]") : kind;
     systems.push_back(std::move(s));
   }
   return systems;

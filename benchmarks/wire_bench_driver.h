@@ -28,6 +28,10 @@ struct WireBenchOptions {
   double seconds = 2.0;        // timed per measurement
   double timeout_s = 120.0;    // per measurement, start to reaped
   std::string mode = "async";  // the ps's
+  // 0: PUSH_PULL; D > 0: rows of D floats by id instead (wire_bench.cc's
+  // RunRowsClient), each worker cycling through rows_per_worker ids.
+  int embedding_dim = 0;
+  int64_t rows_per_worker = 0;
   std::string self;            // wire_bench (its children's binary)
   std::string ps_server;       // the ps_server binary
 };

@@ -17,12 +17,57 @@ EmbeddingTable::EmbeddingTable(const proto::EmbeddingTableConfig& config, uint64
       dim_(config.dim()),
       stride_(static_cast<size_t>(config.dim()) * (1 + RowSlots(config.optimizer()))) {}
 
+namespace {
+// How far ahead of its use a lookup or a row is requested: far enough to
+// cover a memory access's latency with the work of the rows between.
+constexpr size_t kLookAhead = 16;
+}  // namespace
+
+bool AllFinite(absl::Span<const float> values) {
+  // x * 0 is (+-)0 for a finite x and NaN for an infinite or NaN one; the
+  // products are summed in lanes, which the compiler vectorises (one sum
+  // would be a chain it must keep in order).
+  constexpr size_t kLanes = 16;
+  float lanes[kLanes] = {};
+  const float* x = values.data();
+  size_t i = 0;
+  for (; i + kLanes <= values.size(); i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) lanes[j] += x[i + j] * 0.0f;
+  }
+  float sum = 0.0f;
+  for (; i < values.size(); ++i) sum += x[i] * 0.0f;
+  for (float lane : lanes) sum += lane;
+  return sum == 0.0f;
+}
+
+void EmbeddingTable::FindSlots(absl::Span<const int64_t> ids, std::vector<uint32_t>* slots) const {
+  slots->resize(ids.size());
+  for (size_t i = 0; i < std::min(kLookAhead, ids.size()); ++i) index_.prefetch(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i + kLookAhead < ids.size()) index_.prefetch(ids[i + kLookAhead]);
+    const auto it = index_.find(ids[i]);
+    (*slots)[i] = it == index_.end() ? kNone : it->second;
+  }
+}
+
+void EmbeddingTable::PrefetchRow(uint32_t slot) const {
+  const char* row = reinterpret_cast<const char*>(RowAt(slot));
+  const size_t bytes = stride_ * sizeof(float);
+  for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at);
+  __builtin_prefetch(row + bytes - 1);
+  __builtin_prefetch(&records_[slot]);
+}
+
 void EmbeddingTable::Read(absl::Span<const int64_t> ids, absl::Span<float> out) {
   const size_t dim = static_cast<size_t>(dim_);
+  FindSlots(ids, &slots_);
   for (size_t i = 0; i < ids.size(); ++i) {
+    if (i + kLookAhead < ids.size() && slots_[i + kLookAhead] != kNone) {
+      PrefetchRow(slots_[i + kLookAhead]);
+    }
     absl::Span<float> dst = out.subspan(i * dim, dim);
-    if (auto it = index_.find(ids[i]); it != index_.end()) {
-      std::memcpy(dst.data(), RowAt(it->second), dim * sizeof(float));
+    if (const uint32_t slot = slots_[i]; slot != kNone) {
+      std::memcpy(dst.data(), RowAt(slot), dim * sizeof(float));
     } else if (config_.admit_after() > 0) {
       std::fill(dst.begin(), dst.end(), 0.0f);
     } else {
@@ -81,6 +126,7 @@ uint32_t EmbeddingTable::MakeRow(int64_t id) {
 }
 
 void EmbeddingTable::DropRow(uint32_t slot) {
+  ++drops_;
   Unlink(slot);
   const int64_t id = records_[slot].id;
   index_.erase(id);
@@ -161,17 +207,33 @@ void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const floa
     adam_step_size = lr * std::sqrt(bc2) / bc1;
   }
   const size_t dim = static_cast<size_t>(dim_);
+  FindSlots(ids, &slots_);
+  const int64_t drops_before = drops_;
+  int64_t unadmitted = 0, refused = 0, applied = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
-    uint32_t slot;
-    if (auto it = index_.find(ids[i]); it != index_.end()) {
-      slot = it->second;
+    // Rows and records ahead into the caches, then (half as far ahead,
+    // their records in by then) their neighbours in the recency list.
+    if (i + kLookAhead < ids.size() && slots_[i + kLookAhead] != kNone) {
+      PrefetchRow(slots_[i + kLookAhead]);
+    }
+    if (const size_t j = i + kLookAhead / 2; j < ids.size() && slots_[j] != kNone) {
+      const RowRecord& r = records_[slots_[j]];
+      if (r.prev != kNone) __builtin_prefetch(&records_[r.prev]);
+      if (r.next != kNone) __builtin_prefetch(&records_[r.next]);
+    }
+    uint32_t slot = slots_[i];
+    if (drops_ != drops_before) {  // the cap dropped a row: the slots found may be stale
+      const auto it = index_.find(ids[i]);
+      slot = it == index_.end() ? kNone : it->second;
+    }
+    if (slot != kNone) {
       Unlink(slot);
       PushFront(slot);
     } else if (config_.admit_after() == 0) {
       slot = MakeRow(ids[i]);
     } else {
       Admit(ids[i]);
-      stats_.set_gradients_unadmitted(stats_.gradients_unadmitted() + 1);
+      ++unadmitted;
       continue;
     }
     records_[slot].last_update = updates_;
@@ -181,13 +243,16 @@ void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const floa
     float* row = RowAt(slot);
     scratch_.assign(row, row + stride_);
     ApplyRow(row, grads.data() + i * dim, lr, adam_step_size);
-    if (!std::all_of(row, row + stride_, [](float v) { return std::isfinite(v); })) {
+    if (!AllFinite(absl::MakeConstSpan(row, stride_))) {
       std::copy(scratch_.begin(), scratch_.end(), row);
-      stats_.set_refused_row_updates(stats_.refused_row_updates() + 1);
+      ++refused;
       continue;
     }
-    stats_.set_row_updates(stats_.row_updates() + 1);
+    ++applied;
   }
+  stats_.set_gradients_unadmitted(stats_.gradients_unadmitted() + unadmitted);
+  stats_.set_refused_row_updates(stats_.refused_row_updates() + refused);
+  stats_.set_row_updates(stats_.row_updates() + applied);
   EvictIdle();
 }
 

@@ -66,6 +66,10 @@
 
 namespace pstrain {
 
+// Whether every value is finite (no infinity, no NaN), in one vectorised
+// pass: a row gradient's check, and an updated row's.
+bool AllFinite(absl::Span<const float> values);
+
 class EmbeddingTable {
  public:
   static constexpr uint32_t kRowsPerChunk = 4096;
@@ -145,6 +149,13 @@ class EmbeddingTable {
   // room under max_rows_per_ps first.
   uint32_t MakeRow(int64_t id);
   void DropRow(uint32_t slot);
+  // The slot of every id's row (kNone: no row) into `slots`. A table far
+  // larger than the caches spends a lookup waiting for memory, and the
+  // lookups of distinct ids are independent: each looks its id up with the
+  // index's lines for an id kLookAhead further already requested.
+  void FindSlots(absl::Span<const int64_t> ids, std::vector<uint32_t>* slots) const;
+  // Requests `slot`'s row (values and state) and record into the caches.
+  void PrefetchRow(uint32_t slot) const;
   // Unlinks `slot` from the recency list / puts it at its head.
   void Unlink(uint32_t slot);
   void PushFront(uint32_t slot);
@@ -165,6 +176,8 @@ class EmbeddingTable {
   absl::flat_hash_map<int64_t, uint32_t> index_;
   absl::flat_hash_map<int64_t, int64_t> waiting_;  // id -> updates that touched it
   std::vector<float> scratch_;  // a row before its update
+  std::vector<uint32_t> slots_;  // Read's and Update's FindSlots
+  int64_t drops_ = 0;            // rows dropped (a slot found before one may be stale)
   uint32_t head_ = kNone, tail_ = kNone;
   int64_t updates_ = 0;
   // Since the last MarkSaved (kept from the first one on: before it, a

@@ -49,6 +49,13 @@ absl::Status EmbeddingTables::Sizes(const proto::EmbeddingRequest& request, int6
   return absl::OkStatus();
 }
 
+absl::StatusOr<size_t> EmbeddingTables::PushBytes(const proto::EmbeddingRequest& request) const {
+  int64_t num_ids = 0, num_floats = 0;
+  RETURN_IF_ERROR(Sizes(request, &num_ids, &num_floats));
+  return static_cast<size_t>(num_ids) * sizeof(int64_t) +
+         static_cast<size_t>(num_floats) * sizeof(float);
+}
+
 absl::Status EmbeddingTables::ReadIds(int table, int64_t count, absl::Span<const char> payload,
                                       size_t* offset, std::vector<int64_t>* ids) const {
   ids->resize(static_cast<size_t>(count));
@@ -107,8 +114,7 @@ absl::StatusOr<EmbeddingTables::Push> EmbeddingTables::ParsePush(
     int num_examples) const {
   int64_t num_ids = 0, num_floats = 0;
   RETURN_IF_ERROR(Sizes(request, &num_ids, &num_floats));
-  const size_t want = static_cast<size_t>(num_ids) * sizeof(int64_t) +
-                      static_cast<size_t>(num_floats) * sizeof(float);
+  ASSIGN_OR_RETURN(const size_t want, PushBytes(request));
   if (payload.size() != want) {
     return absl::InvalidArgumentError(absl::StrCat("a payload of ", payload.size(), " bytes for ",
                                                    num_ids, " ids and their rows (", want, ")"));
@@ -141,12 +147,9 @@ absl::StatusOr<EmbeddingTables::Push> EmbeddingTables::ParsePush(
       std::memcpy(slice.grads.data(), payload.data() + offset, slice.grads.size() * sizeof(float));
     }
     offset += slice.grads.size() * sizeof(float);
-    for (float g : slice.grads) {
-      if (!std::isfinite(g)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "a row gradient of table \"", tables_[slice.table]->config().name(),
-            "\" is not finite"));
-      }
+    if (!AllFinite(slice.grads)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a row gradient of table \"", tables_[slice.table]->config().name(), "\" is not finite"));
     }
   }
   return push;

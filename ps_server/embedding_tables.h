@@ -111,6 +111,11 @@ class EmbeddingTables {
   static EmbeddingTables Resharded(std::vector<EmbeddingTables>& old, const proto::JobConfig& job,
                                    int shard_index, int num_shards, int64_t* rows);
 
+  // The payload an EMBEDDING_PUSH with `request`'s slices must have (its
+  // ids, then their rows), or InvalidArgument for slices that cannot be:
+  // what a ps allows a push in pieces before any piece is kept.
+  absl::StatusOr<size_t> PushBytes(const proto::EmbeddingRequest& request) const;
+
   // Each table's counters, in the job's order.
   std::vector<proto::EmbeddingTableStats> Stats() const;
 

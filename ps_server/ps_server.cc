@@ -303,19 +303,29 @@ void PsServer::Send(std::vector<Reply>* replies) {
                                << proto::MessageType_Name(r.header.type()) << " from " << from
                                << ": " << r.header.error().message();
     }
-    zmq::message_t body = ReplyBody(r);
     const proto::MessageType type = r.header.type();
     if ((type == proto::HEARTBEAT || type == proto::STATS) && r.header.error().code() == 0) {
       for (const proto::ShardPlacement& p : shards_.Placements()) *r.header.add_hosted() = p;
     }
-    const size_t body_bytes = body.size();
-    // CURVE: large parameters in pieces (transport/pieces.h).
-    const PieceLayout layout = r.with_params && r.payload == nullptr
-                                   ? PiecesFor(body_bytes, security_.secure())
-                                   : PieceLayout();
-    const absl::Status s = layout.parts > 1
-                               ? SendPieces(r.peer, r.header, layout, body_bytes, r.previous_params)
-                               : SendRoutedFrame(socket_, r.peer, r.header, std::move(body));
+    // CURVE: large parameters and embedding rows in pieces
+    // (transport/pieces.h).
+    const bool rows = type == proto::EMBEDDING_PULL && r.payload != nullptr;
+    size_t body_bytes = rows ? r.payload->size() * sizeof(float) : 0;
+    const PieceLayout rows_layout =
+        rows ? PiecesFor(body_bytes, security_.secure()) : PieceLayout();
+    absl::Status s;
+    PieceLayout layout;
+    if (rows_layout.parts > 1) {
+      layout = rows_layout;
+      s = SendRowPieces(r.peer, r.header, layout, r.payload);
+    } else {
+      zmq::message_t body = ReplyBody(r);
+      body_bytes = body.size();
+      layout = r.with_params && r.payload == nullptr ? PiecesFor(body.size(), security_.secure())
+                                                     : PieceLayout();
+      s = layout.parts > 1 ? SendPieces(r.peer, r.header, layout, body.size(), r.previous_params)
+                           : SendRoutedFrame(socket_, r.peer, r.header, std::move(body));
+    }
     if (!s.ok() && r.notice) continue;  // that worker is gone: nobody to tell
     if (!s.ok()) {
       ++send_failures_;
@@ -345,9 +355,25 @@ absl::Status PsServer::SendPieces(absl::string_view identity, const proto::Heade
   return absl::OkStatus();
 }
 
+absl::Status PsServer::SendRowPieces(absl::string_view identity, const proto::Header& header,
+                                     const PieceLayout& layout,
+                                     const std::shared_ptr<const std::vector<float>>& rows) {
+  proto::Header piece = header;
+  piece.set_parts(layout.parts);
+  piece.set_piece_bytes(layout.piece_bytes);
+  const size_t bytes = rows->size() * sizeof(float);
+  for (uint32_t k = 0; k < layout.parts; ++k) {
+    piece.set_part(k);
+    const size_t begin = k * layout.piece_bytes / sizeof(float);
+    const size_t count = layout.Bytes(k, bytes) / sizeof(float);
+    RETURN_IF_ERROR(SendRoutedFrame(socket_, identity, piece, SharedFrame(rows, begin, count)));
+  }
+  return absl::OkStatus();
+}
+
 zmq::message_t PsServer::ReplyBody(Reply& r) {
   if (r.payload != nullptr && !r.payload->empty()) {
-    return CopyFrame(*r.payload);
+    return SharedFrame(r.payload, 0, r.payload->size());
   }
   if (!r.with_params) return CopyFrame({});
   // Parameters go out from the shard's own buffer, without a copy

@@ -119,6 +119,10 @@ class PsServer {
   // (`previous`: the previous version's, Reply::previous_params).
   absl::Status SendPieces(absl::string_view identity, const proto::Header& header,
                           const PieceLayout& layout, size_t bytes, bool previous);
+  // An EMBEDDING_PULL's rows in `layout`'s pieces, each with `header`.
+  absl::Status SendRowPieces(absl::string_view identity, const proto::Header& header,
+                             const PieceLayout& layout,
+                             const std::shared_ptr<const std::vector<float>>& rows);
   void FailJob(const std::string& why);
   absl::Status Finish(absl::Status status);
 

@@ -202,7 +202,13 @@ absl::StatusOr<size_t> RequestHandler::AdmitPieces(const Peer& peer, const proto
   const uint64_t least =
       static_cast<uint64_t>(std::max<uint32_t>(first.parts(), 1) - 1) * first.piece_bytes() +
       sizeof(float);
-  const size_t limit = MaxPayloadBytes(first);
+  size_t limit = MaxPayloadBytes(first);
+  if (initialized() && first.type() == proto::EMBEDDING_PUSH) {
+    // The header says exactly how large: its slices' ids and rows.
+    absl::StatusOr<size_t> exact = tables_.PushBytes(first.embedding());
+    if (!exact.ok()) return refuse(exact.status());
+    limit = *exact;
+  }
   if (least > limit) {
     stats_.set_oversized_requests(stats_.oversized_requests() + 1);
     return refuse(absl::ResourceExhaustedError(absl::StrCat(
@@ -218,8 +224,8 @@ absl::StatusOr<size_t> RequestHandler::AdmitPieces(const Peer& peer, const proto
                      " has a newer client on this ps: this client's requests are not "
                      "applied any more")));
   }
-  // Only PUSH and PUSH_PULL come in pieces (PieceAssembler::Take), and
-  // only a worker may send them (Identify).
+  // Only PUSH, PUSH_PULL, REDUCE and EMBEDDING_PUSH come in pieces
+  // (PieceAssembler::Take), and only a worker may send them (Identify).
   if (absl::Status s = CheckWorkerRequest(claimed); !s.ok()) return refuse(s);
   if (absl::Status s = CheckPayload(claimed, /*want_payload=*/true); !s.ok()) return refuse(s);
   return limit;

@@ -194,10 +194,11 @@ absl::StatusOr<std::optional<Message>> PieceAssembler::Take(const std::string& p
                                                             const PieceGrant& grant) {
   if (!IsPiece(m.header)) return std::optional<Message>(std::move(m));
   const proto::MessageType type = m.header.type();
-  if (type != proto::PUSH && type != proto::PUSH_PULL && type != proto::REDUCE) {
+  if (type != proto::PUSH && type != proto::PUSH_PULL && type != proto::REDUCE &&
+      type != proto::EMBEDDING_PUSH) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a ", proto::MessageType_IsValid(type) ? proto::MessageType_Name(type) : "request",
-        " in pieces (only PUSH, PUSH_PULL and REDUCE payloads come in pieces)"));
+        " in pieces (only PUSH, PUSH_PULL, REDUCE and EMBEDDING_PUSH payloads come in pieces)"));
   }
   return Add(peer, std::move(m), grant);
 }

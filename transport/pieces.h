@@ -114,7 +114,8 @@ class PieceAssembler {
                                              const PieceGrant& grant);
 
   // What a ps does with every message it receives: one that is not a
-  // piece comes back as it is; a piece of a PUSH or PUSH_PULL goes to Add;
+  // piece comes back as it is; a piece of a PUSH, PUSH_PULL, REDUCE or
+  // EMBEDDING_PUSH goes to Add;
   // a piece of any other request is refused (InvalidArgument).
   absl::StatusOr<std::optional<Message>> Take(const std::string& peer, Message m,
                                               const PieceGrant& grant);

@@ -178,6 +178,19 @@ absl::Status SendRequestBytes(zmq::socket_t& dealer, const proto::Header& header
   }
 }
 
+zmq::message_t SharedFrame(std::shared_ptr<const std::vector<float>> floats, size_t begin,
+                           size_t count) {
+  if (count == 0) return zmq::message_t();
+  const float* data = floats->data() + begin;
+  // The hint owns a reference, dropped when libzmq releases the message
+  // (from its I/O thread).
+  auto* hint = new std::shared_ptr<const std::vector<float>>(std::move(floats));
+  return zmq::message_t(
+      const_cast<float*>(data), count * sizeof(float),
+      [](void*, void* h) { delete static_cast<std::shared_ptr<const std::vector<float>>*>(h); },
+      hint);
+}
+
 zmq::message_t CopyFrame(absl::Span<const float> floats) {
   if (floats.empty()) return zmq::message_t();
   return zmq::message_t(floats.data(), floats.size() * sizeof(float));

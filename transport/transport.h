@@ -11,6 +11,7 @@
 // safe to call concurrently on different sockets.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -100,6 +101,11 @@ zmq::context_t NewContext(int io_threads);
 // A payload frame holding a copy of `floats` (an empty frame for none),
 // for SendRoutedFrame.
 zmq::message_t CopyFrame(absl::Span<const float> floats);
+// A frame of floats[begin, begin + count) without a copy: it holds
+// `floats` (immutable) until ZeroMQ is done with the message. count 0:
+// an empty frame.
+zmq::message_t SharedFrame(std::shared_ptr<const std::vector<float>> floats, size_t begin,
+                           size_t count);
 
 // 64 random bits from the OS: a client's session id, a ps's instance id.
 uint64_t RandomId();

@@ -211,7 +211,7 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
   // CURVE: a large gradient in pieces, which the ps decrypts while the
   // next is encrypted here (transport/pieces.h).
   const PieceLayout layout = type == proto::PUSH || type == proto::PUSH_PULL ||
-                                     type == proto::REDUCE
+                                     type == proto::REDUCE || type == proto::EMBEDDING_PUSH
                                  ? PiecesFor(call.payload.size(), options_.security.secure())
                                  : PieceLayout();
   if (layout.parts <= 1) return SendMessage(call, call.header, call.payload, deadline_us);

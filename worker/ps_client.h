@@ -388,6 +388,11 @@ class PsClient {
   int64_t received_bytes_ = 0;
   int64_t pieces_sent_ = 0;
   int64_t pieces_received_ = 0;
+  // EmbeddingPull's and EmbeddingPush's per-ps requests and replies, kept
+  // from call to call: a step's rows are megabytes, and buffers made anew
+  // for each would cost their pages' faults every step.
+  std::vector<std::vector<char>> embedding_out_;
+  std::vector<std::vector<float>> embedding_in_;
 };
 
 }  // namespace pstrain

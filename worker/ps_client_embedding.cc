@@ -26,11 +26,11 @@ Split SplitByPs(absl::Span<const EmbeddingRows> tables, int num_shards) {
   return split;
 }
 
-// Appends `bytes` bytes of `from` to `payload`.
-void Append(std::vector<char>* payload, const void* from, size_t bytes) {
-  const size_t at = payload->size();
-  payload->resize(at + bytes);
-  if (bytes > 0) std::memcpy(payload->data() + at, from, bytes);
+// Sizes `payload` for `bytes` (kept from call to call: no shrinking, and
+// no zeroing of what will be overwritten but its first growth).
+char* Presize(std::vector<char>* payload, size_t bytes) {
+  payload->resize(bytes);
+  return payload->data();
 }
 
 }  // namespace
@@ -38,33 +38,40 @@ void Append(std::vector<char>* payload, const void* from, size_t bytes) {
 absl::Status PsClient::EmbeddingPull(absl::Span<const EmbeddingRows> tables) {
   const Split split = SplitByPs(tables, num_shards());
   std::vector<Call> calls;
-  std::vector<std::vector<char>> payloads(num_shards());
-  std::vector<std::vector<float>> rows(num_shards());
+  embedding_out_.resize(num_shards());
+  embedding_in_.resize(num_shards());
   for (Call& c : ShardCalls(proto::EMBEDDING_PULL, 0, {})) {
     const int k = c.shard;
+    size_t ids = 0;
+    for (size_t t = 0; t < tables.size(); ++t) ids += split[k][t].size();
+    if (ids == 0) continue;
+    char* to = Presize(&embedding_out_[k], ids * sizeof(int64_t));
     for (size_t t = 0; t < tables.size(); ++t) {
       if (split[k][t].empty()) continue;
       proto::EmbeddingSlice* slice = c.header.mutable_embedding()->add_slices();
       slice->set_table(tables[t].table);
       slice->set_num_ids(static_cast<int64_t>(split[k][t].size()));
-      for (size_t i : split[k][t]) Append(&payloads[k], &tables[t].ids[i], sizeof(int64_t));
+      for (size_t i : split[k][t]) {
+        std::memcpy(to, &tables[t].ids[i], sizeof(int64_t));
+        to += sizeof(int64_t);
+      }
     }
-    if (c.header.embedding().slices_size() == 0) continue;
-    c.payload = payloads[k];
-    c.raw = &rows[k];
+    c.payload = embedding_out_[k];
+    c.raw = &embedding_in_[k];
     calls.push_back(std::move(c));
   }
   if (calls.empty()) return absl::OkStatus();
   RETURN_IF_ERROR(Exchange(&calls));
   for (const Call& c : calls) {
     const int k = c.shard;
+    const std::vector<float>& rows = embedding_in_[k];
     size_t want = 0;
     for (size_t t = 0; t < tables.size(); ++t) want += split[k][t].size() * tables[t].dim;
-    if (rows[k].size() != want) {
-      return absl::DataLossError(absl::StrCat(ShardName(k), ": ", rows[k].size(),
-                                              " floats of embedding rows for ", want));
+    if (rows.size() != want) {
+      return absl::DataLossError(
+          absl::StrCat(ShardName(k), ": ", rows.size(), " floats of embedding rows for ", want));
     }
-    const float* from = rows[k].data();
+    const float* from = rows.data();
     for (size_t t = 0; t < tables.size(); ++t) {
       const size_t dim = static_cast<size_t>(tables[t].dim);
       for (size_t i : split[k][t]) {
@@ -80,10 +87,15 @@ absl::Status PsClient::EmbeddingPush(int64_t step, absl::Span<const int64_t> ver
                                      int num_examples, absl::Span<const EmbeddingRows> tables) {
   const Split split = SplitByPs(tables, num_shards());
   std::vector<Call> calls = ShardCalls(proto::EMBEDDING_PUSH, step, versions);
-  std::vector<std::vector<char>> payloads(num_shards());
+  embedding_out_.resize(num_shards());
   for (Call& c : calls) {
     const int k = c.shard;
     c.header.set_num_examples(num_examples);
+    size_t bytes = 0;
+    for (size_t t = 0; t < tables.size(); ++t) {
+      bytes += split[k][t].size() * (sizeof(int64_t) + tables[t].dim * sizeof(float));
+    }
+    char* to = Presize(&embedding_out_[k], bytes);
     for (size_t t = 0; t < tables.size(); ++t) {
       proto::EmbeddingSlice* slice = c.header.mutable_embedding()->add_slices();
       slice->set_table(tables[t].table);
@@ -93,15 +105,19 @@ absl::Status PsClient::EmbeddingPush(int64_t step, absl::Span<const int64_t> ver
         slice->set_has_lr(true);
         slice->set_lr(tables[t].lr);
       }
-      for (size_t i : split[k][t]) Append(&payloads[k], &tables[t].ids[i], sizeof(int64_t));
-    }
-    for (size_t t = 0; t < tables.size(); ++t) {
-      const size_t dim = static_cast<size_t>(tables[t].dim);
       for (size_t i : split[k][t]) {
-        Append(&payloads[k], tables[t].grads.data() + i * dim, dim * sizeof(float));
+        std::memcpy(to, &tables[t].ids[i], sizeof(int64_t));
+        to += sizeof(int64_t);
       }
     }
-    c.payload = payloads[k];
+    for (size_t t = 0; t < tables.size(); ++t) {
+      const size_t row_bytes = static_cast<size_t>(tables[t].dim) * sizeof(float);
+      for (size_t i : split[k][t]) {
+        std::memcpy(to, tables[t].grads.data() + i * tables[t].dim, row_bytes);
+        to += row_bytes;
+      }
+    }
+    c.payload = embedding_out_[k];
   }
   return Exchange(&calls);
 }

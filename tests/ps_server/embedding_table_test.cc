@@ -181,6 +181,49 @@ TEST(EmbeddingTable, TheRowCapDropsTheLeastRecentlyUpdated) {
   EXPECT_EQ(table.Stats().rows_evicted_cap(), 1);
 }
 
+TEST(EmbeddingTable, ARowTheCapDropsMidUpdateIsNotConfusedWithItsSlotsNewRow) {
+  // Rows are looked up before an update applies any (FindSlots): a row the
+  // cap drops to make room for a new one gives that one its slot, and a
+  // later id of the same update that had that slot must not land there.
+  proto::EmbeddingTableConfig config = Table(proto::ROW_SGD);
+  config.set_max_rows_per_ps(3);
+  config.set_lr(1.0);
+  EmbeddingTable table(config, kSeed, 0);
+  table.Update({1, 2, 3}, std::vector<float>(12, 0.0f));  // 1 is the least recent
+  std::vector<float> g(12);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i + 1);
+  // 4 takes 1's slot (1 was the least recent); 1 is then made anew,
+  // dropping 2, and 2 anew, dropping 3.
+  table.Update({4, 1, 2}, g);
+  auto expect = [&](int64_t id, size_t at) {
+    std::vector<float> row = Initial(config, id);
+    for (size_t j = 0; j < row.size(); ++j) row[j] -= g[at * 4 + j];
+    EXPECT_EQ(Read(table, {id}), row) << "row " << id;
+  };
+  expect(4, 0);
+  expect(1, 1);
+  expect(2, 2);
+  EXPECT_EQ(table.rows(), 3);
+  EXPECT_EQ(Read(table, {3}), Initial(config, 3));
+  EXPECT_EQ(table.Stats().rows_evicted_cap(), 3);
+}
+
+TEST(AllFinite, FindsAnyInfinityOrNaNAnywhere) {
+  std::vector<float> v(37, 1.0f);
+  v[5] = -0.0f;
+  v[6] = 3e38f;
+  v[7] = 1e-45f;
+  EXPECT_TRUE(AllFinite(v));
+  EXPECT_TRUE(AllFinite({}));
+  for (size_t at : {size_t{0}, size_t{15}, size_t{16}, size_t{36}}) {
+    for (float bad : {INFINITY, -INFINITY, NAN}) {
+      std::vector<float> w = v;
+      w[at] = bad;
+      EXPECT_FALSE(AllFinite(w)) << bad << " at " << at;
+    }
+  }
+}
+
 TEST(EmbeddingTable, HoldsItsRowsInUnderOneAndAHalfTimesTheirBytes) {
   // 16 floats under Adagrad: 128 bytes of values and state a row.
   EmbeddingTable table(Table(proto::ROW_ADAGRAD, 16), kSeed, 0);

@@ -222,6 +222,32 @@ TEST_F(EmbeddingRequestTest, RefusesMalformedRequestsApplyingNothing) {
   EXPECT_EQ(H().Stats().tables(0).updates(), 0);
 }
 
+TEST_F(EmbeddingRequestTest, APushInPiecesIsAllowedExactlyWhatItsSlicesClaim) {
+  ASSERT_FALSE(IsError(Init(proto::ASYNC, 2)[0]));
+  RegisterAll(2);
+  // 100,000 ids of rows of 2 floats: 1.6 MB, in pieces of 409,600 bytes.
+  proto::Header first = Base(proto::EMBEDDING_PUSH, 1);
+  proto::EmbeddingSlice* s = first.mutable_embedding()->add_slices();
+  s->set_table(0);
+  s->set_num_ids(100000);
+  s->set_has_grad(true);
+  first.set_parts(4);
+  first.set_piece_bytes(409600);
+  const absl::StatusOr<size_t> limit = H().AdmitPieces({Peer(1), user_id_}, first);
+  ASSERT_TRUE(limit.ok()) << limit.status();
+  EXPECT_EQ(*limit, 100000u * (8 + 2 * 4));
+  // More pieces than the slices' bytes, and slices of no table.
+  first.set_parts(5);
+  const absl::StatusOr<size_t> larger = H().AdmitPieces({Peer(1), user_id_}, first);
+  ASSERT_FALSE(larger.ok());
+  EXPECT_THAT(std::string(larger.status().message()), testing::HasSubstr("larger than"));
+  first.set_parts(4);
+  s->set_table(3);
+  const absl::StatusOr<size_t> unknown = H().AdmitPieces({Peer(1), user_id_}, first);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()), testing::HasSubstr("not one of"));
+}
+
 TEST_F(EmbeddingRequestTest, AJobWithoutTablesAndAShardBeforeInitRefuse) {
   const std::vector<Reply> early = EmbeddingPull(1, {mine_[0]});
   EXPECT_TRUE(early[0].header.rejoin());

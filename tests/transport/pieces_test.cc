@@ -123,11 +123,21 @@ TEST(PieceAssembler, PassesWholeMessagesThroughAndRefusesPiecesOfOtherRequests) 
   ASSERT_TRUE(through.ok());
   ASSERT_TRUE(through->has_value());
   EXPECT_EQ((*through)->payload.to_string(), "ABCD");
-  for (proto::MessageType type : {proto::INIT, proto::PULL, proto::RESTORE}) {
+  for (proto::MessageType type :
+       {proto::INIT, proto::PULL, proto::RESTORE, proto::EMBEDDING_PULL}) {
     auto refused = TakeAs(assembler, "w0", Piece(PieceHeader(1, 0, 2, 4, type), "ABCD"));
     ASSERT_FALSE(refused.ok());
     EXPECT_THAT(std::string(refused.status().message()), HasSubstr("in pieces"));
   }
+  // Embedding rows pushed in pieces are put back together as gradients are.
+  auto rows =
+      TakeAs(assembler, "w1", Piece(PieceHeader(7, 0, 2, 4, proto::EMBEDDING_PUSH), "ABCD"));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_FALSE(rows->has_value());
+  rows = TakeAs(assembler, "w1", Piece(PieceHeader(7, 1, 2, 4, proto::EMBEDDING_PUSH), "EFGH"));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_TRUE(rows->has_value());
+  EXPECT_EQ((*rows)->payload.to_string(), "ABCDEFGH");
   auto unknown =
       TakeAs(assembler, "w0", Piece(PieceHeader(1, 0, 2, 4, proto::MessageType(999)), "ABCD"));
   EXPECT_FALSE(unknown.ok());
