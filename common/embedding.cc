@@ -70,6 +70,10 @@ absl::StatusOr<proto::RowOptimizer> ParseRowOptimizer(const std::string& name) {
 }
 
 absl::Status ValidateEmbeddingTables(const proto::JobConfig& job) {
+  if (job.embedding_memory_per_ps() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("embedding_memory_per_ps ", job.embedding_memory_per_ps(), " < 0"));
+  }
   if (job.tables_size() > kMaxEmbeddingTables) {
     return absl::InvalidArgumentError(absl::StrCat(job.tables_size(), " embedding tables (at most ",
                                                    kMaxEmbeddingTables, ")"));

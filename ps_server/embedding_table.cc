@@ -117,7 +117,7 @@ uint32_t EmbeddingTable::MakeRow(int64_t id) {
                                                 : 0.0f;
   std::fill(row + dim, row + stride_, initial_slot);
   records_[slot].id = id;
-  records_[slot].last_update = updates_;
+  records_[slot].last_update = clock_;
   PushFront(slot);
   index_.emplace(id, slot);
   if (tracking_) changed_.insert(id);
@@ -195,9 +195,10 @@ void EmbeddingTable::ApplyRow(float* row, const float* g, double lr, double adam
   }
 }
 
-void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const float> grads,
-                            double lr) {
+void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const float> grads, double lr,
+                            int64_t clock) {
   ++updates_;
+  clock_ = std::max(clock_, clock);
   stats_.set_updates(updates_);
   double adam_step_size = 0;
   if (config_.optimizer() == proto::ROW_ADAM) {
@@ -236,7 +237,7 @@ void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const floa
       ++unadmitted;
       continue;
     }
-    records_[slot].last_update = updates_;
+    records_[slot].last_update = clock_;
     if (tracking_) changed_.insert(ids[i]);
     // An update that would make the row (or its state) non-finite in f32
     // is not applied, as a dense shard's is not (huge gradients, a huge lr).
@@ -259,10 +260,25 @@ void EmbeddingTable::Update(absl::Span<const int64_t> ids, absl::Span<const floa
 void EmbeddingTable::EvictIdle() {
   const int64_t after = config_.evict_after_updates();
   if (after <= 0) return;
-  while (tail_ != kNone && updates_ - records_[tail_].last_update >= after) {
+  while (tail_ != kNone && clock_ - records_[tail_].last_update >= after) {
     DropRow(tail_);
     stats_.set_rows_evicted_idle(stats_.rows_evicted_idle() + 1);
   }
+}
+
+void EmbeddingTable::Tick(int64_t clock) {
+  clock_ = std::max(clock_, clock);
+  EvictIdle();
+}
+
+void EmbeddingTable::EvictLeastRecent() {
+  DropRow(tail_);
+  stats_.set_rows_evicted_memory(stats_.rows_evicted_memory() + 1);
+}
+
+int64_t EmbeddingTable::RowCost() const {
+  return static_cast<int64_t>(stride_ * sizeof(float) + sizeof(RowRecord) +
+                              sizeof(std::pair<int64_t, uint32_t>) + 1);
 }
 
 proto::EmbeddingTableStats EmbeddingTable::Stats() const {
@@ -354,6 +370,7 @@ absl::Status EmbeddingTable::Load(const EmbeddingTableState& state, bool delta,
     waiting_[id] = touches;
   }
   updates_ = state.meta.updates();
+  clock_ = updates_;  // a table of its own; EmbeddingTables sets the ps's (set_clock)
   stats_ = state.meta.stats();
   return absl::OkStatus();
 }

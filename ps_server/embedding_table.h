@@ -30,10 +30,14 @@
 //  - A row update that would make the row or its optimizer state
 //    non-finite in f32 is not applied (refused_row_updates), as a dense
 //    shard's update is not.
-//  - Eviction: a row that no update touched for evict_after_updates of the
-//    table's updates is dropped, and with max_rows_per_ps the least
-//    recently updated row makes room for a new one. A dropped row's id
-//    starts again as an id never seen (its initial row, or admission).
+//  - Eviction: a row that no update touched for evict_after_updates ticks
+//    of the clock is dropped, and with max_rows_per_ps the least recently
+//    updated row makes room for a new one. A dropped row's id starts again
+//    as an id never seen (its initial row, or admission). The clock is
+//    the ps's count of embedding updates over all its tables
+//    (EmbeddingTables), so that recency compares across tables (the ps's
+//    memory cap drops the least recent row of any: EvictLeastRecent); a
+//    table updated alone counts its own updates.
 //
 // Checkpoints (checkpoint/embedding_checkpoint.h): Save writes every row,
 // or only those made or updated since the last MarkSaved with the ids
@@ -90,12 +94,34 @@ class EmbeddingTable {
   // (ids.size() x dim(), in ids' order) of the distinct `ids`, at learning
   // rate `lr`. REQUIRES: grads.size() == ids.size() * dim(); ids distinct;
   // grads finite; lr finite and >= 0.
-  void Update(absl::Span<const int64_t> ids, absl::Span<const float> grads, double lr);
+  // `clock`: the ps's embedding clock at this update (above), which never
+  // goes back.
+  void Update(absl::Span<const int64_t> ids, absl::Span<const float> grads, double lr,
+              int64_t clock);
+  void Update(absl::Span<const int64_t> ids, absl::Span<const float> grads, double lr) {
+    Update(ids, grads, lr, updates_ + 1);
+  }
   void Update(absl::Span<const int64_t> ids, absl::Span<const float> grads) {
     Update(ids, grads, config_.lr());
   }
 
+  // The clock of the least recently updated row's last update (INT64_MAX
+  // when the table has no row).
+  int64_t oldest_update() const { return tail_ == kNone ? INT64_MAX : records_[tail_].last_update; }
+  // Drops the least recently updated row (the ps's memory cap). REQUIRES:
+  // rows() > 0.
+  void EvictLeastRecent();
+  // What one row costs on the ps: its values and optimizer state, its
+  // record and its hash-index entry (not counting the index's free
+  // buckets and the chunks' unused rows).
+  int64_t RowCost() const;
+
   int64_t updates() const { return updates_; }
+  // The clock a loaded table goes on from (the ps's, from its checkpoint).
+  void set_clock(int64_t clock) { clock_ = clock; }
+  // The ps's clock moved to `clock`, whether or not this table was updated:
+  // rows idle for evict_after_updates ticks are dropped.
+  void Tick(int64_t clock);
   int64_t rows() const { return static_cast<int64_t>(index_.size()); }
   proto::EmbeddingTableStats Stats() const;
 
@@ -180,6 +206,7 @@ class EmbeddingTable {
   int64_t drops_ = 0;            // rows dropped (a slot found before one may be stale)
   uint32_t head_ = kNone, tail_ = kNone;
   int64_t updates_ = 0;
+  int64_t clock_ = 0;  // the last update's clock
   // Since the last MarkSaved (kept from the first one on: before it, a
   // save writes every row): ids whose row was made or updated, ids dropped.
   bool tracking_ = false;

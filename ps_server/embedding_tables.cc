@@ -15,7 +15,9 @@
 namespace pstrain {
 
 EmbeddingTables::EmbeddingTables(const proto::JobConfig& job, int shard_index, int num_shards)
-    : shard_index_(shard_index), num_shards_(num_shards) {
+    : shard_index_(shard_index),
+      num_shards_(num_shards),
+      memory_cap_(job.embedding_memory_per_ps()) {
   for (int i = 0; i < job.tables_size(); ++i) {
     tables_.push_back(std::make_unique<EmbeddingTable>(job.tables(i), job.seed(), i));
   }
@@ -156,8 +158,31 @@ absl::StatusOr<EmbeddingTables::Push> EmbeddingTables::ParsePush(
 }
 
 void EmbeddingTables::Apply(const Push& push) {
+  int64_t clock = 0;
   for (const Push::Slice& slice : push.slices) {
-    if (slice.has_grad) tables_[slice.table]->Update(slice.ids, slice.grads, slice.lr);
+    if (!slice.has_grad) continue;
+    if (clock == 0) clock = Tick();
+    tables_[slice.table]->Update(slice.ids, slice.grads, slice.lr, clock);
+  }
+  if (clock == 0) return;
+  for (const auto& t : tables_) t->Tick(clock);
+  EnforceMemoryCap();
+}
+
+void EmbeddingTables::EnforceMemoryCap() {
+  if (memory_cap_ <= 0) return;
+  int64_t bytes = 0;
+  for (const auto& t : tables_) bytes += t->rows() * t->RowCost();
+  while (bytes > memory_cap_) {
+    EmbeddingTable* oldest = nullptr;
+    for (const auto& t : tables_) {
+      if (t->rows() > 0 && (oldest == nullptr || t->oldest_update() < oldest->oldest_update())) {
+        oldest = t.get();
+      }
+    }
+    if (oldest == nullptr) return;
+    oldest->EvictLeastRecent();
+    bytes -= oldest->RowCost();
   }
 }
 
@@ -173,6 +198,7 @@ void EmbeddingTables::Confirm(int rank, int64_t version) {
 
 void EmbeddingTables::ApplyThrough(int64_t version) {
   while (!held_.empty() && held_.begin()->first < version) {
+    int64_t clock = 0;                // ticked at the version's first table update
     std::vector<const Push*> pushes;  // the confirmed ones, in rank order
     int64_t examples = 0;
     for (const auto& [rank, held] : held_.begin()->second) {
@@ -211,9 +237,14 @@ void EmbeddingTables::ApplyThrough(int64_t version) {
           }
         }
       }
-      if (has_grad) table.Update(ids, sum, lr);
+      if (!has_grad) continue;
+      if (clock == 0) clock = Tick();
+      table.Update(ids, sum, lr, clock);
     }
     held_.erase(held_.begin());
+    if (clock == 0) continue;
+    for (const auto& t : tables_) t->Tick(clock);
+    EnforceMemoryCap();
   }
 }
 
@@ -227,6 +258,7 @@ absl::Status EmbeddingTables::Save(const std::string& dir, int64_t step, int64_t
   h.set_num_shards(num_shards_);
   h.set_version(version);
   h.set_delta(delta);
+  h.set_clock(clock_);
   if (delta) {
     h.set_previous_step(saved_step_);
     h.set_previous_checksum(saved_checksum_);
@@ -289,7 +321,14 @@ absl::StatusOr<EmbeddingTables> EmbeddingTables::Load(const proto::JobConfig& jo
                                              it->first));
     }
   }
-  for (const auto& t : tables.tables_) t->FinishLoad();
+  // The clock of the newest file (a file without one: the tables' own
+  // counts, the most any table made).
+  tables.clock_ = chain.begin()->second.header.clock();
+  for (const auto& t : tables.tables_) tables.clock_ = std::max(tables.clock_, t->updates());
+  for (const auto& t : tables.tables_) {
+    t->set_clock(tables.clock_);
+    t->FinishLoad();
+  }
   // The next save writes every row: its chain must not need files from
   // before this restore.
   return tables;
@@ -299,6 +338,9 @@ EmbeddingTables EmbeddingTables::Resharded(std::vector<EmbeddingTables>& old,
                                            const proto::JobConfig& job, int shard_index,
                                            int num_shards, int64_t* rows) {
   EmbeddingTables tables(job, shard_index, num_shards);
+  // The rows' clocks are their old ps's, which in sync are one clock (every
+  // ps applies every version); the new ps goes on from the latest.
+  for (const EmbeddingTables& o : old) tables.clock_ = std::max(tables.clock_, o.clock_);
   for (size_t t = 0; t < tables.tables_.size(); ++t) {
     EmbeddingTableState merged;
     *merged.meta.mutable_config() = job.tables(static_cast<int>(t));
@@ -335,6 +377,7 @@ EmbeddingTables EmbeddingTables::Resharded(std::vector<EmbeddingTables>& old,
     // Cannot fail: the rows come from tables of this very configuration.
     const absl::Status s = tables.tables_[t]->Load(merged, /*delta=*/false, "reshard");
     if (!s.ok()) LOG(ERROR) << s;
+    tables.tables_[t]->set_clock(tables.clock_);
     tables.tables_[t]->FinishLoad();
   }
   return tables;

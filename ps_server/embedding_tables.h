@@ -14,6 +14,14 @@
 //    before the version can complete. A push for a version already applied
 //    is dropped (stale), a rank's second push for a version is a duplicate.
 //
+// The clock: every embedding update of the ps (a push applied in async, a
+// version applied in sync, that had a gradient of any table) ticks it, and
+// each row keeps the clock of its last update (EmbeddingTable). Idle
+// eviction counts its ticks, in every table at every tick; the memory cap
+// (JobConfig.embedding_memory_per_ps) drops, after an update that left the ps's rows over it, the
+// rows with the oldest last update of any table (lowest table index first on a tie) until they fit,
+// each row costing EmbeddingTable::RowCost.
+//
 // Checkpoints: Save writes the tables' file of a checkpoint
 // (checkpoint/embedding_checkpoint.h) beside the shard's, every row at the
 // first save and every `keep`-th, else only what changed since the
@@ -126,8 +134,16 @@ class EmbeddingTables {
   // The sizes the request's slices claim: ids, and floats of rows.
   absl::Status Sizes(const proto::EmbeddingRequest& request, int64_t* ids, int64_t* floats) const;
 
+  // Ticks the clock (the first table update of an embedding update).
+  int64_t Tick() { return ++clock_; }
+  // Drops the least recently updated rows of any table until the rows fit
+  // memory_cap_.
+  void EnforceMemoryCap();
+
   int shard_index_ = 0;
   int num_shards_ = 1;
+  int64_t memory_cap_ = 0;  // bytes; 0: none
+  int64_t clock_ = 0;
   std::vector<std::unique_ptr<EmbeddingTable>> tables_;
   struct Held {
     Push push;

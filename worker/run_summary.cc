@@ -14,7 +14,9 @@ void FillThroughput(const proto::ShardStats& shard0, double eval_seconds,
   int64_t last = 0;
   double images = 0;
   for (const proto::WorkerReport& w : shard0.workers()) {
-    if (w.steps() == 0) continue;
+    // A worker that took no step of its own (it joined, or came back,
+    // after the job's last step: its steps are the job's) has no window.
+    if (w.steps() == 0 || w.first_step_unix_us() <= 0) continue;
     first = std::min(first, w.first_step_unix_us());
     last = std::max(last, w.last_step_unix_us());
     images += static_cast<double>(w.images());
@@ -113,6 +115,7 @@ void FillEmbeddingTables(const std::vector<proto::ShardStats>& shards,
       out.set_gradients_unadmitted(out.gradients_unadmitted() + AsDouble(in.gradients_unadmitted()));
       out.set_rows_evicted_idle(out.rows_evicted_idle() + AsDouble(in.rows_evicted_idle()));
       out.set_rows_evicted_cap(out.rows_evicted_cap() + AsDouble(in.rows_evicted_cap()));
+      out.set_rows_evicted_memory(out.rows_evicted_memory() + AsDouble(in.rows_evicted_memory()));
       out.set_row_updates(out.row_updates() + AsDouble(in.row_updates()));
       out.set_rows_pulled(out.rows_pulled() + AsDouble(in.rows_pulled()));
       out.set_refused_row_updates(out.refused_row_updates() + AsDouble(in.refused_row_updates()));

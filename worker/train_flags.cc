@@ -105,6 +105,9 @@ ABSL_FLAG(int, ps_replicas, Defaults().ps_replicas,
 ABSL_FLAG(double, failover_after_s, Defaults().failover_after_s,
           "Chief, with --ps_replicas=1: a ps that stays away this long has its shard served by "
           "its standby until it is back (0: never; wait for it)");
+ABSL_FLAG(double, embedding_memory_mb, Defaults().embedding_memory_mb,
+          "Each ps holds at most this many MiB of embedding rows over all its tables, dropping "
+          "the least recently updated rows to make room (0: no cap)");
 ABSL_FLAG(bool, timeline, Defaults().timeline,
           "Write each worker's timeline (compute, push/pull per ps, evaluation, checkpoints, "
           "rejoins) as Chrome trace events; pstrain launch merges them into RUN_DIR/timeline.json");

@@ -112,6 +112,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (!(o.recovery_timeout_s > 0)) return Bad("recovery_timeout_s", "must be > 0");
   if (!(o.register_timeout_s > 0)) return Bad("register_timeout_s", "must be > 0");
   if (o.ps_replicas < 0 || o.ps_replicas > 1) return Bad("ps_replicas", "must be 0 or 1");
+  if (!(o.embedding_memory_mb >= 0) || o.embedding_memory_mb > 1 << 30) {
+    return Bad("embedding_memory_mb", "must be in [0, 2^30] (MiB)");
+  }
   if (!(o.failover_after_s >= 0) || !std::isfinite(o.failover_after_s)) {
     return Bad("failover_after_s", "must be a number of seconds >= 0");
   }
@@ -216,6 +219,7 @@ const std::vector<Field>& Fields() {
       Plain("restore", &O::restore),
       Plain("ps_replicas", &O::ps_replicas),
       Plain("failover_after_s", &O::failover_after_s),
+      Plain("embedding_memory_mb", &O::embedding_memory_mb),
       Plain("timeline", &O::timeline),
       Plain("metrics_port", &O::metrics_port),
       Plain("metrics_host", &O::metrics_host),

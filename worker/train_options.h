@@ -123,6 +123,10 @@ struct TrainOptions {
   // the chief gives the shard back (ps_server/hosted_shards.h). 0: never;
   // the workers wait for the ps, up to recovery_timeout_s.
   double failover_after_s = 2.0;
+  // Each ps holds at most this many MiB of embedding rows over all its
+  // tables, dropping the least recently updated row of any table to make
+  // room (ps_server/embedding_tables.h). 0: no cap.
+  double embedding_memory_mb = 0;
   // Write this task's timeline (Chrome trace events) to
   // RUN_DIR/timeline/; `pstrain launch` merges them into
   // RUN_DIR/timeline.json (worker/metrics_recorder.h).

@@ -367,6 +367,9 @@ proto::JobConfig WorkerRuntime::MakeJobConfig() const {
   const bool per_push = o.mode != proto::SYNC && !dynamic_;
   job.set_schedule_updates(per_push ? total_steps_ * num_workers_ : total_steps_);
   for (const proto::EmbeddingTableConfig& t : options_.tables) *job.add_tables() = t;
+  if (!options_.tables.empty()) {
+    job.set_embedding_memory_per_ps(std::llround(o.embedding_memory_mb * (1 << 20)));
+  }
   for (const TensorSlot& t : options_.tensors) {
     proto::TensorLayout* l = job.add_layout();
     l->set_name(t.name);

@@ -21,11 +21,6 @@ absl::Status CheckTables(const ClusterSpec& cluster, const WorkerRuntimeOptions&
         "embedding tables do not work with --ps_replicas yet: a standby does not hold their "
         "rows; leave it out (checkpoints keep them: --checkpoint_every_steps)");
   }
-  if (o.backup_workers > 0) {
-    return absl::InvalidArgumentError(
-        "embedding tables do not work with --backup_workers: a version's rows are applied with "
-        "every live worker's, and a late worker's would be in them; leave it out");
-  }
   if (cluster.sparse()) {
     return absl::InvalidArgumentError(
         "embedding tables do not work with dynamic workers (a sparse TF_CONFIG) yet; give every "

@@ -133,6 +133,36 @@ TEST_F(EmbeddingRequestTest, RowsOfARankThatDiesBeforeItsDenseGradientAreDropped
   EXPECT_EQ(after[3], before[3]);
 }
 
+TEST_F(EmbeddingRequestTest, WithBackupWorkersALateRanksRowsGoWithItsDroppedGradient) {
+  // 3 workers, 1 backup: a version is the first 2 dense gradients, and
+  // only their ranks' rows.
+  ASSERT_FALSE(IsError(Init(proto::SYNC, 3, /*staleness=*/0, /*backup=*/1)[0]));
+  RegisterAll(3);
+  const std::vector<float> before = Rows({mine_[0], mine_[1], mine_[2]});
+  // Rank 2's rows come first, its dense gradient last: late.
+  ASSERT_FALSE(IsError(EmbeddingPush(2, 0, {mine_[2]}, {5, 5})[0]));
+  ASSERT_FALSE(IsError(EmbeddingPush(0, 0, {mine_[0]}, {1, 1})[0]));
+  ASSERT_FALSE(IsError(EmbeddingPush(1, 0, {mine_[0], mine_[1]}, {3, 3, 2, 2})[0]));
+  Push(0, 0, 0, 0.0f);
+  Push(1, 0, 0, 0.0f);
+  ASSERT_EQ(H().version(), 1);
+  const std::vector<Reply> late = Push(2, 0, 0, 0.0f);
+  ASSERT_FALSE(late.empty());
+  EXPECT_TRUE(late[0].header.dropped());
+  // A later version does not bring rank 2's rows back.
+  ASSERT_FALSE(IsError(EmbeddingPush(0, 1, {mine_[1]}, {0, 0})[0]));
+  ASSERT_FALSE(IsError(EmbeddingPush(1, 1, {mine_[1]}, {0, 0})[0]));
+  Push(0, 1, 1, 0.0f);
+  Push(1, 1, 1, 0.0f);
+  ASSERT_EQ(H().version(), 2);
+  const std::vector<float> after = Rows({mine_[0], mine_[1], mine_[2]});
+  EXPECT_FLOAT_EQ(after[0], before[0] - (0.5f * 1 + 0.5f * 3));  // ranks 0 and 1, 1 example each
+  EXPECT_FLOAT_EQ(after[2], before[2] - 0.5f * 2);
+  EXPECT_EQ(after[4], before[4]);  // rank 2's alone: never applied
+  EXPECT_EQ(after[5], before[5]);
+  EXPECT_EQ(H().Stats().tables(0).updates(), 2);
+}
+
 TEST_F(EmbeddingRequestTest, AsyncAppliesOnArrivalAndATableWithoutAGradientIsLeftAlone) {
   ASSERT_FALSE(IsError(Init(proto::ASYNC, 2)[0]));
   RegisterAll(2);
@@ -328,6 +358,72 @@ TEST(EmbeddingTablesCheckpoint, AChainOfDeltasLoadsBackAndDamageIsNamed) {
   EXPECT_NE(broken.status().message().find("embedding-0-of-1.ckpt"), std::string::npos)
       << broken.status();
   EXPECT_NE(broken.status().message().find("ckpt-2"), std::string::npos) << broken.status();
+}
+
+TEST(EmbeddingTablesMemory, TheCapDropsTheLeastRecentRowOfAnyTableAndResumesExactly) {
+  proto::JobConfig job;
+  job.set_seed(3);
+  for (const char* name : {"a", "b"}) {
+    proto::EmbeddingTableConfig* t = job.add_tables();
+    t->set_name(name);
+    t->set_dim(2);
+    t->set_optimizer(proto::ROW_SGD);
+    t->set_lr(0.5);
+    t->set_init_std(1.0);
+    t->set_evict_after_updates(4);
+  }
+  const int64_t row_cost = EmbeddingTable(job.tables(0), 3, 0).RowCost();
+  job.set_embedding_memory_per_ps(3 * row_cost + row_cost / 2);  // 3 rows fit, not 4
+  auto push = [](EmbeddingTables& tables, std::vector<std::pair<int, int64_t>> rows) {
+    EmbeddingTables::Push p;
+    for (int table = 0; table < 2; ++table) {
+      EmbeddingTables::Push::Slice slice;
+      slice.table = table;
+      slice.lr = 0.5;
+      for (const auto& [t, id] : rows) {
+        if (t == table) slice.ids.push_back(id);
+      }
+      slice.has_grad = !slice.ids.empty();
+      slice.grads.assign(slice.ids.size() * 2, 1.0f);
+      p.slices.push_back(slice);
+    }
+    tables.Apply(p);
+  };
+  auto stats = [](const EmbeddingTables& tables) {
+    std::vector<std::pair<int64_t, int64_t>> out;  // (rows, rows_evicted_memory) per table
+    for (const proto::EmbeddingTableStats& s : tables.Stats()) {
+      out.emplace_back(s.rows(), s.rows_evicted_memory());
+    }
+    return out;
+  };
+  using Stats = std::vector<std::pair<int64_t, int64_t>>;
+  EmbeddingTables live(job, 0, 1);
+  push(live, {{0, 10}, {1, 20}});  // clock 1
+  push(live, {{0, 11}});           // clock 2
+  push(live, {{1, 21}});           // clock 3: 4 rows; 10 and 20 tie, table a's goes
+  EXPECT_EQ(stats(live), (Stats{{1, 1}, {2, 0}}));
+  push(live, {{1, 20}});  // clock 4: 20 is recent again
+  push(live, {{0, 12}});  // clock 5: a's 11 (clock 2) is the oldest of any table
+  EXPECT_EQ(stats(live), (Stats{{1, 2}, {2, 0}}));
+
+  // Saved and loaded, a copy goes on as the live tables do: the clock and
+  // every row's last update are in the file.
+  std::string dir = ::testing::TempDir() + "/embmemXXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  proto::SavedShard saved;
+  ASSERT_TRUE(live.Save(dir, 5, 5, /*keep=*/2, &saved).ok());
+  absl::StatusOr<EmbeddingTables> copy =
+      EmbeddingTables::Load(job, 0, 1, dir, 5, saved.embedding_checksum(), 5);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  for (EmbeddingTables* t : {&live, &*copy}) {
+    push(*t, {{0, 13}});  // clock 6: 21 (clock 3) goes
+    push(*t, {{0, 12}});  // clock 7
+    push(*t, {{0, 12}});  // clock 8: 20 (clock 4) idle for 4 ticks goes
+  }
+  EXPECT_EQ(stats(live), (Stats{{2, 2}, {0, 1}}));
+  EXPECT_EQ(stats(*copy), stats(live));
+  EXPECT_EQ(live.Stats()[1].rows_evicted_idle(), 1);
+  EXPECT_EQ(copy->Stats()[1].rows_evicted_idle(), 1);
 }
 
 // fuzz_request's harness CHECKs that its INIT (with an embedding table)

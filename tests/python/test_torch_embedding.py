@@ -202,17 +202,50 @@ class DlrmExample(t.TestCase):
         self.assertLess(abs(ours - theirs), 0.002)
 
 
+class MemoryCap(EmbeddingCase):
+    def test_each_ps_keeps_its_rows_under_the_cap(self):
+        # 200 ids of 2 tables over 2 ps; 5,242 bytes a ps hold 49 rows of 8
+        # floats and their Adagrad sums (105 bytes each, record and index
+        # entry included).
+        _, summary, _ = self.pstrain("memory", 1, 2, [], ["--embedding_memory_mb=0.005"])
+        tables = summary["embedding_tables"]
+        rows = sum(t["rows"] for t in tables)
+        evicted = sum(t["rows_evicted_memory"] for t in tables)
+        print("RESULT torch_embedding memory_cap rows=%d evicted=%d" % (rows, evicted),
+              flush=True)
+        self.assertGreater(evicted, 0)
+        self.assertLessEqual(rows, 2 * 49)
+        self.assertGreater(rows, 2 * 40)  # the cap, not something else, bounds them
+
+
+class BackupWorkers(EmbeddingCase):
+    def test_a_late_workers_rows_go_with_its_dropped_gradient(self):
+        # 3 sync workers, 1 backup: a version is the first 2 dense gradients
+        # on each ps, with those ranks' rows only (the handler's test checks
+        # the numbers); here the job runs through, late workers and all
+        # (steps long enough that the third worker joins before the end).
+        _, summary, _ = self.pstrain("backup", 3, 2, ["--steps=150", "--step_sleep_ms=20"],
+                                     ["--backup_workers=1"])
+        print("RESULT torch_embedding backup versions=%d late=%d table_updates=%d"
+              % (summary["updates_applied"], summary["late_gradients_dropped"],
+                 summary["embedding_tables"][0]["updates"]), flush=True)
+        self.assertGreater(summary["late_gradients_dropped"], 0)
+        # Every version applied the rows of the ranks in it, once.
+        self.assertEqual(summary["embedding_tables"][0]["updates"], summary["updates_applied"])
+
+
 class Refusals(EmbeddingCase):
-    def run_refused(self, name, workers, flags, launch_flags):
+    def run_refused(self, name, workers, flags, launch_flags, ps=1):
         run = self.run_dir(name)
-        launch = t.Launch(t.local_flags(run, workers, 1) + list(launch_flags),
+        launch = t.Launch(t.local_flags(run, workers, ps) + list(launch_flags),
                           [t.PYTHON, SCRIPT, "--out=" + os.path.join(self.dir, "x.pt")] + flags)
         return launch.wait(), launch.output
 
     def test_options_the_rows_do_not_work_with(self):
-        code, output = self.run_refused("backup", 2, [], ["--mode=sync", "--backup_workers=1"])
+        code, output = self.run_refused("replicas", 2, [], ["--mode=sync", "--ps_replicas=1"],
+                                        ps=2)
         self.assertEqual(code, 1, output)  # the job fails: its worker exits 2, not restarted
-        self.assertIn("embedding tables do not work with --backup_workers", output)
+        self.assertIn("embedding tables do not work with --ps_replicas", output)
         self.assertIn("exit code 2", output)
 
     def test_workers_whose_tables_differ(self):

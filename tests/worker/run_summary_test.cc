@@ -33,6 +33,25 @@ TEST(FillSummaryResults, TakesTheMaxOfProgressCountersAndSumsWhatWentWrong) {
   EXPECT_EQ(summary.shards(2).unordered_sums(), 5);
 }
 
+TEST(FillSummaryResults, AWorkerThatTookNoStepOfItsOwnLeavesTheTrainingWindowAlone) {
+  proto::ShardStats shard = Shard(0, 25, 0, 0);
+  auto report = [&](int rank, int64_t first_us, int64_t last_us, int64_t images) {
+    proto::WorkerReport* w = shard.add_workers();
+    w->set_rank(rank);
+    w->set_steps(25);
+    w->set_images(images);
+    w->set_first_step_unix_us(first_us);
+    w->set_last_step_unix_us(last_us);
+  };
+  report(0, 1'000'000, 3'000'000, 400);
+  report(1, 0, 0, 0);  // registered after the last version: "continuing from step 25 of 25"
+  report(2, 1'500'000, 3'000'000, 400);
+  proto::RunSummary summary;
+  FillSummaryResults({}, {shard}, 0, &summary);
+  EXPECT_DOUBLE_EQ(summary.train_seconds(), 2.0);
+  EXPECT_DOUBLE_EQ(summary.train_images_per_sec(), 400.0);
+}
+
 TEST(FillSummaryResults, TimeToAccuracyIsTheFirstEvaluationAtOrAboveIt) {
   proto::RunSummary summary;
   FillSummaryResults({{10, 1.0, 0.94, 0.3}, {20, 2.0, 0.975, 0.1}, {30, 3.0, 0.97, 0.1}}, {}, 0,

@@ -50,10 +50,12 @@ class Embedding(torch.nn.Module):
       nn.Embedding's with init_std 1) or U(-init_std, init_std).
     admit_after: an id gets a row once this many updates touched it; until
       then it reads as zeros and its gradients are dropped.
-    evict_after_steps: a row no update touched for this many of the table's
-      updates is dropped (it starts again as a new id).
+    evict_after_steps: a row no update touched for this many of its ps's
+      embedding updates (a version in sync, a push in async, of any table)
+      is dropped (it starts again as a new id).
     max_rows_per_ps: each ps keeps at most this many rows of the table,
-      dropping the least recently updated.
+      dropping the least recently updated. `pstrain launch
+      --embedding_memory_mb=M` caps each ps's rows of all tables instead.
     """
 
     def __init__(self, embedding_dim, num_embeddings=None, mode="mean", optimizer="adagrad",

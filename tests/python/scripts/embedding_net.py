@@ -12,6 +12,7 @@ others, as torch.optim leaves a parameter whose .grad is None)."""
 
 import argparse
 import sys
+import time
 
 import torch
 
@@ -73,6 +74,7 @@ def run_pstrain(args):
     r = pst.rank()
     while not opt.done:
         step = opt.global_step
+        time.sleep(args.step_sleep_ms / 1000)
         ids, dense, label = batch(step, pst.num_workers(), args.batch, args.ids, args.seed)
         part = slice(r * args.batch, (r + 1) * args.batch)
         opt.zero_grad(set_to_none=True)
@@ -183,6 +185,9 @@ def main():
     p.add_argument("--branch", action="store_true")
     p.add_argument("--decay", action="store_true", help="the tables' lr decays (emb.lr)")
     p.add_argument("--mismatch", action="store_true", help="worker 1's tables differ")
+    p.add_argument("--step_sleep_ms", type=float, default=0,
+                   help="each worker sleeps this long before each step (a job long enough "
+                        "for every worker to take part)")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     (run_reference if args.reference else run_pstrain)(args)
