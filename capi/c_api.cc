@@ -458,6 +458,38 @@ int PstrainWorkerEmbeddingPull(PstrainWorkerHandle worker, int table, int64_t nu
   });
 }
 
+int PstrainWorkerEmbeddingPullTables(PstrainWorkerHandle worker, int num_tables, const int* tables,
+                                     const int64_t* num_ids, const int64_t* const* ids,
+                                     float* const* rows) {
+  return ApiCall([&]() -> absl::Status {
+    RETURN_IF_ERROR(Check(worker));
+    if (num_tables < 0 || num_tables > pstrain::kMaxEmbeddingTables) {
+      return pstrain::UsageError(
+          absl::StrCat("num_tables is ", num_tables, " (0 to ", pstrain::kMaxEmbeddingTables, ")"));
+    }
+    if (num_tables == 0) return absl::OkStatus();
+    if (tables == nullptr) return Null("tables");
+    if (num_ids == nullptr) return Null("num_ids");
+    if (ids == nullptr) return Null("ids");
+    if (rows == nullptr) return Null("rows");
+    std::vector<pstrain::EmbeddingRows> requests(static_cast<size_t>(num_tables));
+    int64_t total = 0;
+    for (int k = 0; k < num_tables; ++k) {
+      ASSIGN_OR_RETURN(const size_t floats,
+                       EmbeddingArgs(worker, tables[k], num_ids[k], ids[k], rows[k], "rows"));
+      total += num_ids[k];
+      if (total > pstrain::kMaxEmbeddingIds) {
+        return pstrain::UsageError("more than 2^24 ids in one call");
+      }
+      pstrain::EmbeddingRows& r = requests[static_cast<size_t>(k)];
+      r.table = tables[k];
+      r.ids = {ids[k], static_cast<size_t>(num_ids[k])};
+      r.rows = {rows[k], floats};
+    }
+    return worker->worker->EmbeddingPull(absl::MakeSpan(requests));
+  });
+}
+
 int PstrainWorkerEmbeddingGrad(PstrainWorkerHandle worker, int table, int64_t num_ids,
                                const int64_t* ids, const float* grads, double lr) {
   return ApiCall([&] {

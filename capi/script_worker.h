@@ -145,6 +145,11 @@ class ScriptWorker {
   // time after Create. Usage errors: a table outside the job, repeated ids,
   // ids outside num_embeddings, `rows` of the wrong size.
   absl::Status EmbeddingPull(int table, absl::Span<const int64_t> ids, absl::Span<float> rows);
+  // Several tables' rows at once (each EmbeddingRows's table, ids and
+  // rows; dim is filled in), one request to each ps for all of them: a
+  // forward of many tables waits for one reply per ps, not one per table.
+  // Usage errors as EmbeddingPull's, for each.
+  absl::Status EmbeddingPull(absl::Span<EmbeddingRows> requests);
   // The step's row gradients of table `table` (ids.size() x dim floats;
   // copied), sent at EndStep before the dense gradient. A table with none
   // this step is left alone, as torch.optim leaves a parameter whose .grad

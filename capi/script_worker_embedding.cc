@@ -136,15 +136,21 @@ absl::Status ScriptWorker::CheckEmbeddingCall(absl::string_view call, int table,
 
 absl::Status ScriptWorker::EmbeddingPull(int table, absl::Span<const int64_t> ids,
                                          absl::Span<float> rows) {
-  RETURN_IF_ERROR(failed_);
-  RETURN_IF_ERROR(CheckEmbeddingCall("EmbeddingPull", table, ids, rows.size()));
   EmbeddingRows request;
   request.table = table;
-  request.dim = job_.tables(table).dim();
   request.ids = ids;
   request.rows = rows;
+  return EmbeddingPull({&request, 1});
+}
+
+absl::Status ScriptWorker::EmbeddingPull(absl::Span<EmbeddingRows> requests) {
+  RETURN_IF_ERROR(failed_);
+  for (EmbeddingRows& r : requests) {
+    RETURN_IF_ERROR(CheckEmbeddingCall("EmbeddingPull", r.table, r.ids, r.rows.size()));
+    r.dim = job_.tables(r.table).dim();
+  }
   for (;;) {
-    absl::Status s = runtime_->EmbeddingPull({&request, 1});
+    absl::Status s = runtime_->EmbeddingPull(requests);
     if (s.ok() || !IsRejoin(s)) return Latch(std::move(s));
     // A ps went away: join again (the tables start afresh with it), read again.
     RETURN_IF_ERROR(Latch(Recover(std::move(s))));

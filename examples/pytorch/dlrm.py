@@ -45,9 +45,12 @@ DIM = 16
 
 
 class DLRM(torch.nn.Module):
-    def __init__(self, tables):
+    def __init__(self, tables, lookup=None):
+        """`lookup`: reads every table at once (pst.EmbeddingBagCollection:
+        one request to each ps a forward); None: each table in turn."""
         super().__init__()
         self.tables = torch.nn.ModuleList(tables)
+        self.lookup = lookup
         self.bottom = torch.nn.Sequential(torch.nn.Linear(13, 64), torch.nn.ReLU(),
                                           torch.nn.Linear(64, DIM), torch.nn.ReLU())
         n = len(tables) + 1
@@ -57,7 +60,11 @@ class DLRM(torch.nn.Module):
 
     def forward(self, dense, sparse):
         x = self.bottom(torch.log1p(dense))
-        vectors = [x] + [t(sparse[:, f:f + 1]) for f, t in enumerate(self.tables)]
+        bags = [sparse[:, f:f + 1] for f in range(len(self.tables))]
+        if self.lookup is not None:
+            vectors = [x] + self.lookup(bags)
+        else:
+            vectors = [x] + [t(b) for t, b in zip(self.tables, bags)]
         v = torch.stack(vectors, dim=1)                       # (B, 27, DIM)
         dots = torch.bmm(v, v.transpose(1, 2))[:, self.pairs[0], self.pairs[1]]
         return self.top(torch.cat([x, dots], dim=1)).squeeze(1)
@@ -134,7 +141,7 @@ def distributed(args, meta, train, test):
                             max_rows_per_ps=args.max_rows_per_ps)
               for f, n in enumerate(meta["cardinalities"])]
     torch.manual_seed(args.seed)
-    model = DLRM(tables)
+    model = DLRM(tables, pst.EmbeddingBagCollection(tables))
     steps = train[0].shape[0] // (pst.num_workers() * args.batch)
     if args.max_steps:
         steps = min(steps, args.max_steps)

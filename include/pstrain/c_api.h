@@ -69,7 +69,7 @@
 extern "C" {
 #endif
 
-#define PSTRAIN_C_API_VERSION 4
+#define PSTRAIN_C_API_VERSION 5
 
 /* Status codes. */
 #define PSTRAIN_OK 0
@@ -299,9 +299,10 @@ int PstrainWorkerClose(PstrainWorkerHandle worker);
  * "uniform") with "init_std" (default 1: nn.Embedding's N(0, 1)),
  * "admit_after" (an id has a row once this many updates touched it;
  * until then it reads as zeros), "evict_after_steps" (a row untouched for
- * this many of its table's updates is dropped) and "max_rows_per_ps".
- * Every worker gives the same tables in the same order; checkpoints hold
- * their rows. Not with --ps_replicas, backup workers or dynamic workers
+ * this many of its ps's embedding updates is dropped) and
+ * "max_rows_per_ps"; --embedding_memory_mb caps each ps's rows of all
+ * tables. Every worker gives the same tables in the same order;
+ * checkpoints hold their rows. Not with --ps_replicas or dynamic workers
  * (PSTRAIN_ERROR_CONFIG). */
 
 /* Table `table`'s rows of the `num_ids` distinct ids `ids` into `rows`
@@ -312,6 +313,15 @@ int PstrainWorkerClose(PstrainWorkerHandle worker);
  * Free; inside a step, a ps that restarted voids the step. */
 int PstrainWorkerEmbeddingPull(PstrainWorkerHandle worker, int table, int64_t num_ids,
                                const int64_t* ids, float* rows);
+
+/* PstrainWorkerEmbeddingPull of `num_tables` tables at once, in one
+ * request to each ps: table tables[k]'s rows of the num_ids[k] distinct
+ * ids ids[k] into rows[k] (num_ids[k] x its dim), for k < num_tables (a
+ * table may come more than once). A forward of many tables then waits for
+ * one reply per ps, not one per table. */
+int PstrainWorkerEmbeddingPullTables(PstrainWorkerHandle worker, int num_tables, const int* tables,
+                                     const int64_t* num_ids, const int64_t* const* ids,
+                                     float* const* rows);
 
 /* The step's gradient of table `table`: `grads` (num_ids x dim floats) of
  * the `num_ids` distinct ids `ids` (copied), sent at EndStep before the

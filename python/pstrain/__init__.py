@@ -215,6 +215,22 @@ class Worker:
                   ids.ctypes.data, rows.ctypes.data)
         return rows
 
+    def embedding_pull_tables(self, requests):
+        """Several tables' rows in one request to each ps: `requests` a list
+        of (table, distinct int64 ids, dim); a list of float32 numpy arrays
+        (len(ids), dim), in that order."""
+        n = len(requests)
+        ids = [numpy.ascontiguousarray(i, dtype=numpy.int64).reshape(-1) for _, i, _ in requests]
+        rows = [numpy.empty((i.size, int(dim)), dtype=numpy.float32)
+                for i, (_, _, dim) in zip(ids, requests)]
+        tables = (ctypes.c_int * n)(*[int(t) for t, _, _ in requests])
+        counts = (ctypes.c_int64 * n)(*[i.size for i in ids])
+        id_ptrs = (ctypes.c_void_p * n)(*[i.ctypes.data for i in ids])
+        row_ptrs = (ctypes.c_void_p * n)(*[r.ctypes.data for r in rows])
+        _lib.call("PstrainWorkerEmbeddingPullTables", self._handle, n, tables, counts, id_ptrs,
+                  row_ptrs)
+        return rows
+
     def embedding_grad(self, table, ids, grads, lr=-1.0):
         """The step's row gradients of table `table`: float32 (len(ids),
         dim) of the distinct `ids`; sent at end_step, applied at `lr`

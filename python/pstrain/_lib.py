@@ -6,7 +6,7 @@ import ctypes
 import ctypes.util
 import os
 
-API_VERSION = 4
+API_VERSION = 5
 
 OK = 0
 ERROR_FAILED = 1
@@ -110,6 +110,7 @@ _SIGNATURES = {
     "PstrainWorkerClose": [_p],
     "PstrainPermutation": [_i64, ctypes.c_uint64, _int, ctypes.POINTER(_i64)],
     "PstrainWorkerEmbeddingPull": [_p, _int, _i64, _p, _p],
+    "PstrainWorkerEmbeddingPullTables": [_p, _int, _p, _p, _p, _p],
     "PstrainWorkerEmbeddingGrad": [_p, _int, _i64, _p, _p, ctypes.c_double],
     "PstrainEmbeddingInitialRows": [_int, _int, ctypes.c_double, ctypes.c_uint64, _int, _i64, _p,
                                     _p],

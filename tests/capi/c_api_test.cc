@@ -59,6 +59,9 @@ TEST(CApi, NullHandlesAndPointersAreUsageErrors) {
   EXPECT_EQ(PstrainWorkerLogEvaluation(nullptr, 0.5, 0.1, 1.0), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerFinish(nullptr), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerClose(nullptr), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerEmbeddingPull(nullptr, 0, 0, nullptr, nullptr), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerEmbeddingPullTables(nullptr, 1, nullptr, nullptr, nullptr, nullptr),
+            PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerGetPosition(nullptr, nullptr, nullptr, nullptr, nullptr),
             PSTRAIN_ERROR_USAGE);
   PstrainWorkerHandle worker = nullptr;

@@ -60,6 +60,11 @@ class OneWorkerIsOneProcess(EmbeddingCase):
         for optimizer in ("sgd", "adagrad", "adam"):
             self.compare("one_" + optimizer, 1, 2, ["--table_optimizer=" + optimizer])
 
+    def test_tables_read_together_in_one_request(self):
+        # pst.EmbeddingBagCollection: both tables in one pull, the same
+        # numbers as each table's own forward (and as one process).
+        self.compare("together_adagrad", 1, 2, ["--collection", "--branch"])
+
     def test_a_table_unused_on_some_steps(self):
         # SparseAdam's step count moves only on the steps that use the table.
         self.compare("branch_adam", 1, 2, ["--branch", "--table_optimizer=adam"])

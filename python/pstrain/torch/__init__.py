@@ -39,12 +39,13 @@ restarts), _timeline (the layers' spans).
 from pstrain._lib import ConfigError, JobFinished, PstrainError, UsageError
 from pstrain.runner import JobError, WorkerError, run
 
-from ._embedding import Embedding
+from ._embedding import Embedding, EmbeddingBagCollection
 from ._optimizer import DistributedOptimizer
 from ._process import (JobDone, finish, init, is_chief, log_metrics, num_workers, rank,
                        run_dir)
 from ._sampler import DistributedSampler, ResumableSampler
 
 __all__ = ["init", "rank", "num_workers", "is_chief", "run_dir", "DistributedOptimizer", "Embedding",
+           "EmbeddingBagCollection",
            "DistributedSampler", "ResumableSampler", "log_metrics", "finish", "run", "JobDone",
            "PstrainError", "ConfigError", "UsageError", "JobFinished", "JobError", "WorkerError"]

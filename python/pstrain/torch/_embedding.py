@@ -29,6 +29,14 @@ _MODES = ("sum", "mean", "max")
 _OPTIMIZERS = ("sgd", "adagrad", "adam")
 
 
+class _Bag:  # pylint: disable=too-few-public-methods
+    """A forward between its checks and its rows (Embedding._prepare)."""
+
+    def __init__(self, distinct, inverse, offsets, device, training):
+        self.distinct, self.inverse, self.offsets = distinct, inverse, offsets
+        self.device, self.training = device, training
+
+
 def _optimizer(what):
     """The process's DistributedOptimizer, which `what` needs."""
     optimizer = _process.state().optimizer
@@ -119,6 +127,13 @@ class Embedding(torch.nn.Module):
 
     def forward(self, ids, offsets=None, per_sample_weights=None):
         optimizer = _optimizer("a forward")
+        bag = self._prepare(optimizer, ids, offsets)
+        rows = optimizer._table_worker().embedding_pull(  # pylint: disable=protected-access
+            self.index, bag.distinct.cpu().numpy(), self.embedding_dim)
+        return self._finish(bag, rows, per_sample_weights)
+
+    def _prepare(self, optimizer, ids, offsets):
+        """A forward's checks and distinct ids, before its rows are pulled."""
         ids = torch.as_tensor(ids)
         if ids.dtype not in (torch.int64, torch.int32):
             raise TypeError("pst.Embedding: ids must be int64 or int32, not %s" % ids.dtype)
@@ -131,23 +146,24 @@ class Embedding(torch.nn.Module):
                              "offsets, as nn.EmbeddingBag's")
         training = self.training and torch.is_grad_enabled()
         if training:
-            optimizer._begin_step()
-        worker = optimizer._table_worker()
+            optimizer._begin_step()  # pylint: disable=protected-access
         distinct, inverse = torch.unique(ids.reshape(-1).to(torch.int64), return_inverse=True)
         if self.num_embeddings is not None and distinct.numel() > 0 and (
                 int(distinct[0]) < 0 or int(distinct[-1]) >= self.num_embeddings):
             raise IndexError("pst.Embedding %s: ids must be in [0, %d); got %d..%d"
                              % (self.name, self.num_embeddings, int(distinct[0]),
                                 int(distinct[-1])))
-        rows = torch.from_numpy(worker.embedding_pull(self.index, distinct.cpu().numpy(),
-                                                      self.embedding_dim)).to(ids.device)
-        if training:
-            rows.requires_grad_(True)
-            self._step_rows.append((distinct, rows))
-        inverse = inverse.reshape(ids.shape)
         if offsets is not None:
             offsets = torch.as_tensor(offsets, device=ids.device)
-        return F.embedding_bag(inverse, rows, offsets, mode=self.mode,
+        return _Bag(distinct, inverse.reshape(ids.shape), offsets, ids.device, training)
+
+    def _finish(self, bag, rows, per_sample_weights):
+        """The bags of a prepared forward from its pulled rows (numpy)."""
+        rows = torch.from_numpy(rows).to(bag.device)
+        if bag.training:
+            rows.requires_grad_(True)
+            self._step_rows.append((bag.distinct, rows))
+        return F.embedding_bag(bag.inverse, rows, bag.offsets, mode=self.mode,
                                per_sample_weights=per_sample_weights)
 
     def _send_grad(self, worker):
@@ -173,3 +189,49 @@ class Embedding(torch.nn.Module):
 
     def _forget_step(self):
         self._step_rows = []
+
+
+class EmbeddingBagCollection(torch.nn.Module):
+    """Several pst.Embedding tables read together: one request to each ps
+    for all of them, where calling each table waits for a reply per table
+    (a recommendation model's 26 tables: 26 round trips a forward).
+
+        tables = [pst.Embedding(16, name="c%d" % i) for i in range(26)]
+        bags = pst.EmbeddingBagCollection(tables)
+        outs = bags([(ids_i, offsets_i) for each table])   # or 2-D ids_i alone
+
+    forward(inputs, per_sample_weights=None) takes one input per table, in
+    order: a 2-D tensor of ids (bags of equal length) or (ids, offsets); and
+    per_sample_weights, None or one (or None) per table. It returns each
+    table's bags, the very tensors each table's own forward returns.
+    """
+
+    def __init__(self, tables):
+        super().__init__()
+        tables = list(tables)
+        for t in tables:
+            if not isinstance(t, Embedding):
+                raise TypeError("pst.EmbeddingBagCollection: tables are pst.Embedding, not %s"
+                                % type(t).__name__)
+        self.tables = torch.nn.ModuleList(tables)
+
+    def forward(self, inputs, per_sample_weights=None):
+        inputs = list(inputs)
+        if len(inputs) != len(self.tables):
+            raise ValueError("pst.EmbeddingBagCollection: %d inputs for %d tables"
+                             % (len(inputs), len(self.tables)))
+        weights = [None] * len(inputs) if per_sample_weights is None else list(per_sample_weights)
+        if len(weights) != len(inputs):
+            raise ValueError("pst.EmbeddingBagCollection: %d per_sample_weights for %d tables"
+                             % (len(weights), len(inputs)))
+        optimizer = _optimizer("a forward")
+        bags = []
+        for table, x in zip(self.tables, inputs):
+            ids, offsets = x if isinstance(x, (tuple, list)) else (x, None)
+            bags.append(table._prepare(optimizer, ids, offsets))  # pylint: disable=protected-access
+        worker = optimizer._table_worker()  # pylint: disable=protected-access
+        rows = worker.embedding_pull_tables(
+            [(t.index, b.distinct.cpu().numpy(), t.embedding_dim)
+             for t, b in zip(self.tables, bags)])
+        return [t._finish(b, r, w)  # pylint: disable=protected-access
+                for t, b, r, w in zip(self.tables, bags, rows, weights)]

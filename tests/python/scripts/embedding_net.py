@@ -31,9 +31,12 @@ def batch(step, world, size, num_ids, seed):
 
 
 class Net(torch.nn.Module):
-    def __init__(self, tables):
+    def __init__(self, tables, together=None):
+        """`together`: a pst.EmbeddingBagCollection of both tables, which
+        then reads them in one request to each ps when both are used."""
         super().__init__()
         self.emb, self.emb2 = tables
+        self.together = together
         self.head = torch.nn.Linear(DIM + 4, 1)
         with torch.no_grad():
             g = torch.Generator().manual_seed(7)
@@ -41,9 +44,13 @@ class Net(torch.nn.Module):
             self.head.bias.zero_()
 
     def forward(self, ids, dense, use_second):
-        e = self.emb(ids)
-        if use_second:
-            e = e + self.emb2(ids[:, :2])
+        if use_second and self.together is not None:
+            first, second = self.together([ids, ids[:, :2]])
+            e = first + second
+        else:
+            e = self.emb(ids)
+            if use_second:
+                e = e + self.emb2(ids[:, :2])
         return self.head(torch.cat([e, dense], dim=1)).squeeze(1)
 
 
@@ -67,7 +74,7 @@ def run_pstrain(args):
         opts["lr"] *= 2
     tables = (pst.Embedding(DIM, num_embeddings=args.ids, mode="sum", name="first", **opts),
               pst.Embedding(DIM, num_embeddings=args.ids, mode="mean", name="second", **opts))
-    model = Net(tables)
+    model = Net(tables, pst.EmbeddingBagCollection(tables) if args.collection else None)
     opt = pst.DistributedOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1),
                                    total_steps=args.steps)
     loss_fn = torch.nn.BCEWithLogitsLoss()
@@ -185,6 +192,8 @@ def main():
     p.add_argument("--branch", action="store_true")
     p.add_argument("--decay", action="store_true", help="the tables' lr decays (emb.lr)")
     p.add_argument("--mismatch", action="store_true", help="worker 1's tables differ")
+    p.add_argument("--collection", action="store_true",
+                   help="read both tables through one pst.EmbeddingBagCollection")
     p.add_argument("--step_sleep_ms", type=float, default=0,
                    help="each worker sleeps this long before each step (a job long enough "
                         "for every worker to take part)")
