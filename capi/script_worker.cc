@@ -136,7 +136,7 @@ absl::StatusOr<std::string> DescribeJob(const ScriptTask& task, const std::strin
   bool open_ended = false;
   std::vector<int> groups;
   RETURN_IF_ERROR(ApplyJobOptions(job_json, &ro, &open_ended, &groups));
-  RETURN_IF_ERROR(CheckTables(task.cluster, ro));
+  RETURN_IF_ERROR(CheckTables(ro));
   const TrainOptions& o = ro.train;
   proto::JobConfig job;
   const int num_workers = task.dynamic ? 0 : task.num_workers;

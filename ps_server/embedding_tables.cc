@@ -186,6 +186,17 @@ void EmbeddingTables::EnforceMemoryCap() {
   }
 }
 
+void EmbeddingTables::HoldPending(int rank, Push push) { pending_[rank] = std::move(push); }
+
+void EmbeddingTables::ApplyPending(int rank) {
+  auto it = pending_.find(rank);
+  if (it == pending_.end()) return;
+  Apply(it->second);
+  pending_.erase(it);
+}
+
+void EmbeddingTables::DropPending(int rank) { pending_.erase(rank); }
+
 bool EmbeddingTables::Hold(int rank, int64_t version, Push push) {
   return held_[version].emplace(rank, Held{std::move(push), false}).second;
 }

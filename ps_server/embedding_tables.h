@@ -3,8 +3,11 @@
 // A shard's embedding tables (JobConfig.tables): the rows of the ids this
 // ps holds, read by EMBEDDING_PULL and updated by EMBEDDING_PUSH, with the
 // update modes' meaning (ps_server/update_policy.h):
-//  - async and SSP apply a push on arrival: one update of each table the
-//    push had a gradient for;
+//  - async and SSP apply a push when the same rank's dense gradient of the
+//    step is applied (the worker sends its rows first, on the same
+//    connection): one update of each table the push had a gradient for.
+//    A push whose dense gradient is dropped or refused (it crossed the
+//    job's last update, say) is dropped with it;
 //  - sync applies the pushes of version v together, once the shard applies
 //    its version v (ApplyThrough, called by the request handler after every
 //    request): each row's gradient is the pushes' average weighted by
@@ -84,8 +87,15 @@ class EmbeddingTables {
   absl::StatusOr<Push> ParsePush(const proto::EmbeddingRequest& request,
                                  absl::Span<const char> payload, int num_examples) const;
 
-  // Async / SSP: applies `push` now.
+  // Applies `push` now.
   void Apply(const Push& push);
+
+  // Async / SSP: keeps `rank`'s push until its dense gradient is applied
+  // (ApplyPending) or not (DropPending); a later push of the rank replaces
+  // one whose dense gradient never came.
+  void HoldPending(int rank, Push push);
+  void ApplyPending(int rank);
+  void DropPending(int rank);
 
   // Sync: keeps `push` of `rank` for `version` until ApplyThrough passes
   // it. Returns false (and keeps nothing) when that rank's push for
@@ -150,6 +160,7 @@ class EmbeddingTables {
     bool confirmed = false;
   };
   std::map<int64_t, std::map<int, Held>> held_;  // sync: version -> rank -> push
+  std::map<int, Push> pending_;                  // async, ssp: rank -> push
   // The previous save's file (a delta's base), and deltas since the last full.
   int64_t saved_step_ = -1;
   uint64_t saved_checksum_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "common/lr_schedule.h"
@@ -495,6 +496,18 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
                                 std::vector<Reply>* out) {
   const proto::Header& h = m.header;
   if (absl::Status s = CheckWorkerRequest(m); !s.ok()) return Refuse(peer, h, s, out);
+  // Async and SSP: the rank's rows of this step (its EMBEDDING_PUSH, just
+  // before on this connection) go with this gradient: applied with it,
+  // dropped on any way out that does not apply it.
+  bool rows_go = false;
+  absl::Cleanup settle_rows = [&] {
+    if (job_.mode() == proto::SYNC || tables_.empty()) return;
+    if (rows_go) {
+      tables_.ApplyPending(h.rank());
+    } else {
+      tables_.DropPending(h.rank());
+    }
+  };
   if (absl::Status s = CheckPayload(m, /*want_payload=*/true); !s.ok()) return Refuse(peer, h, s, out);
   if (h.num_examples() < 0 || h.num_examples() > kMaxExamplesPerPush || h.step() < 0 ||
       h.version() < 0 || h.step() > kMaxStepOrVersion || h.version() > kMaxStepOrVersion) {
@@ -532,6 +545,7 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
   RecordPush(h.rank(), *outcome);
   if (outcome->result == PushResult::kAccumulated || outcome->result == PushResult::kApplied) {
     tables_.Confirm(h.rank(), h.version());  // its rows count with it (sync)
+    rows_go = true;                          // (async, ssp)
   }
   const bool dropped = outcome->result == PushResult::kStale || outcome->result == PushResult::kLate;
   Parked parked{peer, MakeReply(h)};

@@ -56,7 +56,7 @@ void RequestHandler::HandleEmbeddingPush(const std::string& peer, const Message&
       for (EmbeddingTables::Push::Slice& s : push->slices) s.lr /= static_cast<double>(staleness);
     }
     reply.header.set_staleness(staleness);
-    tables_.Apply(*push);
+    tables_.HoldPending(h.rank(), *std::move(push));
   } else if (h.version() < version()) {
     reply.header.set_dropped(true);  // the version went on without it, as its dense push will be
   } else if (!tables_.Hold(h.rank(), h.version(), *std::move(push))) {

@@ -94,7 +94,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("total steps must be >= 0, got ", options.total_steps));
   }
-  RETURN_IF_ERROR(CheckTables(cluster, options));
+  RETURN_IF_ERROR(CheckTables(options));
   std::unique_ptr<WorkerRuntime> runtime(new WorkerRuntime(cluster, std::move(options), security));
   if (runtime->is_chief() && !runtime->options_.initial_params) {
     return absl::InvalidArgumentError("the chief needs the job's initial parameters");

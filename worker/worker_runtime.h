@@ -135,7 +135,7 @@ struct WorkerRuntimeOptions {
 
 // InvalidArgument for embedding tables that cannot run (common/embedding.h)
 // or options their rows do not work with yet (worker_runtime_embedding.cc).
-absl::Status CheckTables(const ClusterSpec& cluster, const WorkerRuntimeOptions& options);
+absl::Status CheckTables(const WorkerRuntimeOptions& options);
 // Where the chief's tables (`chiefs`) differ from this worker's, as a
 // sentence; "" when they do not.
 std::string TableDifference(const proto::JobConfig& chiefs, const proto::JobConfig& mine);

@@ -9,7 +9,7 @@
 
 namespace pstrain {
 
-absl::Status CheckTables(const ClusterSpec& cluster, const WorkerRuntimeOptions& options) {
+absl::Status CheckTables(const WorkerRuntimeOptions& options) {
   if (options.tables.empty()) return absl::OkStatus();
   proto::JobConfig job;
   job.set_seed(options.train.seed);
@@ -20,11 +20,6 @@ absl::Status CheckTables(const ClusterSpec& cluster, const WorkerRuntimeOptions&
     return absl::InvalidArgumentError(
         "embedding tables do not work with --ps_replicas yet: a standby does not hold their "
         "rows; leave it out (checkpoints keep them: --checkpoint_every_steps)");
-  }
-  if (cluster.sparse()) {
-    return absl::InvalidArgumentError(
-        "embedding tables do not work with dynamic workers (a sparse TF_CONFIG) yet; give every "
-        "worker in the spec");
   }
   return absl::OkStatus();
 }

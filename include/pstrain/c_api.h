@@ -302,7 +302,7 @@ int PstrainWorkerClose(PstrainWorkerHandle worker);
  * this many of its ps's embedding updates is dropped) and
  * "max_rows_per_ps"; --embedding_memory_mb caps each ps's rows of all
  * tables. Every worker gives the same tables in the same order;
- * checkpoints hold their rows. Not with --ps_replicas or dynamic workers
+ * checkpoints hold their rows. Not with --ps_replicas
  * (PSTRAIN_ERROR_CONFIG). */
 
 /* Table `table`'s rows of the `num_ids` distinct ids `ids` into `rows`

@@ -163,11 +163,15 @@ TEST_F(EmbeddingRequestTest, WithBackupWorkersALateRanksRowsGoWithItsDroppedGrad
   EXPECT_EQ(H().Stats().tables(0).updates(), 2);
 }
 
-TEST_F(EmbeddingRequestTest, AsyncAppliesOnArrivalAndATableWithoutAGradientIsLeftAlone) {
+TEST_F(EmbeddingRequestTest, AsyncAppliesARanksRowsWithItsDenseGradient) {
   ASSERT_FALSE(IsError(Init(proto::ASYNC, 2)[0]));
   RegisterAll(2);
   const std::vector<float> before = Rows({mine_[0]});
   ASSERT_FALSE(IsError(EmbeddingPush(1, 0, {mine_[0]}, {0.5f, -0.5f})[0]));
+  EXPECT_EQ(Rows({mine_[0]}), before) << "applied before its dense gradient";
+  Push(0, 0, 0, 0.0f);  // another rank's gradient does not take them in
+  EXPECT_EQ(Rows({mine_[0]}), before);
+  Push(1, 0, 0, 0.0f);
   const std::vector<float> after = Rows({mine_[0]});
   EXPECT_FLOAT_EQ(after[0], before[0] - 0.5f);
   EXPECT_FLOAT_EQ(after[1], before[1] + 0.5f);
@@ -180,12 +184,41 @@ TEST_F(EmbeddingRequestTest, AsyncAppliesOnArrivalAndATableWithoutAGradientIsLef
     s->set_has_lr(true);
     s->set_lr(0.25);
     ASSERT_FALSE(IsError(Send(1, MakeMessage(h, Payload({mine_[0]}, {1.0f, 1.0f})))[0]));
+    Push(1, 1, 1, 0.0f);
     EXPECT_FLOAT_EQ(Rows({mine_[0]})[0], after[0] - 0.25f);
   }
-  ASSERT_FALSE(IsError(EmbeddingPush(1, 0, {}, {}, 1, /*has_grad=*/false)[0]));
+  // A table without a gradient is left alone; one with a gradient of none
+  // of this ps's rows still takes an update.
+  ASSERT_FALSE(IsError(EmbeddingPush(1, 2, {}, {}, 1, /*has_grad=*/false)[0]));
+  Push(1, 2, 2, 0.0f);
   EXPECT_EQ(H().Stats().tables(0).updates(), 2);
-  ASSERT_FALSE(IsError(EmbeddingPush(1, 0, {}, {}, 1, /*has_grad=*/true)[0]));
-  EXPECT_EQ(H().Stats().tables(0).updates(), 3);  // a gradient with none of its rows here
+  ASSERT_FALSE(IsError(EmbeddingPush(1, 3, {}, {}, 1, /*has_grad=*/true)[0]));
+  Push(1, 3, 3, 0.0f);
+  EXPECT_EQ(H().Stats().tables(0).updates(), 3);
+}
+
+TEST_F(EmbeddingRequestTest, AsyncRowsGoWithARefusedDenseGradient) {
+  // Rank 1's dense gradient is refused (not finite), and the rows it sent
+  // before it go with it; so do those of a rank whose next push is its rows
+  // again (its dense gradient never came).
+  ASSERT_FALSE(IsError(Init(proto::ASYNC, 2)[0]));
+  RegisterAll(2);
+  const std::vector<float> before = Rows({mine_[0], mine_[1]});
+  ASSERT_FALSE(IsError(EmbeddingPush(0, 0, {mine_[0]}, {1, 1})[0]));
+  ASSERT_FALSE(IsError(EmbeddingPush(1, 0, {mine_[1]}, {1, 1})[0]));
+  Push(0, 0, 0, 0.0f);
+  const std::vector<Reply> refused = Push(1, 0, 0, std::nanf(""));
+  ASSERT_FALSE(refused.empty());
+  EXPECT_TRUE(IsError(refused[0]));
+  ASSERT_FALSE(IsError(EmbeddingPush(0, 1, {mine_[1]}, {5, 5})[0]));
+  ASSERT_FALSE(
+      IsError(EmbeddingPush(0, 1, {mine_[1]}, {0, 0})[0]));  // the step again, replacing it
+  Push(0, 1, 1, 0.0f);
+  const std::vector<float> after = Rows({mine_[0], mine_[1]});
+  EXPECT_FLOAT_EQ(after[0], before[0] - 1.0f);
+  EXPECT_EQ(after[2], before[2]);
+  EXPECT_EQ(after[3], before[3]);
+  EXPECT_EQ(H().Stats().tables(0).updates(), 2);  // rank 0's two steps
 }
 
 TEST_F(EmbeddingRequestTest, StalenessLrDividesAStaleRowsLrAsADenseGradients) {
@@ -196,6 +229,7 @@ TEST_F(EmbeddingRequestTest, StalenessLrDividesAStaleRowsLrAsADenseGradients) {
   const std::vector<Reply> out = EmbeddingPush(1, 0, {mine_[0]}, {1.0f, 1.0f});
   ASSERT_FALSE(IsError(out[0]));
   EXPECT_EQ(out[0].header.staleness(), 4);
+  Push(1, 0, 0, 0.0f);
   EXPECT_FLOAT_EQ(Rows({mine_[0]})[0], before[0] - 1.0f / 4);  // lr 1 / staleness 4
 }
 

@@ -80,17 +80,19 @@ def steps_logged(run_dir, rank):
 
 
 class DynamicWorkers(t.TestCase):
-    def test_python_workers_join_and_leave_a_running_async_job(self):
+    def run_dynamic(self, script, script_args, max_steps):
+        """The job of `script` (run as /app/SCRIPT's basename in the pods)
+        with `script_args`, `max_steps` updates: workers 0 and 1, then 2
+        joins and leaves. Its summary and pods, every pod ended with 0."""
         manifest = os.path.join(self.dir, "job.yaml")
         configs = os.path.join(self.dir, "tf_configs.jsonl")
         generated = subprocess.run(
             [os.path.join(t.BIN_DIR, "pstrain"), "k8s",
              "--cluster_spec=" + os.path.join(t.SOURCE_DIR, "cluster_specs", "local_2ps_4w.json"),
              "--dynamic_workers", "--image=localhost/pstrain:1", "--worker_image=localhost/app:1",
-             "--name=dyn", "--mode=async", "--max_steps=%d" % MAX_STEPS, "--peer_timeout_s=4",
+             "--name=dyn", "--mode=async", "--max_steps=%d" % max_steps, "--peer_timeout_s=4",
              "--log_every_steps=50", "--out=" + manifest,
-             "--", "python3", "/app/train_net.py", "--data_dir=/data/mnist", "--evaluate",
-             "--epochs=4"],
+             "--", "python3", "/app/" + os.path.basename(script)] + list(script_args),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
         self.assertEqual(generated.returncode, 0, generated.stdout)
         subprocess.run([t.PYTHON, os.path.join(t.SOURCE_DIR, "tools", "k8s", "validate_tfjob.py"),
@@ -118,7 +120,7 @@ class DynamicWorkers(t.TestCase):
                  "/data/mnist": t.DATA_DIR,
                  "/opt/pstrain/lib": os.path.abspath(os.path.join(t.BIN_DIR, "..", "lib")),
                  "/opt/pstrain/python": t.PACKAGE_DIR,
-                 "/app/train_net.py": t.SCRIPT,
+                 "/app/" + os.path.basename(script): script,
                  # One host: no fixed metrics port for every pod.
                  "--metrics_port=9100": "--metrics_port=0"}
         for r in replicas.values():
@@ -159,15 +161,37 @@ class DynamicWorkers(t.TestCase):
                     pod.process.kill()
                     pod.wait(10)
         s = t.summary(run_dir)
-        print("dynamic Python workers: ranks %s, %d updates, final test accuracy %.4f"
-              % (s["worker_ranks"], s["updates_applied"], s["final_test_accuracy"]))
         self.assertTrue(s["dynamic_workers"])
         self.assertEqual(s["worker_ranks"], [0, 1, 2])
         # Exactly the job's updates, whoever made them.
-        self.assertIn("ps:0 done: version %d, %d updates" % (MAX_STEPS, MAX_STEPS),
+        self.assertIn("ps:0 done: version %d, %d updates" % (max_steps, max_steps),
                       pods["ps-0"].output)
-        self.assertGreater(s["final_test_accuracy"], 0.8)
         self.assertIn("rank 2 joined", pods["ps-0"].output)
+        return s, pods
+
+    def test_python_workers_join_and_leave_a_running_async_job(self):
+        s, _ = self.run_dynamic(t.SCRIPT, ["--data_dir=/data/mnist", "--evaluate", "--epochs=4"],
+                                MAX_STEPS)
+        print("dynamic Python workers: ranks %s, %d updates, final test accuracy %.4f"
+              % (s["worker_ranks"], s["updates_applied"], s["final_test_accuracy"]))
+        self.assertGreater(s["final_test_accuracy"], 0.8)
+
+    def test_a_job_with_embedding_tables(self):
+        # Rows by id with workers that come and go (async: each push's rows
+        # applied on arrival, the joined worker's too).
+        script = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "embedding_net.py")
+        steps = 1500
+        s, _ = self.run_dynamic(script, ["--steps=%d" % steps, "--step_sleep_ms=10",
+                                         "--out=/data/runs/dyn/final.pt"], steps)
+        tables = s["embedding_tables"]
+        print("dynamic Python workers with tables: ranks %s, %d updates, table updates %s"
+              % (s["worker_ranks"], s["updates_applied"], [x["updates"] for x in tables]),
+              flush=True)
+        self.assertEqual([x["name"] for x in tables], ["first", "second"])
+        # Every push had a gradient of the first table: one of its updates
+        # with each dense update (a push the job went past is dropped with
+        # its dense gradient).
+        self.assertEqual(tables[0]["updates"], s["updates_applied"])
 
     def worker_env(self, manifest_text):
         """The Worker replica's container environment in the manifest."""
