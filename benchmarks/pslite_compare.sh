@@ -18,10 +18,12 @@
 #
 # With EMBEDDING_DIM=D, rows instead of dense tensors: each round trip pulls
 # n / D rows of D floats by id and pushes a gradient row for each, in
-# pstrain as EMBEDDING_PULL + EMBEDDING_PUSH to a table (wire_bench's rows
-# client) and in ps-lite as keyed ZPull + ZPush (pslite/pslite_rows.cc: a
-# row per key on the server, SGD), each worker walking the same
-# ROWS_PER_WORKER ids (default 262144) of a table made before timing.
+# pstrain as EMBEDDING_PULL + EMBEDDING_PUSH to a table and the step's
+# dense PUSH_PULL of one float, which the ps applies the rows with
+# (wire_bench's rows client), and in ps-lite as keyed ZPull + ZPush
+# (pslite/pslite_rows.cc: a row per key on the server, SGD applied as it
+# comes), each worker walking the same ROWS_PER_WORKER ids (default
+# 262144) of a table made before timing.
 #
 # Usage: benchmarks/pslite_compare.sh [ROUNDS]       (default 2: p, s, p, s)
 #   WORKERS     worker counts (default 1; e.g. 1,2,4,8)

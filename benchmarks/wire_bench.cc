@@ -432,7 +432,9 @@ absl::Status RunPushPullClient() {
 
 // A rows round trip is a step's sparse traffic: pull n / D rows of D floats
 // by id (the rows come back), then push a gradient row for each (acknowledged),
-// as pst.Embedding does; n floats each way, as PUSH_PULL. Each worker owns
+// as pst.Embedding does; n floats each way, as PUSH_PULL. The step's dense
+// PUSH_PULL follows, of one float: a ps applies a worker's rows with its
+// dense gradient of the step, as in a real job. Each worker owns
 // --rows_per_worker ids (disjoint, spread over int64 by a mixer) and walks
 // them in blocks of n / D, ids sorted within a block (ps-lite requires
 // sorted keys; pstrain takes any order), so that a row's value is known:
@@ -497,7 +499,12 @@ absl::Status RunRowsClient() {
     std::sort(ids[b].begin(), ids[b].end());
   }
   std::vector<float> pulled(static_cast<size_t>(floats)), grads(static_cast<size_t>(floats), kGrad);
-  const std::vector<int64_t> versions = {0};
+  std::vector<int64_t> versions = {0};
+  std::vector<float> param(1, 1.0f);
+  const float dense_grad = kGrad;
+  const std::vector<EncodedShard> dense = {
+      {proto::F32, 0, {reinterpret_cast<const char*>(&dense_grad), sizeof(float)}}};
+  std::vector<ShardReply> replies;
   int64_t trip = 0;
   auto round_trip = [&]() -> absl::Status {
     EmbeddingRows r;
@@ -508,6 +515,9 @@ absl::Status RunRowsClient() {
     r.grads = grads;
     r.has_grad = true;
     RETURN_IF_ERROR(client->EmbeddingPush(trip, versions, 128, {r}));
+    RETURN_IF_ERROR(
+        client->PushPull(trip, versions, 128, dense, absl::MakeSpan(param), &replies));
+    versions[0] = replies[0].version;
     ++trip;
     return absl::OkStatus();
   };
