@@ -89,7 +89,7 @@ if [[ ! -x $pslite ]]; then
       { tail -30 "$work/build.log" >&2; exit 1; }
   fi
   pslite=$work/$program
-  g++ -O2 -std=c++17 "$root/benchmarks/pslite/$program.cc" -I"$src/include" -I"$work/lib" \
+  g++ -O2 -std=c++17 "$root/benchmarks/pslite/$program.cc" -I"$root" -I"$src/include" -I"$work/lib" \
     "$work/lib/libpslite.a" -lzmq -lprotobuf -lpthread -o "$pslite"
 fi
 

@@ -381,11 +381,14 @@ absl::Status CheckParams(const std::vector<float>& params, int64_t version) {
   return absl::OkStatus();
 }
 
-absl::Status RunPushPullClient() {
+// A client's connection to the ps of --cluster_spec, for a model of one
+// tensor of `floats` (one shard), in a job it joined: the chief (rank 0)
+// initialises it with `job` (--mode, the workers, kLearningRate set here)
+// and parameters of 1, the others register.
+absl::StatusOr<std::unique_ptr<PsClient>> JoinJob(int64_t floats, proto::JobConfig job) {
   ASSIGN_OR_RETURN(const ClusterSpec spec,
                    ClusterSpec::FromFile(absl::GetFlag(FLAGS_cluster_spec)));
   const int rank = absl::GetFlag(FLAGS_rank);
-  const int64_t n = absl::GetFlag(FLAGS_floats);
   const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
   PsClientOptions options;
   ASSIGN_OR_RETURN(options.security, SecurityFromFlag());
@@ -393,20 +396,36 @@ absl::Status RunPushPullClient() {
   options.rpc_timeout_s = timeout_s;
   options.peer_timeout_s = timeout_s;
   ASSIGN_OR_RETURN(const ShardPlan plan,
-                   ShardPlan::Create("wire_bench", {{"w", n}}, 1, ShardStrategy::kBalanced));
+                   ShardPlan::Create("wire_bench", {{"w", floats}}, 1, ShardStrategy::kBalanced));
   ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
                    PsClient::Create(spec, spec.TaskForRank(rank), plan, options));
   RETURN_IF_ERROR(client->WaitForServers());
-  std::vector<float> params(static_cast<size_t>(n), 1.0f), grads(static_cast<size_t>(n), kGrad);
   if (rank == 0) {
-    proto::JobConfig job;
     job.set_mode(absl::GetFlag(FLAGS_mode) == "sync" ? proto::SYNC : proto::ASYNC);
     job.set_num_workers(spec.num_workers());
     job.set_learning_rate(kLearningRate);
-    RETURN_IF_ERROR(client->Init(job, params));
+    RETURN_IF_ERROR(client->Init(job, std::vector<float>(static_cast<size_t>(floats), 1.0f)));
   } else {
     RETURN_IF_ERROR(client->Register(timeout_s).status());
   }
+  return client;
+}
+
+// A client's end: the chief shuts the ps down once the driver says every
+// client is done.
+absl::Status LeaveJob(PsClient& client) {
+  if (absl::GetFlag(FLAGS_rank) != 0) return absl::OkStatus();
+  if (!WaitForSignal(absl::GetFlag(FLAGS_timeout_s))) {
+    return absl::DeadlineExceededError("no end signal");
+  }
+  return client.Shutdown();
+}
+
+absl::Status RunPushPullClient() {
+  const int64_t n = absl::GetFlag(FLAGS_floats);
+  const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, JoinJob(n, proto::JobConfig()));
+  std::vector<float> params(static_cast<size_t>(n), 1.0f), grads(static_cast<size_t>(n), kGrad);
   const std::vector<EncodedShard> pushed = {
       {proto::F32, 0, {reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float)}}};
   std::vector<int64_t> versions = {0};
@@ -422,10 +441,7 @@ absl::Status RunPushPullClient() {
   RETURN_IF_ERROR(CheckParams(params, versions[0]));
   RETURN_IF_ERROR(TimeRoundTrips(absl::GetFlag(FLAGS_seconds), timeout_s, round_trip));
   RETURN_IF_ERROR(CheckParams(params, versions[0]));
-  if (rank != 0) return absl::OkStatus();
-  // The chief ends the ps once the driver says every client is done.
-  if (!WaitForSignal(timeout_s)) return absl::DeadlineExceededError("no end signal");
-  return client->Shutdown();
+  return LeaveJob(*client);
 }
 
 // ---- rows (EMBEDDING_PULL + EMBEDDING_PUSH) ----------------------------
@@ -453,8 +469,6 @@ int64_t RowId(int rank, int64_t i) {
 }
 
 absl::Status RunRowsClient() {
-  ASSIGN_OR_RETURN(const ClusterSpec spec,
-                   ClusterSpec::FromFile(absl::GetFlag(FLAGS_cluster_spec)));
   const int rank = absl::GetFlag(FLAGS_rank);
   const int dim = absl::GetFlag(FLAGS_embedding_dim);
   const int64_t floats = absl::GetFlag(FLAGS_floats);
@@ -466,20 +480,7 @@ absl::Status RunRowsClient() {
   }
   const int64_t rows = floats / dim;
   const int64_t blocks = per_worker / rows;
-  PsClientOptions options;
-  ASSIGN_OR_RETURN(options.security, SecurityFromFlag());
-  options.connect_timeout_s = timeout_s;
-  options.rpc_timeout_s = timeout_s;
-  options.peer_timeout_s = timeout_s;
-  ASSIGN_OR_RETURN(const ShardPlan plan,
-                   ShardPlan::Create("wire_bench", {{"w", 1}}, 1, ShardStrategy::kBalanced));
-  ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
-                   PsClient::Create(spec, spec.TaskForRank(rank), plan, options));
-  RETURN_IF_ERROR(client->WaitForServers());
   proto::JobConfig job;
-  job.set_mode(absl::GetFlag(FLAGS_mode) == "sync" ? proto::SYNC : proto::ASYNC);
-  job.set_num_workers(spec.num_workers());
-  job.set_learning_rate(kLearningRate);
   job.set_seed(7);
   proto::EmbeddingTableConfig* table = job.add_tables();
   table->set_name("rows");
@@ -487,11 +488,7 @@ absl::Status RunRowsClient() {
   table->set_optimizer(proto::ROW_SGD);
   table->set_lr(kLearningRate);
   table->set_init_std(0.01);
-  if (rank == 0) {
-    RETURN_IF_ERROR(client->Init(job, std::vector<float>(1, 1.0f)));
-  } else {
-    RETURN_IF_ERROR(client->Register(timeout_s).status());
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, JoinJob(1, job));
   // The blocks' ids, each sorted.
   std::vector<std::vector<int64_t>> ids(static_cast<size_t>(blocks));
   for (int64_t b = 0; b < blocks; ++b) {
@@ -544,9 +541,7 @@ absl::Status RunRowsClient() {
   while (trip < blocks) RETURN_IF_ERROR(round_trip());  // every row made
   RETURN_IF_ERROR(TimeRoundTrips(absl::GetFlag(FLAGS_seconds), timeout_s, round_trip));
   RETURN_IF_ERROR(check());
-  if (rank != 0) return absl::OkStatus();
-  if (!WaitForSignal(timeout_s)) return absl::DeadlineExceededError("no end signal");
-  return client->Shutdown();
+  return LeaveJob(*client);
 }
 
 // ---- the driver -------------------------------------------------------

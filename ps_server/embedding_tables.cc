@@ -164,7 +164,10 @@ void EmbeddingTables::Apply(const Push& push) {
     if (clock == 0) clock = Tick();
     tables_[slice.table]->Update(slice.ids, slice.grads, slice.lr, clock);
   }
-  if (clock == 0) return;
+  if (clock != 0) Ticked(clock);
+}
+
+void EmbeddingTables::Ticked(int64_t clock) {
   for (const auto& t : tables_) t->Tick(clock);
   EnforceMemoryCap();
 }
@@ -253,9 +256,7 @@ void EmbeddingTables::ApplyThrough(int64_t version) {
       table.Update(ids, sum, lr, clock);
     }
     held_.erase(held_.begin());
-    if (clock == 0) continue;
-    for (const auto& t : tables_) t->Tick(clock);
-    EnforceMemoryCap();
+    if (clock != 0) Ticked(clock);
   }
 }
 

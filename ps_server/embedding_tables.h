@@ -146,6 +146,9 @@ class EmbeddingTables {
 
   // Ticks the clock (the first table update of an embedding update).
   int64_t Tick() { return ++clock_; }
+  // After an embedding update at `clock`: every table's idle rows, then
+  // the memory cap.
+  void Ticked(int64_t clock);
   // Drops the least recently updated rows of any table until the rows fit
   // memory_cap_.
   void EnforceMemoryCap();

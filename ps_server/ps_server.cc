@@ -307,24 +307,27 @@ void PsServer::Send(std::vector<Reply>* replies) {
     if ((type == proto::HEARTBEAT || type == proto::STATS) && r.header.error().code() == 0) {
       for (const proto::ShardPlacement& p : shards_.Placements()) *r.header.add_hosted() = p;
     }
+    zmq::message_t body = ReplyBody(r);
+    const size_t body_bytes = body.size();
     // CURVE: large parameters and embedding rows in pieces
-    // (transport/pieces.h).
+    // (transport/pieces.h), each piece without a copy as the whole would be.
+    const bool params = r.with_params && r.payload == nullptr;
     const bool rows = type == proto::EMBEDDING_PULL && r.payload != nullptr;
-    size_t body_bytes = rows ? r.payload->size() * sizeof(float) : 0;
-    const PieceLayout rows_layout =
-        rows ? PiecesFor(body_bytes, security_.secure()) : PieceLayout();
+    const PieceLayout layout =
+        params || rows ? PiecesFor(body_bytes, security_.secure()) : PieceLayout();
     absl::Status s;
-    PieceLayout layout;
-    if (rows_layout.parts > 1) {
-      layout = rows_layout;
-      s = SendRowPieces(r.peer, r.header, layout, r.payload);
+    if (layout.parts <= 1) {
+      s = SendRoutedFrame(socket_, r.peer, r.header, std::move(body));
+    } else if (rows) {
+      s = SendPieces(r.peer, r.header, layout, body_bytes, [&](size_t begin, size_t count) {
+        return SharedFrame(r.payload, begin, count);
+      });
     } else {
-      zmq::message_t body = ReplyBody(r);
-      body_bytes = body.size();
-      layout = r.with_params && r.payload == nullptr ? PiecesFor(body.size(), security_.secure())
-                                                     : PieceLayout();
-      s = layout.parts > 1 ? SendPieces(r.peer, r.header, layout, body.size(), r.previous_params)
-                           : SendRoutedFrame(socket_, r.peer, r.header, std::move(body));
+      // ReplyBody made a reply whose shard is not served here a refusal.
+      const RequestHandler& shard = *shards_.Serving(r.header.shard_index());
+      s = SendPieces(r.peer, r.header, layout, body_bytes, [&](size_t begin, size_t count) {
+        return shard.ParamsFrame(begin, count, r.previous_params);
+      });
     }
     if (!s.ok() && r.notice) continue;  // that worker is gone: nobody to tell
     if (!s.ok()) {
@@ -338,10 +341,9 @@ void PsServer::Send(std::vector<Reply>* replies) {
   }
 }
 
-absl::Status PsServer::SendPieces(absl::string_view identity, const proto::Header& header,
-                                  const PieceLayout& layout, size_t bytes, bool previous) {
-  const RequestHandler* shard = shards_.Serving(header.shard_index());
-  if (shard == nullptr) return absl::InternalError("the shard is not served here");
+absl::Status PsServer::SendPieces(
+    absl::string_view identity, const proto::Header& header, const PieceLayout& layout,
+    size_t bytes, absl::FunctionRef<zmq::message_t(size_t begin, size_t count)> frame) {
   proto::Header piece = header;
   piece.set_parts(layout.parts);
   piece.set_piece_bytes(layout.piece_bytes);
@@ -349,24 +351,7 @@ absl::Status PsServer::SendPieces(absl::string_view identity, const proto::Heade
     piece.set_part(k);
     const size_t begin = k * layout.piece_bytes / sizeof(float);
     const size_t count = layout.Bytes(k, bytes) / sizeof(float);
-    RETURN_IF_ERROR(
-        SendRoutedFrame(socket_, identity, piece, shard->ParamsFrame(begin, count, previous)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status PsServer::SendRowPieces(absl::string_view identity, const proto::Header& header,
-                                     const PieceLayout& layout,
-                                     const std::shared_ptr<const std::vector<float>>& rows) {
-  proto::Header piece = header;
-  piece.set_parts(layout.parts);
-  piece.set_piece_bytes(layout.piece_bytes);
-  const size_t bytes = rows->size() * sizeof(float);
-  for (uint32_t k = 0; k < layout.parts; ++k) {
-    piece.set_part(k);
-    const size_t begin = k * layout.piece_bytes / sizeof(float);
-    const size_t count = layout.Bytes(k, bytes) / sizeof(float);
-    RETURN_IF_ERROR(SendRoutedFrame(socket_, identity, piece, SharedFrame(rows, begin, count)));
+    RETURN_IF_ERROR(SendRoutedFrame(socket_, identity, piece, frame(begin, count)));
   }
   return absl::OkStatus();
 }

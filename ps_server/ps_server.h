@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "common/cancellation.h"
 #include "common/cluster_spec.h"
@@ -115,14 +116,11 @@ class PsServer {
   // The spans of one handled request that arrived at `start_unix_us`, when
   // the shard had taken `updates_before` updates.
   void TraceRequest(proto::MessageType type, int64_t start_unix_us, int64_t updates_before);
-  // A reply's parameters in `layout`'s pieces, each with `header`
-  // (`previous`: the previous version's, Reply::previous_params).
+  // A reply's payload of `bytes` in `layout`'s pieces, each with `header`;
+  // `frame` makes the frame of floats [begin, begin + count).
   absl::Status SendPieces(absl::string_view identity, const proto::Header& header,
-                          const PieceLayout& layout, size_t bytes, bool previous);
-  // An EMBEDDING_PULL's rows in `layout`'s pieces, each with `header`.
-  absl::Status SendRowPieces(absl::string_view identity, const proto::Header& header,
-                             const PieceLayout& layout,
-                             const std::shared_ptr<const std::vector<float>>& rows);
+                          const PieceLayout& layout, size_t bytes,
+                          absl::FunctionRef<zmq::message_t(size_t begin, size_t count)> frame);
   void FailJob(const std::string& why);
   absl::Status Finish(absl::Status status);
 

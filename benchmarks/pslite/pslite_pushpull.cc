@@ -17,27 +17,16 @@
 //   RESULT system=pslite floats=N workers=W worker=RANK bytes_per_s=B round_trips_per_s=R
 // (bytes both ways, this worker's; the script sums the workers').
 
-#include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
-#include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "benchmarks/pslite/pslite_timing.h"
 #include "ps/ps.h"
 
 namespace {
-
-std::vector<int64_t> ParseSizes(const char* text) {
-  std::vector<int64_t> sizes;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) sizes.push_back(std::stoll(item));
-  return sizes;
-}
 
 void Serve() {
   auto* server = new ps::KVServer<float>(0);
@@ -77,27 +66,8 @@ void Measure(const std::vector<int64_t>& sizes, double seconds) {
                    static_cast<long long>(params.size()), static_cast<long long>(n));
       std::exit(1);
     }
-    std::vector<double> rates;
-    for (int run = 0; run < 3; ++run) {
-      ps::Postoffice::Get()->Barrier(0, ps::kWorkerGroup);
-      int64_t trips = 0;
-      const auto start = std::chrono::steady_clock::now();
-      double elapsed = 0;
-      while (elapsed < seconds) {
-        round_trip();
-        ++trips;
-        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      }
-      rates.push_back(trips / elapsed);
-    }
-    std::sort(rates.begin(), rates.end());
-    const double trips_per_s = rates[1];
-    std::printf(
-        "RESULT system=pslite floats=%lld workers=%d worker=%d bytes_per_s=%.0f "
-        "round_trips_per_s=%.1f\n",
-        static_cast<long long>(n), ps::NumWorkers(), ps::MyRank(), trips_per_s * n * 8,
-        trips_per_s);
-    std::fflush(stdout);
+    const double trips_per_s = pslite_bench::MedianTripsPerSecond(round_trip, seconds);
+    pslite_bench::PrintResult(n, trips_per_s);
   }
 }
 
@@ -108,7 +78,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s SIZES SECONDS\n", argv[0]);
     return 2;
   }
-  const std::vector<int64_t> sizes = ParseSizes(argv[1]);
+  const std::vector<int64_t> sizes = pslite_bench::ParseSizes(argv[1]);
   const double seconds = std::atof(argv[2]);
   ps::Start(0);
   if (ps::IsServer()) Serve();

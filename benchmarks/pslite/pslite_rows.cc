@@ -25,29 +25,19 @@
 // (row bytes both ways, this worker's; the script sums the workers').
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
-#include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "benchmarks/pslite/pslite_timing.h"
 #include "ps/ps.h"
 
 namespace {
 
 constexpr float kStep = 0.25f * 0.5f;  // lr x gradient
-
-std::vector<int64_t> ParseSizes(const char* text) {
-  std::vector<int64_t> sizes;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) sizes.push_back(std::stoll(item));
-  return sizes;
-}
 
 // wire_bench.cc's RowId: splitmix64 of (rank, i), 63 bits.
 ps::Key RowId(int rank, int64_t i) {
@@ -142,27 +132,9 @@ void Measure(const std::vector<int64_t>& sizes, int dim, int64_t per_worker, dou
     round_trip();
     check();
     while (trip < blocks) round_trip();
-    std::vector<double> rates;
-    for (int run = 0; run < 3; ++run) {
-      ps::Postoffice::Get()->Barrier(0, ps::kWorkerGroup);
-      int64_t trips = 0;
-      const auto start = std::chrono::steady_clock::now();
-      double elapsed = 0;
-      while (elapsed < seconds) {
-        round_trip();
-        ++trips;
-        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      }
-      rates.push_back(trips / elapsed);
-    }
+    const double trips_per_s = pslite_bench::MedianTripsPerSecond(round_trip, seconds);
     check();
-    std::sort(rates.begin(), rates.end());
-    const double trips_per_s = rates[1];
-    std::printf(
-        "RESULT system=pslite floats=%lld workers=%d worker=%d bytes_per_s=%.0f "
-        "round_trips_per_s=%.1f\n",
-        static_cast<long long>(n), ps::NumWorkers(), rank, trips_per_s * n * 8, trips_per_s);
-    std::fflush(stdout);
+    pslite_bench::PrintResult(n, trips_per_s);
   }
 }
 
@@ -173,7 +145,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s SIZES DIM ROWS_PER_WORKER SECONDS\n", argv[0]);
     return 2;
   }
-  const std::vector<int64_t> sizes = ParseSizes(argv[1]);
+  const std::vector<int64_t> sizes = pslite_bench::ParseSizes(argv[1]);
   const int dim = std::atoi(argv[2]);
   const int64_t per_worker = std::atoll(argv[3]);
   const double seconds = std::atof(argv[4]);
