@@ -85,7 +85,7 @@ std::string EncodeEmbeddingCheckpoint(EmbeddingCheckpoint* c) {
   return FrameFile(kMagic, h.SerializeAsString(), payload);
 }
 
-absl::StatusOr<EmbeddingCheckpoint> DecodeEmbeddingCheckpoint(const std::string& bytes,
+absl::StatusOr<EmbeddingCheckpoint> DecodeEmbeddingCheckpoint(absl::string_view bytes,
                                                               const std::string& path) {
   ASSIGN_OR_RETURN(const FramedFile f, UnframeFile(bytes, kMagic, kMaxHeaderBytes, path,
                                                    "embedding checkpoint"));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "proto/checkpoint.pb.h"
 
 namespace pstrain {
@@ -48,7 +49,7 @@ std::string EmbeddingFileName(int64_t step, int shard, int num_shards);
 // meta with its counts), payload size and checksum.
 // REQUIRES: each state's vectors agree with its counts and stride.
 std::string EncodeEmbeddingCheckpoint(EmbeddingCheckpoint* checkpoint);
-absl::StatusOr<EmbeddingCheckpoint> DecodeEmbeddingCheckpoint(const std::string& bytes,
+absl::StatusOr<EmbeddingCheckpoint> DecodeEmbeddingCheckpoint(absl::string_view bytes,
                                                               const std::string& path);
 
 // Encode, then WriteFileAtomic (its directory made if missing); Read then Decode.

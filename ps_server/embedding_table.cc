@@ -80,8 +80,10 @@ void EmbeddingTable::Read(absl::Span<const int64_t> ids, absl::Span<float> out) 
 void EmbeddingTable::Admit(int64_t id) {
   if (waiting_.size() >= kMaxWaitingIds && !waiting_.contains(id)) {
     waiting_.clear();
+    waiting_reset_at_ = clock_;
     stats_.set_waiting_reset(stats_.waiting_reset() + 1);
   }
+  if (logging_) Log(&touched_log_, id);
   int64_t& touches = waiting_[id];
   if (++touches < config_.admit_after()) return;
   waiting_.erase(id);
@@ -134,6 +136,7 @@ void EmbeddingTable::DropRow(uint32_t slot) {
     changed_.erase(id);
     dropped_.insert(id);
   }
+  if (logging_) Log(&dropped_log_, id);
   free_.push_back(slot);
 }
 
@@ -364,10 +367,17 @@ absl::Status EmbeddingTable::Load(const EmbeddingTableState& state, bool delta,
     PushFront(slot);
     index_[state.ids[i]] = slot;
   }
-  waiting_.clear();
+  // A delta's waiting ids are changes (0 touches: no longer waiting);
+  // otherwise the waiting ids are all there are.
+  const bool waiting_delta = delta && state.meta.waiting_delta();
+  if (!waiting_delta) waiting_.clear();
   for (const auto& [id, touches] : state.waiting) {
-    if (touches < 1) return damaged("an id waiting with no touches");
-    waiting_[id] = touches;
+    if (touches < (waiting_delta ? 0 : 1)) return damaged("an id waiting with no touches");
+    if (touches == 0) {
+      waiting_.erase(id);
+    } else {
+      waiting_[id] = touches;
+    }
   }
   updates_ = state.meta.updates();
   clock_ = updates_;  // a table of its own; EmbeddingTables sets the ps's (set_clock)
@@ -376,5 +386,69 @@ absl::Status EmbeddingTable::Load(const EmbeddingTableState& state, bool delta,
 }
 
 void EmbeddingTable::FinishLoad() { MarkSaved(); }
+
+void EmbeddingTable::StartChangeLog() {
+  logging_ = true;
+  log_since_ = clock_;
+  dropped_log_.clear();
+  touched_log_.clear();
+}
+
+void EmbeddingTable::Log(std::vector<std::pair<int64_t, int64_t>>* log, int64_t id) {
+  if (dropped_log_.size() + touched_log_.size() >=
+      std::max(kMaxLogEntries, 2 * static_cast<size_t>(rows()))) {
+    // A standby this far behind is sent the whole table.
+    dropped_log_.clear();
+    touched_log_.clear();
+    log_since_ = clock_;
+  }
+  log->emplace_back(clock_, id);
+}
+
+void EmbeddingTable::ForgetThrough(int64_t clock) {
+  log_since_ = std::max(log_since_, clock);
+  auto forget = [clock](std::vector<std::pair<int64_t, int64_t>>* log) {
+    const auto end =
+        std::find_if(log->begin(), log->end(), [clock](const auto& e) { return e.first > clock; });
+    log->erase(log->begin(), end);
+  };
+  forget(&dropped_log_);
+  forget(&touched_log_);
+}
+
+bool EmbeddingTable::SaveSince(int64_t clock, EmbeddingTableState* out) const {
+  if (!logging_ || clock < log_since_) return false;
+  out->meta.Clear();
+  *out->meta.mutable_config() = config_;
+  out->meta.set_updates(updates_);
+  *out->meta.mutable_stats() = Stats();
+  std::vector<uint32_t> order;  // most recent first: every change moved its row to the front
+  for (uint32_t slot = head_; slot != kNone && records_[slot].last_update > clock;
+       slot = records_[slot].next) {
+    order.push_back(slot);
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    out->ids.push_back(records_[*it].id);
+    out->last_updates.push_back(records_[*it].last_update);
+    const float* row = RowAt(*it);
+    out->floats.insert(out->floats.end(), row, row + stride_);
+  }
+  absl::flat_hash_set<int64_t> seen;
+  for (auto it = dropped_log_.rbegin(); it != dropped_log_.rend() && it->first > clock; ++it) {
+    if (seen.insert(it->second).second) out->deleted.push_back(it->second);
+  }
+  if (waiting_reset_at_ > clock) {
+    out->waiting.assign(waiting_.begin(), waiting_.end());  // every waiting id
+    return true;
+  }
+  out->meta.set_waiting_delta(true);
+  seen.clear();
+  for (auto it = touched_log_.rbegin(); it != touched_log_.rend() && it->first > clock; ++it) {
+    if (!seen.insert(it->second).second) continue;
+    const auto w = waiting_.find(it->second);
+    out->waiting.emplace_back(it->second, w == waiting_.end() ? 0 : w->second);
+  }
+  return true;
+}
 
 }  // namespace pstrain

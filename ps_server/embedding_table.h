@@ -138,6 +138,21 @@ class EmbeddingTable {
   // After the last Load: the table counts as saved.
   void FinishLoad();
 
+  // The hot standby's deltas (ps_server/replicator.h): from StartChangeLog
+  // on, the table logs the clock of every drop and of every change of an
+  // id's touches, beside the rows' own last updates, so that a standby
+  // holding the table as it was at any clock since can be brought up to
+  // date. SaveSince writes what changed after `clock` as a delta (the rows
+  // updated or made since, the ids dropped since, the waiting ids whose
+  // touches changed since, with their touches now, 0 for none), or returns
+  // false when the log does not reach back to `clock` (never started, or
+  // cut: it holds at most max(kMaxLogEntries, 2 x rows) entries).
+  static constexpr size_t kMaxLogEntries = size_t{1} << 20;
+  void StartChangeLog();
+  bool SaveSince(int64_t clock, EmbeddingTableState* out) const;
+  // The standby has the table as it was at `clock`: the log forgets that.
+  void ForgetThrough(int64_t clock);
+
  private:
   struct RowRecord {
     int64_t id = 0;
@@ -212,6 +227,13 @@ class EmbeddingTable {
   bool tracking_ = false;
   absl::flat_hash_set<int64_t> changed_;
   absl::flat_hash_set<int64_t> dropped_;
+  // The change log (StartChangeLog): (clock, id) of drops and of touches,
+  // oldest first; complete for every clock >= log_since_.
+  void Log(std::vector<std::pair<int64_t, int64_t>>* log, int64_t id);
+  bool logging_ = false;
+  int64_t log_since_ = 0;
+  int64_t waiting_reset_at_ = -1;  // the clock of the last reset of waiting_
+  std::vector<std::pair<int64_t, int64_t>> dropped_log_, touched_log_;
   proto::EmbeddingTableStats stats_;
 };
 

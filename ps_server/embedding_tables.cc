@@ -395,6 +395,67 @@ EmbeddingTables EmbeddingTables::Resharded(std::vector<EmbeddingTables>& old,
   return tables;
 }
 
+namespace {
+
+proto::EmbeddingCheckpointHeader ReplicaHeader(int shard_index, int num_shards, int64_t version,
+                                               int64_t clock, bool delta) {
+  proto::EmbeddingCheckpointHeader h;
+  h.set_shard_index(shard_index);
+  h.set_num_shards(num_shards);
+  h.set_version(version);
+  h.set_clock(clock);
+  h.set_delta(delta);
+  return h;
+}
+
+}  // namespace
+
+std::string EmbeddingTables::Encode(int64_t version) const {
+  EmbeddingCheckpoint c;
+  c.header = ReplicaHeader(shard_index_, num_shards_, version, clock_, /*delta=*/false);
+  c.tables.resize(tables_.size());
+  for (size_t t = 0; t < tables_.size(); ++t) tables_[t]->Save(/*delta=*/false, &c.tables[t]);
+  return EncodeEmbeddingCheckpoint(&c);
+}
+
+bool EmbeddingTables::EncodeSince(int64_t since, int64_t version, std::string* out) const {
+  EmbeddingCheckpoint c;
+  c.header = ReplicaHeader(shard_index_, num_shards_, version, clock_, /*delta=*/true);
+  c.tables.resize(tables_.size());
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    if (!tables_[t]->SaveSince(since, &c.tables[t])) return false;
+  }
+  *out = EncodeEmbeddingCheckpoint(&c);
+  return true;
+}
+
+void EmbeddingTables::StartChangeLog() {
+  for (const auto& t : tables_) t->StartChangeLog();
+}
+
+void EmbeddingTables::ForgetThrough(int64_t clock) {
+  for (const auto& t : tables_) t->ForgetThrough(clock);
+}
+
+absl::Status EmbeddingTables::ApplyEncoded(absl::string_view bytes, bool delta,
+                                           const std::string& what) {
+  ASSIGN_OR_RETURN(EmbeddingCheckpoint c, DecodeEmbeddingCheckpoint(bytes, what));
+  const proto::EmbeddingCheckpointHeader& h = c.header;
+  if (h.delta() != delta || h.shard_index() != shard_index_ || h.num_shards() != num_shards_ ||
+      c.tables.size() != tables_.size() || h.clock() < clock_ || h.clock() > (int64_t{1} << 48)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the tables of another shard or job, or an older clock (shard ",
+                     h.shard_index(), " of ", h.num_shards(), ", ", c.tables.size(),
+                     " tables, clock ", h.clock(), ", delta ", h.delta(), ")"));
+  }
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    RETURN_IF_ERROR(tables_[t]->Load(c.tables[t], delta, what));
+  }
+  clock_ = h.clock();
+  for (const auto& t : tables_) t->set_clock(clock_);
+  return absl::OkStatus();
+}
+
 std::vector<proto::EmbeddingTableStats> EmbeddingTables::Stats() const {
   std::vector<proto::EmbeddingTableStats> out;
   for (const auto& t : tables_) out.push_back(t->Stats());

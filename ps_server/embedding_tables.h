@@ -134,6 +134,27 @@ class EmbeddingTables {
   // what a ps allows a push in pieces before any piece is kept.
   absl::StatusOr<size_t> PushBytes(const proto::EmbeddingRequest& request) const;
 
+  // The hot standby (ps_server/replicator.h) holds a copy of these tables,
+  // sent whole once and then as deltas, each in a checkpoint file's
+  // encoding (checkpoint/embedding_checkpoint.h; `version`: the shard's).
+  // Every row, optimizer state, waiting id and counter:
+  std::string Encode(int64_t version) const;
+  // What changed after the clock `since` (EmbeddingTable::SaveSince), in
+  // `*out`; false when a table's log does not reach back that far (send
+  // them whole). StartChangeLog: every table logs from now on (at a whole
+  // send); ForgetThrough: the standby has them as they were at `clock`.
+  bool EncodeSince(int64_t since, int64_t version, std::string* out) const;
+  void StartChangeLog();
+  void ForgetThrough(int64_t clock);
+  // Applies Encode's bytes (replacing every table) or EncodeSince's (on
+  // top of these tables, which must be as they were at its `since` or
+  // later). DataLoss or InvalidArgument naming what does not fit this
+  // shard's tables; they are then unusable (apply whole ones to fresh
+  // tables).
+  absl::Status ApplyEncoded(absl::string_view bytes, bool delta, const std::string& what);
+  // The ps's embedding clock: its embedding updates so far.
+  int64_t clock() const { return clock_; }
+
   // Each table's counters, in the job's order.
   std::vector<proto::EmbeddingTableStats> Stats() const;
 

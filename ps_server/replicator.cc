@@ -6,14 +6,16 @@
 namespace pstrain {
 namespace {
 
-// A reply that shows a state (parameters) or says a gradient was applied.
+// A reply that shows a state (parameters, an embedding table's rows) or
+// says a gradient was applied.
 // Not one with the previous version's parameters: the standby had that
 // state before any worker saw it, and the next update writes into its
 // buffer, so it goes out at once (Reply::previous_params).
 bool ShowsState(const Reply& r) {
   if (r.header.has_error() && r.header.error().code() != 0) return false;
   if (r.previous_params) return false;
-  return r.with_params || r.header.type() == proto::PUSH || r.header.type() == proto::PUSH_PULL;
+  return r.with_params || r.header.type() == proto::PUSH || r.header.type() == proto::PUSH_PULL ||
+         r.header.type() == proto::EMBEDDING_PULL;
 }
 
 }  // namespace
@@ -73,9 +75,16 @@ void Replicator::Hold(const RequestHandler& handler, std::vector<Reply>* replies
 }
 
 void Replicator::Send(RequestHandler& handler) {
-  const std::vector<float> state = handler.StateSnapshot();
   proto::Header h = handler.ReplicateHeader(++seq_);
+  // The tables as a delta on what the standby acknowledged last (a delta
+  // on an older state than the standby's is still right: it holds every
+  // change since), unless it refused one or they were replaced since.
+  const bool delta = !tables_whole_ && tables_acked_epoch_ == h.replica().tables_epoch();
+  const std::vector<float> state =
+      handler.ReplicaPayloadNow(delta ? tables_acked_clock_ : -1, h.mutable_replica());
   if (!SendRequest(socket_, h, state, /*zero_copy=*/false).ok()) return;  // not connected: later
+  in_flight_tables_clock_ = handler.tables_clock();
+  in_flight_tables_epoch_ = h.replica().tables_epoch();
   in_flight_ = true;
   in_flight_seq_ = seq_;
   in_flight_serial_ = serial_;
@@ -90,11 +99,16 @@ void Replicator::ReadAcks(RequestHandler& handler) {
     if (h.type() != proto::REPLICATE || !in_flight_ || h.replica().seq() != in_flight_seq_) continue;
     in_flight_ = false;
     if (h.error().code() != 0) {
+      tables_whole_ = true;  // what it holds of them is not known
       LOG_EVERY_N(ERROR, 100) << options_.standby_name << " refused this shard's state: "
                               << h.error().message();
       continue;
     }
     acked_ = in_flight_serial_;
+    tables_whole_ = false;
+    tables_acked_clock_ = in_flight_tables_clock_;
+    tables_acked_epoch_ = in_flight_tables_epoch_;
+    handler.TablesReplicated(tables_acked_clock_);
     standby_closed_ = false;
     handler.CountReplication(true);
   }
@@ -110,7 +124,10 @@ void Replicator::Release(uint64_t up_to, std::vector<Reply>* released) {
 void Replicator::Pump(RequestHandler& handler, std::vector<Reply>* released) {
   Observe(handler);
   ReadAcks(handler);
-  if (Disconnected()) standby_closed_ = true;
+  if (Disconnected()) {
+    standby_closed_ = true;
+    tables_whole_ = true;  // a restarted standby holds no tables
+  }
   const int64_t now = clock_->NowMicros();
   if (in_flight_ && (now - sent_us_) * 1e-6 > options_.resend_s) in_flight_ = false;
   if (!in_flight_ && acked_ < serial_ && handler.initialized()) Send(handler);

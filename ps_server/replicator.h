@@ -16,6 +16,14 @@
 // costs two floats per parameter per message; shipping the applied
 // gradient instead would halve that.
 //
+// Embedding tables are too large to ship whole after every change: they go
+// whole once (and again when the standby refused a message, or the tables
+// were replaced by a restore), then as what changed since the state the
+// standby last acknowledged (the rows updated or made, the ids dropped,
+// the admission counts moved: EmbeddingTables::EncodeSince). A delta on an
+// acknowledged state is right whatever the standby received since, so a
+// lost or slow message costs only a resend of a larger delta.
+//
 // A standby that does not acknowledge within resend_s is sent the newest
 // state again (it restarted, or the message was lost); one that has not
 // acknowledged for give_up_s, or whose connection closed (it died), no
@@ -100,6 +108,10 @@ class Replicator {
   bool in_flight_ = false;
   uint64_t in_flight_seq_ = 0;
   uint64_t in_flight_serial_ = 0;
+  // Embedding tables: the standby's copy (acknowledged) and the one in flight.
+  bool tables_whole_ = true;  // send them whole next
+  int64_t tables_acked_clock_ = -1, tables_acked_epoch_ = -1;
+  int64_t in_flight_tables_clock_ = -1, in_flight_tables_epoch_ = -1;
   int64_t sent_us_ = 0;
   int64_t behind_since_us_ = 0;  // 0: the standby is up to date
   bool gave_up_ = false;

@@ -242,6 +242,14 @@ class RequestHandler {
   // slots (common/optimizer.h), and the rest. REQUIRES: initialized().
   std::vector<float> StateSnapshot() const;
   proto::ReplicaState ReplicaStateNow() const;
+  // A REPLICATE's payload: StateSnapshot, then the tables (a job with
+  // tables): what changed after their clock `since` when `since` >= 0 and
+  // their logs reach back that far, else whole (and logged from now on);
+  // sets `r`'s tables fields. TablesReplicated: the standby has the tables
+  // as they were at `clock` (their logs forget that).
+  std::vector<float> ReplicaPayloadNow(int64_t since, proto::ReplicaState* r);
+  void TablesReplicated(int64_t clock) { tables_.ForgetThrough(clock); }
+  int64_t tables_clock() const { return tables_.clock(); }
   // A REPLICATE request for this shard's standby, without payload.
   proto::Header ReplicateHeader(uint64_t seq) const;
   // Counts what the replicator did (STATS).
@@ -280,6 +288,8 @@ class RequestHandler {
   absl::StatusOr<ShardCheckpoint> LoadCheckpoint(const proto::Header& h) const;
   // The embedding tables of RESTORE `h`'s checkpoint, whose shard is at
   // `version` (none: an empty set).
+  // A RESTORE from_payload's tables (after its state's `floats` floats).
+  absl::StatusOr<EmbeddingTables> TablesFromPayload(const Message& m, size_t floats) const;
   absl::StatusOr<EmbeddingTables> LoadTables(const proto::Header& h, int64_t version) const;
   // Loads the shard from its file (RESTORE); with rollback on a live shard,
   // answers what is parked with a rejoin refusal into `out` first.
@@ -379,6 +389,7 @@ class RequestHandler {
   std::vector<float> scratch_;  // a pushed gradient whose frame is misaligned
   int64_t generation_ = 0;
   int64_t term_ = 0;
+  int64_t tables_epoch_ = 0;  // tables_ replaced (ReplicaState.tables_epoch)
   absl::Status failure_;
   proto::ShardStats stats_;
 };

@@ -221,11 +221,11 @@ void RequestHandler::Install(const proto::Header& h, std::unique_ptr<UpdatePolic
     if (workers_.dead(rank)) reducer_->SetActive(rank, false);
   }
   job_ = h.job();
-  // Every INIT and RESTORE starts the tables empty: their rows are the
-  // initial ones (a restore keeps none of them; the chief refuses the
-  // checkpoints and standbys that would need them).
+  // Every INIT and RESTORE starts the tables empty (a RESTORE then puts
+  // its checkpoint's or standby's rows in).
   tables_ = EmbeddingTables(job_, options_.shard_index,
                             num_shards_ != 0 ? num_shards_ : h.num_shards());
+  ++tables_epoch_;
   fingerprint_ = h.plan_fingerprint();
   range_ = {static_cast<int64_t>(h.range_begin()), static_cast<int64_t>(h.range_end())};
   if (!options_.dynamic_workers) return;

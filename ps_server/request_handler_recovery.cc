@@ -133,6 +133,16 @@ absl::StatusOr<EmbeddingTables> RequestHandler::LoadTables(const proto::Header& 
                                h.restore().embedding_checksum(), version);
 }
 
+absl::StatusOr<EmbeddingTables> RequestHandler::TablesFromPayload(const Message& m,
+                                                                  size_t floats) const {
+  const proto::Header& h = m.header;
+  if (h.job().tables_size() == 0) return EmbeddingTables();
+  EmbeddingTables tables(h.job(), options_.shard_index,
+                         num_shards_ != 0 ? num_shards_ : h.num_shards());
+  RETURN_IF_ERROR(tables.ApplyEncoded(TablesOf(m, floats), /*delta=*/false, "RESTORE's tables"));
+  return tables;
+}
+
 absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) {
   const proto::Header& h = m.header;
   const bool rollback = h.restore().rollback() && initialized();
@@ -140,10 +150,9 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
   ASSIGN_OR_RETURN(ShardCheckpoint c,
                    h.restore().from_payload() ? StateFromPayload(m, options_.num_workers)
                                               : LoadCheckpoint(h));
-  // The tables' rows: from the checkpoint's files; a restore from a state
-  // (a standby's, the initial one) starts them afresh (Install).
+  // The tables' rows: from the checkpoint's files, or the standby's state.
   ASSIGN_OR_RETURN(EmbeddingTables tables, h.restore().from_payload()
-                                               ? EmbeddingTables()
+                                               ? TablesFromPayload(m, c.state.size())
                                                : LoadTables(h, c.header.version()));
   if (rollback) {
     // Whatever waits here was computed on the state being undone.
@@ -203,6 +212,22 @@ std::vector<float> RequestHandler::StateSnapshot() const {
   return {state.begin(), state.end()};
 }
 
+std::vector<float> RequestHandler::ReplicaPayloadNow(int64_t since, proto::ReplicaState* r) {
+  std::vector<float> payload = StateSnapshot();
+  if (tables_.empty()) return payload;
+  std::string bytes;
+  const bool delta = since >= 0 && tables_.EncodeSince(since, version(), &bytes);
+  if (!delta) {
+    tables_.StartChangeLog();
+    bytes = tables_.Encode(version());
+  }
+  r->set_tables_bytes(bytes.size());
+  r->set_tables_delta(delta);
+  r->set_tables_since(delta ? since : 0);
+  AppendTables(bytes, &payload);
+  return payload;
+}
+
 proto::ReplicaState RequestHandler::ReplicaStateNow() const {
   proto::ReplicaState r;
   r.set_version(policy_->version());
@@ -216,6 +241,7 @@ proto::ReplicaState RequestHandler::ReplicaStateNow() const {
   r.set_primary_instance(options_.instance);
   r.set_term(term_);
   r.set_generation(generation_);
+  r.set_tables_epoch(tables_epoch_);
   return r;
 }
 
@@ -271,7 +297,15 @@ void RequestHandler::HandleFetchReplica(const std::string& peer, const Message& 
   *reply.header.mutable_job() = r.job();
   *reply.header.mutable_replica() = r.replica();
   *reply.header.mutable_stats() = r.stats();
-  reply.payload = replica.state;
+  if (replica.tables == nullptr) {
+    reply.payload = replica.state;
+  } else {
+    uint64_t tables_bytes = 0;
+    reply.payload =
+        std::make_shared<const std::vector<float>>(ReplicaPayload(replica, &tables_bytes));
+    reply.header.mutable_replica()->set_tables_bytes(tables_bytes);
+    reply.header.mutable_replica()->set_tables_delta(false);
+  }
   out->push_back(std::move(reply));
 }
 
@@ -288,7 +322,11 @@ absl::Status RequestHandler::AdoptReplica(const HeldReplica& replica) {
   restore->set_from_payload(true);
   restore->set_generation(replica.header.replica().generation());
   restore->set_term(replica.header.replica().term() + 1);
-  const Message m = MakeMessage(std::move(h), *replica.state);
+  uint64_t tables_bytes = 0;
+  const std::vector<float> payload = ReplicaPayload(replica, &tables_bytes);
+  h.mutable_replica()->set_tables_bytes(tables_bytes);
+  h.mutable_replica()->set_tables_delta(false);
+  const Message m = MakeMessage(std::move(h), payload);
   std::vector<Reply> none;  // an empty handler has nothing parked
   RETURN_IF_ERROR(Restore(m, &none));
   LOG(INFO) << "serving shard " << options_.shard_index << " [" << range_.begin << ", "
@@ -304,6 +342,8 @@ HeldReplica RequestHandler::ReleaseAsReplica(const absl::Status& why, std::vecto
   r.header = ReplicateHeader(0);
   r.header.set_is_reply(false);
   r.state = std::make_shared<const std::vector<float>>(StateSnapshot());
+  // This handler is done with: its tables go to the replica as they are.
+  if (!tables_.empty()) r.tables = std::make_shared<EmbeddingTables>(std::move(tables_));
   return r;
 }
 

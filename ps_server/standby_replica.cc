@@ -1,5 +1,7 @@
 #include "ps_server/standby_replica.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "common/optimizer.h"
 #include "common/status_macros.h"
@@ -22,12 +24,17 @@ absl::StatusOr<size_t> CheckState(const Message& m, int num_workers) {
   ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(h.job()));
   const size_t n = static_cast<size_t>(h.range_end() - h.range_begin());
   const size_t floats = StateFloats(optimizer, n);
-  if (h.encoding() != proto::F32 || m.payload_floats() != floats) {
+  const proto::ReplicaState& r = h.replica();
+  const uint64_t tables = r.tables_bytes();
+  if (h.encoding() != proto::F32 || (tables > 0) != (h.job().tables_size() > 0) ||
+      tables > (uint64_t{1} << 46) ||
+      m.payload_bytes() !=
+          (floats + (tables + sizeof(float) - 1) / sizeof(float)) * sizeof(float)) {
     return absl::InvalidArgumentError(
         absl::StrCat("a state of ", m.payload_bytes(), " bytes for a range of ", n, " floats and ",
-                     OptimizerName(optimizer.kind), "'s ", NumSlots(optimizer), " slot(s)"));
+                     OptimizerName(optimizer.kind), "'s ", NumSlots(optimizer), " slot(s), and ",
+                     tables, " bytes of ", h.job().tables_size(), " embedding table(s)"));
   }
-  const proto::ReplicaState& r = h.replica();
   if (r.version() < 0 || r.version() > kMaxVersion || r.updates() < 0 ||
       (r.worker_clocks_size() != 0 && r.worker_clocks_size() != num_workers)) {
     return absl::InvalidArgumentError("a state whose version, update count or clocks are out of range");
@@ -38,11 +45,33 @@ absl::StatusOr<size_t> CheckState(const Message& m, int num_workers) {
   return floats;
 }
 
+absl::string_view TablesOf(const Message& m, size_t floats) {
+  const absl::Span<const char> bytes = m.PayloadBytes();
+  return {bytes.data() + floats * sizeof(float),
+          static_cast<size_t>(m.header.replica().tables_bytes())};
+}
+
+std::vector<float> ReplicaPayload(const HeldReplica& replica, uint64_t* tables_bytes) {
+  std::vector<float> payload(replica.state->begin(), replica.state->end());
+  *tables_bytes = 0;
+  if (replica.tables == nullptr) return payload;
+  const std::string tables = replica.tables->Encode(replica.header.replica().version());
+  *tables_bytes = tables.size();
+  AppendTables(tables, &payload);
+  return payload;
+}
+
+void AppendTables(const std::string& bytes, std::vector<float>* payload) {
+  const size_t floats = payload->size();
+  payload->resize(floats + (bytes.size() + sizeof(float) - 1) / sizeof(float), 0.0f);
+  if (!bytes.empty()) std::memcpy(payload->data() + floats, bytes.data(), bytes.size());
+}
+
 absl::StatusOr<ShardCheckpoint> StateFromPayload(const Message& m, int num_workers) {
   ASSIGN_OR_RETURN(const size_t floats, CheckState(m, num_workers));
   ShardCheckpoint c;
   c.state.resize(floats);
-  m.CopyPayloadTo(absl::MakeSpan(c.state));
+  if (floats > 0) std::memcpy(c.state.data(), m.PayloadBytes().data(), floats * sizeof(float));
   const uint64_t n = m.header.range_end() - m.header.range_begin();
   if (!IsFiniteState(c.state, static_cast<int64_t>(n))) {
     return absl::InvalidArgumentError("RESTORE: a state not finite in f32");
@@ -88,14 +117,49 @@ absl::Status StandbyReplica::Keep(const Principal& who, const Message& m, int nu
   absl::StatusOr<size_t> floats = CheckState(m, num_workers_);
   if (!floats.ok()) return refuse(Refusal::kBadState, floats.status());
   auto state = std::make_shared<std::vector<float>>(*floats);
-  m.CopyPayloadTo(absl::MakeSpan(*state));
+  if (*floats > 0) std::memcpy(state->data(), m.PayloadBytes().data(), *floats * sizeof(float));
   if (!IsFiniteState(*state, static_cast<int64_t>(h.range_end() - h.range_begin()))) {
     return refuse(Refusal::kBadState,
                   absl::InvalidArgumentError("REPLICATE: a state not finite in f32"));
   }
+  if (h.job().tables_size() > 0) {
+    if (absl::Status s = KeepTables(m, *floats, num_shards); !s.ok()) {
+      return refuse(s.code() == absl::StatusCode::kFailedPrecondition ? Refusal::kTablesBehind
+                                                                      : Refusal::kBadState,
+                    s);
+    }
+  } else {
+    held_.tables = nullptr;
+  }
   held_.header = h;
   held_.state = std::move(state);
   if (refusal != nullptr) *refusal = Refusal::kNone;
+  return absl::OkStatus();
+}
+
+absl::Status StandbyReplica::KeepTables(const Message& m, size_t floats, int num_shards) {
+  const proto::ReplicaState& r = m.header.replica();
+  const absl::string_view bytes = TablesOf(m, floats);
+  if (!r.tables_delta()) {
+    auto tables =
+        std::make_shared<EmbeddingTables>(m.header.job(), m.header.shard_index(), num_shards);
+    RETURN_IF_ERROR(tables->ApplyEncoded(bytes, /*delta=*/false, "REPLICATE's tables"));
+    held_.tables = std::move(tables);
+    return absl::OkStatus();
+  }
+  const proto::ReplicaState& mine = held_.header.replica();
+  if (held_.tables == nullptr || mine.primary_instance() != r.primary_instance() ||
+      mine.tables_epoch() != r.tables_epoch() || held_.tables->clock() < r.tables_since() ||
+      held_.header.job().SerializeAsString() != m.header.job().SerializeAsString()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("REPLICATE: a delta of the tables after clock ", r.tables_since(),
+                     " of tables this standby does not hold; send them whole"));
+  }
+  if (absl::Status s = held_.tables->ApplyEncoded(bytes, /*delta=*/true, "REPLICATE's tables");
+      !s.ok()) {
+    held_.tables = nullptr;  // part applied: of no use until they come whole
+    return s;
+  }
   return absl::OkStatus();
 }
 

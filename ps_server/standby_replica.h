@@ -10,7 +10,10 @@
 // Keep() takes a REPLICATE only from this ps's primary, for its own shard,
 // of a cluster of this size, never of an older placement term than the
 // replica held (the shard moved while that primary was away), and only a
-// state a shard of its range and optimizer could have, finite in f32.
+// state a shard of its range and optimizer could have, finite in f32; its
+// tables' delta only on the tables it holds of that primary's stream at
+// the delta's base or later (else FailedPrecondition: the primary sends
+// them whole next).
 // Thread safety: none; the ps's event loop owns it.
 
 #include <cstddef>
@@ -21,30 +24,46 @@
 #include "checkpoint/shard_checkpoint.h"
 #include "proto/pstrain.pb.h"
 #include "ps_server/access_control.h"
+#include "ps_server/embedding_tables.h"
 #include "transport/transport.h"
 
 namespace pstrain {
 
 // A standby's copy of another ps's shard: the last REPLICATE's header (job,
 // plan, range, ReplicaState, the primary's counters) and its state,
-// parameters then the optimizer's slots (null: none held).
+// parameters then the optimizer's slots (null: none held); a job with
+// embedding tables: the shard's tables too, kept up to date by the
+// REPLICATEs' deltas (null: none held, or a delta failed: the replica is
+// then of no use until its primary sends them whole).
 struct HeldReplica {
   proto::Header header;
   std::shared_ptr<const std::vector<float>> state;
-  bool held() const { return state != nullptr; }
+  std::shared_ptr<EmbeddingTables> tables;
+  bool held() const { return state != nullptr && (header.job().tables_size() == 0 || tables); }
 };
 
 // The floats of the state a message carries (a REPLICATE, or a RESTORE
 // from a standby's state): its range's parameters and the slots of its
-// job's optimizer (common/optimizer.h). InvalidArgument when the range,
-// the optimizer, the payload or the ReplicaState is not one a shard of a
-// job of `num_workers` ranks could have.
+// job's optimizer (common/optimizer.h), followed in the payload by its
+// tables' bytes exactly when the job has tables (ReplicaState.tables_bytes).
+// InvalidArgument when the range, the optimizer, the payload or the
+// ReplicaState is not one a shard of a job of `num_workers` ranks could
+// have.
 absl::StatusOr<size_t> CheckState(const Message& m, int num_workers);
+// The tables' bytes of a message CheckState accepted, `floats` its result.
+absl::string_view TablesOf(const Message& m, size_t floats);
 
 // A RESTORE from_payload's state as a checkpoint (version, updates,
 // clocks and counters from its ReplicaState and stats), checked as
 // CheckState does and finite in f32.
 absl::StatusOr<ShardCheckpoint> StateFromPayload(const Message& m, int num_workers);
+
+// A replica's payload as FETCH_REPLICA sends it and RESTORE from_payload
+// takes it: its state's floats, then its tables whole (their byte count
+// in *tables_bytes; 0 for a job without tables).
+std::vector<float> ReplicaPayload(const HeldReplica& replica, uint64_t* tables_bytes);
+// Appends `bytes` to `payload`, zero-padded to whole floats.
+void AppendTables(const std::string& bytes, std::vector<float>* payload);
 
 class StandbyReplica {
  public:
@@ -52,7 +71,7 @@ class StandbyReplica {
       : shard_index_(shard_index), num_workers_(num_workers) {}
 
   // Why Keep refused a REPLICATE.
-  enum class Refusal { kNone, kNotMyPrimary, kStaleTerm, kBadState };
+  enum class Refusal { kNone, kNotMyPrimary, kStaleTerm, kBadState, kTablesBehind };
 
   // Keeps the state REPLICATE `m` from `who` carries, in a cluster of
   // `num_shards` ps (see above); the refusal otherwise, and which.
@@ -63,6 +82,9 @@ class StandbyReplica {
   void Set(HeldReplica replica) { held_ = std::move(replica); }
 
  private:
+  // The tables of an accepted REPLICATE `m` whose state is `floats` floats.
+  absl::Status KeepTables(const Message& m, size_t floats, int num_shards);
+
   int shard_index_;
   int num_workers_;
   HeldReplica held_;

@@ -274,8 +274,10 @@ class PsClient {
   // `num_examples` examples) to every ps, each its ids' (a ps holding none
   // of them still hears of the step: sync averages over the pushes). A ps
   // the job went past drops them, as it drops the step's dense push.
+  // `only`: to the shards it marks true, not every one.
   absl::Status EmbeddingPush(int64_t step, absl::Span<const int64_t> versions, int num_examples,
-                             absl::Span<const EmbeddingRows> tables);
+                             absl::Span<const EmbeddingRows> tables,
+                             const std::vector<bool>* only = nullptr);
   // Waits at the barrier `name` on every shard until every worker reached
   // it. `report` (may be null), the worker's final figures, goes to every
   // shard: shard 0's STATS carries them to the chief, and a shard holding a

@@ -2,6 +2,7 @@
 // EmbeddingPush): each table's ids split by the ps that holds them
 // (common/embedding.h), one request per ps for every table at once.
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -84,9 +85,15 @@ absl::Status PsClient::EmbeddingPull(absl::Span<const EmbeddingRows> tables) {
 }
 
 absl::Status PsClient::EmbeddingPush(int64_t step, absl::Span<const int64_t> versions,
-                                     int num_examples, absl::Span<const EmbeddingRows> tables) {
+                                     int num_examples, absl::Span<const EmbeddingRows> tables,
+                                     const std::vector<bool>* only) {
   const Split split = SplitByPs(tables, num_shards());
   std::vector<Call> calls = ShardCalls(proto::EMBEDDING_PUSH, step, versions);
+  if (only != nullptr) {
+    calls.erase(std::remove_if(calls.begin(), calls.end(),
+                               [only](const Call& c) { return !(*only)[c.shard]; }),
+                calls.end());
+  }
   embedding_out_.resize(num_shards());
   for (Call& c : calls) {
     const int k = c.shard;

@@ -560,6 +560,8 @@ absl::Status WorkerRuntime::FinishPushedStep() {
   std::vector<bool> push_to(pull_versions_.size());
   for (size_t k = 0; k < push_to.size(); ++k) push_to[k] = pull_versions_[k] == step_->step();
   LOG(INFO) << "sending step " << step_->step() << "'s gradient again to the shards that lost it";
+  // Its rows first, as EndStep's pushes follow the step's EmbeddingPush.
+  RETURN_IF_ERROR(ResendRows(push_to));
   RETURN_IF_ERROR(step_->Resend(client_.get(), push_to, params_, &replies_));
   UpdateVersions(replies_);
   ++global_step_;

@@ -381,6 +381,23 @@ class WorkerRuntime {
   // from its standby lost that gradient), and if so, sends it to those.
   bool CanFinishPushedStep() const;
   absl::Status FinishPushedStep();
+  // With a standby (--ps_replicas), the step's row gradients as
+  // EmbeddingPush sent them: a shard restored from its standby lost them
+  // with the step's dense gradient, and FinishPushedStep sends both again.
+  struct SentRows {
+    int64_t step = -1;
+    int num_examples = 0;
+    struct Table {
+      EmbeddingRows rows;  // ids and grads point into the vectors below
+      std::vector<int64_t> ids;
+      std::vector<float> grads;
+    };
+    std::vector<Table> tables;
+  };
+  SentRows sent_rows_;
+  // Sends sent_rows_ again to the shards `to`, when they are of the step
+  // in flight.
+  absl::Status ResendRows(const std::vector<bool>& to);
   // Sync, after joining: whether this rank's gradient of global_step_ is
   // in on some shards (their clock is one past it) and not on others: the
   // process before this one died between its pushes. If so, pulls that

@@ -15,12 +15,6 @@ absl::Status CheckTables(const WorkerRuntimeOptions& options) {
   job.set_seed(options.train.seed);
   for (const proto::EmbeddingTableConfig& t : options.tables) *job.add_tables() = t;
   RETURN_IF_ERROR(ValidateEmbeddingTables(job));
-  const TrainOptions& o = options.train;
-  if (o.ps_replicas > 0) {
-    return absl::InvalidArgumentError(
-        "embedding tables do not work with --ps_replicas yet: a standby does not hold their "
-        "rows; leave it out (checkpoints keep them: --checkpoint_every_steps)");
-  }
   return absl::OkStatus();
 }
 
@@ -47,7 +41,29 @@ absl::Status WorkerRuntime::EmbeddingPull(absl::Span<const EmbeddingRows> tables
 }
 
 absl::Status WorkerRuntime::EmbeddingPush(int num_examples, absl::Span<const EmbeddingRows> tables) {
+  if (options_.train.ps_replicas > 0) {
+    sent_rows_.step = global_step_;
+    sent_rows_.num_examples = num_examples;
+    sent_rows_.tables.resize(tables.size());
+    for (size_t t = 0; t < tables.size(); ++t) {
+      SentRows::Table& copy = sent_rows_.tables[t];
+      copy.ids.assign(tables[t].ids.begin(), tables[t].ids.end());
+      copy.grads.assign(tables[t].grads.begin(), tables[t].grads.end());
+      copy.rows = tables[t];
+      copy.rows.ids = copy.ids;
+      copy.rows.grads = copy.grads;
+      copy.rows.rows = {};
+    }
+  }
   return client_->EmbeddingPush(global_step_, versions_, num_examples, tables);
+}
+
+absl::Status WorkerRuntime::ResendRows(const std::vector<bool>& to) {
+  if (sent_rows_.step != step_->step()) return absl::OkStatus();  // none this step
+  std::vector<EmbeddingRows> rows;
+  for (const SentRows::Table& t : sent_rows_.tables) rows.push_back(t.rows);
+  return client_->EmbeddingPush(sent_rows_.step, step_->computed_on(), sent_rows_.num_examples,
+                                rows, &to);
 }
 
 }  // namespace pstrain

@@ -339,6 +339,79 @@ TEST(EmbeddingTableCheckpoint, AFullAndADeltaLoadedGoOnBitForBit) {
   }
 }
 
+// What a table holds, as a full save writes it, its waiting ids sorted
+// (not the memory its structures took: their capacities are their own).
+EmbeddingTableState Whole(const EmbeddingTable& table) {
+  EmbeddingTableState s;
+  table.Save(/*delta=*/false, &s);
+  std::sort(s.waiting.begin(), s.waiting.end());
+  s.meta.mutable_stats()->clear_memory_bytes();
+  return s;
+}
+
+void ExpectSame(const EmbeddingTableState& a, const EmbeddingTableState& b, const char* what) {
+  EXPECT_EQ(a.ids, b.ids) << what;
+  EXPECT_EQ(a.last_updates, b.last_updates) << what;
+  EXPECT_EQ(a.floats, b.floats) << what;
+  EXPECT_EQ(a.waiting, b.waiting) << what;
+  EXPECT_EQ(a.meta.SerializeAsString(), b.meta.SerializeAsString()) << what;
+}
+
+TEST(EmbeddingTableReplica, AStandbyKeptByDeltasHoldsTheTableBitForBit) {
+  for (proto::RowOptimizer o : {proto::ROW_SGD, proto::ROW_ADAGRAD, proto::ROW_ADAM}) {
+    proto::EmbeddingTableConfig config = Table(o);
+    config.set_admit_after(2);
+    config.set_evict_after_updates(30);
+    config.set_max_rows_per_ps(150);
+    EmbeddingTable live(config, kSeed, 0), standby(config, kSeed, 0);
+    Drive(live, 0, 20);
+    live.StartChangeLog();
+    int64_t acked = live.updates();  // the clock: a table of its own counts its updates
+    ASSERT_TRUE(standby.Load(Whole(live), /*delta=*/false, "whole").ok());
+    int64_t deleted = 0, unwaited = 0;
+    for (int round = 0; round < 12; ++round) {
+      Drive(live, 20 + 10 * round, 30 + 10 * round);
+      EmbeddingTableState delta;
+      ASSERT_TRUE(live.SaveSince(acked, &delta));
+      deleted += static_cast<int64_t>(delta.deleted.size());
+      for (const auto& w : delta.waiting) unwaited += w.second == 0;
+      // Through the wire's encoding, as a standby reads it.
+      EmbeddingCheckpoint c;
+      c.header.set_delta(true);
+      c.tables.push_back(delta);
+      const EmbeddingCheckpoint read =
+          DecodeEmbeddingCheckpoint(EncodeEmbeddingCheckpoint(&c), "delta").value();
+      ASSERT_TRUE(standby.Load(read.tables[0], /*delta=*/true, "delta").ok());
+      // Every other delta is "lost" (never acknowledged): the next one
+      // reaches back further, onto a standby that has more than its base.
+      if (round % 2 == 1) {
+        acked = live.updates();
+        live.ForgetThrough(acked);
+      }
+      ExpectSame(Whole(standby), Whole(live), "after a delta");
+    }
+    EXPECT_GT(deleted, 0) << "nothing evicted between the deltas";
+    EXPECT_GT(unwaited, 0) << "no id left the waiting list between the deltas";
+    // The log forgot what the standby acknowledged: a delta from before
+    // that is refused (the primary sends the table whole).
+    EmbeddingTableState too_old;
+    EXPECT_FALSE(live.SaveSince(acked - 5, &too_old));
+    EXPECT_TRUE(live.SaveSince(acked, &too_old));
+  }
+}
+
+TEST(EmbeddingTableReplica, ALogNeverStartedGivesNoDelta) {
+  EmbeddingTable live(Table(proto::ROW_SGD), kSeed, 0);
+  Drive(live, 0, 5);
+  EmbeddingTableState s;
+  EXPECT_FALSE(live.SaveSince(0, &s));
+  live.StartChangeLog();
+  EXPECT_FALSE(live.SaveSince(2, &s)) << "a delta from before the log started";
+  Drive(live, 5, 6);
+  ASSERT_TRUE(live.SaveSince(5, &s));
+  EXPECT_GT(s.ids.size(), 0u);
+}
+
 TEST(EmbeddingTableCheckpoint, DamageIsRefusedNamingTheFile) {
   EmbeddingTable live(Table(proto::ROW_SGD), kSeed, 0);
   Drive(live, 0, 5);

@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import unittest
 
 import torch
@@ -127,6 +128,63 @@ class Checkpoints(EmbeddingCase):
                  for f in names if f.startswith("embedding-0-")]
         self.assertLessEqual(len(files), 4)
 
+
+    def kill_ps0_at_step_22(self, name, launch_flags, script_flags=(), frozen_s=0):
+        """A sync job of 2 workers and 2 ps with a hot standby, ps:0
+        killed (SIGKILL) once step 22 is logged, after `frozen_s` seconds
+        stopped (SIGSTOP); returns the summary, the recoveries' sources and
+        the output, having checked the result against one process."""
+        run = self.run_dir(name)
+        out = os.path.join(self.dir, name + ".pt")
+        killed, lines = [], []
+
+        def on_line(line):
+            lines.append(line)
+            if not killed and re.match(r"\[worker:0\] .*step 22/50", line):
+                pid = t.started_pids(lines)["ps:0"]
+                killed.append(pid)
+                if frozen_s:
+                    os.kill(pid, signal.SIGSTOP)
+                    threading.Timer(frozen_s, os.kill, (pid, signal.SIGKILL)).start()
+                else:
+                    os.kill(pid, signal.SIGKILL)
+
+        flags = ["--steps=50", "--table_optimizer=adam", "--admit_after=2", "--branch"]
+        launch = t.Launch(t.local_flags(run, 2, 2) + [
+            "--mode=sync", "--ps_replicas=1", "--log_every_steps=2"] + launch_flags,
+                          [t.PYTHON, SCRIPT, "--out=" + out] + flags + list(script_flags),
+                          on_line=on_line)
+        self.assertEqual(launch.wait(), 0, launch.output)
+        self.assertEqual(len(killed), 1, "the job never reached step 22")
+        summary = t.summary(run)
+        difference = max_difference(torch.load(out), self.reference(name, 2, flags))
+        recoveries = summary.get("recoveries", [])
+        print("RESULT torch_embedding %s max_abs_diff=%.3g recoveries=%s"
+              % (name, difference, [(r["source"], r.get("updates_lost", 0)) for r in recoveries]),
+              flush=True)
+        self.assertLess(difference, TOLERANCE)
+        self.assertTrue(recoveries, launch.output)
+        self.assertTrue(all(r.get("updates_lost", 0) == 0 for r in recoveries), recoveries)
+        return summary, [r["source"] for r in recoveries], launch.output
+
+    def test_a_killed_ps_comes_back_from_its_standby(self):
+        # --ps_replicas=1: the standby holds the tables too (whole once,
+        # then deltas); the restarted ps gets them from it and nothing is
+        # rolled back. ps:0 is frozen first: it dies holding requests it
+        # never answered.
+        _, sources, output = self.kill_ps0_at_step_22("standby", ["--restart_backoff_s=0"],
+                                                      frozen_s=1.0)
+        self.assertEqual(sources, ["standby"], output)
+        self.assertNotIn("rolled back by", output)
+
+    def test_a_lost_ps_fails_over_to_its_standby_and_back(self):
+        # The ps stays away past --failover_after_s: its standby serves its
+        # shard and tables meanwhile, then gives them back.
+        # Steps of 100 ms leave the ps time to come back before the end.
+        _, sources, output = self.kill_ps0_at_step_22(
+            "failover", ["--restart_backoff_s=4", "--failover_after_s=1"], ["--step_sleep_ms=100"])
+        self.assertIn("failover", sources, output)
+        self.assertIn("failback", sources, output)
 
     def stop_at_step_30(self, run, out, flags):
         """A sync job of 60 steps with checkpoints every 4, stopped (SIGINT
@@ -245,13 +303,6 @@ class Refusals(EmbeddingCase):
         launch = t.Launch(t.local_flags(run, workers, ps) + list(launch_flags),
                           [t.PYTHON, SCRIPT, "--out=" + os.path.join(self.dir, "x.pt")] + flags)
         return launch.wait(), launch.output
-
-    def test_options_the_rows_do_not_work_with(self):
-        code, output = self.run_refused("replicas", 2, [], ["--mode=sync", "--ps_replicas=1"],
-                                        ps=2)
-        self.assertEqual(code, 1, output)  # the job fails: its worker exits 2, not restarted
-        self.assertIn("embedding tables do not work with --ps_replicas", output)
-        self.assertIn("exit code 2", output)
 
     def test_workers_whose_tables_differ(self):
         code, output = self.run_refused("mismatch", 2, ["--mismatch"], [])
