@@ -4,7 +4,9 @@
 #   single      one process, the tables as nn.EmbeddingBag(sparse=True), the
 #               global batch (2 x 256);
 #   pstrain     2 ps + 2 workers through pstrain.torch, the tables on the ps
-#               (pst.Embedding), sync and async, CURVE;
+#               (pst.Embedding), sync and async, CURVE; pstrain_sync_standby
+#               is sync with a hot standby (--ps_replicas=1), and also says
+#               the MB a ps sent its standby per state (tables as deltas);
 #   ddp_sparse  PyTorch DDP (gloo), 2 ranks, every table on every rank,
 #               sparse gradients (benchmarks/dlrm_ddp.py);
 #   ddp_dense   the same with dense table gradients (nn.EmbeddingBag's
@@ -50,17 +52,26 @@ run() {  # run JOB ROUND: one RESULT line
               "${steps_flag[@]}" 2>&1)
       echo "$out" | sed -n 's/.*(\([0-9]*\) samples\/s), test AUC \([0-9.]*\).*/RESULT job=single samples_per_s=\1 auc=\2/p'
       ;;
-    pstrain_sync | pstrain_async)
-      local mode=${job#pstrain_} dir=$work/run_${job}_$round
+    pstrain_sync | pstrain_async | pstrain_sync_standby)
+      local mode=${job#pstrain_} dir=$work/run_${job}_$round replicas=()
+      [[ $job == *_standby ]] && { mode=sync; replicas=(--ps_replicas=1); }
       "$build/bin/pstrain" launch --cluster_spec="$work/spec.json" --free_ports --run_dir="$dir" \
-        --mode="$mode" -- "$python" "$root/examples/pytorch/dlrm.py" --data_dir="$data" \
-        "${steps_flag[@]}" > "$dir.log" 2>&1 || { echo "RESULT job=$job failed: $dir.log"; return; }
-      "$python" - "$dir/summary.json" "$job" <<'PY'
-import json, sys
+        --mode="$mode" "${replicas[@]}" -- "$python" "$root/examples/pytorch/dlrm.py" \
+        --data_dir="$data" "${steps_flag[@]}" > "$dir.log" 2>&1 ||
+        { echo "RESULT job=$job failed: $dir.log"; return; }
+      "$python" - "$dir/summary.json" "$job" "$dir.log" <<'PY'
+import json, re, sys
 s = json.load(open(sys.argv[1]))
 rows = sum(t["row_updates"] for t in s["embedding_tables"])
-print("RESULT job=%s samples_per_s=%.0f auc=%.4f row_updates_per_s=%.0f"
-      % (sys.argv[2], s["train_images_per_sec"], s["final_test_accuracy"], rows / s["train_seconds"]))
+# With a standby: what the ps tasks sent it ("N states to its standby (M MB)").
+sent = [(int(n), float(mb)) for n, mb in
+        re.findall(r"(\d+) states to its standby \(([\d.]+) MB\)", open(sys.argv[3]).read())]
+extra = ""
+if sent:
+    extra = " standby_mb_per_state=%.3f" % (sum(mb for _, mb in sent) / sum(n for n, _ in sent))
+print("RESULT job=%s samples_per_s=%.0f auc=%.4f row_updates_per_s=%.0f%s"
+      % (sys.argv[2], s["train_images_per_sec"], s["final_test_accuracy"],
+         rows / s["train_seconds"], extra))
 PY
       ;;
     ddp_sparse | ddp_dense)
@@ -86,6 +97,8 @@ for line in open(sys.argv[1]):
 for job, rs in runs.items():
     med = lambda k: statistics.median(float(r[k]) for r in rs) if k in rs[0] else None
     extra = " row_updates_per_s=%.0f" % med("row_updates_per_s") if med("row_updates_per_s") else ""
+    if med("standby_mb_per_state"):
+        extra += " standby_mb_per_state=%.3f" % med("standby_mb_per_state")
     print("SUMMARY job=%s samples_per_s=%.0f auc=%.4f%s runs=%d"
           % (job, med("samples_per_s"), med("auc"), extra, len(rs)))
 PY

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "common/file_util.h"
@@ -514,13 +515,17 @@ absl::Status PsServer::Finish(absl::Status status) {
     if (absl::Status t = trace_->Flush(); !t.ok()) LOG(ERROR) << t.message();
   }
   const proto::ShardStats s = handler_.Stats();
-  LOG(INFO) << task_.ToString() << " done: version " << s.version() << ", "
-            << s.updates_applied() << " updates, " << s.gradients_received()
-            << " gradients received, " << s.stale_gradients_dropped() << " stale and "
-            << s.late_gradients_dropped() << " late dropped, " << s.malformed_requests()
-            << " malformed and " << s.rejected_requests() << " rejected requests ("
-            << s.unauthorized_requests() << " unauthorised, " << s.duplicate_requests()
-            << " repeats), " << s.handshakes_refused() << " handshakes refused";
+  LOG(INFO) << task_.ToString() << " done: version " << s.version() << ", " << s.updates_applied()
+            << " updates, " << s.gradients_received() << " gradients received, "
+            << s.stale_gradients_dropped() << " stale and " << s.late_gradients_dropped()
+            << " late dropped, " << s.malformed_requests() << " malformed and "
+            << s.rejected_requests() << " rejected requests (" << s.unauthorized_requests()
+            << " unauthorised, " << s.duplicate_requests() << " repeats), "
+            << s.handshakes_refused() << " handshakes refused"
+            << (s.replications() == 0
+                    ? std::string()
+                    : absl::StrFormat("; %d states to its standby (%.1f MB)", s.replications(),
+                                      static_cast<double>(s.replication_bytes()) * 1e-6));
   return status;
 }
 

@@ -83,6 +83,7 @@ void Replicator::Send(RequestHandler& handler) {
   const std::vector<float> state =
       handler.ReplicaPayloadNow(delta ? tables_acked_clock_ : -1, h.mutable_replica());
   if (!SendRequest(socket_, h, state, /*zero_copy=*/false).ok()) return;  // not connected: later
+  in_flight_bytes_ = static_cast<int64_t>(state.size() * sizeof(float));
   in_flight_tables_clock_ = handler.tables_clock();
   in_flight_tables_epoch_ = h.replica().tables_epoch();
   in_flight_ = true;
@@ -110,7 +111,7 @@ void Replicator::ReadAcks(RequestHandler& handler) {
     tables_acked_epoch_ = in_flight_tables_epoch_;
     handler.TablesReplicated(tables_acked_clock_);
     standby_closed_ = false;
-    handler.CountReplication(true);
+    handler.CountReplication(true, in_flight_bytes_);
   }
 }
 

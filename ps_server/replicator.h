@@ -112,6 +112,7 @@ class Replicator {
   bool tables_whole_ = true;  // send them whole next
   int64_t tables_acked_clock_ = -1, tables_acked_epoch_ = -1;
   int64_t in_flight_tables_clock_ = -1, in_flight_tables_epoch_ = -1;
+  int64_t in_flight_bytes_ = 0;
   int64_t sent_us_ = 0;
   int64_t behind_since_us_ = 0;  // 0: the standby is up to date
   bool gave_up_ = false;

@@ -253,7 +253,8 @@ class RequestHandler {
   // A REPLICATE request for this shard's standby, without payload.
   proto::Header ReplicateHeader(uint64_t seq) const;
   // Counts what the replicator did (STATS).
-  void CountReplication(bool acknowledged);
+  // `bytes`: an acknowledged REPLICATE's payload.
+  void CountReplication(bool acknowledged, int64_t bytes = 0);
 
  private:
   // Steps and versions beyond this are lies (2^48 steps is millennia of

@@ -258,9 +258,10 @@ proto::Header RequestHandler::ReplicateHeader(uint64_t seq) const {
   return h;
 }
 
-void RequestHandler::CountReplication(bool acknowledged) {
+void RequestHandler::CountReplication(bool acknowledged, int64_t bytes) {
   if (acknowledged) {
     stats_.set_replications(stats_.replications() + 1);
+    stats_.set_replication_bytes(stats_.replication_bytes() + bytes);
   } else {
     stats_.set_unreplicated_releases(stats_.unreplicated_releases() + 1);
   }

@@ -137,6 +137,9 @@ void AddRequestFamilies(const proto::ShardStats& s, Families& f) {
             AsDouble(s.rollbacks()));
   f.Counter("pstrain_replications_total", "States of this shard its standby acknowledged",
             AsDouble(s.replications()));
+  f.Counter("pstrain_replication_bytes_total",
+            "Bytes of this shard's states (and tables) its standby acknowledged",
+            AsDouble(s.replication_bytes()));
   f.Counter("pstrain_unreplicated_releases_total",
             "Replies released without the standby's acknowledgement", AsDouble(s.unreplicated_releases()));
 }
