@@ -288,17 +288,26 @@ std::string Question(const proto::PlanRecord& plan, const PlanCalibration& cal, 
           ? absl::StrFormat("every task on one host of %d cores (as `pstrain launch` runs them)", plan.host_cores())
           : "each task on a host of its own";
   const proto::PlanCellRecord& any = plan.cells(0);
+  // A script's job: its bytes are what its calibration runs' ps tasks
+  // counted (dense tensors and embedding rows), not a parameter count's.
+  const bool script = absl::StartsWith(plan.model(), kScriptModel);
   std::vector<std::string> lines = {
-      absl::StrFormat("Model: %s, %.0f parameters; compute per step of %d images: %.1f ms (%s's, %s)",
-                      plan.model(), plan.params(), cal.batch_size,
-                      cal.mean_before_push_ms() + cal.ahead_ms, plan.calibration().model(),
-                      o.compute_ms > 0 ? "scaled by --compute_ms" : "measured"),
-      absl::StrFormat("A worker's step moves %.2f MB up (--wire=%s) and %.2f MB down (f32)",
-                      any.push_bytes_per_step() / kMB, plan.wire(), any.pull_bytes_per_step() / kMB),
-      absl::StrCat("Network: ", link),
-      absl::StrCat("Placement: ", where),
-      absl::StrCat("Security: ", plan.security() == "curve" ? "CURVE (encrypted), as the calibration's costs"
-                                                            : "--insecure, as the calibration's costs")};
+      absl::StrFormat(
+          "Model: %s%s; compute per step of %d images: %.1f ms (%s's, %s)", plan.model(),
+          script ? "" : absl::StrFormat(", %.0f parameters", plan.params()), cal.batch_size,
+          cal.mean_before_push_ms() + cal.ahead_ms, plan.calibration().model(),
+          o.compute_ms > 0 ? "scaled by --compute_ms" : "measured"),
+      script ? absl::StrFormat("A worker's step moves %.2f MB up and %.2f MB down (what the "
+                               "calibration runs' ps tasks received and sent a worker step: dense "
+                               "tensors and embedding rows)",
+                               any.push_bytes_per_step() / kMB, any.pull_bytes_per_step() / kMB)
+             : absl::StrFormat(
+                   "A worker's step moves %.2f MB up (--wire=%s) and %.2f MB down (f32)",
+                   any.push_bytes_per_step() / kMB, plan.wire(), any.pull_bytes_per_step() / kMB),
+      absl::StrCat("Network: ", link), absl::StrCat("Placement: ", where),
+      absl::StrCat("Security: ", plan.security() == "curve"
+                                     ? "CURVE (encrypted), as the calibration's costs"
+                                     : "--insecure, as the calibration's costs")};
   std::string out = "## The question\n\n";
   for (const std::string& l : lines) absl::StrAppend(&out, "- ", l, "\n");
   return out;

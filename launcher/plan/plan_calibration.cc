@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
@@ -284,9 +285,48 @@ void SetSharingCost(const std::vector<const CalibrationRun*>& of_model, const st
                                    model, 100 * cal->sharing_cost, sharing.size()));
 }
 
+// "pytorch (examples/pytorch/dlrm.py)": the script a launcher's command
+// line ran (its first argument ending in .py after "--"), or its command.
+std::string ScriptModelName(const std::string& command) {
+  const size_t dashes = command.find(" -- ");
+  std::string script = dashes == std::string::npos ? command : command.substr(dashes + 4);
+  for (absl::string_view word : absl::StrSplit(script, ' ', absl::SkipEmpty())) {
+    if (absl::EndsWith(word, ".py")) return absl::StrCat(kScriptModel, " (", word, ")");
+  }
+  return absl::StrCat(kScriptModel, " (", script, ")");
+}
+
+// A script's job: its name, and the bytes a worker's step moved, from what
+// its ps tasks received and sent over the workers' steps.
+absl::Status MeasuredShape(const std::string& run_dir, const RunRecord& record, ModelShape* shape) {
+  const proto::RunSummary& summary = record.summary;
+  double received = 0, sent = 0;
+  for (const proto::ShardSummary& s : summary.shards()) {
+    received += static_cast<double>(s.bytes_received());
+    sent += static_cast<double>(s.bytes_sent());
+  }
+  int64_t steps = 0;
+  for (const std::vector<StepRow>& rows : record.steps) steps += static_cast<int64_t>(rows.size());
+  if (summary.shards_size() != summary.num_ps() || received <= 0 || sent <= 0 || steps <= 0) {
+    return Unusable(run_dir,
+                    "a script's run whose summary.json does not say the bytes its ps tasks "
+                    "received and sent (a run of an older launcher?)");
+  }
+  shape->model = ScriptModelName(summary.command());
+  shape->step_push_bytes = received / static_cast<double>(steps);
+  shape->step_pull_bytes = sent / static_cast<double>(steps);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status StepBytes(const ModelShape& shape, int num_ps, std::vector<double>* push, std::vector<double>* pull) {
+  if (shape.step_push_bytes > 0 && shape.params == 0) {
+    if (num_ps < 1) return absl::InvalidArgumentError("no ps");
+    push->assign(static_cast<size_t>(num_ps), shape.step_push_bytes / num_ps);
+    pull->assign(static_cast<size_t>(num_ps), shape.step_pull_bytes / num_ps);
+    return absl::OkStatus();
+  }
   std::vector<TensorSlot> tensors;
   std::string name = shape.model;
   if (shape.params > 0) {
@@ -336,6 +376,8 @@ absl::StatusOr<CalibrationRun> ReadCalibrationRun(const std::string& run_dir, in
   run.host_cores = summary.host_cores() > 0 ? summary.host_cores() : default_host_cores;
   run.shape = {summary.model(), 0, summary.wire().empty() ? "f32" : summary.wire(),
                summary.shard_strategy().empty() ? "balanced" : summary.shard_strategy()};
+  if (summary.model() == kScriptModel)
+    RETURN_IF_ERROR(MeasuredShape(run_dir, run.record, &run.shape));
   run.cell = {summary.num_workers(), summary.num_ps(), run.sync, run.link_bytes_per_s, run.link,
               Placement::kOneHost, run.host_cores, {}, {}};
   RETURN_IF_ERROR(StepBytes(run.shape, run.cell.ps, &run.cell.push_bytes, &run.cell.pull_bytes));

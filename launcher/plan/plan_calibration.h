@@ -45,6 +45,14 @@ struct ModelShape {
   int64_t params = 0;       // > 0: one flat tensor of this many floats
   std::string wire = "f32";
   std::string shard_strategy = "balanced";
+  // A script's job (`pstrain launch -- python3 train.py`: a model the plan
+  // does not know, named "pytorch (train.py)"): the bytes one worker's
+  // step moved to and from all the ps, as its run's ps tasks counted them
+  // (summary.json's shards), dense tensors and embedding rows alike.
+  // Every ps takes 1/P of them: the balanced cut of the dense tensors, the
+  // rows' hash of their ids.
+  double step_push_bytes = 0;  // > 0: measured
+  double step_pull_bytes = 0;
 };
 
 // Per shard, the bytes of one worker's push (--wire) and pull (f32) of a
@@ -52,6 +60,9 @@ struct ModelShape {
 // than the plan can cut.
 absl::Status StepBytes(const ModelShape& shape, int num_ps, std::vector<double>* push,
                        std::vector<double>* pull);
+
+// The model a script's job (pstrain.torch) records in summary.json.
+inline constexpr char kScriptModel[] = "pytorch";
 
 // One calibration run, read back.
 struct CalibrationRun {

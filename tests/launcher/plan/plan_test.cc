@@ -2,6 +2,8 @@
 // wire (launcher/plan/plan_calibration.h) and its flags (launcher/plan/plan.h). The
 // command on a real run directory: tests/integration/experiment_commands_test.cc.
 
+#include "launcher/plan/plan.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -12,15 +14,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
+#include "common/json.h"
 #include "common/shard_plan.h"
 #include "common/wire_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "launcher/plan/plan.h"
 #include "launcher/plan/plan_calibration.h"
 #include "launcher/plan/plan_model.h"
 #include "launcher/reporting/run_record.h"
 #include "models/net_spec.h"
+#include "proto/run_summary.pb.h"
 
 namespace pstrain {
 namespace {
@@ -125,6 +128,60 @@ TEST(StepBytes, RefusesWhatThePlanCannotCut) {
   EXPECT_EQ(StepBytes({"mnist_cnn", 0, "f64", "balanced"}, 1, &push, &pull).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(StepBytes({"", 3, "f32", "balanced"}, 4, &push, &pull).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StepBytes, AScriptsMeasuredBytesAreSplitEvenlyOverThePs) {
+  ModelShape shape;
+  shape.model = "pytorch (train.py)";
+  shape.step_push_bytes = 4000;
+  shape.step_pull_bytes = 6000;
+  std::vector<double> push, pull;
+  ASSERT_TRUE(StepBytes(shape, 4, &push, &pull).ok());
+  EXPECT_THAT(push, ElementsAre(1000, 1000, 1000, 1000));
+  EXPECT_THAT(pull, ElementsAre(1500, 1500, 1500, 1500));
+}
+
+// A script's run (pstrain.torch): its model is the script, its bytes what
+// its ps tasks counted over the workers' steps.
+TEST(ReadCalibrationRun, AScriptsRunIsItsScriptWithTheBytesItsPsCounted) {
+  const std::string dir = ::testing::TempDir() + "/plan_script_run";
+  ASSERT_TRUE(MakeDirs(dir).ok());
+  proto::RunSummary summary;
+  summary.set_model("pytorch");
+  summary.set_command("pstrain launch --mode=sync -- python3 examples/dlrm.py --batch=256");
+  summary.set_mode("sync");
+  summary.set_num_ps(2);
+  summary.set_num_workers(1);
+  summary.set_batch_size(256);
+  for (int k = 0; k < 2; ++k) {
+    proto::ShardSummary* s = summary.add_shards();
+    s->set_shard(k);
+    s->set_bytes_received(100000 * (k + 1));  // 300,000 over 20 steps
+    s->set_bytes_sent(200000 * (k + 1));      // 600,000
+  }
+  ASSERT_TRUE(WriteFileAtomic(dir + "/summary.json", ToJson(summary)).ok());
+  std::string steps =
+      "step,epoch,unix_time,elapsed_s,loss,examples,version,min_clock,staleness,dropped,"
+      "compute_ms,comm_ms,wait_ms,ahead_ms\n";
+  for (int i = 0; i < 20; ++i) {
+    absl::StrAppend(&steps, i, ",0,", 1000 + 0.012 * i, ",", 0.012 * i, ",0.5,256,", i, ",", i + 1,
+                    ",0,0,10,2,0,0\n");
+  }
+  ASSERT_TRUE(WriteFileAtomic(dir + "/steps_worker0.csv", steps).ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/evals.csv",
+                              "step,epoch,train_seconds,test_loss,test_accuracy,epoch_end\n")
+                  .ok());
+  auto run = ReadCalibrationRun(dir, 2);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->shape.model, "pytorch (examples/dlrm.py)");
+  EXPECT_DOUBLE_EQ(run->shape.step_push_bytes, 15000);
+  EXPECT_DOUBLE_EQ(run->shape.step_pull_bytes, 30000);
+  EXPECT_THAT(run->cell.push_bytes, ElementsAre(7500, 7500));
+  EXPECT_THAT(run->cell.pull_bytes, ElementsAre(15000, 15000));
+  // A summary without the ps tasks' byte counts cannot say them.
+  summary.clear_shards();
+  ASSERT_TRUE(WriteFileAtomic(dir + "/summary.json", ToJson(summary)).ok());
+  EXPECT_THAT(ReadCalibrationRun(dir, 2).status().message(), HasSubstr("bytes its ps tasks"));
 }
 
 TEST(FitLinearCost, TwoSizesGiveTheLineAndOneSizeACostPerByte) {
