@@ -91,6 +91,7 @@ proto::PlanCalibrationRecord CalibrationRecord(const PlanOptions& o, const PlanC
   *r.mutable_latency() = CostRecord(cal.latency);
   *r.mutable_worker_comm_cpu() = CostRecord(cal.worker_comm_cpu);
   r.set_sharing_cost(cal.sharing_cost);
+  r.set_busy_core_wait_ms(cal.busy_core_wait_ms);
   r.set_insecure(insecure);
   r.set_host_cores(host_cores);
   for (const std::string& n : notes) r.add_notes(n);
@@ -327,6 +328,11 @@ std::string CalibrationSection(const proto::PlanRecord& plan, const PlanCalibrat
                   DescribeCost(cal.latency, "of the largest request (push + pull of a shard)"), "\n");
   absl::StrAppend(&out, absl::StrFormat("- Sharing a core: +%.1f%% CPU per step per additional worker on it\n",
                                         100 * cal.sharing_cost));
+  absl::StrAppend(
+      &out, absl::StrFormat("- A full host: the compute waits %.2f ms a step per worker on a core "
+                            "(times 1 + 1/2 + ... + 1/P with P ps) beyond its CPU, once every core "
+                            "has a worker\n",
+                            cal.busy_core_wait_ms));
   for (const std::string& n : r.notes()) absl::StrAppend(&out, "- ", n, "\n");
   return out;
 }

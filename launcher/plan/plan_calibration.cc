@@ -285,6 +285,31 @@ void SetSharingCost(const std::vector<const CalibrationRun*>& of_model, const st
                                    model, 100 * cal->sharing_cost, sharing.size()));
 }
 
+// q: what the compute of runs with more workers than cores took beyond k
+// workers' CPU on a core, per worker on it and per H_P of their ps (after
+// SetSharingCost).
+void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model, const std::string& model,
+                     bool insecure, PlanCalibration* cal, std::vector<std::string>* notes) {
+  std::vector<double> waits;
+  for (const CalibrationRun* r : of_model) {
+    const double per_core = static_cast<double>(r->cell.workers) / r->host_cores;
+    if (per_core <= 1 || r->insecure != insecure) continue;
+    const int k = (r->cell.workers + r->host_cores - 1) / r->host_cores;
+    const double cpu =
+        k * (cal->mean_before_push_ms() + cal->ahead_ms) * (1 + cal->sharing_cost * (per_core - 1));
+    waits.push_back(std::max(0.0, r->compute_ms - cpu) / (k * Harmonic(r->cell.ps)));
+  }
+  if (waits.empty()) return;
+  double sum = 0;
+  for (double q : waits) sum += q;
+  cal->busy_core_wait_ms = sum / static_cast<double>(waits.size());
+  notes->push_back(
+      absl::StrFormat("A full host (%s): a step's compute waits %.2f ms more per worker on its "
+                      "core (and H_P with P ps) than its CPU takes, once every core has a worker "
+                      "(from %zu run(s) with more workers than cores).",
+                      model, cal->busy_core_wait_ms, waits.size()));
+}
+
 // "pytorch (examples/pytorch/dlrm.py)": the script a launcher's command
 // line ran (its first argument ending in .py after "--"), or its command.
 std::string ScriptModelName(const std::string& command) {
@@ -433,6 +458,7 @@ absl::StatusOr<PlanCalibration> Calibrate(const std::vector<CalibrationRun>& run
     CostsFromCpu(costed, &cal, notes);
   }
   SetSharingCost(of_model, model, insecure, &cal, notes);
+  SetBusyCoreWait(of_model, model, insecure, &cal, notes);
   return cal;
 }
 

@@ -42,6 +42,7 @@ struct Costs {
   std::vector<double> s;          // [ps] s_k
   std::vector<double> s_push;     // [ps] of s_k, the push's part (the rest is the reply's)
   double lat = 0, w = 0;
+  double wait = 0;                // k q H_P: a full host's wait in the compute
   bool ps_own_core = false;       // no worker needs the ps's core (it works while they compute)
 };
 
@@ -51,6 +52,7 @@ Costs CostsOf(const PlanCalibration& cal, const PlanCell& cell) {
     c.k = (cell.workers + cell.host_cores - 1) / cell.host_cores;
     const double per_core = static_cast<double>(cell.workers) / cell.host_cores;
     c.stretch = 1 + cal.sharing_cost * std::max(0.0, per_core - 1);
+    if (cell.workers >= cell.host_cores) c.wait = c.k * cal.busy_core_wait_ms * Harmonic(cell.ps);
   }
   c.ps_own_core = cell.placement == Placement::kHostPerTask || cell.workers + cell.ps <= cell.host_cores;
   c.b = cal.mean_before_push_ms() * c.stretch;
@@ -138,7 +140,7 @@ SyncPs SyncPsTime(const PlanCell& cell, const Costs& c, int j, double early) {
 // phase1 + phase2 + g of the header, with its split.
 double SyncRoundMs(const PlanCalibration& cal, const PlanCell& cell, const Costs& c, PlanSplit* split) {
   const double m_w = OrderStatisticMean(cal.before_push_ms, cell.workers) * c.stretch;
-  const double phase1 = std::max(m_w, c.k * c.b);
+  const double phase1 = std::max(m_w, c.k * c.b) + c.wait;
   const double up = LinkMs(cell, Sum(cell.push_bytes));  // the worker's own pushes
   const double early = c.ps_own_core ? std::max(0.0, m_w - c.b) : 0;
   SyncPs worst;  // the ps that takes longest
@@ -173,10 +175,10 @@ double AsyncStepMs(const PlanCalibration& cal, const PlanCell& cell, const Costs
   }
   if (cell.link == LinkKind::kNic) down = std::max(down, RateMs(cell, Sum(cell.pull_bytes)));
   const double up = LinkMs(cell, Sum(cell.push_bytes));
-  const double alone = c.b + c.lat + up + ps + std::max(down, c.a) + cal.gap_ms;
+  const double alone = c.b + c.wait + c.lat + up + ps + std::max(down, c.a) + cal.gap_ms;
   const double step = (alone + std::sqrt(alone * alone + 4 * (q_ps + q_link))) / 2;
   split->compute_ms = (c.b + c.a) / c.stretch;
-  split->sharing_ms = (c.b + c.a) * (1 - 1 / c.stretch);
+  split->sharing_ms = (c.b + c.a) * (1 - 1 / c.stretch) + c.wait;
   split->transfer_ms = up + std::max(0.0, down - c.a) + q_link / step;
   split->ps_ms = ps + q_ps / step;
   split->other_ms = c.lat + cal.gap_ms;
@@ -218,6 +220,12 @@ LinearCost FitLinearCost(const std::vector<std::pair<double, double>>& points) {
 
 double PlanCalibration::mean_before_push_ms() const {
   return before_push_ms.empty() ? 0 : Sum(before_push_ms) / before_push_ms.size();
+}
+
+double Harmonic(int n) {
+  double h = 0;
+  for (int i = 1; i <= n; ++i) h += 1.0 / i;
+  return h;
 }
 
 double OrderStatisticMean(const std::vector<double>& sorted, int n) {

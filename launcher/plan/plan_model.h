@@ -31,13 +31,23 @@
 //   e      what sharing a core costs: a worker's CPU per step grows by
 //          e per additional worker on its core (caches, switches), from
 //          calibration runs with more workers than cores; 0 without one
+//   q      what a full host adds to a step's compute beyond its CPU, per
+//          worker on a core and ps: the compute of a script whose forward
+//          asks every ps for rows (embedding pulls) waits, once every core
+//          has a worker, for the last of the P ps to get a core; waits of
+//          mean q each, memoryless, make that q H_P (H_P = 1 + 1/2 + ... +
+//          1/P). From the same runs: their mean compute_ms over k (b + a)
+//          (1 + e (W / H - 1)), per k H_P; 0 without one (and about 0 for
+//          a compute that asks nothing)
 // A cost measured at one size only is taken as per byte (fixed = 0).
 //
 // The cell (PlanCell): W workers, P ps, shard k's push u_k and pull d_k
 // bytes, a link of R bytes/s (or none), H cores. On one host (what
 // `pstrain launch` runs) k = ceil(W / H) workers share a core, and every
-// CPU time (b_i, a, w, s) is stretched by 1 + e (W / H - 1) when W > H;
-// with a host per task, k = 1 and no host CPU bound applies.
+// CPU time (b_i, a, w, s) is stretched by 1 + e (W / H - 1) when W > H,
+// and when W >= H each step's compute takes k q H_P more (a wait, not
+// CPU: not in the host CPU bound); with a host per task, k = 1 and no host CPU
+// bound applies.
 //   L(B)     = f B / R on a NIC (each way); under --isolate=netns's tc tbf,
 //              which shapes only each task's egress with a 10 ms bucket,
 //              max(0, f B - max(64 KiB, R / 100)) / R. f = 1514 / 1448:
@@ -47,7 +57,7 @@
 //   out_k    = L(W d_k) / W                 a reply through ps k's egress
 //   s_k      = s(u_k + d_k)
 // sync, a round (every worker one step, the barrier per version):
-//   phase1   = max(M_W, k b)   M_W = E[max of W draws of b_i] (the order
+//   phase1   = max(M_W, k b) + k q H_P   M_W = E[max of W draws of b_i] (the order
 //                              statistic of the measured distribution,
 //                              stragglers included: OrderStatisticMean)
 //   phase2   = lat + up + max_k [push_k + reply_k]
@@ -65,7 +75,7 @@
 //              transfer overlaps the forward ahead)
 //   T        = phase1 + phase2 + g
 // async, one worker's step: alone,
-//   T0       = b + lat + up + max_k s_k + max(L(max_k d_k), a) + g
+//   T0       = b + k q H_P + lat + up + max_k s_k + max(L(max_k d_k), a) + g
 // then queued behind the other workers at each ps's core and link (Bard and
 // Schweitzer's approximate mean value analysis: a request finds (W - 1) D/T
 // of the others' work at a server of demand D):
@@ -115,6 +125,7 @@ struct PlanCalibration {
   LinearCost ps_request;               // s(B), B = one request's bytes
   LinearCost worker_comm_cpu;          // w(B), B = one worker's bytes of a step
   double sharing_cost = 0;             // e
+  double busy_core_wait_ms = 0;        // q
 
   double mean_before_push_ms() const;  // b
 };
@@ -166,6 +177,10 @@ struct PlanPrediction {
   std::vector<double> ps_link_utilisation;  // [ps] the busier direction; 0 without a link limit
   double staleness = 0;        // async: mean updates between a worker's pull and its push
 };
+
+// H_n = 1 + 1/2 + ... + 1/n: the expected last of n memoryless waits, in
+// units of their mean.
+double Harmonic(int n);
 
 // E[max of n independent draws] from the empirical distribution of
 // `sorted` (ascending, non-empty): sum_j x_(j) ((j/N)^n - ((j-1)/N)^n).

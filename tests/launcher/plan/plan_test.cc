@@ -455,6 +455,51 @@ TEST(Calibrate, PoolsItsRunsAtTheirTypicalSpeed) {
   EXPECT_NEAR(b[b.size() / 2], 8, 1e-9);
 }
 
+TEST(Calibrate, AFullHostsWaitInTheComputeIsWhatItTookBeyondItsCpu) {
+  // Alone: b 8 ms + a 2 ms. On 2 cores, 4 workers (2 a core) computed 26 ms
+  // a step where their CPU (sharing costs nothing here) is 2 x 10 ms.
+  CalibrationRun crowded = StepLogRun(4, 1, 2e6, 40);
+  crowded.host_cores = 2;
+  crowded.cell.host_cores = 2;
+  crowded.compute_ms = 26;
+  std::vector<std::string> notes;
+  const auto cal = Calibrate({StepLogRun(1, 1, 2e6, 5), crowded}, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok()) << cal.status();
+  EXPECT_NEAR(cal->busy_core_wait_ms, 3, 1e-9);
+  EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("waits 3.00 ms more per worker on its core"));
+  // Without a run with more workers than cores there is no wait.
+  EXPECT_EQ(
+      Calibrate({StepLogRun(1, 1, 2e6, 5)}, "mnist_cnn", false, 0.5, &notes)->busy_core_wait_ms, 0);
+}
+
+TEST(Predict, AFullHostsWaitLengthensTheComputeButUsesNoCpu) {
+  PlanCalibration cal = Calibration();
+  PlanCell cell = Cell(2, 1, true);
+  cell.placement = Placement::kOneHost;
+  cell.host_cores = 4;
+  PlanCalibration waits = cal;
+  waits.busy_core_wait_ms = 3;
+  // A core to spare: no wait.
+  EXPECT_NEAR(Predict(waits, cell).step_ms, Predict(cal, cell).step_ms, 1e-9);
+  for (bool sync : {true, false}) {
+    cell.sync = sync;
+    cell.host_cores = 2;  // every core has a worker: each step's compute waits q
+    const PlanPrediction with = Predict(waits, cell), without = Predict(cal, cell);
+    EXPECT_NEAR(with.split.sharing_ms - without.split.sharing_ms, 3, 1e-9) << sync;
+    EXPECT_NEAR(SplitSum(with.split), with.step_ms, 1e-9);
+    EXPECT_GT(with.step_ms, without.step_ms + (sync ? 2.9 : 1.0)) << sync;
+    // It is not CPU: the host's utilisation falls as the step grows.
+    EXPECT_LT(with.host_cpu_utilisation, without.host_cpu_utilisation) << sync;
+  }
+  // With 4 ps the compute waits for the last of 4: 3 x (1 + 1/2 + 1/3 + 1/4).
+  PlanCell four = Cell(2, 4, true);
+  four.placement = Placement::kOneHost;
+  four.host_cores = 2;
+  EXPECT_NEAR(Predict(waits, four).split.sharing_ms - Predict(cal, four).split.sharing_ms,
+              3 * 25.0 / 12, 1e-9);
+  EXPECT_NEAR(Harmonic(4), 25.0 / 12, 1e-12);
+}
+
 TEST(Calibrate, RefusesRunsWithNeitherTaskCpuNorAOneWorkerStepLog) {
   std::vector<std::string> notes;
   const auto crowded = Calibrate({StepLogRun(4, 1, 2e6, 40)}, "mnist_cnn", false, 0.5, &notes);
