@@ -304,7 +304,7 @@ proto::EmbeddingTableStats EmbeddingTable::Stats() const {
   return s;
 }
 
-void EmbeddingTable::Save(bool delta, EmbeddingTableState* out) const {
+void EmbeddingTable::SaveFront(size_t count, int64_t after, EmbeddingTableState* out) const {
   out->meta.Clear();
   *out->meta.mutable_config() = config_;
   out->meta.set_updates(updates_);
@@ -312,9 +312,10 @@ void EmbeddingTable::Save(bool delta, EmbeddingTableState* out) const {
   // Least recently updated first. The changed rows are the front of the
   // recency order (every change moves a row there).
   std::vector<uint32_t> order;
-  const size_t count = delta ? changed_.size() : index_.size();
-  order.reserve(count);
-  for (uint32_t slot = head_; slot != kNone && order.size() < count; slot = records_[slot].next) {
+  order.reserve(std::min(count, index_.size()));
+  for (uint32_t slot = head_;
+       slot != kNone && order.size() < count && records_[slot].last_update > after;
+       slot = records_[slot].next) {
     order.push_back(slot);
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
@@ -323,6 +324,10 @@ void EmbeddingTable::Save(bool delta, EmbeddingTableState* out) const {
     const float* row = RowAt(*it);
     out->floats.insert(out->floats.end(), row, row + stride_);
   }
+}
+
+void EmbeddingTable::Save(bool delta, EmbeddingTableState* out) const {
+  SaveFront(delta ? changed_.size() : index_.size(), INT64_MIN, out);
   if (delta) out->deleted.assign(dropped_.begin(), dropped_.end());
   out->waiting.assign(waiting_.begin(), waiting_.end());
 }
@@ -418,21 +423,7 @@ void EmbeddingTable::ForgetThrough(int64_t clock) {
 
 bool EmbeddingTable::SaveSince(int64_t clock, EmbeddingTableState* out) const {
   if (!logging_ || clock < log_since_) return false;
-  out->meta.Clear();
-  *out->meta.mutable_config() = config_;
-  out->meta.set_updates(updates_);
-  *out->meta.mutable_stats() = Stats();
-  std::vector<uint32_t> order;  // most recent first: every change moved its row to the front
-  for (uint32_t slot = head_; slot != kNone && records_[slot].last_update > clock;
-       slot = records_[slot].next) {
-    order.push_back(slot);
-  }
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    out->ids.push_back(records_[*it].id);
-    out->last_updates.push_back(records_[*it].last_update);
-    const float* row = RowAt(*it);
-    out->floats.insert(out->floats.end(), row, row + stride_);
-  }
+  SaveFront(SIZE_MAX, clock, out);  // the rows stamped after `clock`
   absl::flat_hash_set<int64_t> seen;
   for (auto it = dropped_log_.rbegin(); it != dropped_log_.rend() && it->first > clock; ++it) {
     if (seen.insert(it->second).second) out->deleted.push_back(it->second);

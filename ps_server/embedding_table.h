@@ -200,6 +200,10 @@ class EmbeddingTable {
   // Unlinks `slot` from the recency list / puts it at its head.
   void Unlink(uint32_t slot);
   void PushFront(uint32_t slot);
+  // Save's and SaveSince's start: the meta, and the rows at the front of
+  // the recency order (at most `count`, those last updated after `after`),
+  // least recently updated first.
+  void SaveFront(size_t count, int64_t after, EmbeddingTableState* out) const;
   // An update touched `id`, which has no row: counts the touch, and makes
   // its row at the admit_after-th (admission).
   void Admit(int64_t id);
