@@ -5,7 +5,7 @@
 # sharing a core costs), then held-out runs of other worker counts, ps
 # counts, the other mode and other links, each cell PASSES times, and a
 # table of cell, predicted, measured and error (`pstrain plan --check`).
-# About seven minutes on 2 cores with two passes. The runs with --isolate=netns links need root; without
+# About ten minutes on 2 cores with two passes. The runs with --isolate=netns links need root; without
 # it they are left out, and the script says so.
 #
 # Usage: benchmarks/plan_check.sh [OUT]     (default runs/plan-check-<time>)
@@ -77,6 +77,11 @@ for pass in $(seq "$passes"); do
   run held_out large_sync_ps1_w2_1gbit.$pass cnn_large sync 1 2 "$large_steps" 1gbit
   run held_out large_async_ps1_w2_1gbit.$pass cnn_large async 1 2 "$large_steps" 1gbit
   run held_out large_sync_ps2_w2_1gbit.$pass cnn_large sync 2 2 "$large_steps" 1gbit
+  # Several workers sharing a ps's limited link.
+  run held_out mnist_sync_ps1_w4_100mbit.$pass mnist_cnn sync 1 4 "$mnist_steps" 100mbit
+  run held_out mnist_async_ps1_w4_100mbit.$pass mnist_cnn async 1 4 "$mnist_steps" 100mbit
+  run held_out mnist_sync_ps1_w4_20mbit.$pass mnist_cnn sync 1 4 $((mnist_steps * 3 / 8)) 20mbit
+  run held_out large_sync_ps2_w3_300mbit.$pass cnn_large sync 2 3 $((large_steps * 3 / 8)) 300mbit
   # The host's speed drifts: calibrate again between the passes.
   run calibration cal_mnist_$pass mnist_cnn sync 1 1 "$mnist_steps"
   run calibration cal_large_$pass cnn_large sync 1 1 "$large_steps"
