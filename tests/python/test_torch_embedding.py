@@ -177,6 +177,36 @@ class Checkpoints(EmbeddingCase):
         self.assertEqual(sources, ["standby"], output)
         self.assertNotIn("rolled back by", output)
 
+    def test_async_tables_lose_nothing_with_their_standby(self):
+        # Async: no one-process reference, but the invariants: every table
+        # update went with its dense gradient (as many of each) and the
+        # restarted ps lost none the workers were answered for.
+        run = self.run_dir("async_standby")
+        out = os.path.join(self.dir, "async_standby.pt")
+        killed, lines = [], []
+
+        def on_line(line):
+            lines.append(line)
+            if not killed and re.match(r"\[worker:0\] .*step 22/50", line):
+                pid = t.started_pids(lines)["ps:0"]
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+        launch = t.Launch(t.local_flags(run, 2, 2) + [
+            "--mode=async", "--ps_replicas=1", "--log_every_steps=2", "--restart_backoff_s=0"],
+                          [t.PYTHON, SCRIPT, "--out=" + out, "--steps=50",
+                           "--table_optimizer=adagrad", "--admit_after=2"], on_line=on_line)
+        self.assertEqual(launch.wait(), 0, launch.output)
+        self.assertEqual(len(killed), 1, "the job never reached step 22")
+        summary = t.summary(run)
+        recoveries = summary.get("recoveries", [])
+        print("RESULT torch_embedding async_standby updates=%d table_updates=%s recoveries=%s"
+              % (summary["updates_applied"], [x["updates"] for x in summary["embedding_tables"]],
+                 [(r["source"], r.get("updates_lost", 0)) for r in recoveries]), flush=True)
+        self.assertEqual([r["source"] for r in recoveries], ["standby"], launch.output)
+        self.assertEqual(summary.get("updates_lost", 0), 0)
+        self.assertEqual(summary["embedding_tables"][0]["updates"], summary["updates_applied"])
+
     def test_a_lost_ps_fails_over_to_its_standby_and_back(self):
         # The ps stays away past --failover_after_s: its standby serves its
         # shard and tables meanwhile, then gives them back.
