@@ -5,7 +5,8 @@
 namespace pstrain {
 
 LiveShards::LiveShards(const ClusterSpec& spec, const TransportSecurity& security,
-                       const PsServerOptions& options) {
+                       const PsServerOptions& options)
+    : spec_(spec), security_(security), options_(options) {
   for (int k = 0; k < spec.num_ps(); ++k) {
     ClusterSpec ps_spec = spec;
     ps_spec.set_task({TaskType::kPs, k});
@@ -25,6 +26,16 @@ void LiveShards::Stop(int k) {
   cancels_[k]->Cancel("the test stopped it");
   if (threads_[k].joinable()) threads_[k].join();
   servers_[k].reset();  // its sockets close
+}
+
+void LiveShards::Restart(int k) {
+  ClusterSpec ps_spec = spec_;
+  ps_spec.set_task({TaskType::kPs, k});
+  cancels_[k] = std::make_unique<CancellationFlag>();
+  auto server = PsServer::Create(ps_spec, options_, security_, cancels_[k].get());
+  ASSERT_TRUE(server.ok()) << server.status();
+  servers_[k] = *std::move(server);
+  threads_[k] = std::thread([s = servers_[k].get()] { (void)s->Run(); });
 }
 
 LiveShards::~LiveShards() {

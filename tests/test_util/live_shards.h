@@ -32,8 +32,14 @@ class LiveShards {
   // Stops ps `k` (its Run returns Cancelled), waits for it to end and
   // destroys it: its connections close.
   void Stop(int k);
+  // Starts ps `k` again after Stop: a fresh process's state (empty, until
+  // the chief restores it), on the same address.
+  void Restart(int k);
 
  private:
+  ClusterSpec spec_;
+  TransportSecurity security_;
+  PsServerOptions options_;
   std::vector<std::unique_ptr<CancellationFlag>> cancels_;
   std::vector<std::unique_ptr<PsServer>> servers_;
   std::vector<std::thread> threads_;

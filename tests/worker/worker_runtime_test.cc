@@ -1,8 +1,9 @@
 // WorkerRuntime, the worker apart from its model, driven as its clients
 // drive it (Connect, Start, Resume, BeginStep .. EndStep, ReportDone,
 // FinishChief) against real ps servers in this process: a one-worker sync
-// job ends exactly where SGD does, and options that cannot work together
-// are refused before anything starts.
+// job ends exactly where SGD does, a step a ps lost (restored from its
+// standby) is sent again with its embedding rows, and options that cannot
+// work together are refused before anything starts.
 
 #include "worker/worker_runtime.h"
 
@@ -98,6 +99,96 @@ TEST_F(WorkerRuntimeTest, AOneWorkerSyncJobEndsWhereSgdDoes) {
   EXPECT_GT(summary.chief_step_ms().comm_ms(), 0);
   EXPECT_GE(summary.chief_step_ms().compute_ms(), 0);
   EXPECT_LE(summary.chief_step_ms().wait_ms(), summary.chief_step_ms().comm_ms());
+}
+
+// A one-worker sync job with an embedding table and a hot standby, 5
+// steps. With `lose_ps0`, ps 0 stops after taking step 2's rows and
+// before its gradient (ps 1 applies the step alone), comes back empty, and
+// the chief restores it from its standby (ps 1): the worker must send
+// step 2's rows again with its gradient. Returns the parameters and the
+// table's rows of ids 0..39 at the end.
+std::vector<float> RunWithTable(LiveJob& job, bool lose_ps0) {
+  ClusterSpec spec = job.spec;
+  spec.set_task({TaskType::kWorker, 0});
+  WorkerRuntimeOptions o;
+  o.train.mode = proto::SYNC;
+  o.train.lr = kLr;
+  o.train.momentum = 0;
+  o.train.connect_timeout_s = 30;
+  o.train.ps_replicas = 1;
+  o.tensors = {{"a", 5}, {"b", 6}};
+  o.steps_per_epoch = 5;
+  o.total_steps = 5;
+  o.initial_params = [](absl::Span<float> p) {
+    for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<float>(i);
+  };
+  proto::EmbeddingTableConfig table;
+  table.set_name("t");
+  table.set_dim(2);
+  table.set_optimizer(proto::ROW_ADAGRAD);
+  table.set_lr(0.1);
+  table.set_eps(1e-10);
+  table.set_init_std(1.0);
+  o.tables = {table};
+  auto rt = WorkerRuntime::Create(spec, o, job.security);
+  EXPECT_TRUE(rt.ok()) << rt.status();
+  if (!rt.ok()) return {};
+  WorkerRuntime& w = **rt;
+  EXPECT_TRUE(w.Connect().ok());
+  EXPECT_TRUE(w.Start().ok());
+  EXPECT_TRUE(w.Resume().ok());
+  for (int step = 0; step < 5; ++step) {
+    StepInfo info;
+    info.start_us = w.BeginStep();
+    info.examples = 4;
+    info.loss = 1.0f;
+    std::vector<int64_t> ids;
+    for (int64_t id = step; id < 40; id += 3) ids.push_back(id);  // rows on both ps
+    std::vector<float> grads(ids.size() * 2);
+    for (size_t i = 0; i < grads.size(); ++i)
+      grads[i] = 0.1f * static_cast<float>((i + step) % 5) - 0.2f;
+    EmbeddingRows rows;
+    rows.table = 0;
+    rows.dim = 2;
+    rows.ids = ids;
+    rows.grads = grads;
+    rows.has_grad = true;
+    EXPECT_TRUE(w.EmbeddingPush(4, {&rows, 1}).ok());
+    for (int i = 0; i < 11; ++i) w.grads()[i] = static_cast<float>((i + step) % 3) - 1.0f;
+    if (lose_ps0 && step == 2) job.shards->Stop(0);
+    absl::Status s = w.EndStep(info);
+    if (lose_ps0 && step == 2) {
+      EXPECT_FALSE(s.ok()) << "ps 0 was stopped: the step cannot end whole";
+      job.shards->Restart(0);
+      s = w.Rejoin(s);             // the chief restores ps 0 from its standby
+      if (s.ok()) s = w.Resume();  // and sends step 2 again where it was lost
+    }
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(w.global_step(), step + 1);
+  }
+  std::vector<int64_t> all(40);
+  for (int64_t id = 0; id < 40; ++id) all[id] = id;
+  std::vector<float> out(w.params().begin(), w.params().end());
+  std::vector<float> table_rows(all.size() * 2);
+  EmbeddingRows pull;
+  pull.table = 0;
+  pull.dim = 2;
+  pull.ids = all;
+  pull.rows = absl::MakeSpan(table_rows);
+  EXPECT_TRUE(w.EmbeddingPull({&pull, 1}).ok());
+  out.insert(out.end(), table_rows.begin(), table_rows.end());
+  EXPECT_TRUE(w.ReportDone().ok());
+  EXPECT_TRUE(w.FinishChief().ok());
+  return out;
+}
+
+TEST_F(WorkerRuntimeTest, AStepAPsLostIsSentAgainWithItsRowsAfterItsStandbyRestoresIt) {
+  const std::vector<float> lost = RunWithTable(job_, /*lose_ps0=*/true);
+  LiveJob reference = StartLiveJob(2, 1);
+  ASSERT_TRUE(reference.shards != nullptr && reference.shards->ok());
+  const std::vector<float> whole = RunWithTable(reference, /*lose_ps0=*/false);
+  ASSERT_EQ(lost.size(), 11u + 80u);
+  EXPECT_EQ(lost, whole) << "the run whose ps 0 was lost ends elsewhere (parameters, then rows)";
 }
 
 TEST_F(WorkerRuntimeTest, OptionsThatCannotWorkTogetherAreRefusedFirst) {
