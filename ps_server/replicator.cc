@@ -1,6 +1,7 @@
 #include "ps_server/replicator.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -74,14 +75,37 @@ void Replicator::Hold(const RequestHandler& handler, std::vector<Reply>* replies
   *replies = std::move(pass);
 }
 
+bool Replicator::TooLarge(int64_t bytes) {
+  const int64_t limit = options_.socket.max_message_bytes;
+  if (limit <= 0 || bytes <= limit) return false;
+  // The standby would drop the connection on it, and again on every
+  // resend: the job goes on without one, and the size is looked at again
+  // a resend time later (evictions may have made room).
+  too_large_until_us_ = clock_->NowMicros() + static_cast<int64_t>(options_.resend_s * 1e6);
+  if (!gave_up_) {
+    GiveUp(absl::StrFormat(
+        "cannot hold this shard: its state with its embedding tables is %.1f MB in one message, "
+        "over the %.1f MB a ps takes (--max_message_mb); start the ps tasks with a larger "
+        "--max_message_mb, or with more ps (each holds a part of the rows)",
+        static_cast<double>(bytes) / (1 << 20), static_cast<double>(limit) / (1 << 20)));
+  }
+  return true;
+}
+
 void Replicator::Send(RequestHandler& handler) {
+  if (clock_->NowMicros() < too_large_until_us_) return;
   proto::Header h = handler.ReplicateHeader(++seq_);
   // The tables as a delta on what the standby acknowledged last (a delta
   // on an older state than the standby's is still right: it holds every
   // change since), unless it refused one or they were replaced since.
   const bool delta = !tables_whole_ && tables_acked_epoch_ == h.replica().tables_epoch();
+  if (!delta && TooLarge(handler.WholeReplicaBytesBound())) return;
   const std::vector<float> state =
       handler.ReplicaPayloadNow(delta ? tables_acked_clock_ : -1, h.mutable_replica());
+  if (TooLarge(static_cast<int64_t>(state.size() * sizeof(float)))) {
+    tables_whole_ = true;  // the delta's changes were not sent
+    return;
+  }
   if (!SendRequest(socket_, h, state, /*zero_copy=*/false).ok()) return;  // not connected: later
   in_flight_bytes_ = static_cast<int64_t>(state.size() * sizeof(float));
   in_flight_tables_clock_ = handler.tables_clock();

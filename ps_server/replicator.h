@@ -24,6 +24,11 @@
 // acknowledged state is right whatever the standby received since, so a
 // lost or slow message costs only a resend of a larger delta.
 //
+// A state over the standby's message limit (--max_message_mb, the same on
+// every ps) is never sent: the standby would drop the connection on it,
+// and again on every resend. The primary gives up at once, saying so, and
+// looks at the size again a resend time later.
+//
 // A standby that does not acknowledge within resend_s is sent the newest
 // state again (it restarted, or the message was lost); one that has not
 // acknowledged for give_up_s, or whose connection closed (it died), no
@@ -82,6 +87,9 @@ class Replicator {
 
   // Reads the socket's connection events: true when it was closed.
   bool Disconnected();
+  // Whether a REPLICATE of `bytes` is over the standby's message limit;
+  // if so, gives up (saying why) and holds sends back a resend time.
+  bool TooLarge(int64_t bytes);
   void GiveUp(const std::string& why);
 
   // Advances serial_ when the handler's state moved since the last look.
@@ -113,6 +121,7 @@ class Replicator {
   int64_t tables_acked_clock_ = -1, tables_acked_epoch_ = -1;
   int64_t in_flight_tables_clock_ = -1, in_flight_tables_epoch_ = -1;
   int64_t in_flight_bytes_ = 0;
+  int64_t too_large_until_us_ = 0;  // the state was over the message limit
   int64_t sent_us_ = 0;
   int64_t behind_since_us_ = 0;  // 0: the standby is up to date
   bool gave_up_ = false;

@@ -249,6 +249,11 @@ class RequestHandler {
   // as they were at `clock` (their logs forget that).
   std::vector<float> ReplicaPayloadNow(int64_t since, proto::ReplicaState* r);
   void TablesReplicated(int64_t clock) { tables_.ForgetThrough(clock); }
+  // At least the bytes of a REPLICATE with the tables whole (no encoding).
+  int64_t WholeReplicaBytesBound() const {
+    return static_cast<int64_t>(policy_->store().state().size() * sizeof(float)) +
+           tables_.EncodedBytesBound();
+  }
   int64_t tables_clock() const { return tables_.clock(); }
   // A REPLICATE request for this shard's standby, without payload.
   proto::Header ReplicateHeader(uint64_t seq) const;

@@ -250,6 +250,48 @@ TEST_F(StandbyTest, WithoutAStandbyTheRepliesGoOutAfterTheGiveUpTime) {
   EXPECT_EQ(H().Stats().unreplicated_releases(), 1);
 }
 
+// A state (with embedding tables) over the standby's message limit is
+// never sent, which it would drop the connection on, again and again: the
+// primary gives up at once and its replies go out.
+TEST_F(StandbyTest, AStateOverTheMessageLimitIsNotSentAndTheRepliesGoOut) {
+  num_shards_ = 2;
+  proto::EmbeddingTableConfig* t = optimizer_.add_tables();
+  t->set_name("users");
+  t->set_dim(64);
+  t->set_optimizer(proto::ROW_ADAGRAD);
+  t->set_lr(0.1);
+  t->set_eps(1e-10);
+  t->set_init_std(1.0);
+  const std::vector<Reply> init = Init(proto::ASYNC, 2);
+  ASSERT_EQ(init.size(), 1u);
+  ASSERT_EQ(init[0].header.error().code(), 0) << init[0].header.error().message();
+  RegisterAll(2);
+  zmq::context_t context(1);
+  auto router = BindRouter(context, "tcp://127.0.0.1:0", SocketOptions());
+  ASSERT_TRUE(router.ok()) << router.status();
+  ReplicatorOptions ro;
+  ro.standby_name = "ps:1";
+  ro.endpoint = router->get(zmq::sockopt::last_endpoint);
+  ro.socket.max_message_bytes = 16;  // less than the dense state alone
+  auto replicator = Replicator::Create(context, ro, &clock_);
+  ASSERT_TRUE(replicator.ok()) << replicator.status();
+  std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
+  ASSERT_EQ(replies.size(), 1u);
+  ASSERT_EQ(replies[0].header.error().code(), 0) << replies[0].header.error().message();
+  (*replicator)->Hold(H(), &replies);
+  EXPECT_TRUE(replies.empty());  // held: the standby lacks the new state
+  std::vector<Reply> released;
+  for (int i = 0; i < 3; ++i) {
+    (*replicator)->Pump(H(), &released);
+    clock_.AdvanceSeconds(2);  // past the resend time: looked at again, still too large
+  }
+  EXPECT_EQ(released.size(), 1u);
+  EXPECT_EQ(H().Stats().unreplicated_releases(), 1);
+  EXPECT_EQ(H().Stats().replications(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(ReceiveRouted(*router).message.ok()) << "a REPLICATE over the limit went out";
+}
+
 // A standby that dies closes its connection: the primary stops holding
 // replies back at once, not after the give-up time (the fake clock never
 // moves here).
