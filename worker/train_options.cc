@@ -115,6 +115,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (!(o.embedding_memory_mb >= 0) || o.embedding_memory_mb > 1 << 30) {
     return Bad("embedding_memory_mb", "must be in [0, 2^30] (MiB)");
   }
+  if (o.max_message_mb < 1 || o.max_message_mb > (int64_t{1} << 16)) {
+    return Bad("max_message_mb", "must be in [1, 65536] (MiB)");
+  }
   if (!(o.failover_after_s >= 0) || !std::isfinite(o.failover_after_s)) {
     return Bad("failover_after_s", "must be a number of seconds >= 0");
   }
@@ -220,6 +223,7 @@ const std::vector<Field>& Fields() {
       Plain("ps_replicas", &O::ps_replicas),
       Plain("failover_after_s", &O::failover_after_s),
       Plain("embedding_memory_mb", &O::embedding_memory_mb),
+      Plain("max_message_mb", &O::max_message_mb),
       Plain("timeline", &O::timeline),
       Plain("metrics_port", &O::metrics_port),
       Plain("metrics_host", &O::metrics_host),

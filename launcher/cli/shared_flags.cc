@@ -51,6 +51,7 @@ PsServerOptions PsOptionsFor(const TrainOptions& train) {
   PsServerOptions ps;
   ps.peer_timeout_s = train.peer_timeout_s;
   ps.register_timeout_s = train.register_timeout_s;
+  ps.max_message_bytes = train.max_message_mb << 20;
   return ps;
 }
 

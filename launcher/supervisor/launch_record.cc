@@ -21,7 +21,7 @@ bool MayDiffer(absl::string_view name) {
   return name == "epochs" || name == "max_steps" || name == "echo" || name == "log_every_steps" ||
          name == "timeline" || name == "metrics" || name == "metrics_port" ||
          name == "metrics_host" || name == "isolate" || name == "link_rate" ||
-         name == "max_restarts" || name == "restart_backoff_s";
+         name == "max_restarts" || name == "restart_backoff_s" || name == "max_message_mb";
 }
 
 // Applies one recorded "--name=value".
