@@ -100,9 +100,16 @@ absl::StatusOr<EmbeddingCheckpoint> DecodeEmbeddingCheckpoint(absl::string_view 
         kFormatVersion));
   }
   const absl::string_view payload = f.payload;
+  if (c.header.tables_size() > kMaxEmbeddingTables) {
+    return Damaged(path, absl::StrCat(c.header.tables_size(), " tables"));
+  }
   uint64_t want = 0;
   for (const proto::EmbeddingTableCheckpoint& meta : c.header.tables()) {
     ASSIGN_OR_RETURN(const uint64_t b, TableBytes(meta, path));
+    if (b > payload.size() - want) {  // no sum that wraps around: the bytes must be there
+      return Damaged(path,
+                     absl::StrCat("tables of more bytes than the payload's ", payload.size()));
+    }
     want += b;
   }
   if (payload.size() != want || c.header.payload_bytes() != want) {

@@ -353,7 +353,15 @@ absl::Status EmbeddingTable::Load(const EmbeddingTableState& state, bool delta,
   for (int64_t id : state.deleted) {
     if (auto it = index_.find(id); it != index_.end()) DropRow(it->second);
   }
-  // Oldest first, each to the front: the newest ends there, as saved.
+  // Oldest first, each to the front: the newest ends there, as saved. The
+  // clocks go up along the order, within what a clock may be (eviction
+  // subtracts them).
+  for (size_t i = 0; i < state.last_updates.size(); ++i) {
+    const int64_t t = state.last_updates[i];
+    if (t < 0 || t > (int64_t{1} << 48) || (i > 0 && t < state.last_updates[i - 1])) {
+      return damaged("a row's last update out of range or out of order");
+    }
+  }
   for (size_t i = 0; i < state.ids.size(); ++i) {
     const float* values = state.floats.data() + i * stride_;
     if (!std::all_of(values, values + stride_, [](float v) { return std::isfinite(v); })) {

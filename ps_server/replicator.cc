@@ -1,5 +1,7 @@
 #include "ps_server/replicator.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "glog/logging.h"
@@ -45,7 +47,7 @@ bool Replicator::Disconnected() { return events_.Saw(kConnectionClosed); }
 
 void Replicator::GiveUp(const std::string& why) {
   gave_up_ = true;
-  in_flight_ = false;
+  if (!sent_.empty()) sent_.back().resend_us = 0;  // a new copy may go at once
   LOG(ERROR) << options_.standby_name << " " << why
              << ": going on without a standby until it answers";
 }
@@ -92,14 +94,22 @@ bool Replicator::TooLarge(int64_t bytes) {
   return true;
 }
 
+bool Replicator::Writable() {
+  // With ZMQ_IMMEDIATE a DEALER takes a message only once a connection is
+  // up: nothing is encoded for a standby that is not there.
+  return (socket_.get(zmq::sockopt::events) & ZMQ_POLLOUT) != 0;
+}
+
 void Replicator::Send(RequestHandler& handler) {
-  if (clock_->NowMicros() < too_large_until_us_) return;
+  const int64_t now = clock_->NowMicros();
+  if (now < too_large_until_us_ || now < refused_until_us_) return;
   proto::Header h = handler.ReplicateHeader(++seq_);
   // The tables as a delta on what the standby acknowledged last (a delta
   // on an older state than the standby's is still right: it holds every
   // change since), unless it refused one or they were replaced since.
   const bool delta = !tables_whole_ && tables_acked_epoch_ == h.replica().tables_epoch();
   if (!delta && TooLarge(handler.WholeReplicaBytesBound())) return;
+  if (!Writable()) return;  // before encoding anything
   const std::vector<float> state =
       handler.ReplicaPayloadNow(delta ? tables_acked_clock_ : -1, h.mutable_replica());
   if (TooLarge(static_cast<int64_t>(state.size() * sizeof(float)))) {
@@ -107,13 +117,20 @@ void Replicator::Send(RequestHandler& handler) {
     return;
   }
   if (!SendRequest(socket_, h, state, /*zero_copy=*/false).ok()) return;  // not connected: later
-  in_flight_bytes_ = static_cast<int64_t>(state.size() * sizeof(float));
-  in_flight_tables_clock_ = handler.tables_clock();
-  in_flight_tables_epoch_ = h.replica().tables_epoch();
-  in_flight_ = true;
-  in_flight_seq_ = seq_;
-  in_flight_serial_ = serial_;
-  sent_us_ = clock_->NowMicros();
+  Sent s;
+  s.seq = seq_;
+  s.serial = serial_;
+  s.bytes = static_cast<int64_t>(state.size() * sizeof(float));
+  s.tables_clock = handler.tables_clock();
+  s.tables_epoch = h.replica().tables_epoch();
+  // Resent if not acknowledged within resend_s, and the time the bytes
+  // take at kAssumedBytesPerS: a large state is not sent again while the
+  // first copy is still on its way.
+  s.resend_us = clock_->NowMicros() +
+                static_cast<int64_t>(
+                    1e6 * (options_.resend_s + static_cast<double>(s.bytes) / kAssumedBytesPerS));
+  if (sent_.size() >= kMaxOutstanding) sent_.pop_front();
+  sent_.push_back(s);
 }
 
 void Replicator::ReadAcks(RequestHandler& handler) {
@@ -121,21 +138,29 @@ void Replicator::ReadAcks(RequestHandler& handler) {
     auto reply = ReceiveReply(socket_);
     if (!reply.ok()) return;
     const proto::Header& h = reply->header;
-    if (h.type() != proto::REPLICATE || !in_flight_ || h.replica().seq() != in_flight_seq_) continue;
-    in_flight_ = false;
+    if (h.type() != proto::REPLICATE) continue;
+    // The answer to any message still outstanding counts, the newest
+    // included: a standby slower than the resend time still catches up.
+    auto it = std::find_if(sent_.begin(), sent_.end(),
+                           [&](const Sent& s) { return s.seq == h.replica().seq(); });
+    if (it == sent_.end()) continue;
+    const Sent s = *it;
+    sent_.erase(sent_.begin(), it + 1);  // older ones are answered by this one, or never will be
     if (h.error().code() != 0) {
       tables_whole_ = true;  // what it holds of them is not known
+      refused_until_us_ = clock_->NowMicros() + static_cast<int64_t>(options_.resend_s * 1e6);
       LOG_EVERY_N(ERROR, 100) << options_.standby_name << " refused this shard's state: "
                               << h.error().message();
       continue;
     }
-    acked_ = in_flight_serial_;
+    if (s.serial <= acked_) continue;  // a newer state was acknowledged already
+    acked_ = s.serial;
     tables_whole_ = false;
-    tables_acked_clock_ = in_flight_tables_clock_;
-    tables_acked_epoch_ = in_flight_tables_epoch_;
+    tables_acked_clock_ = s.tables_clock;
+    tables_acked_epoch_ = s.tables_epoch;
     handler.TablesReplicated(tables_acked_clock_);
     standby_closed_ = false;
-    handler.CountReplication(true, in_flight_bytes_);
+    handler.CountReplication(true, s.bytes);
   }
 }
 
@@ -154,8 +179,9 @@ void Replicator::Pump(RequestHandler& handler, std::vector<Reply>* released) {
     tables_whole_ = true;  // a restarted standby holds no tables
   }
   const int64_t now = clock_->NowMicros();
-  if (in_flight_ && (now - sent_us_) * 1e-6 > options_.resend_s) in_flight_ = false;
-  if (!in_flight_ && acked_ < serial_ && handler.initialized()) Send(handler);
+  // One message in flight: the newest, until its answer or its resend time.
+  const bool in_flight = !sent_.empty() && now < sent_.back().resend_us;
+  if (!in_flight && acked_ < serial_ && handler.initialized()) Send(handler);
   if (acked_ >= serial_) {
     if (gave_up_) LOG(WARNING) << options_.standby_name << " has this shard's state again";
     behind_since_us_ = 0;

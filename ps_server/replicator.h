@@ -29,8 +29,12 @@
 // and again on every resend. The primary gives up at once, saying so, and
 // looks at the size again a resend time later.
 //
-// A standby that does not acknowledge within resend_s is sent the newest
-// state again (it restarted, or the message was lost); one that has not
+// A standby that does not acknowledge within resend_s (and the time the
+// message's bytes take at 100 MB/s) is sent the newest state again (it
+// restarted, or the message was lost); an answer to any copy still
+// outstanding counts, so a standby slower than that still catches up.
+// Nothing is encoded while no connection to the standby is up, nor for a
+// resend time after it refused one. One that has not
 // acknowledged for give_up_s, or whose connection closed (it died), no
 // longer holds replies back (the job goes on unreplicated, counted and
 // logged, until it answers again): a dead standby costs the job nothing,
@@ -90,6 +94,8 @@ class Replicator {
   // Whether a REPLICATE of `bytes` is over the standby's message limit;
   // if so, gives up (saying why) and holds sends back a resend time.
   bool TooLarge(int64_t bytes);
+  // Whether the socket takes a message now (a connection is up).
+  bool Writable();
   void GiveUp(const std::string& why);
 
   // Advances serial_ when the handler's state moved since the last look.
@@ -113,16 +119,23 @@ class Replicator {
   uint64_t serial_ = 0;   // states seen; held replies are tagged with it
   uint64_t acked_ = 0;    // the newest serial the standby has
   uint64_t seq_ = 0;      // REPLICATE requests sent
-  bool in_flight_ = false;
-  uint64_t in_flight_seq_ = 0;
-  uint64_t in_flight_serial_ = 0;
-  // Embedding tables: the standby's copy (acknowledged) and the one in flight.
+  // The REPLICATEs sent and not answered yet, oldest first (at most
+  // kMaxOutstanding: older ones are forgotten).
+  struct Sent {
+    uint64_t seq = 0;
+    uint64_t serial = 0;  // the state it carries
+    int64_t bytes = 0;
+    int64_t tables_clock = -1, tables_epoch = -1;
+    int64_t resend_us = 0;  // when the next copy may go
+  };
+  static constexpr size_t kMaxOutstanding = 8;
+  static constexpr double kAssumedBytesPerS = 100e6;
+  std::deque<Sent> sent_;
+  int64_t refused_until_us_ = 0;  // the standby refused the last: wait a resend time
+  // Embedding tables: the standby's copy (acknowledged).
   bool tables_whole_ = true;  // send them whole next
   int64_t tables_acked_clock_ = -1, tables_acked_epoch_ = -1;
-  int64_t in_flight_tables_clock_ = -1, in_flight_tables_epoch_ = -1;
-  int64_t in_flight_bytes_ = 0;
   int64_t too_large_until_us_ = 0;  // the state was over the message limit
-  int64_t sent_us_ = 0;
   int64_t behind_since_us_ = 0;  // 0: the standby is up to date
   bool gave_up_ = false;
   bool standby_closed_ = false;  // its connection closed since its last ack

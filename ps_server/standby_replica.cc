@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/embedding.h"
 #include "common/optimizer.h"
 #include "common/status_macros.h"
 #include "ps_server/shard_store.h"
@@ -140,6 +141,9 @@ absl::Status StandbyReplica::Keep(const Principal& who, const Message& m, int nu
 absl::Status StandbyReplica::KeepTables(const Message& m, size_t floats, int num_shards) {
   const proto::ReplicaState& r = m.header.replica();
   const absl::string_view bytes = TablesOf(m, floats);
+  if (absl::Status s = ValidateEmbeddingTables(m.header.job()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("REPLICATE: ", s.message()));
+  }
   if (!r.tables_delta()) {
     auto tables =
         std::make_shared<EmbeddingTables>(m.header.job(), m.header.shard_index(), num_shards);

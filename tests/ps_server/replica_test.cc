@@ -250,6 +250,53 @@ TEST_F(StandbyTest, WithoutAStandbyTheRepliesGoOutAfterTheGiveUpTime) {
   EXPECT_EQ(H().Stats().unreplicated_releases(), 1);
 }
 
+// A standby slower than the resend time: the primary sends the state
+// again, and the answer to the first copy still counts (it would wait
+// for an answer to the newest copy forever, were each slower than that).
+TEST_F(StandbyTest, AnAnswerToAnEarlierCopyOfTheStateCounts) {
+  num_shards_ = 2;
+  Init(proto::ASYNC, 2);
+  RegisterAll(2);
+  zmq::context_t context(1);
+  auto router = BindRouter(context, "tcp://127.0.0.1:0", SocketOptions());
+  ASSERT_TRUE(router.ok()) << router.status();
+  ReplicatorOptions ro;
+  ro.standby_name = "ps:1";
+  ro.endpoint = router->get(zmq::sockopt::last_endpoint);
+  auto replicator = Replicator::Create(context, ro, &clock_);
+  ASSERT_TRUE(replicator.ok()) << replicator.status();
+  std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
+  (*replicator)->Hold(H(), &replies);
+  ASSERT_TRUE(replies.empty());
+  // Two copies go out, a resend time apart; neither is answered yet.
+  std::vector<RoutedMessage> copies;
+  std::vector<Reply> released;
+  for (int i = 0; i < 500 && copies.size() < 2; ++i) {
+    (*replicator)->Pump(H(), &released);
+    RoutedMessage in = ReceiveRouted(*router);
+    if (in.message.ok()) {
+      copies.push_back(std::move(in));
+      clock_.AdvanceSeconds(1.5);  // past the resend time
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_LT(copies[0].message->header.replica().seq(), copies[1].message->header.replica().seq());
+  EXPECT_TRUE(released.empty());
+  // The standby answers the first copy only.
+  std::vector<Reply> ack;
+  Standby().Handle({"primary", ""}, *copies[0].message, &ack);
+  ASSERT_EQ(ack.size(), 1u);
+  ASSERT_TRUE(SendRouted(*router, copies[0].identity, ack[0].header, {}).ok());
+  for (int i = 0; i < 500 && released.empty(); ++i) {
+    (*replicator)->Pump(H(), &released);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(released.size(), 1u);
+  EXPECT_EQ(H().Stats().replications(), 1);
+  EXPECT_EQ(H().Stats().unreplicated_releases(), 0);
+}
+
 // A state (with embedding tables) over the standby's message limit is
 // never sent, which it would drop the connection on, again and again: the
 // primary gives up at once and its replies go out.
