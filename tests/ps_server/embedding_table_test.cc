@@ -6,9 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
+#include "absl/numeric/int128.h"
+#include "checkpoint/framing.h"
 #include "common/embedding.h"
+#include "common/hash.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -410,6 +415,46 @@ TEST(EmbeddingTableReplica, ALogNeverStartedGivesNoDelta) {
   Drive(live, 5, 6);
   ASSERT_TRUE(live.SaveSince(5, &s));
   EXPECT_GT(s.ids.size(), 0u);
+}
+
+// A header whose tables claim more bytes than the payload holds, but
+// whose sum wraps around 2^64 to exactly the payload's size (a peer's
+// REPLICATE can carry one, with the checksum right): refused before any
+// row is read.
+TEST(EmbeddingTableCheckpoint, TablesWhoseByteSumWrapsAreRefusedBeforeAnyRead) {
+  proto::EmbeddingTableConfig config = Table(proto::ROW_ADAM, 4096);
+  const absl::uint128 row = 16 + 4096 * 3 * 4;  // id, clock, values and Adam's two slots
+  const absl::uint128 wrap = absl::uint128(1) << 64;
+  // The payload P and the rows R with R x row = 2^64 + P.
+  uint64_t payload_bytes = 0;
+  while ((wrap + payload_bytes) % row != 0) payload_bytes += 16;
+  const uint64_t rows = absl::Uint128Low64((wrap + payload_bytes) / row);
+  proto::EmbeddingCheckpointHeader h;
+  h.set_format_version(1);
+  uint64_t left = rows;
+  while (left > 0) {
+    proto::EmbeddingTableCheckpoint* t = h.add_tables();
+    *t->mutable_config() = config;
+    const uint64_t r = std::min<uint64_t>(left, uint64_t{1} << 40);
+    t->set_rows(static_cast<int64_t>(r));
+    left -= r;
+  }
+  ASSERT_LE(h.tables_size(), kMaxEmbeddingTables);
+  const std::string payload(payload_bytes, '\0');
+  h.set_payload_bytes(payload_bytes);
+  h.set_payload_checksum(Fnv1a64(payload));
+  const auto c =
+      DecodeEmbeddingCheckpoint(FrameFile("PSTREMB1", h.SerializeAsString(), payload), "REPLICATE");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              ::testing::HasSubstr("more bytes than the payload"));
+  // More tables than a job may have: refused as such.
+  proto::EmbeddingCheckpointHeader many;
+  many.set_format_version(1);
+  for (int i = 0; i <= kMaxEmbeddingTables; ++i) *many.add_tables()->mutable_config() = config;
+  many.set_payload_checksum(Fnv1a64(""));
+  EXPECT_FALSE(
+      DecodeEmbeddingCheckpoint(FrameFile("PSTREMB1", many.SerializeAsString(), ""), "x").ok());
 }
 
 TEST(EmbeddingTableCheckpoint, DamageIsRefusedNamingTheFile) {
