@@ -58,7 +58,25 @@ class StandbyTest : public RequestHandlerTest {
     Standby().Handle({"peer", ""}, m, &out);
     return out;
   }
+  // The standby's ROUTER on loopback (router_), and the primary's
+  // Replicator to it (replicator_), whose messages it takes up to
+  // `max_message_bytes`.
+  void ConnectReplicator(int64_t max_message_bytes = int64_t{1} << 30) {
+    auto router = BindRouter(context_, "tcp://127.0.0.1:0", SocketOptions());
+    ASSERT_TRUE(router.ok()) << router.status();
+    router_ = *std::move(router);
+    ReplicatorOptions ro;
+    ro.standby_name = "ps:1";
+    ro.endpoint = router_.get(zmq::sockopt::last_endpoint);
+    ro.socket.max_message_bytes = max_message_bytes;
+    auto replicator = Replicator::Create(context_, ro, &clock_);
+    ASSERT_TRUE(replicator.ok()) << replicator.status();
+    replicator_ = *std::move(replicator);
+  }
   std::unique_ptr<RequestHandler> standby_;
+  zmq::context_t context_{1};
+  zmq::socket_t router_;
+  std::unique_ptr<Replicator> replicator_;
 };
 
 TEST_F(StandbyTest, KeepsItsPrimarysStateAndGivesItToTheChief) {
@@ -257,23 +275,16 @@ TEST_F(StandbyTest, AnAnswerToAnEarlierCopyOfTheStateCounts) {
   num_shards_ = 2;
   Init(proto::ASYNC, 2);
   RegisterAll(2);
-  zmq::context_t context(1);
-  auto router = BindRouter(context, "tcp://127.0.0.1:0", SocketOptions());
-  ASSERT_TRUE(router.ok()) << router.status();
-  ReplicatorOptions ro;
-  ro.standby_name = "ps:1";
-  ro.endpoint = router->get(zmq::sockopt::last_endpoint);
-  auto replicator = Replicator::Create(context, ro, &clock_);
-  ASSERT_TRUE(replicator.ok()) << replicator.status();
+  ASSERT_NO_FATAL_FAILURE(ConnectReplicator());
   std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
-  (*replicator)->Hold(H(), &replies);
+  replicator_->Hold(H(), &replies);
   ASSERT_TRUE(replies.empty());
   // Two copies go out, a resend time apart; neither is answered yet.
   std::vector<RoutedMessage> copies;
   std::vector<Reply> released;
   for (int i = 0; i < 500 && copies.size() < 2; ++i) {
-    (*replicator)->Pump(H(), &released);
-    RoutedMessage in = ReceiveRouted(*router);
+    replicator_->Pump(H(), &released);
+    RoutedMessage in = ReceiveRouted(router_);
     if (in.message.ok()) {
       copies.push_back(std::move(in));
       clock_.AdvanceSeconds(1.5);  // past the resend time
@@ -287,9 +298,9 @@ TEST_F(StandbyTest, AnAnswerToAnEarlierCopyOfTheStateCounts) {
   std::vector<Reply> ack;
   Standby().Handle({"primary", ""}, *copies[0].message, &ack);
   ASSERT_EQ(ack.size(), 1u);
-  ASSERT_TRUE(SendRouted(*router, copies[0].identity, ack[0].header, {}).ok());
+  ASSERT_TRUE(SendRouted(router_, copies[0].identity, ack[0].header, {}).ok());
   for (int i = 0; i < 500 && released.empty(); ++i) {
-    (*replicator)->Pump(H(), &released);
+    replicator_->Pump(H(), &released);
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   EXPECT_EQ(released.size(), 1u);
@@ -313,30 +324,23 @@ TEST_F(StandbyTest, AStateOverTheMessageLimitIsNotSentAndTheRepliesGoOut) {
   ASSERT_EQ(init.size(), 1u);
   ASSERT_EQ(init[0].header.error().code(), 0) << init[0].header.error().message();
   RegisterAll(2);
-  zmq::context_t context(1);
-  auto router = BindRouter(context, "tcp://127.0.0.1:0", SocketOptions());
-  ASSERT_TRUE(router.ok()) << router.status();
-  ReplicatorOptions ro;
-  ro.standby_name = "ps:1";
-  ro.endpoint = router->get(zmq::sockopt::last_endpoint);
-  ro.socket.max_message_bytes = 16;  // less than the dense state alone
-  auto replicator = Replicator::Create(context, ro, &clock_);
-  ASSERT_TRUE(replicator.ok()) << replicator.status();
+  ASSERT_NO_FATAL_FAILURE(
+      ConnectReplicator(/*max_message_bytes=*/16));  // less than the dense state alone
   std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
   ASSERT_EQ(replies.size(), 1u);
   ASSERT_EQ(replies[0].header.error().code(), 0) << replies[0].header.error().message();
-  (*replicator)->Hold(H(), &replies);
+  replicator_->Hold(H(), &replies);
   EXPECT_TRUE(replies.empty());  // held: the standby lacks the new state
   std::vector<Reply> released;
   for (int i = 0; i < 3; ++i) {
-    (*replicator)->Pump(H(), &released);
+    replicator_->Pump(H(), &released);
     clock_.AdvanceSeconds(2);  // past the resend time: looked at again, still too large
   }
   EXPECT_EQ(released.size(), 1u);
   EXPECT_EQ(H().Stats().unreplicated_releases(), 1);
   EXPECT_EQ(H().Stats().replications(), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_FALSE(ReceiveRouted(*router).message.ok()) << "a REPLICATE over the limit went out";
+  EXPECT_FALSE(ReceiveRouted(router_).message.ok()) << "a REPLICATE over the limit went out";
 }
 
 // A standby that dies closes its connection: the primary stops holding

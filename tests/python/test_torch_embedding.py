@@ -97,43 +97,10 @@ class Checkpoints(EmbeddingCase):
     killed mid-run comes back, every shard and table rolls back to the
     newest checkpoint, and the job still ends where one process ends."""
 
-    def test_a_killed_ps_rolls_the_tables_back_with_the_shards(self):
-        run = self.run_dir("killed")
-        out = os.path.join(self.dir, "killed.pt")
-        killed, lines = [], []
-
-        def on_line(line):
-            lines.append(line)
-            if not killed and re.match(r"\[worker:0\] .*step 22/50", line):
-                pid = t.started_pids(lines)["ps:0"]
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-
-        flags = ["--steps=50", "--table_optimizer=adam", "--admit_after=2", "--branch"]
-        launch = t.Launch(t.local_flags(run, 2, 2) + [
-            "--mode=sync", "--checkpoint_every_steps=4", "--keep_checkpoints=2",
-            "--restart_backoff_s=0", "--log_every_steps=2"],
-                          [t.PYTHON, SCRIPT, "--out=" + out] + flags, on_line=on_line)
-        self.assertEqual(launch.wait(), 0, launch.output)
-        self.assertEqual(len(killed), 1, "the job never reached step 22")
-        summary = t.summary(run)
-        self.assertEqual(summary["restarts"], 1)
-        self.assertIn("restored", launch.output)
-        difference = max_difference(torch.load(out), self.reference("killed", 2, flags))
-        print("RESULT torch_embedding killed_ps max_abs_diff=%.3g recoveries=%s"
-              % (difference, [r["what"] for r in summary.get("recoveries", [])]), flush=True)
-        self.assertLess(difference, TOLERANCE)
-        # Deltas were written (files of only what changed) and pruned.
-        files = [f for _, _, names in os.walk(os.path.join(run, "checkpoints"))
-                 for f in names if f.startswith("embedding-0-")]
-        self.assertLessEqual(len(files), 4)
-
-
-    def kill_ps0_at_step_22(self, name, launch_flags, script_flags=(), frozen_s=0):
-        """A sync job of 2 workers and 2 ps with a hot standby, ps:0
-        killed (SIGKILL) once step 22 is logged, after `frozen_s` seconds
-        stopped (SIGSTOP); returns the summary, the recoveries' sources and
-        the output, having checked the result against one process."""
+    def launch_killing_ps0(self, name, launch_flags, script_flags, frozen_s=0):
+        """A job of 2 workers and 2 ps whose ps:0 is killed (SIGKILL) once
+        worker:0 logs step 22 of 50, after `frozen_s` seconds stopped
+        (SIGSTOP); returns its run directory, output file and launch."""
         run = self.run_dir(name)
         out = os.path.join(self.dir, name + ".pt")
         killed, lines = [], []
@@ -149,15 +116,42 @@ class Checkpoints(EmbeddingCase):
                 else:
                     os.kill(pid, signal.SIGKILL)
 
-        flags = ["--steps=50", "--table_optimizer=adam", "--admit_after=2", "--branch"]
-        launch = t.Launch(t.local_flags(run, 2, 2) + [
-            "--mode=sync", "--ps_replicas=1", "--log_every_steps=2"] + launch_flags,
-                          [t.PYTHON, SCRIPT, "--out=" + out] + flags + list(script_flags),
+        launch = t.Launch(t.local_flags(run, 2, 2) + ["--log_every_steps=2"] + list(launch_flags),
+                          [t.PYTHON, SCRIPT, "--out=" + out, "--steps=50"] + list(script_flags),
                           on_line=on_line)
         self.assertEqual(launch.wait(), 0, launch.output)
         self.assertEqual(len(killed), 1, "the job never reached step 22")
+        return run, out, launch
+
+    def test_a_killed_ps_rolls_the_tables_back_with_the_shards(self):
+        flags = ["--table_optimizer=adam", "--admit_after=2", "--branch"]
+        run, out, launch = self.launch_killing_ps0("killed", [
+            "--mode=sync", "--checkpoint_every_steps=4", "--keep_checkpoints=2",
+            "--restart_backoff_s=0"], flags)
         summary = t.summary(run)
-        difference = max_difference(torch.load(out), self.reference(name, 2, flags))
+        self.assertEqual(summary["restarts"], 1)
+        self.assertIn("restored", launch.output)
+        difference = max_difference(torch.load(out),
+                                    self.reference("killed", 2, ["--steps=50"] + flags))
+        print("RESULT torch_embedding killed_ps max_abs_diff=%.3g recoveries=%s"
+              % (difference, [r["what"] for r in summary.get("recoveries", [])]), flush=True)
+        self.assertLess(difference, TOLERANCE)
+        # Deltas were written (files of only what changed) and pruned.
+        files = [f for _, _, names in os.walk(os.path.join(run, "checkpoints"))
+                 for f in names if f.startswith("embedding-0-")]
+        self.assertLessEqual(len(files), 4)
+
+    def kill_ps0_with_a_standby(self, name, launch_flags, script_flags=(), frozen_s=0):
+        """The sync job of launch_killing_ps0 with a hot standby; returns the
+        summary, the recoveries' sources and the output, having checked the
+        result against one process and that no update was lost."""
+        flags = ["--table_optimizer=adam", "--admit_after=2", "--branch"]
+        run, out, launch = self.launch_killing_ps0(
+            name, ["--mode=sync", "--ps_replicas=1"] + list(launch_flags),
+            flags + list(script_flags), frozen_s)
+        summary = t.summary(run)
+        difference = max_difference(torch.load(out),
+                                    self.reference(name, 2, ["--steps=50"] + flags))
         recoveries = summary.get("recoveries", [])
         print("RESULT torch_embedding %s max_abs_diff=%.3g recoveries=%s"
               % (name, difference, [(r["source"], r.get("updates_lost", 0)) for r in recoveries]),
@@ -172,8 +166,8 @@ class Checkpoints(EmbeddingCase):
         # then deltas); the restarted ps gets them from it and nothing is
         # rolled back. ps:0 is frozen first: it dies holding requests it
         # never answered.
-        _, sources, output = self.kill_ps0_at_step_22("standby", ["--restart_backoff_s=0"],
-                                                      frozen_s=1.0)
+        _, sources, output = self.kill_ps0_with_a_standby("standby", ["--restart_backoff_s=0"],
+                                                          frozen_s=1.0)
         self.assertEqual(sources, ["standby"], output)
         self.assertNotIn("rolled back by", output)
 
@@ -181,23 +175,9 @@ class Checkpoints(EmbeddingCase):
         # Async: no one-process reference, but the invariants: every table
         # update went with its dense gradient (as many of each) and the
         # restarted ps lost none the workers were answered for.
-        run = self.run_dir("async_standby")
-        out = os.path.join(self.dir, "async_standby.pt")
-        killed, lines = [], []
-
-        def on_line(line):
-            lines.append(line)
-            if not killed and re.match(r"\[worker:0\] .*step 22/50", line):
-                pid = t.started_pids(lines)["ps:0"]
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-
-        launch = t.Launch(t.local_flags(run, 2, 2) + [
-            "--mode=async", "--ps_replicas=1", "--log_every_steps=2", "--restart_backoff_s=0"],
-                          [t.PYTHON, SCRIPT, "--out=" + out, "--steps=50",
-                           "--table_optimizer=adagrad", "--admit_after=2"], on_line=on_line)
-        self.assertEqual(launch.wait(), 0, launch.output)
-        self.assertEqual(len(killed), 1, "the job never reached step 22")
+        run, _, launch = self.launch_killing_ps0(
+            "async_standby", ["--mode=async", "--ps_replicas=1", "--restart_backoff_s=0"],
+            ["--table_optimizer=adagrad", "--admit_after=2"])
         summary = t.summary(run)
         recoveries = summary.get("recoveries", [])
         print("RESULT torch_embedding async_standby updates=%d table_updates=%s recoveries=%s"
@@ -211,7 +191,7 @@ class Checkpoints(EmbeddingCase):
         # The ps stays away past --failover_after_s: its standby serves its
         # shard and tables meanwhile, then gives them back.
         # Steps of 100 ms leave the ps time to come back before the end.
-        _, sources, output = self.kill_ps0_at_step_22(
+        _, sources, output = self.kill_ps0_with_a_standby(
             "failover", ["--restart_backoff_s=4", "--failover_after_s=1"], ["--step_sleep_ms=100"])
         self.assertIn("failover", sources, output)
         self.assertIn("failback", sources, output)
