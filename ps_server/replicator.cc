@@ -94,12 +94,6 @@ bool Replicator::TooLarge(int64_t bytes) {
   return true;
 }
 
-bool Replicator::Writable() {
-  // With ZMQ_IMMEDIATE a DEALER takes a message only once a connection is
-  // up: nothing is encoded for a standby that is not there.
-  return (socket_.get(zmq::sockopt::events) & ZMQ_POLLOUT) != 0;
-}
-
 void Replicator::Send(RequestHandler& handler) {
   const int64_t now = clock_->NowMicros();
   if (now < too_large_until_us_ || now < refused_until_us_) return;
@@ -109,7 +103,9 @@ void Replicator::Send(RequestHandler& handler) {
   // change since), unless it refused one or they were replaced since.
   const bool delta = !tables_whole_ && tables_acked_epoch_ == h.replica().tables_epoch();
   if (!delta && TooLarge(handler.WholeReplicaBytesBound())) return;
-  if (!Writable()) return;  // before encoding anything
+  // The socket is made with `immediate`: it takes a message only once a
+  // connection is up, and nothing is encoded for a standby not there.
+  if (!CanSend(socket_)) return;
   const std::vector<float> state =
       handler.ReplicaPayloadNow(delta ? tables_acked_clock_ : -1, h.mutable_replica());
   if (TooLarge(static_cast<int64_t>(state.size() * sizeof(float)))) {

@@ -94,8 +94,6 @@ class Replicator {
   // Whether a REPLICATE of `bytes` is over the standby's message limit;
   // if so, gives up (saying why) and holds sends back a resend time.
   bool TooLarge(int64_t bytes);
-  // Whether the socket takes a message now (a connection is up).
-  bool Writable();
   void GiveUp(const std::string& why);
 
   // Advances serial_ when the handler's state moved since the last look.

@@ -289,6 +289,10 @@ absl::StatusOr<Message> ParseDrained(Drained d, size_t skip) {
 
 }  // namespace
 
+bool CanSend(zmq::socket_t& socket) {
+  return (socket.get(zmq::sockopt::events) & ZMQ_POLLOUT) != 0;
+}
+
 RoutedMessage ReceiveRouted(zmq::socket_t& router) {
   RoutedMessage out;
   auto drained = DrainMessage(router);

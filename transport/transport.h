@@ -153,6 +153,10 @@ absl::Status SendRoutedFrame(zmq::socket_t& router, absl::string_view identity,
 // is readable (poll said so). Frames are always drained, even when malformed.
 RoutedMessage ReceiveRouted(zmq::socket_t& router);
 
+// Whether `socket` takes a message now without blocking: for a DEALER
+// made with SocketOptions::immediate, whether a connection is up.
+bool CanSend(zmq::socket_t& socket);
+
 // Receives one whole message from a DEALER without blocking. Unavailable if
 // none is queued; InvalidArgument if malformed.
 absl::StatusOr<Message> ReceiveReply(zmq::socket_t& dealer);
