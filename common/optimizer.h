@@ -15,7 +15,8 @@
 // with each slot's initial value in parentheses, and the step count (the
 // updates taken) kept beside it. Checkpoints (format version 2),
 // REPLICATE, FETCH_REPLICA and RESTORE from_payload carry exactly this
-// array; its size is n x (1 + NumSlots).
+// array; its size is n x (1 + NumSlots), and with embedding tables their
+// bytes follow it, zero-padded to whole floats (TablesFloats).
 
 #include <cstdint>
 #include <string>
@@ -79,6 +80,15 @@ int NumSlots(const OptimizerConfig& config);
 // REQUIRES: as NumSlots.
 inline uint64_t StateFloats(const OptimizerConfig& config, uint64_t num_params) {
   return num_params * static_cast<uint64_t>(1 + NumSlots(config));
+}
+
+// The floats `tables_bytes` of embedding tables take after a shard's state
+// in a REPLICATE, FETCH_REPLICA or RESTORE from_payload (the last one
+// zero-padded).
+// A message claiming more bytes of tables than kMaxTablesBytes is refused.
+inline constexpr uint64_t kMaxTablesBytes = uint64_t{1} << 46;
+inline uint64_t TablesFloats(uint64_t tables_bytes) {
+  return (tables_bytes + sizeof(float) - 1) / sizeof(float);
 }
 
 // A fresh shard's state: `params`, then every slot at its initial value.

@@ -298,15 +298,11 @@ void RequestHandler::HandleFetchReplica(const std::string& peer, const Message& 
   *reply.header.mutable_job() = r.job();
   *reply.header.mutable_replica() = r.replica();
   *reply.header.mutable_stats() = r.stats();
-  if (replica.tables == nullptr) {
-    reply.payload = replica.state;
-  } else {
-    uint64_t tables_bytes = 0;
-    reply.payload =
-        std::make_shared<const std::vector<float>>(ReplicaPayload(replica, &tables_bytes));
-    reply.header.mutable_replica()->set_tables_bytes(tables_bytes);
-    reply.header.mutable_replica()->set_tables_delta(false);
-  }
+  // Without tables the state goes out as it is held, without a copy.
+  reply.payload = replica.tables == nullptr
+                      ? replica.state
+                      : std::make_shared<const std::vector<float>>(
+                            ReplicaPayload(replica, reply.header.mutable_replica()));
   out->push_back(std::move(reply));
 }
 
@@ -323,10 +319,7 @@ absl::Status RequestHandler::AdoptReplica(const HeldReplica& replica) {
   restore->set_from_payload(true);
   restore->set_generation(replica.header.replica().generation());
   restore->set_term(replica.header.replica().term() + 1);
-  uint64_t tables_bytes = 0;
-  const std::vector<float> payload = ReplicaPayload(replica, &tables_bytes);
-  h.mutable_replica()->set_tables_bytes(tables_bytes);
-  h.mutable_replica()->set_tables_delta(false);
+  const std::vector<float> payload = ReplicaPayload(replica, h.mutable_replica());
   const Message m = MakeMessage(std::move(h), payload);
   std::vector<Reply> none;  // an empty handler has nothing parked
   RETURN_IF_ERROR(Restore(m, &none));

@@ -28,9 +28,8 @@ absl::StatusOr<size_t> CheckState(const Message& m, int num_workers) {
   const proto::ReplicaState& r = h.replica();
   const uint64_t tables = r.tables_bytes();
   if (h.encoding() != proto::F32 || (tables > 0) != (h.job().tables_size() > 0) ||
-      tables > (uint64_t{1} << 46) ||
-      m.payload_bytes() !=
-          (floats + (tables + sizeof(float) - 1) / sizeof(float)) * sizeof(float)) {
+      tables > kMaxTablesBytes ||
+      m.payload_bytes() != (floats + TablesFloats(tables)) * sizeof(float)) {
     return absl::InvalidArgumentError(
         absl::StrCat("a state of ", m.payload_bytes(), " bytes for a range of ", n, " floats and ",
                      OptimizerName(optimizer.kind), "'s ", NumSlots(optimizer), " slot(s), and ",
@@ -46,33 +45,44 @@ absl::StatusOr<size_t> CheckState(const Message& m, int num_workers) {
   return floats;
 }
 
+namespace {
+
+// The first `floats` floats of a payload CheckState accepted (the state;
+// the tables' bytes may follow).
+std::vector<float> StateFloatsOf(const Message& m, size_t floats) {
+  std::vector<float> state(floats);
+  if (floats > 0) std::memcpy(state.data(), m.PayloadBytes().data(), floats * sizeof(float));
+  return state;
+}
+
+}  // namespace
+
 absl::string_view TablesOf(const Message& m, size_t floats) {
   const absl::Span<const char> bytes = m.PayloadBytes();
   return {bytes.data() + floats * sizeof(float),
           static_cast<size_t>(m.header.replica().tables_bytes())};
 }
 
-std::vector<float> ReplicaPayload(const HeldReplica& replica, uint64_t* tables_bytes) {
+std::vector<float> ReplicaPayload(const HeldReplica& replica, proto::ReplicaState* r) {
   std::vector<float> payload(replica.state->begin(), replica.state->end());
-  *tables_bytes = 0;
   if (replica.tables == nullptr) return payload;
   const std::string tables = replica.tables->Encode(replica.header.replica().version());
-  *tables_bytes = tables.size();
+  r->set_tables_bytes(tables.size());
+  r->set_tables_delta(false);
   AppendTables(tables, &payload);
   return payload;
 }
 
 void AppendTables(const std::string& bytes, std::vector<float>* payload) {
   const size_t floats = payload->size();
-  payload->resize(floats + (bytes.size() + sizeof(float) - 1) / sizeof(float), 0.0f);
+  payload->resize(floats + TablesFloats(bytes.size()), 0.0f);
   if (!bytes.empty()) std::memcpy(payload->data() + floats, bytes.data(), bytes.size());
 }
 
 absl::StatusOr<ShardCheckpoint> StateFromPayload(const Message& m, int num_workers) {
   ASSIGN_OR_RETURN(const size_t floats, CheckState(m, num_workers));
   ShardCheckpoint c;
-  c.state.resize(floats);
-  if (floats > 0) std::memcpy(c.state.data(), m.PayloadBytes().data(), floats * sizeof(float));
+  c.state = StateFloatsOf(m, floats);
   const uint64_t n = m.header.range_end() - m.header.range_begin();
   if (!IsFiniteState(c.state, static_cast<int64_t>(n))) {
     return absl::InvalidArgumentError("RESTORE: a state not finite in f32");
@@ -117,8 +127,7 @@ absl::Status StandbyReplica::Keep(const Principal& who, const Message& m, int nu
   }
   absl::StatusOr<size_t> floats = CheckState(m, num_workers_);
   if (!floats.ok()) return refuse(Refusal::kBadState, floats.status());
-  auto state = std::make_shared<std::vector<float>>(*floats);
-  if (*floats > 0) std::memcpy(state->data(), m.PayloadBytes().data(), *floats * sizeof(float));
+  auto state = std::make_shared<std::vector<float>>(StateFloatsOf(m, *floats));
   if (!IsFiniteState(*state, static_cast<int64_t>(h.range_end() - h.range_begin()))) {
     return refuse(Refusal::kBadState,
                   absl::InvalidArgumentError("REPLICATE: a state not finite in f32"));

@@ -59,9 +59,9 @@ absl::string_view TablesOf(const Message& m, size_t floats);
 absl::StatusOr<ShardCheckpoint> StateFromPayload(const Message& m, int num_workers);
 
 // A replica's payload as FETCH_REPLICA sends it and RESTORE from_payload
-// takes it: its state's floats, then its tables whole (their byte count
-// in *tables_bytes; 0 for a job without tables).
-std::vector<float> ReplicaPayload(const HeldReplica& replica, uint64_t* tables_bytes);
+// takes it: its state's floats, then its tables whole, which `r` (the
+// message's ReplicaState) is told of (tables_bytes, not a delta).
+std::vector<float> ReplicaPayload(const HeldReplica& replica, proto::ReplicaState* r);
 // Appends `bytes` to `payload`, zero-padded to whole floats.
 void AppendTables(const std::string& bytes, std::vector<float>* payload);
 

@@ -50,9 +50,9 @@ absl::StatusOr<proto::Header> PsClient::FetchReplica(int holder, int shard,
   if (r.range_begin() != static_cast<uint64_t>(range.begin) ||
       r.range_end() != static_cast<uint64_t>(range.end) ||
       r.plan_fingerprint() != plan_.fingerprint() || !optimizer.ok() ||
-      r.replica().tables_bytes() > (uint64_t{1} << 46) ||
+      r.replica().tables_bytes() > kMaxTablesBytes ||
       state->size() != StateFloats(*optimizer, static_cast<uint64_t>(range.size())) +
-                           (r.replica().tables_bytes() + sizeof(float) - 1) / sizeof(float)) {
+                           TablesFloats(r.replica().tables_bytes())) {
     return absl::FailedPreconditionError(absl::StrCat(
         ShardName(holder), ": its replica of shard ", shard, " is of another plan or range"));
   }

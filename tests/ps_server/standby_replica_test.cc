@@ -181,11 +181,10 @@ TEST(StandbyReplica, KeepsTheTablesWholeThenByDeltasAndGivesThemWhole) {
     ASSERT_EQ(Content(*standby.held().tables), Content(primary)) << round;
   }
   // What FETCH_REPLICA sends and RESTORE takes: the state, then the tables whole.
-  uint64_t tables_bytes = 0;
-  const std::vector<float> payload = ReplicaPayload(standby.held(), &tables_bytes);
   proto::Header h = standby.held().header;
-  h.mutable_replica()->set_tables_bytes(tables_bytes);
-  h.mutable_replica()->set_tables_delta(false);
+  const std::vector<float> payload = ReplicaPayload(standby.held(), h.mutable_replica());
+  EXPECT_GT(h.replica().tables_bytes(), 0u);
+  EXPECT_FALSE(h.replica().tables_delta());
   const Message restore = MakeMessage(h, payload);
   auto floats = CheckState(restore, 2);
   ASSERT_TRUE(floats.ok()) << floats.status();
