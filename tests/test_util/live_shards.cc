@@ -7,19 +7,31 @@ namespace pstrain {
 LiveShards::LiveShards(const ClusterSpec& spec, const TransportSecurity& security,
                        const PsServerOptions& options)
     : spec_(spec), security_(security), options_(options) {
+  cancels_.resize(spec.num_ps());
+  servers_.resize(spec.num_ps());
+  threads_.resize(spec.num_ps());
   for (int k = 0; k < spec.num_ps(); ++k) {
-    ClusterSpec ps_spec = spec;
-    ps_spec.set_task({TaskType::kPs, k});
-    cancels_.push_back(std::make_unique<CancellationFlag>());
-    auto server = PsServer::Create(ps_spec, options, security, cancels_.back().get());
-    EXPECT_TRUE(server.ok()) << server.status();
-    if (!server.ok()) {
+    if (!Create(k)) {
       ok_ = false;
       return;
     }
-    servers_.push_back(*std::move(server));
   }
-  for (auto& s : servers_) threads_.emplace_back([&s] { (void)s->Run(); });
+  for (int k = 0; k < spec.num_ps(); ++k) Run(k);
+}
+
+bool LiveShards::Create(int k) {
+  ClusterSpec ps_spec = spec_;
+  ps_spec.set_task({TaskType::kPs, k});
+  cancels_[k] = std::make_unique<CancellationFlag>();
+  auto server = PsServer::Create(ps_spec, options_, security_, cancels_[k].get());
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return false;
+  servers_[k] = *std::move(server);
+  return true;
+}
+
+void LiveShards::Run(int k) {
+  threads_[k] = std::thread([s = servers_[k].get()] { (void)s->Run(); });
 }
 
 void LiveShards::Stop(int k) {
@@ -29,18 +41,14 @@ void LiveShards::Stop(int k) {
 }
 
 void LiveShards::Restart(int k) {
-  ClusterSpec ps_spec = spec_;
-  ps_spec.set_task({TaskType::kPs, k});
-  cancels_[k] = std::make_unique<CancellationFlag>();
-  auto server = PsServer::Create(ps_spec, options_, security_, cancels_[k].get());
-  ASSERT_TRUE(server.ok()) << server.status();
-  servers_[k] = *std::move(server);
-  threads_[k] = std::thread([s = servers_[k].get()] { (void)s->Run(); });
+  if (Create(k)) Run(k);
 }
 
 LiveShards::~LiveShards() {
   // A job that ended sent SHUTDOWN already; any other ps is stopped.
-  for (auto& cancel : cancels_) cancel->Cancel("the test ended");
+  for (auto& cancel : cancels_) {
+    if (cancel != nullptr) cancel->Cancel("the test ended");  // null: a ps never made
+  }
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
   }

@@ -37,6 +37,11 @@ class LiveShards {
   void Restart(int k);
 
  private:
+  // Makes ps `k` (its cancellation flag and server; false, and a test
+  // failure, when it cannot be made) / runs it on its thread.
+  bool Create(int k);
+  void Run(int k);
+
   ClusterSpec spec_;
   TransportSecurity security_;
   PsServerOptions options_;
