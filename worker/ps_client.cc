@@ -4,6 +4,7 @@
 #include <cstring>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
@@ -351,14 +352,32 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
                                    const std::function<bool()>& enough, bool poll_first) {
   // Each ps once: a ps serving two shards answers both on one socket.
   std::vector<int> ps;
-  for (const Call& c : *calls) {
-    if (std::find(ps.begin(), ps.end(), c.ps()) == ps.end()) ps.push_back(c.ps());
-  }
+  const auto add_ps = [&ps](const std::vector<Call>& of) {
+    for (const Call& c : of) {
+      if (std::find(ps.begin(), ps.end(), c.ps()) == ps.end()) ps.push_back(c.ps());
+    }
+  };
+  add_ps(*calls);
+  add_ps(rows_unanswered_);
   std::vector<zmq::socket_t*> sockets;
   for (int j : ps) sockets.push_back(&sockets_[j]);
   const proto::MessageType type = calls->front().header.type();
+  // EmbeddingPush's replies are this wait's too: its refusal is the step's.
+  const auto over = [&] {
+    if (!enough()) return false;
+    for (const Call& c : rows_unanswered_) {
+      if (!c.done) return false;
+    }
+    rows_unanswered_.clear();
+    return true;
+  };
+  // A failed wait abandons them with the rest (their replies are skipped).
+  absl::Cleanup abandon = [this] { rows_unanswered_.clear(); };
   for (;;) {
-    if (!poll_first && enough()) return absl::OkStatus();
+    if (!poll_first && over()) {
+      std::move(abandon).Cancel();
+      return absl::OkStatus();
+    }
     // What the sockets hold is read before the heartbeat's verdict: a
     // worker that wakes from a freeze finds the ps's last word there.
     auto readable = PollReadable(sockets, poll_first ? 0 : kPollSliceMs);
@@ -370,16 +389,29 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
     for (size_t i = 0; i < ps.size(); ++i) {
       if ((*readable)[i]) RETURN_IF_ERROR(DrainSocket(ps[i], calls));
     }
-    if (enough()) return absl::OkStatus();
+    if (over()) {
+      std::move(abandon).Cancel();
+      return absl::OkStatus();
+    }
     RETURN_IF_ERROR(CheckWaiting(deadline_us, type));
   }
 }
 
+absl::Status PsClient::WaitRowPushes() {
+  if (rows_unanswered_.empty()) return absl::OkStatus();
+  std::vector<Call> calls = std::move(rows_unanswered_);
+  rows_unanswered_.clear();
+  return WaitReplies(&calls, RpcDeadline());
+}
+
+int64_t PsClient::RpcDeadline() const { return DeadlineFrom(options_.rpc_timeout_s); }
+
 absl::Status PsClient::DrainSocket(int ps, std::vector<Call>* calls) {
-  auto waiting = [&] {
-    return std::any_of(calls->begin(), calls->end(),
+  const auto waiting_in = [ps](const std::vector<Call>& of) {
+    return std::any_of(of.begin(), of.end(),
                        [&](const Call& c) { return c.ps() == ps && !c.done; });
   };
+  const auto waiting = [&] { return waiting_in(*calls) || waiting_in(rows_unanswered_); };
   while (waiting()) {
     auto m = ReceiveReply(sockets_[ps]);
     if (!m.ok()) {
@@ -392,10 +424,14 @@ absl::Status PsClient::DrainSocket(int ps, std::vector<Call>* calls) {
           absl::StrCat(ShardName(ps), ": the chief shut the job down: training is over"));
     }
     // A reply to an earlier, abandoned request is skipped.
-    auto call = std::find_if(calls->begin(), calls->end(), [&](const Call& c) {
+    const auto answered = [&](const Call& c) {
       return c.ps() == ps && !c.done && c.header.request_id() == m->header.request_id();
-    });
-    if (call == calls->end()) continue;
+    };
+    auto call = std::find_if(calls->begin(), calls->end(), answered);
+    if (call == calls->end()) {
+      call = std::find_if(rows_unanswered_.begin(), rows_unanswered_.end(), answered);
+      if (call == rows_unanswered_.end()) continue;
+    }
     RETURN_IF_ERROR(IsPiece(m->header) ? TakePiece(*call, *m) : TakeReply(*call, *m));
     if (call->done) call->received_unix_us = UnixMicros();
   }

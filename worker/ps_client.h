@@ -275,6 +275,13 @@ class PsClient {
   // of them still hears of the step: sync averages over the pushes). A ps
   // the job went past drops them, as it drops the step's dense push.
   // `only`: to the shards it marks true, not every one.
+  //
+  // Sent, not waited for: the step's dense push follows on the same
+  // connections at once (the ps applies the rows with it), and the next
+  // call that waits for replies (that push's) waits for these too and
+  // fails with their refusal. So a step is two round trips (rows in, rows
+  // and dense gradient out), not three. The ids and gradients are copied
+  // here; `tables` may change once this returns.
   absl::Status EmbeddingPush(int64_t step, absl::Span<const int64_t> versions, int num_examples,
                              absl::Span<const EmbeddingRows> tables,
                              const std::vector<bool>* only = nullptr);
@@ -340,9 +347,14 @@ class PsClient {
   // How many of the shard's floats a call's reply has placed in its
   // params so far: all once done, else those of its pieces in.
   int64_t FloatsIn(const Call& call) const;
-  // Reads what ps `ps`'s socket holds into the calls waiting on it, until
-  // each of them is answered or nothing more is queued.
+  // Reads what ps `ps`'s socket holds into the calls waiting on it (and
+  // rows_unanswered_'s), until each of them is answered or nothing more is
+  // queued.
   absl::Status DrainSocket(int ps, std::vector<Call>* calls);
+  // Waits for rows_unanswered_'s replies alone.
+  absl::Status WaitRowPushes();
+  // When a request sent now must be answered (--rpc_timeout_s).
+  int64_t RpcDeadline() const;
   // One call to ps `ps` about shard `shard`.
   absl::StatusOr<proto::Header> CallOne(proto::MessageType type, int shard, int ps,
                                         double timeout_s = -1);
@@ -380,8 +392,19 @@ class PsClient {
     absl::Status error;  // SendShard's first
   };
   PendingStep pending_;
+  // EmbeddingPush's requests, sent and not answered yet: every wait for
+  // replies (WaitReplies) takes their replies too and is not over before
+  // they are in.
+  std::vector<Call> rows_unanswered_;
   std::optional<proto::StepSettings> step_settings_;
   std::vector<int> unserved_;        // shards WaitForServers found no ps for
+  // EmbeddingPull's and EmbeddingPush's per-ps requests and replies, kept
+  // from call to call: a step's rows are megabytes, and buffers made anew
+  // for each would cost their pages' faults every step. Requests go out
+  // without a copy, so these outlive the sockets (declared before them).
+  std::vector<std::vector<char>> embedding_pull_out_;
+  std::vector<std::vector<char>> embedding_push_out_;
+  std::vector<std::vector<float>> embedding_in_;
   zmq::context_t context_;
   std::vector<zmq::socket_t> sockets_;
   std::unique_ptr<HeartbeatMonitor> heartbeat_;
@@ -390,11 +413,6 @@ class PsClient {
   int64_t received_bytes_ = 0;
   int64_t pieces_sent_ = 0;
   int64_t pieces_received_ = 0;
-  // EmbeddingPull's and EmbeddingPush's per-ps requests and replies, kept
-  // from call to call: a step's rows are megabytes, and buffers made anew
-  // for each would cost their pages' faults every step.
-  std::vector<std::vector<char>> embedding_out_;
-  std::vector<std::vector<float>> embedding_in_;
 };
 
 }  // namespace pstrain

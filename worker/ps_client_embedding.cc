@@ -39,14 +39,14 @@ char* Presize(std::vector<char>* payload, size_t bytes) {
 absl::Status PsClient::EmbeddingPull(absl::Span<const EmbeddingRows> tables) {
   const Split split = SplitByPs(tables, num_shards());
   std::vector<Call> calls;
-  embedding_out_.resize(num_shards());
+  embedding_pull_out_.resize(num_shards());
   embedding_in_.resize(num_shards());
   for (Call& c : ShardCalls(proto::EMBEDDING_PULL, 0, {})) {
     const int k = c.shard;
     size_t ids = 0;
     for (size_t t = 0; t < tables.size(); ++t) ids += split[k][t].size();
     if (ids == 0) continue;
-    char* to = Presize(&embedding_out_[k], ids * sizeof(int64_t));
+    char* to = Presize(&embedding_pull_out_[k], ids * sizeof(int64_t));
     for (size_t t = 0; t < tables.size(); ++t) {
       if (split[k][t].empty()) continue;
       proto::EmbeddingSlice* slice = c.header.mutable_embedding()->add_slices();
@@ -57,7 +57,7 @@ absl::Status PsClient::EmbeddingPull(absl::Span<const EmbeddingRows> tables) {
         to += sizeof(int64_t);
       }
     }
-    c.payload = embedding_out_[k];
+    c.payload = embedding_pull_out_[k];
     c.raw = &embedding_in_[k];
     calls.push_back(std::move(c));
   }
@@ -87,6 +87,8 @@ absl::Status PsClient::EmbeddingPull(absl::Span<const EmbeddingRows> tables) {
 absl::Status PsClient::EmbeddingPush(int64_t step, absl::Span<const int64_t> versions,
                                      int num_examples, absl::Span<const EmbeddingRows> tables,
                                      const std::vector<bool>* only) {
+  // The last push's requests may still be queued from its buffers.
+  RETURN_IF_ERROR(WaitRowPushes());
   const Split split = SplitByPs(tables, num_shards());
   std::vector<Call> calls = ShardCalls(proto::EMBEDDING_PUSH, step, versions);
   if (only != nullptr) {
@@ -94,7 +96,7 @@ absl::Status PsClient::EmbeddingPush(int64_t step, absl::Span<const int64_t> ver
                                [only](const Call& c) { return !(*only)[c.shard]; }),
                 calls.end());
   }
-  embedding_out_.resize(num_shards());
+  embedding_push_out_.resize(num_shards());
   for (Call& c : calls) {
     const int k = c.shard;
     c.header.set_num_examples(num_examples);
@@ -102,7 +104,7 @@ absl::Status PsClient::EmbeddingPush(int64_t step, absl::Span<const int64_t> ver
     for (size_t t = 0; t < tables.size(); ++t) {
       bytes += split[k][t].size() * (sizeof(int64_t) + tables[t].dim * sizeof(float));
     }
-    char* to = Presize(&embedding_out_[k], bytes);
+    char* to = Presize(&embedding_push_out_[k], bytes);
     for (size_t t = 0; t < tables.size(); ++t) {
       proto::EmbeddingSlice* slice = c.header.mutable_embedding()->add_slices();
       slice->set_table(tables[t].table);
@@ -124,9 +126,15 @@ absl::Status PsClient::EmbeddingPush(int64_t step, absl::Span<const int64_t> ver
         to += row_bytes;
       }
     }
-    c.payload = embedding_out_[k];
+    c.payload = embedding_push_out_[k];
   }
-  return Exchange(&calls);
+  // Sent now, answered with the step's dense push (ps_client.h).
+  const int64_t deadline = RpcDeadline();
+  for (Call& c : calls) {
+    RETURN_IF_ERROR(SendCall(c, deadline));
+    rows_unanswered_.push_back(std::move(c));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace pstrain

@@ -2,8 +2,9 @@
 // drive it (Connect, Start, Resume, BeginStep .. EndStep, ReportDone,
 // FinishChief) against real ps servers in this process: a one-worker sync
 // job ends exactly where SGD does, a step a ps lost (restored from its
-// standby) is sent again with its embedding rows, and options that cannot
-// work together are refused before anything starts.
+// standby) is sent again with its embedding rows, a refused row push fails
+// its step, and options that cannot work together are refused before
+// anything starts.
 
 #include "worker/worker_runtime.h"
 
@@ -11,11 +12,12 @@
 #include <vector>
 
 #include "common/cluster_spec.h"
+#include "common/embedding.h"
+#include "common/file_util.h"
 #include "common/free_ports.h"
 #include "gmock/gmock.h"
-#include "gtest/gtest.h"
-#include "common/file_util.h"
 #include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
 #include "proto/run_summary.pb.h"
 #include "tests/test_util/live_shards.h"
 #include "tests/test_util/process_runner.h"
@@ -189,6 +191,69 @@ TEST_F(WorkerRuntimeTest, AStepAPsLostIsSentAgainWithItsRowsAfterItsStandbyResto
   const std::vector<float> whole = RunWithTable(reference, /*lose_ps0=*/false);
   ASSERT_EQ(lost.size(), 11u + 80u);
   EXPECT_EQ(lost, whole) << "the run whose ps 0 was lost ends elsewhere (parameters, then rows)";
+}
+
+// A step's row gradients go out without waiting for their answer (the
+// dense push follows at once): a ps's refusal of them must still fail the
+// step, with the ps's words, and that ps must apply none of the refused
+// request's rows (the other ps took a well-formed request of its own).
+TEST_F(WorkerRuntimeTest, ARefusedRowPushFailsItsStepWithTheRefusal) {
+  WorkerRuntimeOptions o = Options();
+  proto::EmbeddingTableConfig table;
+  table.set_name("t");
+  table.set_dim(2);
+  table.set_num_embeddings(10);
+  table.set_optimizer(proto::ROW_SGD);
+  table.set_lr(0.5);
+  table.set_init_std(1.0);
+  o.tables = {table};
+  auto rt = WorkerRuntime::Create(spec_, o, security_);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  WorkerRuntime& w = **rt;
+  ASSERT_TRUE(w.Connect().ok());
+  ASSERT_TRUE(w.Start().ok());
+  ASSERT_TRUE(w.Resume().ok());
+  const std::vector<int64_t> ids = {0, 1, 2, 3, 50};  // 50 is outside [0, 10)
+  std::vector<float> before(ids.size() * 2);
+  EmbeddingRows pull;
+  pull.table = 0;
+  pull.dim = 2;
+  pull.ids = absl::MakeConstSpan(ids).first(4);
+  pull.rows = absl::MakeSpan(before).first(8);
+  ASSERT_TRUE(w.EmbeddingPull({&pull, 1}).ok());
+  StepInfo info;
+  info.start_us = w.BeginStep();
+  info.examples = 4;
+  const std::vector<float> grads(ids.size() * 2, 1.0f);
+  EmbeddingRows rows;
+  rows.table = 0;
+  rows.dim = 2;
+  rows.ids = ids;
+  rows.grads = grads;
+  rows.has_grad = true;
+  ASSERT_TRUE(w.EmbeddingPush(4, {&rows, 1}).ok()) << "sent, not answered yet";
+  for (int i = 0; i < 15; ++i) w.grads()[i] = 1.0f;
+  const absl::Status s = w.EndStep(info);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("EMBEDDING_PUSH refused"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("50"));
+  // A new connection reads the refusing ps's rows as they were.
+  auto again = WorkerRuntime::Create(spec_, o, security_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE((*again)->Connect().ok());
+  ASSERT_TRUE((*again)->Start().ok());
+  std::vector<float> after(8);
+  pull.rows = absl::MakeSpan(after);
+  ASSERT_TRUE((*again)->EmbeddingPull({&pull, 1}).ok());
+  const int refusing = EmbeddingShardOf(50, 2);
+  int checked = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    if (EmbeddingShardOf(ids[i], 2) != refusing) continue;
+    EXPECT_EQ(after[2 * i], before[2 * i]) << "id " << ids[i];
+    EXPECT_EQ(after[2 * i + 1], before[2 * i + 1]) << "id " << ids[i];
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << "ids 0..3 are all on the other ps: pick others";
 }
 
 TEST_F(WorkerRuntimeTest, OptionsThatCannotWorkTogetherAreRefusedFirst) {
