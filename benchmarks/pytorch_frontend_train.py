@@ -3,8 +3,10 @@
 runs it against PyTorch DDP and the C++ worker: the very model, data path
 and batches of benchmarks/pytorch_cpu_train.py (its MnistCnn and gather:
 every step gathers and normalises its batch from the uint8 images), one
-thread per worker, batch 128 per worker, SGD lr 0.01 x workers, momentum
-0.5, the job's length from `pstrain launch --max_steps`.
+thread per worker, batch 128 per worker, SGD with momentum 0.5 at the job's
+lr, the job's length from `pstrain launch --max_steps`; --forward_ahead=1
+computes each step while the step before is in flight (async, ssp;
+benchmarks/forward_ahead.sh).
 
   pstrain launch --cluster_spec=cluster_specs/local_2ps_2w.json --mode=sync \\
       --max_steps=235 -- python3 benchmarks/pytorch_frontend_train.py
@@ -29,6 +31,8 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--average_gradients", type=int, default=1,
                         help="0: each worker's own gradient to the ps, no average before step()")
+    parser.add_argument("--forward_ahead", type=int, default=0,
+                        help="1: DistributedOptimizer(forward_ahead=True) (async, ssp)")
     parser.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..",
                                                            "data", "mnist"))
     args = parser.parse_args()
@@ -39,7 +43,8 @@ def main():
     model = MnistCnn()
     sampler = pst.DistributedSampler(len(labels), args.batch, seed=args.seed)
     opt = pst.DistributedOptimizer(model, optimizer="sgd", momentum=0.5, sampler=sampler,
-                                   epochs=100, average_gradients=bool(args.average_gradients))
+                                   epochs=100, average_gradients=bool(args.average_gradients),
+                                   forward_ahead=bool(args.forward_ahead))
     for epoch in range(opt.start_epoch, 100):
         if opt.done:
             break

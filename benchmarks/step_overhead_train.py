@@ -11,7 +11,8 @@ momentum 0.5, one thread, the same fixed batches of synthetic data each way
   --model=resnet18  the CIFAR ResNet-18 (11,173,962 parameters, BatchNorm)
                 at batch 128 of CIFAR-shaped inputs: a GPU user's model.
 --device=cuda runs it on the GPU (each step's end synchronised before it is
-timed); --count prints the model's parameter count and exits.
+timed); --forward_ahead computes each step while the step before is in
+flight (async, ssp); --count prints the model's parameter count and exits.
 
   python3 benchmarks/step_overhead_train.py --single --steps=600
   pstrain launch --cluster_spec=cluster_specs/local_1ps_1w.json --mode=sync \\
@@ -104,6 +105,8 @@ def main():
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--count", action="store_true", help="print the parameter count")
     parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--forward_ahead", action="store_true",
+                        help="DistributedOptimizer(forward_ahead=True) (async, ssp)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(1)
@@ -132,7 +135,8 @@ def main():
         import pstrain.torch as pst
         pst.init()
         opt = pst.DistributedOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.01,
-                                                              momentum=0.5))
+                                                              momentum=0.5),
+                                       forward_ahead=args.forward_ahead)
         done = lambda: opt.done  # noqa: E731
         steps = None
     times = []

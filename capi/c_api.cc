@@ -427,6 +427,13 @@ int PstrainWorkerEndStep(PstrainWorkerHandle worker, double loss) {
   });
 }
 
+int PstrainWorkerLand(PstrainWorkerHandle worker) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    return worker->worker->Land();
+  });
+}
+
 int PstrainWorkerLogEvaluation(PstrainWorkerHandle worker, double accuracy, double loss,
                                double seconds) {
   return ApiCall([&] {

@@ -71,7 +71,8 @@ absl::StatusOr<int64_t> WholeNumber(const std::string& key, const google::protob
 // The script's job options (c_api.h, PstrainWorkerCreate) over the job's
 // flags, into `ro`. `*open_ended`: the options give the job no length.
 absl::Status ApplyJobOptions(const std::string& job_json, WorkerRuntimeOptions* ro,
-                             bool* open_ended, std::vector<int>* tensor_groups) {
+                             bool* open_ended, std::vector<int>* tensor_groups,
+                             bool* forward_ahead) {
   google::protobuf::Value v;
   v.mutable_struct_value();
   if (!job_json.empty()) {
@@ -94,6 +95,12 @@ absl::Status ApplyJobOptions(const std::string& job_json, WorkerRuntimeOptions* 
       ASSIGN_OR_RETURN(ro->device_description, FlagText(key, value));
     } else if (key == "embedding_tables") {
       ASSIGN_OR_RETURN(ro->tables, EmbeddingTablesFromJson(value));
+    } else if (key == "forward_ahead") {
+      // The script's (ScriptWorker), not the C++ worker's --forward_ahead.
+      if (value.kind_case() != google::protobuf::Value::kBoolValue) {
+        return absl::InvalidArgumentError("job option \"forward_ahead\": expected true or false");
+      }
+      *forward_ahead = value.bool_value();
     } else if (key == "tensor_groups") {
       if (value.kind_case() != google::protobuf::Value::kListValue) {
         return absl::InvalidArgumentError(
@@ -128,14 +135,37 @@ absl::Status ApplyJobOptions(const std::string& job_json, WorkerRuntimeOptions* 
   return absl::OkStatus();
 }
 
+// The job option "forward_ahead" (ScriptWorker) where the job allows it.
+absl::Status CheckForwardAhead(bool ahead, const WorkerRuntimeOptions& ro, bool dynamic) {
+  if (!ahead) return absl::OkStatus();
+  if (ro.train.mode == proto::SYNC) {
+    return absl::InvalidArgumentError(
+        "job option \"forward_ahead\": for async and ssp jobs; a sync step's parameters wait "
+        "for every worker's gradient, so there are none to compute ahead on");
+  }
+  if (dynamic) {
+    return absl::InvalidArgumentError(
+        "job option \"forward_ahead\": not with dynamic workers (the job's length is the "
+        "shards' updates, which a step in flight has not made yet)");
+  }
+  if (!ro.tables.empty()) {
+    return absl::InvalidArgumentError(
+        "job option \"forward_ahead\": not with embedding tables (a step's rows are read in its "
+        "forward, while the step before is in flight on the same connections)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> DescribeJob(const ScriptTask& task, const std::string& job_json) {
   WorkerRuntimeOptions ro;
   ro.train = task.train;
   bool open_ended = false;
+  bool ahead = false;
   std::vector<int> groups;
-  RETURN_IF_ERROR(ApplyJobOptions(job_json, &ro, &open_ended, &groups));
+  RETURN_IF_ERROR(ApplyJobOptions(job_json, &ro, &open_ended, &groups, &ahead));
+  RETURN_IF_ERROR(CheckForwardAhead(ahead, ro, task.dynamic));
   RETURN_IF_ERROR(CheckTables(ro));
   const TrainOptions& o = ro.train;
   proto::JobConfig job;
@@ -199,6 +229,12 @@ absl::StatusOr<ScriptTask> ScriptTask::Resolve(const TaskEnvironment& env) {
 ScriptWorker::ScriptWorker(std::unique_ptr<WorkerRuntime> runtime, int num_tensors)
     : runtime_(std::move(runtime)), num_tensors_(num_tensors), tensor_ready_(num_tensors, false) {}
 
+ScriptWorker::~ScriptWorker() {
+  // A step in flight ends as every wait does: a reply, a refusal, or the
+  // heartbeat's verdict on a ps gone.
+  if (flight_.thread.joinable()) flight_.thread.join();
+}
+
 absl::StatusOr<std::unique_ptr<ScriptWorker>> ScriptWorker::Create(
     const ScriptTask& task, const std::string& job_json, std::vector<TensorSlot> tensors,
     absl::Span<float> params, absl::Span<float> grads, std::vector<float> initial_slots,
@@ -206,8 +242,10 @@ absl::StatusOr<std::unique_ptr<ScriptWorker>> ScriptWorker::Create(
   WorkerRuntimeOptions ro;
   ro.train = task.train;
   bool open_ended = false;
+  bool ahead = false;
   std::vector<int> groups;
-  RETURN_IF_ERROR(ApplyJobOptions(job_json, &ro, &open_ended, &groups));
+  RETURN_IF_ERROR(ApplyJobOptions(job_json, &ro, &open_ended, &groups, &ahead));
+  RETURN_IF_ERROR(CheckForwardAhead(ahead, ro, task.dynamic));
   if (!groups.empty() && groups.size() != tensors.size()) {
     return absl::InvalidArgumentError(absl::StrCat("job option \"tensor_groups\": ", groups.size(),
                                                    " groups for ", tensors.size(), " tensors"));
@@ -215,8 +253,14 @@ absl::StatusOr<std::unique_ptr<ScriptWorker>> ScriptWorker::Create(
   for (size_t i = 0; i < groups.size(); ++i) tensors[i].group = groups[i];
   const int num_tensors = static_cast<int>(tensors.size());
   ro.tensors = std::move(tensors);
-  ro.params = params;
-  ro.grads = grads;
+  if (ahead) {
+    // The runtime's own buffers: a step in flight writes its parameters
+    // while the script computes on the ones in `params`.
+    ro.overlap = false;
+  } else {
+    ro.params = params;
+    ro.grads = grads;
+  }
   if (task.chief) {
     // The job's initial parameters are the chief's, as the script made
     // them: kept for a restore when no checkpoint is usable.
@@ -231,6 +275,9 @@ absl::StatusOr<std::unique_ptr<ScriptWorker>> ScriptWorker::Create(
                    WorkerRuntime::Create(task.cluster, std::move(ro), task.security));
   std::unique_ptr<ScriptWorker> worker(new ScriptWorker(std::move(runtime), num_tensors));
   worker->open_ended_ = open_ended;
+  worker->ahead_ = ahead;
+  worker->script_params_ = params;
+  worker->script_grads_ = grads;
   worker->job_ = worker->runtime_->job_config();
   ASSIGN_OR_RETURN(worker->optimizer_, OptimizerFromJob(worker->job_));
   WorkerRuntime& rt = *worker->runtime_;
@@ -238,6 +285,7 @@ absl::StatusOr<std::unique_ptr<ScriptWorker>> ScriptWorker::Create(
   absl::Status s = rt.Start();
   if (s.ok()) s = rt.Resume();
   RETURN_IF_ERROR(worker->Recover(std::move(s)));
+  if (ahead) worker->ParamsToScript();
   if (rt.global_step() > 0) {
     LOG(INFO) << "continuing from step " << rt.global_step() << " of " << rt.total_steps()
               << " at version " << rt.MinVersion();
@@ -273,16 +321,18 @@ absl::Status ScriptWorker::BeginStep(int num_examples) {
   if (num_examples < 0) {
     return UsageError(absl::StrCat("BeginStep: num_examples is ", num_examples));
   }
-  const int64_t step = runtime_->global_step();
+  const int64_t step = global_step();
   step_ = StepInfo();
-  step_.start_us = runtime_->BeginStep();
+  // With a step in flight the runtime is its thread's: the step begins
+  // there at EndStep.
+  step_.start_us = flight_.thread.joinable() ? MonotonicMicros() : runtime_->BeginStep();
   step_.epoch = static_cast<int>(step / steps_per_epoch());
   step_.step_in_epoch = step % steps_per_epoch();
   step_.examples = num_examples;
   std::fill(tensor_ready_.begin(), tensor_ready_.end(), false);
   table_grads_.assign(static_cast<size_t>(job_.tables_size()), TableGrads());
   layer_spans_.clear();
-  if (num_examples > 0) runtime_->StartPush(num_examples);
+  if (num_examples > 0 && !ahead_) runtime_->StartPush(num_examples);
   in_step_ = true;
   step_void_ = false;
   reduce_round_ = 0;
@@ -302,7 +352,8 @@ absl::Status ScriptWorker::TensorReady(int tensor) {
   tensor_ready_[tensor] = true;
   // A job with embedding tables sends the step's rows before its dense
   // push to each ps (ps_server/embedding_tables.h): all of it at EndStep.
-  if (job_.tables_size() == 0) runtime_->TensorReady(tensor);
+  // Forward ahead: the step goes out whole at EndStep.
+  if (job_.tables_size() == 0 && !ahead_) runtime_->TensorReady(tensor);
   return absl::OkStatus();
 }
 
@@ -361,7 +412,11 @@ absl::Status ScriptWorker::SetStepOptions(const std::vector<proto::GroupSettings
   for (const proto::GroupSettings& g : groups) *settings.add_groups() = g;
   *settings.mutable_absent() = {absent.begin(), absent.end()};
   RETURN_IF_ERROR(StepOptionsFrom(settings, job_, optimizer_).status());
-  runtime_->SetStepSettings(std::move(settings));
+  if (ahead_) {
+    step_settings_ = std::move(settings);  // the runtime's once the step before lands
+  } else {
+    runtime_->SetStepSettings(std::move(settings));
+  }
   return absl::OkStatus();
 }
 
@@ -395,6 +450,7 @@ absl::Status ScriptWorker::OptimizerState(std::vector<float>* slots,
                                           std::vector<int64_t>* tensor_updates) {
   RETURN_IF_ERROR(failed_);
   if (in_step_) return UsageError("OptimizerState: a step is under way (EndStep first)");
+  RETURN_IF_ERROR(LandFlight(/*to_script=*/true));
   absl::Status s = runtime_->ReadOptimizerState(slots, tensor_updates);
   for (int tries = 0; !s.ok() && IsRejoin(s) && tries < 3; ++tries) {
     s = Recover(std::move(s));
@@ -413,16 +469,77 @@ absl::Status ScriptWorker::EndStep(double loss) {
   }
   step_.loss = static_cast<float>(loss);
   step_.layers = layer_spans_.empty() ? nullptr : &layer_spans_;
-  absl::Status s = PushEmbeddingGrads();
-  if (s.ok()) s = runtime_->EndStep(step_);
+  if (!ahead_) {
+    absl::Status s = PushEmbeddingGrads();
+    if (s.ok()) s = runtime_->EndStep(step_);
+    return AfterStep(std::move(s), step_.examples, loss, nullptr);
+  }
+  // Forward ahead: the step before lands first. A rejoin there voids this
+  // step, computed on parameters from before it (its position may move).
+  bool recovered = false;
+  RETURN_IF_ERROR(LandFlight(/*to_script=*/false, &recovered));
+  if (recovered) return absl::OkStatus();
+  if (step_settings_.has_value()) {
+    runtime_->SetStepSettings(std::move(*step_settings_));
+    step_settings_.reset();
+  }
+  // Its gradient was computed on the parameters the script's model holds.
+  runtime_->BeginStep(model_versions_);
+  const absl::Span<float> grads = runtime_->grads();
+  std::copy(script_grads_.begin(), script_grads_.end(), grads.begin());
+  // The script's next step computes on the newest parameters landed.
+  ParamsToScript();
+  flight_.info = step_;
+  flight_.loss = loss;
+  flight_.spans = std::move(layer_spans_);
+  layer_spans_.clear();
+  flight_.info.layers = flight_.spans.empty() ? nullptr : &flight_.spans;
+  flight_.next_step = runtime_->global_step() + 1;
+  flight_.status = absl::OkStatus();
+  flight_.thread = std::thread([this] { flight_.status = runtime_->EndStep(flight_.info); });
+  return absl::OkStatus();
+}
+
+absl::Status ScriptWorker::AfterStep(absl::Status s, int examples, double loss, bool* recovered) {
   if (s.ok()) s = runtime_->CheckShardsHome();
   if (s.ok()) {
     runtime_->MaybeCheckpoint();
     last_step_end_us_ = MonotonicMicros();
-    epoch_.AddStep(step_.examples, std::isfinite(loss) ? std::optional<double>(loss) : std::nullopt);
+    epoch_.AddStep(examples, std::isfinite(loss) ? std::optional<double>(loss) : std::nullopt);
     return absl::OkStatus();
   }
-  return Latch(Recover(std::move(s)));
+  s = Latch(Recover(std::move(s)));
+  if (s.ok() && recovered != nullptr) *recovered = true;
+  return s;
+}
+
+absl::Status ScriptWorker::LandFlight(bool to_script, bool* recovered) {
+  bool rejoined = false;
+  if (recovered != nullptr) *recovered = false;
+  if (!flight_.thread.joinable()) return absl::OkStatus();
+  flight_.thread.join();
+  absl::Status s =
+      AfterStep(std::move(flight_.status), flight_.info.examples, flight_.loss, &rejoined);
+  flight_.spans.clear();
+  flight_.info.layers = nullptr;
+  RETURN_IF_ERROR(s);
+  // After a rejoin the runtime's parameters are the job's now: the
+  // script's model takes them whatever it was about to do.
+  if (to_script || rejoined) ParamsToScript();
+  if (recovered != nullptr) *recovered = rejoined;
+  return absl::OkStatus();
+}
+
+absl::Status ScriptWorker::Land() {
+  RETURN_IF_ERROR(failed_);
+  if (in_step_) return UsageError("Land: a step is under way (EndStep first)");
+  return LandFlight(/*to_script=*/true);
+}
+
+void ScriptWorker::ParamsToScript() {
+  const absl::Span<const float> p = runtime_->params();
+  std::copy(p.begin(), p.end(), script_params_.begin());
+  model_versions_ = runtime_->versions();
 }
 
 absl::Status ScriptWorker::LogEvaluation(double accuracy, double loss, double seconds) {
@@ -431,6 +548,7 @@ absl::Status ScriptWorker::LogEvaluation(double accuracy, double loss, double se
   if (!(accuracy >= 0 && accuracy <= 1)) {
     return UsageError(absl::StrCat("LogEvaluation: accuracy ", accuracy, " is not in [0, 1]"));
   }
+  RETURN_IF_ERROR(LandFlight(/*to_script=*/true));
   if (!runtime_->is_chief()) return absl::OkStatus();
   const int64_t now = MonotonicMicros();
   const int64_t took_us = seconds >= 0            ? static_cast<int64_t>(seconds * 1e6)
@@ -466,6 +584,7 @@ absl::Status ScriptWorker::Finish() {
   RETURN_IF_ERROR(failed_);
   if (in_step_) return UsageError("Finish: a step is under way (EndStep first)");
   if (finished_) return UsageError("Finish: finished already");
+  RETURN_IF_ERROR(LandFlight(/*to_script=*/true));
   const bool leaving = !done() && !open_ended_;
   if (leaving) {
     LOG(WARNING) << "this worker's loop ended at step " << global_step() << " of " << total_steps()
@@ -486,6 +605,7 @@ absl::Status ScriptWorker::Finish() {
     s = runtime_->ReportDone();
   }
   if (runtime_->is_chief()) RETURN_IF_ERROR(Latch(runtime_->PullLatest()));
+  if (ahead_) ParamsToScript();
   finished_ = true;
   return absl::OkStatus();
 }

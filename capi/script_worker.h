@@ -11,14 +11,25 @@
 //    most its position move;
 //  - a latched failure: after a run-time error every later call returns it;
 //  - the chief's epochs: an evaluation logged at an epoch's end also ends
-//    that epoch (epochs.csv, the "epoch E/N done" line).
+//    that epoch (epochs.csv, the "epoch E/N done" line);
+//  - forward ahead (the job option "forward_ahead", async and SSP):
+//    EndStep sends the step's gradient and returns at once, a thread of
+//    its own takes the reply while the script computes the next step on
+//    the parameters its model holds (the step before's: each gradient one
+//    update staler), and the next EndStep (or any other call but those of
+//    a step under way) lands it: the reply's parameters go into the
+//    script's buffer then, never while the script computes. The runtime
+//    works on buffers of its own meanwhile.
 //
-// Thread safety: none (one caller at a time; see c_api.h).
+// Thread safety: none (one caller at a time; see c_api.h); the thread of
+// a step in flight touches only the runtime, which nothing else touches
+// until it is landed.
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/node_hash_set.h"
@@ -99,10 +110,26 @@ class ScriptWorker {
       absl::Span<float> params, absl::Span<float> grads, std::vector<float> initial_slots = {},
       std::vector<int64_t> initial_tensor_updates = {});
 
-  int64_t global_step() const { return runtime_->global_step(); }
+  ~ScriptWorker();
+
+  // With a step in flight (forward ahead): where the job is for this
+  // worker once it lands well.
+  int64_t global_step() const {
+    return flight_.thread.joinable() ? flight_.next_step : runtime_->global_step();
+  }
   int64_t total_steps() const { return runtime_->total_steps(); }
   int64_t steps_per_epoch() const { return runtime_->steps_per_epoch(); }
-  bool done() const { return finished_ || runtime_->TrainingDone(); }
+  bool done() const {
+    if (finished_) return true;
+    return flight_.thread.joinable() ? flight_.next_step >= total_steps()
+                                     : runtime_->TrainingDone();
+  }
+  // Forward ahead: the step in flight's reply into the script's buffer now
+  // (the model then holds the newest parameters: for an evaluation, a
+  // state_dict); nothing without one. Its failure is EndStep's would be.
+  // A usage error inside a step.
+  absl::Status Land();
+  bool forward_ahead() const { return ahead_; }
   // The script gave the job no length: it says when it is done (Finish).
   bool open_ended() const { return open_ended_; }
   int num_tensors() const { return num_tensors_; }
@@ -189,6 +216,17 @@ class ScriptWorker {
   // Sorts `absent` and drops repeats; a usage error, named after `call`,
   // for a tensor outside the layout.
   absl::Status SortAbsent(absl::string_view call, std::vector<int32_t>* absent) const;
+  // EndStep's end once the runtime's (`s`) is over: a checkpoint when due,
+  // the step in the epoch's count; a rejoin answered (`*recovered`, may be
+  // null, says so).
+  absl::Status AfterStep(absl::Status s, int examples, double loss, bool* recovered);
+  // Forward ahead: joins the step in flight, and AfterStep; with
+  // `to_script` (and after a rejoin), the parameters it brought into the
+  // script's buffer. `*recovered` (may be null): a rejoin was answered.
+  absl::Status LandFlight(bool to_script, bool* recovered = nullptr);
+  // Forward ahead: the runtime's parameters into the script's buffer, and
+  // their versions as those the script's next step computes on.
+  void ParamsToScript();
 
   std::unique_ptr<WorkerRuntime> runtime_;
   int num_tensors_ = 0;
@@ -216,6 +254,24 @@ class ScriptWorker {
   std::vector<models::LayerSpan> layer_spans_;
   absl::node_hash_set<std::string> layer_names_;
   int64_t last_step_end_us_ = 0;  // monotonic
+  // Forward ahead: the script's buffers (the runtime has its own), the
+  // versions of the parameters the script's model holds, and the step in
+  // flight: its thread, what it returned, its record (info, spans), and
+  // the step after it.
+  bool ahead_ = false;
+  absl::Span<float> script_params_;
+  absl::Span<float> script_grads_;
+  std::vector<int64_t> model_versions_;
+  std::optional<proto::StepSettings> step_settings_;  // for the next EndStep
+  struct Flight {
+    std::thread thread;
+    absl::Status status;
+    StepInfo info;
+    double loss = 0;
+    std::vector<models::LayerSpan> spans;
+    int64_t next_step = 0;
+  };
+  Flight flight_;
   // The epoch being trained, for epochs.csv: where it began.
   EpochMeter epoch_;  // the chief's
   int64_t last_epoch_logged_ = -1;

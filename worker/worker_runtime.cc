@@ -646,13 +646,14 @@ bool WorkerRuntime::TrainingDone() const {
   return options_.train.mode == proto::SYNC && MinVersion() >= total_steps_;
 }
 
-int64_t WorkerRuntime::BeginStep() {
+int64_t WorkerRuntime::BeginStep(absl::Span<const int64_t> computed_on) {
   const int64_t t0 = MonotonicMicros();
   if (first_step_us_ == 0) {
     first_step_us_ = t0;
     first_step_unix_us_ = UnixMicros();
   }
-  step_->Reset(global_step_, versions_);
+  CHECK(computed_on.empty() || computed_on.size() == versions_.size());
+  step_->Reset(global_step_, computed_on.empty() ? absl::MakeConstSpan(versions_) : computed_on);
   return t0;
 }
 

@@ -92,8 +92,7 @@ struct WorkerRuntimeOptions {
   std::vector<TensorSlot> tensors;
   // Embedding tables on the ps (common/embedding.h), in the job's order:
   // their rows by id through EmbeddingPull and EmbeddingPush; checkpoints
-  // hold them. Not with --ps_replicas, backup workers or dynamic workers
-  // (refused by Create).
+  // and a hot standby (--ps_replicas) hold them.
   std::vector<proto::EmbeddingTableConfig> tables;
   // Steps of every worker per epoch (the data's), and of the whole run
   // (0: train.epochs x steps_per_epoch, capped by train.max_steps).
@@ -214,8 +213,13 @@ class WorkerRuntime {
   EpochMark Mark() const { return {global_step_, MinVersion(), TrainSeconds()}; }
 
   // The step global_step(): from now its compute is timed. Returns the
-  // monotonic microseconds it began (StepInfo::start_us).
-  int64_t BeginStep();
+  // monotonic microseconds it began (StepInfo::start_us). `computed_on`:
+  // the shards' versions of the parameters its gradient is computed on
+  // (one per shard); empty: those of params() now. A script computing
+  // ahead (capi/script_worker.h) computes on earlier ones.
+  int64_t BeginStep(absl::Span<const int64_t> computed_on = {});
+  // The shards' versions of params(), one per shard.
+  const std::vector<int64_t>& versions() const { return versions_; }
   // Overlap: before backward, prepares the push/pull so that each shard
   // goes out as soon as it is final. No-op without overlap. REQUIRES:
   // num_examples > 0.

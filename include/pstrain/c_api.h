@@ -69,7 +69,7 @@
 extern "C" {
 #endif
 
-#define PSTRAIN_C_API_VERSION 5
+#define PSTRAIN_C_API_VERSION 6
 
 /* Status codes. */
 #define PSTRAIN_OK 0
@@ -144,15 +144,21 @@ int PstrainTaskDescribeJob(PstrainTaskHandle task, const char* job_json, const c
  * parameters (a fresh job); on return every worker's `params` hold the
  * job's parameters at its position (a restarted process: where the job
  * is). The library reads `grads` at TensorReady and EndStep and writes
- * `params` only inside EndStep, Finish and Create.
+ * `params` only inside EndStep, Finish and Create (and, forward ahead,
+ * Land, LogEvaluation and GetOptimizerState).
  *
  * `job_json`: a JSON object of this worker's job options over the job's
  * flags: any flag of PSTRAIN_FLAGS by name ({"optimizer": "adam", "lr":
  * 0.001, "lr_schedule": "cosine", "batch_size": 64, "epochs": 2}, ...),
  * plus "steps_per_epoch" and "total_steps" (the job's length: without
  * either the job is open-ended and ends when the script calls Finish),
- * "device" (for the summary) and "tensor_groups" (an array: each tensor's
- * parameter group, 0 to 1023; default all 0). "" for none.
+ * "device" (for the summary), "tensor_groups" (an array: each tensor's
+ * parameter group, 0 to 1023; default all 0) and "forward_ahead" (true:
+ * async and ssp jobs without embedding tables or dynamic workers;
+ * PstrainWorkerEndStep then sends the step and returns at once, `params`
+ * holding the parameters the step before brought, and the script
+ * computes its next step on them while this one's reply comes in: each
+ * gradient is one update staler; PstrainWorkerLand). "" for none.
  *
  * PSTRAIN_ERROR_CONFIG when the layout differs from the chief's (the
  * message names the first differing tensor) or the job's options do.
@@ -265,8 +271,18 @@ int PstrainWorkerGetOptimizerState(PstrainWorkerHandle worker, int* num_slots, f
  * step log. A ps that restarted, or was lost and failed over, is rejoined
  * inside the call: the position may then have moved
  * (PstrainWorkerGetPosition). PSTRAIN_JOB_FINISHED: the job ended without
- * this worker. REQUIRES: a step begun. */
+ * this worker. Forward ahead: takes the step before's reply, sends this
+ * step's gradient (copied from `grads`) and returns, `params` holding the
+ * parameters the step before brought; a rejoin in the step before voids
+ * this step (nothing of it is sent). REQUIRES: a step begun. */
 int PstrainWorkerEndStep(PstrainWorkerHandle worker, double loss);
+
+/* Forward ahead (the job option "forward_ahead"): takes the reply of the
+ * step in flight now, into `params` (the newest parameters, for an
+ * evaluation or a state_dict); a failure is the one the next EndStep
+ * would return. Nothing without a step in flight. REQUIRES: no step
+ * begun. */
+int PstrainWorkerLand(PstrainWorkerHandle worker);
 
 /* Chief: an evaluation of the model on the test set, into evals.csv,
  * TensorBoard and Prometheus, and at an epoch's end epochs.csv; the last
@@ -302,8 +318,8 @@ int PstrainWorkerClose(PstrainWorkerHandle worker);
  * this many of its ps's embedding updates is dropped) and
  * "max_rows_per_ps"; --embedding_memory_mb caps each ps's rows of all
  * tables. Every worker gives the same tables in the same order;
- * checkpoints hold their rows. Not with --ps_replicas
- * (PSTRAIN_ERROR_CONFIG). */
+ * checkpoints hold their rows, and a hot standby (--ps_replicas) holds
+ * them too. */
 
 /* Table `table`'s rows of the `num_ids` distinct ids `ids` into `rows`
  * (num_ids x dim floats, the caller's), as the ps tasks hold them now: an

@@ -243,6 +243,11 @@ class Worker:
     def end_step(self, loss=float("nan")):
         _lib.call("PstrainWorkerEndStep", self._handle, float(loss))
 
+    def land(self):
+        """Forward ahead: the step in flight's parameters into `params` now
+        (nothing without one)."""
+        _lib.call("PstrainWorkerLand", self._handle)
+
     def log_evaluation(self, accuracy, loss, seconds=-1.0):
         _lib.call("PstrainWorkerLogEvaluation", self._handle, float(accuracy), float(loss),
                   float(seconds))

@@ -6,7 +6,7 @@ import ctypes
 import ctypes.util
 import os
 
-API_VERSION = 5
+API_VERSION = 6
 
 OK = 0
 ERROR_FAILED = 1
@@ -105,6 +105,7 @@ _SIGNATURES = {
     "PstrainWorkerGetOptimizerState": [_p, ctypes.POINTER(_int), _p, _i64,
                                        ctypes.POINTER(_i64)],
     "PstrainWorkerEndStep": [_p, ctypes.c_double],
+    "PstrainWorkerLand": [_p],
     "PstrainWorkerLogEvaluation": [_p, ctypes.c_double, ctypes.c_double, ctypes.c_double],
     "PstrainWorkerFinish": [_p],
     "PstrainWorkerClose": [_p],

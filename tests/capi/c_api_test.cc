@@ -187,11 +187,11 @@ class CApiWithPs : public ::testing::Test {
     if (ps_ != nullptr && !ps_->exited()) ps_->Signal(SIGKILL);
   }
 
-  PstrainTaskHandle MakeTask() {
+  PstrainTaskHandle MakeTask(const char* flags = R"(["--mode=sync", "--log_every_steps=0"])") {
     PstrainTaskHandle task = nullptr;
-    EXPECT_EQ(PstrainTaskCreate(chief_tf_config_.c_str(), secret_.c_str(), 0, dir_.c_str(),
-                                R"(["--mode=sync", "--log_every_steps=0"])", &task),
-              PSTRAIN_OK)
+    EXPECT_EQ(
+        PstrainTaskCreate(chief_tf_config_.c_str(), secret_.c_str(), 0, dir_.c_str(), flags, &task),
+        PSTRAIN_OK)
         << LastError();
     return task;
   }
@@ -298,6 +298,69 @@ TEST_F(CApiWithPs, CallsOutOfOrderAreRefusedAndTheStepsAreThePsSgd) {
   text << summary.rdbuf();
   EXPECT_THAT(text.str(), HasSubstr("\"final_test_accuracy\": 0.75"));
   EXPECT_THAT(text.str(), HasSubstr("\"updates_applied\": 3"));
+  EXPECT_EQ(PstrainWorkerFree(worker), PSTRAIN_OK);
+  EXPECT_EQ(PstrainTaskFree(task), PSTRAIN_OK);
+}
+
+// Forward ahead: EndStep returns with the parameters the step before
+// brought (the first: the initial ones), the position moves on at once,
+// Land takes the step in flight (not inside a step), Finish the last.
+TEST_F(CApiWithPs, ForwardAheadHandsEachStepTheParametersOfTheStepBefore) {
+  PstrainTaskHandle task = MakeTask(R"(["--mode=async", "--log_every_steps=0"])");
+  ASSERT_NE(task, nullptr);
+  const char* names[] = {"a", "b"};
+  const int64_t sizes[] = {3, 5};
+  std::vector<float> params = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<float> grads(8, 0.0f);
+  PstrainWorkerHandle worker = nullptr;
+  const char* sync_job = R"({"forward_ahead": true, "mode": "sync"})";
+  EXPECT_EQ(
+      PstrainWorkerCreate(task, sync_job, 2, names, sizes, params.data(), grads.data(), 8, &worker),
+      PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("for async and ssp jobs"));
+  EXPECT_EQ(PstrainWorkerCreate(task, R"({"forward_ahead": 1})", 2, names, sizes, params.data(),
+                                grads.data(), 8, &worker),
+            PSTRAIN_ERROR_CONFIG);
+  const char* job = R"({"optimizer": "sgd", "lr": 0.5, "momentum": 0, "total_steps": 4,
+                        "forward_ahead": true})";
+  ASSERT_EQ(
+      PstrainWorkerCreate(task, job, 2, names, sizes, params.data(), grads.data(), 8, &worker),
+      PSTRAIN_OK)
+      << LastError();
+  // P[k]: the ps's parameters after k updates, g_k = (i + 1) (k + 1).
+  std::vector<std::vector<float>> p = {params};
+  for (int k = 0; k < 4; ++k) {
+    p.push_back(p.back());
+    for (int i = 0; i < 8; ++i) p.back()[i] -= 0.5f * static_cast<float>((i + 1) * (k + 1));
+  }
+  ASSERT_EQ(PstrainWorkerLand(worker), PSTRAIN_OK) << "nothing in flight";
+  for (int k = 0; k < 4; ++k) {
+    ASSERT_EQ(PstrainWorkerBeginStep(worker, 4), PSTRAIN_OK) << LastError();
+    EXPECT_EQ(PstrainWorkerLand(worker), PSTRAIN_ERROR_USAGE);
+    for (int i = 0; i < 8; ++i) grads[i] = static_cast<float>((i + 1) * (k + 1));
+    ASSERT_EQ(PstrainWorkerEndStep(worker, 0.25), PSTRAIN_OK) << LastError();
+    // The grads are the library's now: the next backward may write them.
+    std::fill(grads.begin(), grads.end(), 1e6f);
+    EXPECT_EQ(params, p[k]) << "after step " << k;
+    int64_t at = -1;
+    int done = -1;
+    ASSERT_EQ(PstrainWorkerGetPosition(worker, &at, nullptr, nullptr, &done), PSTRAIN_OK);
+    EXPECT_EQ(at, k + 1);
+    EXPECT_EQ(done, k == 3 ? 1 : 0);
+    if (k == 1) {
+      ASSERT_EQ(PstrainWorkerLand(worker), PSTRAIN_OK) << LastError();
+      EXPECT_EQ(params, p[2]) << "Land takes step 1's reply";
+    }
+  }
+  ASSERT_EQ(PstrainWorkerFinish(worker), PSTRAIN_OK) << LastError();
+  EXPECT_EQ(params, p[4]);
+  ASSERT_EQ(PstrainWorkerClose(worker), PSTRAIN_OK) << LastError();
+  EXPECT_EQ(WaitPs(30), 0);
+  std::ifstream summary(dir_ + "/summary.json");
+  std::stringstream text;
+  text << summary.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("\"updates_applied\": 4"));
+  EXPECT_THAT(text.str(), HasSubstr("\"max_staleness\": 1"));
   EXPECT_EQ(PstrainWorkerFree(worker), PSTRAIN_OK);
   EXPECT_EQ(PstrainTaskFree(task), PSTRAIN_OK);
 }

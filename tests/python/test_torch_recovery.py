@@ -1,6 +1,7 @@
 """A PyTorch worker recovers as a C++ one does: killed with SIGKILL in the
 middle of a sync job, it is restarted by `pstrain launch`, rejoins at the
-job's position and the job ends with the usual accuracy; a job resumed
+job's position and the job ends with the usual accuracy; a ps killed
+under async workers computing ahead is restored and the job ends; a job resumed
 from its checkpoints (`pstrain launch --resume`) continues where they left
 it; the step log, the timeline and summary.json are written."""
 
@@ -58,6 +59,32 @@ class Recovery(t.TestCase):
         self.assertEqual(len(re.findall(r"\[worker:0\] .*initialised 2 shards", output)), 1)
         self.assertEqual(s.get("updates_lost", 0), 0)
         self.assertEqual(s["recoveries"], [])
+
+    def test_a_ps_killed_under_workers_computing_ahead_is_restored_and_the_job_goes_on(self):
+        # Async with forward_ahead: the steps in flight when ps:1 dies fail
+        # where they land (the next step()), the workers rejoin once the
+        # chief restored ps:1 from its checkpoint, and the job ends whole.
+        run = self.run_dir("run")
+        killed, lines = [], []
+
+        def on_line(line):
+            lines.append(line)
+            if not killed and re.match(r"\[worker:0\] .*step 100/469", line):
+                pid = t.started_pids(lines)["ps:1"]
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+        code, launch = t.launch(run, ["--mode=async", "--restart_backoff_s=0",
+                                      "--checkpoint_every_steps=50"],
+                                ["--dropout", "--evaluate", "--forward_ahead"], on_line=on_line)
+        self.assertEqual(code, 0, launch.output)
+        self.assertEqual(len(killed), 1, "worker:0 never reached step 100")
+        s = t.summary(run)
+        print("RESULT torch_ahead_ps_kill accuracy=%.4f restarts=%d mean_staleness=%.2f"
+              % (s["final_test_accuracy"], s["restarts"], s["mean_staleness"]))
+        self.assertEqual(s["restarts"], 1)
+        self.assertEqual(s["task_restarts"][0]["task"], "ps:1")
+        self.assertGreater(s["final_test_accuracy"], 0.90)
 
     def test_a_resumed_job_continues_from_its_checkpoint(self):
         run = self.run_dir("run")

@@ -65,6 +65,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
       script edits it, to be averaged by the ps (one exchange less a step).
     backward_passes_per_step: average after every n-th backward only (a
       loop that accumulates n backward passes a step); or use no_sync().
+    forward_ahead: async and ssp: step() sends the gradient and returns at
+      once; the next step computes on the parameters the model holds (the
+      step before's reply: each gradient is one update staler) while this
+      step's reply comes in, and the model takes it at the next step(). A
+      forward in eval mode, state_dict() (the model's and this one's),
+      log_evaluation, finish() and land() take the step in flight first, so
+      an evaluation or a saved model is the newest; anything else that
+      reads the weights between steps sees them one update behind.
 
     Joins the job at its first use (a forward, step, global_step,
     state_dict): the chief's model then holds the job's initial parameters,
@@ -75,7 +83,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, model=None, optimizer="sgd", lr=None, sampler=None, epochs=None,
                  steps_per_epoch=None, total_steps=None, lr_schedule=None,
                  backward_passes_per_step=1, named_parameters=None, average_gradients=None,
-                 **options):
+                 forward_ahead=False, **options):
         state = _process.state()
         if state.optimizer is not None:
             raise UsageError("a process has one DistributedOptimizer")
@@ -96,6 +104,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._flat = FlatParameters(self._layout, check_device([e.param for e in self._layout]))
         self._job = self._job_options(sampler, epochs, steps_per_epoch, total_steps, lr_schedule,
                                       schedule)
+        self._ahead = bool(forward_ahead)
+        if self._ahead:
+            self._job["forward_ahead"] = True
         job = self._task.describe_job(self._job)
         self.seed = int(job["seed"])
         self._tables = list(state.tables)
@@ -232,6 +243,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
             except (RuntimeError, AttributeError) as e:
                 say("cannot hook the model's forward (%s): each step starts at its backward"
                     % e)
+            # Forward ahead: the model's state_dict holds the newest weights
+            # (its tensors share the parameters' memory, which land() fills).
+            state_hook = getattr(self._model, "_register_state_dict_hook", None)
+            if self._ahead and state_hook is not None:
+                self._hooks.append(state_hook(lambda *_: self.land()))
         self._hook_parameters()
 
     def _hook_parameters(self):
@@ -252,7 +268,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         return hook
 
     def _forward_pre_hook(self, module, inputs):
-        if not training(module) or self._in_step:
+        if not training(module):
+            if not self._in_step:
+                self.land()  # an evaluation sees the newest weights
+            return
+        if self._in_step:
             return
         if self._next_examples is None and inputs and torch.is_tensor(inputs[0]) \
                 and inputs[0].dim() > 0:
@@ -501,6 +521,23 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def log_evaluation(self, accuracy, loss, seconds):
         self._join()
         self._worker.log_evaluation(accuracy, loss, seconds)
+        if self._ahead:
+            self._flat.after_pull()  # the step in flight landed
+
+    def land(self):
+        """forward_ahead: the model takes the parameters of the step in
+        flight now (the newest this worker has); nothing otherwise, or
+        inside a step."""
+        if not self._ahead or self._worker is None or self._in_step or self._finished \
+                or self._job_finished:
+            return
+        try:
+            self._worker.land()
+        except JobFinished:
+            self._job_finished = True
+            return
+        self._flat.after_pull()
+        self._position = self._worker.position()
 
     # -- state -------------------------------------------------------------------
 
@@ -514,6 +551,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             raise UsageError("state_dict: a step is under way (after step(), or before the "
                              "forward)")
         slots, steps = self._worker.optimizer_state()
+        if self._ahead:
+            self._flat.after_pull()  # the step in flight landed
         groups_of = [self.param_groups[e.group] for e in self._layout]
         self.state = collections.defaultdict(
             dict, _groups.state_from_slots(self._kind, groups_of, self._layout, slots, steps))

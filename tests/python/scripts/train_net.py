@@ -56,6 +56,32 @@ def reference(args, model, train_x, train_y):
             step += 1
 
 
+def reference_ahead(args, model, train_x, train_y):
+    """One process computing ahead as a forward_ahead worker alone does:
+    step k's gradient on the parameters before step k - 1's update (step
+    0's and 1's on the initial ones), applied by torch.optim.SGD."""
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    shadow = MnistCnn(dropout=args.dropout).to(args.device)
+    before = [p.detach().clone() for p in model.parameters()]  # the model one update ago
+    sampler = pst.DistributedSampler(len(train_x), args.batch_size, seed=args.seed,
+                                     num_workers=1, rank=0, device=args.device)
+    step = 0
+    for epoch in range(args.epochs):
+        for idx in sampler.batches(epoch):
+            if step == args.steps:
+                return
+            with torch.no_grad():
+                for s, b in zip(shadow.parameters(), before):
+                    s.copy_(b)
+                before = [p.detach().clone() for p in model.parameters()]
+            shadow.zero_grad()
+            F.nll_loss(shadow(train_x[idx]), train_y[idx]).backward()
+            for p, s in zip(model.parameters(), shadow.parameters()):
+                p.grad = s.grad.clone()
+            opt.step()
+            step += 1
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--data_dir", required=True)
@@ -78,6 +104,9 @@ def main():
     p.add_argument("--evaluate", action="store_true", help="the chief evaluates each epoch")
     p.add_argument("--adam_momentum", action="store_true", help="give adam sgd's momentum")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--forward_ahead", action="store_true",
+                   help="DistributedOptimizer(forward_ahead=True); with --reference, one "
+                        "process computing ahead as one such worker does")
     args = p.parse_args()
 
     torch.manual_seed(args.seed)
@@ -93,7 +122,7 @@ def main():
     if args.reference:
         model = MnistCnn(dropout=args.dropout).to(args.device)
         if not args.initial:
-            reference(args, model, train_x, train_y)
+            (reference_ahead if args.forward_ahead else reference)(args, model, train_x, train_y)
         flat_params(model.cpu()).tofile(args.out)
         return
 
@@ -109,7 +138,8 @@ def main():
     options = {"momentum": args.momentum} if args.optimizer == "sgd" or args.adam_momentum else {}
     opt = pst.DistributedOptimizer(model, optimizer=args.optimizer, lr=args.lr, sampler=sampler,
                                    epochs=args.epochs,
-                                   total_steps=args.steps if args.steps > 0 else None, **options)
+                                   total_steps=args.steps if args.steps > 0 else None,
+                                   forward_ahead=args.forward_ahead, **options)
     test = None
     if pst.is_chief() and args.evaluate:
         test = [x.to(args.device) for x in idx_data.load(args.data_dir, "t10k")]
