@@ -407,6 +407,13 @@ int PstrainWorkerGetOptimizerState(PstrainWorkerHandle worker, int* num_slots, f
     if (slots == nullptr && tensor_steps == nullptr) return absl::OkStatus();
     if (slots == nullptr) return Null("slots");
     if (tensor_steps == nullptr) return Null("tensor_steps");
+    // Checked first: a usage error changes nothing (reading the state lands
+    // a step in flight).
+    const int64_t want = static_cast<int64_t>(w.num_slots()) * w.num_floats();
+    if (slots_floats != want) {
+      return pstrain::UsageError(
+          absl::StrCat("slots_floats is ", slots_floats, "; the state has ", want, " floats"));
+    }
     std::vector<float> state;
     std::vector<int64_t> steps;
     RETURN_IF_ERROR(w.OptimizerState(&state, &steps));

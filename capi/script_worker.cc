@@ -300,13 +300,20 @@ absl::Status ScriptWorker::Latch(absl::Status status) {
 }
 
 absl::Status ScriptWorker::Recover(absl::Status s) {
+  bool rejoined = false;
   for (;;) {
     if (IsJobFinished(s) && !runtime_->is_chief()) {
       LOG(WARNING) << "the job finished without this worker (" << s.message()
                    << "): it was frozen or declared dead meanwhile; nothing left to do";
       return s;
     }
-    if (s.ok() || !IsRejoin(s)) return s;
+    if (s.ok() || !IsRejoin(s)) {
+      // The runtime's parameters are the job's now: a script computing
+      // ahead takes them (and computes its next step on their versions).
+      if (s.ok() && rejoined && ahead_) ParamsToScript();
+      return s;
+    }
+    rejoined = true;
     s = runtime_->Rejoin(s);
     if (s.ok()) s = runtime_->Resume();
   }
@@ -478,11 +485,11 @@ absl::Status ScriptWorker::EndStep(double loss) {
   // step, computed on parameters from before it (its position may move).
   bool recovered = false;
   RETURN_IF_ERROR(LandFlight(/*to_script=*/false, &recovered));
-  if (recovered) return absl::OkStatus();
   if (step_settings_.has_value()) {
     runtime_->SetStepSettings(std::move(*step_settings_));
     step_settings_.reset();
   }
+  if (recovered) return absl::OkStatus();
   // Its gradient was computed on the parameters the script's model holds.
   runtime_->BeginStep(model_versions_);
   const absl::Span<float> grads = runtime_->grads();
@@ -496,7 +503,16 @@ absl::Status ScriptWorker::EndStep(double loss) {
   flight_.info.layers = flight_.spans.empty() ? nullptr : &flight_.spans;
   flight_.next_step = runtime_->global_step() + 1;
   flight_.status = absl::OkStatus();
-  flight_.thread = std::thread([this] { flight_.status = runtime_->EndStep(flight_.info); });
+  flight_.thread = std::thread([this] {
+    // As ApiCall would have: an exception is the step's failure.
+    try {
+      flight_.status = runtime_->EndStep(flight_.info);
+    } catch (const std::exception& e) {
+      flight_.status = absl::InternalError(absl::StrCat("the step's end failed: ", e.what()));
+    }
+  });
+  // For the script the step ends here (an evaluation's time counts from it).
+  last_step_end_us_ = MonotonicMicros();
   return absl::OkStatus();
 }
 
@@ -504,7 +520,7 @@ absl::Status ScriptWorker::AfterStep(absl::Status s, int examples, double loss, 
   if (s.ok()) s = runtime_->CheckShardsHome();
   if (s.ok()) {
     runtime_->MaybeCheckpoint();
-    last_step_end_us_ = MonotonicMicros();
+    if (!ahead_) last_step_end_us_ = MonotonicMicros();  // else when EndStep returned
     epoch_.AddStep(examples, std::isfinite(loss) ? std::optional<double>(loss) : std::nullopt);
     return absl::OkStatus();
   }
@@ -523,9 +539,8 @@ absl::Status ScriptWorker::LandFlight(bool to_script, bool* recovered) {
   flight_.spans.clear();
   flight_.info.layers = nullptr;
   RETURN_IF_ERROR(s);
-  // After a rejoin the runtime's parameters are the job's now: the
-  // script's model takes them whatever it was about to do.
-  if (to_script || rejoined) ParamsToScript();
+  // (After a rejoin Recover gave the script the job's parameters.)
+  if (to_script && !rejoined) ParamsToScript();
   if (recovered != nullptr) *recovered = rejoined;
   return absl::OkStatus();
 }
@@ -548,12 +563,12 @@ absl::Status ScriptWorker::LogEvaluation(double accuracy, double loss, double se
   if (!(accuracy >= 0 && accuracy <= 1)) {
     return UsageError(absl::StrCat("LogEvaluation: accuracy ", accuracy, " is not in [0, 1]"));
   }
-  RETURN_IF_ERROR(LandFlight(/*to_script=*/true));
-  if (!runtime_->is_chief()) return absl::OkStatus();
   const int64_t now = MonotonicMicros();
   const int64_t took_us = seconds >= 0            ? static_cast<int64_t>(seconds * 1e6)
                           : last_step_end_us_ > 0 ? now - last_step_end_us_
                                                   : 0;
+  RETURN_IF_ERROR(LandFlight(/*to_script=*/true));
+  if (!runtime_->is_chief()) return absl::OkStatus();
   const int64_t step = runtime_->global_step();
   const bool epoch_end =
       !open_ended_ && (finished_ || done() || (step > 0 && step % steps_per_epoch() == 0));
@@ -584,8 +599,20 @@ absl::Status ScriptWorker::Finish() {
   RETURN_IF_ERROR(failed_);
   if (in_step_) return UsageError("Finish: a step is under way (EndStep first)");
   if (finished_) return UsageError("Finish: finished already");
-  RETURN_IF_ERROR(LandFlight(/*to_script=*/true));
+  // Whether the script's loop ended with steps left, judged where it
+  // stood: a step in flight counts as done.
   const bool leaving = !done() && !open_ended_;
+  // A ps was restored from a checkpoint after this worker's last step
+  // (or, computing ahead, while that step was in flight): its steps since
+  // are to be computed again, by a new process of it.
+  const auto went_back = [&] {
+    return Latch(absl::UnavailableError(absl::StrCat(
+        "the job went back to step ", global_step(),
+        " after this worker's last step (a ps was "
+        "restored from a checkpoint); start this worker again to train the steps left")));
+  };
+  RETURN_IF_ERROR(LandFlight(/*to_script=*/true));
+  if (!leaving && !done() && !open_ended_) return went_back();
   if (leaving) {
     LOG(WARNING) << "this worker's loop ended at step " << global_step() << " of " << total_steps()
                  << ": it leaves the job, which goes on without it";
@@ -594,14 +621,7 @@ absl::Status ScriptWorker::Finish() {
   while (!s.ok()) {
     s = Recover(std::move(s));
     if (!s.ok()) return Latch(s);
-    if (!done() && !open_ended_ && !leaving) {
-      // A ps was restored from a checkpoint after this worker's last step:
-      // its steps since are to be computed again, by a new process of it.
-      return Latch(absl::UnavailableError(absl::StrCat(
-          "the job went back to step ", global_step(),
-          " after this worker's last step (a ps was "
-          "restored from a checkpoint); start this worker again to train the steps left")));
-    }
+    if (!done() && !open_ended_ && !leaving) return went_back();
     s = runtime_->ReportDone();
   }
   if (runtime_->is_chief()) RETURN_IF_ERROR(Latch(runtime_->PullLatest()));

@@ -133,6 +133,8 @@ class ScriptWorker {
   // The script gave the job no length: it says when it is done (Finish).
   bool open_ended() const { return open_ended_; }
   int num_tensors() const { return num_tensors_; }
+  // Floats of the flat buffers.
+  int64_t num_floats() const { return static_cast<int64_t>(script_params_.size()); }
 
   absl::Status BeginStep(int num_examples);
   absl::Status TensorReady(int tensor);

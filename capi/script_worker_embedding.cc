@@ -145,6 +145,7 @@ absl::Status ScriptWorker::EmbeddingPull(int table, absl::Span<const int64_t> id
 
 absl::Status ScriptWorker::EmbeddingPull(absl::Span<EmbeddingRows> requests) {
   RETURN_IF_ERROR(failed_);
+  if (requests.empty()) return absl::OkStatus();
   for (EmbeddingRows& r : requests) {
     RETURN_IF_ERROR(CheckEmbeddingCall("EmbeddingPull", r.table, r.ids, r.rows.size()));
     r.dim = job_.tables(r.table).dim();

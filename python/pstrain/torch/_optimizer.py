@@ -18,6 +18,7 @@ The contract with the script: its loop means what it means in one process
 import collections
 import contextlib
 import inspect
+import threading
 
 import torch
 
@@ -70,7 +71,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
       step before's reply: each gradient is one update staler) while this
       step's reply comes in, and the model takes it at the next step(). A
       forward in eval mode, state_dict() (the model's and this one's),
-      log_evaluation, finish() and land() take the step in flight first, so
+      log_evaluation, done at the job's end, finish() and land() take the
+      step in flight first (from the thread that made the optimizer), so
       an evaluation or a saved model is the newest; anything else that
       reads the weights between steps sees them one update behind.
 
@@ -105,6 +107,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._job = self._job_options(sampler, epochs, steps_per_epoch, total_steps, lr_schedule,
                                       schedule)
         self._ahead = bool(forward_ahead)
+        # Landing calls the library: only from the thread that made the
+        # optimizer, and not while its buffers are read for saving.
+        self._thread = threading.get_ident()
+        self._quiet = False
         if self._ahead:
             self._job["forward_ahead"] = True
         job = self._task.describe_job(self._job)
@@ -383,7 +389,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             return
         self._flat.after_pull()
         self._position = self._worker.position()
-        self._buffers.maybe_save(self._position[0])
+        with self._no_landing():
+            self._buffers.maybe_save(self._position[0])
 
     # -- what a training loop calls ---------------------------------------------
 
@@ -465,10 +472,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     @property
     def done(self):
-        """Whether this worker has no step left."""
+        """Whether this worker has no step left (computing ahead: the step
+        in flight lands first, as a rejoin there may move the job back)."""
         if self._job_finished or self._finished:
             return True
         self._join()
+        if self._position[3] and self._ahead:
+            self.land()
+            return self._job_finished or self._position[3]
         return self._position[3]
 
     def fast_forward(self, *schedulers):
@@ -520,16 +531,18 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def log_evaluation(self, accuracy, loss, seconds):
         self._join()
-        self._worker.log_evaluation(accuracy, loss, seconds)
         if self._ahead:
-            self._flat.after_pull()  # the step in flight landed
+            self.land()
+            if self._job_finished:
+                return
+        self._worker.log_evaluation(accuracy, loss, seconds)
 
     def land(self):
         """forward_ahead: the model takes the parameters of the step in
         flight now (the newest this worker has); nothing otherwise, or
         inside a step."""
         if not self._ahead or self._worker is None or self._in_step or self._finished \
-                or self._job_finished:
+                or self._job_finished or self._quiet or threading.get_ident() != self._thread:
             return
         try:
             self._worker.land()
@@ -538,6 +551,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
             return
         self._flat.after_pull()
         self._position = self._worker.position()
+
+    @contextlib.contextmanager
+    def _no_landing(self):
+        """Reading the model's state_dict for its own purposes (its
+        buffers) without landing the step just sent."""
+        before, self._quiet = self._quiet, True
+        try:
+            yield
+        finally:
+            self._quiet = before
 
     # -- state -------------------------------------------------------------------
 
@@ -550,9 +573,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._in_step:
             raise UsageError("state_dict: a step is under way (after step(), or before the "
                              "forward)")
+        self.land()
         slots, steps = self._worker.optimizer_state()
         if self._ahead:
-            self._flat.after_pull()  # the step in flight landed
+            # A rejoin while reading gave the model the job's parameters.
+            self._flat.after_pull()
+            self._position = self._worker.position()
         groups_of = [self.param_groups[e.group] for e in self._layout]
         self.state = collections.defaultdict(
             dict, _groups.state_from_slots(self._kind, groups_of, self._layout, slots, steps))
