@@ -40,20 +40,27 @@ def flat_params(model):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
 
 
-def reference(args, model, train_x, train_y):
-    """One process, torch.optim.SGD, each global batch of the job's order."""
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-    sampler = pst.DistributedSampler(len(train_x), args.batch_size, seed=args.seed,
+def global_batches(args, num_examples):
+    """The job's global batches in its order, args.steps of them (0: the
+    epochs')."""
+    sampler = pst.DistributedSampler(num_examples, args.batch_size, seed=args.seed,
                                      num_workers=1, rank=0, device=args.device)
     step = 0
     for epoch in range(args.epochs):
         for idx in sampler.batches(epoch):
-            if step == args.steps:
+            if step == args.steps > 0:
                 return
-            opt.zero_grad()
-            F.nll_loss(model(train_x[idx]), train_y[idx]).backward()
-            opt.step()
+            yield idx
             step += 1
+
+
+def reference(args, model, train_x, train_y):
+    """One process, torch.optim.SGD, each global batch of the job's order."""
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    for idx in global_batches(args, len(train_x)):
+        opt.zero_grad()
+        F.nll_loss(model(train_x[idx]), train_y[idx]).backward()
+        opt.step()
 
 
 def reference_ahead(args, model, train_x, train_y):
@@ -63,23 +70,16 @@ def reference_ahead(args, model, train_x, train_y):
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     shadow = MnistCnn(dropout=args.dropout).to(args.device)
     before = [p.detach().clone() for p in model.parameters()]  # the model one update ago
-    sampler = pst.DistributedSampler(len(train_x), args.batch_size, seed=args.seed,
-                                     num_workers=1, rank=0, device=args.device)
-    step = 0
-    for epoch in range(args.epochs):
-        for idx in sampler.batches(epoch):
-            if step == args.steps:
-                return
-            with torch.no_grad():
-                for s, b in zip(shadow.parameters(), before):
-                    s.copy_(b)
-                before = [p.detach().clone() for p in model.parameters()]
-            shadow.zero_grad()
-            F.nll_loss(shadow(train_x[idx]), train_y[idx]).backward()
-            for p, s in zip(model.parameters(), shadow.parameters()):
-                p.grad = s.grad.clone()
-            opt.step()
-            step += 1
+    for idx in global_batches(args, len(train_x)):
+        with torch.no_grad():
+            for s, b in zip(shadow.parameters(), before):
+                s.copy_(b)
+            before = [p.detach().clone() for p in model.parameters()]
+        shadow.zero_grad()
+        F.nll_loss(shadow(train_x[idx]), train_y[idx]).backward()
+        for p, s in zip(model.parameters(), shadow.parameters()):
+            p.grad = s.grad.clone()
+        opt.step()
 
 
 def main():
