@@ -150,10 +150,13 @@ def distributed(args, meta, train, test):
                                    lr=args.lr), steps_per_epoch=steps, epochs=args.epochs)
     r, n = pst.rank(), pst.num_workers()
     t0, samples = time.time(), 0
+    orders = {}  # the epoch's permutation, made once (a restarted worker starts mid-epoch)
     while not opt.done:
         epoch, step = divmod(opt.global_step, steps)
-        order = torch.randperm(train[0].shape[0],
-                               generator=torch.Generator().manual_seed(args.seed * 1000 + epoch))
+        if epoch not in orders:
+            orders = {epoch: torch.randperm(
+                train[0].shape[0], generator=torch.Generator().manual_seed(args.seed * 1000 + epoch))}
+        order = orders[epoch]
         idx = order[step * n * args.batch:(step + 1) * n * args.batch][r * args.batch:
                                                                        (r + 1) * args.batch]
         opt.zero_grad(set_to_none=True)
