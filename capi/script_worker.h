@@ -129,7 +129,6 @@ class ScriptWorker {
   // state_dict); nothing without one. Its failure is EndStep's would be.
   // A usage error inside a step.
   absl::Status Land();
-  bool forward_ahead() const { return ahead_; }
   // The script gave the job no length: it says when it is done (Finish).
   bool open_ended() const { return open_ended_; }
   int num_tensors() const { return num_tensors_; }

@@ -325,8 +325,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._worker = pstrain.Worker(self._task, [(e.name, e.size) for e in self._layout],
                                       self._flat.host_params.numpy(),
                                       self._flat.host_grads.numpy(), self._job, slots, steps)
-        self._flat.after_pull()
-        self._position = self._worker.position()
+        self._took_parameters()
         if self._position[0] > 0:
             self._buffers.load()
             if self._loaded_state:
@@ -387,8 +386,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._job_finished = True
             self._buffers.save(self._position[0])
             return
-        self._flat.after_pull()
-        self._position = self._worker.position()
+        self._took_parameters()
         with self._no_landing():
             self._buffers.maybe_save(self._position[0])
 
@@ -549,6 +547,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         except JobFinished:
             self._job_finished = True
             return
+        self._took_parameters()
+
+    def _took_parameters(self):
+        """The library wrote the parameters (a pull, a landing, a rejoin):
+        a CUDA model's device copy and the position follow."""
         self._flat.after_pull()
         self._position = self._worker.position()
 
@@ -576,9 +579,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self.land()
         slots, steps = self._worker.optimizer_state()
         if self._ahead:
-            # A rejoin while reading gave the model the job's parameters.
-            self._flat.after_pull()
-            self._position = self._worker.position()
+            self._took_parameters()  # a rejoin while reading gave the job's
         groups_of = [self.param_groups[e.group] for e in self._layout]
         self.state = collections.defaultdict(
             dict, _groups.state_from_slots(self._kind, groups_of, self._layout, slots, steps))
