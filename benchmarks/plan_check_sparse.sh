@@ -4,7 +4,8 @@
 # pst.Embedding) on tools/criteo_synth.py's data. Calibration runs as
 # plan_check.sh makes them (1 ps + 1 worker, sync, at the start and after
 # each pass; 2 ps + 1 worker, another request size; 1 ps + 4 workers, what
-# sharing a core costs), then held-out runs of other worker and ps counts
+# sharing a core costs; 3 ps + 2 workers, what a full host adds to the
+# compute), then held-out runs of other worker and ps counts
 # and the other mode, each PASSES times, and `pstrain plan --check`'s table
 # of cell, predicted, measured and error. A script's bytes a step are what
 # its calibration runs' ps tasks counted (launcher/plan/plan_calibration.h).
@@ -51,6 +52,7 @@ run() {  # run KIND NAME MODE PS WORKERS STEPS
 run calibration cal_a sync 1 1 "$steps"
 run calibration cal_ps2 sync 2 1 "$steps"
 run calibration cal_crowded sync 1 4 $((steps * 2 / 3))
+run calibration cal_full sync 3 2 "$steps"
 for pass in $(seq "$passes"); do
   run held_out sync_ps2_w2.$pass sync 2 2 "$steps"
   run held_out sync_ps1_w2.$pass sync 1 2 "$steps"

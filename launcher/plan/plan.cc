@@ -92,6 +92,7 @@ proto::PlanCalibrationRecord CalibrationRecord(const PlanOptions& o, const PlanC
   *r.mutable_worker_comm_cpu() = CostRecord(cal.worker_comm_cpu);
   r.set_sharing_cost(cal.sharing_cost);
   r.set_busy_core_wait_ms(cal.busy_core_wait_ms);
+  r.set_barrier_share(cal.barrier_share);
   r.set_insecure(insecure);
   r.set_host_cores(host_cores);
   for (const std::string& n : notes) r.add_notes(n);
@@ -331,8 +332,9 @@ std::string CalibrationSection(const proto::PlanRecord& plan, const PlanCalibrat
   absl::StrAppend(
       &out, absl::StrFormat("- A full host: the compute waits %.2f ms a step per worker on a core "
                             "(times 1 + 1/2 + ... + 1/P with P ps) beyond its CPU, once every core "
-                            "has a worker\n",
-                            cal.busy_core_wait_ms));
+                            "has a worker; a sync round waits for %.0f%% of what the slowest "
+                            "worker's wait adds\n",
+                            cal.busy_core_wait_ms, 100 * cal.barrier_share));
   for (const std::string& n : r.notes()) absl::StrAppend(&out, "- ", n, "\n");
   return out;
 }

@@ -106,7 +106,7 @@ void ReadCpu(const std::map<std::string, std::vector<CpuSample>>& cpu, Calibrati
 // Compute and communication of a run's steady steps.
 struct StepStats {
   std::vector<double> before_push;  // b_i
-  double ahead = 0, gap = 0, compute = 0, comm = 0;
+  double ahead = 0, gap = 0, compute = 0, comm = 0, wait = 0;
 };
 
 StepStats ReadStepStats(const RunRecord& record) {
@@ -121,6 +121,7 @@ StepStats ReadStepStats(const RunRecord& record) {
       st.before_push.push_back(std::max(0.0, s.compute_ms - a));
       st.compute += s.compute_ms;
       st.comm += s.comm_ms;
+      st.wait += std::max(0.0, s.wait_ms);  // -1: a version without the column
       st.ahead += a;
       gaps.push_back((s.end_unix_s - rows[i - 1].end_unix_s) * 1e3 - s.compute_ms - s.comm_ms);
     }
@@ -129,6 +130,7 @@ StepStats ReadStepStats(const RunRecord& record) {
   if (n > 0) {
     st.compute /= n;
     st.comm /= n;
+    st.wait /= n;
     st.ahead /= n;
   }
   // The median: a gap that holds an evaluation is not a step's.
@@ -285,29 +287,62 @@ void SetSharingCost(const std::vector<const CalibrationRun*>& of_model, const st
                                    model, 100 * cal->sharing_cost, sharing.size()));
 }
 
-// q: what the compute of runs with more workers than cores took beyond k
-// workers' CPU on a core, per worker on it and per H_P of their ps (after
-// SetSharingCost).
+// q: what a full host adds to a worker's compute, per worker on its core
+// and per H_P of the run's ps (after SetSharingCost). Runs with as many
+// workers as cores measure it directly: their compute beyond the
+// calibration's alone, over H_P. Runs with more workers than cores give it
+// only through the CPU of k workers on a core, which overstates their
+// compute when it holds waits (a forward's row pulls: one worker waits
+// while another computes); they are used when no run has as many workers
+// as cores.
 void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model, const std::string& model,
                      bool insecure, PlanCalibration* cal, std::vector<std::string>* notes) {
-  std::vector<double> waits;
+  std::vector<double> full, crowded;
+  const double alone = cal->mean_before_push_ms() + cal->ahead_ms;
   for (const CalibrationRun* r : of_model) {
+    if (r->insecure != insecure || r->cell.workers < r->host_cores) continue;
+    if (r->cell.workers == r->host_cores) {
+      full.push_back(std::max(0.0, r->compute_ms - alone) / Harmonic(r->cell.ps));
+      continue;
+    }
     const double per_core = static_cast<double>(r->cell.workers) / r->host_cores;
-    if (per_core <= 1 || r->insecure != insecure) continue;
     const int k = (r->cell.workers + r->host_cores - 1) / r->host_cores;
-    const double cpu =
-        k * (cal->mean_before_push_ms() + cal->ahead_ms) * (1 + cal->sharing_cost * (per_core - 1));
-    waits.push_back(std::max(0.0, r->compute_ms - cpu) / (k * Harmonic(r->cell.ps)));
+    const double cpu = k * alone * (1 + cal->sharing_cost * (per_core - 1));
+    crowded.push_back(std::max(0.0, r->compute_ms - cpu) / (k * Harmonic(r->cell.ps)));
   }
+  const std::vector<double>& waits = full.empty() ? crowded : full;
   if (waits.empty()) return;
   double sum = 0;
   for (double q : waits) sum += q;
   cal->busy_core_wait_ms = sum / static_cast<double>(waits.size());
+  // rho: what the sync runs with as many workers as cores waited at the
+  // barrier beyond the spread of b, against the slowest of their W
+  // memoryless waits beyond the mean.
+  std::vector<double> shares;
+  for (const CalibrationRun* r : of_model) {
+    if (r->insecure != insecure || !r->sync || r->cell.workers != r->host_cores) continue;
+    const double spread =
+        OrderStatisticMean(cal->before_push_ms, r->cell.workers) - cal->mean_before_push_ms();
+    const double memoryless =
+        cal->busy_core_wait_ms * Harmonic(r->cell.ps) * (Harmonic(r->cell.workers) - 1);
+    if (memoryless > 0.05) shares.push_back(std::max(0.0, r->wait_ms - spread) / memoryless);
+  }
+  if (!shares.empty()) {
+    double total = 0;
+    for (double rho : shares) total += rho;
+    cal->barrier_share = total / static_cast<double>(shares.size());
+    notes->push_back(absl::StrFormat(
+        "A sync barrier on a full host (%s): the runs with as many workers as cores waited at it "
+        "%.0f%% of what the slowest worker's wait adds when the waits are independent (less where "
+        "the compute ends at a barrier of its own, such as the workers' average in .grad).",
+        model, 100 * cal->barrier_share));
+  }
   notes->push_back(
       absl::StrFormat("A full host (%s): a step's compute waits %.2f ms more per worker on its "
                       "core (and H_P with P ps) than its CPU takes, once every core has a worker "
-                      "(from %zu run(s) with more workers than cores).",
-                      model, cal->busy_core_wait_ms, waits.size()));
+                      "(from %zu run(s) with %s cores).",
+                      model, cal->busy_core_wait_ms, waits.size(),
+                      full.empty() ? "more workers than" : "as many workers as"));
 }
 
 // "pytorch (examples/pytorch/dlrm.py)": the script a launcher's command
@@ -410,6 +445,7 @@ absl::StatusOr<CalibrationRun> ReadCalibrationRun(const std::string& run_dir, in
   const StepStats st = ReadStepStats(run.record);
   run.compute_ms = st.compute;
   run.comm_ms = st.comm;
+  run.wait_ms = st.wait;
   auto cpu = ReadTaskCpu(run_dir);
   if (cpu.ok()) ReadCpu(*cpu, &run);
   if (!cpu.ok() && !absl::IsNotFound(cpu.status())) return Unusable(run_dir, cpu.status().message());

@@ -140,7 +140,11 @@ SyncPs SyncPsTime(const PlanCell& cell, const Costs& c, int j, double early) {
 // phase1 + phase2 + g of the header, with its split.
 double SyncRoundMs(const PlanCalibration& cal, const PlanCell& cell, const Costs& c, PlanSplit* split) {
   const double m_w = OrderStatisticMean(cal.before_push_ms, cell.workers) * c.stretch;
-  const double phase1 = std::max(m_w, c.k * c.b) + c.wait;
+  // Each worker's wait is memoryless with mean c.wait: the slowest of W
+  // waits H_W times it, and the barrier waits for the slowest (rho of
+  // what that adds, where the compute ends at a barrier of its own).
+  const double slowest_wait = c.wait * (1 + cal.barrier_share * (Harmonic(cell.workers) - 1));
+  const double phase1 = std::max(m_w, c.k * c.b) + slowest_wait;
   const double up = LinkMs(cell, Sum(cell.push_bytes));  // the worker's own pushes
   const double early = c.ps_own_core ? std::max(0.0, m_w - c.b) : 0;
   SyncPs worst;  // the ps that takes longest
@@ -151,8 +155,9 @@ double SyncRoundMs(const PlanCalibration& cal, const PlanCell& cell, const Costs
   double last = worst.last;
   if (cell.link == LinkKind::kNic) last = std::max(last, RateMs(cell, Sum(cell.pull_bytes)));
   split->compute_ms = (c.b + c.a) / c.stretch;
-  split->barrier_ms = std::max(0.0, m_w - c.b);
-  split->sharing_ms = phase1 - std::max(m_w, c.b) + (c.k - 1) * c.a + (c.b + c.a) * (1 - 1 / c.stretch);
+  split->barrier_ms = std::max(0.0, m_w - c.b) + slowest_wait - c.wait;
+  split->sharing_ms = phase1 - std::max(m_w, c.b) - (slowest_wait - c.wait) + (c.k - 1) * c.a +
+                      (c.b + c.a) * (1 - 1 / c.stretch);
   split->transfer_ms = up + worst.links + std::max(0.0, last - c.k * c.a);
   split->ps_ms = worst.ps;
   split->other_ms = c.lat + cal.gap_ms;

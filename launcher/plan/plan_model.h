@@ -36,9 +36,19 @@
 //          asks every ps for rows (embedding pulls) waits, once every core
 //          has a worker, for the last of the P ps to get a core; waits of
 //          mean q each, memoryless, make that q H_P (H_P = 1 + 1/2 + ... +
-//          1/P). From the same runs: their mean compute_ms over k (b + a)
-//          (1 + e (W / H - 1)), per k H_P; 0 without one (and about 0 for
-//          a compute that asks nothing)
+//          1/P). From calibration runs with as many workers as cores:
+//          their mean compute_ms over b + a, per H_P; without one, from
+//          the runs with more: their mean compute_ms over k (b + a)
+//          (1 + e (W / H - 1)), per k H_P (which reads too little where a
+//          worker's wait is filled by another's compute); 0 without either
+//          (and about 0 for a compute that asks nothing)
+//   rho    of the slowest of W workers' waits beyond their mean, the share
+//          a sync round waits for: 1 for independent memoryless waits; less
+//          where the compute ends at a barrier of its own (a script that
+//          averages .grad before step(): the last worker's REDUCE answers
+//          them all). From the sync calibration runs with as many workers
+//          as cores: their barrier wait (wait_ms: the ps held the push)
+//          beyond M_W - b, over q H_P (H_W - 1); 1 without one
 // A cost measured at one size only is taken as per byte (fixed = 0).
 //
 // The cell (PlanCell): W workers, P ps, shard k's push u_k and pull d_k
@@ -57,9 +67,12 @@
 //   out_k    = L(W d_k) / W                 a reply through ps k's egress
 //   s_k      = s(u_k + d_k)
 // sync, a round (every worker one step, the barrier per version):
-//   phase1   = max(M_W, k b) + k q H_P   M_W = E[max of W draws of b_i] (the order
+//   phase1   = max(M_W, k b) + k q H_P (1 + rho (H_W - 1))
+//                              M_W = E[max of W draws of b_i] (the order
 //                              statistic of the measured distribution,
-//                              stragglers included: OrderStatisticMean)
+//                              stragglers included: OrderStatisticMean);
+//                              the barrier waits for the slowest of W
+//                              memoryless waits, H_W times their mean
 //   phase2   = lat + up + max_k [push_k + reply_k]
 //              + max(out_k, f sum_k d_k / R on a NIC, k a)
 //   push_k   = s_in + max(0, (W - 1) max(in_k, s_in) - early)
@@ -126,6 +139,7 @@ struct PlanCalibration {
   LinearCost worker_comm_cpu;          // w(B), B = one worker's bytes of a step
   double sharing_cost = 0;             // e
   double busy_core_wait_ms = 0;        // q
+  double barrier_share = 1;            // rho
 
   double mean_before_push_ms() const;  // b
 };

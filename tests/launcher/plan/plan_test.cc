@@ -472,6 +472,67 @@ TEST(Calibrate, AFullHostsWaitInTheComputeIsWhatItTookBeyondItsCpu) {
       Calibrate({StepLogRun(1, 1, 2e6, 5)}, "mnist_cnn", false, 0.5, &notes)->busy_core_wait_ms, 0);
 }
 
+TEST(Calibrate, AFullHostsWaitComesFromARunWithAWorkerOnEveryCore) {
+  // Alone: b 8 ms + a 2 ms. On 2 cores, 2 workers and 3 ps: a compute of
+  // 13.667 ms a step, 3.667 beyond alone, the last of 3 ps' waits: q = 2.
+  CalibrationRun full = StepLogRun(2, 3, 2e6, 4);
+  full.host_cores = 2;
+  full.cell.host_cores = 2;
+  full.compute_ms = 10 + 2 * Harmonic(3);
+  // A crowded run, whose compute (it holds waits another worker's compute
+  // fills) is below 2 workers' CPU on a core: no wait could be read from it.
+  CalibrationRun crowded = StepLogRun(4, 1, 2e6, 40);
+  crowded.host_cores = 2;
+  crowded.cell.host_cores = 2;
+  crowded.compute_ms = 19;
+  std::vector<std::string> notes;
+  const auto cal =
+      Calibrate({StepLogRun(1, 1, 2e6, 5), crowded, full}, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok()) << cal.status();
+  EXPECT_NEAR(cal->busy_core_wait_ms, 2, 1e-9);
+  EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("from 1 run(s) with as many workers as cores"));
+  // Its workers never waited at the barrier (their compute ended at one of
+  // its own): rho 0. Had they waited half what the slower of two
+  // memoryless waits adds (q H_3 (H_2 - 1) = 1.833 ms), rho 0.5.
+  EXPECT_EQ(cal->barrier_share, 0);
+  full.wait_ms = 0.5 * 2 * Harmonic(3) * 0.5;
+  const auto half =
+      Calibrate({StepLogRun(1, 1, 2e6, 5), crowded, full}, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(half.ok()) << half.status();
+  EXPECT_NEAR(half->barrier_share, 0.5, 1e-9);
+  EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("waited at it 50% of what"));
+  // Without it, the crowded run's reading: none.
+  EXPECT_EQ(Calibrate({StepLogRun(1, 1, 2e6, 5), crowded}, "mnist_cnn", false, 0.5, &notes)
+                ->busy_core_wait_ms,
+            0);
+}
+
+TEST(Predict, ASyncBarrierWaitsForTheSlowestWorkersWait) {
+  PlanCalibration cal = Calibration();
+  PlanCalibration waits = cal;
+  waits.busy_core_wait_ms = 3;
+  for (int workers : {2, 4}) {
+    PlanCell cell = Cell(workers, 1, true);
+    cell.placement = Placement::kOneHost;
+    cell.host_cores = workers;
+    const PlanPrediction with = Predict(waits, cell), without = Predict(cal, cell);
+    // Each worker waits 3 ms on average; the slowest of W, 3 H_W.
+    EXPECT_NEAR(with.split.sharing_ms - without.split.sharing_ms, 3, 1e-9) << workers;
+    EXPECT_NEAR(with.split.barrier_ms - without.split.barrier_ms, 3 * (Harmonic(workers) - 1), 1e-9)
+        << workers;
+    EXPECT_NEAR(SplitSum(with.split), with.step_ms, 1e-9);
+    // A compute that ends at a barrier of its own (rho 0): the round
+    // waits for no more than one worker's wait.
+    PlanCalibration own = waits;
+    own.barrier_share = 0;
+    EXPECT_NEAR(Predict(own, cell).split.barrier_ms, without.split.barrier_ms, 1e-9) << workers;
+    EXPECT_NEAR(Predict(own, cell).step_ms, without.step_ms + 3, 1e-9) << workers;
+    // Async has no barrier: each worker's own wait.
+    cell.sync = false;
+    EXPECT_EQ(Predict(waits, cell).split.barrier_ms, 0) << workers;
+  }
+}
+
 TEST(Predict, AFullHostsWaitLengthensTheComputeButUsesNoCpu) {
   PlanCalibration cal = Calibration();
   PlanCell cell = Cell(2, 1, true);
