@@ -48,13 +48,13 @@ read -r -a modes <<< "${MODES:-async ssp}"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-die() { echo "forward_ahead: error: $*" >&2; exit 1; }
-"$python" -c 'import torch' || die "$python cannot import torch (apt-get install python3-torch)"
-[[ -x $bin/pstrain ]] || die "no $bin/pstrain; run tools/setup.sh"
-[[ -f $bin/../lib/libpstrain.so ]] || die "no $bin/../lib/libpstrain.so; build pstrain_c"
+bench=forward_ahead
+# shellcheck source=benchmarks/lib.sh
+source "$root/benchmarks/lib.sh"
+need_torch "$python"
+need_build
 [[ -f $cluster ]] || die "no cluster spec $cluster"
 
-load1() { cut -d' ' -f1 /proc/loadavg; }
 flags=()
 [[ $security == insecure ]] && flags=(--insecure)
 
@@ -73,7 +73,7 @@ run() {
     --echo=none --log_every_steps=0 --run_dir="$dir" --data_dir="$root/data/mnist" \
     "${flags[@]}" -- "$python" "${script[@]}" >"$dir.log" 2>&1 ||
     { tail -n 30 "$dir.log" >&2; die "$mode (forward ahead $ahead) failed"; }
-  field() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$dir/summary.json" | head -n 1; }
+  field() { summary_field "$dir" "$1"; }
   local step_ms accuracy
   step_ms=$(grep -rhs -o 'STEP_MS median=[0-9.]*' "$dir/logs" | head -n 1 | cut -d= -f2)
   accuracy=$(field final_test_accuracy)

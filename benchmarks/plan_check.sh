@@ -17,6 +17,9 @@
 # docs/planning.md describes the model; benchmarks/log/plan_check.md holds a run of this script.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+bench=plan_check
+# shellcheck source=benchmarks/lib.sh
+source "$root/benchmarks/lib.sh"
 out=${1:-$root/runs/plan-check-$(date +%Y%m%d-%H%M%S)}
 pstrain=${PSTRAIN:-$root/build/bin/pstrain}
 mnist_steps=${STEPS_mnist_cnn:-400}
@@ -26,13 +29,7 @@ mkdir -p "$out/specs"
 netns=yes
 [[ $(id -u) -eq 0 ]] || { netns=no; echo "plan_check: not root: the --isolate=netns cells are left out" >&2; }
 
-spec() {  # spec PS WORKERS -> a local spec (ports replaced by --free_ports)
-  local file=$out/specs/ps$1_w$2.json workers="" ps="" i
-  for ((i = 0; i < $2; i++)); do workers+="${workers:+, }\"localhost:$((21000 + i))\""; done
-  for ((i = 0; i < $1; i++)); do ps+="${ps:+, }\"localhost:$((22000 + i))\""; done
-  echo "{\"cluster\": {\"worker\": [$workers], \"ps\": [$ps]}}" > "$file"
-  echo "$file"
-}
+spec() { local_spec "$out/specs/ps$1_w$2.json" "$1" "$2"; }  # spec PS WORKERS
 
 calibration=() held_out=()
 run() {  # run KIND NAME MODEL MODE PS WORKERS STEPS [LINK_RATE]

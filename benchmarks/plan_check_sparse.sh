@@ -18,6 +18,9 @@
 # Output: OUT/<cell>/ (each run), OUT/check/check.md (the table, also printed).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+bench=plan_check_sparse
+# shellcheck source=benchmarks/lib.sh
+source "$root/benchmarks/lib.sh"
 out=${1:-$root/runs/plan-check-sparse-$(date +%Y%m%d-%H%M%S)}
 pstrain=${PSTRAIN:-$root/build/bin/pstrain}
 python=${PYTHON:-/usr/bin/python3}
@@ -30,13 +33,7 @@ if [[ ! -f $data/meta.json ]]; then
     --train=400000 --test=50000 > "$out/data.log" 2>&1
 fi
 
-spec() {  # spec PS WORKERS -> a local spec (ports replaced by --free_ports)
-  local file=$out/specs/ps$1_w$2.json workers="" ps="" i
-  for ((i = 0; i < $2; i++)); do workers+="${workers:+, }\"localhost:$((21000 + i))\""; done
-  for ((i = 0; i < $1; i++)); do ps+="${ps:+, }\"localhost:$((22000 + i))\""; done
-  echo "{\"cluster\": {\"worker\": [$workers], \"ps\": [$ps]}}" > "$file"
-  echo "$file"
-}
+spec() { local_spec "$out/specs/ps$1_w$2.json" "$1" "$2"; }  # spec PS WORKERS
 
 calibration=() held_out=()
 run() {  # run KIND NAME MODE PS WORKERS STEPS

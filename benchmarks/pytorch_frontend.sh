@@ -40,12 +40,12 @@ average=${AVERAGE:-1}  # 0: the script's workers do not average before step()
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-die() { echo "pytorch_frontend: error: $*" >&2; exit 1; }
-"$python" -c 'import torch' || die "$python cannot import torch (apt-get install python3-torch)"
-[[ -x $bin/pstrain ]] || die "no $bin/pstrain; run tools/setup.sh"
-[[ -f $bin/../lib/libpstrain.so ]] || die "no $bin/../lib/libpstrain.so; build pstrain_c"
+bench=pytorch_frontend
+# shellcheck source=benchmarks/lib.sh
+source "$root/benchmarks/lib.sh"
+need_torch "$python"
+need_build
 
-load1() { cut -d' ' -f1 /proc/loadavg; }
 flags=()
 [[ $security == insecure ]] && flags=(--insecure)
 
@@ -58,7 +58,7 @@ launch() {
     --device=cpu --echo=none --log_every_steps=0 --run_dir="$dir" \
     --data_dir="$root/data/mnist" "${flags[@]}" "$@" >"$dir.log" 2>&1 ||
     { tail -n 30 "$dir.log" >&2; die "$system failed"; }
-  field() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$dir/summary.json" | head -n 1; }
+  field() { summary_field "$dir" "$1"; }
   printf 'RESULT bench=pytorch_frontend round=%s system=%s images_per_sec=%.0f train_seconds=%.2f test_accuracy=%.4f load1=%s security=%s\n' \
     "$round" "$system" "$(field train_images_per_sec)" "$(field train_seconds)" \
     "$(field final_test_accuracy)" "$(load1)" "$security"
@@ -73,7 +73,7 @@ run_ddp() {
   local line
   line=$(OMP_NUM_THREADS=1 "$python" "$root/benchmarks/pytorch_cpu_train.py" --world_size=2 \
     --steps="$steps" --data_dir="$root/data/mnist" | grep '^RESULT') || die "ddp failed"
-  field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
+  field() { result_field "$line" "$1"; }
   printf 'RESULT bench=pytorch_frontend round=%s system=ddp images_per_sec=%s train_seconds=%s test_accuracy=%s load1=%s\n' \
     "$1" "$(field images_per_sec)" "$(field train_seconds)" "$(field test_accuracy)" "$(load1)"
 }

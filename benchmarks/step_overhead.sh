@@ -58,11 +58,11 @@ esac
 steps=${STEPS:-$default_steps}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-die() { echo "step_overhead: error: $*" >&2; exit 1; }
-"$python" -c 'import torch' || die "$python cannot import torch (apt-get install python3-torch)"
-for b in pstrain wire_bench; do [[ -x $bin/$b ]] || die "no $bin/$b; run tools/setup.sh"; done
-[[ -f $bin/../lib/libpstrain.so ]] || die "no $bin/../lib/libpstrain.so; build pstrain_c"
-load1() { cut -d' ' -f1 /proc/loadavg; }
+bench=step_overhead
+# shellcheck source=benchmarks/lib.sh
+source "$root/benchmarks/lib.sh"
+need_torch "$python"
+need_build wire_bench
 train="$root/benchmarks/step_overhead_train.py"
 train_args=(--model="$model" --warmup="$warmup" --device="${DEVICE:-cpu}")
 floats=$("$python" "$train" --model="$model" --count) || die "cannot make the model"

@@ -18,6 +18,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${BUILD_DIR:-$root/build}/bin
+bench=train_throughput
+# shellcheck source=benchmarks/lib.sh
+source "$root/benchmarks/lib.sh"
 spec=${1:-$root/cluster_specs/local_2ps_2w.json}
 steps=${2:-235}
 shift $(( $# > 2 ? 2 : $# )) || true
@@ -38,8 +41,7 @@ for round in $(seq "${ROUNDS:-1}"); do
       "$bin/pstrain" launch --cluster_spec="$spec" --mode="$mode" --max_steps="$steps" --epochs=100 \
         --free_ports --device=cpu --echo=none --run_dir="$dir" --data_dir="$root/data/mnist" \
         "${flags[@]}" >/dev/null 2>&1
-      f="$dir/summary.json"
-      field() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$f" | head -n 1; }
+      field() { summary_field "$dir" "$1"; }
       printf 'RESULT bench=train spec=%s mode=%s security=%s extra=%s workers=%s ps=%s steps=%s images_per_sec=%.0f train_seconds=%.2f test_accuracy=%.4f mean_staleness=%.2f\n' \
         "$(basename "$spec" .json)" "$mode" "$security" "${EXTRA_FLAGS:-none}" "$(field num_workers)" "$(field num_ps)" \
         "$(field steps_per_worker)" "$(field train_images_per_sec)" "$(field train_seconds)" \

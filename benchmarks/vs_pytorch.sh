@@ -33,16 +33,17 @@ security=${SECURITY:-insecure}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-die() { echo "vs_pytorch: error: $*" >&2; exit 1; }
+bench=vs_pytorch
+# shellcheck source=benchmarks/lib.sh
+source "$root/benchmarks/lib.sh"
 PROG=vs_pytorch
 # shellcheck source=tools/lib/apt.sh
 source "$root/tools/lib/apt.sh"
 [[ -x /usr/bin/time ]] || install_packages time
 "$python" -c 'import torch' 2>/dev/null || install_packages python3-torch
-"$python" -c 'import torch' || die "$python cannot import torch"
+need_torch "$python"
 [[ -x $bin/pstrain ]] || die "no $bin/pstrain; run tools/setup.sh"
 
-load1() { cut -d' ' -f1 /proc/loadavg; }
 peak_mb() { echo $(( $(tail -n 1 "$1") / 1024 )); }
 
 # pstrain SETUP ROUND: one epoch on the setup's local spec.
@@ -55,7 +56,7 @@ run_pstrain() {
     --free_ports --mode=sync --max_steps="$steps" --epochs=100 --device=cpu --echo=none \
     --run_dir="$dir" --data_dir="$root/data/mnist" "${flags[@]}" >"$dir.log" 2>&1 ||
     { tail -n 20 "$dir.log" >&2; die "pstrain $setup failed"; }
-  field() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$dir/summary.json" | head -n 1; }
+  field() { summary_field "$dir" "$1"; }
   printf 'RESULT bench=vs_pytorch round=%s setup=%s system=pstrain images_per_sec=%.0f train_seconds=%.2f test_accuracy=%.4f peak_rss_mb=%s load1=%s security=%s\n' \
     "$round" "$setup" "$(field train_images_per_sec)" "$(field train_seconds)" \
     "$(field final_test_accuracy)" "$(peak_mb "$dir.rss")" "$(load1)" "$security"
@@ -67,7 +68,7 @@ run_pytorch() {
   line=$(OMP_NUM_THREADS=1 /usr/bin/time -f "%M" -o "$out/pytorch.rss" "$python" \
     "$root/benchmarks/pytorch_cpu_train.py" --world_size="$world" --steps="$steps" \
     --data_dir="$root/data/mnist" | grep '^RESULT') || die "pytorch $setup failed"
-  field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
+  field() { result_field "$line" "$1"; }
   printf 'RESULT bench=vs_pytorch round=%s setup=%s system=pytorch images_per_sec=%s train_seconds=%s test_accuracy=%s peak_rss_mb=%s load1=%s rank_peak_rss_mb=%s\n' \
     "$round" "$setup" "$(field images_per_sec)" "$(field train_seconds)" "$(field test_accuracy)" \
     "$(peak_mb "$out/pytorch.rss")" "$(load1)" "$(field peak_rss_mb)"
