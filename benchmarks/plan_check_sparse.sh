@@ -9,7 +9,7 @@
 # and the other mode, each PASSES times, and `pstrain plan --check`'s table
 # of cell, predicted, measured and error. A script's bytes a step are what
 # its calibration runs' ps tasks counted (launcher/plan/plan_calibration.h).
-# About six minutes on 2 cores with one pass.
+# About five minutes on 2 cores a pass.
 #
 # Usage: benchmarks/plan_check_sparse.sh [OUT]     (default runs/plan-check-sparse-<time>)
 # Environment: STEPS (300) steps per worker, PASSES (1), DATA_DIR (made with

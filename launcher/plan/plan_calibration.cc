@@ -106,7 +106,8 @@ void ReadCpu(const std::map<std::string, std::vector<CpuSample>>& cpu, Calibrati
 // Compute and communication of a run's steady steps.
 struct StepStats {
   std::vector<double> before_push;  // b_i
-  double ahead = 0, gap = 0, compute = 0, comm = 0, wait = 0;
+  double ahead = 0, gap = 0, compute = 0, comm = 0;
+  double wait = 0;  // -1: a step log without the column (an older launcher's)
 };
 
 StepStats ReadStepStats(const RunRecord& record) {
@@ -121,7 +122,11 @@ StepStats ReadStepStats(const RunRecord& record) {
       st.before_push.push_back(std::max(0.0, s.compute_ms - a));
       st.compute += s.compute_ms;
       st.comm += s.comm_ms;
-      st.wait += std::max(0.0, s.wait_ms);  // -1: a version without the column
+      if (s.wait_ms < 0 || st.wait < 0) {
+        st.wait = -1;
+      } else {
+        st.wait += s.wait_ms;
+      }
       st.ahead += a;
       gaps.push_back((s.end_unix_s - rows[i - 1].end_unix_s) * 1e3 - s.compute_ms - s.comm_ms);
     }
@@ -130,7 +135,7 @@ StepStats ReadStepStats(const RunRecord& record) {
   if (n > 0) {
     st.compute /= n;
     st.comm /= n;
-    st.wait /= n;
+    if (st.wait > 0) st.wait /= n;
     st.ahead /= n;
   }
   // The median: a gap that holds an evaluation is not a step's.
@@ -294,15 +299,22 @@ void SetSharingCost(const std::vector<const CalibrationRun*>& of_model, const st
 // only through the CPU of k workers on a core, which overstates their
 // compute when it holds waits (a forward's row pulls: one worker waits
 // while another computes); they are used when no run has as many workers
-// as cores.
-void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model, const std::string& model,
+// as cores. The runs the compute alone came from (`baseline`) say nothing
+// of it. Then rho (see BarrierShare).
+void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model,
+                     const std::vector<const CalibrationRun*>& baseline, const std::string& model,
                      bool insecure, PlanCalibration* cal, std::vector<std::string>* notes) {
   std::vector<double> full, crowded;
+  std::vector<const CalibrationRun*> full_runs;
   const double alone = cal->mean_before_push_ms() + cal->ahead_ms;
   for (const CalibrationRun* r : of_model) {
-    if (r->insecure != insecure || r->cell.workers < r->host_cores) continue;
+    if (r->insecure != insecure || r->cell.workers < r->host_cores ||
+        std::find(baseline.begin(), baseline.end(), r) != baseline.end()) {
+      continue;
+    }
     if (r->cell.workers == r->host_cores) {
       full.push_back(std::max(0.0, r->compute_ms - alone) / Harmonic(r->cell.ps));
+      full_runs.push_back(r);
       continue;
     }
     const double per_core = static_cast<double>(r->cell.workers) / r->host_cores;
@@ -315,34 +327,43 @@ void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model, const s
   double sum = 0;
   for (double q : waits) sum += q;
   cal->busy_core_wait_ms = sum / static_cast<double>(waits.size());
-  // rho: what the sync runs with as many workers as cores waited at the
-  // barrier beyond the spread of b, against the slowest of their W
-  // memoryless waits beyond the mean.
-  std::vector<double> shares;
-  for (const CalibrationRun* r : of_model) {
-    if (r->insecure != insecure || !r->sync || r->cell.workers != r->host_cores) continue;
-    const double spread =
-        OrderStatisticMean(cal->before_push_ms, r->cell.workers) - cal->mean_before_push_ms();
-    const double memoryless =
-        cal->busy_core_wait_ms * Harmonic(r->cell.ps) * (Harmonic(r->cell.workers) - 1);
-    if (memoryless > 0.05) shares.push_back(std::max(0.0, r->wait_ms - spread) / memoryless);
-  }
-  if (!shares.empty()) {
-    double total = 0;
-    for (double rho : shares) total += rho;
-    cal->barrier_share = total / static_cast<double>(shares.size());
-    notes->push_back(absl::StrFormat(
-        "A sync barrier on a full host (%s): the runs with as many workers as cores waited at it "
-        "%.0f%% of what the slowest worker's wait adds when the waits are independent (less where "
-        "the compute ends at a barrier of its own, such as the workers' average in .grad).",
-        model, 100 * cal->barrier_share));
-  }
   notes->push_back(
       absl::StrFormat("A full host (%s): a step's compute waits %.2f ms more per worker on its "
                       "core (and H_P with P ps) than its CPU takes, once every core has a worker "
                       "(from %zu run(s) with %s cores).",
                       model, cal->busy_core_wait_ms, waits.size(),
                       full.empty() ? "more workers than" : "as many workers as"));
+  // rho: of what the slowest worker's wait adds to a sync round when the
+  // waits are independent and memoryless, the share the runs with as many
+  // workers as cores waited at the barrier (wait_ms) beyond the spread of
+  // b. Each worker's wait is the last of its P ps' (q H_P), so the slowest
+  // of W is the last of W P: q (H_WP - H_P) beyond the mean.
+  std::vector<double> shares;
+  for (const CalibrationRun* r : full_runs) {
+    if (!r->sync || r->wait_ms < 0 || r->link_bytes_per_s > 0) continue;
+    const int w = r->cell.workers, p = r->cell.ps;
+    const double spread = OrderStatisticMean(cal->before_push_ms, w) - cal->mean_before_push_ms();
+    const double independent = cal->busy_core_wait_ms * (Harmonic(w * p) - Harmonic(p));
+    // A wait this small against the compute says nothing of its shape.
+    if (independent < std::max(0.05, 0.01 * alone)) continue;
+    shares.push_back(std::clamp((r->wait_ms - spread) / independent, 0.0, 1.0));
+  }
+  if (shares.empty()) {
+    notes->push_back(absl::StrFormat(
+        "A sync barrier on a full host (%s): no sync run with as many workers as cores (and a wait "
+        "to read) says how much of the slowest worker's wait a round waits for; taken as all of "
+        "it, as for independent waits.",
+        model));
+    return;
+  }
+  double total = 0;
+  for (double rho : shares) total += rho;
+  cal->barrier_share = total / static_cast<double>(shares.size());
+  notes->push_back(absl::StrFormat(
+      "A sync barrier on a full host (%s): the runs with as many workers as cores waited at it "
+      "%.0f%% of what the slowest worker's wait adds when the waits are independent (less where "
+      "the compute ends at a barrier of its own, such as the workers' average in .grad).",
+      model, 100 * cal->barrier_share));
 }
 
 // "pytorch (examples/pytorch/dlrm.py)": the script a launcher's command
@@ -494,7 +515,7 @@ absl::StatusOr<PlanCalibration> Calibrate(const std::vector<CalibrationRun>& run
     CostsFromCpu(costed, &cal, notes);
   }
   SetSharingCost(of_model, model, insecure, &cal, notes);
-  SetBusyCoreWait(of_model, model, insecure, &cal, notes);
+  SetBusyCoreWait(of_model, compute_runs, model, insecure, &cal, notes);
   return cal;
 }
 

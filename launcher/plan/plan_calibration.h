@@ -79,7 +79,7 @@ struct CalibrationRun {
   double steady_images_per_second = 0;
   double compute_ms = 0;        // mean compute_ms of the steady steps
   double comm_ms = 0;
-  double wait_ms = 0;           // of comm_ms, the ps held the push back (sync's barrier)
+  double wait_ms = 0;  // of comm_ms, the ps held the push back (sync's barrier); -1: not recorded
   double worker_cpu_ms = -1;    // a worker's CPU per step; -1: no task_cpu.csv
   std::vector<double> ps_cpu_ms_per_request;  // [ps]; empty: no task_cpu.csv
 };

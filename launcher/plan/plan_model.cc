@@ -140,10 +140,14 @@ SyncPs SyncPsTime(const PlanCell& cell, const Costs& c, int j, double early) {
 // phase1 + phase2 + g of the header, with its split.
 double SyncRoundMs(const PlanCalibration& cal, const PlanCell& cell, const Costs& c, PlanSplit* split) {
   const double m_w = OrderStatisticMean(cal.before_push_ms, cell.workers) * c.stretch;
-  // Each worker's wait is memoryless with mean c.wait: the slowest of W
-  // waits H_W times it, and the barrier waits for the slowest (rho of
-  // what that adds, where the compute ends at a barrier of its own).
-  const double slowest_wait = c.wait * (1 + cal.barrier_share * (Harmonic(cell.workers) - 1));
+  // Each worker's wait is the last of its P ps' memoryless waits (k q
+  // H_P); the slowest worker's, the last of W P: k q H_WP. The barrier
+  // waits for it (rho of what it adds, where the compute ends at a barrier
+  // of its own).
+  const double slowest_wait =
+      c.wait > 0 ? c.wait + cal.barrier_share * c.k * cal.busy_core_wait_ms *
+                                (Harmonic(cell.workers * cell.ps) - Harmonic(cell.ps))
+                 : 0;
   const double phase1 = std::max(m_w, c.k * c.b) + slowest_wait;
   const double up = LinkMs(cell, Sum(cell.push_bytes));  // the worker's own pushes
   const double early = c.ps_own_core ? std::max(0.0, m_w - c.b) : 0;

@@ -42,13 +42,17 @@
 //          (1 + e (W / H - 1)), per k H_P (which reads too little where a
 //          worker's wait is filled by another's compute); 0 without either
 //          (and about 0 for a compute that asks nothing)
-//   rho    of the slowest of W workers' waits beyond their mean, the share
-//          a sync round waits for: 1 for independent memoryless waits; less
-//          where the compute ends at a barrier of its own (a script that
-//          averages .grad before step(): the last worker's REDUCE answers
-//          them all). From the sync calibration runs with as many workers
-//          as cores: their barrier wait (wait_ms: the ps held the push)
-//          beyond M_W - b, over q H_P (H_W - 1); 1 without one
+//   rho    of what the slowest of W workers' waits adds beyond their mean,
+//          the share a sync round waits for: 1 for independent memoryless
+//          waits (each worker's the last of its P ps', q H_P; the slowest
+//          of W, the last of W P: q (H_WP - H_P) more); less where the
+//          compute ends at a barrier of its own (a script that averages
+//          .grad before step(): the last worker's REDUCE answers them all).
+//          From the sync calibration runs with as many workers as cores
+//          and no link limit: their barrier wait (wait_ms: the ps held the
+//          push) beyond M_W - b, over q (H_WP - H_P), within [0, 1]; a
+//          run whose q (H_WP - H_P) is under 0.05 ms or 1% of b + a says
+//          nothing of it. 1 without one
 // A cost measured at one size only is taken as per byte (fixed = 0).
 //
 // The cell (PlanCell): W workers, P ps, shard k's push u_k and pull d_k
@@ -67,12 +71,12 @@
 //   out_k    = L(W d_k) / W                 a reply through ps k's egress
 //   s_k      = s(u_k + d_k)
 // sync, a round (every worker one step, the barrier per version):
-//   phase1   = max(M_W, k b) + k q H_P (1 + rho (H_W - 1))
+//   phase1   = max(M_W, k b) + k q (H_P + rho (H_WP - H_P))
 //                              M_W = E[max of W draws of b_i] (the order
 //                              statistic of the measured distribution,
 //                              stragglers included: OrderStatisticMean);
-//                              the barrier waits for the slowest of W
-//                              memoryless waits, H_W times their mean
+//                              the barrier waits for the slowest worker's
+//                              wait (an approximation where k > 1)
 //   phase2   = lat + up + max_k [push_k + reply_k]
 //              + max(out_k, f sum_k d_k / R on a NIC, k a)
 //   push_k   = s_in + max(0, (W - 1) max(in_k, s_in) - early)
@@ -169,7 +173,7 @@ struct PlanCell {
 // Where a step's (sync: a round's) time goes; the parts add up to step_ms.
 struct PlanSplit {
   double compute_ms = 0;      // b + a
-  double barrier_ms = 0;      // sync: M_W - b, waiting for the slowest
+  double barrier_ms = 0;      // sync: M_W - b and k q rho (H_WP - H_P), waiting for the slowest
   double sharing_ms = 0;      // one host: compute stretched by k workers per core
   double transfer_ms = 0;     // up, in, and the part of down that a did not hide
   double ps_ms = 0;           // the ps's service (sync: of all W requests)

@@ -165,7 +165,7 @@ TEST(ReadCalibrationRun, AScriptsRunIsItsScriptWithTheBytesItsPsCounted) {
       "compute_ms,comm_ms,wait_ms,ahead_ms\n";
   for (int i = 0; i < 20; ++i) {
     absl::StrAppend(&steps, i, ",0,", 1000 + 0.012 * i, ",", 0.012 * i, ",0.5,256,", i, ",", i + 1,
-                    ",0,0,10,2,0,0\n");
+                    ",0,0,10,2,1.5,0\n");
   }
   ASSERT_TRUE(WriteFileAtomic(dir + "/steps_worker0.csv", steps).ok());
   ASSERT_TRUE(WriteFileAtomic(dir + "/evals.csv",
@@ -178,6 +178,17 @@ TEST(ReadCalibrationRun, AScriptsRunIsItsScriptWithTheBytesItsPsCounted) {
   EXPECT_DOUBLE_EQ(run->shape.step_pull_bytes, 30000);
   EXPECT_THAT(run->cell.push_bytes, ElementsAre(7500, 7500));
   EXPECT_THAT(run->cell.pull_bytes, ElementsAre(15000, 15000));
+  EXPECT_DOUBLE_EQ(run->wait_ms, 1.5);  // the ps held each push 1.5 ms
+  // A step log without the column (an older launcher's) does not say.
+  std::string old_steps = "step,epoch,unix_time,elapsed_s,loss,examples,compute_ms,comm_ms\n";
+  for (int i = 0; i < 20; ++i) {
+    absl::StrAppend(&old_steps, i, ",0,", 1000 + 0.012 * i, ",", 0.012 * i, ",0.5,256,10,2\n");
+  }
+  ASSERT_TRUE(WriteFileAtomic(dir + "/steps_worker0.csv", old_steps).ok());
+  auto old = ReadCalibrationRun(dir, 2);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->wait_ms, -1);
+  ASSERT_TRUE(WriteFileAtomic(dir + "/steps_worker0.csv", steps).ok());
   // A summary without the ps tasks' byte counts cannot say them.
   summary.clear_shards();
   ASSERT_TRUE(WriteFileAtomic(dir + "/summary.json", ToJson(summary)).ok());
@@ -492,19 +503,61 @@ TEST(Calibrate, AFullHostsWaitComesFromARunWithAWorkerOnEveryCore) {
   EXPECT_NEAR(cal->busy_core_wait_ms, 2, 1e-9);
   EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("from 1 run(s) with as many workers as cores"));
   // Its workers never waited at the barrier (their compute ended at one of
-  // its own): rho 0. Had they waited half what the slower of two
-  // memoryless waits adds (q H_3 (H_2 - 1) = 1.833 ms), rho 0.5.
+  // its own): rho 0. Each waits for the last of its 3 ps (q H_3), the
+  // slower of two for the last of 6: q (H_6 - H_3) = 1.233 ms more. Had
+  // they waited half that, rho 0.5; had they waited more than all of it
+  // (heavier tails, or the ps's queue), 1.
   EXPECT_EQ(cal->barrier_share, 0);
-  full.wait_ms = 0.5 * 2 * Harmonic(3) * 0.5;
-  const auto half =
-      Calibrate({StepLogRun(1, 1, 2e6, 5), crowded, full}, "mnist_cnn", false, 0.5, &notes);
-  ASSERT_TRUE(half.ok()) << half.status();
-  EXPECT_NEAR(half->barrier_share, 0.5, 1e-9);
-  EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("waited at it 50% of what"));
+  const double independent = 2 * (Harmonic(6) - Harmonic(3));
+  for (const auto& [wait, rho] : {std::pair{0.5 * independent, 0.5}, {3 * independent, 1.0}}) {
+    full.wait_ms = wait;
+    notes.clear();
+    const auto c =
+        Calibrate({StepLogRun(1, 1, 2e6, 5), crowded, full}, "mnist_cnn", false, 0.5, &notes);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_NEAR(c->barrier_share, rho, 1e-9) << wait;
+    EXPECT_THAT(absl::StrJoin(notes, " "),
+                HasSubstr(absl::StrCat("waited at it ", static_cast<int>(100 * rho), "% of what")));
+  }
+  // Not from an async run (no barrier), nor from a step log that did not
+  // record the wait: rho stays 1, and the notes say it was not read.
+  for (bool async : {true, false}) {
+    CalibrationRun unread = full;
+    unread.sync = !async;
+    unread.wait_ms = async ? 0.5 * independent : -1;
+    notes.clear();
+    const auto c =
+        Calibrate({StepLogRun(1, 1, 2e6, 5), crowded, unread}, "mnist_cnn", false, 0.5, &notes);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->barrier_share, 1) << async;
+    EXPECT_NEAR(c->busy_core_wait_ms, 2, 1e-9) << async;
+    EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("taken as all of it")) << async;
+  }
   // Without it, the crowded run's reading: none.
   EXPECT_EQ(Calibrate({StepLogRun(1, 1, 2e6, 5), crowded}, "mnist_cnn", false, 0.5, &notes)
                 ->busy_core_wait_ms,
             0);
+}
+
+TEST(Calibrate, AFullHostsWaitIsNotReadFromTheRunsTheComputeAloneCameFrom) {
+  // Every run has more tasks than cores: the compute alone comes from the
+  // 2-worker runs, which have a worker on every core, and must not also
+  // say what a full host adds to it. The 4-worker run does (2 x 10 ms of
+  // CPU on a core, 26 ms of compute: q 3).
+  CalibrationRun full = StepLogRun(2, 1, 2e6, 4), crowded = StepLogRun(4, 1, 2e6, 40);
+  for (CalibrationRun* r : {&full, &crowded}) {
+    r->host_cores = 2;
+    r->cell.host_cores = 2;
+    r->ps_cpu_ms_per_request = {0.5};  // task_cpu.csv: the costs come from it
+    r->worker_cpu_ms = 10;
+  }
+  full.compute_ms = 14;  // what the step log says (b 8 + a 2 in StepLog), read high
+  crowded.compute_ms = 26;
+  std::vector<std::string> notes;
+  const auto cal = Calibrate({full, crowded}, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok()) << cal.status();
+  EXPECT_NEAR(cal->busy_core_wait_ms, 3, 1e-9);
+  EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("with more workers than cores"));
 }
 
 TEST(Predict, ASyncBarrierWaitsForTheSlowestWorkersWait) {
@@ -531,6 +584,15 @@ TEST(Predict, ASyncBarrierWaitsForTheSlowestWorkersWait) {
     cell.sync = false;
     EXPECT_EQ(Predict(waits, cell).split.barrier_ms, 0) << workers;
   }
+  // With 3 ps each worker waits for the last of 3 (3 H_3), the slower of
+  // 2 for the last of 6: 3 (H_6 - H_3) more at the barrier.
+  PlanCell three = Cell(2, 3, true);
+  three.placement = Placement::kOneHost;
+  three.host_cores = 2;
+  EXPECT_NEAR(Predict(waits, three).split.barrier_ms - Predict(cal, three).split.barrier_ms,
+              3 * (Harmonic(6) - Harmonic(3)), 1e-9);
+  EXPECT_NEAR(Predict(waits, three).split.sharing_ms - Predict(cal, three).split.sharing_ms,
+              3 * Harmonic(3), 1e-9);
 }
 
 TEST(Predict, AFullHostsWaitLengthensTheComputeButUsesNoCpu) {
