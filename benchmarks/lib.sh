@@ -5,7 +5,7 @@
 #   source "$root/benchmarks/lib.sh"
 
 # die MESSAGE: says it on stderr, prefixed with the script's name; exit 1.
-die() { echo "$bench: error: $*" >&2; exit 1; }
+die() { echo "${bench:-${0##*/}}: error: $*" >&2; exit 1; }
 
 # load1: the 1-minute load average, for each RESULT line.
 load1() { cut -d' ' -f1 /proc/loadavg; }

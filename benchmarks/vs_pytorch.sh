@@ -41,7 +41,7 @@ PROG=vs_pytorch
 source "$root/tools/lib/apt.sh"
 [[ -x /usr/bin/time ]] || install_packages time
 "$python" -c 'import torch' 2>/dev/null || install_packages python3-torch
-need_torch "$python"
+"$python" -c 'import torch' || die "$python cannot import torch"
 [[ -x $bin/pstrain ]] || die "no $bin/pstrain; run tools/setup.sh"
 
 peak_mb() { echo $(( $(tail -n 1 "$1") / 1024 )); }

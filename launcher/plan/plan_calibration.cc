@@ -137,6 +137,8 @@ StepStats ReadStepStats(const RunRecord& record) {
     st.comm /= n;
     if (st.wait > 0) st.wait /= n;
     st.ahead /= n;
+  } else {
+    st.wait = -1;  // no steady step: nothing said of the barrier
   }
   // The median: a gap that holds an evaluation is not a step's.
   st.gap = std::max(0.0, Median(gaps));
@@ -300,7 +302,8 @@ void SetSharingCost(const std::vector<const CalibrationRun*>& of_model, const st
 // compute when it holds waits (a forward's row pulls: one worker waits
 // while another computes); they are used when no run has as many workers
 // as cores. The runs the compute alone came from (`baseline`) say nothing
-// of it. Then rho (see BarrierShare).
+// of it. Then rho (plan_model.h), from the runs with as many workers as
+// cores.
 void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model,
                      const std::vector<const CalibrationRun*>& baseline, const std::string& model,
                      bool insecure, PlanCalibration* cal, std::vector<std::string>* notes) {
@@ -349,11 +352,14 @@ void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model,
     shares.push_back(std::clamp((r->wait_ms - spread) / independent, 0.0, 1.0));
   }
   if (shares.empty()) {
-    notes->push_back(absl::StrFormat(
-        "A sync barrier on a full host (%s): no sync run with as many workers as cores (and a wait "
-        "to read) says how much of the slowest worker's wait a round waits for; taken as all of "
-        "it, as for independent waits.",
-        model));
+    if (cal->busy_core_wait_ms > 0) {
+      notes->push_back(absl::StrFormat(
+          "A sync barrier on a full host (%s): no calibration run says how much of the slowest "
+          "worker's wait a sync round waits for (a sync run with as many workers as cores, no link "
+          "limit, a step log with wait_ms, and a wait of at least 0.05 ms and 1%% of the compute); "
+          "taken as all of it, as for independent waits.",
+          model));
+    }
     return;
   }
   double total = 0;

@@ -36,8 +36,9 @@
 //          asks every ps for rows (embedding pulls) waits, once every core
 //          has a worker, for the last of the P ps to get a core; waits of
 //          mean q each, memoryless, make that q H_P (H_P = 1 + 1/2 + ... +
-//          1/P). From calibration runs with as many workers as cores:
-//          their mean compute_ms over b + a, per H_P; without one, from
+//          1/P). From calibration runs with as many workers as cores
+//          (not those b and a came from): their mean compute_ms over
+//          b + a, per H_P; without one, from
 //          the runs with more: their mean compute_ms over k (b + a)
 //          (1 + e (W / H - 1)), per k H_P (which reads too little where a
 //          worker's wait is filled by another's compute); 0 without either
@@ -51,8 +52,9 @@
 //          From the sync calibration runs with as many workers as cores
 //          and no link limit: their barrier wait (wait_ms: the ps held the
 //          push) beyond M_W - b, over q (H_WP - H_P), within [0, 1]; a
-//          run whose q (H_WP - H_P) is under 0.05 ms or 1% of b + a says
-//          nothing of it. 1 without one
+//          run whose q (H_WP - H_P) is under 0.05 ms or 1% of b + a, or
+//          whose step log has no wait_ms, says nothing of it. 1 without
+//          one
 // A cost measured at one size only is taken as per byte (fixed = 0).
 //
 // The cell (PlanCell): W workers, P ps, shard k's push u_k and pull d_k

@@ -519,19 +519,39 @@ TEST(Calibrate, AFullHostsWaitComesFromARunWithAWorkerOnEveryCore) {
     EXPECT_THAT(absl::StrJoin(notes, " "),
                 HasSubstr(absl::StrCat("waited at it ", static_cast<int>(100 * rho), "% of what")));
   }
-  // Not from an async run (no barrier), nor from a step log that did not
-  // record the wait: rho stays 1, and the notes say it was not read.
-  for (bool async : {true, false}) {
+  // Not from an async run (no barrier), a step log that did not record
+  // the wait, a run with a link limit (its waits are the link's), nor one
+  // whose waits are too small against the compute to say anything (q 0.12:
+  // 0.074 ms for the slower of two, under 1% of 10 ms): rho stays 1, and
+  // the notes say it was not read.
+  enum Unread { kAsync, kNoColumn, kLink, kTiny };
+  for (Unread why : {kAsync, kNoColumn, kLink, kTiny}) {
     CalibrationRun unread = full;
-    unread.sync = !async;
-    unread.wait_ms = async ? 0.5 * independent : -1;
+    unread.wait_ms = 0.5 * independent;
+    double q = 2;
+    switch (why) {
+      case kAsync:
+        unread.sync = false;
+        break;
+      case kNoColumn:
+        unread.wait_ms = -1;
+        break;
+      case kLink:
+        unread.link_bytes_per_s = 1e6;
+        break;
+      case kTiny:
+        q = 0.12;
+        unread.compute_ms = 10 + q * Harmonic(3);
+        unread.wait_ms = 0.5 * q * (Harmonic(6) - Harmonic(3));
+        break;
+    }
     notes.clear();
     const auto c =
         Calibrate({StepLogRun(1, 1, 2e6, 5), crowded, unread}, "mnist_cnn", false, 0.5, &notes);
     ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_EQ(c->barrier_share, 1) << async;
-    EXPECT_NEAR(c->busy_core_wait_ms, 2, 1e-9) << async;
-    EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("taken as all of it")) << async;
+    EXPECT_EQ(c->barrier_share, 1) << why;
+    EXPECT_NEAR(c->busy_core_wait_ms, q, 1e-9) << why;
+    EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("taken as all of it")) << why;
   }
   // Without it, the crowded run's reading: none.
   EXPECT_EQ(Calibrate({StepLogRun(1, 1, 2e6, 5), crowded}, "mnist_cnn", false, 0.5, &notes)
@@ -558,6 +578,9 @@ TEST(Calibrate, AFullHostsWaitIsNotReadFromTheRunsTheComputeAloneCameFrom) {
   ASSERT_TRUE(cal.ok()) << cal.status();
   EXPECT_NEAR(cal->busy_core_wait_ms, 3, 1e-9);
   EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("with more workers than cores"));
+  // Nor rho (the baseline's wait_ms is 0, which would read as 0).
+  EXPECT_EQ(cal->barrier_share, 1);
+  EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("taken as all of it"));
 }
 
 TEST(Predict, ASyncBarrierWaitsForTheSlowestWorkersWait) {
