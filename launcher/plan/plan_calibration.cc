@@ -326,7 +326,15 @@ void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model,
     crowded.push_back(std::max(0.0, r->compute_ms - cpu) / (k * Harmonic(r->cell.ps)));
   }
   const std::vector<double>& waits = full.empty() ? crowded : full;
-  if (waits.empty()) return;
+  if (waits.empty()) {
+    notes->push_back(absl::StrCat(
+        "No calibration run of ", model,
+        " (but those its compute alone came from) had a worker on every core: what a full host "
+        "adds to a step's compute is taken as nothing (a forward that asks the ps for rows, such "
+        "as a script's embedding pulls, waits once every core has a worker: calibrate with a run "
+        "of as many workers as cores)."));
+    return;
+  }
   double sum = 0;
   for (double q : waits) sum += q;
   cal->busy_core_wait_ms = sum / static_cast<double>(waits.size());

@@ -478,9 +478,13 @@ TEST(Calibrate, AFullHostsWaitInTheComputeIsWhatItTookBeyondItsCpu) {
   ASSERT_TRUE(cal.ok()) << cal.status();
   EXPECT_NEAR(cal->busy_core_wait_ms, 3, 1e-9);
   EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("waits 3.00 ms more per worker on its core"));
-  // Without a run with more workers than cores there is no wait.
+  // Without a run with more workers than cores there is no wait, and the
+  // notes say what would give one.
+  notes.clear();
   EXPECT_EQ(
       Calibrate({StepLogRun(1, 1, 2e6, 5)}, "mnist_cnn", false, 0.5, &notes)->busy_core_wait_ms, 0);
+  EXPECT_THAT(absl::StrJoin(notes, " "),
+              HasSubstr("calibrate with a run of as many workers as cores"));
 }
 
 TEST(Calibrate, AFullHostsWaitComesFromARunWithAWorkerOnEveryCore) {
