@@ -23,7 +23,10 @@
 # (wire_bench's rows client), and in ps-lite as keyed ZPull + ZPush
 # (pslite/pslite_rows.cc: a row per key on the server, SGD applied as it
 # comes), each worker walking the same ROWS_PER_WORKER ids (default
-# 262144) of a table made before timing.
+# 262144) of a table made before timing. PSLITE_OVERLAP=1: ps-lite pushes
+# a block and pulls the next one in flight together (one round trip a
+# step, its best idiom for a loop that knows its next keys); pstrain's
+# walk is unchanged.
 #
 # Usage: benchmarks/pslite_compare.sh [ROUNDS]       (default 2: p, s, p, s)
 #   WORKERS     worker counts (default 1; e.g. 1,2,4,8)

@@ -19,6 +19,12 @@
 //   pslite_rows SIZES DIM ROWS_PER_WORKER SECONDS   SIZES: float counts, each
 //                                                    a multiple of DIM
 //
+// With PSLITE_OVERLAP=1 in the environment, each round trip pushes the
+// block pulled the trip before and pulls the next block at once behind it,
+// both in flight together (ps-lite's server takes a connection's requests
+// in order, so the pull sees the push): ps-lite's best idiom for a loop
+// that knows its next keys, one round trip a step.
+//
 // Each worker prints, per size, the median over 3 timed runs of SECONDS,
 // every worker's run after a barrier of all:
 //   RESULT system=pslite floats=N workers=W worker=RANK bytes_per_s=B round_trips_per_s=R
@@ -28,6 +34,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <cstring>
 #include <unordered_map>
 #include <vector>
@@ -85,6 +92,8 @@ void Serve(int dim) {
 
 void Measure(const std::vector<int64_t>& sizes, int dim, int64_t per_worker, double seconds) {
   ps::KVWorker<float> worker(0, 0);
+  const char* overlap_env = std::getenv("PSLITE_OVERLAP");
+  const bool overlap = overlap_env != nullptr && std::string(overlap_env) == "1";
   const int rank = ps::MyRank();
   for (size_t s = 0; s < sizes.size(); ++s) {
     const int64_t n = sizes[s];
@@ -107,13 +116,24 @@ void Measure(const std::vector<int64_t>& sizes, int dim, int64_t per_worker, dou
     ps::SArray<float> grads(n, 0.5f);
     ps::SArray<float> pulled;
     int64_t trip = 0;
+    bool primed = false;  // overlap: the first block pulled
     auto round_trip = [&] {
       const ps::SArray<ps::Key>& k = keys[trip % blocks];
-      worker.Wait(worker.ZPull(k, &pulled));
-      worker.Wait(worker.ZPush(k, grads));
+      if (!overlap) {
+        worker.Wait(worker.ZPull(k, &pulled));
+        worker.Wait(worker.ZPush(k, grads));
+      } else {
+        if (!primed) worker.Wait(worker.ZPull(k, &pulled));
+        primed = true;
+        const int push = worker.ZPush(k, grads);
+        const int pull = worker.ZPull(keys[(trip + 1) % blocks], &pulled);
+        worker.Wait(push);
+        worker.Wait(pull);
+      }
       ++trip;
     };
-    // The block just pulled holds 0 less kStep per earlier visit.
+    // The block just pulled holds 0 less kStep per earlier visit (with
+    // overlap, the next block, pushed trip / blocks times so far).
     auto check = [&] {
       if (static_cast<int64_t>(pulled.size()) != n) {
         std::fprintf(stderr, "pslite_rows: %zu floats back, not %lld\n", pulled.size(),
@@ -121,7 +141,8 @@ void Measure(const std::vector<int64_t>& sizes, int dim, int64_t per_worker, dou
         std::exit(1);
       }
       float want = 0.0f;
-      for (int64_t v = 0; v < (trip - 1) / blocks; ++v) want -= kStep;
+      const int64_t visits = overlap ? trip / blocks : (trip - 1) / blocks;
+      for (int64_t v = 0; v < visits; ++v) want -= kStep;
       for (int64_t i = 0; i < n; ++i) {
         if (pulled[i] != want) {
           std::fprintf(stderr, "pslite_rows: a row holds %g, not %g\n", pulled[i], want);
