@@ -309,13 +309,32 @@ void PsServer::Send(std::vector<Reply>* replies) {
       for (const proto::ShardPlacement& p : shards_.Placements()) *r.header.add_hosted() = p;
     }
     zmq::message_t body = ReplyBody(r);
-    const size_t body_bytes = body.size();
+    size_t body_bytes = body.size();
     // CURVE: large parameters and embedding rows in pieces
     // (transport/pieces.h), each piece without a copy as the whole would be.
-    const bool params = r.with_params && r.payload == nullptr;
-    const bool rows = type == proto::EMBEDDING_PULL && r.payload != nullptr;
-    const PieceLayout layout =
-        params || rows ? PiecesFor(body_bytes, security_.secure()) : PieceLayout();
+    bool params = r.with_params && r.payload == nullptr;
+    bool rows = type == proto::EMBEDDING_PULL && r.payload != nullptr;
+    PieceLayout layout = params || rows ? PiecesFor(body_bytes, security_.secure()) : PieceLayout();
+    if (layout.parts <= 1 && body_bytes > static_cast<size_t>(options_.max_message_bytes)) {
+      // Every task takes --max_message_mb: the receiver's ZeroMQ would drop
+      // the connection on this frame, and its request would wait for an
+      // answer that never comes. A refusal says why instead.
+      r.header = ErrorReply(
+          r.header,
+          absl::ResourceExhaustedError(absl::StrFormat(
+              "the answer to this %s is %.1f MB in one message, over the %.1f MB a task takes "
+              "(--max_message_mb): ask for less at once (fewer ids a pull), or give every task a "
+              "larger --max_message_mb",
+              proto::MessageType_Name(type), static_cast<double>(body_bytes) / (1 << 20),
+              static_cast<double>(options_.max_message_bytes) / (1 << 20))));
+      r.with_params = false;
+      r.payload = nullptr;
+      body = CopyFrame({});
+      body_bytes = 0;
+      params = rows = false;
+      layout = PieceLayout();
+      LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": " << r.header.error().message();
+    }
     absl::Status s;
     if (layout.parts <= 1) {
       s = SendRoutedFrame(socket_, r.peer, r.header, std::move(body));

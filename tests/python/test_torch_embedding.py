@@ -319,6 +319,26 @@ class Refusals(EmbeddingCase):
         self.assertNotEqual(code, 0, output)
         self.assertIn("embedding table 0 differs from the chief's", output)
 
+    def test_a_pull_whose_answer_is_over_the_message_limit(self):
+        # 8,192 rows of 64 floats (2 MiB) in one plaintext answer, where
+        # every task takes 1 MiB a message: the ps refuses the pull, saying
+        # why, where the worker's ZeroMQ would drop the answer and the
+        # worker wait for it.
+        run = self.run_dir("big_pull")
+        script = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "big_pull.py")
+        launch = t.Launch(t.local_flags(run, 1, 1) + ["--insecure", "--max_message_mb=1"],
+                          [t.PYTHON, script, "--ids=8192", "--dim=64"], timeout_s=240)
+        code, output = launch.wait(), launch.output
+        self.assertEqual(code, 1, output)
+        self.assertIn("EMBEDDING_PULL refused: the answer to this EMBEDDING_PULL is 2.0 MB in "
+                      "one message, over the 1.0 MB a task takes (--max_message_mb)", output)
+        self.assertIn("not restarted again", output)
+        # Under the limit the same pull goes through.
+        run = self.run_dir("big_pull_fits")
+        launch = t.Launch(t.local_flags(run, 1, 1) + ["--insecure", "--max_message_mb=4"],
+                          [t.PYTHON, script, "--ids=8192", "--dim=64"], timeout_s=240)
+        self.assertEqual(launch.wait(), 0, launch.output)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
