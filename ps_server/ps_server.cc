@@ -322,7 +322,7 @@ void PsServer::Send(std::vector<Reply>* replies) {
       r.header = ErrorReply(
           r.header,
           absl::ResourceExhaustedError(absl::StrFormat(
-              "the answer to this %s is %.1f MB in one message, over the %.1f MB a task takes "
+              "the answer to this %s is %.2f MB in one message, over the %.2f MB a task takes "
               "(--max_message_mb): ask for less at once (fewer ids a pull), or give every task a "
               "larger --max_message_mb",
               proto::MessageType_Name(type), static_cast<double>(body_bytes) / (1 << 20),

@@ -6,6 +6,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "common/optimizer.h"
@@ -215,7 +216,21 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
                                      type == proto::REDUCE || type == proto::EMBEDDING_PUSH
                                  ? PiecesFor(call.payload.size(), options_.security.secure())
                                  : PieceLayout();
-  if (layout.parts <= 1) return SendMessage(call, call.header, call.payload, deadline_us);
+  if (layout.parts <= 1) {
+    if (call.payload.size() > static_cast<size_t>(options_.max_message_bytes)) {
+      // Every task takes the same --max_message_mb: the ps's ZeroMQ would
+      // drop the connection on this frame and the call wait for an answer
+      // that never comes.
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "%s: this %s is %.2f MB in one message, over the %.2f MB a task takes "
+          "(--max_message_mb): send less at once (fewer ids a step), or give every task a "
+          "larger --max_message_mb",
+          ShardName(call.shard), proto::MessageType_Name(type),
+          static_cast<double>(call.payload.size()) / (1 << 20),
+          static_cast<double>(options_.max_message_bytes) / (1 << 20)));
+    }
+    return SendMessage(call, call.header, call.payload, deadline_us);
+  }
   proto::Header piece = call.header;
   piece.set_parts(layout.parts);
   piece.set_piece_bytes(layout.piece_bytes);
