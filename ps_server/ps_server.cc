@@ -312,9 +312,10 @@ void PsServer::Send(std::vector<Reply>* replies) {
     size_t body_bytes = body.size();
     // CURVE: large parameters and embedding rows in pieces
     // (transport/pieces.h), each piece without a copy as the whole would be.
-    bool params = r.with_params && r.payload == nullptr;
-    bool rows = type == proto::EMBEDDING_PULL && r.payload != nullptr;
-    PieceLayout layout = params || rows ? PiecesFor(body_bytes, security_.secure()) : PieceLayout();
+    const bool params = r.with_params && r.payload == nullptr;
+    const bool rows = type == proto::EMBEDDING_PULL && r.payload != nullptr;
+    const PieceLayout layout =
+        params || rows ? PiecesFor(body_bytes, security_.secure()) : PieceLayout();
     if (layout.parts <= 1 && body_bytes > static_cast<size_t>(options_.max_message_bytes)) {
       // Every task takes --max_message_mb: the receiver's ZeroMQ would drop
       // the connection on this frame, and its request would wait for an
@@ -331,8 +332,6 @@ void PsServer::Send(std::vector<Reply>* replies) {
       r.payload = nullptr;
       body = CopyFrame({});
       body_bytes = 0;
-      params = rows = false;
-      layout = PieceLayout();
       LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": " << r.header.error().message();
     }
     absl::Status s;

@@ -307,8 +307,8 @@ void SetSharingCost(const std::vector<const CalibrationRun*>& of_model, const st
 void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model,
                      const std::vector<const CalibrationRun*>& baseline, const std::string& model,
                      bool insecure, PlanCalibration* cal, std::vector<std::string>* notes) {
-  std::vector<double> full, crowded;
   std::vector<const CalibrationRun*> full_runs;
+  std::vector<double> crowded;
   const double alone = cal->mean_before_push_ms() + cal->ahead_ms;
   for (const CalibrationRun* r : of_model) {
     if (r->insecure != insecure || r->cell.workers < r->host_cores ||
@@ -316,7 +316,6 @@ void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model,
       continue;
     }
     if (r->cell.workers == r->host_cores) {
-      full.push_back(std::max(0.0, r->compute_ms - alone) / Harmonic(r->cell.ps));
       full_runs.push_back(r);
       continue;
     }
@@ -325,7 +324,11 @@ void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model,
     const double cpu = k * alone * (1 + cal->sharing_cost * (per_core - 1));
     crowded.push_back(std::max(0.0, r->compute_ms - cpu) / (k * Harmonic(r->cell.ps)));
   }
-  const std::vector<double>& waits = full.empty() ? crowded : full;
+  std::vector<double> waits;
+  for (const CalibrationRun* r : full_runs) {
+    waits.push_back(std::max(0.0, r->compute_ms - alone) / Harmonic(r->cell.ps));
+  }
+  if (waits.empty()) waits = crowded;
   if (waits.empty()) {
     notes->push_back(absl::StrCat(
         "No calibration run of ", model,
@@ -343,7 +346,7 @@ void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model,
                       "core (and H_P with P ps) than its CPU takes, once every core has a worker "
                       "(from %zu run(s) with %s cores).",
                       model, cal->busy_core_wait_ms, waits.size(),
-                      full.empty() ? "more workers than" : "as many workers as"));
+                      full_runs.empty() ? "more workers than" : "as many workers as"));
   // rho: of what the slowest worker's wait adds to a sync round when the
   // waits are independent and memoryless, the share the runs with as many
   // workers as cores waited at the barrier (wait_ms) beyond the spread of

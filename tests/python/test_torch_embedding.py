@@ -324,29 +324,28 @@ class Refusals(EmbeddingCase):
         # every task takes 1 MiB a message: the ps refuses the pull, saying
         # why, where the worker's ZeroMQ would drop the answer and the
         # worker wait for it (it did, until killed).
-        run = self.run_dir("big_pull")
         script = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "big_pull.py")
-        launch = t.Launch(t.local_flags(run, 1, 1) + ["--insecure", "--max_message_mb=1"],
-                          [t.PYTHON, script, "--ids=8192", "--dim=64"], timeout_s=240)
-        code, output = launch.wait(), launch.output
+
+        def big(name, ids, limit_mb):
+            launch = t.Launch(t.local_flags(self.run_dir(name), 1, 1)
+                              + ["--insecure", "--max_message_mb=%d" % limit_mb],
+                              [t.PYTHON, script, "--ids=%d" % ids, "--dim=64"], timeout_s=240)
+            return launch.wait(), launch.output
+
+        code, output = big("big_pull", 8192, 1)
         self.assertEqual(code, 1, output)
         self.assertIn("EMBEDDING_PULL refused: the answer to this EMBEDDING_PULL is 2.00 MB in "
                       "one message, over the 1.00 MB a task takes (--max_message_mb)", output)
         self.assertIn("not restarted again", output)
         # 4,050 rows: their answer fits (1,036,800 bytes), their gradients
         # with their ids do not (1,069,200): the worker does not send them.
-        run = self.run_dir("big_push")
-        launch = t.Launch(t.local_flags(run, 1, 1) + ["--insecure", "--max_message_mb=1"],
-                          [t.PYTHON, script, "--ids=4050", "--dim=64"], timeout_s=240)
-        code, output = launch.wait(), launch.output
+        code, output = big("big_push", 4050, 1)
         self.assertEqual(code, 1, output)
         self.assertIn("this EMBEDDING_PUSH is 1.02 MB in one message, over the 1.00 MB a task "
                       "takes (--max_message_mb)", output)
         # Under the limit the same pull goes through.
-        run = self.run_dir("big_pull_fits")
-        launch = t.Launch(t.local_flags(run, 1, 1) + ["--insecure", "--max_message_mb=4"],
-                          [t.PYTHON, script, "--ids=8192", "--dim=64"], timeout_s=240)
-        self.assertEqual(launch.wait(), 0, launch.output)
+        code, output = big("big_pull_fits", 8192, 4)
+        self.assertEqual(code, 0, output)
 
 
 if __name__ == "__main__":
