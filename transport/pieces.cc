@@ -17,7 +17,7 @@ size_t PieceLayout::Bytes(uint32_t part, size_t total) const {
 
 PieceLayout PiecesFor(size_t bytes, bool curve) {
   PieceLayout layout;
-  if (!curve || bytes < kMinPiecedBytes) return layout;
+  if (bytes < (curve ? kMinPiecedBytes : kMinPiecedPlainBytes)) return layout;
   // A whole number of floats, rounded up: the last piece is the smallest.
   size_t piece = (bytes + kTargetParts - 1) / kTargetParts;
   piece = (piece + sizeof(float) - 1) / sizeof(float) * sizeof(float);
@@ -55,7 +55,8 @@ absl::Status CheckPiece(const proto::Header& h, size_t payload_bytes) {
 PieceAssembler::PieceAssembler(size_t max_message_bytes, size_t max_bytes, int max_partials)
     : max_message_bytes_(max_message_bytes),
       max_bytes_(max_bytes),
-      max_partials_(std::max(1, max_partials)) {}
+      max_partials_(std::max(1, max_partials)),
+      whole_frames_(max_bytes) {}
 
 std::vector<PieceAssembler::Dropped> PieceAssembler::TakeDropped() {
   std::vector<Dropped> out;
@@ -152,9 +153,9 @@ absl::Status PieceAssembler::CheckNext(const Partial& p, const proto::Header& h,
   if (h.parts() != p.parts || h.piece_bytes() != p.piece_bytes) {
     return absl::InvalidArgumentError("a piece changes its message's layout");
   }
-  if (h.part() != p.pieces.size()) {
+  if (h.part() != p.pieces_in) {
     return absl::InvalidArgumentError(
-        absl::StrCat("piece ", h.part(), " where piece ", p.pieces.size(), " was due"));
+        absl::StrCat("piece ", h.part(), " where piece ", p.pieces_in, " was due"));
   }
   if (p.bytes + bytes > p.max_bytes) {
     return absl::InvalidArgumentError(
@@ -187,6 +188,7 @@ absl::StatusOr<PieceAssembler::Iterator> PieceAssembler::Start(const std::string
   p.max_bytes = limit;
   p.holder = grant.holder;
   p.fd = grant.fd;
+  p.whole = whole_frames_.Take(std::min<size_t>(limit, size_t{p.parts} * p.piece_bytes));
   return partials_.emplace(peer, std::move(p)).first;
 }
 
@@ -236,20 +238,17 @@ absl::StatusOr<std::optional<Message>> PieceAssembler::Add(const std::string& pe
   p.last_us = grant.now_us;
   p.bytes += bytes;
   held_bytes_ += bytes;
-  p.pieces.push_back(std::move(piece.payload));
-  if (p.pieces.size() < p.parts) return std::optional<Message>();
+  // CheckNext: every piece before this one was piece_bytes, and all of
+  // them fit the buffer (p.max_bytes).
+  std::memcpy(p.whole.data() + p.bytes - bytes, piece.payload.data(), bytes);
+  if (++p.pieces_in < p.parts) return std::optional<Message>();
   Message whole;
   // The first piece's header: the one the ps judged (PieceGrant).
   whole.header = std::move(p.first);
   whole.header.clear_part();
   whole.header.clear_parts();
   whole.header.clear_piece_bytes();
-  whole.payload = zmq::message_t(p.bytes);
-  char* to = static_cast<char*>(whole.payload.data());
-  for (const zmq::message_t& m : p.pieces) {
-    std::memcpy(to, m.data(), m.size());
-    to += m.size();
-  }
+  whole.payload = std::move(p.whole).Frame(p.bytes);
   whole.has_payload = true;
   Drop(it);
   return std::optional<Message>(std::move(whole));

@@ -1,7 +1,7 @@
 #pragma once
 
-// A large payload as several ZeroMQ messages ("pieces"), on CURVE
-// connections only.
+// A large payload as several ZeroMQ messages ("pieces"): from 256 KiB on
+// CURVE connections, from 32 MiB on plaintext ones.
 //
 // libzmq encrypts and decrypts each message whole: the receiver of one
 // 2.68 MB message decrypts nothing until the sender has encrypted all of
@@ -9,8 +9,10 @@
 // piece j + 1. A raw CURVE echo of 2.68 MB each way took 42-49% less time
 // in pieces (BM_RawZmqEchoPieces), PUSH_PULL 12-29% less at 2.68 MB and
 // half at 64 MiB (BM_PushPullRoundTripCurve; benchmarks/log/curve_pieces.md).
-// Without encryption, pieces cost time (1.67x at 256 KiB in 4 pieces on
-// loopback), so a plaintext connection sends every payload whole.
+// Without encryption, small pieces cost time (1.67x at 256 KiB in 4 pieces
+// on loopback), but a whole message of 32 MiB or more is received into a
+// fresh mapping faulted in page by page (kMinPiecedPlainBytes), so a
+// plaintext connection sends those in pieces.
 //
 // Each piece is an ordinary message whose header carries part, parts and
 // piece_bytes (proto::Header); piece k holds payload bytes
@@ -29,13 +31,18 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/pstrain.pb.h"
+#include "transport/frame_pool.h"
 #include "transport/transport.h"
 #include "zmq.hpp"
 
 namespace pstrain {
 
-// Payloads below this go whole.
+// Payloads below this go whole on a CURVE connection.
 inline constexpr size_t kMinPiecedBytes = 256 * 1024;
+// And on a plaintext one: glibc's largest mmap threshold. libzmq receives
+// a whole message into one allocation of its size, which above that is
+// mapped afresh and faulted in page by page every time.
+inline constexpr size_t kMinPiecedPlainBytes = size_t{32} << 20;
 // A piece is total / kTargetParts, within [kMinPieceBytes, kMaxPieceBytes].
 inline constexpr size_t kMinPieceBytes = 64 * 1024;
 inline constexpr size_t kMaxPieceBytes = 1024 * 1024;
@@ -149,7 +156,12 @@ class PieceAssembler {
     size_t max_bytes = 0;
     std::string holder;
     int fd = -1;
-    std::vector<zmq::message_t> pieces;
+    // The pieces so far, copied in as each arrives (its frame freed at
+    // once), into a buffer of the most the message may carry: address
+    // space, whose pages are touched only by bytes that arrive, or a
+    // buffer already in use before.
+    FramePool::Buffer whole;
+    uint32_t pieces_in = 0;
     size_t bytes = 0;
     uint64_t last_use = 0;
     int64_t last_us = 0;
@@ -171,6 +183,9 @@ class PieceAssembler {
   size_t max_message_bytes_;
   size_t max_bytes_;
   int max_partials_;
+  // The whole messages' frames, reused (a large fresh one is mapped and
+  // faulted in page by page each time).
+  FramePool whole_frames_;
   std::vector<Dropped> dropped_;
   std::map<std::string, Partial> partials_;
   size_t held_bytes_ = 0;

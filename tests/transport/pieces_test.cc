@@ -5,6 +5,7 @@
 #include "transport/pieces.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(PiecesFor, CutsLargeCurvePayloadsOnly) {
-  EXPECT_EQ(PiecesFor(64 << 20, /*curve=*/false).parts, 1u);
+TEST(PiecesFor, CutsCurvePayloadsFrom256KiBAndPlaintextOnesFrom32MiB) {
+  EXPECT_EQ(PiecesFor(kMinPiecedBytes, /*curve=*/false).parts, 1u);
+  EXPECT_EQ(PiecesFor(kMinPiecedPlainBytes - 4, false).parts, 1u);
+  const PieceLayout plain = PiecesFor(kMinPiecedPlainBytes, false);
+  EXPECT_EQ(plain.piece_bytes, kMaxPieceBytes);
+  EXPECT_EQ(plain.parts, 32u);
+  EXPECT_EQ(PiecesFor(44'800'000, false).parts, 43u);  // a ResNet-18's bytes
   EXPECT_EQ(PiecesFor(kMinPiecedBytes - 4, true).parts, 1u);
   const PieceLayout quarter_mib = PiecesFor(256 * 1024, true);
   EXPECT_EQ(quarter_mib.parts, 4u);
@@ -113,6 +119,39 @@ TEST(PieceAssembler, PutsPiecesInOrderBackTogetherAndHoldsNothingAfter) {
   EXPECT_EQ(whole.header.step(), 3);
   EXPECT_EQ(assembler.partials(), 0u);
   EXPECT_EQ(assembler.held_bytes(), 0u);
+}
+
+TEST(PieceAssembler, PutsTheNextMessageInTheBufferTheLastOneReleased) {
+  PieceAssembler assembler(1 << 20, 1 << 20, 4);
+  const void* first_buffer = nullptr;
+  for (uint64_t request : {5, 6}) {
+    ASSERT_TRUE(TakeAs(assembler, "w0", Piece(PieceHeader(request, 0, 2, 8), "AAAABBBB")).ok());
+    auto last = TakeAs(assembler, "w0", Piece(PieceHeader(request, 1, 2, 8), "CCCC"));
+    ASSERT_TRUE(last.ok() && last->has_value());
+    const Message& whole = **last;
+    EXPECT_EQ(whole.payload.to_string(), "AAAABBBBCCCC");
+    std::vector<float> scratch;
+    EXPECT_EQ(whole.PayloadFloats(&scratch).data(),
+              reinterpret_cast<const float*>(whole.payload.data()));
+    EXPECT_TRUE(scratch.empty());  // aligned: read in place
+    if (first_buffer == nullptr) {
+      first_buffer = whole.payload.data();
+    } else {
+      EXPECT_EQ(whole.payload.data(), first_buffer);
+    }
+  }
+}
+
+TEST(PieceAssembler, AWholeMessageOutlivesItsAssembler) {
+  std::optional<Message> whole;
+  {
+    PieceAssembler assembler(1 << 20, 1 << 20, 4);
+    ASSERT_TRUE(TakeAs(assembler, "w0", Piece(PieceHeader(5, 0, 2, 8), "AAAABBBB")).ok());
+    auto last = TakeAs(assembler, "w0", Piece(PieceHeader(5, 1, 2, 8), "CCCC"));
+    ASSERT_TRUE(last.ok() && last->has_value());
+    whole = std::move(**last);
+  }
+  EXPECT_EQ(whole->payload.to_string(), "AAAABBBBCCCC");
 }
 
 TEST(PieceAssembler, PassesWholeMessagesThroughAndRefusesPiecesOfOtherRequests) {

@@ -1,0 +1,108 @@
+#include "transport/frame_pool.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <utility>
+#include <vector>
+
+namespace pstrain {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+}  // namespace
+
+struct FramePool::State {
+  explicit State(size_t keep) : keep_bytes(keep) {}
+  ~State() {
+    for (const auto& [data, capacity] : free) std::free(data);
+  }
+  // Keeps `data` if the bounds allow, else frees it.
+  void Give(char* data, size_t capacity) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (free.size() < kKeep && free_bytes + capacity <= keep_bytes) {
+        free.emplace_back(data, capacity);
+        free_bytes += capacity;
+        return;
+      }
+    }
+    std::free(data);
+  }
+
+  const size_t keep_bytes;
+  mutable std::mutex mu;
+  std::vector<std::pair<char*, size_t>> free;  // guarded by mu
+  size_t free_bytes = 0;                       // guarded by mu
+};
+
+FramePool::Buffer::Buffer(Buffer&& other) noexcept
+    : state_(std::move(other.state_)),
+      data_(std::exchange(other.data_, nullptr)),
+      capacity_(std::exchange(other.capacity_, 0)) {}
+
+FramePool::Buffer& FramePool::Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    Return();
+    state_ = std::move(other.state_);
+    data_ = std::exchange(other.data_, nullptr);
+    capacity_ = std::exchange(other.capacity_, 0);
+  }
+  return *this;
+}
+
+FramePool::Buffer::~Buffer() { Return(); }
+
+void FramePool::Buffer::Return() {
+  if (data_ != nullptr) state_->Give(data_, capacity_);
+  data_ = nullptr;
+  capacity_ = 0;
+  state_.reset();
+}
+
+zmq::message_t FramePool::Buffer::Frame(size_t bytes) && {
+  // The frame's hint: the buffer itself, moved to the heap until libzmq
+  // calls the release with it.
+  auto* held = new Buffer(std::move(*this));
+  return zmq::message_t(
+      held->data_, std::min(bytes, held->capacity_),
+      [](void* /*data*/, void* hint) { delete static_cast<Buffer*>(hint); }, held);
+}
+
+FramePool::FramePool(size_t keep_bytes) : state_(std::make_shared<State>(keep_bytes)) {}
+
+FramePool::Buffer FramePool::Take(size_t capacity) {
+  const size_t rounded = (std::max<size_t>(capacity, 1) + kAlign - 1) / kAlign * kAlign;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    // The smallest kept buffer that holds `rounded` and is at most twice it.
+    auto best = state_->free.end();
+    for (auto it = state_->free.begin(); it != state_->free.end(); ++it) {
+      if (it->second < rounded || it->second / 2 > rounded) continue;
+      if (best == state_->free.end() || it->second < best->second) best = it;
+    }
+    if (best != state_->free.end()) {
+      Buffer got(state_, best->first, best->second);
+      state_->free_bytes -= best->second;
+      state_->free.erase(best);
+      return got;
+    }
+  }
+  auto* data = static_cast<char*>(std::aligned_alloc(kAlign, rounded));
+  if (data == nullptr) throw std::bad_alloc();
+  return Buffer(state_, data, rounded);
+}
+
+size_t FramePool::kept() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->free.size();
+}
+
+size_t FramePool::kept_bytes() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->free_bytes;
+}
+
+}  // namespace pstrain
