@@ -316,18 +316,17 @@ void PsServer::Send(std::vector<Reply>* replies) {
     const bool rows = type == proto::EMBEDDING_PULL && r.payload != nullptr;
     const PieceLayout layout =
         params || rows ? PiecesFor(body_bytes, security_.secure()) : PieceLayout();
-    if (layout.parts <= 1 && body_bytes > static_cast<size_t>(options_.max_message_bytes)) {
-      // Every task takes --max_message_mb: the receiver's ZeroMQ would drop
-      // the connection on this frame, and its request would wait for an
-      // answer that never comes. A refusal says why instead.
-      r.header = ErrorReply(
-          r.header,
-          absl::ResourceExhaustedError(absl::StrFormat(
-              "the answer to this %s is %.2f MB in one message, over the %.2f MB a task takes "
-              "(--max_message_mb): ask for less at once (fewer ids a pull), or give every task a "
-              "larger --max_message_mb",
-              proto::MessageType_Name(type), static_cast<double>(body_bytes) / (1 << 20),
-              static_cast<double>(options_.max_message_bytes) / (1 << 20))));
+    absl::Status fits =
+        layout.parts > 1
+            ? absl::OkStatus()
+            : FitsOneMessage(body_bytes, options_.max_message_bytes,
+                             absl::StrCat("the answer to this ", proto::MessageType_Name(type)),
+                             "ask for less at once (fewer ids a pull), or give every task a "
+                             "larger --max_message_mb");
+    if (!fits.ok()) {
+      // The receiver's ZeroMQ would drop the connection on this frame, and
+      // its request would wait: a refusal says why instead.
+      r.header = ErrorReply(r.header, std::move(fits));
       r.with_params = false;
       r.payload = nullptr;
       body = CopyFrame({});

@@ -78,19 +78,17 @@ void Replicator::Hold(const RequestHandler& handler, std::vector<Reply>* replies
 }
 
 bool Replicator::TooLarge(int64_t bytes) {
-  const int64_t limit = options_.socket.max_message_bytes;
-  if (limit <= 0 || bytes <= limit) return false;
+  const absl::Status fits = FitsOneMessage(
+      static_cast<size_t>(std::max<int64_t>(bytes, 0)), options_.socket.max_message_bytes,
+      "its state with its embedding tables",
+      "start the ps tasks with a larger --max_message_mb, or with more ps (each holds a part of "
+      "the rows)");
+  if (fits.ok()) return false;
   // The standby would drop the connection on it, and again on every
   // resend: the job goes on without one, and the size is looked at again
   // a resend time later (evictions may have made room).
   too_large_until_us_ = clock_->NowMicros() + static_cast<int64_t>(options_.resend_s * 1e6);
-  if (!gave_up_) {
-    GiveUp(absl::StrFormat(
-        "cannot hold this shard: its state with its embedding tables is %.1f MB in one message, "
-        "over the %.1f MB a ps takes (--max_message_mb); start the ps tasks with a larger "
-        "--max_message_mb, or with more ps (each holds a part of the rows)",
-        static_cast<double>(bytes) / (1 << 20), static_cast<double>(limit) / (1 << 20)));
-  }
+  if (!gave_up_) GiveUp(absl::StrCat("cannot hold this shard: ", fits.message()));
   return true;
 }
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "glog/logging.h"
 
@@ -210,6 +211,17 @@ zmq::message_t SharedFrame(std::shared_ptr<const std::vector<float>> floats, siz
 zmq::message_t CopyFrame(absl::Span<const float> floats) {
   if (floats.empty()) return zmq::message_t();
   return zmq::message_t(floats.data(), floats.size() * sizeof(float));
+}
+
+absl::Status FitsOneMessage(size_t bytes, int64_t max_message_bytes, absl::string_view what,
+                            absl::string_view remedy) {
+  if (max_message_bytes <= 0 || bytes <= static_cast<uint64_t>(max_message_bytes)) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s is %.2f MB in one message, over the %.2f MB a task takes (--max_message_mb): %s", what,
+      static_cast<double>(bytes) / (1 << 20), static_cast<double>(max_message_bytes) / (1 << 20),
+      remedy));
 }
 
 zmq::context_t NewContext(int io_threads) { return zmq::context_t(std::max(1, io_threads)); }

@@ -217,18 +217,10 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
                                  ? PiecesFor(call.payload.size(), options_.security.secure())
                                  : PieceLayout();
   if (layout.parts <= 1) {
-    if (call.payload.size() > static_cast<size_t>(options_.max_message_bytes)) {
-      // Every task takes the same --max_message_mb: the ps's ZeroMQ would
-      // drop the connection on this frame and the call wait for an answer
-      // that never comes.
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "%s: this %s is %.2f MB in one message, over the %.2f MB a task takes "
-          "(--max_message_mb): send less at once (fewer ids a step), or give every task a "
-          "larger --max_message_mb",
-          ShardName(call.shard), proto::MessageType_Name(type),
-          static_cast<double>(call.payload.size()) / (1 << 20),
-          static_cast<double>(options_.max_message_bytes) / (1 << 20)));
-    }
+    RETURN_IF_ERROR(FitsOneMessage(
+        call.payload.size(), options_.max_message_bytes,
+        absl::StrCat(ShardName(call.shard), ": this ", proto::MessageType_Name(type)),
+        "send less at once (fewer ids a step), or give every task a larger --max_message_mb"));
     return SendMessage(call, call.header, call.payload, deadline_us);
   }
   proto::Header piece = call.header;

@@ -51,6 +51,17 @@ class TransportTest : public ::testing::Test {
   std::string endpoint_;
 };
 
+TEST(FitsOneMessage, SaysWhatIsOverTheLimitByHowMuchAndWhatToDo) {
+  EXPECT_TRUE(FitsOneMessage(1 << 20, 1 << 20, "this PUSH", "send less").ok());
+  EXPECT_TRUE(FitsOneMessage(size_t{1} << 40, 0, "this PUSH", "send less").ok());  // no limit
+  const absl::Status over =
+      FitsOneMessage((1 << 20) + (1 << 19), 1 << 20, "this PUSH", "send less");
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(over.message(),
+            "this PUSH is 1.50 MB in one message, over the 1.00 MB a task takes "
+            "(--max_message_mb): send less");
+}
+
 TEST_F(TransportTest, RequestAndReplyRoundTripWithPayload) {
   proto::Header h;
   h.set_type(proto::PUSH);
