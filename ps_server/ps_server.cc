@@ -310,27 +310,26 @@ void PsServer::Send(std::vector<Reply>* replies) {
     }
     zmq::message_t body = ReplyBody(r);
     size_t body_bytes = body.size();
-    // CURVE: large parameters and embedding rows in pieces
-    // (transport/pieces.h), each piece without a copy as the whole would be.
+    // Large parameters and embedding rows in pieces (transport/pieces.h),
+    // each piece without a copy as the whole would be.
     const bool params = r.with_params && r.payload == nullptr;
     const bool rows = type == proto::EMBEDDING_PULL && r.payload != nullptr;
-    const PieceLayout layout =
-        params || rows ? PiecesFor(body_bytes, security_.secure()) : PieceLayout();
+    PieceLayout layout = params || rows ? PiecesFor(body_bytes, security_.secure()) : PieceLayout();
     absl::Status fits =
-        layout.parts > 1
-            ? absl::OkStatus()
-            : FitsOneMessage(body_bytes, options_.max_message_bytes,
-                             absl::StrCat("the answer to this ", proto::MessageType_Name(type)),
-                             "ask for less at once (fewer ids a pull), or give every task a "
-                             "larger --max_message_mb");
+        FitsOneMessage(body_bytes, options_.max_message_bytes,
+                       absl::StrCat("the answer to this ", proto::MessageType_Name(type)),
+                       "ask for less at once (fewer ids a pull), or give every task a larger "
+                       "--max_message_mb");
     if (!fits.ok()) {
-      // The receiver's ZeroMQ would drop the connection on this frame, and
-      // its request would wait: a refusal says why instead.
+      // The receiver would drop it (its ZeroMQ the connection, on a whole
+      // frame; its client, on pieces adding up to more), and its request
+      // would wait or fail without saying why: a refusal says why.
       r.header = ErrorReply(r.header, std::move(fits));
       r.with_params = false;
       r.payload = nullptr;
       body = CopyFrame({});
       body_bytes = 0;
+      layout = PieceLayout();  // the refusal goes whole
       LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": " << r.header.error().message();
     }
     absl::Status s;

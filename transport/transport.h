@@ -94,12 +94,13 @@ struct SocketOptions {
   std::optional<CurveKey> curve_server_public_key;
 };
 
-// Whether `bytes` go in one message: a task's ZeroMQ drops the connection
-// of a peer that sends a frame over its SocketOptions::max_message_bytes
-// (--max_message_mb, the same on every task), and a request so sent would
-// wait for an answer that never comes. Payloads in pieces
-// (transport/pieces.h) are bounded at their receiver instead. OK when they
-// fit (or max_message_bytes <= 0: no limit), else ResourceExhausted:
+// Whether a message of `bytes` fits what every task takes: a task's ZeroMQ
+// drops the connection of a peer that sends a frame over its
+// SocketOptions::max_message_bytes (--max_message_mb, the same on every
+// task), and a request so sent would wait for an answer that never comes;
+// a message in pieces (transport/pieces.h) is held to the same bound by
+// its receiver. OK when it fits (or max_message_bytes <= 0: no limit),
+// else ResourceExhausted:
 // "<what> is X MB in one message, over the Y MB a task takes
 // (--max_message_mb): <remedy>".
 absl::Status FitsOneMessage(size_t bytes, int64_t max_message_bytes, absl::string_view what,

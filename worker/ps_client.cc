@@ -210,17 +210,19 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
   if (step_settings_.has_value() && (type == proto::PUSH || type == proto::PUSH_PULL)) {
     *call.header.mutable_step_settings() = *step_settings_;
   }
-  // CURVE: a large gradient in pieces, which the ps decrypts while the
-  // next is encrypted here (transport/pieces.h).
+  // A large gradient in pieces (transport/pieces.h): under CURVE the ps
+  // decrypts one while the next is encrypted here.
   const PieceLayout layout = type == proto::PUSH || type == proto::PUSH_PULL ||
                                      type == proto::REDUCE || type == proto::EMBEDDING_PUSH
                                  ? PiecesFor(call.payload.size(), options_.security.secure())
                                  : PieceLayout();
+  // The ps would refuse it (its ZeroMQ dropping the connection on a whole
+  // frame, its assembler the pieces), and the call wait or fail later.
+  RETURN_IF_ERROR(FitsOneMessage(
+      call.payload.size(), options_.max_message_bytes,
+      absl::StrCat(ShardName(call.shard), ": this ", proto::MessageType_Name(type)),
+      "send less at once (fewer ids a step), or give every task a larger --max_message_mb"));
   if (layout.parts <= 1) {
-    RETURN_IF_ERROR(FitsOneMessage(
-        call.payload.size(), options_.max_message_bytes,
-        absl::StrCat(ShardName(call.shard), ": this ", proto::MessageType_Name(type)),
-        "send less at once (fewer ids a step), or give every task a larger --max_message_mb"));
     return SendMessage(call, call.header, call.payload, deadline_us);
   }
   proto::Header piece = call.header;

@@ -320,15 +320,15 @@ class Refusals(EmbeddingCase):
         self.assertIn("embedding table 0 differs from the chief's", output)
 
     def test_a_pull_whose_answer_is_over_the_message_limit(self):
-        # 8,192 rows of 64 floats (2 MiB) in one plaintext answer, where
+        # 8,192 rows of 64 floats (2 MiB) in one answer, where
         # every task takes 1 MiB a message: the ps refuses the pull, saying
         # why, where the worker's ZeroMQ would drop the answer and the
         # worker wait for it (it did, until killed).
         script = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "big_pull.py")
 
-        def big(name, ids, limit_mb):
+        def big(name, ids, limit_mb, security=("--insecure",)):
             launch = t.Launch(t.local_flags(self.run_dir(name), 1, 1)
-                              + ["--insecure", "--max_message_mb=%d" % limit_mb],
+                              + list(security) + ["--max_message_mb=%d" % limit_mb],
                               [t.PYTHON, script, "--ids=%d" % ids, "--dim=64"], timeout_s=240)
             return launch.wait(), launch.output
 
@@ -337,6 +337,12 @@ class Refusals(EmbeddingCase):
         self.assertIn("EMBEDDING_PULL refused: the answer to this EMBEDDING_PULL is 2.00 MB in "
                       "one message, over the 1.00 MB a task takes (--max_message_mb)", output)
         self.assertIn("not restarted again", output)
+        # Under CURVE the same answer would go in pieces, which the worker
+        # refuses past the limit: the ps refuses it first, saying why.
+        code, output = big("big_pull_curve", 8192, 1, security=())
+        self.assertEqual(code, 1, output)
+        self.assertIn("EMBEDDING_PULL refused: the answer to this EMBEDDING_PULL is 2.00 MB in "
+                      "one message, over the 1.00 MB a task takes (--max_message_mb)", output)
         # 4,050 rows: their answer fits (1,036,800 bytes), their gradients
         # with their ids do not (1,069,200): the worker does not send them.
         code, output = big("big_push", 4050, 1)
