@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
-#include <new>
 #include <utility>
 #include <vector>
 
@@ -41,7 +41,8 @@ struct FramePool::State {
 FramePool::Buffer::Buffer(Buffer&& other) noexcept
     : state_(std::move(other.state_)),
       data_(std::exchange(other.data_, nullptr)),
-      capacity_(std::exchange(other.capacity_, 0)) {}
+      capacity_(std::exchange(other.capacity_, 0)),
+      reused_(std::exchange(other.reused_, false)) {}
 
 FramePool::Buffer& FramePool::Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -49,6 +50,7 @@ FramePool::Buffer& FramePool::Buffer::operator=(Buffer&& other) noexcept {
     state_ = std::move(other.state_);
     data_ = std::exchange(other.data_, nullptr);
     capacity_ = std::exchange(other.capacity_, 0);
+    reused_ = std::exchange(other.reused_, false);
   }
   return *this;
 }
@@ -59,23 +61,27 @@ void FramePool::Buffer::Return() {
   if (data_ != nullptr) state_->Give(data_, capacity_);
   data_ = nullptr;
   capacity_ = 0;
+  reused_ = false;
   state_.reset();
 }
 
 zmq::message_t FramePool::Buffer::Frame(size_t bytes) && {
   // The frame's hint: the buffer itself, moved to the heap until libzmq
-  // calls the release with it.
-  auto* held = new Buffer(std::move(*this));
-  return zmq::message_t(
+  // calls the release with it (returned to the pool if the frame cannot
+  // be made).
+  auto held = std::make_unique<Buffer>(std::move(*this));
+  zmq::message_t frame(
       held->data_, std::min(bytes, held->capacity_),
-      [](void* /*data*/, void* hint) { delete static_cast<Buffer*>(hint); }, held);
+      [](void* /*data*/, void* hint) { delete static_cast<Buffer*>(hint); }, held.get());
+  held.release();  // the frame owns it now
+  return frame;
 }
 
 FramePool::FramePool(size_t keep_bytes) : state_(std::make_shared<State>(keep_bytes)) {}
 
-FramePool::Buffer FramePool::Take(size_t capacity) {
+FramePool::Buffer FramePool::Take(size_t capacity, bool reuse) {
   const size_t rounded = (std::max<size_t>(capacity, 1) + kAlign - 1) / kAlign * kAlign;
-  {
+  if (reuse) {
     std::lock_guard<std::mutex> lock(state_->mu);
     // The smallest kept buffer that holds `rounded` and is at most twice it.
     auto best = state_->free.end();
@@ -84,15 +90,15 @@ FramePool::Buffer FramePool::Take(size_t capacity) {
       if (best == state_->free.end() || it->second < best->second) best = it;
     }
     if (best != state_->free.end()) {
-      Buffer got(state_, best->first, best->second);
+      Buffer got(state_, best->first, best->second, /*reused=*/true);
       state_->free_bytes -= best->second;
       state_->free.erase(best);
       return got;
     }
   }
   auto* data = static_cast<char*>(std::aligned_alloc(kAlign, rounded));
-  if (data == nullptr) throw std::bad_alloc();
-  return Buffer(state_, data, rounded);
+  if (data == nullptr) return Buffer();
+  return Buffer(state_, data, rounded, /*reused=*/false);
 }
 
 size_t FramePool::kept() const {

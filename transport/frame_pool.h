@@ -12,9 +12,12 @@
 //
 //   FramePool pool(/*keep_bytes=*/256 << 20);
 //   FramePool::Buffer buf = pool.Take(capacity);  // uninitialised, aligned
+//   if (buf.data() == nullptr) ...                // out of memory
 //   std::memcpy(buf.data(), ..., n);
 //   zmq::message_t frame = std::move(buf).Frame(n);  // n <= capacity
 //
+// A buffer used before is in memory whole (reused() says so); a new one
+// is address space whose pages come as they are written.
 // A buffer dropped before it becomes a frame returns to the pool at once;
 // a frame's buffer when the frame is released (by whoever holds it last:
 // libzmq's I/O thread for a frame sent). Bounds: at most kKeep buffers and
@@ -49,19 +52,22 @@ class FramePool {
 
     char* data() const { return data_; }
     size_t capacity() const { return capacity_; }
+    // Whether it was used before (and so is in memory whole).
+    bool reused() const { return reused_; }
     // A frame of the first `bytes` (0 < bytes <= capacity()), holding the
     // buffer until it is released.
     zmq::message_t Frame(size_t bytes) &&;
 
    private:
     friend class FramePool;
-    Buffer(std::shared_ptr<State> state, char* data, size_t capacity)
-        : state_(std::move(state)), data_(data), capacity_(capacity) {}
+    Buffer(std::shared_ptr<State> state, char* data, size_t capacity, bool reused)
+        : state_(std::move(state)), data_(data), capacity_(capacity), reused_(reused) {}
     void Return();
 
     std::shared_ptr<State> state_;
     char* data_ = nullptr;
     size_t capacity_ = 0;
+    bool reused_ = false;
   };
 
   explicit FramePool(size_t keep_bytes);
@@ -69,8 +75,9 @@ class FramePool {
   FramePool& operator=(const FramePool&) = delete;
 
   // A buffer of at least `capacity` (> 0) uninitialised bytes, aligned for
-  // any float loop. Throws std::bad_alloc when memory is out.
-  Buffer Take(size_t capacity);
+  // any float loop: a kept one if one fits and `reuse`, else a new one.
+  // An empty buffer (data() null) when memory is out.
+  Buffer Take(size_t capacity, bool reuse = true);
 
   // Buffers kept for reuse, and their bytes.
   size_t kept() const;

@@ -56,7 +56,7 @@ PieceAssembler::PieceAssembler(size_t max_message_bytes, size_t max_bytes, int m
     : max_message_bytes_(max_message_bytes),
       max_bytes_(max_bytes),
       max_partials_(std::max(1, max_partials)),
-      whole_frames_(max_bytes) {}
+      whole_frames_(/*keep_bytes=*/max_message_bytes) {}
 
 std::vector<PieceAssembler::Dropped> PieceAssembler::TakeDropped() {
   std::vector<Dropped> out;
@@ -71,7 +71,7 @@ void PieceAssembler::GiveUp(Iterator it, absl::Status why, bool tell) {
 }
 
 void PieceAssembler::Drop(Iterator it) {
-  held_bytes_ -= it->second.bytes;
+  held_bytes_ -= it->second.charged;
   partials_.erase(it);
 }
 
@@ -188,7 +188,19 @@ absl::StatusOr<PieceAssembler::Iterator> PieceAssembler::Start(const std::string
   p.max_bytes = limit;
   p.holder = grant.holder;
   p.fd = grant.fd;
-  p.whole = whole_frames_.Take(std::min<size_t>(limit, size_t{p.parts} * p.piece_bytes));
+  // A buffer used before is in memory whole: it counts whole from here, so
+  // it is taken only where it fits the bound without dropping anyone. A
+  // new one counts the bytes that arrive (Add).
+  const size_t capacity = std::min<size_t>(limit, size_t{p.parts} * p.piece_bytes);
+  p.whole = whole_frames_.Take(capacity, /*reuse=*/held_bytes_ + 2 * capacity <= max_bytes_);
+  if (p.whole.data() == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no memory for a message of ", capacity, " bytes"));
+  }
+  if (p.whole.reused()) {
+    p.charged = p.whole.capacity();
+    held_bytes_ += p.charged;
+  }
   return partials_.emplace(peer, std::move(p)).first;
 }
 
@@ -225,7 +237,13 @@ absl::StatusOr<std::optional<Message>> PieceAssembler::Add(const std::string& pe
     if (started.ok()) it = *started;
     bad = started.status();
   }
-  if (bad.ok() && !MakeRoom(bytes, peer)) {
+  // What this piece adds to the partial message's count (nothing where
+  // its buffer counts whole already).
+  const size_t extra =
+      it == partials_.end()
+          ? 0
+          : std::max(it->second.bytes + bytes, it->second.charged) - it->second.charged;
+  if (bad.ok() && !MakeRoom(extra, peer)) {
     bad = absl::ResourceExhaustedError(
         absl::StrCat("messages in pieces over ", max_bytes_, " bytes at once"));
   }
@@ -237,7 +255,8 @@ absl::StatusOr<std::optional<Message>> PieceAssembler::Add(const std::string& pe
   p.last_use = ++clock_;
   p.last_us = grant.now_us;
   p.bytes += bytes;
-  held_bytes_ += bytes;
+  p.charged += extra;
+  held_bytes_ += extra;
   // CheckNext: every piece before this one was piece_bytes, and all of
   // them fit the buffer (p.max_bytes).
   std::memcpy(p.whole.data() + p.bytes - bytes, piece.payload.data(), bytes);

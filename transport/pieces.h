@@ -58,7 +58,8 @@ struct PieceLayout {
 };
 
 // How a payload of `bytes` (whole floats) is cut: whole below
-// kMinPiecedBytes or when `curve` is false.
+// kMinPiecedBytes on a CURVE connection, below kMinPiecedPlainBytes on a
+// plaintext one.
 PieceLayout PiecesFor(size_t bytes, bool curve);
 
 // Whether `h` is the header of a piece (parts > 1).
@@ -163,6 +164,9 @@ class PieceAssembler {
     FramePool::Buffer whole;
     uint32_t pieces_in = 0;
     size_t bytes = 0;
+    // What it counts against max_bytes_: its bytes, or its buffer's
+    // capacity where the buffer was used before (in memory whole).
+    size_t charged = 0;
     uint64_t last_use = 0;
     int64_t last_us = 0;
   };

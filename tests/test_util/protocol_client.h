@@ -2,7 +2,9 @@
 
 // Speaks the pstrain protocol by hand to one ps, as any peer might: the
 // chief, a worker, a client tool, or a stranger with the wrong keys or
-// none. For tests that attack a live ps_server.
+// none. For tests that attack a live ps_server. It reads each reply as one
+// message: a reply in pieces (parameters of 256 KiB or more under CURVE,
+// 32 MiB or more in plaintext; transport/pieces.h) is not put together.
 
 #include <cstdint>
 #include <optional>

@@ -142,6 +142,36 @@ TEST(PieceAssembler, PutsTheNextMessageInTheBufferTheLastOneReleased) {
   }
 }
 
+TEST(PieceAssembler, ABufferUsedBeforeCountsWholeAndOnlyWhereItFits) {
+  // 1 KiB messages in 4 pieces of 256 bytes; at most 3 KiB held.
+  PieceAssembler assembler(1 << 20, 3 << 10, 4);
+  const std::string quarter(256, 'q');
+  auto piece = [&](const std::string& peer, uint64_t request, uint32_t k) {
+    auto got = TakeAs(assembler, peer, Piece(PieceHeader(request, k, 4, 256), quarter));
+    ASSERT_TRUE(got.ok()) << got.status();
+  };
+  // Three messages at once, in new buffers (counted as they arrive: 3 KiB
+  // at the end), then released: their buffers are kept.
+  for (uint32_t k = 0; k < 4; ++k) {
+    piece("w0", 1, k);
+    piece("w1", 2, k);
+    piece("w2", 3, k);
+  }
+  ASSERT_EQ(assembler.held_bytes(), 0u);
+  piece("w0", 4, 0);  // in a kept buffer: counts its 1 KiB at once
+  EXPECT_EQ(assembler.held_bytes(), 1024u);
+  piece("w1", 5, 0);  // 2 KiB free: room for a kept one of up to 2 KiB
+  EXPECT_EQ(assembler.held_bytes(), 2048u);
+  // 1 KiB free: a kept buffer would not surely fit, so a new one, counted
+  // as its bytes arrive; nobody is dropped.
+  piece("w2", 6, 0);
+  EXPECT_EQ(assembler.held_bytes(), 2048u + 256u);
+  piece("w2", 6, 1);
+  EXPECT_EQ(assembler.held_bytes(), 2048u + 512u);
+  EXPECT_TRUE(assembler.TakeDropped().empty());
+  EXPECT_EQ(assembler.partials(), 3u);
+}
+
 TEST(PieceAssembler, AWholeMessageOutlivesItsAssembler) {
   std::optional<Message> whole;
   {
@@ -228,7 +258,9 @@ TEST(PieceAssembler, ANewRequestReplacesAnAbandonedOne) {
   PieceAssembler assembler(1 << 20, 1 << 20, 4);
   ASSERT_TRUE(TakeAs(assembler, "w0", Piece(PieceHeader(1, 0, 3, 4), "AAAA")).ok());
   ASSERT_TRUE(TakeAs(assembler, "w0", Piece(PieceHeader(2, 0, 2, 4), "CCCC")).ok());
-  EXPECT_EQ(assembler.held_bytes(), 4u);
+  EXPECT_EQ(assembler.partials(), 1u);
+  // The abandoned message's buffer, used again, counts whole (64 bytes).
+  EXPECT_EQ(assembler.held_bytes(), 64u);
   auto whole = TakeAs(assembler, "w0", Piece(PieceHeader(2, 1, 2, 4), "DDDD"));
   ASSERT_TRUE(whole.ok() && whole->has_value());
   EXPECT_EQ((*whole)->payload.to_string(), "CCCCDDDD");
