@@ -8,12 +8,6 @@
 #include <vector>
 
 namespace pstrain {
-namespace {
-
-constexpr size_t kAlign = 64;
-
-}  // namespace
-
 struct FramePool::State {
   explicit State(size_t keep) : keep_bytes(keep) {}
   ~State() {
@@ -80,7 +74,7 @@ zmq::message_t FramePool::Buffer::Frame(size_t bytes) && {
 FramePool::FramePool(size_t keep_bytes) : state_(std::make_shared<State>(keep_bytes)) {}
 
 FramePool::Buffer FramePool::Take(size_t capacity, bool reuse) {
-  const size_t rounded = (std::max<size_t>(capacity, 1) + kAlign - 1) / kAlign * kAlign;
+  const size_t rounded = Rounded(capacity);
   if (reuse) {
     std::lock_guard<std::mutex> lock(state_->mu);
     // The smallest kept buffer that holds `rounded` and is at most twice it.

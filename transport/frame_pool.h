@@ -29,6 +29,7 @@
 // Thread safety: Take() from any thread; a buffer or frame is released
 // on whichever thread drops it.
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 
@@ -39,6 +40,13 @@ namespace pstrain {
 class FramePool {
  public:
   static constexpr size_t kKeep = 4;
+  // Every buffer's capacity is a multiple of this, and its data aligned to it.
+  static constexpr size_t kAlign = 64;
+  // The capacity a buffer taken for `capacity` bytes has, at least; a kept
+  // one handed out for it has at most twice this.
+  static size_t Rounded(size_t capacity) {
+    return (std::max<size_t>(capacity, 1) + kAlign - 1) / kAlign * kAlign;
+  }
 
   struct State;
 

@@ -192,7 +192,8 @@ absl::StatusOr<PieceAssembler::Iterator> PieceAssembler::Start(const std::string
   // it is taken only where it fits the bound without dropping anyone. A
   // new one counts the bytes that arrive (Add).
   const size_t capacity = std::min<size_t>(limit, size_t{p.parts} * p.piece_bytes);
-  p.whole = whole_frames_.Take(capacity, /*reuse=*/held_bytes_ + 2 * capacity <= max_bytes_);
+  p.whole = whole_frames_.Take(
+      capacity, /*reuse=*/held_bytes_ + 2 * FramePool::Rounded(capacity) <= max_bytes_);
   if (p.whole.data() == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat("no memory for a message of ", capacity, " bytes"));
