@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A GPU user's step through pstrain.torch against one process on the same
+# GPU, in one bounded run for a lent GPU host (a short device budget):
+# step_overhead.sh's tables with the host's own PyTorch and a CPU build of
+# pstrain packed by benchmarks/gpu_pack.sh (a CUDA build is not needed:
+# the workers' tensors are PyTorch's):
+#   resnet18_ps1, resnet18_ps4  the CIFAR ResNet-18 (11.2M parameters),
+#                               batch 128, 1 worker, sync, 1 and 4 ps, with
+#                               CURVE and --insecure;
+#   mlp                         the MLP of 59,635 parameters, batch 64: the
+#                               step's fixed cost on a GPU;
+#   wide_ps4                    one tensor of 11.2M parameters on the CPU,
+#                               4 ps: the wire on many cores.
+# Each part's SUMMARY lines (step_overhead.sh's header says what they
+# hold) print as it ends; every part is bounded by its own timeout.
+#
+# Here:              benchmarks/gpu_pack.sh          (writes .gpu/)
+# On the GPU host:   PSTRAIN_PREBUILT=.gpu benchmarks/gpu_step_tables.sh OUT
+# Environment: PARTS (default "resnet18_ps1 resnet18_ps4 mlp wide_ps4"),
+# PYTHON (default python3: the host's, with torch), DEVICE (default cuda).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+pre=${PSTRAIN_PREBUILT:-$root/.gpu}
+pre=$(cd "$pre" && pwd) || { echo "gpu_step_tables: error: no $pre (benchmarks/gpu_pack.sh)" >&2; exit 2; }
+out=${1:-${OUT:-/tmp/gpu_step_tables}}
+device=${DEVICE:-cuda}
+read -r -a parts <<< "${PARTS:-resnet18_ps1 resnet18_ps4 mlp wide_ps4}"
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$pre/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PSTRAIN_LIBRARY=$pre/lib/libpstrain.so BUILD_DIR=$pre PYTHON=${PYTHON:-python3}
+
+status=0
+for part in "${parts[@]}"; do
+  case $part in
+    resnet18_ps1) limit=200 env=(MODEL=resnet18 DEVICE="$device" NUM_PS=1 STEPS=40) rounds=1 ;;
+    resnet18_ps4) limit=200 env=(MODEL=resnet18 DEVICE="$device" NUM_PS=4 STEPS=40) rounds=1 ;;
+    mlp) limit=150 env=(MODEL=mlp DEVICE="$device" STEPS=400) rounds=2 ;;
+    wide_ps4) limit=150 env=(MODEL=wide NUM_PS=4 STEPS=40) rounds=1 ;;
+    *) echo "gpu_step_tables: error: no part $part" >&2; exit 2 ;;
+  esac
+  echo "== $part: ${env[*]} step_overhead.sh $rounds"
+  t0=$SECONDS
+  env "${env[@]}" timeout "$limit" benchmarks/step_overhead.sh "$rounds" >"$out/$part.log" 2>&1
+  rc=$?
+  grep -E '^(RESULT bench=step_overhead|SUMMARY)' "$out/$part.log" | sed "s/^/$part: /"
+  echo "== $part: exit $rc in $((SECONDS - t0)) s"
+  ((rc == 0)) || status=1
+done
+exit $status
