@@ -54,6 +54,35 @@ class Golden(t.TestCase):
         other = self.reference(64, seed=2)
         self.assertGreater(numpy.abs(other - one).max(), 1e-3)
 
+    def test_a_model_in_pieces_in_plaintext_ends_where_one_process_does(self):
+        # One tensor of 34 MB: over the 32 MiB from which a plaintext
+        # connection carries a payload in pieces (pieces_test pins where),
+        # so the push and the reply go in pieces, the ps puts each push
+        # together in a buffer the next step's uses again, and the worker
+        # writes each reply piece into the model.
+        script = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "wide_model.py")
+        run = self.run_dir("wide")
+        launch = t.Launch(t.local_flags(run, 1, 1) + ["--insecure", "--mode=sync"],
+                          [t.PYTHON, script, "--steps=4"], timeout_s=300)
+        self.assertEqual(launch.wait(), 0, launch.output)
+
+        def single(steps):
+            out = os.path.join(self.dir, "wide_%d.f32" % steps)
+            subprocess.run([t.PYTHON, script, "--single", "--steps=%d" % steps, "--out=" + out],
+                           check=True, cwd=t.SOURCE_DIR)
+            return numpy.fromfile(out, dtype=numpy.float32)
+
+        job = numpy.fromfile(os.path.join(run, "final_params.f32"), dtype=numpy.float32)
+        one, initial = single(4), single(0)
+        self.assertEqual(job.size, 8_500_000)
+        self.assertEqual(t.summary(run)["updates_applied"], 4)
+        moved = numpy.abs(one.astype(numpy.float64) - initial).max()
+        difference = numpy.abs(job.astype(numpy.float64) - one).max()
+        print("RESULT torch_wide_pieces max_abs_diff=%.3g update_max_abs=%.3g"
+              % (difference, moved))
+        self.assertGreater(moved, 1e-2)
+        self.assertLess(difference, 1e-6)
+
     def reference_initial(self):
         out = os.path.join(self.dir, "initial.f32")
         subprocess.run([t.PYTHON, t.SCRIPT, "--data_dir=" + t.DATA_DIR, "--reference",
