@@ -8,6 +8,7 @@
 #include <vector>
 
 namespace pstrain {
+
 struct FramePool::State {
   explicit State(size_t keep) : keep_bytes(keep) {}
   ~State() {
