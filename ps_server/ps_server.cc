@@ -315,11 +315,11 @@ void PsServer::Send(std::vector<Reply>* replies) {
     const bool params = r.with_params && r.payload == nullptr;
     const bool rows = type == proto::EMBEDDING_PULL && r.payload != nullptr;
     PieceLayout layout = params || rows ? PiecesFor(body_bytes, security_.secure()) : PieceLayout();
-    absl::Status fits =
-        FitsOneMessage(body_bytes, options_.max_message_bytes,
-                       absl::StrCat("the answer to this ", proto::MessageType_Name(type)),
-                       "ask for less at once (fewer ids a pull), or give every task a larger "
-                       "--max_message_mb");
+    absl::Status fits = FitsOneMessage(
+        body_bytes, options_.max_message_bytes,
+        [&] { return absl::StrCat("the answer to this ", proto::MessageType_Name(type)); },
+        "ask for less at once (fewer ids a pull), or give every task a larger "
+        "--max_message_mb");
     if (!fits.ok()) {
       // The receiver would drop it (its ZeroMQ the connection, on a whole
       // frame; its client, on pieces adding up to more), and its request

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -80,7 +79,7 @@ void Replicator::Hold(const RequestHandler& handler, std::vector<Reply>* replies
 bool Replicator::TooLarge(int64_t bytes) {
   const absl::Status fits = FitsOneMessage(
       static_cast<size_t>(std::max<int64_t>(bytes, 0)), options_.socket.max_message_bytes,
-      "its state with its embedding tables",
+      [] { return std::string("its state with its embedding tables"); },
       "start the ps tasks with a larger --max_message_mb, or with more ps (each holds a part of "
       "the rows)");
   if (fits.ok()) return false;

@@ -213,13 +213,13 @@ zmq::message_t CopyFrame(absl::Span<const float> floats) {
   return zmq::message_t(floats.data(), floats.size() * sizeof(float));
 }
 
-absl::Status FitsOneMessage(size_t bytes, int64_t max_message_bytes, absl::string_view what,
-                            absl::string_view remedy) {
+absl::Status FitsOneMessage(size_t bytes, int64_t max_message_bytes,
+                            absl::FunctionRef<std::string()> what, absl::string_view remedy) {
   if (max_message_bytes <= 0 || bytes <= static_cast<uint64_t>(max_message_bytes)) {
     return absl::OkStatus();
   }
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "%s is %.2f MB in one message, over the %.2f MB a task takes (--max_message_mb): %s", what,
+      "%s is %.2f MB in one message, over the %.2f MB a task takes (--max_message_mb): %s", what(),
       static_cast<double>(bytes) / (1 << 20), static_cast<double>(max_message_bytes) / (1 << 20),
       remedy));
 }

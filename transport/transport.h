@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -101,10 +102,11 @@ struct SocketOptions {
 // a message in pieces (transport/pieces.h) is held to the same bound by
 // its receiver. OK when it fits (or max_message_bytes <= 0: no limit),
 // else ResourceExhausted:
-// "<what> is X MB in one message, over the Y MB a task takes
-// (--max_message_mb): <remedy>".
-absl::Status FitsOneMessage(size_t bytes, int64_t max_message_bytes, absl::string_view what,
-                            absl::string_view remedy);
+// "<what()> is X MB in one message, over the Y MB a task takes
+// (--max_message_mb): <remedy>". `what` is called only then: every message
+// sent is checked, and naming it costs strings.
+absl::Status FitsOneMessage(size_t bytes, int64_t max_message_bytes,
+                            absl::FunctionRef<std::string()> what, absl::string_view remedy);
 
 // A ZeroMQ context with `io_threads` I/O threads (at least 1): one per
 // process or per thread of sockets (the ps, a worker's client).

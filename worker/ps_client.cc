@@ -6,7 +6,6 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "common/optimizer.h"
@@ -220,7 +219,7 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
   // frame, its assembler the pieces), and the call wait or fail later.
   RETURN_IF_ERROR(FitsOneMessage(
       call.payload.size(), options_.max_message_bytes,
-      absl::StrCat(ShardName(call.shard), ": this ", proto::MessageType_Name(type)),
+      [&] { return absl::StrCat(ShardName(call.shard), ": this ", proto::MessageType_Name(type)); },
       "send less at once (fewer ids a step), or give every task a larger --max_message_mb"));
   if (layout.parts <= 1) {
     return SendMessage(call, call.header, call.payload, deadline_us);

@@ -34,8 +34,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <cstring>
+#include <string>
 #include <unordered_map>
 #include <vector>
 

@@ -52,10 +52,15 @@ class TransportTest : public ::testing::Test {
 };
 
 TEST(FitsOneMessage, SaysWhatIsOverTheLimitByHowMuchAndWhatToDo) {
-  EXPECT_TRUE(FitsOneMessage(1 << 20, 1 << 20, "this PUSH", "send less").ok());
-  EXPECT_TRUE(FitsOneMessage(size_t{1} << 40, 0, "this PUSH", "send less").ok());  // no limit
-  const absl::Status over =
-      FitsOneMessage((1 << 20) + (1 << 19), 1 << 20, "this PUSH", "send less");
+  int named = 0;
+  const auto what = [&] {
+    ++named;
+    return std::string("this PUSH");
+  };
+  EXPECT_TRUE(FitsOneMessage(1 << 20, 1 << 20, what, "send less").ok());
+  EXPECT_TRUE(FitsOneMessage(size_t{1} << 40, 0, what, "send less").ok());  // no limit
+  EXPECT_EQ(named, 0);  // a message that fits is not named
+  const absl::Status over = FitsOneMessage((1 << 20) + (1 << 19), 1 << 20, what, "send less");
   EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(over.message(),
             "this PUSH is 1.50 MB in one message, over the 1.00 MB a task takes "
