@@ -6,7 +6,9 @@
 #   DEST/bin    the binaries run_gpu_checks.sh, wire_ceiling.sh and
 #               pslite_compare.sh run, and libpstrain_cuda.so (ps-lite's
 #               pslite_pushpull and pslite_rows where pslite_compare.sh built
-#               them here first)
+#               them here first); from a build without the CUDA backend,
+#               the CPU binaries alone (enough for pstrain.torch, whose
+#               tensors are PyTorch's, and for CPU workers)
 #   DEST/lib    every shared library they need from /lib, except glibc's,
 #               libstdc++'s and libgcc's (the GPU machine's own are newer),
 #               and libpstrain.so (the C API)
@@ -23,11 +25,16 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 dest=${1:-$root/.gpu}
-bins=(pstrain ps_server worker libpstrain_cuda.so cuda_status_test cuda_device_selection_test
-      cuda_algorithm_search_test cuda_layers_test cuda_model_test cuda_model_bench model_bench
-      wire_bench)
-grep -q '^PSTRAIN_CUDA:BOOL=ON' "$build/CMakeCache.txt" ||
-  { echo "gpu_pack: $build was not configured with the CUDA backend" >&2; exit 1; }
+bins=(pstrain ps_server worker model_bench wire_bench)
+[[ -f $build/CMakeCache.txt ]] || { echo "gpu_pack: error: no build in $build (tools/setup.sh)" >&2; exit 1; }
+if grep -q '^PSTRAIN_CUDA:BOOL=ON' "$build/CMakeCache.txt"; then
+  bins+=(libpstrain_cuda.so cuda_status_test cuda_device_selection_test cuda_algorithm_search_test
+         cuda_layers_test cuda_model_test cuda_model_bench)
+else
+  # Enough for pstrain.torch (the tensors are PyTorch's) and for CPU
+  # workers; run_gpu_checks.sh needs the CUDA backend.
+  echo "gpu_pack: $build has no CUDA backend: packing a CPU build" >&2
+fi
 rm -rf "$dest" && mkdir -p "$dest/bin" "$dest/lib" "$dest/mnist"
 for b in "${bins[@]}"; do cp "$build/bin/$b" "$dest/bin/"; done
 for p in pslite_pushpull pslite_rows; do

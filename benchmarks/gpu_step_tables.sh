@@ -21,30 +21,23 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
+bench=gpu_step_tables
+# shellcheck source=benchmarks/lib.sh
+source "$root/benchmarks/lib.sh"
 pre=${PSTRAIN_PREBUILT:-$root/.gpu}
-pre=$(cd "$pre" && pwd) || { echo "gpu_step_tables: error: no $pre (benchmarks/gpu_pack.sh)" >&2; exit 2; }
+pre=$(cd "$pre" && pwd) || die "no $pre (benchmarks/gpu_pack.sh)"
 out=${1:-${OUT:-/tmp/gpu_step_tables}}
 device=${DEVICE:-cuda}
-read -r -a parts <<< "${PARTS:-resnet18_ps1 resnet18_ps4 mlp wide_ps4}"
+parts=${PARTS:-resnet18_ps1 resnet18_ps4 mlp wide_ps4}
+part_lines='^(RESULT bench=step_overhead|SUMMARY)'
+part_status=0
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$pre/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PSTRAIN_LIBRARY=$pre/lib/libpstrain.so BUILD_DIR=$pre PYTHON=${PYTHON:-python3}
 
-status=0
-for part in "${parts[@]}"; do
-  case $part in
-    resnet18_ps1) limit=200 env=(MODEL=resnet18 DEVICE="$device" NUM_PS=1 STEPS=40) rounds=1 ;;
-    resnet18_ps4) limit=200 env=(MODEL=resnet18 DEVICE="$device" NUM_PS=4 STEPS=40) rounds=1 ;;
-    mlp) limit=150 env=(MODEL=mlp DEVICE="$device" STEPS=400) rounds=2 ;;
-    wide_ps4) limit=150 env=(MODEL=wide NUM_PS=4 STEPS=40) rounds=1 ;;
-    *) echo "gpu_step_tables: error: no part $part" >&2; exit 2 ;;
-  esac
-  echo "== $part: ${env[*]} step_overhead.sh $rounds"
-  t0=$SECONDS
-  env "${env[@]}" timeout "$limit" benchmarks/step_overhead.sh "$rounds" >"$out/$part.log" 2>&1
-  rc=$?
-  grep -E '^(RESULT bench=step_overhead|SUMMARY)' "$out/$part.log" | sed "s/^/$part: /"
-  echo "== $part: exit $rc in $((SECONDS - t0)) s"
-  ((rc == 0)) || status=1
-done
-exit $status
+so=benchmarks/step_overhead.sh
+part resnet18_ps1 200 env MODEL=resnet18 DEVICE="$device" NUM_PS=1 STEPS=40 $so 1
+part resnet18_ps4 200 env MODEL=resnet18 DEVICE="$device" NUM_PS=4 STEPS=40 $so 1
+part mlp 150 env MODEL=mlp DEVICE="$device" STEPS=400 $so 2
+part wide_ps4 150 env MODEL=wide NUM_PS=4 STEPS=40 $so 1
+exit $part_status

@@ -9,13 +9,22 @@
 # Here:              benchmarks/gpu_pack.sh          (writes .gpu/, with python/)
 # On the GPU host:   PSTRAIN_PREBUILT=.gpu benchmarks/gpu_torch_checks.sh OUT
 # OUT gets each part's log, the example's curves (CSV) and RESULT lines.
+# Environment: PARTS (default: every part: idioms_one idioms_ddp lm_single
+# lm_sync lm_async), LM_STEPS (300), PYTHON (python3: the host's, with torch).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
+cd "$root" || exit 1
+bench=gpu_torch_checks
+# shellcheck source=benchmarks/lib.sh
+source "$root/benchmarks/lib.sh"
 pre=${PSTRAIN_PREBUILT:-$root/.gpu}
+pre=$(cd "$pre" && pwd) || die "no $pre (benchmarks/gpu_pack.sh)"
 out=${1:-${OUT:-/tmp/gpu_torch}}
 steps=${LM_STEPS:-300}
 py=${PYTHON:-python3}  # a Python with torch (the GPU host's own)
+parts=${PARTS:-}
+part_lines='^RESULT|^(OK|FAILED)|tokens/s|^step [0-9]+:'
+part_status=0
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$pre/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PSTRAIN_BIN_DIR=$pre/bin PSTRAIN_LIBRARY=$pre/lib/libpstrain.so
@@ -23,19 +32,6 @@ export PSTRAIN_TEST_DEVICE=${PSTRAIN_TEST_DEVICE:-cuda}
 [[ -d data/mnist ]] || { mkdir -p data && cp -r "$pre/mnist" data/mnist; }
 "$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available() and torch.cuda.get_device_name())" |
   tee "$out/env.log"
-
-status=0
-part() {  # NAME TIMEOUT COMMAND...: runs it into OUT/NAME.log
-  local name=$1 limit=$2
-  shift 2
-  echo "== $name: $*"
-  local t0=$SECONDS
-  timeout "$limit" "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  grep -hE "^RESULT|^(OK|FAILED)|tokens/s|^step [0-9]+:" "$out/$name.log" | tail -n 40
-  echo "== $name: exit $rc in $((SECONDS - t0)) s"
-  [[ $rc -eq 0 ]] || status=1
-}
 
 part idioms_one 200 "$py" -u tests/python/test_torch_idioms.py \
   OneWorkerIsOneProcess.test_clipping_between_backward_and_step \
@@ -51,4 +47,4 @@ part lm_sync 150 "$pre/bin/pstrain" launch --cluster_spec=cluster_specs/local_1p
 part lm_async 150 "$pre/bin/pstrain" launch --cluster_spec=cluster_specs/local_1ps_2w.json \
   --free_ports --mode=async --echo=progress --run_dir="$out/lm_async_run" \
   -- "$py" -u $lm --batch_size=16 --steps="$steps" --curve="$out/lm_async.csv"
-exit $status
+exit $part_status

@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2154  # bench, bin: the sourcing script's
+# shellcheck shell=bash disable=SC2154,SC2034  # bench, bin: the sourcing script's; part_status: its too
 # What the benchmark scripts share: sourced (not run) after they set
 # `bench` (their name, for messages) and, where they use a build, `bin`
 # (its bin/ directory).
@@ -42,4 +42,32 @@ local_spec() {
   for ((i = 0; i < $2; i++)); do ps+="${ps:+, }\"localhost:$((22000 + i))\""; done
   echo "{\"cluster\": {\"worker\": [$workers], \"ps\": [$ps]}}" > "$1"
   echo "$1"
+}
+
+# part NAME LIMIT COMMAND...: one bounded part of a run on a lent host
+# (a short device budget): runs COMMAND, for at most LIMIT seconds and not
+# past $part_end (seconds of the calling script; unset: no end), with its
+# output in $out/NAME.log; prints the log's lines that match $part_lines
+# (grep -E; default ^RESULT) and how it ended, and sets part_status=1
+# and returns 1 when it failed (run in the background, its status is
+# wait's). NAME runs only where it is in $parts (space-separated; empty:
+# every part); one that cannot have 20 s before $part_end is skipped and
+# counts as failed.
+part() {
+  local name=$1 limit=$2 t0=$SECONDS rc=0
+  shift 2
+  [[ -z ${parts:-} || " $parts " == *" $name "* ]] || return 0
+  if [[ -n ${part_end:-} ]] && ((part_end - SECONDS < limit)); then
+    limit=$((part_end - SECONDS))
+  fi
+  if ((limit < 20)); then
+    echo "== $name: skipped (no time left)"
+    part_status=1
+    return 1
+  fi
+  echo "== $name: $* (at most $limit s)"
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1 || rc=$?
+  grep -hE "${part_lines:-^RESULT}" "$out/$name.log" | tail -n 40
+  echo "== $name: exit $rc in $((SECONDS - t0)) s"
+  ((rc == 0)) || { part_status=1; return 1; }
 }

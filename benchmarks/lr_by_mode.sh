@@ -28,7 +28,7 @@ spec() {  # spec WORKERS -> path of a local spec with 1, 2 or 4 ps
   ((w <= 4)) && ps=2
   ((w == 1)) && ps=1
   local f="$out/specs/${ps}ps_${w}w.json"
-  /usr/bin/python3 - "$w" "$ps" "$f" <<'PY'
+  python3 - "$w" "$ps" "$f" <<'PY'
 import json, sys
 w, ps, f = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 json.dump({"cluster": {"worker": ["localhost:%d" % (3000 + i) for i in range(w)],
@@ -53,9 +53,9 @@ for w in ${workers//,/ }; do
       [[ $m == *:* ]] && flags+=(--staleness="${m#*:}")
       "$bin" launch --cluster_spec="$f" --epochs=1 --seed="$s" --run_dir="$d" --echo=none \
         --free_ports "${flags[@]}" "$@" >"$d.log" 2>&1 || { echo "run failed: $d.log" >&2; exit 1; }
-      accs+=("$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["final_test_accuracy"])' "$d/summary.json")")
+      accs+=("$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["final_test_accuracy"])' "$d/summary.json")")
     done
-    cell=$(/usr/bin/python3 -c '
+    cell=$(python3 -c '
 import sys, json
 a = [float(x) for x in sys.argv[2:]]
 s = json.load(open(sys.argv[1]))

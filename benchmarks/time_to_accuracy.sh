@@ -5,8 +5,9 @@
 # all modes, from the reports' own figures (training seconds, evaluation
 # pauses charged as the reports charge them).
 #
-#   benchmarks/time_to_accuracy.sh [WORKERS] [PS] [EPOCHS]      # OUT, MODES, TARGET
-#   benchmarks/time_to_accuracy.sh 1,2,4,8 2 10
+#   benchmarks/time_to_accuracy.sh [WORKERS] [PS] [EPOCHS] [-- training flags]
+#   benchmarks/time_to_accuracy.sh 1,2,4,8 2 10                # OUT, MODES, TARGET
+#   benchmarks/time_to_accuracy.sh 1,2,4,8,12 2 8 -- --device=cpu
 #
 # Every task a process on this machine; about 6 minutes on 2 cores for the
 # defaults (1-8 workers, 2 ps, 10 epochs: mnist_cnn passes 97% in the
@@ -16,6 +17,8 @@ cd "$(dirname "$0")/.."
 workers=${1:-1,2,4,8}
 ps=${2:-2}
 epochs=${3:-10}
+shift $(( $# < 3 ? $# : 3 ))
+[[ ${1:-} == -- ]] && shift
 out=${OUT:-runs/time_to_accuracy}
 modes=${MODES:-sync,async,ssp:2}
 target=${TARGET:-0.97}
@@ -27,11 +30,11 @@ for m in ${modes//,/ }; do
   flags=(--mode="${m%%:*}")
   [[ $m == *:* ]] && flags+=(--staleness="${m#*:}")
   "$bin" scale --workers="$workers" --ps="$ps" --epochs="$epochs" --target_accuracy="$target" \
-    --out="$out/${m/:/-}" "${flags[@]}" >"$out/${m/:/-}.log" 2>&1 \
+    --out="$out/${m/:/-}" "${flags[@]}" "$@" >"$out/${m/:/-}.log" 2>&1 \
     || { echo "pstrain scale failed: $out/${m/:/-}.log" >&2; exit 1; }
 done
 
-/usr/bin/python3 - "$out" "$modes" "$target" "$ps" "$epochs" <<'PY'
+python3 - "$out" "$modes" "$target" "$ps" "$epochs" <<'PY'
 import os, subprocess, sys
 out, modes, target, ps, epochs = sys.argv[1], sys.argv[2].split(","), float(sys.argv[3]), sys.argv[4], sys.argv[5]
 pct = "%g%%" % (target * 100)
@@ -75,7 +78,10 @@ plot = ["set terminal pngcairo size 800,500", "set output 'time_to_accuracy.png'
                             % (i, m) for i, m in enumerate(modes))]
 with open(os.path.join(out, "time_to_accuracy.gp"), "w") as f:
     f.write("\n".join(plot) + "\n")
-made = subprocess.call(["gnuplot", "time_to_accuracy.gp"], cwd=out) == 0
+try:
+    made = subprocess.call(["gnuplot", "time_to_accuracy.gp"], cwd=out) == 0
+except OSError:  # no gnuplot: the table and the .dat/.gp files still stand
+    made = False
 with open(os.path.join(out, "README.md"), "w") as f:
     f.write("# Time to %s test accuracy, %s ps, %s epochs\n\n%s\n" % (pct, ps, epochs, text))
     f.write("![time to accuracy](time_to_accuracy.png)\n" if made else "No plot: gnuplot failed.\n")
