@@ -103,8 +103,9 @@ ABSL_FLAG(bool, restore, Defaults().restore,
 ABSL_FLAG(int, ps_replicas, Defaults().ps_replicas,
           "1: every shard keeps a hot standby on the next ps; a lost ps loses no update");
 ABSL_FLAG(double, failover_after_s, Defaults().failover_after_s,
-          "Chief, with --ps_replicas=1: a ps that stays away this long has its shard served by "
-          "its standby until it is back (0: never; wait for it)");
+          "Chief, with --ps_replicas=1: a ps that stays away this long, and does not answer "
+          "when asked directly for as long again, has its shard served by its standby until it "
+          "is back (0: never; wait for it)");
 ABSL_FLAG(double, embedding_memory_mb, Defaults().embedding_memory_mb,
           "Each ps holds at most this many MiB of embedding rows over all its tables, dropping "
           "the least recently updated rows to make room (0: no cap)");

@@ -263,6 +263,18 @@ void WorkerRuntime::FailOver(const std::vector<int>& shards) {
     const int holder = (k + 1) % n;
     const std::string away = TaskId{TaskType::kPs, k}.ToString();
     const std::string standby = TaskId{TaskType::kPs, holder}.ToString();
+    // The heartbeat's view of the ps serving the shard lags (one beat a
+    // --heartbeat_interval_s, none until a reconnected socket is up): a
+    // ps it has not heard from since a rejoin may be serving. Asked
+    // directly, one that answers is not failed over: a live ps whose shard
+    // moved would go on serving its own copy to a worker that still routes
+    // to it.
+    const int serving = client_->route(k);
+    if (client_->StatsOf(serving, options_.train.failover_after_s).ok()) {
+      LOG(INFO) << "not failing shard " << k
+                << " over: " << TaskId{TaskType::kPs, serving}.ToString() << " answers";
+      continue;
+    }
     auto held = client_->StatsOf(holder, /*timeout_s=*/5.0);
     if (!held.ok() || held->replica_shard() != k) {
       LOG(WARNING) << "cannot fail shard " << k << " over: its standby " << standby

@@ -185,6 +185,37 @@ INSTANTIATE_TEST_SUITE_P(Tasks, KilledAndRestarted,
                            return std::string(p.param.name);
                          });
 
+// A restarted chief hears from the ps tasks through its heartbeat only
+// after a beat (--heartbeat_interval_s, 1 s): with --failover_after_s far
+// shorter, every shard looks unserved at first although each ps is live,
+// and each standby holds a replica it could adopt. The chief asks each ps
+// directly before failing its shard over: nothing moves, and the job ends
+// as the uninterrupted one (a shard adopted from under its live ps would
+// be served by two ps, and the workers routed to either would wait on
+// each other).
+TEST(RestartedChief, FailsNoLivePsOverBeforeItsHeartbeatHearsFromIt) {
+  const std::vector<float>& reference = Reference();
+  ASSERT_FALSE(reference.empty());
+  const std::string dir = testing::MakeTempDir("no_false_failover");
+  std::vector<Task> tasks = MakeJob(dir, /*replicas=*/true, /*checkpoints=*/true, {},
+                                    {"--failover_after_s=0.05", "--heartbeat_interval_s=1"});
+  for (Task& t : tasks) t.Start();
+  Task& chief = tasks[2];
+  ASSERT_TRUE(chief.process->WaitForOutput("checkpoint ckpt-40 written", 240))
+      << chief.process->output();
+  chief.process->Signal(SIGKILL);
+  ASSERT_TRUE(chief.process->Wait(30).ok());
+  chief.Start();
+  WaitAll(tasks);
+  EXPECT_EQ(testing::ReadFinalParams(dir + "/run"), reference)
+      << "the run's final parameters differ";
+  const proto::RunSummary summary = testing::ReadRunSummary(dir + "/run");
+  for (const proto::Recovery& r : summary.recoveries()) {
+    EXPECT_NE(r.source(), "failover") << r.what();
+  }
+  EXPECT_THAT(chief.process->output(), HasSubstr("answers"));
+}
+
 // Failover (--ps_replicas=1): the victim ps stays away past the chief's
 // --failover_after_s, so its standby serves its shard meanwhile and the
 // job goes on; when the ps comes back (restarted empty, or a frozen ps that
