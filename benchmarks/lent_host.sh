@@ -20,7 +20,12 @@
 #
 # Here:       tools/setup.sh && benchmarks/gpu_pack.sh     (writes .gpu/)
 # There:      benchmarks/lent_host.sh OUT                  (with .gpu/ carried)
-# Environment: PSTRAIN_PREBUILT (default .gpu), END_S (default 540: the
+# On an H200 host the parts took: step_tables 232 s, lr_by_mode 97 s with
+# idioms beside it (119 s for one worker's tests, 82 s for DDP's: about
+# 200 s), time_to_acc 89 s (workers on the GPU); about 9.5 minutes in all,
+# which a session's 15 minutes of device time hold with the machine's
+# start.
+# Environment: PSTRAIN_PREBUILT (default .gpu), END_S (default 560: the
 # run's seconds by which every part has ended), LENT_PARTS (default all,
 # space-separated), STEP_PARTS (gpu_step_tables.sh's PARTS; default
 # "resnet18_ps1 resnet18_ps4 mlp"), LR_WORKERS and LR_SEEDS (default
@@ -38,7 +43,7 @@ pre=$(cd "$pre" && pwd) || die "no $pre (benchmarks/gpu_pack.sh)"
 results=${1:-${OUT:-/tmp/lent_host_results}}
 out=$(mktemp -d -t lent-host-XXXXXX)
 parts=${LENT_PARTS:-}
-part_end=${END_S:-540}
+part_end=${END_S:-560}
 part_lines='^(RESULT|SUMMARY|== |\| |OK|FAILED|Ran )'
 part_status=0
 # The C++ workers of lr_by_mode and time_to_acc: CPU workers, one core
@@ -69,7 +74,7 @@ part step_tables 300 env PARTS="${STEP_PARTS:-resnet18_ps1 resnet18_ps4 mlp}" \
 pack
 # Neither measures time: the idioms' tests (the GPU and a few cores) run
 # beside lr_by_mode's jobs.
-part idioms 200 env PARTS="idioms_one idioms_ddp" benchmarks/gpu_torch_checks.sh "$out/idioms" &
+part idioms 260 env PARTS="idioms_one idioms_ddp" benchmarks/gpu_torch_checks.sh "$out/idioms" &
 idioms=$!
 part lr_by_mode 200 env OUT="$out/lr_by_mode" \
   benchmarks/lr_by_mode.sh "${LR_WORKERS:-1,2,4,8,12,16,32}" "${LR_SEEDS:-1}" sync,async,ssp:2 \
