@@ -187,6 +187,9 @@ function(pstrain_test name)
   if(ARG_LABELS)
     list(APPEND _props LABELS "${ARG_LABELS}")
   endif()
+  if(NOT "integration" IN_LIST ARG_LABELS)
+    set_property(GLOBAL APPEND PROPERTY PSTRAIN_UNIT_TESTS ${name})
+  endif()
   if("integration" IN_LIST ARG_LABELS)
     # Started first when ctest has no times of its own yet (a clean clone,
     # as in CI): the whole-job tests take 5-35 s, and one started last
