@@ -4,7 +4,8 @@
 //   wire_bench [--sizes=21840,65536,669706,1048576,16777216] [--workers=1,2,4,8]
 //              [--security=plain,curve] [--rounds=2] [--seconds=2] [--mode=async]
 //              [--ps_server=PATH] [--ps_flags="--update_threads=1;--update_threads=2"]
-//              [--echo_work=none,copy,sgd] [--echo=false] [--timeout_s=120]
+//              [--echo_work=none,copy,sgd] [--echo_transport=tcp|ipc] [--echo=false]
+//              [--timeout_s=120]
 //
 // For every (security, size, workers) cell, `rounds` times: the echo, then
 // PUSH_PULL (A/B/A/B, so that the machine's drift shows in both), each from
@@ -99,6 +100,9 @@ ABSL_FLAG(std::string, ps_flags, "",
 ABSL_FLAG(double, timeout_s, 120.0, "Longest a measurement's processes may take, timing included");
 // The children's own.
 ABSL_FLAG(std::string, endpoint, "", "echo_client: the echo's endpoint");
+ABSL_FLAG(
+    std::string, echo_transport, "tcp",
+    "The echo's transport: tcp (127.0.0.1) or ipc (a Unix domain socket in $TMPDIR, or /tmp)");
 ABSL_FLAG(std::string, echo_work, "none",
           "What the echo does before it answers: none, copy or sgd (see EchoWork); the driver: a "
           "comma-separated list, each an echo of its own, the first the ratio's");
@@ -240,7 +244,13 @@ absl::Status RunEchoServer(const Cancellation& stop) {
   SocketOptions options;
   UseCurveServer(security, "ps:0", &options);
   zmq::context_t context(1);
-  ASSIGN_OR_RETURN(zmq::socket_t router, BindRouter(context, "tcp://127.0.0.1:*", options));
+  std::string bind = "tcp://127.0.0.1:*";
+  if (absl::GetFlag(FLAGS_echo_transport) == "ipc") {
+    const char* tmp = std::getenv("TMPDIR");
+    bind = absl::StrCat("ipc://", tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
+                        "/pstrain_wire_bench.", getpid(), ".sock");
+  }
+  ASSIGN_OR_RETURN(zmq::socket_t router, BindRouter(context, bind, options));
   std::printf("ENDPOINT %s\n", router.get(zmq::sockopt::last_endpoint).c_str());
   std::fflush(stdout);
   // Each peer's frames (header, payload, ...) until its message's last piece.
@@ -587,6 +597,11 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
   o.ps_variants.clear();
   for (absl::string_view v : absl::StrSplit(ps_flags, ';')) {
     o.ps_variants.push_back(absl::StrSplit(v, ' ', absl::SkipEmpty()));
+  }
+  o.echo_transport = absl::GetFlag(FLAGS_echo_transport);
+  if (o.echo_transport != "tcp" && o.echo_transport != "ipc") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--echo_transport: '", o.echo_transport, "' (tcp or ipc)"));
   }
   o.rounds = absl::GetFlag(FLAGS_rounds);
   o.seconds = absl::GetFlag(FLAGS_seconds);

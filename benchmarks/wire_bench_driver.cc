@@ -227,7 +227,8 @@ absl::StatusOr<Measurement> MeasureEcho(const WireBenchOptions& o, const std::st
   const std::string floats = absl::StrCat("--floats=", cell.floats);
   Children children;
   const std::string echo_work = "--echo_work=" + work;
-  std::vector<std::string> args = {"--role=echo_server", floats, timeout, echo_work};
+  std::vector<std::string> args = {"--role=echo_server", floats, timeout, echo_work,
+                                   "--echo_transport=" + o.echo_transport};
   for (std::string& a : SecurityArgs(cell, secret_file)) args.push_back(a);
   ASSIGN_OR_RETURN(Child* const echo, children.Spawn("echo", o.self, args));
   RETURN_IF_ERROR(
