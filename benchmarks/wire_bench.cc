@@ -98,11 +98,12 @@ ABSL_FLAG(std::string, ps_flags, "",
           "measured as a PUSH_PULL of its own in every round (A/B: "
           "'--update_threads=1;--update_threads=2'); ps_server=PATH in a variant runs that binary");
 ABSL_FLAG(double, timeout_s, 120.0, "Longest a measurement's processes may take, timing included");
-// The children's own.
-ABSL_FLAG(std::string, endpoint, "", "echo_client: the echo's endpoint");
 ABSL_FLAG(
     std::string, echo_transport, "tcp",
     "The echo's transport: tcp (127.0.0.1) or ipc (a Unix domain socket in $TMPDIR, or /tmp)");
+// The children's own.
+ABSL_FLAG(std::string, endpoint, "",
+          "echo_client: the echo's endpoint; echo_server: where to bind (default loopback TCP)");
 ABSL_FLAG(std::string, echo_work, "none",
           "What the echo does before it answers: none, copy or sgd (see EchoWork); the driver: a "
           "comma-separated list, each an echo of its own, the first the ratio's");
@@ -244,12 +245,9 @@ absl::Status RunEchoServer(const Cancellation& stop) {
   SocketOptions options;
   UseCurveServer(security, "ps:0", &options);
   zmq::context_t context(1);
-  std::string bind = "tcp://127.0.0.1:*";
-  if (absl::GetFlag(FLAGS_echo_transport) == "ipc") {
-    const char* tmp = std::getenv("TMPDIR");
-    bind = absl::StrCat("ipc://", tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
-                        "/pstrain_wire_bench.", getpid(), ".sock");
-  }
+  // The driver's ipc:// endpoint (--echo_transport=ipc), else loopback TCP.
+  std::string bind = absl::GetFlag(FLAGS_endpoint);
+  if (bind.empty()) bind = "tcp://127.0.0.1:*";
   ASSIGN_OR_RETURN(zmq::socket_t router, BindRouter(context, bind, options));
   std::printf("ENDPOINT %s\n", router.get(zmq::sockopt::last_endpoint).c_str());
   std::fflush(stdout);
@@ -598,10 +596,20 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
   for (absl::string_view v : absl::StrSplit(ps_flags, ';')) {
     o.ps_variants.push_back(absl::StrSplit(v, ' ', absl::SkipEmpty()));
   }
-  o.echo_transport = absl::GetFlag(FLAGS_echo_transport);
-  if (o.echo_transport != "tcp" && o.echo_transport != "ipc") {
+  const std::string transport = absl::GetFlag(FLAGS_echo_transport);
+  if (transport == "ipc") {
+    const char* tmp = std::getenv("TMPDIR");
+    o.echo_ipc_path = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
+                                   "/pstrain_wire_bench.", getpid(), ".sock");
+    // A Unix socket's path fits sockaddr_un's 108 bytes with its NUL.
+    if (o.echo_ipc_path.size() > 107) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--echo_transport=ipc: ", o.echo_ipc_path,
+          " is longer than a Unix socket's 107 bytes: ", "set TMPDIR to a shorter directory"));
+    }
+  } else if (transport != "tcp") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--echo_transport: '", o.echo_transport, "' (tcp or ipc)"));
+        absl::StrCat("--echo_transport: '", transport, "' (tcp or ipc)"));
   }
   o.rounds = absl::GetFlag(FLAGS_rounds);
   o.seconds = absl::GetFlag(FLAGS_seconds);

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -25,8 +26,8 @@
 #include "common/clock.h"
 #include "common/cluster_spec.h"
 #include "common/free_ports.h"
-#include "transport/job_secret.h"
 #include "common/status_macros.h"
+#include "transport/job_secret.h"
 
 namespace pstrain {
 namespace {
@@ -225,10 +226,15 @@ absl::StatusOr<Measurement> MeasureEcho(const WireBenchOptions& o, const std::st
   const int64_t deadline = MonotonicMicros() + static_cast<int64_t>(o.timeout_s * 1e6);
   const std::string timeout = absl::StrCat("--timeout_s=", o.timeout_s);
   const std::string floats = absl::StrCat("--floats=", cell.floats);
+  // After the children are gone: an echo killed on a failure leaves its
+  // socket file.
+  absl::Cleanup remove_socket = [&o] {
+    if (!o.echo_ipc_path.empty()) unlink(o.echo_ipc_path.c_str());
+  };
   Children children;
   const std::string echo_work = "--echo_work=" + work;
-  std::vector<std::string> args = {"--role=echo_server", floats, timeout, echo_work,
-                                   "--echo_transport=" + o.echo_transport};
+  std::vector<std::string> args = {"--role=echo_server", floats, timeout, echo_work};
+  if (!o.echo_ipc_path.empty()) args.push_back("--endpoint=ipc://" + o.echo_ipc_path);
   for (std::string& a : SecurityArgs(cell, secret_file)) args.push_back(a);
   ASSIGN_OR_RETURN(Child* const echo, children.Spawn("echo", o.self, args));
   RETURN_IF_ERROR(

@@ -21,10 +21,11 @@ struct WireBenchOptions {
   // copy, sgd: wire_bench.cc's EchoWork); the first is what PUSH_PULL is
   // set against. Empty: no echo.
   std::vector<std::string> echo_works = {"none"};
-  // The echo's transport: "tcp" (127.0.0.1, as every pstrain task) or "ipc"
-  // (a Unix domain socket): what a co-located ps reached without the TCP
-  // stack would save.
-  std::string echo_transport = "tcp";
+  // Empty: the echo listens on loopback TCP, as every pstrain task does.
+  // Else the path of a Unix domain socket it listens on instead
+  // (--echo_transport=ipc): what a co-located ps reached without the TCP
+  // stack would save. Removed after each echo.
+  std::string echo_ipc_path;
   // PUSH_PULL once per entry, ps_server given the entry's flags: each a
   // system of its own, in every round (A/B/C...). Default: one, no flags.
   std::vector<std::vector<std::string>> ps_variants = {{}};

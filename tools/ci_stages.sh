@@ -82,8 +82,8 @@ readonly ASAN_INTEGRATION_TARGETS=(c_api_test attack_test bad_input_test hostile
 readonly SAN_FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
                     -DPSTRAIN_CUDA=OFF -DPSTRAIN_BUILD_BENCHMARKS=OFF -DPSTRAIN_NATIVE=OFF
                     "-DPSTRAIN_WERROR=$werror" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang)
-# The ASan build is also the fuzzers' (PSTRAIN_FUZZ: the fuzz targets in
-# 'all', and libFuzzer's coverage instrumentation in the three libraries they
+# The ASan build is also the fuzzers' (PSTRAIN_FUZZ: the fuzz targets, which
+# the stage names, and libFuzzer's coverage instrumentation in the three libraries they
 # fuzz and the protobuf code, fuzz/CMakeLists.txt): one build for two
 # stages, where the fuzz stage built the libraries again on its own (about
 # 190 of its 250 s, 2026-11-26).
