@@ -141,6 +141,14 @@ stage_asan() {
   install_packages clang libclang-rt-dev
   build "$root/build-asan" unit_tests ps_server worker pstrain fuzzers "${ASAN_INTEGRATION_TARGETS[@]}" \
       -- "${ASAN_FLAGS[@]}"
+  # Every test binary left unbuilt must be an integration test's (CMake
+  # lists them): any other's tests would drop out of the stage unseen.
+  local listed="$root/build-asan/integration_test_binaries.txt" unbuilt
+  [[ -f $listed ]] || die "CMake did not write $listed"
+  unbuilt=$(ctest --test-dir "$root/build-asan" -N -R '_NOT_BUILT$' |
+    sed -n 's/^ *Test *#[0-9]*: \(.*\)_NOT_BUILT$/\1/p' |
+    grep -vxF -f "$listed" || true)
+  [[ -z $unbuilt ]] || die "test binaries the ASan stage did not build: $unbuilt"
   # (-E: the placeholders ctest makes for the integration tests' binaries
   # not built here)
   run_ctest "$root/build-asan" -LE '^integration$' -E '_NOT_BUILT$'
