@@ -8,7 +8,8 @@
 #
 # 1 ps up to 1 worker, 2 up to 4, 4 beyond; every task a process on this
 # machine. Prints one Markdown row per worker count: mean (lowest-highest)
-# over the seeds, per mode; the run directories and their output (DIR.log)
+# over the seeds, per mode, with the learning rate and (async, ssp) the mean
+# staleness in updates; the run directories and their output (DIR.log)
 # stay under $OUT
 # (default /tmp/lr_by_mode).
 set -euo pipefail
@@ -46,20 +47,26 @@ for w in ${workers//,/ }; do
   f=$(spec "$w")
   row="| $w |"
   for m in ${modes//,/ }; do
-    accs=()
+    runs=()  # "accuracy mean_staleness learning_rate" of each run, read as it ends
     for s in ${seeds//,/ }; do
       d="$out/${m/:/}_${w}w_seed$s"
       flags=(--mode="${m%%:*}")
       [[ $m == *:* ]] && flags+=(--staleness="${m#*:}")
       "$bin" launch --cluster_spec="$f" --epochs=1 --seed="$s" --run_dir="$d" --echo=none \
         --free_ports "${flags[@]}" "$@" >"$d.log" 2>&1 || { echo "run failed: $d.log" >&2; exit 1; }
-      accs+=("$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["final_test_accuracy"])' "$d/summary.json")")
+      runs+=("$(python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(s["final_test_accuracy"], s["mean_staleness"], s["learning_rate"])' "$d/summary.json")")
     done
     cell=$(python3 -c '
-import sys, json
-a = [float(x) for x in sys.argv[2:]]
-s = json.load(open(sys.argv[1]))
-print("%.4f (%.4f-%.4f), lr %g" % (sum(a) / len(a), min(a), max(a), s["learning_rate"]))' "$d/summary.json" "${accs[@]}")
+import sys
+mode, runs = sys.argv[1], [[float(x) for x in r.split()] for r in sys.argv[2:]]
+a = [r[0] for r in runs]
+cell = "%.4f (%.4f-%.4f), lr %g" % (sum(a) / len(a), min(a), max(a), runs[-1][2])
+if mode != "sync":
+    cell += ", staleness %.1f" % (sum(r[1] for r in runs) / len(runs))
+print(cell)' "${m%%:*}" "${runs[@]}")
     row+=" $cell |"
   done
   echo "$row"
