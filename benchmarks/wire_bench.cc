@@ -605,7 +605,7 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
     if (o.echo_ipc_path.size() > 107) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--echo_transport=ipc: ", o.echo_ipc_path,
-          " is longer than a Unix socket's 107 bytes: ", "set TMPDIR to a shorter directory"));
+          " is longer than a Unix socket's 107 bytes: set TMPDIR to a shorter directory"));
     }
   } else if (transport != "tcp") {
     return absl::InvalidArgumentError(

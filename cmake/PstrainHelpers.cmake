@@ -187,16 +187,16 @@ function(pstrain_test name)
   if(ARG_LABELS)
     list(APPEND _props LABELS "${ARG_LABELS}")
   endif()
+  # The lists behind tests/CMakeLists.txt's `unit_tests` target and
+  # integration_test_binaries.txt (the CI's ASan stage).
   if("integration" IN_LIST ARG_LABELS)
     set_property(GLOBAL APPEND PROPERTY PSTRAIN_INTEGRATION_TESTS ${name})
-  else()
-    set_property(GLOBAL APPEND PROPERTY PSTRAIN_UNIT_TESTS ${name})
-  endif()
-  if("integration" IN_LIST ARG_LABELS)
     # Started first when ctest has no times of its own yet (a clean clone,
     # as in CI): the whole-job tests take 5-35 s, and one started last
     # would run on alone after the rest.
     list(APPEND _props COST 10)
+  else()
+    set_property(GLOBAL APPEND PROPERTY PSTRAIN_UNIT_TESTS ${name})
   endif()
   if(TARGET pstrain_test_pch)
     target_precompile_headers(${name} REUSE_FROM pstrain_test_pch)

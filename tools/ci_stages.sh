@@ -83,8 +83,8 @@ readonly SAN_FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITH
                     -DPSTRAIN_CUDA=OFF -DPSTRAIN_BUILD_BENCHMARKS=OFF -DPSTRAIN_NATIVE=OFF
                     "-DPSTRAIN_WERROR=$werror" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang)
 # The ASan build is also the fuzzers' (PSTRAIN_FUZZ: the fuzz targets, which
-# the stage names, and libFuzzer's coverage instrumentation in the three libraries they
-# fuzz and the protobuf code, fuzz/CMakeLists.txt): one build for two
+# the stage names, and libFuzzer's coverage instrumentation in the three
+# libraries they fuzz and the protobuf code, fuzz/CMakeLists.txt): one build for two
 # stages, where the fuzz stage built the libraries again on its own (about
 # 190 of its 250 s, 2026-11-26).
 # The fuzzers so run with NDEBUG: pstrain's own code has no assert or DCHECK
