@@ -100,7 +100,7 @@ ABSL_FLAG(std::string, ps_flags, "",
 ABSL_FLAG(double, timeout_s, 120.0, "Longest a measurement's processes may take, timing included");
 ABSL_FLAG(
     std::string, echo_transport, "tcp",
-    "The echo's transport: tcp (127.0.0.1) or ipc (a Unix domain socket in $TMPDIR, or /tmp)");
+    "The echo's transport: tcp (127.0.0.1) or ipc (a Unix domain socket in the run's directory)");
 // The children's own.
 ABSL_FLAG(std::string, endpoint, "",
           "echo_client: the echo's endpoint; echo_server: where to bind (default loopback TCP)");
@@ -597,20 +597,11 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
     o.ps_variants.push_back(absl::StrSplit(v, ' ', absl::SkipEmpty()));
   }
   const std::string transport = absl::GetFlag(FLAGS_echo_transport);
-  if (transport == "ipc") {
-    const char* tmp = std::getenv("TMPDIR");
-    o.echo_ipc_path = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
-                                   "/pstrain_wire_bench.", getpid(), ".sock");
-    // A Unix socket's path fits sockaddr_un's 108 bytes with its NUL.
-    if (o.echo_ipc_path.size() > 107) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--echo_transport=ipc: ", o.echo_ipc_path,
-          " is longer than a Unix socket's 107 bytes: set TMPDIR to a shorter directory"));
-    }
-  } else if (transport != "tcp") {
+  if (transport != "tcp" && transport != "ipc") {
     return absl::InvalidArgumentError(
         absl::StrCat("--echo_transport: '", transport, "' (tcp or ipc)"));
   }
+  o.echo_over_ipc = transport == "ipc";
   o.rounds = absl::GetFlag(FLAGS_rounds);
   o.seconds = absl::GetFlag(FLAGS_seconds);
   o.timeout_s = absl::GetFlag(FLAGS_timeout_s);

@@ -16,7 +16,6 @@
 #include <sstream>
 #include <thread>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -222,19 +221,17 @@ std::vector<std::string> SecurityArgs(const Cell& cell, const std::string& secre
 }
 
 absl::StatusOr<Measurement> MeasureEcho(const WireBenchOptions& o, const std::string& work,
-                                        const Cell& cell, const std::string& secret_file) {
+                                        const Cell& cell, const std::string& dir,
+                                        const std::string& secret_file) {
   const int64_t deadline = MonotonicMicros() + static_cast<int64_t>(o.timeout_s * 1e6);
   const std::string timeout = absl::StrCat("--timeout_s=", o.timeout_s);
   const std::string floats = absl::StrCat("--floats=", cell.floats);
-  // After the children are gone: an echo killed on a failure leaves its
-  // socket file.
-  absl::Cleanup remove_socket = [&o] {
-    if (!o.echo_ipc_path.empty()) unlink(o.echo_ipc_path.c_str());
-  };
   Children children;
   const std::string echo_work = "--echo_work=" + work;
   std::vector<std::string> args = {"--role=echo_server", floats, timeout, echo_work};
-  if (!o.echo_ipc_path.empty()) args.push_back("--endpoint=ipc://" + o.echo_ipc_path);
+  // In the run's directory (removed at its end), so the path is short
+  // enough for a Unix socket and its own.
+  if (o.echo_over_ipc) args.push_back("--endpoint=ipc://" + dir + "/echo.sock");
   for (std::string& a : SecurityArgs(cell, secret_file)) args.push_back(a);
   ASSIGN_OR_RETURN(Child* const echo, children.Spawn("echo", o.self, args));
   RETURN_IF_ERROR(
@@ -420,7 +417,7 @@ absl::Status RunWireBench(const WireBenchOptions& o) {
           for (const System& system : systems) {
             absl::StatusOr<Measurement> m =
                 system.echo
-                    ? MeasureEcho(o, system.echo_work, cell, secret_file)
+                    ? MeasureEcho(o, system.echo_work, cell, dir, secret_file)
                     : MeasurePushPull(o, system.ps_server, system.ps_flags, cell, dir, secret_file);
             if (!m.ok()) {
               ++failed;

@@ -21,11 +21,11 @@ struct WireBenchOptions {
   // copy, sgd: wire_bench.cc's EchoWork); the first is what PUSH_PULL is
   // set against. Empty: no echo.
   std::vector<std::string> echo_works = {"none"};
-  // Empty: the echo listens on loopback TCP, as every pstrain task does.
-  // Else the path of a Unix domain socket it listens on instead
-  // (--echo_transport=ipc): what a co-located ps reached without the TCP
-  // stack would save. Removed after each echo.
-  std::string echo_ipc_path;
+  // The echo listens on a Unix domain socket in the run's temporary
+  // directory (--echo_transport=ipc) instead of loopback TCP, as every
+  // pstrain task does: what a co-located ps reached without the TCP stack
+  // would save.
+  bool echo_over_ipc = false;
   // PUSH_PULL once per entry, ps_server given the entry's flags: each a
   // system of its own, in every round (A/B/C...). Default: one, no flags.
   std::vector<std::vector<std::string>> ps_variants = {{}};
