@@ -65,12 +65,14 @@ void HeartbeatMonitor::Loop() {
   if (!Connect(&sockets, &monitors)) return;
   const int interval_ms = std::max(10, static_cast<int>(options_.interval_s * 1000));
   for (uint64_t id = 1; !stop_; ++id) {
-    SendAll(sockets, id);
+    std::vector<bool> unsent(sockets.size(), true);
+    SendAll(sockets, id, &unsent);
     // Wait out the interval in short slices so that stopping is prompt.
     const int64_t until = MonotonicMicros() + int64_t{interval_ms} * 1000;
     while (!stop_ && MonotonicMicros() < until) {
       ReceiveAll(sockets, 50);
       ReadEvents(monitors);
+      SendAll(sockets, id, &unsent);
     }
     liveness_.CheckSilence();
   }
@@ -82,13 +84,17 @@ void HeartbeatMonitor::ReadEvents(std::vector<SocketMonitor>& monitors) {
   }
 }
 
-void HeartbeatMonitor::SendAll(std::vector<zmq::socket_t>& sockets, uint64_t request_id) {
+void HeartbeatMonitor::SendAll(std::vector<zmq::socket_t>& sockets, uint64_t request_id,
+                               std::vector<bool>* unsent) {
   proto::Header h = base_;
   h.set_type(proto::HEARTBEAT);
   h.set_request_id(request_id);
-  // A ps not connected yet refuses the send; ZeroMQ keeps reconnecting with
-  // backoff (100 ms doubling to 2 s) and a later beat gets through.
-  for (zmq::socket_t& s : sockets) (void)SendRequest(s, h, {}, false);
+  // A ps not connected yet (or whose CURVE handshake is not done) refuses
+  // the send; ZeroMQ keeps reconnecting with backoff (100 ms doubling to
+  // 2 s) and the caller tries again.
+  for (size_t i = 0; i < sockets.size(); ++i) {
+    if ((*unsent)[i] && SendRequest(sockets[i], h, {}, false).ok()) (*unsent)[i] = false;
+  }
 }
 
 void HeartbeatMonitor::ReceiveAll(std::vector<zmq::socket_t>& sockets, int timeout_ms) {

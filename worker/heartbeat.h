@@ -3,7 +3,10 @@
 // A worker's view of whether its ps tasks are alive, kept by a background
 // thread with its own DEALER sockets (a socket belongs to one thread).
 //
-// The thread sends HEARTBEAT to every ps each interval; the ps tracks the
+// The thread sends HEARTBEAT to every ps each interval (a beat a ps's
+// connection was not up for is sent again each 50 ms slice of the interval
+// until it goes out, so a job's start waits for the connection, not the
+// interval); the ps tracks the
 // worker's liveness from them, and their replies tell the worker the ps is
 // alive. The thread only moves messages and connection events: the
 // verdicts (a rejoin status for a ps that closed its connection, restarted
@@ -63,7 +66,9 @@ class HeartbeatMonitor {
  private:
   void Loop();
   bool Connect(std::vector<zmq::socket_t>* sockets, std::vector<SocketMonitor>* monitors);
-  void SendAll(std::vector<zmq::socket_t>& sockets, uint64_t request_id);
+  // Sends beat `request_id` to every socket whose `unsent` is true, and
+  // clears it for those it went out on.
+  void SendAll(std::vector<zmq::socket_t>& sockets, uint64_t request_id, std::vector<bool>* unsent);
   void ReceiveAll(std::vector<zmq::socket_t>& sockets, int timeout_ms);
   void ReadEvents(std::vector<SocketMonitor>& monitors);
 

@@ -39,6 +39,7 @@ namespace pstrain {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::RunningProcess;
 
 constexpr int64_t kSteps = 100;
@@ -186,13 +187,15 @@ INSTANTIATE_TEST_SUITE_P(Tasks, KilledAndRestarted,
                          });
 
 // A restarted chief hears from the ps tasks through its heartbeat only
-// after a beat (--heartbeat_interval_s, 1 s): with --failover_after_s far
-// shorter, every shard looks unserved at first although each ps is live,
-// and each standby holds a replica it could adopt. The chief asks each ps
-// directly before failing its shard over: nothing moves, and the job ends
-// as the uninterrupted one (a shard adopted from under its live ps would
-// be served by two ps, and the workers routed to either would wait on
-// each other).
+// once its connections are up (a CURVE handshake each): with
+// --failover_after_s as short as that takes, a shard can look unserved at
+// first although its ps is live and its standby holds a replica it could
+// adopt. The chief asks a ps directly before failing its shard over
+// (saying the ps "answers"): nothing moves, and the job ends as the
+// uninterrupted one (a shard adopted from under its live ps would be
+// served by two ps, and the workers routed to either would wait on each
+// other). Whether the first look finds a shard unserved depends on how
+// fast the handshakes are; the outcome must not.
 TEST(RestartedChief, FailsNoLivePsOverBeforeItsHeartbeatHearsFromIt) {
   const std::vector<float>& reference = Reference();
   ASSERT_FALSE(reference.empty());
@@ -213,7 +216,7 @@ TEST(RestartedChief, FailsNoLivePsOverBeforeItsHeartbeatHearsFromIt) {
   for (const proto::Recovery& r : summary.recoveries()) {
     EXPECT_NE(r.source(), "failover") << r.what();
   }
-  EXPECT_THAT(chief.process->output(), HasSubstr("answers"));
+  EXPECT_THAT(chief.process->output(), Not(HasSubstr("cannot fail shard")));
 }
 
 // Failover (--ps_replicas=1): the victim ps stays away past the chief's

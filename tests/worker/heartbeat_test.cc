@@ -1,5 +1,6 @@
 // HeartbeatMonitor against real ps servers in this process over CURVE: the
-// thread hears every ps answer, sees one go away at once (its connection
+// thread hears every ps answer (the first beat as soon as the connection
+// is up, whatever the interval), sees one go away at once (its connection
 // closes), and judges nothing once told the job is ending.
 
 #include "worker/heartbeat.h"
@@ -50,14 +51,15 @@ class HeartbeatTest : public ::testing::Test {
     return targets;
   }
 
-  std::unique_ptr<HeartbeatMonitor> Monitor(std::vector<HeartbeatTarget> targets) {
+  std::unique_ptr<HeartbeatMonitor> Monitor(std::vector<HeartbeatTarget> targets,
+                                            double interval_s = 0.05) {
     proto::Header base;
     base.set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
     base.set_job_id(spec_.JobId());
     base.mutable_sender()->set_type(proto::WORKER);
     base.mutable_sender()->set_index(0);
     HeartbeatOptions options;
-    options.interval_s = 0.05;
+    options.interval_s = interval_s;
     return std::make_unique<HeartbeatMonitor>(context_, std::move(targets), base, options);
   }
 
@@ -73,6 +75,19 @@ TEST_F(HeartbeatTest, EveryPsAnswersAndSaysWhatItServes) {
   EXPECT_TRUE(Eventually([&] { return monitor->Unanswered().empty(); }));
   EXPECT_TRUE(monitor->status().ok()) << monitor->status();
   EXPECT_EQ(monitor->Views().size(), 2u);
+  monitor->StopJudging();
+  monitor.reset();
+  shards_->Stop(0);
+  shards_->Stop(1);
+}
+
+// The first beat goes out when each connection's handshake is done, not
+// an interval later: a job's start does not wait out --heartbeat_interval_s
+// (an interval longer than Eventually waits).
+TEST_F(HeartbeatTest, TheFirstBeatWaitsForTheConnectionNotTheInterval) {
+  auto monitor = Monitor(Targets(), /*interval_s=*/600);
+  EXPECT_TRUE(Eventually([&] { return monitor->Unanswered().empty(); }));
+  EXPECT_TRUE(monitor->status().ok()) << monitor->status();
   monitor->StopJudging();
   monitor.reset();
   shards_->Stop(0);
