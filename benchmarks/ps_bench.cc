@@ -585,7 +585,7 @@ void BM_RawZmqEchoPieces(benchmark::State& state) {
   echo.join();
 }
 BENCHMARK(BM_RawZmqEchoPieces)
-    ->ArgsProduct({{65536, 669706}, {1, 4, 16}, {0, 1}})
+    ->ArgsProduct({{16384, 32768, 59635, 65536, 669706}, {1, 2, 4, 16}, {0, 1}})
     ->UseRealTime();
 
 // Console output plus one line per run: RESULT bench=ps case=<name/args>

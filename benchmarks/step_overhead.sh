@@ -56,6 +56,9 @@ case $model in
   *) echo "step_overhead: error: MODEL=$model (mlp, wide or resnet18)" >&2; exit 2 ;;
 esac
 steps=${STEPS:-$default_steps}
+# One thread a process on both sides (step_overhead_train.py sets torch's):
+# OpenBLAS, the BLAS under Debian's PyTorch, starts threads of its own.
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 bench=step_overhead
