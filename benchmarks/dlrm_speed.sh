@@ -22,6 +22,10 @@
 # Environment: BUILD_DIR (build), PYTHON (/usr/bin/python3), SCALE (0.01),
 # TRAIN (400000), TEST (50000), MAX_STEPS (0: the epoch), JOBS (all five),
 # DATA_DIR (a temporary directory; made when it holds no data).
+# OpenBLAS (under Debian's PyTorch) gets the host's cores over the job's
+# training processes: all of them for one process, half for each of two
+# workers or ranks (OPENBLAS_NUM_THREADS, unless set); it would otherwise
+# start a thread per core in every process.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -35,6 +39,7 @@ data=${DATA_DIR:-$work/data}
 steps_flag=()
 [[ ${MAX_STEPS:-0} -gt 0 ]] && steps_flag=(--max_steps="$MAX_STEPS")
 export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH}
+OPENBLAS_THREADS_SET=${OPENBLAS_NUM_THREADS:-}
 
 if [[ ! -f $data/meta.json ]]; then
   "$python" "$root/tools/criteo_synth.py" --out "$data" --scale="$scale" \
@@ -44,8 +49,12 @@ cat > "$work/spec.json" <<'JSON'
 {"cluster": {"worker": ["localhost:2300", "localhost:2301"], "ps": ["localhost:2400", "localhost:2401"]}}
 JSON
 
+cores=$(nproc)
 run() {  # run JOB ROUND: one RESULT line
   local job=$1 round=$2 out
+  local per_process=$((cores / 2 > 0 ? cores / 2 : 1))
+  [[ $job == single ]] && per_process=$cores
+  export OPENBLAS_NUM_THREADS=${OPENBLAS_THREADS_SET:-$per_process}
   case $job in
     single)
       out=$("$python" "$root/examples/pytorch/dlrm.py" --data_dir="$data" --single --world=2 \
