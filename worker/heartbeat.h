@@ -6,14 +6,13 @@
 // The thread sends HEARTBEAT to every ps each interval (a beat a ps's
 // connection was not up for is sent again each 50 ms slice of the interval
 // until it goes out, so a job's start waits for the connection, not the
-// interval); the ps tracks the
-// worker's liveness from them, and their replies tell the worker the ps is
-// alive. The thread only moves messages and connection events: the
-// verdicts (a rejoin status for a ps that closed its connection, restarted
-// or went silent for peer_timeout_s; a ps's error) are PeerLiveness's
-// (worker/peer_liveness.h), which the training thread checks while it
-// waits on the ps. A ps that never answered is the caller's to judge
-// (PsClient's WaitForServers deadline).
+// interval); the ps tracks the worker's liveness from them, and their
+// replies tell the worker the ps is alive. The thread only moves messages
+// and connection events: the verdicts (a rejoin status for a ps that
+// closed its connection, restarted or went silent for peer_timeout_s; a
+// ps's error) are PeerLiveness's (worker/peer_liveness.h), which the
+// training thread checks while it waits on the ps. A ps that never
+// answered is the caller's to judge (PsClient's WaitForServers deadline).
 
 #include <atomic>
 #include <cstdint>
