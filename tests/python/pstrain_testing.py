@@ -3,6 +3,7 @@ ctest's environment), real MNIST, and `pstrain launch` of a script, read
 back through its run directory. Tests skip (exit 77, ctest's
 SKIP_RETURN_CODE) only when torch itself is missing."""
 
+import importlib.util
 import json
 import os
 import re
@@ -102,6 +103,33 @@ def started_pids(output_lines):
         if m:
             pids[m.group(1)] = int(m.group(2))
     return pids
+
+
+_SCRIPTS = {}
+
+
+def run_script(path, args):
+    """Runs the script at `path` in this process as `python3 path args...`
+    from SOURCE_DIR would: its main() parses sys.argv. For the one-process
+    references: starting an interpreter and importing torch took 2.4 of a
+    reference's 2.5 s (tests/python/scripts/idioms.py, 25 steps), and this
+    process has torch already. The script sets what it depends on itself
+    (seeds, torch's thread count), as it does in a process of its own."""
+    module = _SCRIPTS.get(path)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(
+            "script_" + os.path.splitext(os.path.basename(path))[0], path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _SCRIPTS[path] = module
+    argv, cwd = sys.argv, os.getcwd()
+    sys.argv = [path] + list(args)
+    os.chdir(SOURCE_DIR)
+    try:
+        module.main()
+    finally:
+        sys.argv = argv
+        os.chdir(cwd)
 
 
 class TestCase(unittest.TestCase):

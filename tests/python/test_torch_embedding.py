@@ -26,8 +26,7 @@ TOLERANCE = 1e-5
 class EmbeddingCase(t.TestCase):
     def reference(self, name, world, flags):
         out = os.path.join(self.dir, name + ".reference.pt")
-        subprocess.run([t.PYTHON, SCRIPT, "--reference", "--world=%d" % world, "--out=" + out]
-                       + flags, check=True, cwd=t.SOURCE_DIR, timeout=300)
+        t.run_script(SCRIPT, ["--reference", "--world=%d" % world, "--out=" + out] + flags)
         return torch.load(out)
 
     def pstrain(self, name, workers, ps, flags, launch_flags=()):

@@ -20,9 +20,9 @@ DEVICE = "--device=" + os.environ.get("PSTRAIN_TEST_DEVICE", "cpu")
 class Golden(t.TestCase):
     def reference(self, batch, seed=1):
         out = os.path.join(self.dir, "reference_%d_%d.f32" % (batch, seed))
-        subprocess.run([t.PYTHON, t.SCRIPT, "--data_dir=" + t.DATA_DIR, "--reference",
-                        "--batch_size=%d" % batch, "--steps=%d" % STEPS, "--lr=0.01",
-                        "--seed=%d" % seed, "--out=" + out, DEVICE], check=True, cwd=t.SOURCE_DIR)
+        t.run_script(t.SCRIPT, ["--data_dir=" + t.DATA_DIR, "--reference",
+                                "--batch_size=%d" % batch, "--steps=%d" % STEPS, "--lr=0.01",
+                                "--seed=%d" % seed, "--out=" + out, DEVICE])
         return numpy.fromfile(out, dtype=numpy.float32)
 
     def test_two_sync_workers_equal_one_process_with_the_same_global_batch(self):
@@ -85,8 +85,8 @@ class Golden(t.TestCase):
 
     def reference_initial(self):
         out = os.path.join(self.dir, "initial.f32")
-        subprocess.run([t.PYTHON, t.SCRIPT, "--data_dir=" + t.DATA_DIR, "--reference",
-                        "--initial", "--out=" + out], check=True, cwd=t.SOURCE_DIR)
+        t.run_script(t.SCRIPT, ["--data_dir=" + t.DATA_DIR, "--reference",
+                                "--initial", "--out=" + out])
         return numpy.fromfile(out, dtype=numpy.float32)
 
 

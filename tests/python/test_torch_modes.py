@@ -6,7 +6,6 @@ behind, exactly as one process doing so, and is refused in sync."""
 
 import os
 import re
-import subprocess
 import unittest
 import urllib.request
 
@@ -96,8 +95,8 @@ class Modes(t.TestCase):
 
     def reference(self, args):
         out = os.path.join(self.dir, "reference_%d.f32" % len(os.listdir(self.dir)))
-        subprocess.run([t.PYTHON, t.SCRIPT, "--data_dir=" + t.DATA_DIR, "--reference",
-                        "--out=" + out] + args, check=True, cwd=t.SOURCE_DIR)
+        t.run_script(t.SCRIPT, ["--data_dir=" + t.DATA_DIR, "--reference",
+                                "--out=" + out] + args)
         return numpy.fromfile(out, dtype=numpy.float32)
 
 
