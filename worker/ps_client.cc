@@ -102,6 +102,7 @@ PsClient::PsClient(const ClusterSpec& cluster, const TaskId& self, const ShardPl
       session_(RandomId()),
       instances_(plan.num_shards(), 0),
       route_(plan.num_shards()),
+      pinned_(plan.num_shards(), -1),
       context_(NewContext(options.io_threads)) {
   for (int k = 0; k < plan.num_shards(); ++k) route_[k] = k;
 }
@@ -137,7 +138,17 @@ absl::Status PsClient::WaitForServers(double timeout_s) {
   int64_t last_log = start;
   for (;;) {
     RETURN_IF_ERROR(heartbeat_->status());
-    const std::vector<int> routes = ChooseRoutes(plan_.num_shards(), heartbeat_->Views());
+    const std::vector<PsView> views = heartbeat_->Views();
+    std::vector<int> routes = ChooseRoutes(plan_.num_shards(), views);
+    for (int k = 0; k < plan_.num_shards(); ++k) {
+      const int pinned = pinned_[k];
+      if (pinned < 0) continue;
+      if (routes[k] == pinned) {
+        pinned_[k] = -1;  // the views say so too now
+      } else if (pinned < static_cast<int>(views.size()) && views[pinned].answered) {
+        routes[k] = pinned;
+      }
+    }
     std::vector<std::string> missing;
     unserved_.clear();
     for (int k = 0; k < plan_.num_shards(); ++k) {

@@ -125,12 +125,23 @@ class PsClient {
   // another serves it: shard_routes.h), logging who is missing, and routes
   // every shard there. Unavailable naming each unreachable ps and its
   // address after `timeout_s` (< 0: connect_timeout_s); UnservedShards()
-  // then says which shards have none.
+  // then says which shards have none. A shard SetRoute moved stays where
+  // it was moved while that ps answers, until the views agree.
   absl::Status WaitForServers(double timeout_s = -1);
   std::vector<int> UnservedShards() const { return unserved_; }
   // The ps shard `shard`'s requests go to.
   int route(int shard) const { return route_[shard]; }
-  void SetRoute(int shard, int ps) { route_[shard] = ps; }
+  // Routes `shard` to `ps`, which the caller (the chief) just moved it to,
+  // and keeps it there through WaitForServers until the heartbeat's views
+  // say so too: a view lags (one beat a --heartbeat_interval_s), and the
+  // shard's own ps, frozen and waking just after its standby adopted the
+  // shard, answers at once still listing it. Routed back there by a view
+  // from before the adoption, the chief would serve the shard from two ps
+  // (its sync steps waiting on each other), and never give it back.
+  void SetRoute(int shard, int ps) {
+    route_[shard] = ps;
+    pinned_[shard] = ps;
+  }
   // Shards routed away from their own ps whose own ps answers again (it
   // restarted, or woke up): the chief gives them back (RELEASE).
   std::vector<int> ShardsWhoseHomeIsBack() const;
@@ -383,6 +394,7 @@ class PsClient {
   uint64_t next_request_id_ = 1;
   std::vector<uint64_t> instances_;  // [ps] the ps process that answered first
   std::vector<int> route_;           // [shard] the ps serving it (WaitForServers)
+  std::vector<int> pinned_;          // [shard] where SetRoute moved it, until the views agree; -1
   // The push/pull under way between StartPushPull and FinishPushPull.
   struct PendingStep {
     std::vector<Call> calls;

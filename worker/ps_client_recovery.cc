@@ -88,7 +88,7 @@ absl::StatusOr<proto::Header> PsClient::CallOne(proto::MessageType type, int sha
 
 absl::StatusOr<proto::Header> PsClient::Adopt(int shard, int holder) {
   ASSIGN_OR_RETURN(proto::Header reply, CallOne(proto::ADOPT, shard, holder));
-  route_[shard] = holder;
+  SetRoute(shard, holder);
   return reply;
 }
 

@@ -9,7 +9,9 @@
 // with every move of a shard. So for each shard:
 //  - the ps listing it at the highest term serves it (a frozen ps that
 //    woke still listing a shard that was adopted meanwhile lists an older
-//    term, and is passed over); on a tie, its own ps;
+//    term, and is passed over, once the adopter's listing has reached the
+//    worker: until then the chief keeps the shard where it moved it,
+//    PsClient::SetRoute); on a tie, its own ps;
 //  - else its own ps, if that ps answers at all (a ps that restarted empty
 //    is where the chief restores the shard, and where REGISTER waits);
 //  - else nobody yet (-1).
