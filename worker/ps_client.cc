@@ -140,15 +140,7 @@ absl::Status PsClient::WaitForServers(double timeout_s) {
     RETURN_IF_ERROR(heartbeat_->status());
     const std::vector<PsView> views = heartbeat_->Views();
     std::vector<int> routes = ChooseRoutes(plan_.num_shards(), views);
-    for (int k = 0; k < plan_.num_shards(); ++k) {
-      const int pinned = pinned_[k];
-      if (pinned < 0) continue;
-      if (routes[k] == pinned) {
-        pinned_[k] = -1;  // the views say so too now
-      } else if (pinned < static_cast<int>(views.size()) && views[pinned].answered) {
-        routes[k] = pinned;
-      }
-    }
+    KeepPinnedRoutes(views, &pinned_, &routes);
     std::vector<std::string> missing;
     unserved_.clear();
     for (int k = 0; k < plan_.num_shards(); ++k) {

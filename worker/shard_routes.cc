@@ -23,4 +23,17 @@ std::vector<int> ChooseRoutes(int num_shards, const std::vector<PsView>& ps) {
   return route;
 }
 
+void KeepPinnedRoutes(const std::vector<PsView>& ps, std::vector<int>* pinned,
+                      std::vector<int>* routes) {
+  for (size_t k = 0; k < routes->size() && k < pinned->size(); ++k) {
+    const int p = (*pinned)[k];
+    if (p < 0) continue;
+    if ((*routes)[k] == p) {
+      (*pinned)[k] = -1;  // the views say so too now
+    } else if (p < static_cast<int>(ps.size()) && ps[p].answered) {
+      (*routes)[k] = p;
+    }
+  }
+}
+
 }  // namespace pstrain

@@ -34,4 +34,10 @@ struct PsView {
 // by ps task index; shards are 0 .. num_shards - 1.
 std::vector<int> ChooseRoutes(int num_shards, const std::vector<PsView>& ps);
 
+// Overrides `routes` (ChooseRoutes') with `pinned[k]`, the ps the chief
+// moved shard k to itself (-1: none), while that ps answers: the views lag
+// a move by up to a beat. A pin the views agree with is done (set to -1).
+void KeepPinnedRoutes(const std::vector<PsView>& ps, std::vector<int>* pinned,
+                      std::vector<int>* routes);
+
 }  // namespace pstrain

@@ -37,6 +37,30 @@ TEST(ChooseRoutes, TheAdopterWinsOverAPsThatCameBackEmptyOrStale) {
   EXPECT_EQ(ChooseRoutes(2, {{true, {At(0, 0)}}, {true, {At(1, 2)}}}), (std::vector<int>{0, 1}));
 }
 
+TEST(KeepPinnedRoutes, TheChiefsMoveHoldsUntilTheAdoptersListingArrives) {
+  // ps:1 woke just after ps:0 adopted shard 1, while the chief's view of
+  // ps:0 predates the adoption: the views alone send shard 1 back to ps:1.
+  const std::vector<PsView> lagging = {{true, {At(0, 0)}}, {true, {At(1, 0)}}};
+  std::vector<int> routes = ChooseRoutes(2, lagging);
+  ASSERT_EQ(routes, (std::vector<int>{0, 1}));
+  std::vector<int> pinned = {-1, 0};
+  KeepPinnedRoutes(lagging, &pinned, &routes);
+  EXPECT_EQ(routes, (std::vector<int>{0, 0}));
+  EXPECT_EQ(pinned, (std::vector<int>{-1, 0}));
+  // ps:0's listing arrives: the views agree, and the pin is done.
+  const std::vector<PsView> caught_up = {{true, {At(0, 0), At(1, 1)}}, {true, {At(1, 0)}}};
+  routes = ChooseRoutes(2, caught_up);
+  KeepPinnedRoutes(caught_up, &pinned, &routes);
+  EXPECT_EQ(routes, (std::vector<int>{0, 0}));
+  EXPECT_EQ(pinned, (std::vector<int>{-1, -1}));
+  // A pin to a ps that does not answer is not followed.
+  pinned = {-1, 0};
+  routes = ChooseRoutes(2, {{false, {}}, {true, {At(1, 0)}}});
+  KeepPinnedRoutes({{false, {}}, {true, {At(1, 0)}}}, &pinned, &routes);
+  EXPECT_EQ(routes, (std::vector<int>{-1, 1}));
+  EXPECT_EQ(pinned, (std::vector<int>{-1, 0}));
+}
+
 TEST(ChooseRoutes, ATieGoesToTheShardsOwnPsAndNonsenseIsIgnored) {
   EXPECT_EQ(ChooseRoutes(2, {{true, {At(0, 0), At(1, 3)}}, {true, {At(1, 3)}}}),
             (std::vector<int>{0, 1}));
