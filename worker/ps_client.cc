@@ -196,13 +196,32 @@ absl::Status PsClient::CheckWaiting(int64_t deadline_us, proto::MessageType type
     return absl::CancelledError(absl::StrCat("interrupted by ", cancel_->reason(), " during ",
                                              proto::MessageType_Name(type)));
   }
-  if (watch_heartbeat_) RETURN_IF_ERROR(heartbeat_->status());
+  if (watch_heartbeat_) {
+    RETURN_IF_ERROR(heartbeat_->status());
+    RETURN_IF_ERROR(CheckRoutes());
+  }
   if (MonotonicMicros() > deadline_us) {
     return absl::DeadlineExceededError(absl::StrCat(proto::MessageType_Name(type),
                                                     " got no answer within --rpc_timeout_s=",
                                                     options_.rpc_timeout_s));
   }
   return absl::OkStatus();
+}
+
+absl::Status PsClient::CheckRoutes() const {
+  const std::vector<PsView> views = heartbeat_->Views();
+  std::vector<int> chosen = ChooseRoutes(plan_.num_shards(), views);
+  std::vector<int> pinned = pinned_;
+  KeepPinnedRoutes(views, &pinned, &chosen);
+  const int k = FirstOutrankedRoute(route_, chosen, views);
+  if (k < 0) return absl::OkStatus();
+  const std::string why =
+      absl::StrCat("shard ", k, " is served by ", ShardName(chosen[k]), " at placement term ",
+                   ListedTerm(views[chosen[k]], k), ", not by ", ShardName(route_[k]), " (term ",
+                   ListedTerm(views[route_[k]], k), ") where this worker sends it: it moved while ",
+                   ShardName(route_[k]), " was away");
+  LOG(WARNING) << why;
+  return RejoinError(why);
 }
 
 absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {

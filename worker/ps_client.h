@@ -379,6 +379,11 @@ class PsClient {
   // One piece of a reply in pieces, checked against the ones before it.
   absl::Status TakePiece(Call& call, const Message& m);
   absl::Status CheckWaiting(int64_t deadline_us, proto::MessageType type) const;
+  // A rejoin status when a shard's requests go to a ps that the views now
+  // say lost it (worker/shard_routes.h: FirstOutrankedRoute). A sync step
+  // split between a woken ps and the standby that adopted its shard would
+  // otherwise wait on itself.
+  absl::Status CheckRoutes() const;
   std::string ShardName(int shard) const;
   std::vector<Call> ShardCalls(proto::MessageType type, int64_t step,
                                absl::Span<const int64_t> versions);

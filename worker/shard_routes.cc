@@ -36,4 +36,24 @@ void KeepPinnedRoutes(const std::vector<PsView>& ps, std::vector<int>* pinned,
   }
 }
 
+int64_t ListedTerm(const PsView& view, int shard) {
+  for (const proto::ShardPlacement& p : view.hosted) {
+    if (p.shard() == shard) return p.term();
+  }
+  return -1;
+}
+
+int FirstOutrankedRoute(const std::vector<int>& in_use, const std::vector<int>& chosen,
+                        const std::vector<PsView>& ps) {
+  const int n = static_cast<int>(ps.size());
+  for (size_t k = 0; k < in_use.size() && k < chosen.size(); ++k) {
+    const int from = in_use[k];
+    const int to = chosen[k];
+    if (from < 0 || to < 0 || from == to || from >= n || to >= n) continue;
+    const int64_t held = ListedTerm(ps[from], static_cast<int>(k));
+    if (held >= 0 && ListedTerm(ps[to], static_cast<int>(k)) > held) return static_cast<int>(k);
+  }
+  return -1;
+}
+
 }  // namespace pstrain

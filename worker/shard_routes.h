@@ -15,6 +15,8 @@
 //  - else its own ps, if that ps answers at all (a ps that restarted empty
 //    is where the chief restores the shard, and where REGISTER waits);
 //  - else nobody yet (-1).
+// A worker that sends a shard to a ps that another ps outranks for it
+// (FirstOutrankedRoute: its view lagged a move) rejoins, and routes anew.
 //
 // Thread safety: a pure function.
 
@@ -39,5 +41,16 @@ std::vector<int> ChooseRoutes(int num_shards, const std::vector<PsView>& ps);
 // a move by up to a beat. A pin the views agree with is done (set to -1).
 void KeepPinnedRoutes(const std::vector<PsView>& ps, std::vector<int>* pinned,
                       std::vector<int>* routes);
+
+// The first shard k whose requests go to a ps (`in_use[k]`) that lists it
+// at a lower term than the ps the views choose now (`chosen[k]`, from
+// ChooseRoutes and KeepPinnedRoutes) does; -1 if none. A ps that does not
+// list the shard at all is not outranked: it is being restored, or is
+// where the chief moved the shard before the views show it.
+int FirstOutrankedRoute(const std::vector<int>& in_use, const std::vector<int>& chosen,
+                        const std::vector<PsView>& ps);
+
+// The term at which `view` lists `shard`; -1 if it does not.
+int64_t ListedTerm(const PsView& view, int shard);
 
 }  // namespace pstrain

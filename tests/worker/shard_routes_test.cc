@@ -61,6 +61,35 @@ TEST(KeepPinnedRoutes, TheChiefsMoveHoldsUntilTheAdoptersListingArrives) {
   EXPECT_EQ(pinned, (std::vector<int>{-1, 0}));
 }
 
+TEST(FirstOutrankedRoute, AWorkerOnTheWokenPsLearnsOfTheAdoption) {
+  // worker:1 routed shard 1 to ps:1, which woke still listing it at term 0,
+  // while its view of ps:0 predated the adoption.
+  const std::vector<int> in_use = {0, 1};
+  const std::vector<PsView> lagging = {{true, {At(0, 0)}}, {true, {At(0, 0), At(1, 0)}}};
+  EXPECT_EQ(FirstOutrankedRoute(in_use, ChooseRoutes(2, lagging), lagging), -1);
+  // ps:0's listing of shard 1 at term 1 arrives: shard 1 is outranked.
+  const std::vector<PsView> caught_up = {{true, {At(0, 0), At(1, 1)}}, {true, {At(1, 0)}}};
+  EXPECT_EQ(FirstOutrankedRoute(in_use, ChooseRoutes(2, caught_up), caught_up), 1);
+  // Once routed there, nothing is.
+  EXPECT_EQ(FirstOutrankedRoute({0, 0}, ChooseRoutes(2, caught_up), caught_up), -1);
+}
+
+TEST(FirstOutrankedRoute, AMoveTheViewsHaveNotCaughtUpWithIsNotOutranked) {
+  // The chief gave shard 1 back to ps:1 (restored at term 2) and pinned it
+  // there; its view of ps:1 still shows the woken copy at term 0.
+  const std::vector<PsView> lagging = {{true, {At(0, 0), At(1, 1)}}, {true, {At(1, 0)}}};
+  std::vector<int> chosen = ChooseRoutes(2, lagging);
+  std::vector<int> pinned = {-1, 1};
+  KeepPinnedRoutes(lagging, &pinned, &chosen);
+  EXPECT_EQ(FirstOutrankedRoute({0, 1}, chosen, lagging), -1);
+  // A ps that does not list the shard (restarted empty, or adopting) is not
+  // outranked either; nor is a route to nobody.
+  const std::vector<PsView> empty = {{true, {At(0, 0), At(1, 1)}}, {true, {}}};
+  EXPECT_EQ(FirstOutrankedRoute({0, 1}, ChooseRoutes(2, empty), empty), -1);
+  EXPECT_EQ(FirstOutrankedRoute({0, -1}, ChooseRoutes(2, empty), empty), -1);
+  EXPECT_EQ(FirstOutrankedRoute({0, 1}, {0, -1}, lagging), -1);
+}
+
 TEST(ChooseRoutes, ATieGoesToTheShardsOwnPsAndNonsenseIsIgnored) {
   EXPECT_EQ(ChooseRoutes(2, {{true, {At(0, 0), At(1, 3)}}, {true, {At(1, 3)}}}),
             (std::vector<int>{0, 1}));
