@@ -178,9 +178,11 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
   restored_ = true;
   generation_ = h.restore().generation();
   // A moved shard's term grows, so that a copy left behind (a frozen ps
-  // that wakes) is never taken for it.
+  // that wakes) is never taken for it; a restore in place (a checkpoint's
+  // rollback) keeps it: lowered, it would tie with such a copy, and the
+  // standby would refuse every state after it as older than its replica.
   term_ = h.restore().from_payload() ? std::max(h.restore().term(), h.replica().term() + 1)
-                                     : h.restore().term();
+                                     : std::max(term_, h.restore().term());
   // Each rank gets the whole peer timeout to register (dynamic workers:
   // those heard from; the others are absent until they are).
   if (!options_.dynamic_workers) workers_.NoteAllAlive();

@@ -56,6 +56,38 @@ TEST_F(CheckpointRequestTest, SaveWritesTheShardAndRestoreContinuesFromItExactly
   EXPECT_EQ(H().Stats().gradients_received(), 6);  // counters go on
 }
 
+// A shard's placement term never goes back: after a give-back at term 2
+// (RESTORE from a standby's state), a rollback to a checkpoint keeps it.
+// Back at 0 it would tie with a woken ps's stale copy (workers routing the
+// shard there), and the standby, holding a term-2 replica, would refuse
+// every state after it.
+TEST_F(CheckpointRequestTest, ARollbackToACheckpointKeepsTheShardsTerm) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  Version(0, 1.0f);
+  std::vector<Reply> out = Save(0, 1);
+  ASSERT_FALSE(IsError(out[0])) << out[0].header.error().message();
+  const uint64_t checksum = out[0].header.saved().checksum();
+  Version(1, 3.0f);
+  proto::ReplicaState replica = H().ReplicaStateNow();
+  replica.set_term(1);  // the adopter's
+  proto::Header r = Base(proto::RESTORE, 0);
+  r.mutable_job()->set_mode(proto::SYNC);
+  r.mutable_job()->set_num_workers(2);
+  r.mutable_job()->set_learning_rate(0.5);
+  r.mutable_job()->set_momentum(momentum_);
+  r.mutable_restore()->set_from_payload(true);
+  r.mutable_restore()->set_rollback(true);
+  *r.mutable_replica() = replica;
+  out = Send(0, MakeMessage(r, H().StateSnapshot()));
+  ASSERT_FALSE(IsError(out.back())) << out.back().header.error().message();
+  ASSERT_EQ(H().Stats().term(), 2);
+  out = Restore(1, checksum, /*verify_only=*/false, /*rollback=*/true);
+  ASSERT_FALSE(IsError(out.back())) << out.back().header.error().message();
+  EXPECT_EQ(H().version(), 1);
+  EXPECT_EQ(H().Stats().term(), 2);
+}
+
 // The counters come back trimmed (Stats drops empty staleness buckets):
 // a staleness past the restored histogram's end is counted, not written
 // past it (a heap corruption that killed restarted async ps tasks).
