@@ -156,6 +156,7 @@ absl::Status PsClient::WaitForServers(double timeout_s) {
         }
       }
       route_ = routes;
+      routed_ = true;
       return absl::OkStatus();
     }
     if (cancel_->cancelled()) {
@@ -209,17 +210,19 @@ absl::Status PsClient::CheckWaiting(int64_t deadline_us, proto::MessageType type
 }
 
 absl::Status PsClient::CheckRoutes() const {
+  if (!routed_) return absl::OkStatus();  // the routes are not the views' yet
   const std::vector<PsView> views = heartbeat_->Views();
   std::vector<int> chosen = ChooseRoutes(plan_.num_shards(), views);
   std::vector<int> pinned = pinned_;
   KeepPinnedRoutes(views, &pinned, &chosen);
   const int k = FirstOutrankedRoute(route_, chosen, views);
   if (k < 0) return absl::OkStatus();
-  const std::string why =
-      absl::StrCat("shard ", k, " is served by ", ShardName(chosen[k]), " at placement term ",
-                   ListedTerm(views[chosen[k]], k), ", not by ", ShardName(route_[k]), " (term ",
-                   ListedTerm(views[route_[k]], k), ") where this worker sends it: it moved while ",
-                   ShardName(route_[k]), " was away");
+  const int64_t held = ListedTerm(views[route_[k]], k);
+  const std::string why = absl::StrCat(
+      "shard ", k, " is served at placement term ", ListedTerm(views[chosen[k]], k), " by ",
+      ShardName(chosen[k]), "; this worker sends it to ", ShardName(route_[k]), ", which ",
+      held < 0 ? std::string("does not list it") : absl::StrCat("lists term ", held),
+      ": it moved while that ps was away");
   LOG(WARNING) << why;
   return RejoinError(why);
 }
@@ -380,6 +383,9 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
 
 absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us,
                                    const std::function<bool()>& enough, bool poll_first) {
+  // Once a wait, whether or not its replies are quick (a woken ps's are
+  // not held back in every case), and in every slow slice (CheckWaiting).
+  if (watch_heartbeat_) RETURN_IF_ERROR(CheckRoutes());
   // Each ps once: a ps serving two shards answers both on one socket.
   std::vector<int> ps;
   const auto add_ps = [&ps](const std::vector<Call>& of) {

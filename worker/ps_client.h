@@ -380,9 +380,10 @@ class PsClient {
   absl::Status TakePiece(Call& call, const Message& m);
   absl::Status CheckWaiting(int64_t deadline_us, proto::MessageType type) const;
   // A rejoin status when a shard's requests go to a ps that the views now
-  // say lost it (worker/shard_routes.h: FirstOutrankedRoute). A sync step
-  // split between a woken ps and the standby that adopted its shard would
-  // otherwise wait on itself.
+  // say lost it (worker/shard_routes.h: FirstOutrankedRoute), once
+  // WaitForServers chose the routes (before, during the chief's failover,
+  // they are the default ones). A sync step split between a woken ps and
+  // the standby that adopted its shard would otherwise wait on itself.
   absl::Status CheckRoutes() const;
   std::string ShardName(int shard) const;
   std::vector<Call> ShardCalls(proto::MessageType type, int64_t step,
@@ -400,6 +401,7 @@ class PsClient {
   std::vector<uint64_t> instances_;  // [ps] the ps process that answered first
   std::vector<int> route_;           // [shard] the ps serving it (WaitForServers)
   std::vector<int> pinned_;          // [shard] where SetRoute moved it, until the views agree; -1
+  bool routed_ = false;              // WaitForServers chose route_ (CheckRoutes runs from then)
   // The push/pull under way between StartPushPull and FinishPushPull.
   struct PendingStep {
     std::vector<Call> calls;

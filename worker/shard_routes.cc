@@ -50,8 +50,8 @@ int FirstOutrankedRoute(const std::vector<int>& in_use, const std::vector<int>& 
     const int from = in_use[k];
     const int to = chosen[k];
     if (from < 0 || to < 0 || from == to || from >= n || to >= n) continue;
-    const int64_t held = ListedTerm(ps[from], static_cast<int>(k));
-    if (held >= 0 && ListedTerm(ps[to], static_cast<int>(k)) > held) return static_cast<int>(k);
+    const int64_t term = ListedTerm(ps[to], static_cast<int>(k));
+    if (term >= 0 && term > ListedTerm(ps[from], static_cast<int>(k))) return static_cast<int>(k);
   }
   return -1;
 }

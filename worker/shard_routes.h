@@ -42,11 +42,12 @@ std::vector<int> ChooseRoutes(int num_shards, const std::vector<PsView>& ps);
 void KeepPinnedRoutes(const std::vector<PsView>& ps, std::vector<int>* pinned,
                       std::vector<int>* routes);
 
-// The first shard k whose requests go to a ps (`in_use[k]`) that lists it
-// at a lower term than the ps the views choose now (`chosen[k]`, from
-// ChooseRoutes and KeepPinnedRoutes) does; -1 if none. A ps that does not
-// list the shard at all is not outranked: it is being restored, or is
-// where the chief moved the shard before the views show it.
+// The first shard k whose requests go to a ps (`in_use[k]`) that the ps
+// the views choose now (`chosen[k]`, from ChooseRoutes and
+// KeepPinnedRoutes) outranks: `chosen[k]` lists the shard, and `in_use[k]`
+// lists it at a lower term or not at all (a ps that restarted empty while
+// its shard was adopted); -1 if none. Where the chief moved a shard
+// itself, its pin makes the two agree.
 int FirstOutrankedRoute(const std::vector<int>& in_use, const std::vector<int>& chosen,
                         const std::vector<PsView>& ps);
 

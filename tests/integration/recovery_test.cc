@@ -263,7 +263,8 @@ TEST_P(FailedOver, TheStandbyServesTheShardAndNothingIsLost) {
   const proto::RunSummary summary = testing::ReadRunSummary(dir + "/run");
   int outranked = 0;  // workers that routed to the woken ps and moved on
   for (const Task& t : tasks) {
-    if (t.process->output().find("where this worker sends it") != std::string::npos) ++outranked;
+    if (t.process->output().find("it moved while that ps was away") != std::string::npos)
+      ++outranked;
   }
   std::printf(
       "RESULT failover case=%s bitwise_equal=%d updates_lost=%d recoveries=%d "

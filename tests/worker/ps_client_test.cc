@@ -17,6 +17,7 @@
 #include "common/cancellation.h"
 #include "common/cluster_spec.h"
 #include "common/free_ports.h"
+#include "common/rejoin.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
 #include "gmock/gmock.h"
@@ -468,6 +469,100 @@ TEST(PsClient, WaitingForServersReturnsCancelledWhenItsCancellationFires) {
   canceller.join();
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("while connecting"));
+}
+
+// A ps that answers HEARTBEATs only, listing the shards it is told to
+// (proto::ShardPlacement: shard and term); it never answers a request.
+class ListingPs {
+ public:
+  ListingPs(const ClusterSpec& spec, int index, std::vector<std::pair<int, int64_t>> hosted)
+      : router_(context_, zmq::socket_type::router), hosted_(std::move(hosted)) {
+    router_.set(zmq::sockopt::linger, 0);
+    const std::string& address = spec.Address({TaskType::kPs, index});
+    router_.bind("tcp://127.0.0.1:" + address.substr(address.rfind(':') + 1));
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        zmq::socket_t* sockets[] = {&router_};
+        auto readable = PollReadable(sockets, 20);
+        if (!readable.ok() || !(*readable)[0]) continue;
+        RoutedMessage m = ReceiveRouted(router_);
+        if (!m.message.ok() || m.message->header.type() != proto::HEARTBEAT) continue;
+        proto::Header h = m.message->header;
+        h.set_is_reply(true);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          for (const auto& [shard, term] : hosted_) {
+            proto::ShardPlacement* p = h.add_hosted();
+            p->set_shard(shard);
+            p->set_term(term);
+          }
+        }
+        (void)SendRoutedFrame(router_, m.identity, h, zmq::message_t());
+      }
+    });
+  }
+  ~ListingPs() {
+    stop_ = true;
+    thread_.join();
+  }
+  void List(std::vector<std::pair<int, int64_t>> hosted) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hosted_ = std::move(hosted);
+  }
+
+ private:
+  zmq::context_t context_{1};
+  zmq::socket_t router_;
+  std::mutex mu_;
+  std::vector<std::pair<int, int64_t>> hosted_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Two shards of 16 floats on ps:0 and ps:1; `pin` (>= 0): the chief moved
+// shard 1 there itself (SetRoute) once routed. Then ps:0 lists shard 1 at
+// term 1 (it adopted it) while ps:1 still lists it at term 0, and
+// neither answers the step: what the wait for it ends with.
+absl::Status StepAfterAnAdoption(int pin) {
+  auto spec = WithFreePorts(ClusterSpec::Local(2, 2, 1));
+  if (!spec.ok()) return spec.status();
+  auto plan = ShardPlan::Create("t", {{"w", 32}}, 2, ShardStrategy::kBalanced);
+  if (!plan.ok()) return plan.status();
+  ListingPs ps0(*spec, 0, {{0, 0}}), ps1(*spec, 1, {{1, 0}});
+  PsClientOptions options;
+  options.heartbeat_interval_s = 0.05;
+  options.peer_timeout_s = 3600;
+  options.rpc_timeout_s = 3;  // the bound of a wait nothing ends
+  ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
+                   PsClient::Create(*spec, {TaskType::kWorker, 1}, *plan, options));
+  RETURN_IF_ERROR(client->WaitForServers());
+  if (client->route(1) != 1) return absl::InternalError("shard 1 not routed to ps:1");
+  if (pin >= 0) client->SetRoute(1, pin);
+  ps0.List({{0, 0}, {1, 1}});
+  static const std::vector<float> grads(16, 1.0f);
+  const absl::Span<const char> bytes(reinterpret_cast<const char*>(grads.data()),
+                                     grads.size() * sizeof(float));
+  const std::vector<EncodedShard> pushed = {{proto::F32, 0, bytes}, {proto::F32, 0, bytes}};
+  std::vector<float> params(32, -1.0f);
+  std::vector<ShardReply> replies;
+  const std::vector<int64_t> versions = {0, 0};
+  return client->PushPull(0, versions, 1, pushed, absl::MakeSpan(params), &replies);
+}
+
+TEST(PsClient, RejoinsWhenAnotherPsListsItsShardAtAHigherTerm) {
+  const absl::Status s = StepAfterAnAdoption(/*pin=*/-1);
+  EXPECT_TRUE(IsRejoin(s)) << s;
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("shard 1 is served at placement term 1 by ps:0 ("));
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("which lists term 0"));
+}
+
+TEST(PsClient, TheChiefsOwnMoveWaitsForTheViewsWithoutARejoin) {
+  // Moved to ps:1 by the chief (a give-back): the views' term 1 on ps:0 is
+  // what the chief just released, so the step waits, here out its deadline.
+  const absl::Status s = StepAfterAnAdoption(/*pin=*/1);
+  EXPECT_FALSE(IsRejoin(s)) << s;
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
 }
 
 TEST(PsClient, RefusesAHostilePsPiecesAsDataLoss) {

@@ -63,31 +63,40 @@ TEST(KeepPinnedRoutes, TheChiefsMoveHoldsUntilTheAdoptersListingArrives) {
 
 TEST(FirstOutrankedRoute, AWorkerOnTheWokenPsLearnsOfTheAdoption) {
   // worker:1 routed shard 1 to ps:1, which woke still listing it at term 0,
-  // while its view of ps:0 predated the adoption.
+  // while its view of ps:0 predated the adoption: nothing says otherwise yet.
   const std::vector<int> in_use = {0, 1};
-  const std::vector<PsView> lagging = {{true, {At(0, 0)}}, {true, {At(0, 0), At(1, 0)}}};
+  const std::vector<PsView> lagging = {{true, {At(0, 0)}}, {true, {At(1, 0)}}};
   EXPECT_EQ(FirstOutrankedRoute(in_use, ChooseRoutes(2, lagging), lagging), -1);
   // ps:0's listing of shard 1 at term 1 arrives: shard 1 is outranked.
   const std::vector<PsView> caught_up = {{true, {At(0, 0), At(1, 1)}}, {true, {At(1, 0)}}};
   EXPECT_EQ(FirstOutrankedRoute(in_use, ChooseRoutes(2, caught_up), caught_up), 1);
   // Once routed there, nothing is.
   EXPECT_EQ(FirstOutrankedRoute({0, 0}, ChooseRoutes(2, caught_up), caught_up), -1);
+  // The same for a ps:1 that restarted empty: it lists nothing.
+  const std::vector<PsView> restarted = {{true, {At(0, 0), At(1, 1)}}, {true, {}}};
+  EXPECT_EQ(FirstOutrankedRoute(in_use, ChooseRoutes(2, restarted), restarted), 1);
+  // And after the give-back: ps:1 restored at term 2, the adopter's
+  // listing not yet withdrawn.
+  const std::vector<PsView> given_back = {{true, {At(0, 0), At(1, 1)}}, {true, {At(1, 2)}}};
+  EXPECT_EQ(FirstOutrankedRoute({0, 0}, ChooseRoutes(2, given_back), given_back), 1);
 }
 
-TEST(FirstOutrankedRoute, AMoveTheViewsHaveNotCaughtUpWithIsNotOutranked) {
+TEST(FirstOutrankedRoute, TheChiefsOwnMoveIsNotOutranked) {
   // The chief gave shard 1 back to ps:1 (restored at term 2) and pinned it
   // there; its view of ps:1 still shows the woken copy at term 0.
   const std::vector<PsView> lagging = {{true, {At(0, 0), At(1, 1)}}, {true, {At(1, 0)}}};
   std::vector<int> chosen = ChooseRoutes(2, lagging);
+  ASSERT_EQ(chosen, (std::vector<int>{0, 0}));
+  EXPECT_EQ(FirstOutrankedRoute({0, 1}, chosen, lagging), 1);  // without the pin
   std::vector<int> pinned = {-1, 1};
   KeepPinnedRoutes(lagging, &pinned, &chosen);
   EXPECT_EQ(FirstOutrankedRoute({0, 1}, chosen, lagging), -1);
-  // A ps that does not list the shard (restarted empty, or adopting) is not
-  // outranked either; nor is a route to nobody.
-  const std::vector<PsView> empty = {{true, {At(0, 0), At(1, 1)}}, {true, {}}};
-  EXPECT_EQ(FirstOutrankedRoute({0, 1}, ChooseRoutes(2, empty), empty), -1);
-  EXPECT_EQ(FirstOutrankedRoute({0, -1}, ChooseRoutes(2, empty), empty), -1);
+  // Nor is a route to nobody, nor one the views choose nobody for, nor a
+  // tie (the shard's own ps wins it).
+  EXPECT_EQ(FirstOutrankedRoute({0, -1}, ChooseRoutes(2, lagging), lagging), -1);
   EXPECT_EQ(FirstOutrankedRoute({0, 1}, {0, -1}, lagging), -1);
+  const std::vector<PsView> tie = {{true, {At(0, 0), At(1, 1)}}, {true, {At(1, 1)}}};
+  EXPECT_EQ(FirstOutrankedRoute({0, 1}, ChooseRoutes(2, tie), tie), -1);
 }
 
 TEST(ChooseRoutes, ATieGoesToTheShardsOwnPsAndNonsenseIsIgnored) {
