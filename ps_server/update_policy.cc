@@ -319,6 +319,7 @@ class AsyncPolicy final : public UpdatePolicy {
         base_lr_(job.learning_rate()),
         staleness_lr_(job.staleness_lr()),
         bound_(bound),
+        dynamic_(job.dynamic_workers()),
         last_update_(job.dynamic_workers() ? job.total_steps() : 0),
         clocks_(job.num_workers(), 0),
         active_(job.num_workers(), true) {}
@@ -338,6 +339,14 @@ class AsyncPolicy final : public UpdatePolicy {
     if (version > version_) {
       return absl::InvalidArgumentError(
           absl::StrCat("gradient computed on version ", version, ", a version from the future"));
+    }
+    // This rank's step is in already: a worker that rejoined after a ps
+    // loss computes its step in flight again and pushes it to every
+    // shard, and only the shards that lost it apply it. (A dynamic job's
+    // rank is a slot, and a process that takes it starts at the slowest
+    // clock of one shard, which another may be past: its pushes count.)
+    if (!dynamic_ && step < clocks_[rank]) {
+      return PushOutcome{PushResult::kDuplicate, staleness};
     }
     const int64_t clock_before = clocks_[rank];
     clocks_[rank] = std::max(clocks_[rank], step + 1);
@@ -413,6 +422,7 @@ class AsyncPolicy final : public UpdatePolicy {
   double base_lr_;       // the job's lr, which the schedule scales
   bool staleness_lr_;
   int64_t bound_;  // -1: none (async)
+  bool dynamic_;   // dynamic workers: a rank is a slot, its clock not one process's
   // Dynamic workers: the job's updates (JobConfig.total_steps), after
   // which every push is dropped as late; 0: no limit (a worker counts its
   // own steps).

@@ -49,15 +49,17 @@
 namespace pstrain {
 
 enum class PushResult {
-  kAccumulated,  // sync: counted toward the current version, not applied yet
-  kApplied,      // applied (sync: this push completed the version)
-  kStale,        // dropped: computed on a version already passed
-  kLate,         // dropped: sync with backup workers, arrived after the cut
-  kEmpty,        // async: zero examples, nothing to apply
-  kRefused,      // async: the update would make the shard non-finite; not applied
-  kDuplicate,    // sync: this rank's gradient for this version (or for the version
-                 // just applied) is in already (a restarted worker repeating its
-                 // step); not applied twice
+  kAccumulated,        // sync: counted toward the current version, not applied yet
+  kApplied,            // applied (sync: this push completed the version)
+  kStale,              // dropped: computed on a version already passed
+  kLate,               // dropped: sync with backup workers, arrived after the cut
+  kEmpty,              // async: zero examples, nothing to apply
+  kRefused,            // async: the update would make the shard non-finite; not applied
+  kDuplicate,          // sync: this rank's gradient for this version (or for the version
+                       // just applied) is in already (a restarted worker repeating its
+                       // step); async and SSP: this rank's step is in already (the rank's
+                       // clock is past it: a worker that rejoined computes its step in
+                       // flight again and pushes it to every shard); not applied twice
   kNonFiniteGradient,  // a policy that ChecksGradient(): the gradient is not finite
                        // in f32 (IsFiniteInF32); the parameters, the version and the
                        // rank's clock are as they were (the store's previous state is
@@ -88,7 +90,10 @@ class UpdatePolicy {
   // `step`, computed on `version`, averaged over `num_examples` examples.
   // InvalidArgument for a version from the future. A second push by the
   // same worker to the same sync version, or to the one just applied with
-  // its first, is kDuplicate, not applied. `settings` (may be null): the
+  // its first, is kDuplicate, not applied; so is an async or SSP push of a
+  // step below the rank's clock here (not with dynamic workers, whose
+  // ranks are slots that a new process takes at the slowest clock).
+  // `settings` (may be null): the
   // push's own optimizer settings (ShardStore, common/param_groups.h):
   // async applies them (their lrs divided by the staleness with
   // staleness_lr); sync applies a version with those of its lowest rank

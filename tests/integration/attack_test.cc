@@ -371,10 +371,14 @@ TEST_F(AttackedPs, ARepeatIsNotAppliedAgainAfterAnotherClientOfItsRankSpoke) {
   StartPs({});
   ProtocolClient first(As("worker:1", 1));
   ProtocolClient second(As("worker:1", 1));
-  auto push_from = [](ProtocolClient& c, uint64_t session) {
+  // Each push a step of the rank's (async: a step below the rank's clock
+  // is a duplicate, whoever sends it).
+  int64_t step = 0;
+  auto push_from = [&step](ProtocolClient& c, uint64_t session) {
     proto::Header h = c.Header(proto::PUSH);
     h.set_session(session);
     h.set_num_examples(1);
+    h.set_step(step++);
     return h;
   };
   const std::vector<float> ones(kShard, 1.0f);

@@ -289,6 +289,36 @@ TEST_P(FailedOver, TheStandbyServesTheShardAndNothingIsLost) {
                                                       : "restored by the chief from its standby"));
 }
 
+// Async: the step a worker has in flight when ps:1 freezes can be in on
+// shard 0 and lost on shard 1 (the standby never had it). The worker
+// rejoins, computes it again and pushes it to both: shard 0 counts it as a
+// duplicate of the rank's step (its clock is past it), the adopted shard 1
+// applies it. Every shard applies each worker's 100 steps once (before,
+// shard 0 applied 202 updates to shard 1's 200 in 6 of 6 runs).
+TEST(FailedOverAsync, EveryShardAppliesEachStepOnce) {
+  const std::string dir = testing::MakeTempDir("failover_async");
+  std::vector<Task> tasks = MakeJob(dir, /*replicas=*/true, /*checkpoints=*/true,
+                                    {"--peer_timeout_s=3"}, {"--mode=async"});
+  for (Task& t : tasks) t.Start();
+  Task& chief = tasks[2];
+  Task& victim = tasks[1];
+  ASSERT_TRUE(chief.process->WaitForOutput("checkpoint ckpt-20 written", 240))
+      << chief.process->output();
+  victim.process->Signal(SIGSTOP);
+  ASSERT_TRUE(chief.process->WaitForOutput("served by its standby ps:0", 120))
+      << chief.process->output();
+  victim.process->Signal(SIGCONT);
+  WaitAll(tasks);
+  const proto::RunSummary summary = testing::ReadRunSummary(dir + "/run");
+  ASSERT_EQ(summary.shards_size(), 2);
+  std::printf("RESULT failover_async shard0_updates=%d shard1_updates=%d received=%d,%d\n",
+              summary.shards(0).updates_applied(), summary.shards(1).updates_applied(),
+              summary.shards(0).gradients_received(), summary.shards(1).gradients_received());
+  for (const proto::ShardSummary& shard : summary.shards()) {
+    EXPECT_EQ(shard.updates_applied(), 2 * kSteps) << "shard " << shard.shard();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ps1, FailedOver,
                          ::testing::Values(FailoverCase{"lost_for_good", Away::kForGood},
                                            FailoverCase{"restarted_later", Away::kRestartedLater},

@@ -636,6 +636,7 @@ TEST_F(RequestHandlerTest, AnUpdateThatWouldOverflowTheParametersIsRefused) {
   for (int i = 0; i < 3; ++i) {
     proto::Header h = Base(proto::PUSH, 0);
     h.set_num_examples(1);
+    h.set_step(i);
     out = Send(0, MakeMessage(h, std::vector<float>(kSize, -9e18f)));
     ASSERT_EQ(out.size(), 1u);
     if (i < 2) {

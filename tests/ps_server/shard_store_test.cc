@@ -738,6 +738,50 @@ TEST(AsyncPolicy, RefusesAGradientThatIsNotFiniteLeavingNoTrace) {
   EXPECT_FALSE((*policy)->ChecksGradient());
 }
 
+// Async and SSP: a worker that rejoined after a ps loss computes its step
+// in flight again and pushes it to every shard; a shard that applied it
+// before the loss counts the repeat as a duplicate and changes nothing,
+// and steps past the rank's clock (however far: the worker's own count)
+// are applied. A dynamic job's ranks are slots: what a new process of
+// the slot pushes is applied.
+TEST(AsyncPolicy, AStepOfTheRankThatIsInAlreadyIsADuplicate) {
+  for (const proto::UpdateMode mode : {proto::ASYNC, proto::SSP}) {
+    proto::JobConfig job;
+    job.set_mode(mode);
+    job.set_num_workers(2);
+    job.set_learning_rate(0.1);
+    job.set_staleness(3);
+    const std::vector<float> params(64, 1.0f), grad(64, 0.5f);
+    auto policy =
+        CreateUpdatePolicy(job, std::make_unique<ShardStore>(params, *OptimizerFromJob(job)));
+    ASSERT_TRUE(policy.ok());
+    UpdatePolicy& p = **policy;
+    ASSERT_EQ(p.Push(0, 0, 0, grad, 10)->result, PushResult::kApplied);
+    ASSERT_EQ(p.Push(1, 0, 0, grad, 10)->result, PushResult::kApplied);
+    ASSERT_EQ(p.Push(0, 1, 1, grad, 10)->result, PushResult::kApplied);
+    const std::vector<float> state(p.store().state().begin(), p.store().state().end());
+    for (const auto& [rank, step] : {std::pair<int, int64_t>{0, 1}, {0, 0}, {1, 0}}) {
+      auto repeat = p.Push(rank, step, 2, grad, 10);
+      ASSERT_TRUE(repeat.ok()) << repeat.status();
+      EXPECT_EQ(repeat->result, PushResult::kDuplicate) << "rank " << rank << " step " << step;
+    }
+    EXPECT_EQ(p.version(), 3);
+    EXPECT_EQ(p.Clocks(), (std::vector<int64_t>{2, 1}));
+    EXPECT_EQ(std::vector<float>(p.store().state().begin(), p.store().state().end()), state);
+    EXPECT_EQ(p.Push(1, 1, 3, grad, 10)->result, PushResult::kApplied);
+    EXPECT_EQ(p.Push(0, 3, 4, grad, 10)->result, PushResult::kApplied);
+    EXPECT_EQ(p.Clocks(), (std::vector<int64_t>{4, 2}));
+
+    job.set_dynamic_workers(true);
+    job.set_total_steps(100);
+    auto dynamic =
+        CreateUpdatePolicy(job, std::make_unique<ShardStore>(params, *OptimizerFromJob(job)));
+    ASSERT_TRUE(dynamic.ok());
+    ASSERT_EQ((*dynamic)->Push(0, 5, 0, grad, 10)->result, PushResult::kApplied);
+    EXPECT_EQ((*dynamic)->Push(0, 2, 1, grad, 10)->result, PushResult::kApplied);
+  }
+}
+
 // The verdict of IsFiniteInF32 with helpers is the one-thread verdict at
 // the edge of FLT_MAX too: the runs' sums are added in run order.
 TEST(ShardStore, IsFiniteInF32WithHelpersJudgesAsAlone) {
