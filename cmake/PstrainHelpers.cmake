@@ -19,6 +19,35 @@ function(pstrain_set_warnings)
   pstrain_set_sanitizers()
 endfunction()
 
+# The linker of every C and C++ link (PSTRAIN_LINKER): by default lld where
+# the compiler can use it (Debian's lld package), which linked an ASan test
+# binary in 0.30 s against GNU ld's 1.51 s and a Release one in 0.09 s
+# against 0.31 s (2026-11-30, 2 vCPUs): the three CI builds link about 270
+# binaries. Without lld, the compiler's default. nvcc's links (the CUDA
+# plugin's device code) keep theirs.
+include(CheckLinkerFlag)
+function(pstrain_set_linker)
+  set(_linker "${PSTRAIN_LINKER}")
+  if(_linker STREQUAL "default")
+    return()
+  endif()
+  set(_auto OFF)
+  if(_linker STREQUAL "auto")
+    set(_linker lld)
+    set(_auto ON)
+  endif()
+  check_linker_flag(CXX "-fuse-ld=${_linker}" PSTRAIN_LINKER_WORKS_${_linker})
+  if(NOT PSTRAIN_LINKER_WORKS_${_linker})
+    if(_auto)
+      message(STATUS "pstrain: linker: the compiler's default (lld not found)")
+      return()
+    endif()
+    message(FATAL_ERROR "PSTRAIN_LINKER=${_linker}: the compiler cannot link with -fuse-ld=${_linker}")
+  endif()
+  message(STATUS "pstrain: linker: ${_linker}")
+  add_link_options("$<$<LINK_LANGUAGE:C,CXX>:-fuse-ld=${_linker}>")
+endfunction()
+
 # Sanitizers for every target of the project (libraries, binaries, tests,
 # generated protobuf code): compile options for C and C++ and link options,
 # set before any subdirectory is added. An undefined-behaviour report aborts

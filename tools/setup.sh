@@ -36,7 +36,10 @@ readonly PACKAGES=(cmake g++ make pkg-config zlib1g-dev
                    # __main__ with cloudpickle; tests/python/test_install.py
                    # pip-installs the package into a venv.
                    python3-cloudpickle python3-setuptools python3-wheel python3-pip
-                   python3-venv)
+                   python3-venv
+                   # The linker (PSTRAIN_LINKER): lld links several times
+                   # faster than GNU ld (cmake/PstrainHelpers.cmake).
+                   lld)
 
 PROG=setup
 # shellcheck source=tools/lib/apt.sh
