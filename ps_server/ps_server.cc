@@ -431,6 +431,7 @@ void PsServer::CheckLiveness() {
   std::vector<Reply> replies;
   if (shards_.adopted() != nullptr) {
     shards_.adopted()->DeclareSilentDead(options_.peer_timeout_s, &replies);
+    Send(&replies);  // an adopted shard has no standby: nothing is held back
   }
   for (int rank : handler_.DeclareSilentDead(options_.peer_timeout_s, &replies)) {
     const TaskId task = cluster_.TaskForRank(rank);
@@ -439,6 +440,8 @@ void PsServer::CheckLiveness() {
                  << (cluster_.sparse() ? " s: presumed gone; not waited for until it joins again"
                                        : " s: presumed dead; not waited for until it is heard from again");
   }
+  // The pulls a dead rank released show the shard's state, as any reply.
+  if (replicator_ != nullptr) replicator_->Hold(handler_, &replies);
   Send(&replies);
   const WorkerTable& workers = handler_.workers();
   all_dead_since_us_ = workers.num_alive() > 0 ? 0 : (all_dead_since_us_ ? all_dead_since_us_ : now);

@@ -1,8 +1,10 @@
 #include "ps_server/replicator.h"
 
 #include <algorithm>
+#include <ctime>
 
 #include "absl/strings/str_cat.h"
+#include "common/rejoin.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -51,8 +53,56 @@ void Replicator::GiveUp(const std::string& why) {
              << ": going on without a standby until it answers";
 }
 
+void Replicator::Depose(const RequestHandler& handler, int64_t theirs, const std::string& why) {
+  const int64_t mine = handler.term();
+  if (theirs <= mine) return;  // a refusal of a state from before a restore here
+  if (theirs > mine + kMaxTermLead) {
+    LOG_EVERY_N(ERROR, 100) << options_.standby_name << " refused this shard's state naming term "
+                            << theirs << ", more than " << kMaxTermLead << " past this ps's "
+                            << mine << ": not taken as a move of the shard";
+    return;
+  }
+  deposed_term_ = std::max(deposed_term_, theirs);
+  if (deposed_) return;
+  deposed_ = true;
+  LOG(ERROR) << options_.standby_name << " serves shard " << shard_ << " at term " << theirs
+             << ", newer than this ps's " << mine << " (" << why
+             << "): the shard moved while this ps was away. Replies that would show this copy "
+                "are held until the chief restores the shard here";
+}
+
+Reply Replicator::AsRejoin(const Reply& r) const {
+  return Reply{
+      r.peer,
+      ErrorReply(r.header, RejoinError(absl::StrCat("shard ", shard_,
+                                                    " was replaced by the chief while this request "
+                                                    "waited (it had moved while this ps was away): "
+                                                    "register again")))};
+}
+
+int64_t Replicator::ProcessCpuMicros() {
+  timespec t{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) != 0) return 0;
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000 + t.tv_nsec / 1000;
+}
+
 void Replicator::Observe(const RequestHandler& handler) {
   if (!handler.initialized()) return;
+  shard_ = handler.shard_index();
+  if (deposed_ && handler.term() >= deposed_term_) {
+    deposed_ = false;
+    // What was held showed the copy that the restore replaced.
+    std::vector<Reply> replaced;
+    for (auto& [serial, r] : held_) replaced.push_back(AsRejoin(r));
+    held_.clear();
+    for (Reply& r : replaced) held_.emplace_back(0, std::move(r));  // out with the next Pump
+    sent_.clear();  // their answers are about the replaced copy
+    // The standby has the whole give-up time for the restored state.
+    behind_since_us_ = clock_->NowMicros();
+    LOG(WARNING) << "the chief restored shard " << shard_ << " here at term " << handler.term()
+                 << ": serving it again (" << replaced.size()
+                 << " held replies answered with a rejoin error)";
+  }
   // On every request: three numbers, not the whole ReplicaState (clocks).
   const Key now{handler.generation(), handler.version(), handler.updates()};
   if (now != key_) {
@@ -64,7 +114,7 @@ void Replicator::Observe(const RequestHandler& handler) {
 
 void Replicator::Hold(const RequestHandler& handler, std::vector<Reply>* replies) {
   Observe(handler);
-  if (acked_ >= serial_ || gave_up_) return;
+  if (!deposed_ && (acked_ >= serial_ || gave_up_)) return;
   std::vector<Reply> pass;
   for (Reply& r : *replies) {
     if (ShowsState(r)) {
@@ -116,6 +166,7 @@ void Replicator::Send(RequestHandler& handler) {
   s.bytes = static_cast<int64_t>(state.size() * sizeof(float));
   s.tables_clock = handler.tables_clock();
   s.tables_epoch = h.replica().tables_epoch();
+  s.term = h.replica().term();
   // Resent if not acknowledged within resend_s, and the time the bytes
   // take at kAssumedBytesPerS: a large state is not sent again while the
   // first copy is still on its way.
@@ -142,8 +193,12 @@ void Replicator::ReadAcks(RequestHandler& handler) {
     if (h.error().code() != 0) {
       tables_whole_ = true;  // what it holds of them is not known
       refused_until_us_ = clock_->NowMicros() + static_cast<int64_t>(options_.resend_s * 1e6);
-      LOG_EVERY_N(ERROR, 100) << options_.standby_name << " refused this shard's state: "
-                              << h.error().message();
+      if (h.replica().term() > s.term) {
+        Depose(handler, h.replica().term(), h.error().message());
+      } else {
+        LOG_EVERY_N(ERROR, 100) << options_.standby_name
+                                << " refused this shard's state: " << h.error().message();
+      }
       continue;
     }
     if (s.serial <= acked_) continue;  // a newer state was acknowledged already
@@ -165,13 +220,29 @@ void Replicator::Release(uint64_t up_to, std::vector<Reply>* released) {
 }
 
 void Replicator::Pump(RequestHandler& handler, std::vector<Reply>* released) {
+  const int64_t now = clock_->NowMicros();
+  const int64_t cpu = ProcessCpuMicros();
+  // This ps was paused (frozen, suspended: time in which it spent no CPU,
+  // not time it spent serving): the standby's silence over that time says
+  // nothing of it, and it may have adopted the shard meanwhile. It gets
+  // the whole give-up time again to answer.
+  const double paused_s =
+      static_cast<double>((now - last_pump_us_) - (cpu - last_pump_cpu_us_)) * 1e-6;
+  if (last_pump_us_ != 0 && behind_since_us_ != 0 && paused_s >= options_.give_up_s / 2) {
+    LOG(WARNING) << "this ps was paused for " << paused_s << " s with a state "
+                 << options_.standby_name << " had not acknowledged: waiting up to "
+                 << options_.give_up_s << " s for it again";
+    behind_since_us_ = now;
+  }
+  last_pump_us_ = now;
+  last_pump_cpu_us_ = cpu;
   Observe(handler);
   ReadAcks(handler);
   if (Disconnected()) {
     standby_closed_ = true;
     tables_whole_ = true;  // a restarted standby holds no tables
   }
-  const int64_t now = clock_->NowMicros();
+  if (deposed_) return;  // held; the standby is sent nothing (it would refuse it)
   // One message in flight: the newest, until its answer or its resend time.
   const bool in_flight = !sent_.empty() && now < sent_.back().resend_us;
   if (!in_flight && acked_ < serial_ && handler.initialized()) Send(handler);

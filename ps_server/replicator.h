@@ -38,7 +38,26 @@
 // acknowledged for give_up_s, or whose connection closed (it died), no
 // longer holds replies back (the job goes on unreplicated, counted and
 // logged, until it answers again): a dead standby costs the job nothing,
-// a frozen one give_up_s.
+// a frozen one give_up_s. The give-up time counts only while this ps
+// runs: after a pause of its own of half the give-up time or more (wall
+// time its process spent no CPU in: it was frozen or suspended), its
+// standby gets the whole give-up time again.
+//
+// A primary whose shard moved while it was away (frozen, and its standby
+// adopted the shard) learns so from its standby, which refuses its state
+// naming the newer placement term it serves the shard at (ReplicaState.term
+// of the refusal). It is deposed: it holds every reply that would show its
+// copy, or say a gradient was applied to it, sends the standby nothing and
+// never gives up on it. A worker so held moves on when its views show the
+// shard's server (PsClient::CheckRoutes). Once the chief restores the shard
+// here at that term or later (its give-back), every reply held is answered
+// with a rejoin error: it showed the copy that the restore replaced, and
+// the worker computes that step again on the restored shard. Without it, a
+// woken primary would give up on its standby at once (it had been behind
+// for longer than the give-up time) and acknowledge updates into a copy
+// that the chief's give-back then replaces. A refusal naming a term more
+// than kMaxTermLead past this ps's own deposes nothing (a shard moves one
+// term at a time): it is logged.
 //
 // Thread safety: none; the ps's event loop owns it and its socket.
 
@@ -95,6 +114,12 @@ class Replicator {
   // if so, gives up (saying why) and holds sends back a resend time.
   bool TooLarge(int64_t bytes);
   void GiveUp(const std::string& why);
+  // The standby refused this ps's state, naming term `theirs`.
+  void Depose(const RequestHandler& handler, int64_t theirs, const std::string& why);
+  // `r` as the rejoin error a reply of a replaced copy becomes.
+  Reply AsRejoin(const Reply& r) const;
+  // CPU time of this process (all its threads) now.
+  static int64_t ProcessCpuMicros();
 
   // Advances serial_ when the handler's state moved since the last look.
   void Observe(const RequestHandler& handler);
@@ -124,9 +149,11 @@ class Replicator {
     uint64_t serial = 0;  // the state it carries
     int64_t bytes = 0;
     int64_t tables_clock = -1, tables_epoch = -1;
+    int64_t term = 0;       // the state's placement term
     int64_t resend_us = 0;  // when the next copy may go
   };
   static constexpr size_t kMaxOutstanding = 8;
+  static constexpr int64_t kMaxTermLead = 16;
   static constexpr double kAssumedBytesPerS = 100e6;
   std::deque<Sent> sent_;
   int64_t refused_until_us_ = 0;  // the standby refused the last: wait a resend time
@@ -137,6 +164,15 @@ class Replicator {
   int64_t behind_since_us_ = 0;  // 0: the standby is up to date
   bool gave_up_ = false;
   bool standby_closed_ = false;  // its connection closed since its last ack
+  // This ps's last Pump, by the clock and in CPU time: a pause shows as
+  // wall time without CPU time.
+  int64_t last_pump_us_ = 0;
+  int64_t last_pump_cpu_us_ = 0;
+  // Deposed: the standby serves this shard at deposed_term_, newer than
+  // this ps's state.
+  bool deposed_ = false;
+  int64_t deposed_term_ = 0;
+  int shard_ = -1;  // this ps's shard, for the rejoin error
   std::deque<std::pair<uint64_t, Reply>> held_;
 };
 

@@ -128,6 +128,12 @@ TEST_F(HostedShardsTest, RefusesTheOldPrimarysStatesWhileItServesTheShard) {
   EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("served by this ps now"));
   EXPECT_EQ(ps1_->own().Stats().stale_replications_refused(), 1);
+  // The answer to that very state (its seq), naming the term the shard is
+  // served at here, newer than the state's: what deposes the old primary
+  // (Replicator).
+  EXPECT_EQ(out[0].header.replica().seq(), 1u);
+  EXPECT_EQ(out[0].header.replica().term(), ps1_->adopted()->term());
+  EXPECT_GT(out[0].header.replica().term(), H().term());
 }
 
 TEST_F(HostedShardsTest, ReleaseKeepsTheStateAsTheReplicaAndSendsWorkersHome) {

@@ -260,12 +260,188 @@ TEST_F(StandbyTest, WithoutAStandbyTheRepliesGoOutAfterTheGiveUpTime) {
   std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
   (*replicator)->Hold(H(), &replies);
   std::vector<Reply> released;
-  (*replicator)->Pump(H(), &released);
-  EXPECT_TRUE(released.empty());
-  clock_.AdvanceSeconds(6);
+  // The ps's loop pumps every 100 ms; here every second, for 4.5 s, then
+  // past the give-up time.
+  for (int i = 0; i < 10; ++i) {
+    (*replicator)->Pump(H(), &released);
+    EXPECT_TRUE(released.empty()) << i;
+    clock_.AdvanceSeconds(0.5);
+  }
+  clock_.AdvanceSeconds(1);
   (*replicator)->Pump(H(), &released);
   EXPECT_EQ(released.size(), 1u);
   EXPECT_EQ(H().Stats().unreplicated_releases(), 1);
+}
+
+// A primary paused (frozen) while its standby had not acknowledged a state
+// does not give up on it the moment it wakes: its own pause says nothing
+// of the standby, which gets the whole give-up time again.
+TEST_F(StandbyTest, APausedPrimaryGivesItsStandbyTheWholeGiveUpTimeAgain) {
+  Init(proto::ASYNC, 2);
+  RegisterAll(2);
+  zmq::context_t context(1);
+  ReplicatorOptions ro;
+  ro.standby_name = "ps:1";
+  ro.endpoint = "tcp://127.0.0.1:1";  // nothing listens
+  ro.give_up_s = 5;
+  auto replicator = Replicator::Create(context, ro, &clock_);
+  ASSERT_TRUE(replicator.ok());
+  std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
+  (*replicator)->Hold(H(), &replies);
+  ASSERT_TRUE(replies.empty());
+  std::vector<Reply> released;
+  (*replicator)->Pump(H(), &released);
+  clock_.AdvanceSeconds(60);  // frozen
+  (*replicator)->Pump(H(), &released);
+  EXPECT_TRUE(released.empty());
+  for (int i = 0; i < 9; ++i) {
+    clock_.AdvanceSeconds(0.5);
+    (*replicator)->Pump(H(), &released);
+    EXPECT_TRUE(released.empty()) << i;
+  }
+  clock_.AdvanceSeconds(1);
+  (*replicator)->Pump(H(), &released);
+  EXPECT_EQ(released.size(), 1u);
+  EXPECT_EQ(H().Stats().unreplicated_releases(), 1);
+}
+
+// A primary whose shard moved while it was away: the ps that adopted it
+// refuses its state, naming the term it serves the shard at. From then on
+// every reply that shows its copy, held or new, stays held, nothing goes
+// to the standby and nothing is released unreplicated however long; once
+// the chief restores the shard here at that term or later, the held
+// replies are answered with rejoin errors (they showed the replaced copy)
+// and the restored state is replicated and answered as before.
+TEST_F(StandbyTest, APrimaryWhoseShardMovedHoldsItsRepliesUntilRestored) {
+  num_shards_ = 2;
+  Init(proto::ASYNC, 2);
+  RegisterAll(2);
+  ASSERT_NO_FATAL_FAILURE(ConnectReplicator());
+  // The standby, serving shard 0 at `term` (0: as its standby): answers
+  // every REPLICATE that reached it, as HostedShards would; returns how
+  // many.
+  int64_t term = 2;
+  const auto answer = [&] {
+    int answered = 0;
+    for (RoutedMessage in = ReceiveRouted(router_); in.message.ok(); in = ReceiveRouted(router_)) {
+      std::vector<Reply> ack;
+      if (term > 0) {
+        ack.push_back({"", ErrorReply(in.message->header,
+                                      absl::FailedPreconditionError("served by this ps now"))});
+        ack[0].header.mutable_replica()->set_seq(in.message->header.replica().seq());
+        ack[0].header.mutable_replica()->set_term(term);
+      } else {
+        ack = ToStandby(*in.message);
+      }
+      EXPECT_EQ(ack.size(), 1u);
+      EXPECT_TRUE(SendRouted(router_, in.identity, ack[0].header, {}).ok());
+      ++answered;
+    }
+    return answered;
+  };
+  std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
+  replicator_->Hold(H(), &replies);
+  ASSERT_TRUE(replies.empty());
+  std::vector<Reply> released;
+  int answered = 0;
+  for (int i = 0; i < 200 && answered == 0; ++i) {
+    replicator_->Pump(H(), &released);
+    answered += answer();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(answered, 1);
+  for (int i = 0; i < 20; ++i) {  // the refusal is read
+    replicator_->Pump(H(), &released);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_TRUE(released.empty());
+  // New replies are held too: a push's and a pull's.
+  replies = Push(0, 0, 0, 0.1f);
+  std::vector<Reply> pull = Pull(1, 1, 0);
+  replies.insert(replies.end(), pull.begin(), pull.end());
+  ASSERT_EQ(replies.size(), 2u);
+  replicator_->Hold(H(), &replies);
+  EXPECT_TRUE(replies.empty());
+  // Never given up on, and the standby is sent nothing.
+  for (int i = 0; i < 30; ++i) {
+    clock_.AdvanceSeconds(1);
+    replicator_->Pump(H(), &released);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(answer(), 0);
+  EXPECT_TRUE(released.empty());
+  EXPECT_EQ(H().Stats().unreplicated_releases(), 0);
+  // The chief gives the shard back: restored here from the adopter's
+  // state at term 2, so served at term 3; the standby takes states again.
+  term = 0;
+  proto::Header r = Base(proto::RESTORE, 0);
+  r.mutable_job()->set_mode(proto::ASYNC);
+  r.mutable_job()->set_num_workers(2);
+  r.mutable_job()->set_learning_rate(0.5);
+  r.mutable_restore()->set_from_payload(true);
+  r.mutable_restore()->set_rollback(true);  // in place of this ps's copy
+  r.mutable_restore()->set_generation(1);
+  *r.mutable_replica() = H().ReplicaStateNow();
+  r.mutable_replica()->set_term(2);
+  std::vector<Reply> out;
+  H().Handle({Peer(0), ""}, MakeMessage(r, H().StateSnapshot()), &out);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_FALSE(IsError(out[0])) << out[0].header.error().message();
+  ASSERT_EQ(H().term(), 3);
+  replies = Push(1, 5, H().version(), 0.1f);
+  ASSERT_FALSE(IsError(replies[0])) << replies[0].header.error().message();
+  replicator_->Hold(H(), &replies);
+  EXPECT_TRUE(replies.empty());
+  for (int i = 0; i < 500 && released.size() < 4; ++i) {
+    replicator_->Pump(H(), &released);
+    answer();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(released.size(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(released[i].header.rejoin()) << i;
+    EXPECT_FALSE(released[i].with_params) << i;
+    EXPECT_THAT(released[i].header.error().message(), HasSubstr("was replaced by the chief"));
+  }
+  EXPECT_EQ(released[0].peer, Peer(1));
+  EXPECT_FALSE(IsError(released[3])) << released[3].header.error().message();
+  EXPECT_EQ(released[3].peer, Peer(1));
+  EXPECT_EQ(Standby().Stats().replica_term(), 3);
+  EXPECT_EQ(H().Stats().replications(), 1);
+  EXPECT_EQ(H().Stats().unreplicated_releases(), 0);
+}
+
+// A refusal that names no newer term than this ps's (a standby holding a
+// replica of a newer term than a primary restored from a checkpoint), or
+// an implausibly newer one, deposes nothing: the primary goes on as
+// without a standby once it gives up.
+TEST_F(StandbyTest, ARefusalWithoutAPlausibleNewerTermDeposesNothing) {
+  num_shards_ = 2;
+  for (const int64_t named : {int64_t{0}, int64_t{1000}}) {
+    handler_.reset();  // a fresh primary and standby connection for each
+    Init(proto::ASYNC, 2);
+    RegisterAll(2);
+    ASSERT_NO_FATAL_FAILURE(ConnectReplicator());
+    std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
+    replicator_->Hold(H(), &replies);
+    ASSERT_TRUE(replies.empty());
+    std::vector<Reply> released;
+    for (int i = 0; i < 400 && released.empty(); ++i) {
+      replicator_->Pump(H(), &released);
+      for (RoutedMessage in = ReceiveRouted(router_); in.message.ok();
+           in = ReceiveRouted(router_)) {
+        proto::Header no = ErrorReply(in.message->header, absl::FailedPreconditionError("no"));
+        no.mutable_replica()->set_seq(in.message->header.replica().seq());
+        no.mutable_replica()->set_term(named);
+        ASSERT_TRUE(SendRouted(router_, in.identity, no, {}).ok());
+      }
+      clock_.AdvanceSeconds(0.1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_EQ(released.size(), 1u) << named;
+    EXPECT_FALSE(IsError(released[0])) << named;
+    EXPECT_EQ(H().Stats().unreplicated_releases(), 1) << named;
+  }
 }
 
 // A standby slower than the resend time: the primary sends the state
@@ -398,6 +574,11 @@ TEST_F(StandbyTest, RefusesAStateOfAnOlderTermThanTheOneItHolds) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("older than the replica held"));
+  // The answer to that state (its seq). It names no term: a primary is
+  // deposed only by the ps that serves its shard (a primary restored from
+  // a checkpoint keeps its term, older than such a replica's).
+  EXPECT_EQ(out[0].header.replica().seq(), 7u);
+  EXPECT_EQ(out[0].header.replica().term(), 0);
   EXPECT_EQ(Standby().Stats().replica_version(), 9);
   EXPECT_EQ(Standby().Stats().replica_term(), 2);
   EXPECT_EQ(Standby().Stats().stale_replications_refused(), 1);
