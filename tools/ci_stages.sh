@@ -12,7 +12,13 @@
 #         corpus in fuzz/corpus/; built in build-asan/ (PSTRAIN_FUZZ: the
 #         libraries they fuzz carry libFuzzer's coverage instrumentation)
 #
-# Usage: tools/ci_stages.sh [asan] [tsan] [fuzz]   (default: all three)
+# Usage: tools/ci_stages.sh [--install | --build-only] [asan] [tsan] [fuzz]
+#   (default: all three stages, each built then run)
+#   --install     only install what the stages need (clang, libclang-rt-dev)
+#   --build-only  only build the stages' binaries (nothing installed: run
+#                 --install first); the stage run later builds nothing and
+#                 runs its tests. .ci/run builds the sanitizer stages this
+#                 way, niced, beside the normal suite.
 # Environment:
 #   FUZZ_SECONDS=30    how long the fuzzers run (all three at once)
 #   PSTRAIN_WERROR=ON  warnings as errors (CI sets it)
@@ -145,10 +151,13 @@ run_ctest() {
   [[ $rc -eq 0 ]] || die "ctest in $dir failed"
 }
 
-stage_asan() {
-  install_packages clang libclang-rt-dev
+build_asan() {
   build "$root/build-asan" unit_tests ps_server worker pstrain fuzzers "${ASAN_INTEGRATION_TARGETS[@]}" \
       -- "${ASAN_FLAGS[@]}"
+}
+
+stage_asan() {
+  build_asan
   # Every test binary left unbuilt must be an integration test's (CMake
   # lists them): any other's tests would drop out of the stage unseen.
   local listed="$root/build-asan/integration_test_binaries.txt" unbuilt
@@ -165,22 +174,28 @@ stage_asan() {
 
 # The TSan stage builds only the targets of the tests labelled integration
 # or tsan, and the binaries they start.
-stage_tsan() {
-  install_packages clang libclang-rt-dev
+build_tsan() {
   build "$root/build-tsan" ps_server worker pstrain cluster_spec_test cancellation_test \
       transport_test request_handler_test shard_store_test ps_server_test launcher_test compare_test \
       scale_test plot_test cluster_training_test golden_equivalence_test bad_input_test hostile_peer_test \
       consistency_test experiment_commands_test metrics_server_test c_api_test -- "${SAN_FLAGS[@]}" \
       -DPSTRAIN_SANITIZE=thread
+}
+
+stage_tsan() {
+  build_tsan
   run_ctest "$root/build-tsan" -L '^(integration|tsan)$' -E "$SLOW_UNDER_SANITIZERS|$SAME_THREADS_UNDER_TSAN"
+}
+
+# The fuzzers are the ASan build's (the same directory and flags).
+build_fuzz() {
+  build "$root/build-asan" fuzzers -- "${ASAN_FLAGS[@]}"
 }
 
 stage_fuzz() {
   # libFuzzer reads the sanitizers' reports on stderr.
   unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS
-  install_packages clang libclang-rt-dev
-  # Nothing to build after the asan stage (the same directory and flags).
-  build "$root/build-asan" fuzzers -- "${ASAN_FLAGS[@]}"
+  build_fuzz  # nothing to build after the asan stage
   local fuzz_out="$root/build-asan/fuzz-out"
   rm -rf "$fuzz_out" && mkdir -p "$fuzz_out"
   # Side by side: each fuzzer's time is wall time, so three on two cores for
@@ -208,6 +223,11 @@ stage_fuzz() {
   [[ ${#failed[@]} -eq 0 ]] || die "${failed[*]} found a crash; the input is in $fuzz_out"
 }
 
+mode=run
+case ${1:-} in
+  --install) mode=install; shift ;;
+  --build-only) mode=build; shift ;;
+esac
 stages=("$@")
 [[ ${#stages[@]} -eq 0 ]] && stages=(asan tsan fuzz)
 for s in "${stages[@]}"; do
@@ -215,7 +235,19 @@ for s in "${stages[@]}"; do
     asan|tsan|fuzz) ;;
     *) die "unknown stage $s (expected asan, tsan or fuzz)" ;;
   esac
+done
+# Every stage needs clang and its runtimes, installed first (a build-only
+# run beside another command must not wait on apt's lock).
+[[ $mode == build ]] || install_packages clang libclang-rt-dev
+[[ $mode == install ]] && exit 0
+for s in "${stages[@]}"; do
   start=$SECONDS
+  if [[ $mode == build ]]; then
+    echo "ci: building stage $s"
+    "build_$s"
+    echo "ci: stage $s built in $((SECONDS - start)) s"
+    continue
+  fi
   echo "ci: stage $s"
   "stage_$s"
   echo "ci: stage $s passed in $((SECONDS - start)) s"
