@@ -73,6 +73,16 @@ class StandbyTest : public RequestHandlerTest {
     ASSERT_TRUE(replicator.ok()) << replicator.status();
     replicator_ = *std::move(replicator);
   }
+  // A Replicator to a standby that is not there (nothing listens).
+  std::unique_ptr<Replicator> ReplicatorToNowhere(double give_up_s) {
+    ReplicatorOptions ro;
+    ro.standby_name = "ps:1";
+    ro.endpoint = "tcp://127.0.0.1:1";
+    ro.give_up_s = give_up_s;
+    auto replicator = Replicator::Create(context_, ro, &clock_);
+    EXPECT_TRUE(replicator.ok()) << replicator.status();
+    return replicator.ok() ? *std::move(replicator) : nullptr;
+  }
   std::unique_ptr<RequestHandler> standby_;
   zmq::context_t context_{1};
   zmq::socket_t router_;
@@ -250,25 +260,20 @@ TEST_F(StandbyTest, AReplyShowingANewStateWaitsForTheStandbysAcknowledgement) {
 TEST_F(StandbyTest, WithoutAStandbyTheRepliesGoOutAfterTheGiveUpTime) {
   Init(proto::ASYNC, 2);
   RegisterAll(2);
-  zmq::context_t context(1);
-  ReplicatorOptions ro;
-  ro.standby_name = "ps:1";
-  ro.endpoint = "tcp://127.0.0.1:1";  // nothing listens
-  ro.give_up_s = 5;
-  auto replicator = Replicator::Create(context, ro, &clock_);
-  ASSERT_TRUE(replicator.ok());
+  std::unique_ptr<Replicator> replicator = ReplicatorToNowhere(/*give_up_s=*/5);
+  ASSERT_NE(replicator, nullptr);
   std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
-  (*replicator)->Hold(H(), &replies);
+  replicator->Hold(H(), &replies);
   std::vector<Reply> released;
-  // The ps's loop pumps every 100 ms; here every second, for 4.5 s, then
-  // past the give-up time.
+  // The ps's loop pumps every 100 ms; here every half second, for 4.5 s,
+  // then past the give-up time.
   for (int i = 0; i < 10; ++i) {
-    (*replicator)->Pump(H(), &released);
+    replicator->Pump(H(), &released);
     EXPECT_TRUE(released.empty()) << i;
     clock_.AdvanceSeconds(0.5);
   }
   clock_.AdvanceSeconds(1);
-  (*replicator)->Pump(H(), &released);
+  replicator->Pump(H(), &released);
   EXPECT_EQ(released.size(), 1u);
   EXPECT_EQ(H().Stats().unreplicated_releases(), 1);
 }
@@ -279,28 +284,23 @@ TEST_F(StandbyTest, WithoutAStandbyTheRepliesGoOutAfterTheGiveUpTime) {
 TEST_F(StandbyTest, APausedPrimaryGivesItsStandbyTheWholeGiveUpTimeAgain) {
   Init(proto::ASYNC, 2);
   RegisterAll(2);
-  zmq::context_t context(1);
-  ReplicatorOptions ro;
-  ro.standby_name = "ps:1";
-  ro.endpoint = "tcp://127.0.0.1:1";  // nothing listens
-  ro.give_up_s = 5;
-  auto replicator = Replicator::Create(context, ro, &clock_);
-  ASSERT_TRUE(replicator.ok());
+  std::unique_ptr<Replicator> replicator = ReplicatorToNowhere(/*give_up_s=*/5);
+  ASSERT_NE(replicator, nullptr);
   std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
-  (*replicator)->Hold(H(), &replies);
+  replicator->Hold(H(), &replies);
   ASSERT_TRUE(replies.empty());
   std::vector<Reply> released;
-  (*replicator)->Pump(H(), &released);
-  clock_.AdvanceSeconds(60);  // frozen
-  (*replicator)->Pump(H(), &released);
+  replicator->Pump(H(), &released);
+  clock_.AdvanceSeconds(60);  // frozen: the clock moves, the process spends no CPU
+  replicator->Pump(H(), &released);
   EXPECT_TRUE(released.empty());
   for (int i = 0; i < 9; ++i) {
     clock_.AdvanceSeconds(0.5);
-    (*replicator)->Pump(H(), &released);
+    replicator->Pump(H(), &released);
     EXPECT_TRUE(released.empty()) << i;
   }
   clock_.AdvanceSeconds(1);
-  (*replicator)->Pump(H(), &released);
+  replicator->Pump(H(), &released);
   EXPECT_EQ(released.size(), 1u);
   EXPECT_EQ(H().Stats().unreplicated_releases(), 1);
 }
