@@ -101,17 +101,17 @@ void HostedShards::RefuseStaleReplicate(const Peer& peer, const proto::Header& h
   if (absl::Status s = own_.Admit(peer, h); !s.ok()) return Refuse(peer, h, s, out);
   own_.CountStaleReplication();
   own_.CountRefusal();
+  Refuse(peer, h,
+         absl::FailedPreconditionError(
+             absl::StrCat("shard ", h.shard_index(),
+                          " is served by this ps now (adopted while its "
+                          "primary was away): that primary's state is not taken")),
+         out);
   // With the request's seq and the term the shard is served at here: the
   // primary reads it as the answer to that state, and is deposed by it
   // (Replicator).
-  Reply r{peer.route, ErrorReply(h, absl::FailedPreconditionError(absl::StrCat(
-                                        "shard ", h.shard_index(),
-                                        " is served by this ps now (adopted while its "
-                                        "primary was away): that primary's state is not taken")))};
-  r.header.set_ps_instance(options_.instance);
-  r.header.mutable_replica()->set_seq(h.replica().seq());
-  r.header.mutable_replica()->set_term(adopted_->term());
-  out->push_back(std::move(r));
+  out->back().header.mutable_replica()->set_seq(h.replica().seq());
+  out->back().header.mutable_replica()->set_term(adopted_->term());
 }
 
 void HostedShards::RefuseMoved(const Peer& peer, const proto::Header& h, std::vector<Reply>* out) {

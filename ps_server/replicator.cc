@@ -55,7 +55,6 @@ void Replicator::GiveUp(const std::string& why) {
 
 void Replicator::Depose(const RequestHandler& handler, int64_t theirs, const std::string& why) {
   const int64_t mine = handler.term();
-  if (theirs <= mine) return;  // a refusal of a state from before a restore here
   if (theirs > mine + kMaxTermLead) {
     LOG_EVERY_N(ERROR, 100) << options_.standby_name << " refused this shard's state naming term "
                             << theirs << ", more than " << kMaxTermLead << " past this ps's "
@@ -91,16 +90,17 @@ void Replicator::Observe(const RequestHandler& handler) {
   shard_ = handler.shard_index();
   if (deposed_ && handler.term() >= deposed_term_) {
     deposed_ = false;
-    // What was held showed the copy that the restore replaced.
-    std::vector<Reply> replaced;
-    for (auto& [serial, r] : held_) replaced.push_back(AsRejoin(r));
-    held_.clear();
-    for (Reply& r : replaced) held_.emplace_back(0, std::move(r));  // out with the next Pump
+    // What was held showed the copy that the restore replaced: out with
+    // the next Pump as rejoin errors.
+    for (auto& [serial, r] : held_) {
+      serial = 0;
+      r = AsRejoin(r);
+    }
     sent_.clear();  // their answers are about the replaced copy
     // The standby has the whole give-up time for the restored state.
     behind_since_us_ = clock_->NowMicros();
     LOG(WARNING) << "the chief restored shard " << shard_ << " here at term " << handler.term()
-                 << ": serving it again (" << replaced.size()
+                 << ": serving it again (" << held_.size()
                  << " held replies answered with a rejoin error)";
   }
   // On every request: three numbers, not the whole ReplicaState (clocks).
@@ -166,7 +166,6 @@ void Replicator::Send(RequestHandler& handler) {
   s.bytes = static_cast<int64_t>(state.size() * sizeof(float));
   s.tables_clock = handler.tables_clock();
   s.tables_epoch = h.replica().tables_epoch();
-  s.term = h.replica().term();
   // Resent if not acknowledged within resend_s, and the time the bytes
   // take at kAssumedBytesPerS: a large state is not sent again while the
   // first copy is still on its way.
@@ -193,7 +192,8 @@ void Replicator::ReadAcks(RequestHandler& handler) {
     if (h.error().code() != 0) {
       tables_whole_ = true;  // what it holds of them is not known
       refused_until_us_ = clock_->NowMicros() + static_cast<int64_t>(options_.resend_s * 1e6);
-      if (h.replica().term() > s.term) {
+      // A newer term than this ps's own: not one from before a restore here.
+      if (h.replica().term() > handler.term()) {
         Depose(handler, h.replica().term(), h.error().message());
       } else {
         LOG_EVERY_N(ERROR, 100) << options_.standby_name

@@ -114,7 +114,8 @@ class Replicator {
   // if so, gives up (saying why) and holds sends back a resend time.
   bool TooLarge(int64_t bytes);
   void GiveUp(const std::string& why);
-  // The standby refused this ps's state, naming term `theirs`.
+  // The standby refused this ps's state, naming term `theirs`, newer
+  // than this ps's own.
   void Depose(const RequestHandler& handler, int64_t theirs, const std::string& why);
   // `r` as the rejoin error a reply of a replaced copy becomes.
   Reply AsRejoin(const Reply& r) const;
@@ -149,7 +150,6 @@ class Replicator {
     uint64_t serial = 0;  // the state it carries
     int64_t bytes = 0;
     int64_t tables_clock = -1, tables_epoch = -1;
-    int64_t term = 0;       // the state's placement term
     int64_t resend_us = 0;  // when the next copy may go
   };
   static constexpr size_t kMaxOutstanding = 8;

@@ -274,13 +274,11 @@ void RequestHandler::HandleReplicate(const std::string& peer, const Principal& w
   const proto::Header& h = m.header;
   StandbyReplica::Refusal refusal = StandbyReplica::Refusal::kNone;
   if (absl::Status s = standby_.Keep(who, m, num_shards_, &refusal); !s.ok()) {
-    stats_.set_rejected_requests(stats_.rejected_requests() + 1);
+    if (refusal == StandbyReplica::Refusal::kStaleTerm) CountStaleReplication();
+    Refuse(peer, h, s, out);
     // With the request's seq, so that the primary reads it as the answer
     // to that state (and waits a resend time before the next).
-    Reply r{peer, ErrorReply(h, s)};
-    r.header.mutable_replica()->set_seq(h.replica().seq());
-    if (refusal == StandbyReplica::Refusal::kStaleTerm) CountStaleReplication();
-    out->push_back(std::move(r));
+    out->back().header.mutable_replica()->set_seq(h.replica().seq());
     return;
   }
   proto::Header ack = MakeReply(h);
