@@ -99,11 +99,19 @@ void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
     LOG(ERROR) << "RESTORE of " << CheckpointName(h.restore().step()) << " refused: " << s.message();
     return Refuse(peer, h, s, out);
   }
+  // A state the chief sent is a standby's replica (its primary named) or
+  // the job's initial state (no primary).
+  const std::string state =
+      h.replica().primary_instance() != 0 ? "its standby's replica" : "the job's initial state";
   if (!rollback) {
     LOG(INFO) << "restored by the chief from "
-              << (h.restore().from_payload() ? std::string("its standby's replica")
-                                             : CheckpointName(h.restore().step()))
-              << " (version " << version() << ", generation " << generation_ << ")";
+              << (h.restore().from_payload() ? state : CheckpointName(h.restore().step()))
+              << " (version " << version() << ", generation " << generation_ << ", term " << term_
+              << ")";
+  } else if (h.restore().from_payload() && h.replica().primary_instance() == 0) {
+    stats_.set_rollbacks(stats_.rollbacks() + 1);
+    LOG(WARNING) << "rolled back by the chief from version " << version_before
+                 << " to the job's initial state (term " << term_ << "); every worker rejoins";
   } else if (h.restore().from_payload()) {
     stats_.set_rollbacks(stats_.rollbacks() + 1);
     LOG(WARNING) << "replaced by the chief with its standby's state (version " << version()

@@ -76,6 +76,12 @@ struct RestoreScope {
   std::vector<int> shards;   // empty: every shard
   bool rollback = false;     // live shards go back to the file too (sync)
   int64_t generation = 0;    // the shards' generation afterwards
+  // [shard] the placement term each restored shard is served at
+  // afterwards, at least (empty: the ps keeps its own). Above every term
+  // the shard had anywhere, its standby's replica included: a standby
+  // refuses the states of an older term than the replica it holds, and
+  // the chief would take that replica for the newer state.
+  std::vector<int64_t> terms;
 };
 
 // What REGISTER returned from every shard.
@@ -211,11 +217,12 @@ class PsClient {
 
   // Chief only: initialises the empty shard `shard` from such a state
   // (with `rollback`, a live one too).
-  // `stats` (may be null): the counters to continue from.
+  // `stats` (may be null): the counters to continue from. The shard is
+  // served afterwards at term max(`min_term`, the state's term + 1).
   absl::Status RestoreFromState(const proto::JobConfig& job, int shard,
                                 const proto::ReplicaState& replica, absl::Span<const float> state,
                                 int64_t generation, bool rollback = false,
-                                const proto::ShardStats* stats = nullptr);
+                                const proto::ShardStats* stats = nullptr, int64_t min_term = 0);
 
   // Chief only: every shard writes checkpoint `step` and keeps the newest
   // `keep`; returns what each wrote, by shard.

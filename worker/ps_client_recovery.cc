@@ -31,6 +31,7 @@ absl::Status PsClient::Restore(const proto::JobConfig& job, int64_t step,
     r->set_verify_only(verify_only);
     r->set_rollback(scope.rollback);
     r->set_generation(scope.generation);
+    if (c.shard < static_cast<int>(scope.terms.size())) r->set_term(scope.terms[c.shard]);
     calls.push_back(std::move(c));
   }
   return Exchange(&calls);
@@ -62,7 +63,8 @@ absl::StatusOr<proto::Header> PsClient::FetchReplica(int holder, int shard,
 absl::Status PsClient::RestoreFromState(const proto::JobConfig& job, int shard,
                                         const proto::ReplicaState& replica,
                                         absl::Span<const float> state, int64_t generation,
-                                        bool rollback, const proto::ShardStats* stats) {
+                                        bool rollback, const proto::ShardStats* stats,
+                                        int64_t min_term) {
   std::vector<Call> calls(1);
   calls[0].shard = shard;
   calls[0].header = BaseHeader(proto::RESTORE, shard);
@@ -72,6 +74,7 @@ absl::Status PsClient::RestoreFromState(const proto::JobConfig& job, int shard,
   calls[0].header.mutable_restore()->set_from_payload(true);
   calls[0].header.mutable_restore()->set_generation(generation);
   calls[0].header.mutable_restore()->set_rollback(rollback);
+  calls[0].header.mutable_restore()->set_term(min_term);
   calls[0].payload = {reinterpret_cast<const char*>(state.data()), state.size() * sizeof(float)};
   return Exchange(&calls);
 }

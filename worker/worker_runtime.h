@@ -333,6 +333,9 @@ class WorkerRuntime {
     int64_t max_version = 0;
     int64_t min_version = 0;
     int generations = 0;
+    // [shard] the highest term any ps gave it: serving it, or holding
+    // its replica
+    std::vector<int64_t> max_term;
     static ShardCensus Of(const std::vector<proto::ShardStats>& stats);
   };
   absl::Status RecoverShards(bool first);

@@ -28,6 +28,15 @@ WorkerRuntime::ShardCensus WorkerRuntime::ShardCensus::Of(const std::vector<prot
   ShardCensus c;
   std::set<int64_t> generations;
   c.min_version = INT64_MAX;
+  const int n = static_cast<int>(stats.size());
+  c.max_term.assign(n, 0);
+  for (int j = 0; j < n; ++j) {
+    // A shard's term where it is served, and where a standby holds a
+    // replica of it (one that froze, or a replica older than a restore).
+    c.max_term[j] = std::max(c.max_term[j], stats[j].term());
+    const int64_t r = stats[j].replica_shard();
+    if (r >= 0 && r < n) c.max_term[r] = std::max(c.max_term[r], stats[j].replica_term());
+  }
   for (int k = 0; k < static_cast<int>(stats.size()); ++k) {
     if (!stats[k].initialized()) {
       c.empty.push_back(k);
@@ -80,6 +89,10 @@ absl::Status WorkerRuntime::RecoverShards(bool first) {
   scope.generation = max_generation + 1;
   scope.rollback = sync;
   if (!sync) scope.shards = empty;
+  if (options_.train.ps_replicas > 0) {
+    // A restored shard is a newer state than any copy of it that is left.
+    for (int64_t t : census.max_term) scope.terms.push_back(t + 1);
+  }
   absl::StatusOr<proto::CheckpointManifest> resumed =
       checkpointer_ != nullptr ? checkpointer_->Resume(scope)
                                : absl::FailedPreconditionError("the chief has no --checkpoint_dir");
@@ -155,8 +168,9 @@ absl::Status WorkerRuntime::RestoreInitialState(const RestoreScope& scope, const
     for (int64_t c : counts) updates = std::max(updates, c);
     shard_initial.set_updates(updates);
     *shard_initial.mutable_segment_updates() = {counts.begin(), counts.end()};
-    RETURN_IF_ERROR(client_->RestoreFromState(MakeJobConfig(), k, shard_initial, state,
-                                              scope.generation, scope.rollback));
+    RETURN_IF_ERROR(client_->RestoreFromState(
+        MakeJobConfig(), k, shard_initial, state, scope.generation, scope.rollback,
+        /*stats=*/nullptr, k < static_cast<int>(scope.terms.size()) ? scope.terms[k] : 0));
     if (was_empty) rec.add_shards_restored(k);
     if (!was_empty) rec.add_shards_rolled_back(k);
     if (!scope.rollback) lost += versions_[k];

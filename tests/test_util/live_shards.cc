@@ -54,14 +54,14 @@ LiveShards::~LiveShards() {
   }
 }
 
-LiveJob StartLiveJob(int num_ps, int num_workers) {
+LiveJob StartLiveJob(int num_ps, int num_workers, const PsServerOptions& options) {
   LiveJob job;
   auto spec = WithFreePorts(ClusterSpec::Local(num_ps, num_workers, 1));
   EXPECT_TRUE(spec.ok()) << spec.status();
   if (!spec.ok()) return job;
   job.spec = *spec;
   job.security.secret = JobSecret::Generate();
-  job.shards = std::make_unique<LiveShards>(job.spec, job.security);
+  job.shards = std::make_unique<LiveShards>(job.spec, job.security, options);
   return job;
 }
 

@@ -59,6 +59,6 @@ struct LiveJob {
   std::unique_ptr<LiveShards> shards;
 };
 // A test ASSERTs that shards is set and ok().
-LiveJob StartLiveJob(int num_ps, int num_workers);
+LiveJob StartLiveJob(int num_ps, int num_workers, const PsServerOptions& options = {});
 
 }  // namespace pstrain

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "common/cluster_spec.h"
 #include "common/embedding.h"
 #include "common/file_util.h"
@@ -192,6 +193,128 @@ TEST_F(WorkerRuntimeTest, AStepAPsLostIsSentAgainWithItsRowsAfterItsStandbyResto
   ASSERT_EQ(lost.size(), 11u + 80u);
   EXPECT_EQ(lost, whole) << "the run whose ps 0 was lost ends elsewhere (parameters, then rows)";
 }
+
+// A 3 ps + 1 worker sync job with a hot standby, 24 steps, whose
+// gradients depend on the step alone (so any history that applies each
+// step once ends where the uninterrupted run ends), with checkpoints
+// every 2 steps in `checkpoint_dir` ("": none). With `lose`: ps 2 stops
+// (shard 2 fails over to its standby ps 0, term 1) and comes back (given
+// back, term 2: ps 0 now holds a term-2 replica of it); then ps 1 and
+// ps 2 stop together and come back empty, and with no standby left for
+// shard 1, every shard goes back to the newest checkpoint (or the initial
+// parameters); two steps on, ps 1 stops once more and is restored from
+// its standby. Returns the final parameters.
+std::vector<float> RunThroughLosses(LiveJob& job, bool lose, const std::string& checkpoint_dir) {
+  ClusterSpec spec = job.spec;
+  spec.set_task({TaskType::kWorker, 0});
+  WorkerRuntimeOptions o;
+  o.train.mode = proto::SYNC;
+  o.train.lr = kLr;
+  o.train.momentum = 0;
+  o.train.connect_timeout_s = 30;
+  o.train.ps_replicas = 1;
+  o.train.failover_after_s = 0.5;
+  o.train.heartbeat_interval_s = 0.1;
+  o.train.recovery_timeout_s = 30;  // a torn job fails in 30 s, not 120
+  o.train.checkpoint_dir = checkpoint_dir;
+  o.train.checkpoint_every_steps = checkpoint_dir.empty() ? 0 : 2;
+  o.tensors = {{"a", 5}, {"b", 6}, {"c", 7}};
+  o.steps_per_epoch = 24;
+  o.total_steps = 24;
+  o.initial_params = [](absl::Span<float> p) {
+    for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<float>(i);
+  };
+  auto rt = WorkerRuntime::Create(spec, o, job.security);
+  EXPECT_TRUE(rt.ok()) << rt.status();
+  if (!rt.ok()) return {};
+  WorkerRuntime& w = **rt;
+  EXPECT_TRUE(w.Connect().ok());
+  EXPECT_TRUE(w.Start().ok());
+  EXPECT_TRUE(w.Resume().ok());
+  int event = 0;        // the losses so far
+  int steps_since = 0;  // steps ended since the last loss (or the give-back)
+  bool given_back = false;
+  for (int tries = 0; !w.TrainingDone() && tries < 200; ++tries) {
+    const int step = static_cast<int>(w.global_step());
+    StepInfo info;
+    info.start_us = w.BeginStep();
+    info.examples = 4;
+    info.loss = 1.0f;
+    for (int i = 0; i < 18; ++i) {
+      w.grads()[i] = 0.01f * static_cast<float>((7 * i + 3 * step) % 11) - 0.04f;
+    }
+    if (lose && event == 0 && step == 2) {
+      job.shards->Stop(2);  // failed over to ps 0
+      ++event;
+    } else if (lose && event == 1 && steps_since == 3) {
+      job.shards->Restart(2);  // given back once the heartbeat sees it
+      ++event;
+    } else if (lose && event == 2 && !given_back) {
+      absl::SleepFor(absl::Milliseconds(250));  // the steps wait for the heartbeat
+    } else if (lose && event == 2 && steps_since == 2) {
+      job.shards->Stop(1);
+      job.shards->Stop(2);
+      job.shards->Restart(1);
+      job.shards->Restart(2);
+      ++event;
+    } else if (lose && event == 3 && steps_since == 2) {
+      job.shards->Stop(1);
+      job.shards->Restart(1);
+      ++event;
+    }
+    const int before = event;
+    absl::Status s = w.EndStep(info);
+    if (s.ok()) s = w.CheckShardsHome();  // as the runtime's clients go on
+    if (s.ok()) w.MaybeCheckpoint();
+    bool rejoined = false;
+    if (!s.ok()) {
+      rejoined = true;
+      s = w.Rejoin(s);
+      if (s.ok()) s = w.Resume();
+    }
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) return {};
+    if (event == 2 && rejoined) given_back = true;  // the step ended to give shard 2 back
+    const bool on = before == event && !(event == 2 && rejoined) && w.global_step() > step;
+    steps_since = on ? steps_since + 1 : 0;
+  }
+  EXPECT_TRUE(w.TrainingDone());
+  if (lose) {
+    EXPECT_EQ(event, 4) << "not every loss happened";
+  }
+  std::vector<float> out(w.params().begin(), w.params().end());
+  EXPECT_TRUE(w.ReportDone().ok());
+  EXPECT_TRUE(w.FinishChief().ok());
+  return out;
+}
+
+// The shards restored after the double loss are served at a term above
+// every copy of them that is left: ps 0's term-2 replica of shard 2
+// included. At a lower term, ps 0 refused every state of the restored
+// shard 2 as older than its replica, and the chief's next recovery took
+// that replica, from before the rollback, for the newer state: shard 2
+// went back to a state of steps undone, with nothing counted as lost, and
+// the shards stayed torn.
+class RestoredAfterFailover : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RestoredAfterFailover, TheShardOutranksItsStandbysOldReplica) {
+  const bool checkpoints = GetParam();
+  PsServerOptions ps;
+  if (checkpoints) ps.checkpoint_dir = testing::MakeTempDir("restored_after_failover");
+  LiveJob lost = StartLiveJob(3, 1, ps);
+  ASSERT_TRUE(lost.shards != nullptr && lost.shards->ok());
+  const std::vector<float> params = RunThroughLosses(lost, /*lose=*/true, ps.checkpoint_dir);
+  LiveJob reference = StartLiveJob(3, 1);
+  ASSERT_TRUE(reference.shards != nullptr && reference.shards->ok());
+  const std::vector<float> whole = RunThroughLosses(reference, /*lose=*/false, "");
+  ASSERT_EQ(whole.size(), 18u);
+  EXPECT_EQ(params, whole) << "the run through the losses ends elsewhere";
+}
+
+INSTANTIATE_TEST_SUITE_P(WorkerRuntime, RestoredAfterFailover, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return std::string(p.param ? "FromACheckpoint" : "FromTheInitialState");
+                         });
 
 // A step's row gradients go out without waiting for their answer (the
 // dense push follows at once): a ps's refusal of them must still fail the
