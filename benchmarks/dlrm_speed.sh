@@ -7,6 +7,9 @@
 #               (pst.Embedding), sync and async, CURVE; pstrain_sync_standby
 #               is sync with a hot standby (--ps_replicas=1), and also says
 #               the MB a ps sent its standby per state (tables as deltas);
+#               pstrain_async_prefetch is async with each step asking for
+#               the next step's rows (dlrm.py --prefetch: one round trip a
+#               step for the rows in and the gradients out, not two);
 #   ddp_sparse  PyTorch DDP (gloo), 2 ranks, every table on every rank,
 #               sparse gradients (benchmarks/dlrm_ddp.py);
 #   ddp_dense   the same with dense table gradients (nn.EmbeddingBag's
@@ -61,12 +64,13 @@ run() {  # run JOB ROUND: one RESULT line
               "${steps_flag[@]}" 2>&1)
       echo "$out" | sed -n 's/.*(\([0-9]*\) samples\/s), test AUC \([0-9.]*\).*/RESULT job=single samples_per_s=\1 auc=\2/p'
       ;;
-    pstrain_sync | pstrain_async | pstrain_sync_standby)
-      local mode=${job#pstrain_} dir=$work/run_${job}_$round replicas=()
+    pstrain_sync | pstrain_async | pstrain_sync_standby | pstrain_async_prefetch)
+      local mode=${job#pstrain_} dir=$work/run_${job}_$round replicas=() script=()
       [[ $job == *_standby ]] && { mode=sync; replicas=(--ps_replicas=1); }
+      [[ $job == *_prefetch ]] && { mode=async; script=(--prefetch); }
       "$build/bin/pstrain" launch --cluster_spec="$work/spec.json" --free_ports --run_dir="$dir" \
         --mode="$mode" "${replicas[@]}" -- "$python" "$root/examples/pytorch/dlrm.py" \
-        --data_dir="$data" "${steps_flag[@]}" > "$dir.log" 2>&1 ||
+        --data_dir="$data" "${steps_flag[@]}" "${script[@]}" > "$dir.log" 2>&1 ||
         { echo "RESULT job=$job failed: $dir.log"; return; }
       "$python" - "$dir/summary.json" "$job" "$dir.log" <<'PY'
 import json, re, sys

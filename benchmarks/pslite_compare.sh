@@ -25,8 +25,11 @@
 # comes), each worker walking the same ROWS_PER_WORKER ids (default
 # 262144) of a table made before timing. PSLITE_OVERLAP=1: ps-lite pushes
 # a block and pulls the next one in flight together (one round trip a
-# step, its best idiom for a loop that knows its next keys); pstrain's
-# walk is unchanged.
+# step, its best idiom for a loop that knows its next keys).
+# PSTRAIN_PREFETCH=1: pstrain does the same (each push asks for the next
+# block's rows, as pst.Embedding.prefetch does: wire_bench
+# --rows_prefetch); set both to compare the two systems' one-round-trip
+# idioms, either alone to compare one with the other's two round trips.
 #
 # Usage: benchmarks/pslite_compare.sh [ROUNDS]       (default 2: p, s, p, s)
 #   WORKERS     worker counts (default 1; e.g. 1,2,4,8)
@@ -58,6 +61,7 @@ bin=$build/bin
 limit=${PROCESS_TIMEOUT_S:-600}
 dim=${EMBEDDING_DIM:-0}
 per_worker=${ROWS_PER_WORKER:-262144}
+if [[ ${PSTRAIN_PREFETCH:-0} == 1 ]]; then prefetch=true; else prefetch=false; fi
 if ((dim > 0)); then program=pslite_rows; else program=pslite_pushpull; fi
 say() { echo "pslite_compare: $*" >&2; }
 if [[ -n ${PSTRAIN_PREBUILT:-} ]]; then
@@ -120,7 +124,7 @@ run_pslite() {  # run_pslite WORKERS ROUND: its workers' RESULT lines, tagged wi
 run_pstrain() {  # run_pstrain WORKERS
   "$bin/wire_bench" --ps_server="$bin/ps_server" --sizes="$sizes" --workers="$1" \
     --security=plain --rounds=1 --seconds="$seconds" --timeout_s=60 --embedding_dim="$dim" \
-    --rows_per_worker="$per_worker" 2>/dev/null | grep '^RESULT' ||
+    --rows_per_worker="$per_worker" --rows_prefetch="${prefetch}" 2>/dev/null | grep '^RESULT' ||
     say "a pstrain measurement failed"
 }
 results=${OUT:-$work/results.txt}
@@ -146,7 +150,7 @@ for line in open(sys.argv[1]):
         continue
     if m.get("system") == "pslite":
         pslite[(int(m["floats"]), int(m["workers"]), m["round"])] += float(m["bytes_per_s"])
-    elif m.get("system") in ("push_pull", "rows", "echo"):
+    elif m.get("system") in ("push_pull", "rows", "rows_prefetch", "echo"):
         m["system"] = "echo" if m["system"] == "echo" else "push_pull"
         rates[(m["system"], int(m["floats"]), int(m["workers"]))].append(
             float(m["aggregate_bytes_per_s"]))

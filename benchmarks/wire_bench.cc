@@ -116,6 +116,10 @@ ABSL_FLAG(int, embedding_dim, 0,
           "pulled (EMBEDDING_PULL) and pushed (EMBEDDING_PUSH) per round trip (see RunRowsClient)");
 ABSL_FLAG(int64_t, rows_per_worker, 1 << 20,
           "rows: the distinct ids each worker cycles through (its table's part)");
+ABSL_FLAG(bool, rows_prefetch, false,
+          "rows: each round trip's push also asks for the next block's rows "
+          "(PsClient::StageEmbeddingPrefetch, pst.Embedding.prefetch), which the next "
+          "round trip's pull then takes: one round trip a step, not two (needs --mode=async)");
 
 namespace pstrain {
 namespace {
@@ -488,6 +492,7 @@ absl::Status RunRowsClient() {
   }
   const int64_t rows = floats / dim;
   const int64_t blocks = per_worker / rows;
+  const bool prefetch = absl::GetFlag(FLAGS_rows_prefetch);
   proto::JobConfig job;
   job.set_seed(7);
   proto::EmbeddingTableConfig* table = job.add_tables();
@@ -520,6 +525,12 @@ absl::Status RunRowsClient() {
     r.grads = grads;
     r.has_grad = true;
     RETURN_IF_ERROR(client->EmbeddingPush(trip, versions, 128, {r}));
+    if (prefetch) {
+      EmbeddingRows next;
+      next.dim = dim;
+      next.ids = ids[static_cast<size_t>((trip + 1) % blocks)];
+      client->StageEmbeddingPrefetch({next});
+    }
     RETURN_IF_ERROR(
         client->PushPull(trip, versions, 128, dense, absl::MakeSpan(param), &replies));
     versions[0] = replies[0].version;
@@ -547,8 +558,12 @@ absl::Status RunRowsClient() {
   RETURN_IF_ERROR(round_trip());
   RETURN_IF_ERROR(check());
   while (trip < blocks) RETURN_IF_ERROR(round_trip());  // every row made
+  const int64_t before = client->prefetched_tables();
   RETURN_IF_ERROR(TimeRoundTrips(absl::GetFlag(FLAGS_seconds), timeout_s, round_trip));
   RETURN_IF_ERROR(check());
+  if (prefetch && client->prefetched_tables() == before) {
+    return absl::InternalError("--rows_prefetch: no pull took its rows from a prefetch");
+  }
   return LeaveJob(*client);
 }
 
@@ -608,6 +623,7 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
   o.mode = absl::GetFlag(FLAGS_mode);
   o.embedding_dim = absl::GetFlag(FLAGS_embedding_dim);
   o.rows_per_worker = absl::GetFlag(FLAGS_rows_per_worker);
+  o.rows_prefetch = absl::GetFlag(FLAGS_rows_prefetch);
   if (o.embedding_dim < 0 || o.embedding_dim > kMaxEmbeddingDim) {
     return absl::InvalidArgumentError("--embedding_dim: 0 (dense) to kMaxEmbeddingDim");
   }

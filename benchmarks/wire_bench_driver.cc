@@ -282,6 +282,7 @@ absl::StatusOr<Measurement> MeasurePushPull(const WireBenchOptions& o, const std
     args = {o.embedding_dim > 0 ? "--role=rows_client" : "--role=push_pull_client",
             absl::StrCat("--embedding_dim=", o.embedding_dim),
             absl::StrCat("--rows_per_worker=", o.rows_per_worker),
+            absl::StrCat("--rows_prefetch=", o.rows_prefetch ? "true" : "false"),
             "--cluster_spec=" + spec_file,
             absl::StrCat("--rank=", r),
             absl::StrCat("--floats=", cell.floats),
@@ -323,7 +324,8 @@ std::vector<System> Systems(const WireBenchOptions& o) {
         s.ps_flags.push_back(v);
       }
     }
-    const std::string kind = o.embedding_dim > 0 ? "rows" : "push_pull";
+    const std::string kind =
+        o.embedding_dim > 0 ? (o.rows_prefetch ? "rows_prefetch" : "rows") : "push_pull";
     s.name =
         o.ps_variants.size() > 1 ? absl::StrCat(kind, "[", absl::StrJoin(variant, " "), "]") : kind;
     systems.push_back(std::move(s));

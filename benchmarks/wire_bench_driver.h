@@ -37,6 +37,7 @@ struct WireBenchOptions {
   // RunRowsClient), each worker cycling through rows_per_worker ids.
   int embedding_dim = 0;
   int64_t rows_per_worker = 0;
+  bool rows_prefetch = false;  // each push asks for the next block's rows ("rows_prefetch")
   std::string self;            // wire_bench (its children's binary)
   std::string ps_server;       // the ps_server binary
 };

@@ -504,6 +504,45 @@ int PstrainWorkerEmbeddingPullTables(PstrainWorkerHandle worker, int num_tables,
   });
 }
 
+int PstrainWorkerEmbeddingPrefetch(PstrainWorkerHandle worker, int num_tables, const int* tables,
+                                   const int64_t* num_ids, const int64_t* const* ids) {
+  return ApiCall([&]() -> absl::Status {
+    RETURN_IF_ERROR(Check(worker));
+    if (num_tables < 0 || num_tables > pstrain::kMaxEmbeddingTables) {
+      return pstrain::UsageError(
+          absl::StrCat("num_tables is ", num_tables, " (0 to ", pstrain::kMaxEmbeddingTables, ")"));
+    }
+    if (num_tables == 0) return absl::OkStatus();
+    if (tables == nullptr) return Null("tables");
+    if (num_ids == nullptr) return Null("num_ids");
+    if (ids == nullptr) return Null("ids");
+    std::vector<pstrain::EmbeddingRows> requests(static_cast<size_t>(num_tables));
+    int64_t total = 0;
+    for (int k = 0; k < num_tables; ++k) {
+      // No rows: the ids alone are checked (a non-null stand-in for rows).
+      static const float kNoRows = 0;
+      RETURN_IF_ERROR(
+          EmbeddingArgs(worker, tables[k], num_ids[k], ids[k], &kNoRows, "rows").status());
+      total += num_ids[k];
+      if (total > pstrain::kMaxEmbeddingIds) {
+        return pstrain::UsageError("more than 2^24 ids in one call");
+      }
+      requests[static_cast<size_t>(k)].table = tables[k];
+      requests[static_cast<size_t>(k)].ids = {ids[k], static_cast<size_t>(num_ids[k])};
+    }
+    return worker->worker->EmbeddingPrefetch(absl::MakeSpan(requests));
+  });
+}
+
+int PstrainWorkerEmbeddingPrefetched(PstrainWorkerHandle worker, int64_t* tables) {
+  return ApiCall([&]() -> absl::Status {
+    RETURN_IF_ERROR(Check(worker));
+    if (tables == nullptr) return Null("tables");
+    *tables = worker->worker->prefetched_tables();
+    return absl::OkStatus();
+  });
+}
+
 int PstrainWorkerEmbeddingGrad(PstrainWorkerHandle worker, int table, int64_t num_ids,
                                const int64_t* ids, const float* grads, double lr) {
   return ApiCall([&] {

@@ -186,6 +186,16 @@ class ScriptWorker {
   // `lr`: the table's learning rate for this update (< 0: its own).
   absl::Status EmbeddingGrad(int table, absl::Span<const int64_t> ids,
                              absl::Span<const float> grads, double lr = -1);
+  // Async: the next forward's rows of these tables' ids (each
+  // EmbeddingRows's table and ids; dim is filled in) asked for behind this
+  // step's push and answered with it, so that the step and the next
+  // forward's rows are one round trip (WorkerRuntime::
+  // StageEmbeddingPrefetch); an EmbeddingPull of those very ids before the
+  // next push takes them. Sync and SSP: nothing. Usage errors as
+  // EmbeddingPull's.
+  absl::Status EmbeddingPrefetch(absl::Span<EmbeddingRows> requests);
+  // Table reads a prefetch answered so far.
+  int64_t prefetched_tables() const { return runtime_->prefetched_tables(); }
   int num_tables() const { return job_.tables_size(); }
   int table_dim(int table) const { return job_.tables(table).dim(); }
   // The optimizer's state on the shards (WorkerRuntime::ReadOptimizerState).

@@ -159,6 +159,19 @@ absl::Status ScriptWorker::EmbeddingPull(absl::Span<EmbeddingRows> requests) {
   }
 }
 
+absl::Status ScriptWorker::EmbeddingPrefetch(absl::Span<EmbeddingRows> requests) {
+  RETURN_IF_ERROR(failed_);
+  for (EmbeddingRows& r : requests) {
+    const size_t dim = r.table >= 0 && r.table < job_.tables_size()
+                           ? static_cast<size_t>(job_.tables(r.table).dim())
+                           : 0;
+    RETURN_IF_ERROR(CheckEmbeddingCall("EmbeddingPrefetch", r.table, r.ids, r.ids.size() * dim));
+    r.dim = static_cast<int>(dim);
+  }
+  runtime_->StageEmbeddingPrefetch(requests);
+  return absl::OkStatus();
+}
+
 absl::Status ScriptWorker::EmbeddingGrad(int table, absl::Span<const int64_t> ids,
                                          absl::Span<const float> grads, double lr) {
   RETURN_IF_ERROR(failed_);

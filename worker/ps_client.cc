@@ -395,6 +395,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
   };
   add_ps(*calls);
   add_ps(rows_unanswered_);
+  add_ps(prefetch_.calls);
   std::vector<zmq::socket_t*> sockets;
   for (int j : ps) sockets.push_back(&sockets_[j]);
   const proto::MessageType type = calls->front().header.type();
@@ -404,16 +405,24 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
     for (const Call& c : rows_unanswered_) {
       if (!c.done) return false;
     }
+    // And a prefetch sent behind the step's push (its rows are the wait's).
+    for (const Call& c : prefetch_.calls) {
+      if (!c.done) return false;
+    }
     rows_unanswered_.clear();
     return true;
   };
   // A failed wait abandons them with the rest (their replies are skipped).
-  absl::Cleanup abandon = [this] { rows_unanswered_.clear(); };
+  absl::Cleanup abandon = [this] {
+    rows_unanswered_.clear();
+    prefetch_ = Prefetch();
+  };
+  const auto finish = [&] {
+    std::move(abandon).Cancel();
+    return prefetch_.calls.empty() ? absl::OkStatus() : TakePrefetch();
+  };
   for (;;) {
-    if (!poll_first && over()) {
-      std::move(abandon).Cancel();
-      return absl::OkStatus();
-    }
+    if (!poll_first && over()) return finish();
     // What the sockets hold is read before the heartbeat's verdict: a
     // worker that wakes from a freeze finds the ps's last word there.
     auto readable = PollReadable(sockets, poll_first ? 0 : kPollSliceMs);
@@ -425,10 +434,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
     for (size_t i = 0; i < ps.size(); ++i) {
       if ((*readable)[i]) RETURN_IF_ERROR(DrainSocket(ps[i], calls));
     }
-    if (over()) {
-      std::move(abandon).Cancel();
-      return absl::OkStatus();
-    }
+    if (over()) return finish();
     RETURN_IF_ERROR(CheckWaiting(deadline_us, type));
   }
 }
@@ -447,7 +453,9 @@ absl::Status PsClient::DrainSocket(int ps, std::vector<Call>* calls) {
     return std::any_of(of.begin(), of.end(),
                        [&](const Call& c) { return c.ps() == ps && !c.done; });
   };
-  const auto waiting = [&] { return waiting_in(*calls) || waiting_in(rows_unanswered_); };
+  const auto waiting = [&] {
+    return waiting_in(*calls) || waiting_in(rows_unanswered_) || waiting_in(prefetch_.calls);
+  };
   while (waiting()) {
     auto m = ReceiveReply(sockets_[ps]);
     if (!m.ok()) {
@@ -463,11 +471,15 @@ absl::Status PsClient::DrainSocket(int ps, std::vector<Call>* calls) {
     const auto answered = [&](const Call& c) {
       return c.ps() == ps && !c.done && c.header.request_id() == m->header.request_id();
     };
-    auto call = std::find_if(calls->begin(), calls->end(), answered);
-    if (call == calls->end()) {
-      call = std::find_if(rows_unanswered_.begin(), rows_unanswered_.end(), answered);
-      if (call == rows_unanswered_.end()) continue;
+    Call* call = nullptr;
+    for (std::vector<Call>* in : {calls, &rows_unanswered_, &prefetch_.calls}) {
+      auto it = std::find_if(in->begin(), in->end(), answered);
+      if (it != in->end()) {
+        call = &*it;
+        break;
+      }
     }
+    if (call == nullptr) continue;
     RETURN_IF_ERROR(IsPiece(m->header) ? TakePiece(*call, *m) : TakeReply(*call, *m));
     if (call->done) call->received_unix_us = UnixMicros();
   }
@@ -671,6 +683,7 @@ void PsClient::StartPushPull(int64_t step, absl::Span<const int64_t> computed_on
 void PsClient::SendShard(int shard, const EncodedShard& grad) {
   CHECK(shard >= 0 && shard < static_cast<int>(pending_.calls.size()));
   if (pending_.sent[shard] || !pending_.error.ok()) return;
+  DropStalePrefetch();  // (with overlap, StartPushPull comes before the forward)
   Call& c = pending_.calls[shard];
   SetPushPayload(grad, pending_.num_examples, &c.header, &c.payload);
   pending_.error = SendCall(c, pending_.deadline_us);
@@ -682,6 +695,7 @@ absl::Status PsClient::FinishPushPull(absl::Span<const EncodedShard> grads,
   CHECK_EQ(static_cast<int>(grads.size()), plan_.num_shards());
   for (int k = 0; k < plan_.num_shards(); ++k) SendShard(k, grads[k]);
   RETURN_IF_ERROR(pending_.error);
+  RETURN_IF_ERROR(SendPrefetch(pending_.deadline_us));
   RETURN_IF_ERROR(WaitReplies(&pending_.calls, pending_.deadline_us));
   CollectReplies(pending_.calls, replies);
   return absl::OkStatus();

@@ -303,6 +303,18 @@ class PsClient {
   absl::Status EmbeddingPush(int64_t step, absl::Span<const int64_t> versions, int num_examples,
                              absl::Span<const EmbeddingRows> tables,
                              const std::vector<bool>* only = nullptr);
+  // A prefetch (async): a pull of `tables`' rows (each EmbeddingRows's
+  // table, dim and ids; copied) staged to go out right behind the next
+  // step's dense push (FinishPushPull), on the same connections, and
+  // waited for with it: a ps takes a connection's requests in order, so
+  // it answers with the rows that push applied, and the step and the next
+  // forward's rows are one round trip, not two. The next EmbeddingPull
+  // of a table with the very same ids takes its rows from it instead of
+  // asking; what no pull took is dropped at the next push (rows or dense)
+  // or prefetch. Staging a table again replaces its ids.
+  void StageEmbeddingPrefetch(absl::Span<const EmbeddingRows> tables);
+  // Table reads a prefetch answered so far.
+  int64_t prefetched_tables() const { return prefetched_tables_; }
   // Waits at the barrier `name` on every shard until every worker reached
   // it. `report` (may be null), the worker's final figures, goes to every
   // shard: shard 0's STATS carries them to the chief, and a shard holding a
@@ -422,6 +434,41 @@ class PsClient {
   // replies (WaitReplies) takes their replies too and is not over before
   // they are in.
   std::vector<Call> rows_unanswered_;
+  // StageEmbeddingPrefetch's tables: staged (ids), then sent (calls, with
+  // the dense push; the positions of each ps's rows in each table's), then
+  // in (rows, each table's ids x dim).
+  struct Prefetch {
+    std::vector<int> tables;
+    std::vector<int> dims;
+    std::vector<std::vector<int64_t>> ids;
+    std::vector<Call> calls;
+    std::vector<std::vector<std::vector<size_t>>> split;  // [ps][staged table] -> positions (Split)
+    std::vector<std::vector<float>> rows;
+    bool in = false;
+    bool empty() const { return tables.empty(); }
+  };
+  Prefetch prefetch_;
+  int64_t prefetched_tables_ = 0;
+  std::vector<std::vector<char>> prefetch_out_;
+  std::vector<std::vector<float>> prefetch_in_;
+  // Which ps holds which of a request's ids: [ps][table] -> positions.
+  using Split = std::vector<std::vector<std::vector<size_t>>>;
+  // EMBEDDING_PULL calls of `tables` by `split`, their ids in out[k], their
+  // rows to come in in[k]; the answered calls' rows into the tables'.
+  std::vector<Call> PullCalls(absl::Span<const EmbeddingRows> tables, const Split& split,
+                              std::vector<std::vector<char>>* out,
+                              std::vector<std::vector<float>>* in);
+  absl::Status ScatterRows(absl::Span<const Call> calls, absl::Span<const EmbeddingRows> tables,
+                           const Split& split, const std::vector<std::vector<float>>& in) const;
+  // Drops a prefetch sent or in (a push makes its rows stale), not one
+  // staged for this step's push.
+  void DropStalePrefetch();
+  // Sends the staged prefetch (FinishPushPull, behind the dense push).
+  absl::Status SendPrefetch(int64_t deadline_us);
+  // Its replies into prefetch_.rows, once every one is in.
+  absl::Status TakePrefetch();
+  // The rows of `t` from the prefetch, if it holds its very ids.
+  bool FromPrefetch(const EmbeddingRows& t);
   std::optional<proto::StepSettings> step_settings_;
   std::vector<int> unserved_;        // shards WaitForServers found no ps for
   // EmbeddingPull's and EmbeddingPush's per-ps requests and replies, kept

@@ -212,6 +212,7 @@ void WorkerRuntime::LogSetup(const WireEncoding& wire) const {
 }
 
 absl::Status WorkerRuntime::MakeClient(double connect_timeout_s) {
+  if (client_ != nullptr) prefetched_before_ += client_->prefetched_tables();
   client_.reset();  // its sockets and heartbeat thread go first
   PsClientOptions co = client_options_;
   co.connect_timeout_s = connect_timeout_s;

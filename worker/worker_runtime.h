@@ -242,6 +242,15 @@ class WorkerRuntime {
   // step's row gradients of every table, to every ps. A rejoin status
   // when a ps went away (then: Rejoin, Resume; the step is void).
   absl::Status EmbeddingPush(int num_examples, absl::Span<const EmbeddingRows> tables);
+  // Async: the next forward's rows of `tables` (table, dim, ids) asked for
+  // behind this step's dense push and answered with it
+  // (PsClient::StageEmbeddingPrefetch); the next EmbeddingPull of those
+  // very ids takes them. Sync and SSP: nothing (a ps answers a pull at
+  // once, before the push it follows is applied: sync applies a version
+  // once every worker's push is in, SSP may hold a push back).
+  void StageEmbeddingPrefetch(absl::Span<const EmbeddingRows> tables);
+  // Table reads a prefetch answered (every client of this process's).
+  int64_t prefetched_tables() const;
 
   // A script's optimizer settings for the pushes from now on (its
   // param_groups, and the tensors without a gradient: proto
@@ -454,6 +463,7 @@ class WorkerRuntime {
   std::optional<proto::StepSettings> step_settings_;  // SetStepSettings
   std::unique_ptr<PsClient> client_;
   PsClientOptions client_options_;
+  int64_t prefetched_before_ = 0;               // prefetched_tables() of the clients replaced
   std::unique_ptr<Checkpointer> checkpointer_;  // chief with a checkpoint_dir
 
   // --metrics_port: the /metrics endpoint (before metrics_, which holds

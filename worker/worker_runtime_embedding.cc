@@ -40,6 +40,14 @@ absl::Status WorkerRuntime::EmbeddingPull(absl::Span<const EmbeddingRows> tables
   return client_->EmbeddingPull(tables);
 }
 
+void WorkerRuntime::StageEmbeddingPrefetch(absl::Span<const EmbeddingRows> tables) {
+  if (options_.train.mode == proto::ASYNC) client_->StageEmbeddingPrefetch(tables);
+}
+
+int64_t WorkerRuntime::prefetched_tables() const {
+  return prefetched_before_ + (client_ != nullptr ? client_->prefetched_tables() : 0);
+}
+
 absl::Status WorkerRuntime::EmbeddingPush(int num_examples, absl::Span<const EmbeddingRows> tables) {
   if (options_.train.ps_replicas > 0) {
     sent_rows_.step = global_step_;

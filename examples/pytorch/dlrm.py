@@ -155,18 +155,27 @@ def distributed(args, meta, train, test):
     r, n = pst.rank(), pst.num_workers()
     t0, samples = time.time(), 0
     orders = {}  # the epoch's permutation, made once (a restarted worker starts mid-epoch)
+
+    def mine(order, step):
+        """This worker's part of the epoch's global batch `step`."""
+        return order[step * n * args.batch:(step + 1) * n * args.batch][r * args.batch:
+                                                                        (r + 1) * args.batch]
+
     while not opt.done:
         epoch, step = divmod(opt.global_step, steps)
         if epoch not in orders:
             orders = {epoch: torch.randperm(
                 train[0].shape[0], generator=torch.Generator().manual_seed(args.seed * 1000 + epoch))}
         order = orders[epoch]
-        idx = order[step * n * args.batch:(step + 1) * n * args.batch][r * args.batch:
-                                                                       (r + 1) * args.batch]
+        idx = mine(order, step)
         opt.zero_grad(set_to_none=True)
         loss = F.binary_cross_entropy_with_logits(model(train[0][idx], train[1][idx]),
                                                   train[2][idx])
         loss.backward()
+        if args.prefetch and step + 1 < steps:
+            # The next step's rows come with this step's reply (async).
+            ahead = train[1][mine(order, step + 1)]
+            model.lookup.prefetch([ahead[:, f:f + 1] for f in range(len(tables))])
         opt.step(loss)
         samples += args.batch
         if opt.done or opt.global_step % steps == 0:
@@ -176,8 +185,10 @@ def distributed(args, meta, train, test):
                 print("dlrm epoch %d: test AUC %.4f (best reachable %.4f)"
                       % (epoch + 1, auc, meta["bayes_auc_test"]), flush=True)
     seconds = time.time() - t0
-    print("dlrm worker %d: %d samples in %.1f s (%.0f samples/s, this worker)"
-          % (r, samples, seconds, samples / seconds), flush=True)
+    print("dlrm worker %d: %d samples in %.1f s (%.0f samples/s, this worker)%s"
+          % (r, samples, seconds, samples / seconds,
+             ", %d table reads prefetched" % opt.prefetched() if args.prefetch else ""),
+          flush=True)
 
 
 def main():
@@ -196,6 +207,8 @@ def main():
                    help="drop rows untouched for this many updates (0: never)")
     p.add_argument("--max_rows_per_ps", type=int, default=0, help="each table's rows a ps keeps")
     p.add_argument("--seed", type=int, default=1, help="as the job's --seed (the tables' rows)")
+    p.add_argument("--prefetch", action="store_true",
+                   help="async: each step asks for the next step's rows (pst.Embedding.prefetch)")
     args = p.parse_args()
     with open(os.path.join(args.data_dir, "meta.json")) as f:
         meta = json.load(f)

@@ -69,7 +69,7 @@
 extern "C" {
 #endif
 
-#define PSTRAIN_C_API_VERSION 6
+#define PSTRAIN_C_API_VERSION 7
 
 /* Status codes. */
 #define PSTRAIN_OK 0
@@ -338,6 +338,23 @@ int PstrainWorkerEmbeddingPull(PstrainWorkerHandle worker, int table, int64_t nu
 int PstrainWorkerEmbeddingPullTables(PstrainWorkerHandle worker, int num_tables, const int* tables,
                                      const int64_t* num_ids, const int64_t* const* ids,
                                      float* const* rows);
+
+/* Async: asks for the next forward's rows of tables[k]'s num_ids[k]
+ * distinct ids ids[k] (copied), k < num_tables, behind this step's push:
+ * the request goes out at EndStep right after the dense gradient, on the
+ * same connections, and EndStep waits for its answer with the push's, so
+ * the rows come with that push applied and the step and the next
+ * forward's rows take one round trip, not two. A pull (Pull or
+ * PullTables) of a table with those very ids before the next push takes
+ * its rows from it; what none took is dropped at the next push. Call it
+ * inside a step (before EndStep) or before the first; calling it again
+ * before EndStep replaces a table's ids. Sync and SSP: checked, and
+ * nothing more (their pulls wait for the step's version). */
+int PstrainWorkerEmbeddingPrefetch(PstrainWorkerHandle worker, int num_tables, const int* tables,
+                                   const int64_t* num_ids, const int64_t* const* ids);
+
+/* How many table reads a prefetch answered so far (into *tables). */
+int PstrainWorkerEmbeddingPrefetched(PstrainWorkerHandle worker, int64_t* tables);
 
 /* The step's gradient of table `table`: `grads` (num_ids x dim floats) of
  * the `num_ids` distinct ids `ids` (copied), sent at EndStep before the

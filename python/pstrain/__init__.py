@@ -231,6 +231,26 @@ class Worker:
                   row_ptrs)
         return rows
 
+    def embedding_prefetch(self, requests):
+        """Async: the next forward's rows of `requests`, a list of (table,
+        distinct int64 ids), asked for behind this step's push and answered
+        with it; a pull of those very ids before the next push takes them
+        (c_api.h, PstrainWorkerEmbeddingPrefetch). Sync and SSP: nothing."""
+        n = len(requests)
+        if n == 0:
+            return
+        ids = [numpy.ascontiguousarray(i, dtype=numpy.int64).reshape(-1) for _, i in requests]
+        tables = (ctypes.c_int * n)(*[int(t) for t, _ in requests])
+        counts = (ctypes.c_int64 * n)(*[i.size for i in ids])
+        id_ptrs = (ctypes.c_void_p * n)(*[i.ctypes.data for i in ids])
+        _lib.call("PstrainWorkerEmbeddingPrefetch", self._handle, n, tables, counts, id_ptrs)
+
+    def embedding_prefetched(self):
+        """How many table reads a prefetch answered so far."""
+        out = ctypes.c_int64(0)
+        _lib.call("PstrainWorkerEmbeddingPrefetched", self._handle, ctypes.byref(out))
+        return out.value
+
     def embedding_grad(self, table, ids, grads, lr=-1.0):
         """The step's row gradients of table `table`: float32 (len(ids),
         dim) of the distinct `ids`; sent at end_step, applied at `lr`

@@ -6,7 +6,7 @@ import ctypes
 import ctypes.util
 import os
 
-API_VERSION = 6
+API_VERSION = 7
 
 OK = 0
 ERROR_FAILED = 1
@@ -113,18 +113,23 @@ _SIGNATURES = {
     "PstrainWorkerEmbeddingPull": [_p, _int, _i64, _p, _p],
     "PstrainWorkerEmbeddingPullTables": [_p, _int, _p, _p, _p, _p],
     "PstrainWorkerEmbeddingGrad": [_p, _int, _i64, _p, _p, ctypes.c_double],
+    "PstrainWorkerEmbeddingPrefetch": [_p, _int, _p, _p, _p],
+    "PstrainWorkerEmbeddingPrefetched": [_p, _p],
     "PstrainEmbeddingInitialRows": [_int, _int, ctypes.c_double, ctypes.c_uint64, _int, _i64, _p,
                                     _p],
 }
+
+# The version first: a library of another version may lack functions.
+_c.PstrainVersion.argtypes = []
+_c.PstrainVersion.restype = _int
+if _c.PstrainVersion() != API_VERSION:
+    raise ImportError("pstrain: %s has C API version %d; this package needs %d"
+                      % (LIBRARY_PATH, _c.PstrainVersion(), API_VERSION))
 
 for _name, _args in _SIGNATURES.items():
     _f = getattr(_c, _name)
     _f.argtypes = _args
     _f.restype = ctypes.c_char_p if _name == "PstrainGetLastError" else _int
-
-if _c.PstrainVersion() != API_VERSION:
-    raise ImportError("pstrain: %s has C API version %d; this package needs %d"
-                      % (LIBRARY_PATH, _c.PstrainVersion(), API_VERSION))
 
 
 def check(code):

@@ -62,6 +62,9 @@ TEST(CApi, NullHandlesAndPointersAreUsageErrors) {
   EXPECT_EQ(PstrainWorkerEmbeddingPull(nullptr, 0, 0, nullptr, nullptr), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerEmbeddingPullTables(nullptr, 1, nullptr, nullptr, nullptr, nullptr),
             PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerEmbeddingPrefetch(nullptr, 1, nullptr, nullptr, nullptr),
+            PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerEmbeddingPrefetched(nullptr, nullptr), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerGetPosition(nullptr, nullptr, nullptr, nullptr, nullptr),
             PSTRAIN_ERROR_USAGE);
   PstrainWorkerHandle worker = nullptr;

@@ -70,6 +70,49 @@ class OneWorkerIsOneProcess(EmbeddingCase):
         self.compare("branch_adam", 1, 2, ["--branch", "--table_optimizer=adam"])
 
 
+class Prefetch(EmbeddingCase):
+    """pst.Embedding.prefetch: the next forward's rows asked for behind
+    the step's push. One async worker reads the rows its own push made with
+    or without it, so the run ends bitwise where the run without it ends;
+    every forward but the first takes its rows from it. Rows of other ids
+    are not taken; sync takes none (its forward waits for the version)."""
+
+    def run_job(self, name, mode, flags):
+        ours, summary, _ = self.pstrain(name, 1, 2, flags + ["--steps=12"], ["--mode=" + mode])
+        return ours, summary
+
+    def test_async_forwards_read_the_prefetched_rows_and_change_nothing(self):
+        keys = ("head.weight", "head.bias", "first", "second")
+        for together in (False, True):
+            name = "prefetch_async" + ("_together" if together else "")
+            base = ["--branch", "--table_optimizer=adam"] + (["--collection"] if together else [])
+            plain, _ = self.run_job(name + "_none", "async", base)
+            ahead, summary = self.run_job(name, "async", base + ["--prefetch=next"])
+            runs = [ahead]
+            if not together:
+                other, _ = self.run_job(name + "_other", "async", base + ["--prefetch=other"])
+                self.assertEqual(int(other["prefetched"]), 0, name)
+                runs.append(other)
+            print("RESULT torch_embedding prefetch together=%d prefetched=%d max_abs_diff=%.3g"
+                  % (together, int(ahead["prefetched"]),
+                     max(float((plain[k] - ahead[k]).abs().max()) for k in keys)), flush=True)
+            # Every forward but the first: steps 1..11 read table 0, and
+            # table 1 on the even ones.
+            self.assertEqual(int(ahead["prefetched"]), 11 + 5, name)
+            self.assertEqual(summary["embedding_tables"][1]["updates"], 6)
+            for run in runs:
+                for key in keys:
+                    self.assertTrue(torch.equal(plain[key], run[key]), (name, key))
+
+    def test_sync_takes_none(self):
+        plain, _ = self.run_job("prefetch_sync_none", "sync", ["--table_optimizer=adagrad"])
+        ahead, _ = self.run_job("prefetch_sync", "sync", ["--table_optimizer=adagrad",
+                                                      "--prefetch=next"])
+        self.assertEqual(int(ahead["prefetched"]), 0)
+        for key in ("head.weight", "head.bias", "first", "second"):
+            self.assertTrue(torch.equal(plain[key], ahead[key]), key)
+
+
 class TwoWorkersAreOneProcessOfTheGlobalBatch(EmbeddingCase):
     def test_rows_averaged_over_the_workers(self):
         self.compare("two_adagrad", 2, 2, ["--table_optimizer=adagrad", "--branch"])

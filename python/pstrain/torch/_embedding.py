@@ -132,8 +132,23 @@ class Embedding(torch.nn.Module):
             self.index, bag.distinct.cpu().numpy(), self.embedding_dim)
         return self._finish(bag, rows, per_sample_weights)
 
-    def _prepare(self, optimizer, ids, offsets):
-        """A forward's checks and distinct ids, before its rows are pulled."""
+    def prefetch(self, ids, offsets=None):
+        """Asks for the rows of the next forward's `ids` (the same ids and
+        offsets that forward will be given) behind this step's push, in
+        async: step() then brings them with its reply, and that forward
+        reads them without a request of its own (one round trip a step for
+        both, not two). Call it after backward() and before step(), with
+        the next batch. Sync and SSP: checked, and nothing more (a forward
+        there must wait for the step's version); a forward whose ids differ
+        asks as before. `optimizer.prefetched()` counts the reads it saved."""
+        optimizer = _optimizer("a prefetch")
+        distinct = self._distinct(ids, offsets)
+        optimizer._table_worker().embedding_prefetch(  # pylint: disable=protected-access
+            [(self.index, distinct.cpu().numpy())])
+
+    def _distinct(self, ids, offsets, inverse=False):
+        """The distinct ids of a forward's `ids` (and with `inverse`, where
+        each id is among them), checked as a forward checks them."""
         ids = torch.as_tensor(ids)
         if ids.dtype not in (torch.int64, torch.int32):
             raise TypeError("pst.Embedding: ids must be int64 or int32, not %s" % ids.dtype)
@@ -144,18 +159,24 @@ class Embedding(torch.nn.Module):
         elif ids.dim() != 1 or offsets is None:
             raise ValueError("pst.Embedding: ids are 2-D (bags of equal length) or 1-D with "
                              "offsets, as nn.EmbeddingBag's")
-        training = self.training and torch.is_grad_enabled()
-        if training:
-            optimizer._begin_step()  # pylint: disable=protected-access
-        distinct, inverse = torch.unique(ids.reshape(-1).to(torch.int64), return_inverse=True)
+        distinct, where = torch.unique(ids.reshape(-1).to(torch.int64), return_inverse=True)
         if self.num_embeddings is not None and distinct.numel() > 0 and (
                 int(distinct[0]) < 0 or int(distinct[-1]) >= self.num_embeddings):
             raise IndexError("pst.Embedding %s: ids must be in [0, %d); got %d..%d"
                              % (self.name, self.num_embeddings, int(distinct[0]),
                                 int(distinct[-1])))
+        return (distinct, where.reshape(ids.shape)) if inverse else distinct
+
+    def _prepare(self, optimizer, ids, offsets):
+        """A forward's checks and distinct ids, before its rows are pulled."""
+        distinct, inverse = self._distinct(ids, offsets, inverse=True)
+        ids = torch.as_tensor(ids)
+        training = self.training and torch.is_grad_enabled()
+        if training:
+            optimizer._begin_step()  # pylint: disable=protected-access
         if offsets is not None:
             offsets = torch.as_tensor(offsets, device=ids.device)
-        return _Bag(distinct, inverse.reshape(ids.shape), offsets, ids.device, training)
+        return _Bag(distinct, inverse, offsets, ids.device, training)
 
     def _finish(self, bag, rows, per_sample_weights):
         """The bags of a prepared forward from its pulled rows (numpy)."""
@@ -235,3 +256,18 @@ class EmbeddingBagCollection(torch.nn.Module):
              for t, b in zip(self.tables, bags)])
         return [t._finish(b, r, w)  # pylint: disable=protected-access
                 for t, b, r, w in zip(self.tables, bags, rows, weights)]
+
+    def prefetch(self, inputs):
+        """Embedding.prefetch for every table at once: `inputs` as the next
+        forward's (one per table, in order)."""
+        inputs = list(inputs)
+        if len(inputs) != len(self.tables):
+            raise ValueError("pst.EmbeddingBagCollection: %d inputs for %d tables"
+                             % (len(inputs), len(self.tables)))
+        optimizer = _optimizer("a prefetch")
+        requests = []
+        for table, x in zip(self.tables, inputs):
+            ids, offsets = x if isinstance(x, (tuple, list)) else (x, None)
+            distinct = table._distinct(ids, offsets)  # pylint: disable=protected-access
+            requests.append((table.index, distinct.cpu().numpy()))
+        optimizer._table_worker().embedding_prefetch(requests)  # pylint: disable=protected-access

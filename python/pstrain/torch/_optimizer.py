@@ -336,6 +336,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
             index = {id(e.param): t for t, e in enumerate(self._layout)}
             self._spans = LayerSpans(self._model, index, self._hooks)
 
+    def prefetched(self):
+        """How many tables' reads pst.Embedding.prefetch answered so far (a
+        forward whose rows came with the step before's reply)."""
+        return self._worker.embedding_prefetched() if self._worker is not None else 0
+
     def _table_worker(self):
         """The worker, joined (pst.Embedding's rows)."""
         self._join()

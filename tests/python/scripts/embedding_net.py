@@ -90,14 +90,35 @@ def run_pstrain(args):
         loss = loss_fn(model(ids[part], dense[part], not args.branch or step % 2 == 0),
                        label[part])
         loss.backward()
+        if args.prefetch != "none":
+            prefetch(model, tables, args, step + 1, part)
         opt.step(loss)
     if pst.is_chief():
         every = torch.arange(args.ids)
-        torch.save({"head.weight": model.head.weight.detach().clone(),
-                    "head.bias": model.head.bias.detach().clone(),
-                    "first": tables[0].read_rows(every), "second": tables[1].read_rows(every)},
-                   args.out)
+        out = {"head.weight": model.head.weight.detach().clone(),
+               "head.bias": model.head.bias.detach().clone(),
+               "first": tables[0].read_rows(every), "second": tables[1].read_rows(every)}
+        if args.prefetch != "none":
+            out["prefetched"] = torch.tensor(opt.prefetched())
+        torch.save(out, args.out)
     pst.finish()
+
+
+def prefetch(model, tables, args, step, part):
+    """The rows of step `step`'s forward asked for behind this step's push
+    (--prefetch=next), or rows of other ids (--prefetch=other: the forward
+    must ask for its own)."""
+    import pstrain.torch as pst  # pylint: disable=import-outside-toplevel
+    ids = batch(step, pst.num_workers(), args.batch, args.ids, args.seed)[0][part]
+    if args.prefetch == "other":
+        ids = (ids + 1) % args.ids
+    second = not args.branch or step % 2 == 0
+    if second and model.together is not None:
+        model.together.prefetch([ids, ids[:, :2]])
+        return
+    tables[0].prefetch(ids)
+    if second:
+        tables[1].prefetch(ids[:, :2])
 
 
 def run_reference(args):
@@ -197,6 +218,8 @@ def main():
     p.add_argument("--step_sleep_ms", type=float, default=0,
                    help="each worker sleeps this long before each step (a job long enough "
                         "for every worker to take part)")
+    p.add_argument("--prefetch", choices=("none", "next", "other"), default="none",
+                   help="ask for the next forward's rows (or other ids') behind each push")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     (run_reference if args.reference else run_pstrain)(args)
