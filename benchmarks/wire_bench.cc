@@ -521,7 +521,7 @@ absl::Status RunRowsClient() {
     r.dim = dim;
     r.ids = ids[static_cast<size_t>(trip % blocks)];
     r.rows = absl::MakeSpan(pulled);
-    RETURN_IF_ERROR(client->EmbeddingPull({r}));
+    RETURN_IF_ERROR(client->EmbeddingPullPrefetched({r}));
     r.grads = grads;
     r.has_grad = true;
     RETURN_IF_ERROR(client->EmbeddingPush(trip, versions, 128, {r}));
@@ -529,7 +529,7 @@ absl::Status RunRowsClient() {
       EmbeddingRows next;
       next.dim = dim;
       next.ids = ids[static_cast<size_t>((trip + 1) % blocks)];
-      client->StageEmbeddingPrefetch({next});
+      RETURN_IF_ERROR(client->StageEmbeddingPrefetch({next}));
     }
     RETURN_IF_ERROR(
         client->PushPull(trip, versions, 128, dense, absl::MakeSpan(param), &replies));

@@ -169,9 +169,10 @@ class ScriptWorker {
                       bool* reduced);
   // Embedding tables (the job's "embedding_tables", in order). The rows of
   // table `table`'s `ids` into `rows` (ids.size() x dim), as the ps holds
-  // them now (in sync: after the versions this worker has pulled). Any
-  // time after Create. Usage errors: a table outside the job, repeated ids,
-  // ids outside num_embeddings, `rows` of the wrong size.
+  // them now (in sync: after the versions this worker has pulled; inside
+  // a step, those the last step's EmbeddingPrefetch brought, where it
+  // holds the table's ids). Any time after Create. Usage errors: a table outside the job, repeated
+  // ids, ids outside num_embeddings, `rows` of the wrong size.
   absl::Status EmbeddingPull(int table, absl::Span<const int64_t> ids, absl::Span<float> rows);
   // Several tables' rows at once (each EmbeddingRows's table, ids and
   // rows; dim is filled in), one request to each ps for all of them: a
@@ -187,12 +188,13 @@ class ScriptWorker {
   absl::Status EmbeddingGrad(int table, absl::Span<const int64_t> ids,
                              absl::Span<const float> grads, double lr = -1);
   // Async: the next forward's rows of these tables' ids (each
-  // EmbeddingRows's table and ids; dim is filled in) asked for behind this
-  // step's push and answered with it, so that the step and the next
-  // forward's rows are one round trip (WorkerRuntime::
-  // StageEmbeddingPrefetch); an EmbeddingPull of those very ids before the
-  // next push takes them. Sync and SSP: nothing. Usage errors as
-  // EmbeddingPull's.
+  // EmbeddingRows's table and ids; dim is filled in) asked for behind the
+  // next EndStep's push and answered with it, so that the step and the
+  // next forward's rows are one round trip (WorkerRuntime::
+  // StageEmbeddingPrefetch); an EmbeddingPull inside the step after it,
+  // of a table's same ids in the same order, takes them. Sync and SSP:
+  // nothing. Usage errors as EmbeddingPull's, and more staged for one
+  // step than one request may hold.
   absl::Status EmbeddingPrefetch(absl::Span<EmbeddingRows> requests);
   // Table reads a prefetch answered so far.
   int64_t prefetched_tables() const { return runtime_->prefetched_tables(); }

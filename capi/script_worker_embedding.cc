@@ -151,7 +151,9 @@ absl::Status ScriptWorker::EmbeddingPull(absl::Span<EmbeddingRows> requests) {
     r.dim = job_.tables(r.table).dim();
   }
   for (;;) {
-    absl::Status s = runtime_->EmbeddingPull(requests);
+    // A step's forward takes what the last step's prefetch brought; a read
+    // between steps (read_rows, an evaluation) asks the ps.
+    absl::Status s = runtime_->EmbeddingPull(requests, /*prefetched=*/in_step_);
     if (s.ok() || !IsRejoin(s)) return Latch(std::move(s));
     // A ps went away: join again (the tables start afresh with it), read again.
     RETURN_IF_ERROR(Latch(Recover(std::move(s))));
@@ -168,7 +170,9 @@ absl::Status ScriptWorker::EmbeddingPrefetch(absl::Span<EmbeddingRows> requests)
     RETURN_IF_ERROR(CheckEmbeddingCall("EmbeddingPrefetch", r.table, r.ids, r.ids.size() * dim));
     r.dim = static_cast<int>(dim);
   }
-  runtime_->StageEmbeddingPrefetch(requests);
+  if (absl::Status s = runtime_->StageEmbeddingPrefetch(requests); !s.ok()) {
+    return UsageError(absl::StrCat("EmbeddingPrefetch: ", s.message()));
+  }
   return absl::OkStatus();
 }
 

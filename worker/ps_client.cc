@@ -395,7 +395,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
   };
   add_ps(*calls);
   add_ps(rows_unanswered_);
-  add_ps(prefetch_.calls);
+  add_ps(staged_.calls);
   std::vector<zmq::socket_t*> sockets;
   for (int j : ps) sockets.push_back(&sockets_[j]);
   const proto::MessageType type = calls->front().header.type();
@@ -406,7 +406,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
       if (!c.done) return false;
     }
     // And a prefetch sent behind the step's push (its rows are the wait's).
-    for (const Call& c : prefetch_.calls) {
+    for (const Call& c : staged_.calls) {
       if (!c.done) return false;
     }
     rows_unanswered_.clear();
@@ -415,11 +415,12 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
   // A failed wait abandons them with the rest (their replies are skipped).
   absl::Cleanup abandon = [this] {
     rows_unanswered_.clear();
-    prefetch_ = Prefetch();
+    staged_ = Prefetch();
+    ready_ = Prefetch();
   };
   const auto finish = [&] {
     std::move(abandon).Cancel();
-    return prefetch_.calls.empty() ? absl::OkStatus() : TakePrefetch();
+    return staged_.calls.empty() ? absl::OkStatus() : TakePrefetch();
   };
   for (;;) {
     if (!poll_first && over()) return finish();
@@ -454,7 +455,7 @@ absl::Status PsClient::DrainSocket(int ps, std::vector<Call>* calls) {
                        [&](const Call& c) { return c.ps() == ps && !c.done; });
   };
   const auto waiting = [&] {
-    return waiting_in(*calls) || waiting_in(rows_unanswered_) || waiting_in(prefetch_.calls);
+    return waiting_in(*calls) || waiting_in(rows_unanswered_) || waiting_in(staged_.calls);
   };
   while (waiting()) {
     auto m = ReceiveReply(sockets_[ps]);
@@ -472,7 +473,7 @@ absl::Status PsClient::DrainSocket(int ps, std::vector<Call>* calls) {
       return c.ps() == ps && !c.done && c.header.request_id() == m->header.request_id();
     };
     Call* call = nullptr;
-    for (std::vector<Call>* in : {calls, &rows_unanswered_, &prefetch_.calls}) {
+    for (std::vector<Call>* in : {calls, &rows_unanswered_, &staged_.calls}) {
       auto it = std::find_if(in->begin(), in->end(), answered);
       if (it != in->end()) {
         call = &*it;
@@ -480,7 +481,16 @@ absl::Status PsClient::DrainSocket(int ps, std::vector<Call>* calls) {
       }
     }
     if (call == nullptr) continue;
-    RETURN_IF_ERROR(IsPiece(m->header) ? TakePiece(*call, *m) : TakeReply(*call, *m));
+    absl::Status s = IsPiece(m->header) ? TakePiece(*call, *m) : TakeReply(*call, *m);
+    if (!s.ok() && !IsRejoin(s) && !IsJobFinished(s) && !staged_.calls.empty() &&
+        call >= staged_.calls.data() && call < staged_.calls.data() + staged_.calls.size()) {
+      // A prefetch refused: dropped, and the step's own replies decide.
+      LOG_EVERY_N(WARNING, 100) << "the next step's rows were not prefetched: " << s.message();
+      staged_.refused = true;
+      call->done = true;
+      s = absl::OkStatus();
+    }
+    RETURN_IF_ERROR(s);
     if (call->done) call->received_unix_us = UnixMicros();
   }
   return absl::OkStatus();
@@ -683,7 +693,7 @@ void PsClient::StartPushPull(int64_t step, absl::Span<const int64_t> computed_on
 void PsClient::SendShard(int shard, const EncodedShard& grad) {
   CHECK(shard >= 0 && shard < static_cast<int>(pending_.calls.size()));
   if (pending_.sent[shard] || !pending_.error.ok()) return;
-  DropStalePrefetch();  // (with overlap, StartPushPull comes before the forward)
+  ready_ = Prefetch();  // a push makes what a prefetch brought stale
   Call& c = pending_.calls[shard];
   SetPushPayload(grad, pending_.num_examples, &c.header, &c.payload);
   pending_.error = SendCall(c, pending_.deadline_us);

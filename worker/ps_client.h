@@ -308,11 +308,19 @@ class PsClient {
   // step's dense push (FinishPushPull), on the same connections, and
   // waited for with it: a ps takes a connection's requests in order, so
   // it answers with the rows that push applied, and the step and the next
-  // forward's rows are one round trip, not two. The next EmbeddingPull
-  // of a table with the very same ids takes its rows from it instead of
-  // asking; what no pull took is dropped at the next push (rows or dense)
-  // or prefetch. Staging a table again replaces its ids.
-  void StageEmbeddingPrefetch(absl::Span<const EmbeddingRows> tables);
+  // forward's rows are one round trip, not two. Staging a table again
+  // before that push replaces its ids. InvalidArgument when what is
+  // staged would be more ids than one request may hold, or rows over the
+  // message limit (nothing is staged then). A ps's refusal of the
+  // prefetch drops it and fails nothing (the step's pushes stand).
+  absl::Status StageEmbeddingPrefetch(absl::Span<const EmbeddingRows> tables);
+  // The rows of `tables` from the answered prefetch where it holds a
+  // table's very ids in the same order (each such table's rows filled
+  // in, `*taken` says which), the rest pulled (EmbeddingPull). An answered
+  // prefetch is dropped at the next push (rows or dense), or when any
+  // wait fails. A ps the heartbeat or the routes say is lost fails the
+  // call as a pull would, even when every table was prefetched.
+  absl::Status EmbeddingPullPrefetched(absl::Span<const EmbeddingRows> tables);
   // Table reads a prefetch answered so far.
   int64_t prefetched_tables() const { return prefetched_tables_; }
   // Waits at the barrier `name` on every shard until every worker reached
@@ -434,9 +442,10 @@ class PsClient {
   // replies (WaitReplies) takes their replies too and is not over before
   // they are in.
   std::vector<Call> rows_unanswered_;
-  // StageEmbeddingPrefetch's tables: staged (ids), then sent (calls, with
-  // the dense push; the positions of each ps's rows in each table's), then
-  // in (rows, each table's ids x dim).
+  // StageEmbeddingPrefetch's tables (staged_: their ids, then once sent
+  // with the dense push its calls and the positions of each ps's rows in
+  // each table's), and the last one answered (ready_: the rows, each
+  // table's ids x dim), which the next forward takes.
   struct Prefetch {
     std::vector<int> tables;
     std::vector<int> dims;
@@ -444,10 +453,10 @@ class PsClient {
     std::vector<Call> calls;
     std::vector<std::vector<std::vector<size_t>>> split;  // [ps][staged table] -> positions (Split)
     std::vector<std::vector<float>> rows;
-    bool in = false;
-    bool empty() const { return tables.empty(); }
+    bool refused = false;  // a ps refused its pull: dropped when answered
   };
-  Prefetch prefetch_;
+  Prefetch staged_;
+  Prefetch ready_;
   int64_t prefetched_tables_ = 0;
   std::vector<std::vector<char>> prefetch_out_;
   std::vector<std::vector<float>> prefetch_in_;
@@ -460,14 +469,11 @@ class PsClient {
                               std::vector<std::vector<float>>* in);
   absl::Status ScatterRows(absl::Span<const Call> calls, absl::Span<const EmbeddingRows> tables,
                            const Split& split, const std::vector<std::vector<float>>& in) const;
-  // Drops a prefetch sent or in (a push makes its rows stale), not one
-  // staged for this step's push.
-  void DropStalePrefetch();
   // Sends the staged prefetch (FinishPushPull, behind the dense push).
   absl::Status SendPrefetch(int64_t deadline_us);
-  // Its replies into prefetch_.rows, once every one is in.
+  // The sent prefetch's replies into ready_, once every one is in.
   absl::Status TakePrefetch();
-  // The rows of `t` from the prefetch, if it holds its very ids.
+  // The rows of `t` from ready_, if it holds its very ids.
   bool FromPrefetch(const EmbeddingRows& t);
   std::optional<proto::StepSettings> step_settings_;
   std::vector<int> unserved_;        // shards WaitForServers found no ps for

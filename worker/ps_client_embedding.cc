@@ -93,14 +93,21 @@ absl::Status PsClient::ScatterRows(absl::Span<const Call> calls,
   return absl::OkStatus();
 }
 
-absl::Status PsClient::EmbeddingPull(absl::Span<const EmbeddingRows> tables) {
-  if (prefetch_.in) {
-    std::vector<EmbeddingRows> rest;
-    for (const EmbeddingRows& t : tables) {
-      if (!FromPrefetch(t)) rest.push_back(t);
-    }
-    if (rest.size() < tables.size()) return rest.empty() ? absl::OkStatus() : EmbeddingPull(rest);
+absl::Status PsClient::EmbeddingPullPrefetched(absl::Span<const EmbeddingRows> tables) {
+  if (ready_.tables.empty()) return EmbeddingPull(tables);
+  // What a pull would have found out: a ps lost, or a shard moved.
+  if (watch_heartbeat_) {
+    RETURN_IF_ERROR(heartbeat_->status());
+    RETURN_IF_ERROR(CheckRoutes());
   }
+  std::vector<EmbeddingRows> rest;
+  for (const EmbeddingRows& t : tables) {
+    if (!FromPrefetch(t)) rest.push_back(t);
+  }
+  return rest.empty() ? absl::OkStatus() : EmbeddingPull(rest);
+}
+
+absl::Status PsClient::EmbeddingPull(absl::Span<const EmbeddingRows> tables) {
   const Split split = SplitByPs(tables, num_shards());
   std::vector<Call> calls = PullCalls(tables, split, &embedding_pull_out_, &embedding_in_);
   if (calls.empty()) return absl::OkStatus();
@@ -108,76 +115,85 @@ absl::Status PsClient::EmbeddingPull(absl::Span<const EmbeddingRows> tables) {
   return ScatterRows(calls, tables, split, embedding_in_);
 }
 
-void PsClient::StageEmbeddingPrefetch(absl::Span<const EmbeddingRows> tables) {
-  if (prefetch_.in || !prefetch_.calls.empty()) prefetch_ = Prefetch();  // the last step's
+absl::Status PsClient::StageEmbeddingPrefetch(absl::Span<const EmbeddingRows> tables) {
+  Prefetch staged = staged_;
   for (const EmbeddingRows& t : tables) {
-    auto it = std::find(prefetch_.tables.begin(), prefetch_.tables.end(), t.table);
-    if (it == prefetch_.tables.end()) {
-      prefetch_.tables.push_back(t.table);
-      prefetch_.dims.push_back(t.dim);
-      prefetch_.ids.emplace_back();
-      it = prefetch_.tables.end() - 1;
+    auto it = std::find(staged.tables.begin(), staged.tables.end(), t.table);
+    if (it == staged.tables.end()) {
+      staged.tables.push_back(t.table);
+      staged.dims.push_back(t.dim);
+      staged.ids.emplace_back();
+      it = staged.tables.end() - 1;
     }
-    const size_t j = static_cast<size_t>(it - prefetch_.tables.begin());
-    prefetch_.dims[j] = t.dim;
-    prefetch_.ids[j].assign(t.ids.begin(), t.ids.end());
+    const size_t j = static_cast<size_t>(it - staged.tables.begin());
+    staged.dims[j] = t.dim;
+    staged.ids[j].assign(t.ids.begin(), t.ids.end());
   }
-}
-
-void PsClient::DropStalePrefetch() {
-  // A push changes rows: what a prefetch brought before it is stale. One
-  // staged and not sent yet goes out behind this step's dense push.
-  if (prefetch_.in || !prefetch_.calls.empty()) prefetch_ = Prefetch();
+  // One request to each ps for all of it: within what a request and its
+  // answer may be (counted whole, as if one ps held every id).
+  size_t ids = 0, bytes = 0;
+  for (size_t j = 0; j < staged.tables.size(); ++j) {
+    ids += staged.ids[j].size();
+    bytes += staged.ids[j].size() * static_cast<size_t>(staged.dims[j]) * sizeof(float);
+  }
+  if (ids > static_cast<size_t>(kMaxEmbeddingIds) ||
+      bytes > static_cast<size_t>(options_.max_message_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prefetch staged for this step would be ", ids, " ids and ", bytes,
+        " bytes of rows; one request holds at most 2^24 ids and its answer --max_message_mb (",
+        options_.max_message_bytes >> 20, " MiB): prefetch fewer tables or ids"));
+  }
+  staged_ = std::move(staged);
+  return absl::OkStatus();
 }
 
 absl::Status PsClient::SendPrefetch(int64_t deadline_us) {
-  if (prefetch_.empty() || prefetch_.in || !prefetch_.calls.empty()) return absl::OkStatus();
-  std::vector<EmbeddingRows> tables(prefetch_.tables.size());
+  if (staged_.tables.empty() || !staged_.calls.empty()) return absl::OkStatus();
+  std::vector<EmbeddingRows> tables(staged_.tables.size());
   for (size_t j = 0; j < tables.size(); ++j) {
-    tables[j].table = prefetch_.tables[j];
-    tables[j].dim = prefetch_.dims[j];
-    tables[j].ids = prefetch_.ids[j];
+    tables[j].table = staged_.tables[j];
+    tables[j].dim = staged_.dims[j];
+    tables[j].ids = staged_.ids[j];
   }
-  prefetch_.split = SplitByPs(tables, num_shards());
-  std::vector<Call> calls = PullCalls(tables, prefetch_.split, &prefetch_out_, &prefetch_in_);
+  staged_.split = SplitByPs(tables, num_shards());
+  std::vector<Call> calls = PullCalls(tables, staged_.split, &prefetch_out_, &prefetch_in_);
   for (Call& c : calls) {
     if (absl::Status s = SendCall(c, deadline_us); !s.ok()) {
-      prefetch_ = Prefetch();
+      staged_ = Prefetch();
       return s;
     }
   }
-  prefetch_.calls = std::move(calls);
-  if (prefetch_.calls.empty()) return TakePrefetch();  // no ids at all
+  staged_.calls = std::move(calls);
+  if (staged_.calls.empty()) return TakePrefetch();  // no ids at all
   return absl::OkStatus();
 }
 
 absl::Status PsClient::TakePrefetch() {
-  std::vector<EmbeddingRows> tables(prefetch_.tables.size());
-  prefetch_.rows.resize(tables.size());
+  Prefetch taken = std::move(staged_);
+  staged_ = Prefetch();
+  if (taken.refused) return absl::OkStatus();  // dropped: the forward pulls as before
+  std::vector<EmbeddingRows> tables(taken.tables.size());
+  taken.rows.resize(tables.size());
   for (size_t j = 0; j < tables.size(); ++j) {
-    prefetch_.rows[j].resize(prefetch_.ids[j].size() * static_cast<size_t>(prefetch_.dims[j]));
-    tables[j].table = prefetch_.tables[j];
-    tables[j].dim = prefetch_.dims[j];
-    tables[j].ids = prefetch_.ids[j];
-    tables[j].rows = absl::MakeSpan(prefetch_.rows[j]);
+    taken.rows[j].resize(taken.ids[j].size() * static_cast<size_t>(taken.dims[j]));
+    tables[j].table = taken.tables[j];
+    tables[j].dim = taken.dims[j];
+    tables[j].ids = taken.ids[j];
+    tables[j].rows = absl::MakeSpan(taken.rows[j]);
   }
-  const absl::Status s = ScatterRows(prefetch_.calls, tables, prefetch_.split, prefetch_in_);
-  prefetch_.calls.clear();
-  if (!s.ok()) {
-    prefetch_ = Prefetch();
-    return s;
-  }
-  prefetch_.in = true;
+  RETURN_IF_ERROR(ScatterRows(taken.calls, tables, taken.split, prefetch_in_));
+  taken.calls.clear();
+  ready_ = std::move(taken);
   return absl::OkStatus();
 }
 
 bool PsClient::FromPrefetch(const EmbeddingRows& t) {
-  for (size_t j = 0; j < prefetch_.tables.size(); ++j) {
-    if (prefetch_.tables[j] != t.table || prefetch_.dims[j] != t.dim ||
-        !std::equal(t.ids.begin(), t.ids.end(), prefetch_.ids[j].begin(), prefetch_.ids[j].end())) {
+  for (size_t j = 0; j < ready_.tables.size(); ++j) {
+    if (ready_.tables[j] != t.table || ready_.dims[j] != t.dim ||
+        !std::equal(t.ids.begin(), t.ids.end(), ready_.ids[j].begin(), ready_.ids[j].end())) {
       continue;
     }
-    std::copy(prefetch_.rows[j].begin(), prefetch_.rows[j].end(), t.rows.begin());
+    std::copy(ready_.rows[j].begin(), ready_.rows[j].end(), t.rows.begin());
     ++prefetched_tables_;
     return true;
   }
@@ -189,7 +205,7 @@ absl::Status PsClient::EmbeddingPush(int64_t step, absl::Span<const int64_t> ver
                                      const std::vector<bool>* only) {
   // The last push's requests may still be queued from its buffers.
   RETURN_IF_ERROR(WaitRowPushes());
-  DropStalePrefetch();
+  ready_ = Prefetch();  // a push makes what a prefetch brought stale
   const Split split = SplitByPs(tables, num_shards());
   std::vector<Call> calls = ShardCalls(proto::EMBEDDING_PUSH, step, versions);
   if (only != nullptr) {

@@ -236,19 +236,23 @@ class WorkerRuntime {
   // when a ps went away (then: Rejoin, Resume).
   absl::Status EndStep(const StepInfo& info, const BetweenFn& between = {});
 
-  // Embedding tables: the rows of `tables`' ids (any time after Start).
-  absl::Status EmbeddingPull(absl::Span<const EmbeddingRows> tables);
+  // Embedding tables: the rows of `tables`' ids (any time after Start);
+  // with `prefetched`, from the prefetch answered with the last step where
+  // it holds a table's ids (a step's forward: StageEmbeddingPrefetch).
+  absl::Status EmbeddingPull(absl::Span<const EmbeddingRows> tables, bool prefetched = false);
   // Inside a step, before EndStep (whose pushes must follow it): the
   // step's row gradients of every table, to every ps. A rejoin status
   // when a ps went away (then: Rejoin, Resume; the step is void).
   absl::Status EmbeddingPush(int num_examples, absl::Span<const EmbeddingRows> tables);
   // Async: the next forward's rows of `tables` (table, dim, ids) asked for
   // behind this step's dense push and answered with it
-  // (PsClient::StageEmbeddingPrefetch); the next EmbeddingPull of those
-  // very ids takes them. Sync and SSP: nothing (a ps answers a pull at
-  // once, before the push it follows is applied: sync applies a version
-  // once every worker's push is in, SSP may hold a push back).
-  void StageEmbeddingPrefetch(absl::Span<const EmbeddingRows> tables);
+  // (PsClient::StageEmbeddingPrefetch); the next step's EmbeddingPull
+  // with `prefetched` takes them. Sync and SSP: nothing. A ps answers a
+  // pull at once: in sync before the version that the step's push joins
+  // is made (every worker's push is in), and in SSP the rows would be
+  // answered while the step's reply, and with it the parameters, is held
+  // back for the slowest worker.
+  absl::Status StageEmbeddingPrefetch(absl::Span<const EmbeddingRows> tables);
   // Table reads a prefetch answered (every client of this process's).
   int64_t prefetched_tables() const;
 

@@ -36,12 +36,13 @@ std::string TableDifference(const proto::JobConfig& chiefs, const proto::JobConf
   return "";
 }
 
-absl::Status WorkerRuntime::EmbeddingPull(absl::Span<const EmbeddingRows> tables) {
-  return client_->EmbeddingPull(tables);
+absl::Status WorkerRuntime::EmbeddingPull(absl::Span<const EmbeddingRows> tables, bool prefetched) {
+  return prefetched ? client_->EmbeddingPullPrefetched(tables) : client_->EmbeddingPull(tables);
 }
 
-void WorkerRuntime::StageEmbeddingPrefetch(absl::Span<const EmbeddingRows> tables) {
-  if (options_.train.mode == proto::ASYNC) client_->StageEmbeddingPrefetch(tables);
+absl::Status WorkerRuntime::StageEmbeddingPrefetch(absl::Span<const EmbeddingRows> tables) {
+  if (options_.train.mode != proto::ASYNC) return absl::OkStatus();
+  return client_->StageEmbeddingPrefetch(tables);
 }
 
 int64_t WorkerRuntime::prefetched_tables() const {

@@ -325,8 +325,10 @@ int PstrainWorkerClose(PstrainWorkerHandle worker);
  * (num_ids x dim floats, the caller's), as the ps tasks hold them now: an
  * id without a row reads as its initial row (PstrainEmbeddingInitialRows),
  * or as zeros until it is admitted. In sync after EndStep the rows are
- * those of the versions this worker pulled. Any time between Create and
- * Free; inside a step, a ps that restarted voids the step. */
+ * those of the versions this worker pulled; inside a step, where the step
+ * before prefetched the table's same ids (PstrainWorkerEmbeddingPrefetch),
+ * the rows it brought. Any time between Create and Free; inside a step, a
+ * ps that restarted voids the step. */
 int PstrainWorkerEmbeddingPull(PstrainWorkerHandle worker, int table, int64_t num_ids,
                                const int64_t* ids, float* rows);
 
@@ -339,17 +341,21 @@ int PstrainWorkerEmbeddingPullTables(PstrainWorkerHandle worker, int num_tables,
                                      const int64_t* num_ids, const int64_t* const* ids,
                                      float* const* rows);
 
-/* Async: asks for the next forward's rows of tables[k]'s num_ids[k]
- * distinct ids ids[k] (copied), k < num_tables, behind this step's push:
- * the request goes out at EndStep right after the dense gradient, on the
- * same connections, and EndStep waits for its answer with the push's, so
- * the rows come with that push applied and the step and the next
- * forward's rows take one round trip, not two. A pull (Pull or
- * PullTables) of a table with those very ids before the next push takes
- * its rows from it; what none took is dropped at the next push. Call it
- * inside a step (before EndStep) or before the first; calling it again
- * before EndStep replaces a table's ids. Sync and SSP: checked, and
- * nothing more (their pulls wait for the step's version). */
+/* Async: asks for the next step's rows of tables[k]'s num_ids[k]
+ * distinct ids ids[k] (copied), k < num_tables, behind the next EndStep's
+ * push: the request goes out right after the dense gradient, on the same
+ * connections, and EndStep waits for its answer with the push's, so the
+ * rows come with that push applied and the step and the next step's rows
+ * take one round trip, not two. A pull (Pull or PullTables) inside the
+ * step after it, of a table's same ids in the same order, takes its rows
+ * from it; a pull between steps asks the ps. What no pull took is dropped
+ * at the next push, or when a call fails. Calling it again before EndStep
+ * replaces a table's ids. A usage error when what is staged for one step
+ * would be more than 2^24 ids, or rows over --max_message_mb. A ps that
+ * refuses the prefetch fails nothing: that step's forward asks. Sync and
+ * SSP: checked, and nothing more (a ps answers a pull at once, and the
+ * rows would not be those of the step's reply: sync makes the version
+ * once every worker's push is in, SSP may hold the reply back). */
 int PstrainWorkerEmbeddingPrefetch(PstrainWorkerHandle worker, int num_tables, const int* tables,
                                    const int64_t* num_ids, const int64_t* const* ids);
 

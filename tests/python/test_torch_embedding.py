@@ -71,46 +71,57 @@ class OneWorkerIsOneProcess(EmbeddingCase):
 
 
 class Prefetch(EmbeddingCase):
-    """pst.Embedding.prefetch: the next forward's rows asked for behind
-    the step's push. One async worker reads the rows its own push made with
-    or without it, so the run ends bitwise where the run without it ends;
-    every forward but the first takes its rows from it. Rows of other ids
-    are not taken; sync takes none (its forward waits for the version)."""
+    """pst.Embedding.prefetch: the next step's rows asked for behind the
+    step's push. One async worker reads the rows its own push made with or
+    without it, so the run ends bitwise where the run without it ends;
+    every forward but the first takes its rows from it, and a read between
+    steps of those very ids asks the ps. Rows of other ids are not taken;
+    sync takes none (its forward must see every worker's push)."""
 
-    def run_job(self, name, mode, flags):
-        ours, summary, _ = self.pstrain(name, 1, 2, flags + ["--steps=12"], ["--mode=" + mode])
+    KEYS = ("head.weight", "head.bias", "first", "second")
+
+    def run_job(self, name, mode, flags, workers=1):
+        ours, summary, _ = self.pstrain(name, workers, 2, flags + ["--steps=12"],
+                                        ["--mode=" + mode])
         return ours, summary
 
     def test_async_forwards_read_the_prefetched_rows_and_change_nothing(self):
-        keys = ("head.weight", "head.bias", "first", "second")
+        base = ["--branch", "--table_optimizer=adam"]
+        plain, _ = self.run_job("prefetch_none", "async", base)
+        other, _ = self.run_job("prefetch_other", "async", base + ["--prefetch=other"])
+        self.assertEqual(int(other["prefetched"]), 0)
+        # Each table on its own, then both through one EmbeddingBagCollection
+        # (whose forward returns the very tensors each table's does).
         for together in (False, True):
             name = "prefetch_async" + ("_together" if together else "")
-            base = ["--branch", "--table_optimizer=adam"] + (["--collection"] if together else [])
-            plain, _ = self.run_job(name + "_none", "async", base)
-            ahead, summary = self.run_job(name, "async", base + ["--prefetch=next"])
-            runs = [ahead]
-            if not together:
-                other, _ = self.run_job(name + "_other", "async", base + ["--prefetch=other"])
-                self.assertEqual(int(other["prefetched"]), 0, name)
-                runs.append(other)
+            flags = base + ["--prefetch=next", "--read_between"]
+            ahead, summary = self.run_job(name, "async",
+                                          flags + (["--collection"] if together else []))
             print("RESULT torch_embedding prefetch together=%d prefetched=%d max_abs_diff=%.3g"
                   % (together, int(ahead["prefetched"]),
-                     max(float((plain[k] - ahead[k]).abs().max()) for k in keys)), flush=True)
+                     max(float((plain[k] - ahead[k]).abs().max()) for k in self.KEYS)),
+                  flush=True)
             # Every forward but the first: steps 1..11 read table 0, and
-            # table 1 on the even ones.
+            # table 1 on the even ones; no read between steps.
             self.assertEqual(int(ahead["prefetched"]), 11 + 5, name)
             self.assertEqual(summary["embedding_tables"][1]["updates"], 6)
-            for run in runs:
-                for key in keys:
+            for run in (ahead, other):
+                for key in self.KEYS:
                     self.assertTrue(torch.equal(plain[key], run[key]), (name, key))
 
+    def test_two_async_workers_take_their_own(self):
+        # No one-process reference in async: each table update goes with a
+        # dense one, and the chief's forwards took the prefetch.
+        ours, summary = self.run_job("prefetch_two", "async", ["--prefetch=next"], workers=2)
+        self.assertEqual(int(ours["prefetched"]), 2 * 11)
+        self.assertEqual(summary["embedding_tables"][0]["updates"], summary["updates_applied"])
+
     def test_sync_takes_none(self):
-        plain, _ = self.run_job("prefetch_sync_none", "sync", ["--table_optimizer=adagrad"])
-        ahead, _ = self.run_job("prefetch_sync", "sync", ["--table_optimizer=adagrad",
-                                                      "--prefetch=next"])
-        self.assertEqual(int(ahead["prefetched"]), 0)
-        for key in ("head.weight", "head.bias", "first", "second"):
-            self.assertTrue(torch.equal(plain[key], ahead[key]), key)
+        flags = ["--table_optimizer=adagrad", "--prefetch=next", "--steps=12"]
+        ours, _ = self.run_job("prefetch_sync", "sync", flags)
+        self.assertEqual(int(ours.pop("prefetched")), 0)
+        difference = max_difference(ours, self.reference("prefetch_sync", 1, flags))
+        self.assertLess(difference, TOLERANCE)
 
 
 class TwoWorkersAreOneProcessOfTheGlobalBatch(EmbeddingCase):

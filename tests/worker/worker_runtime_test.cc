@@ -379,6 +379,80 @@ TEST_F(WorkerRuntimeTest, ARefusedRowPushFailsItsStepWithTheRefusal) {
   EXPECT_GT(checked, 0) << "ids 0..3 are all on the other ps: pick others";
 }
 
+// Async, one worker: each step stages the next step's ids; the next
+// step's pull of them takes the rows its push brought, which are the rows
+// a pull of the ps gives then, and a pull between steps asks the ps. A
+// prefetch larger than one request may hold is refused when it is staged.
+TEST_F(WorkerRuntimeTest, APrefetchBringsWhatAPullWouldAndOnlyAStepTakesIt) {
+  WorkerRuntimeOptions o = Options();
+  o.train.mode = proto::ASYNC;
+  o.train.max_message_mb = 1;
+  proto::EmbeddingTableConfig table;
+  table.set_name("t");
+  table.set_dim(4);
+  table.set_optimizer(proto::ROW_ADAGRAD);
+  table.set_lr(0.1);
+  table.set_eps(1e-10);
+  table.set_init_std(1.0);
+  o.tables = {table};
+  o.steps_per_epoch = 4;
+  o.total_steps = 4;
+  auto rt = WorkerRuntime::Create(spec_, o, security_);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  WorkerRuntime& w = **rt;
+  ASSERT_TRUE(w.Connect().ok());
+  ASSERT_TRUE(w.Start().ok());
+  ASSERT_TRUE(w.Resume().ok());
+  const auto ids_of = [](int step) {
+    std::vector<int64_t> ids;
+    for (int64_t id = step; id < 30; id += 2) ids.push_back(id);  // rows on both ps
+    return ids;
+  };
+  const auto rows_of = [](const std::vector<int64_t>& ids, std::vector<float>* rows) {
+    EmbeddingRows r;
+    r.dim = 4;
+    r.ids = ids;
+    rows->assign(ids.size() * 4, 0.0f);
+    r.rows = absl::MakeSpan(*rows);
+    return r;
+  };
+  for (int step = 0; step < 4; ++step) {
+    const std::vector<int64_t> ids = ids_of(step);
+    std::vector<float> taken, asked;
+    ASSERT_TRUE(w.EmbeddingPull({rows_of(ids, &taken)}, /*prefetched=*/true).ok());
+    ASSERT_TRUE(w.EmbeddingPull({rows_of(ids, &asked)}, /*prefetched=*/false).ok());
+    EXPECT_EQ(taken, asked) << "step " << step;
+    EXPECT_EQ(w.prefetched_tables(), step) << "step " << step;
+    StepInfo info;
+    info.start_us = w.BeginStep();
+    info.examples = 4;
+    std::vector<float> grads(ids.size() * 4);
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.01f * static_cast<float>(i % 7) - 0.02f;
+    EmbeddingRows push;
+    push.dim = 4;
+    push.ids = ids;
+    push.grads = grads;
+    push.has_grad = true;
+    ASSERT_TRUE(w.EmbeddingPush(4, {&push, 1}).ok());
+    std::vector<float> unused;
+    const std::vector<int64_t> next = ids_of(step + 1);
+    ASSERT_TRUE(w.StageEmbeddingPrefetch({rows_of(next, &unused)}).ok());
+    // 2^24 ids, or rows over the 1 MiB limit: refused, nothing staged.
+    std::vector<int64_t> many(70000);
+    for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int64_t>(i);
+    const absl::Status over = w.StageEmbeddingPrefetch({rows_of(many, &unused)});
+    EXPECT_TRUE(absl::IsInvalidArgument(over)) << over;
+    EXPECT_THAT(std::string(over.message()), HasSubstr("--max_message_mb"));
+    for (int i = 0; i < 15; ++i) w.grads()[i] = 0.5f;
+    ASSERT_TRUE(w.EndStep(info).ok());
+  }
+  std::vector<float> between;
+  ASSERT_TRUE(w.EmbeddingPull({rows_of(ids_of(4), &between)}, /*prefetched=*/false).ok());
+  EXPECT_EQ(w.prefetched_tables(), 3);
+  ASSERT_TRUE(w.ReportDone().ok());
+  ASSERT_TRUE(w.FinishChief().ok());
+}
+
 TEST_F(WorkerRuntimeTest, OptionsThatCannotWorkTogetherAreRefusedFirst) {
   TrainOptions o = Options().train;
   o.checkpoint_every_steps = 10;  // no --checkpoint_dir

@@ -133,14 +133,15 @@ class Embedding(torch.nn.Module):
         return self._finish(bag, rows, per_sample_weights)
 
     def prefetch(self, ids, offsets=None):
-        """Asks for the rows of the next forward's `ids` (the same ids and
-        offsets that forward will be given) behind this step's push, in
+        """Asks for the rows of the next step's forward of `ids` (the ids
+        and offsets that forward will be given) behind this step's push, in
         async: step() then brings them with its reply, and that forward
         reads them without a request of its own (one round trip a step for
-        both, not two). Call it after backward() and before step(), with
-        the next batch. Sync and SSP: checked, and nothing more (a forward
-        there must wait for the step's version); a forward whose ids differ
-        asks as before. `optimizer.prefetched()` counts the reads it saved."""
+        both, not two). Call it before step(), with the next batch. A
+        forward whose ids differ asks as before, and so does a read between
+        steps (read_rows, an evaluation). Sync and SSP: checked, and
+        nothing more (docs/embeddings.md says why). `optimizer.prefetched()`
+        counts the reads it answered."""
         optimizer = _optimizer("a prefetch")
         distinct = self._distinct(ids, offsets)
         optimizer._table_worker().embedding_prefetch(  # pylint: disable=protected-access

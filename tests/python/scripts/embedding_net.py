@@ -93,6 +93,10 @@ def run_pstrain(args):
         if args.prefetch != "none":
             prefetch(model, tables, args, step + 1, part)
         opt.step(loss)
+        if args.read_between:
+            # A read between steps of the very ids prefetched: it asks the ps.
+            tables[0].read_rows(batch(step + 1, pst.num_workers(), args.batch, args.ids,
+                                      args.seed)[0][part])
     if pst.is_chief():
         every = torch.arange(args.ids)
         out = {"head.weight": model.head.weight.detach().clone(),
@@ -220,6 +224,8 @@ def main():
                         "for every worker to take part)")
     p.add_argument("--prefetch", choices=("none", "next", "other"), default="none",
                    help="ask for the next forward's rows (or other ids') behind each push")
+    p.add_argument("--read_between", action="store_true",
+                   help="after each step, read the next step's rows of the first table")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     (run_reference if args.reference else run_pstrain)(args)
