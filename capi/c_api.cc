@@ -191,6 +191,43 @@ absl::Status CreateWorker(PstrainTaskHandle task, const char* job_json, int num_
   return absl::OkStatus();
 }
 
+// The tables, ids and (`rows` not null) rows buffers of a call of
+// `num_tables` tables, checked: requests[k] is table tables[k]'s
+// num_ids[k] ids (rows[k], num_ids[k] x its dim floats).
+absl::StatusOr<std::vector<pstrain::EmbeddingRows>> TableRequests(PstrainWorkerHandle worker,
+                                                                  int num_tables, const int* tables,
+                                                                  const int64_t* num_ids,
+                                                                  const int64_t* const* ids,
+                                                                  float* const* rows) {
+  RETURN_IF_ERROR(Check(worker));
+  if (num_tables < 0 || num_tables > pstrain::kMaxEmbeddingTables) {
+    return pstrain::UsageError(
+        absl::StrCat("num_tables is ", num_tables, " (0 to ", pstrain::kMaxEmbeddingTables, ")"));
+  }
+  std::vector<pstrain::EmbeddingRows> requests(static_cast<size_t>(num_tables));
+  if (num_tables == 0) return requests;
+  if (tables == nullptr) return Null("tables");
+  if (num_ids == nullptr) return Null("num_ids");
+  if (ids == nullptr) return Null("ids");
+  int64_t total = 0;
+  for (int k = 0; k < num_tables; ++k) {
+    // Without rows (a prefetch), the ids alone are checked.
+    static const float kNoRows = 0;
+    const float* to = rows != nullptr ? rows[k] : &kNoRows;
+    ASSIGN_OR_RETURN(const size_t floats,
+                     EmbeddingArgs(worker, tables[k], num_ids[k], ids[k], to, "rows"));
+    total += num_ids[k];
+    if (total > pstrain::kMaxEmbeddingIds) {
+      return pstrain::UsageError("more than 2^24 ids in one call");
+    }
+    pstrain::EmbeddingRows& r = requests[static_cast<size_t>(k)];
+    r.table = tables[k];
+    r.ids = {ids[k], static_cast<size_t>(num_ids[k])};
+    if (rows != nullptr) r.rows = {rows[k], floats};
+  }
+  return requests;
+}
+
 }  // namespace
 
 extern "C" {
@@ -476,30 +513,10 @@ int PstrainWorkerEmbeddingPullTables(PstrainWorkerHandle worker, int num_tables,
                                      const int64_t* num_ids, const int64_t* const* ids,
                                      float* const* rows) {
   return ApiCall([&]() -> absl::Status {
-    RETURN_IF_ERROR(Check(worker));
-    if (num_tables < 0 || num_tables > pstrain::kMaxEmbeddingTables) {
-      return pstrain::UsageError(
-          absl::StrCat("num_tables is ", num_tables, " (0 to ", pstrain::kMaxEmbeddingTables, ")"));
-    }
-    if (num_tables == 0) return absl::OkStatus();
-    if (tables == nullptr) return Null("tables");
-    if (num_ids == nullptr) return Null("num_ids");
-    if (ids == nullptr) return Null("ids");
+    ASSIGN_OR_RETURN(std::vector<pstrain::EmbeddingRows> requests,
+                     TableRequests(worker, num_tables, tables, num_ids, ids, rows));
+    if (requests.empty()) return absl::OkStatus();
     if (rows == nullptr) return Null("rows");
-    std::vector<pstrain::EmbeddingRows> requests(static_cast<size_t>(num_tables));
-    int64_t total = 0;
-    for (int k = 0; k < num_tables; ++k) {
-      ASSIGN_OR_RETURN(const size_t floats,
-                       EmbeddingArgs(worker, tables[k], num_ids[k], ids[k], rows[k], "rows"));
-      total += num_ids[k];
-      if (total > pstrain::kMaxEmbeddingIds) {
-        return pstrain::UsageError("more than 2^24 ids in one call");
-      }
-      pstrain::EmbeddingRows& r = requests[static_cast<size_t>(k)];
-      r.table = tables[k];
-      r.ids = {ids[k], static_cast<size_t>(num_ids[k])};
-      r.rows = {rows[k], floats};
-    }
     return worker->worker->EmbeddingPull(absl::MakeSpan(requests));
   });
 }
@@ -507,29 +524,9 @@ int PstrainWorkerEmbeddingPullTables(PstrainWorkerHandle worker, int num_tables,
 int PstrainWorkerEmbeddingPrefetch(PstrainWorkerHandle worker, int num_tables, const int* tables,
                                    const int64_t* num_ids, const int64_t* const* ids) {
   return ApiCall([&]() -> absl::Status {
-    RETURN_IF_ERROR(Check(worker));
-    if (num_tables < 0 || num_tables > pstrain::kMaxEmbeddingTables) {
-      return pstrain::UsageError(
-          absl::StrCat("num_tables is ", num_tables, " (0 to ", pstrain::kMaxEmbeddingTables, ")"));
-    }
-    if (num_tables == 0) return absl::OkStatus();
-    if (tables == nullptr) return Null("tables");
-    if (num_ids == nullptr) return Null("num_ids");
-    if (ids == nullptr) return Null("ids");
-    std::vector<pstrain::EmbeddingRows> requests(static_cast<size_t>(num_tables));
-    int64_t total = 0;
-    for (int k = 0; k < num_tables; ++k) {
-      // No rows: the ids alone are checked (a non-null stand-in for rows).
-      static const float kNoRows = 0;
-      RETURN_IF_ERROR(
-          EmbeddingArgs(worker, tables[k], num_ids[k], ids[k], &kNoRows, "rows").status());
-      total += num_ids[k];
-      if (total > pstrain::kMaxEmbeddingIds) {
-        return pstrain::UsageError("more than 2^24 ids in one call");
-      }
-      requests[static_cast<size_t>(k)].table = tables[k];
-      requests[static_cast<size_t>(k)].ids = {ids[k], static_cast<size_t>(num_ids[k])};
-    }
+    ASSIGN_OR_RETURN(std::vector<pstrain::EmbeddingRows> requests,
+                     TableRequests(worker, num_tables, tables, num_ids, ids, nullptr));
+    if (requests.empty()) return absl::OkStatus();
     return worker->worker->EmbeddingPrefetch(absl::MakeSpan(requests));
   });
 }
