@@ -315,8 +315,8 @@ class PsClient {
   // prefetch drops it and fails nothing (the step's pushes stand).
   absl::Status StageEmbeddingPrefetch(absl::Span<const EmbeddingRows> tables);
   // The rows of `tables` from the answered prefetch where it holds a
-  // table's very ids in the same order (each such table's rows filled
-  // in, `*taken` says which), the rest pulled (EmbeddingPull). An answered
+  // table's very ids in the same order, the rest pulled (EmbeddingPull).
+  // prefetched_tables() counts the tables it answered. An answered
   // prefetch is dropped at the next push (rows or dense), or when any
   // wait fails. A ps the heartbeat or the routes say is lost fails the
   // call as a pull would, even when every table was prefetched.
