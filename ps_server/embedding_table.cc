@@ -400,11 +400,6 @@ absl::Status EmbeddingTable::Load(const EmbeddingTableState& state, bool delta,
 
 void EmbeddingTable::FinishLoad() { MarkSaved(); }
 
-int64_t EmbeddingTable::SavedBytesBound() const {
-  return rows() * static_cast<int64_t>(2 * sizeof(int64_t) + stride_ * sizeof(float)) +
-         static_cast<int64_t>(waiting_.size() * 2 * sizeof(int64_t));
-}
-
 void EmbeddingTable::StartChangeLog() {
   logging_ = true;
   log_since_ = clock_;

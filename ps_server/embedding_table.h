@@ -148,9 +148,6 @@ class EmbeddingTable {
   // false when the log does not reach back to `clock` (never started, or
   // cut: it holds at most max(kMaxLogEntries, 2 x rows) entries).
   static constexpr size_t kMaxLogEntries = size_t{1} << 20;
-  // At least the bytes a full save of the table encodes to (its rows'
-  // records and floats, its waiting ids), and about that.
-  int64_t SavedBytesBound() const;
   void StartChangeLog();
   bool SaveSince(int64_t clock, EmbeddingTableState* out) const;
   // The standby has the table as it was at `clock`: the log forgets that.

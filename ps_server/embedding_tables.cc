@@ -418,12 +418,6 @@ std::string EmbeddingTables::Encode(int64_t version) const {
   return EncodeEmbeddingCheckpoint(&c);
 }
 
-int64_t EmbeddingTables::EncodedBytesBound() const {
-  int64_t bytes = 0;
-  for (const auto& t : tables_) bytes += t->SavedBytesBound();
-  return bytes;
-}
-
 bool EmbeddingTables::EncodeSince(int64_t since, int64_t version, std::string* out) const {
   EmbeddingCheckpoint c;
   c.header = ReplicaHeader(shard_index_, num_shards_, version, clock_, /*delta=*/true);

@@ -139,8 +139,6 @@ class EmbeddingTables {
   // encoding (checkpoint/embedding_checkpoint.h; `version`: the shard's).
   // Every row, optimizer state, waiting id and counter:
   std::string Encode(int64_t version) const;
-  // Encode's size, about and at least (no encoding: a check before one).
-  int64_t EncodedBytesBound() const;
   // What changed after the clock `since` (EmbeddingTable::SaveSince), in
   // `*out`; false when a table's log does not reach back that far (send
   // them whole). StartChangeLog: every table logs from now on (at a whole

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/rejoin.h"
 #include "glog/logging.h"
+#include "transport/state_parts.h"
 
 namespace pstrain {
 namespace {
@@ -96,12 +97,18 @@ void Replicator::Observe(const RequestHandler& handler) {
       serial = 0;
       r = AsRejoin(r);
     }
-    sent_.clear();  // their answers are about the replaced copy
+    sent_.clear();       // their answers are about the replaced copy
+    stream_ = Stream();  // and so is a state going in parts
     // The standby has the whole give-up time for the restored state.
     behind_since_us_ = clock_->NowMicros();
     LOG(WARNING) << "the chief restored shard " << shard_ << " here at term " << handler.term()
                  << ": serving it again (" << held_.size()
                  << " held replies answered with a rejoin error)";
+  }
+  // A state going in parts that a restore here replaced (INIT and RESTORE
+  // replace the tables): the state now goes instead.
+  if (stream_.payload != nullptr && handler.tables_epoch() != stream_.tables_epoch) {
+    stream_ = Stream();
   }
   // On every request: three numbers, not the whole ReplicaState (clocks).
   const Key now{handler.generation(), handler.version(), handler.updates()};
@@ -126,54 +133,101 @@ void Replicator::Hold(const RequestHandler& handler, std::vector<Reply>* replies
   *replies = std::move(pass);
 }
 
-bool Replicator::TooLarge(int64_t bytes) {
-  const absl::Status fits = FitsOneMessage(
-      static_cast<size_t>(std::max<int64_t>(bytes, 0)), options_.socket.max_message_bytes,
-      [] { return std::string("its state with its embedding tables"); },
-      "start the ps tasks with a larger --max_message_mb, or with more ps (each holds a part of "
-      "the rows)");
-  if (fits.ok()) return false;
-  // The standby would drop the connection on it, and again on every
-  // resend: the job goes on without one, and the size is looked at again
-  // a resend time later (evictions may have made room).
-  too_large_until_us_ = clock_->NowMicros() + static_cast<int64_t>(options_.resend_s * 1e6);
-  if (!gave_up_) GiveUp(absl::StrCat("cannot hold this shard: ", fits.message()));
-  return true;
-}
-
 void Replicator::Send(RequestHandler& handler) {
   const int64_t now = clock_->NowMicros();
   if (now < too_large_until_us_ || now < refused_until_us_) return;
-  proto::Header h = handler.ReplicateHeader(++seq_);
+  // The socket is made with `immediate`: it takes a message only once a
+  // connection is up, and nothing is encoded for a standby not there.
+  if (stream_.payload != nullptr) {
+    if (CanSend(socket_)) SendPart();  // a state in parts goes on
+    return;
+  }
+  proto::Header h = handler.ReplicateHeader(seq_ + 1);
+  const size_t part_bytes = StatePartBytes(options_.socket.max_message_bytes, h);
+  if (part_bytes < kMinStatePartBytes) return TooSmallLimit();
+  if (!CanSend(socket_)) return;
+  ++seq_;
   // The tables as a delta on what the standby acknowledged last (a delta
   // on an older state than the standby's is still right: it holds every
   // change since), unless it refused one or they were replaced since.
   const bool delta = !tables_whole_ && tables_acked_epoch_ == h.replica().tables_epoch();
-  if (!delta && TooLarge(handler.WholeReplicaBytesBound())) return;
-  // The socket is made with `immediate`: it takes a message only once a
-  // connection is up, and nothing is encoded for a standby not there.
-  if (!CanSend(socket_)) return;
-  const std::vector<float> state =
+  std::vector<float> state =
       handler.ReplicaPayloadNow(delta ? tables_acked_clock_ : -1, h.mutable_replica());
-  if (TooLarge(static_cast<int64_t>(state.size() * sizeof(float)))) {
-    tables_whole_ = true;  // the delta's changes were not sent
-    return;
+  const size_t bytes = state.size() * sizeof(float);
+  if (bytes > part_bytes) {
+    // Over one message: in parts, each sent once the standby answered the
+    // one before (transport/state_parts.h).
+    stream_.header = std::move(h);
+    stream_.payload = std::make_shared<const std::vector<float>>(std::move(state));
+    stream_.id = ((static_cast<uint64_t>(now) << 8) ^ seq_) | 1;  // 0: not a part
+    stream_.tables_epoch = stream_.header.replica().tables_epoch();
+    stream_.offset = 0;
+    stream_.part_bytes = part_bytes;
+    stream_.serial = serial_;
+    stream_.tables_clock = handler.tables_clock();
+    LOG(INFO) << "sending " << options_.standby_name << " a state of " << bytes
+              << " bytes in parts of " << part_bytes << " (over one message)";
+    return SendPart();
   }
   if (!SendRequest(socket_, h, state, /*zero_copy=*/false).ok()) return;  // not connected: later
   Sent s;
   s.seq = seq_;
   s.serial = serial_;
-  s.bytes = static_cast<int64_t>(state.size() * sizeof(float));
+  s.bytes = static_cast<int64_t>(bytes);
   s.tables_clock = handler.tables_clock();
   s.tables_epoch = h.replica().tables_epoch();
+  s.state_bytes = s.bytes;
+  Track(s);
+}
+
+void Replicator::SendPart() {
+  proto::Header h = stream_.header;
+  h.mutable_replica()->set_seq(++seq_);
+  const uint64_t total = stream_.payload->size() * sizeof(float);
+  proto::StatePart* p = h.mutable_state_part();
+  p->set_offset(stream_.offset);
+  p->set_total(total);
+  p->set_stream(stream_.id);
+  const std::vector<float> part = StateSlice(*stream_.payload, stream_.offset, stream_.part_bytes);
+  if (!SendRequest(socket_, h, part, /*zero_copy=*/false).ok()) return;  // not connected: later
+  Sent s;
+  s.seq = seq_;
+  s.serial = stream_.serial;
+  s.bytes = static_cast<int64_t>(part.size() * sizeof(float));
+  s.tables_clock = stream_.tables_clock;
+  s.tables_epoch = h.replica().tables_epoch();
+  s.stream = stream_.id;
+  s.part_end = stream_.offset + static_cast<uint64_t>(s.bytes);
+  s.last_part = s.part_end >= total;
+  s.state_bytes = static_cast<int64_t>(total);
+  Track(s);
+}
+
+void Replicator::Track(Sent s) {
   // Resent if not acknowledged within resend_s, and the time the bytes
   // take at kAssumedBytesPerS: a large state is not sent again while the
-  // first copy is still on its way.
+  // first copy is still on its way. The last part of a state in parts is
+  // answered once the standby has checked and kept the whole state: its
+  // time is the whole state's.
+  const int64_t bytes = s.last_part ? s.state_bytes : s.bytes;
   s.resend_us = clock_->NowMicros() +
                 static_cast<int64_t>(
-                    1e6 * (options_.resend_s + static_cast<double>(s.bytes) / kAssumedBytesPerS));
+                    1e6 * (options_.resend_s + static_cast<double>(bytes) / kAssumedBytesPerS));
   if (sent_.size() >= kMaxOutstanding) sent_.pop_front();
   sent_.push_back(s);
+}
+
+void Replicator::TooSmallLimit() {
+  // Not even a small part fits the standby's message limit beside its
+  // header: the job goes on without a standby, and looks again a resend
+  // time later.
+  too_large_until_us_ = clock_->NowMicros() + static_cast<int64_t>(options_.resend_s * 1e6);
+  if (!gave_up_) {
+    GiveUp(absl::StrCat("cannot hold this shard: its messages of at most ",
+                        options_.socket.max_message_bytes,
+                        " bytes leave no room for a part of its state beside their header; start "
+                        "the ps tasks with a larger --max_message_mb"));
+  }
 }
 
 void Replicator::ReadAcks(RequestHandler& handler) {
@@ -189,8 +243,16 @@ void Replicator::ReadAcks(RequestHandler& handler) {
     if (it == sent_.end()) continue;
     const Sent s = *it;
     sent_.erase(sent_.begin(), it + 1);  // older ones are answered by this one, or never will be
+    if (h.error().code() != 0 && s.stream != 0 && s.stream != stream_.id &&
+        h.replica().term() <= handler.term()) {
+      // A part of a state that is done with (a copy of its last part
+      // resent before the answer came, or a state dropped since): its
+      // refusal says nothing of what the standby holds.
+      continue;
+    }
     if (h.error().code() != 0) {
       tables_whole_ = true;  // what it holds of them is not known
+      stream_ = Stream();    // a state in parts starts again, as a new one
       refused_until_us_ = clock_->NowMicros() + static_cast<int64_t>(options_.resend_s * 1e6);
       // A newer term than this ps's own: not one from before a restore here.
       if (h.replica().term() > handler.term()) {
@@ -201,6 +263,12 @@ void Replicator::ReadAcks(RequestHandler& handler) {
       }
       continue;
     }
+    if (s.stream != 0 && !s.last_part) {
+      // A part of a state: the next goes (Pump) from where this one ended.
+      if (s.stream == stream_.id) stream_.offset = std::max(stream_.offset, s.part_end);
+      continue;
+    }
+    if (s.stream != 0 && s.stream == stream_.id) stream_ = Stream();  // its last part: done
     if (s.serial <= acked_) continue;  // a newer state was acknowledged already
     acked_ = s.serial;
     tables_whole_ = false;
@@ -208,7 +276,7 @@ void Replicator::ReadAcks(RequestHandler& handler) {
     tables_acked_epoch_ = s.tables_epoch;
     handler.TablesReplicated(tables_acked_clock_);
     standby_closed_ = false;
-    handler.CountReplication(true, s.bytes);
+    handler.CountReplication(true, s.state_bytes);
   }
 }
 
@@ -241,6 +309,7 @@ void Replicator::Pump(RequestHandler& handler, std::vector<Reply>* released) {
   if (Disconnected()) {
     standby_closed_ = true;
     tables_whole_ = true;  // a restarted standby holds no tables
+    stream_ = Stream();    // nor any part of a state
   }
   if (deposed_) return;  // held; the standby is sent nothing (it would refuse it)
   // One message in flight: the newest, until its answer or its resend time.

@@ -25,9 +25,14 @@
 // lost or slow message costs only a resend of a larger delta.
 //
 // A state over the standby's message limit (--max_message_mb, the same on
-// every ps) is never sent: the standby would drop the connection on it,
-// and again on every resend. The primary gives up at once, saying so, and
-// looks at the size again a resend time later.
+// every ps: the standby would drop the connection on a larger message)
+// goes in parts (transport/state_parts.h), each sent once the standby
+// answered the one before, from one encoding of the state that the
+// primary keeps until the last part is answered; the answer to the last
+// is the state's. A refused part, or a standby whose connection closed,
+// starts a new state whole. Only a limit that leaves no room for a part
+// beside its header makes the primary give up, saying so; it looks again
+// a resend time later.
 //
 // A standby that does not acknowledge within resend_s (and the time the
 // message's bytes take at 100 MB/s) is sent the newest state again (it
@@ -110,9 +115,9 @@ class Replicator {
 
   // Reads the socket's connection events: true when it was closed.
   bool Disconnected();
-  // Whether a REPLICATE of `bytes` is over the standby's message limit;
-  // if so, gives up (saying why) and holds sends back a resend time.
-  bool TooLarge(int64_t bytes);
+  // The standby's message limit leaves no room for even a small part of a
+  // state: gives up (saying why) and holds sends back a resend time.
+  void TooSmallLimit();
   void GiveUp(const std::string& why);
   // The standby refused this ps's state, naming term `theirs`, newer
   // than this ps's own.
@@ -125,6 +130,8 @@ class Replicator {
   // Advances serial_ when the handler's state moved since the last look.
   void Observe(const RequestHandler& handler);
   void Send(RequestHandler& handler);
+  // The next part of stream_.
+  void SendPart();
   void ReadAcks(RequestHandler& handler);
   void Release(uint64_t up_to, std::vector<Reply>* released);
 
@@ -151,16 +158,37 @@ class Replicator {
     int64_t bytes = 0;
     int64_t tables_clock = -1, tables_epoch = -1;
     int64_t resend_us = 0;  // when the next copy may go
+    // A part of a state in parts: its stream, where it ends, and whether
+    // it is the last (whose answer is the state's).
+    uint64_t stream = 0;
+    uint64_t part_end = 0;
+    bool last_part = false;
+    int64_t state_bytes = 0;  // the whole state's (for the counters)
   };
+  // Keeps `s` as sent, with its resend time.
+  void Track(Sent s);
   static constexpr size_t kMaxOutstanding = 8;
   static constexpr int64_t kMaxTermLead = 16;
   static constexpr double kAssumedBytesPerS = 100e6;
   std::deque<Sent> sent_;
+  // The state going in parts (payload null: none): its header, payload
+  // and the next part's start.
+  struct Stream {
+    proto::Header header;
+    std::shared_ptr<const std::vector<float>> payload;
+    uint64_t id = 0;
+    uint64_t offset = 0;
+    size_t part_bytes = 0;
+    uint64_t serial = 0;
+    int64_t tables_clock = -1;
+    int64_t tables_epoch = -1;  // the handler's when it was encoded
+  };
+  Stream stream_;
   int64_t refused_until_us_ = 0;  // the standby refused the last: wait a resend time
   // Embedding tables: the standby's copy (acknowledged).
   bool tables_whole_ = true;  // send them whole next
   int64_t tables_acked_clock_ = -1, tables_acked_epoch_ = -1;
-  int64_t too_large_until_us_ = 0;  // the state was over the message limit
+  int64_t too_large_until_us_ = 0;  // the limit left no room for a part
   int64_t behind_since_us_ = 0;  // 0: the standby is up to date
   bool gave_up_ = false;
   bool standby_closed_ = false;  // its connection closed since its last ack

@@ -166,9 +166,10 @@ void RequestHandler::HandleMalformed(const Peer& peer, const absl::Status& error
 }
 
 size_t RequestHandler::MaxPayloadBytes(const proto::Header& h) const {
-  // A shard's whole state (parameters and the optimizer's slots), from a
-  // ps or the chief, both authenticated: bounded by the socket's message
-  // limit.
+  // A shard's whole state (parameters, the optimizer's slots, embedding
+  // tables), from a ps or the chief, both authenticated: a message is
+  // bounded by the socket's limit, a state in parts by what its header
+  // says it is (transport/state_parts.h).
   if (h.type() == proto::REPLICATE || (h.type() == proto::RESTORE && h.restore().from_payload())) {
     return SIZE_MAX;
   }

@@ -88,6 +88,7 @@
 #include "ps_server/update_policy.h"
 #include "ps_server/worker_table.h"
 #include "transport/pieces.h"
+#include "transport/state_parts.h"
 #include "transport/transport.h"
 
 namespace pstrain {
@@ -249,12 +250,10 @@ class RequestHandler {
   // as they were at `clock` (their logs forget that).
   std::vector<float> ReplicaPayloadNow(int64_t since, proto::ReplicaState* r);
   void TablesReplicated(int64_t clock) { tables_.ForgetThrough(clock); }
-  // At least the bytes of a REPLICATE with the tables whole (no encoding).
-  int64_t WholeReplicaBytesBound() const {
-    return static_cast<int64_t>(policy_->store().state().size() * sizeof(float)) +
-           tables_.EncodedBytesBound();
-  }
   int64_t tables_clock() const { return tables_.clock(); }
+  // How many times INIT or RESTORE replaced the shard and its tables
+  // (ReplicaState.tables_epoch).
+  int64_t tables_epoch() const { return tables_epoch_; }
   // A REPLICATE request for this shard's standby, without payload.
   proto::Header ReplicateHeader(uint64_t seq) const;
   // Counts what the replicator did (STATS).
@@ -334,6 +333,9 @@ class RequestHandler {
   void HandleShutdown(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleReplicate(const std::string& peer, const Principal& who, const Message& m,
                        std::vector<Reply>* out);
+  // A whole REPLICATE (or one put together from its parts) kept.
+  void KeepReplicate(const std::string& peer, const Principal& who, const Message& m,
+                     std::vector<Reply>* out);
   void HandleFetchReplica(const std::string& peer, const Message& m, std::vector<Reply>* out);
 
   // Liveness: a dead rank is not waited for; one heard from again is.
@@ -392,6 +394,18 @@ class RequestHandler {
   CheckpointStore checkpoints_;
   // The replica this ps keeps as standby of shard (index - 1) mod n.
   StandbyReplica standby_;
+  // States coming in parts (transport/state_parts.h): a REPLICATE from the
+  // primary, a RESTORE from the chief.
+  StatePartsAssembler replica_parts_, restore_parts_;
+  // The replica's payload as FETCH_REPLICA sends it in parts: encoded at
+  // the first part's request, kept until its last part went (or the
+  // replica changed: standby_.changes()).
+  struct FetchedReplica {
+    uint64_t changes = 0;
+    proto::ReplicaState replica;
+    std::shared_ptr<const std::vector<float>> payload;
+  };
+  std::optional<FetchedReplica> fetched_;
   std::vector<float> scratch_;  // a pushed gradient whose frame is misaligned
   int64_t generation_ = 0;
   int64_t term_ = 0;

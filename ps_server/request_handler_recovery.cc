@@ -72,6 +72,24 @@ absl::StatusOr<proto::SavedShard> RequestHandler::Save(int64_t step, int keep) {
 void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
                                    std::vector<Reply>* out) {
   const proto::Header& h = m.header;
+  if (h.has_state_part()) {
+    // A part of a standby's state too large for one message, relayed by
+    // the chief: put together, then restored from as one RESTORE.
+    absl::StatusOr<uint64_t> total =
+        h.restore().from_payload()
+            ? StatePayloadBytes(h)
+            : absl::InvalidArgumentError("RESTORE in parts without from_payload");
+    absl::StatusOr<std::optional<Message>> whole =
+        total.ok() ? restore_parts_.Add(m, *total)
+                   : absl::StatusOr<std::optional<Message>>(total.status());
+    if (!whole.ok()) return Refuse(peer, h, whole.status(), out);
+    if (whole->has_value()) return HandleRestore(peer, **whole, out);
+    Reply ack{peer, MakeReply(h), false, /*record=*/true};
+    ack.header.mutable_state_part()->set_offset(restore_parts_.received());
+    out->push_back(std::move(ack));
+    return;
+  }
+  restore_parts_.Clear();  // a relay in parts the chief gave up
   if (!checkpoints_.enabled() && !h.restore().from_payload()) {
     return Refuse(peer, h, absl::FailedPreconditionError(
         "RESTORE: this ps was started without --checkpoint_dir"), out);
@@ -198,6 +216,9 @@ absl::Status RequestHandler::Restore(const Message& m, std::vector<Reply>* out) 
   // recovery counters go on from where they are.
   const proto::ShardStats live = stats_;
   stats_ = c.header.stats();
+  // The tables' counters are their own, restored with them (Stats adds
+  // them): the ones in these counters are a copy, and would count twice.
+  stats_.clear_tables();
   unordered_sums_before_ = std::max<int64_t>(0, stats_.unordered_sums());  // Stats() adds the policy's
   stats_.set_adoptions(live.adoptions());
   stats_.set_releases(live.releases());
@@ -280,6 +301,37 @@ void RequestHandler::CountReplication(bool acknowledged, int64_t bytes) {
 void RequestHandler::HandleReplicate(const std::string& peer, const Principal& who,
                                      const Message& m, std::vector<Reply>* out) {
   const proto::Header& h = m.header;
+  if (!h.has_state_part()) {
+    // A state in parts its primary gave up (only the primary's own word
+    // drops it).
+    if (standby_.Admit(who, h, num_shards_).ok()) replica_parts_.Clear();
+    return KeepReplicate(peer, who, m, out);
+  }
+  // A part of a state too large for one message: judged by its header
+  // before anything of it is kept, put together, then kept as a whole
+  // REPLICATE (with every check of one).
+  StandbyReplica::Refusal refusal = StandbyReplica::Refusal::kNone;
+  absl::Status s = standby_.Admit(who, h, num_shards_, &refusal);
+  absl::StatusOr<uint64_t> total = StatePayloadBytes(h);
+  if (s.ok()) s = total.status();
+  absl::StatusOr<std::optional<Message>> whole =
+      s.ok() ? replica_parts_.Add(m, *total) : absl::StatusOr<std::optional<Message>>(s);
+  if (!whole.ok()) {
+    if (refusal == StandbyReplica::Refusal::kStaleTerm) CountStaleReplication();
+    Refuse(peer, h, whole.status(), out);
+    out->back().header.mutable_replica()->set_seq(h.replica().seq());
+    return;
+  }
+  if (whole->has_value()) return KeepReplicate(peer, who, **whole, out);
+  proto::Header ack = MakeReply(h);
+  ack.mutable_replica()->set_seq(h.replica().seq());
+  ack.mutable_state_part()->set_offset(replica_parts_.received());
+  out->push_back({peer, std::move(ack), false, false});
+}
+
+void RequestHandler::KeepReplicate(const std::string& peer, const Principal& who, const Message& m,
+                                   std::vector<Reply>* out) {
+  const proto::Header& h = m.header;
   StandbyReplica::Refusal refusal = StandbyReplica::Refusal::kNone;
   if (absl::Status s = standby_.Keep(who, m, num_shards_, &refusal); !s.ok()) {
     if (refusal == StandbyReplica::Refusal::kStaleTerm) CountStaleReplication();
@@ -289,6 +341,7 @@ void RequestHandler::HandleReplicate(const std::string& peer, const Principal& w
     out->back().header.mutable_replica()->set_seq(h.replica().seq());
     return;
   }
+  fetched_.reset();  // an encoding of the replica before this one
   proto::Header ack = MakeReply(h);
   ack.mutable_replica()->set_seq(h.replica().seq());
   ack.mutable_replica()->set_version(h.replica().version());
@@ -303,6 +356,15 @@ void RequestHandler::HandleFetchReplica(const std::string& peer, const Message& 
     return Refuse(peer, h, absl::NotFoundError(absl::StrCat(
         "this ps holds no replica of shard ", h.shard_index())), out);
   }
+  const proto::StatePart& asked = h.state_part();
+  if (asked.part_bytes() % sizeof(float) != 0 ||
+      (asked.part_bytes() != 0 && asked.part_bytes() < kMinStatePartBytes)) {
+    return Refuse(peer, h,
+                  absl::InvalidArgumentError(
+                      absl::StrCat("FETCH_REPLICA: parts of ", asked.part_bytes(),
+                                   " bytes (whole floats, at least ", kMinStatePartBytes, ")")),
+                  out);
+  }
   Reply reply{peer, MakeReply(h), false, false};
   const proto::Header& r = replica.header;
   reply.header.set_shard_index(r.shard_index());
@@ -310,13 +372,47 @@ void RequestHandler::HandleFetchReplica(const std::string& peer, const Message& 
   reply.header.set_range_end(r.range_end());
   reply.header.set_plan_fingerprint(r.plan_fingerprint());
   *reply.header.mutable_job() = r.job();
-  *reply.header.mutable_replica() = r.replica();
   *reply.header.mutable_stats() = r.stats();
-  // Without tables the state goes out as it is held, without a copy.
-  reply.payload = replica.tables == nullptr
-                      ? replica.state
-                      : std::make_shared<const std::vector<float>>(
-                            ReplicaPayload(replica, reply.header.mutable_replica()));
+  if (asked.offset() == 0 || !fetched_.has_value() || fetched_->changes != standby_.changes()) {
+    if (asked.offset() != 0) {
+      fetched_.reset();
+      return Refuse(
+          peer, h,
+          absl::FailedPreconditionError(absl::StrCat(
+              "FETCH_REPLICA from byte ", asked.offset(), ": the replica of shard ",
+              h.shard_index(),
+              " changed since its first part was fetched; fetch it again from the start")),
+          out);
+    }
+    // Without tables the state goes out as it is held, without a copy.
+    FetchedReplica f{standby_.changes(), r.replica(), replica.state};
+    if (replica.tables != nullptr) {
+      f.payload = std::make_shared<const std::vector<float>>(ReplicaPayload(replica, &f.replica));
+    }
+    fetched_ = std::move(f);
+  }
+  *reply.header.mutable_replica() = fetched_->replica;
+  const uint64_t total = fetched_->payload->size() * sizeof(float);
+  if (asked.part_bytes() == 0 || (asked.offset() == 0 && total <= asked.part_bytes())) {
+    reply.payload = fetched_->payload;  // whole
+    fetched_.reset();
+    out->push_back(std::move(reply));
+    return;
+  }
+  if (asked.offset() >= total || asked.offset() % sizeof(float) != 0) {
+    return Refuse(
+        peer, h,
+        absl::InvalidArgumentError(absl::StrCat("FETCH_REPLICA from byte ", asked.offset(),
+                                                " of a state of ", total, " bytes")),
+        out);
+  }
+  proto::StatePart* part = reply.header.mutable_state_part();
+  part->set_offset(asked.offset());
+  part->set_total(total);
+  part->set_stream(options_.instance + fetched_->changes);
+  reply.payload = std::make_shared<const std::vector<float>>(
+      StateSlice(*fetched_->payload, asked.offset(), asked.part_bytes()));
+  if (asked.offset() + reply.payload->size() * sizeof(float) >= total) fetched_.reset();
   out->push_back(std::move(reply));
 }
 

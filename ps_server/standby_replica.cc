@@ -16,15 +16,35 @@ constexpr int64_t kMaxVersion = int64_t{1} << 48;
 
 }  // namespace
 
-absl::StatusOr<size_t> CheckState(const Message& m, int num_workers) {
-  const proto::Header& h = m.header;
+namespace {
+
+// The floats of the state (without tables) of the range and optimizer
+// `h` names.
+absl::StatusOr<size_t> StateFloatsOf(const proto::Header& h) {
   if (h.range_end() <= h.range_begin() || h.range_end() > kMaxRange) {
     return absl::InvalidArgumentError(
         absl::StrCat("bad range [", h.range_begin(), ", ", h.range_end(), ")"));
   }
   ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(h.job()));
+  return StateFloats(optimizer, static_cast<size_t>(h.range_end() - h.range_begin()));
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> StatePayloadBytes(const proto::Header& h) {
+  ASSIGN_OR_RETURN(const size_t floats, StateFloatsOf(h));
+  const uint64_t tables = h.replica().tables_bytes();
+  if (tables > kMaxTablesBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(tables, " bytes of embedding tables"));
+  }
+  return (floats + TablesFloats(tables)) * sizeof(float);
+}
+
+absl::StatusOr<size_t> CheckState(const Message& m, int num_workers) {
+  const proto::Header& h = m.header;
+  ASSIGN_OR_RETURN(const size_t floats, StateFloatsOf(h));
+  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(h.job()));
   const size_t n = static_cast<size_t>(h.range_end() - h.range_begin());
-  const size_t floats = StateFloats(optimizer, n);
   const proto::ReplicaState& r = h.replica();
   const uint64_t tables = r.tables_bytes();
   if (h.encoding() != proto::F32 || (tables > 0) != (h.job().tables_size() > 0) ||
@@ -49,7 +69,7 @@ namespace {
 
 // The first `floats` floats of a payload CheckState accepted (the state;
 // the tables' bytes may follow).
-std::vector<float> StateFloatsOf(const Message& m, size_t floats) {
+std::vector<float> StateOf(const Message& m, size_t floats) {
   std::vector<float> state(floats);
   if (floats > 0) std::memcpy(state.data(), m.PayloadBytes().data(), floats * sizeof(float));
   return state;
@@ -82,7 +102,7 @@ void AppendTables(const std::string& bytes, std::vector<float>* payload) {
 absl::StatusOr<ShardCheckpoint> StateFromPayload(const Message& m, int num_workers) {
   ASSIGN_OR_RETURN(const size_t floats, CheckState(m, num_workers));
   ShardCheckpoint c;
-  c.state = StateFloatsOf(m, floats);
+  c.state = StateOf(m, floats);
   const uint64_t n = m.header.range_end() - m.header.range_begin();
   if (!IsFiniteState(c.state, static_cast<int64_t>(n))) {
     return absl::InvalidArgumentError("RESTORE: a state not finite in f32");
@@ -96,13 +116,12 @@ absl::StatusOr<ShardCheckpoint> StateFromPayload(const Message& m, int num_worke
   return c;
 }
 
-absl::Status StandbyReplica::Keep(const Principal& who, const Message& m, int num_shards,
-                                  Refusal* refusal) {
+absl::Status StandbyReplica::Admit(const Principal& who, const proto::Header& h, int num_shards,
+                                   Refusal* refusal) const {
   auto refuse = [&](Refusal why, absl::Status s) {
     if (refusal != nullptr) *refusal = why;
     return s;
   };
-  const proto::Header& h = m.header;
   // Only the ps whose standby this one is: ps (index - 1) mod n, for its
   // own shard.
   const int primary = num_shards < 2 ? -1 : (shard_index_ + num_shards - 1) % num_shards;
@@ -125,9 +144,20 @@ absl::Status StandbyReplica::Keep(const Principal& who, const Message& m, int nu
                       held_.header.replica().term(), "): shard ", primary,
                       " moved while this primary was away")));
   }
+  return absl::OkStatus();
+}
+
+absl::Status StandbyReplica::Keep(const Principal& who, const Message& m, int num_shards,
+                                  Refusal* refusal) {
+  auto refuse = [&](Refusal why, absl::Status s) {
+    if (refusal != nullptr) *refusal = why;
+    return s;
+  };
+  const proto::Header& h = m.header;
+  RETURN_IF_ERROR(Admit(who, h, num_shards, refusal));
   absl::StatusOr<size_t> floats = CheckState(m, num_workers_);
   if (!floats.ok()) return refuse(Refusal::kBadState, floats.status());
-  auto state = std::make_shared<std::vector<float>>(StateFloatsOf(m, *floats));
+  auto state = std::make_shared<std::vector<float>>(StateOf(m, *floats));
   if (!IsFiniteState(*state, static_cast<int64_t>(h.range_end() - h.range_begin()))) {
     return refuse(Refusal::kBadState,
                   absl::InvalidArgumentError("REPLICATE: a state not finite in f32"));
@@ -143,6 +173,7 @@ absl::Status StandbyReplica::Keep(const Principal& who, const Message& m, int nu
   }
   held_.header = h;
   held_.state = std::move(state);
+  ++changes_;
   if (refusal != nullptr) *refusal = Refusal::kNone;
   return absl::OkStatus();
 }
@@ -171,6 +202,7 @@ absl::Status StandbyReplica::KeepTables(const Message& m, size_t floats, int num
   if (absl::Status s = held_.tables->ApplyEncoded(bytes, /*delta=*/true, "REPLICATE's tables");
       !s.ok()) {
     held_.tables = nullptr;  // part applied: of no use until they come whole
+    ++changes_;
     return s;
   }
   return absl::OkStatus();

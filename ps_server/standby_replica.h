@@ -50,6 +50,10 @@ struct HeldReplica {
 // ReplicaState is not one a shard of a job of `num_workers` ranks could
 // have.
 absl::StatusOr<size_t> CheckState(const Message& m, int num_workers);
+// The bytes of the whole payload such a message has: its state's and its
+// tables' (ReplicaState.tables_bytes); what a state sent in parts
+// (transport/state_parts.h) must add up to.
+absl::StatusOr<uint64_t> StatePayloadBytes(const proto::Header& h);
 // The tables' bytes of a message CheckState accepted, `floats` its result.
 absl::string_view TablesOf(const Message& m, size_t floats);
 
@@ -78,8 +82,21 @@ class StandbyReplica {
   absl::Status Keep(const Principal& who, const Message& m, int num_shards,
                     Refusal* refusal = nullptr);
 
+  // Whether this ps takes a REPLICATE with header `h` from `who` (Keep's
+  // checks of the header alone, which a part of a state gets before it is
+  // kept: ps_server/request_handler_recovery.cc): only from its primary,
+  // for its own shard, of a cluster of `num_shards` ps, never of an older
+  // term than the replica held.
+  absl::Status Admit(const Principal& who, const proto::Header& h, int num_shards,
+                     Refusal* refusal = nullptr) const;
+
   const HeldReplica& held() const { return held_; }
-  void Set(HeldReplica replica) { held_ = std::move(replica); }
+  void Set(HeldReplica replica) {
+    held_ = std::move(replica);
+    ++changes_;
+  }
+  // How many times the replica held changed (Keep, Set).
+  uint64_t changes() const { return changes_; }
 
  private:
   // The tables of an accepted REPLICATE `m` whose state is `floats` floats.
@@ -88,6 +105,7 @@ class StandbyReplica {
   int shard_index_;
   int num_workers_;
   HeldReplica held_;
+  uint64_t changes_ = 0;
 };
 
 }  // namespace pstrain

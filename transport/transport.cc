@@ -102,6 +102,16 @@ Message MakeMessage(proto::Header header, absl::Span<const float> payload) {
   return m;
 }
 
+Message MakeMessageTaking(proto::Header header, std::unique_ptr<char[]> bytes, size_t size) {
+  Message m;
+  m.header = std::move(header);
+  if (bytes == nullptr || size == 0) return m;
+  m.payload = zmq::message_t(
+      bytes.release(), size, [](void* data, void*) { delete[] static_cast<char*>(data); }, nullptr);
+  m.has_payload = true;
+  return m;
+}
+
 uint64_t RandomId() {
   std::random_device device;
   return device() | (uint64_t{device()} << 32);

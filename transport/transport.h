@@ -59,6 +59,9 @@ struct Message {
 // the ps's handler without a socket (a standby's adopted state, tests,
 // benchmarks).
 Message MakeMessage(proto::Header header, absl::Span<const float> payload = {});
+// The same, the frame taking over `bytes` (`size` of them) instead of a
+// copy (a state put together from its parts: transport/state_parts.h).
+Message MakeMessageTaking(proto::Header header, std::unique_ptr<char[]> bytes, size_t size);
 
 // What a ROUTER received: the sender's identity and, unless the frames were
 // malformed (InvalidArgument, with what was wrong), the message.

@@ -84,6 +84,13 @@ struct RestoreScope {
   std::vector<int64_t> terms;
 };
 
+// How RestoreFromReplica restores a shard from its standby's replica.
+struct ReplicaRestore {
+  std::optional<int64_t> generation;  // the shard's afterwards (nullopt: the replica's)
+  bool rollback = false;              // a live shard is replaced too
+  int64_t min_term = 0;               // served at max(this, the replica's term + 1)
+};
+
 // What REGISTER returned from every shard.
 struct Registration {
   proto::JobConfig job;                 // the chief's
@@ -157,8 +164,8 @@ class PsClient {
   // reply carries the shard's version and the replica's ReplicaState.
   absl::StatusOr<proto::Header> Adopt(int shard, int holder);
   // Chief only: the ps that adopted `shard` gives it up and keeps its
-  // state as its replica (FetchReplica reads it; the reply's ReplicaState
-  // says which).
+  // state as its replica (RestoreFromReplica restores the shard's own ps
+  // from it; the reply's ReplicaState says which).
   absl::StatusOr<proto::Header> Release(int shard);
   // STATS of ps `ps`'s own shard, wherever the shard is routed.
   absl::StatusOr<proto::ShardStats> StatsOf(int ps, double timeout_s = -1);
@@ -208,12 +215,18 @@ class PsClient {
                        absl::Span<const proto::SavedShard> shards, bool verify_only,
                        const RestoreScope& scope = {});
 
-  // Chief only (--ps_replicas): the replica of shard `shard` that ps
-  // `holder` keeps as its standby: its state (parameters, then the
-  // optimizer's slots: common/optimizer.h) into `state`; the reply's
-  // header (ReplicaState, range, plan, job). NotFound when that ps holds
-  // none.
-  absl::StatusOr<proto::Header> FetchReplica(int holder, int shard, std::vector<float>* state);
+  // Chief only (--ps_replicas): restores shard `shard` on its own ps from
+  // the replica that ps `holder` keeps as its standby (parameters, the
+  // optimizer's slots, embedding tables), relayed one part at a time (each
+  // at most a message: transport/state_parts.h), so that the chief never
+  // holds more than one. `check` is shown the replica's header (its
+  // ReplicaState, range, job, counters) before anything is sent on, and
+  // may refuse it. Returns that header. NotFound when `holder` holds no
+  // replica; FailedPrecondition when it is of another plan or range, or
+  // changed while it was relayed (the shard's ps then keeps its state).
+  absl::StatusOr<proto::Header> RestoreFromReplica(
+      const proto::JobConfig& job, int holder, int shard, const ReplicaRestore& how,
+      const std::function<absl::Status(const proto::Header&)>& check);
 
   // Chief only: initialises the empty shard `shard` from such a state
   // (with `rollback`, a live one too).
@@ -374,6 +387,15 @@ class PsClient {
            const PsClientOptions& options);
 
   proto::Header BaseHeader(proto::MessageType type, int shard) const;
+  // Whether a replica's header `r` (FETCH_REPLICA's reply from ps
+  // `holder`) is of shard `shard` of this plan; *total: the bytes its
+  // whole state has.
+  absl::Status CheckReplicaHeader(int holder, int shard, const proto::Header& r,
+                                  uint64_t* total) const;
+  // The part of shard `shard`'s replica on ps `holder` from byte `offset`,
+  // at most `part_bytes`, into `part`: the reply's header.
+  absl::StatusOr<proto::Header> FetchReplicaPart(int holder, int shard, uint64_t offset,
+                                                 uint64_t part_bytes, std::vector<float>* part);
   absl::Status Exchange(std::vector<Call>* calls, double timeout_s = -1);
   absl::Status SendCall(Call& call, int64_t deadline_us);
   absl::Status WaitReplies(std::vector<Call>* calls, int64_t deadline_us);

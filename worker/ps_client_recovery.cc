@@ -4,11 +4,13 @@
 // call and its replies; the waiting is the client's (ps_client.cc).
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "common/optimizer.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "transport/state_parts.h"
 #include "worker/ps_client.h"
 
 namespace pstrain {
@@ -37,27 +39,106 @@ absl::Status PsClient::Restore(const proto::JobConfig& job, int64_t step,
   return Exchange(&calls);
 }
 
-absl::StatusOr<proto::Header> PsClient::FetchReplica(int holder, int shard,
-                                                     std::vector<float>* state) {
-  std::vector<Call> calls(1);
-  calls[0].shard = shard;
-  calls[0].socket = holder;
-  calls[0].header = BaseHeader(proto::FETCH_REPLICA, shard);
-  calls[0].raw = state;
-  RETURN_IF_ERROR(Exchange(&calls));
-  const proto::Header& r = calls[0].reply;
+absl::Status PsClient::CheckReplicaHeader(int holder, int shard, const proto::Header& r,
+                                          uint64_t* total) const {
   const ShardRange range = plan_.range(shard);
   const absl::StatusOr<OptimizerConfig> optimizer = OptimizerFromJob(r.job());
   if (r.range_begin() != static_cast<uint64_t>(range.begin) ||
       r.range_end() != static_cast<uint64_t>(range.end) ||
       r.plan_fingerprint() != plan_.fingerprint() || !optimizer.ok() ||
-      r.replica().tables_bytes() > kMaxTablesBytes ||
-      state->size() != StateFloats(*optimizer, static_cast<uint64_t>(range.size())) +
-                           TablesFloats(r.replica().tables_bytes())) {
+      r.replica().tables_bytes() > kMaxTablesBytes) {
     return absl::FailedPreconditionError(absl::StrCat(
         ShardName(holder), ": its replica of shard ", shard, " is of another plan or range"));
   }
-  return r;
+  *total = (StateFloats(*optimizer, static_cast<uint64_t>(range.size())) +
+            TablesFloats(r.replica().tables_bytes())) *
+           sizeof(float);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::Header> PsClient::FetchReplicaPart(int holder, int shard, uint64_t offset,
+                                                         uint64_t part_bytes,
+                                                         std::vector<float>* part) {
+  std::vector<Call> calls(1);
+  calls[0].shard = shard;
+  calls[0].socket = holder;
+  calls[0].header = BaseHeader(proto::FETCH_REPLICA, shard);
+  calls[0].header.mutable_state_part()->set_offset(offset);
+  calls[0].header.mutable_state_part()->set_part_bytes(part_bytes);
+  calls[0].raw = part;
+  RETURN_IF_ERROR(Exchange(&calls));
+  return calls[0].reply;
+}
+
+absl::StatusOr<proto::Header> PsClient::RestoreFromReplica(
+    const proto::JobConfig& job, int holder, int shard, const ReplicaRestore& how,
+    const std::function<absl::Status(const proto::Header&)>& check) {
+  proto::Header restore = BaseHeader(proto::RESTORE, shard);
+  *restore.mutable_job() = job;
+  // What a part may carry beside its header, in the fetch's reply and in
+  // the RESTORE, both of which carry the job, the replica's state and its
+  // counters (kStatePartHeaderRoom covers the latter two).
+  const size_t part_bytes = StatePartBytes(options_.max_message_bytes, restore);
+  if (part_bytes < kMinStatePartBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_message_mb=", options_.max_message_bytes >> 20,
+                     " leaves no room for a part of a state beside its header"));
+  }
+  std::vector<float> part;
+  ASSIGN_OR_RETURN(const proto::Header first,
+                   FetchReplicaPart(holder, shard, 0, part_bytes, &part));
+  uint64_t total = 0;
+  RETURN_IF_ERROR(CheckReplicaHeader(holder, shard, first, &total));
+  const bool in_parts = first.has_state_part();
+  const uint64_t stream = first.state_part().stream();
+  if (in_parts ? first.state_part().total() != total || first.state_part().offset() != 0 ||
+                     part.empty() || part.size() * sizeof(float) > total
+               : part.size() * sizeof(float) != total) {
+    return absl::FailedPreconditionError(absl::StrCat(ShardName(holder), ": its replica of shard ",
+                                                      shard, " is not the size its header says"));
+  }
+  RETURN_IF_ERROR(check(first));
+  if (in_parts) {
+    LOG(INFO) << "relaying the replica of shard " << shard << " (" << total << " bytes) from "
+              << ShardName(holder) << " in parts of " << part_bytes << " bytes";
+  }
+  *restore.mutable_replica() = first.replica();
+  *restore.mutable_stats() = first.stats();
+  proto::RestoreRequest* r = restore.mutable_restore();
+  r->set_from_payload(true);
+  r->set_generation(how.generation.value_or(first.replica().generation()));
+  r->set_rollback(how.rollback);
+  r->set_term(how.min_term);
+  // One part at a time: fetched from the standby, restored from on the
+  // shard's own ps (whatever the chief routes the shard to meanwhile),
+  // answered, then the next.
+  uint64_t offset = 0;
+  for (;;) {
+    const uint64_t bytes = part.size() * sizeof(float);
+    std::vector<Call> calls(1);
+    calls[0].shard = shard;
+    calls[0].socket = shard;
+    calls[0].header = restore;
+    if (in_parts) {
+      proto::StatePart* p = calls[0].header.mutable_state_part();
+      p->set_offset(offset);
+      p->set_total(total);
+      p->set_stream(stream);
+    }
+    calls[0].payload = {reinterpret_cast<const char*>(part.data()), bytes};
+    RETURN_IF_ERROR(Exchange(&calls));
+    offset += bytes;
+    if (offset >= total) return first;
+    ASSIGN_OR_RETURN(const proto::Header next,
+                     FetchReplicaPart(holder, shard, offset, part_bytes, &part));
+    if (!next.has_state_part() || next.state_part().stream() != stream ||
+        next.state_part().total() != total || next.state_part().offset() != offset ||
+        part.empty() || part.size() * sizeof(float) > total - offset) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(ShardName(holder), ": its replica of shard ", shard,
+                       " changed while it was relayed; the shard's ps keeps what it had"));
+    }
+  }
 }
 
 absl::Status PsClient::RestoreFromState(const proto::JobConfig& job, int shard,

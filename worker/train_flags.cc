@@ -111,7 +111,8 @@ ABSL_FLAG(double, embedding_memory_mb, Defaults().embedding_memory_mb,
           "the least recently updated rows to make room (0: no cap)");
 ABSL_FLAG(int64_t, max_message_mb, Defaults().max_message_mb,
           "The largest message any task takes from a peer, in MiB (every ps and worker); a ps's "
-          "state and embedding tables go to its standby whole in one message");
+          "state and embedding tables larger than that go to its standby, and back through the "
+          "chief, in parts of at most one message");
 ABSL_FLAG(bool, timeline, Defaults().timeline,
           "Write each worker's timeline (compute, push/pull per ps, evaluation, checkpoints, "
           "rejoins) as Chrome trace events; pstrain launch merges them into RUN_DIR/timeline.json");

@@ -128,9 +128,9 @@ struct TrainOptions {
   // room (ps_server/embedding_tables.h). 0: no cap.
   double embedding_memory_mb = 0;
   // The largest message any task takes from a peer, MiB (every ps, and
-  // each worker's client). A ps sends its standby (--ps_replicas) its
-  // state and embedding tables whole in one message, and the chief
-  // fetches them so: tables of more than this a ps need it raised.
+  // each worker's client). A ps's state and embedding tables larger than
+  // this go to its standby (--ps_replicas), and back through the chief,
+  // in parts of at most one message (transport/state_parts.h).
   int64_t max_message_mb = 1024;
   // Write this task's timeline (Chrome trace events) to
   // RUN_DIR/timeline/; `pstrain launch` merges them into

@@ -199,11 +199,13 @@ absl::Status WorkerRuntime::RestoreFromStandbys(const std::vector<int>& empty, i
       return absl::FailedPreconditionError(
           absl::StrCat("ps:", holder, ", the standby of shard ", k, ", lost its state too"));
     }
-    std::vector<float> state;
-    ASSIGN_OR_RETURN(const proto::Header h, client_->FetchReplica(holder, k, &state));
-    RETURN_IF_ERROR(CheckReplicaUsable(k, h.replica().version(), max_version));
-    RETURN_IF_ERROR(client_->RestoreFromState(MakeJobConfig(), k, h.replica(), state, generation,
-                                              /*rollback=*/false, &h.stats()));
+    ReplicaRestore how;
+    how.generation = generation;
+    ASSIGN_OR_RETURN(const proto::Header h,
+                     client_->RestoreFromReplica(
+                         MakeJobConfig(), holder, k, how, [&](const proto::Header& replica) {
+                           return CheckReplicaUsable(k, replica.replica().version(), max_version);
+                         }));
     r.add_shards_restored(k);
     version = std::max(version, h.replica().version());
     what.push_back(absl::StrCat("ps:", k, " from its standby ps:", holder, " at version ",
@@ -332,13 +334,15 @@ absl::Status WorkerRuntime::FailBack(const std::vector<int>& shards) {
     const std::string standby = TaskId{TaskType::kPs, holder}.ToString();
     ASSIGN_OR_RETURN(const proto::ShardStats at_home, client_->StatsOf(k, /*timeout_s=*/5.0));
     RETURN_IF_ERROR(client_->Release(k).status());
-    std::vector<float> state;
-    ASSIGN_OR_RETURN(const proto::Header h, client_->FetchReplica(holder, k, &state));
-    client_->SetRoute(k, k);
     // A ps that froze, and woke, still holds its old copy: it is replaced.
-    RETURN_IF_ERROR(client_->RestoreFromState(MakeJobConfig(), k, h.replica(), state,
-                                              h.replica().generation(),
-                                              /*rollback=*/at_home.initialized(), &h.stats()));
+    ReplicaRestore how;
+    how.rollback = at_home.initialized();
+    ASSIGN_OR_RETURN(
+        const proto::Header h,
+        client_->RestoreFromReplica(MakeJobConfig(), holder, k, how, [&](const proto::Header&) {
+          client_->SetRoute(k, k);
+          return absl::OkStatus();
+        }));
     proto::Recovery r;
     r.set_source("failback");
     r.add_shards_restored(k);
@@ -365,11 +369,12 @@ absl::Status WorkerRuntime::RestoreStaleFromStandbys(const std::vector<proto::Sh
       continue;
     // A give-back cut short (the chief died between RELEASE and RESTORE):
     // the shard's ps serves an older state than its standby holds.
-    std::vector<float> state;
-    ASSIGN_OR_RETURN(const proto::Header h, client_->FetchReplica(holder, k, &state));
-    RETURN_IF_ERROR(client_->RestoreFromState(MakeJobConfig(), k, h.replica(), state,
-                                              h.replica().generation(), /*rollback=*/true,
-                                              &h.stats()));
+    ReplicaRestore how;
+    how.rollback = true;
+    ASSIGN_OR_RETURN(
+        const proto::Header h,
+        client_->RestoreFromReplica(MakeJobConfig(), holder, k, how,
+                                    [](const proto::Header&) { return absl::OkStatus(); }));
     proto::Recovery r;
     r.set_source("standby");
     r.add_shards_rolled_back(k);

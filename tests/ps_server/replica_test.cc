@@ -4,14 +4,16 @@
 // a real loopback socket: a reply that shows a new state waits until the
 // standby has it.
 
-#include "ps_server/replicator.h"
-
+#include <cstring>
 #include <thread>
 
+#include "common/embedding.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ps_server/replicator.h"
 #include "ps_server/request_handler.h"
 #include "tests/ps_server/request_handler_fixture.h"
+#include "transport/state_parts.h"
 
 namespace pstrain {
 namespace {
@@ -82,6 +84,41 @@ class StandbyTest : public RequestHandlerTest {
     auto replicator = Replicator::Create(context_, ro, &clock_);
     EXPECT_TRUE(replicator.ok()) << replicator.status();
     return replicator.ok() ? *std::move(replicator) : nullptr;
+  }
+  // ps 0 of 2 with a table of 400 rows (64 floats and their Adagrad sums
+  // each: about 200 KB), made by one step of rank 1 whose dense push is
+  // not sent yet.
+  void InitWithRows() {
+    num_shards_ = 2;
+    proto::EmbeddingTableConfig* t = optimizer_.add_tables();
+    t->set_name("users");
+    t->set_dim(64);
+    t->set_optimizer(proto::ROW_ADAGRAD);
+    t->set_lr(0.1);
+    t->set_eps(1e-10);
+    t->set_init_std(1.0);
+    ASSERT_FALSE(IsError(Init(proto::ASYNC, 2)[0]));
+    RegisterAll(2);
+    ASSERT_NO_FATAL_FAILURE(PushRows(0, 400));
+  }
+  // Rank 1's gradients of step `step` for `rows` rows (its dense push is
+  // not sent).
+  void PushRows(int64_t step, size_t rows) {
+    std::vector<int64_t> ids;
+    for (int64_t id = 0; ids.size() < rows; ++id) {
+      if (EmbeddingShardOf(id, 2) == 0) ids.push_back(id);
+    }
+    proto::Header push = Base(proto::EMBEDDING_PUSH, 1);
+    push.set_step(step);
+    push.set_version(step);
+    proto::EmbeddingSlice* slice = push.mutable_embedding()->add_slices();
+    slice->set_num_ids(static_cast<int64_t>(ids.size()));
+    slice->set_has_grad(true);
+    std::vector<float> payload(ids.size() * 2 + ids.size() * 64, 0.5f);
+    std::memcpy(payload.data(), ids.data(), ids.size() * sizeof(int64_t));
+    const std::vector<Reply> out = Send(1, MakeMessage(push, payload));
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_FALSE(IsError(out[0])) << out[0].header.error().message();
   }
   std::unique_ptr<RequestHandler> standby_;
   zmq::context_t context_{1};
@@ -484,9 +521,10 @@ TEST_F(StandbyTest, AnAnswerToAnEarlierCopyOfTheStateCounts) {
   EXPECT_EQ(H().Stats().unreplicated_releases(), 0);
 }
 
-// A state (with embedding tables) over the standby's message limit is
-// never sent, which it would drop the connection on, again and again: the
-// primary gives up at once and its replies go out.
+// A standby message limit that leaves no room for even a part of a state
+// beside its header: nothing is sent (the standby would drop the
+// connection on it, again and again), the primary gives up at once and
+// its replies go out.
 TEST_F(StandbyTest, AStateOverTheMessageLimitIsNotSentAndTheRepliesGoOut) {
   num_shards_ = 2;
   proto::EmbeddingTableConfig* t = optimizer_.add_tables();
@@ -517,6 +555,208 @@ TEST_F(StandbyTest, AStateOverTheMessageLimitIsNotSentAndTheRepliesGoOut) {
   EXPECT_EQ(H().Stats().replications(), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(ReceiveRouted(router_).message.ok()) << "a REPLICATE over the limit went out";
+}
+
+// A state (with embedding tables) over the standby's message limit goes
+// in parts, each a message within the limit, and is kept whole; the chief
+// fetches it back in parts and restores a fresh ps from them part by part:
+// it holds what the primary holds, tables included.
+TEST_F(StandbyTest, AStateOverTheMessageLimitGoesInPartsAndComesBackInParts) {
+  ASSERT_NO_FATAL_FAILURE(InitWithRows());
+  constexpr int64_t kLimit = 96 * 1024;
+  ASSERT_NO_FATAL_FAILURE(ConnectReplicator(kLimit));
+  std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
+  ASSERT_EQ(replies.size(), 1u);
+  ASSERT_FALSE(IsError(replies[0])) << replies[0].header.error().message();
+  ASSERT_EQ(H().Stats().tables(0).rows(), 400);
+  replicator_->Hold(H(), &replies);
+  EXPECT_TRUE(replies.empty());
+  std::vector<Reply> released;
+  int parts = 0;
+  for (int i = 0; i < 2000 && released.empty(); ++i) {
+    replicator_->Pump(H(), &released);
+    RoutedMessage in = ReceiveRouted(router_);
+    if (in.message.ok()) {
+      EXPECT_LE(in.wire_bytes, static_cast<size_t>(kLimit));
+      parts += in.message->header.has_state_part() ? 1 : 0;
+      std::vector<Reply> ack;
+      Standby().Handle({"primary", ""}, *in.message, &ack);
+      ASSERT_EQ(ack.size(), 1u);
+      ASSERT_FALSE(IsError(ack[0])) << ack[0].header.error().message();
+      ASSERT_TRUE(SendRouted(router_, in.identity, ack[0].header, {}).ok());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_GE(parts, 3);
+  EXPECT_EQ(Standby().Stats().replica_version(), 1);
+  EXPECT_EQ(H().Stats().replications(), 1);
+  EXPECT_EQ(H().Stats().unreplicated_releases(), 0);
+
+  // Fetched whole and in parts of 16 KiB: the same bytes.
+  proto::Header fetch = Base(proto::FETCH_REPLICA, 0);
+  fetch.set_shard_index(0);
+  std::vector<Reply> whole = ToStandby(MakeMessage(fetch, {}));
+  ASSERT_EQ(whole.size(), 1u);
+  ASSERT_FALSE(IsError(whole[0])) << whole[0].header.error().message();
+  EXPECT_FALSE(whole[0].header.has_state_part());
+  const std::vector<float>& state = *whole[0].payload;
+  ASSERT_GT(state.size() * sizeof(float), 3u * 16 * 1024);
+
+  RequestHandlerOptions o{kJob, 0, 2, 2, {}, &clock_, "", 0};
+  RequestHandler restarted(o);
+  proto::Header restore = Base(proto::RESTORE, 0);
+  *restore.mutable_job() = whole[0].header.job();
+  *restore.mutable_replica() = whole[0].header.replica();
+  *restore.mutable_stats() = whole[0].header.stats();  // the primary's, its tables' included
+  restore.mutable_restore()->set_from_payload(true);
+  std::vector<float> fetched;
+  uint64_t stream = 0;
+  int restore_parts = 0;
+  for (uint64_t offset = 0; offset < state.size() * sizeof(float);) {
+    fetch.mutable_state_part()->set_offset(offset);
+    fetch.mutable_state_part()->set_part_bytes(16 * 1024);
+    std::vector<Reply> got = ToStandby(MakeMessage(fetch, {}));
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_FALSE(IsError(got[0])) << got[0].header.error().message();
+    const proto::StatePart& p = got[0].header.state_part();
+    ASSERT_EQ(p.offset(), offset);
+    ASSERT_EQ(p.total(), state.size() * sizeof(float));
+    if (offset == 0) stream = p.stream();
+    ASSERT_EQ(p.stream(), stream);
+    ASSERT_LE(got[0].payload->size() * sizeof(float), 16u * 1024);
+    fetched.insert(fetched.end(), got[0].payload->begin(), got[0].payload->end());
+    // Relayed to the restarted ps as a RESTORE part.
+    proto::Header r = restore;
+    r.set_request_id(100 + restore_parts++);
+    *r.mutable_state_part() = p;
+    std::vector<Reply> out;
+    restarted.Handle({Peer(0), ""}, MakeMessage(r, *got[0].payload), &out);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_FALSE(IsError(out[0])) << out[0].header.error().message();
+    offset += got[0].payload->size() * sizeof(float);
+    EXPECT_EQ(restarted.initialized(), offset == state.size() * sizeof(float));
+  }
+  // As bytes: the tables' encoding read as floats may hold NaNs.
+  auto bytes = [](const std::vector<float>& v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  };
+  EXPECT_EQ(bytes(fetched), bytes(state));
+  ASSERT_TRUE(restarted.initialized());
+  proto::ReplicaState mine, theirs;
+  EXPECT_EQ(bytes(restarted.ReplicaPayloadNow(-1, &theirs)),
+            bytes(H().ReplicaPayloadNow(-1, &mine)));
+  // Each table counted once: by the tables restored, not again by the
+  // copy of their counters the primary's sent along.
+  ASSERT_EQ(whole[0].header.stats().tables_size(), 1);
+  ASSERT_EQ(restarted.Stats().tables_size(), 1);
+  EXPECT_EQ(restarted.Stats().tables(0).rows(), 400);
+
+  // A part that does not continue the state is refused, and nothing is
+  // restored from what came before it.
+  RequestHandler other(o);
+  proto::Header r = restore;
+  r.mutable_state_part()->set_offset(0);
+  r.mutable_state_part()->set_total(state.size() * sizeof(float));
+  r.mutable_state_part()->set_stream(5);
+  r.set_request_id(1000);
+  std::vector<Reply> out;
+  other.Handle({Peer(0), ""}, MakeMessage(r, StateSlice(state, 0, 4096)), &out);
+  ASSERT_FALSE(IsError(out[0])) << out[0].header.error().message();
+  r.mutable_state_part()->set_offset(8192);
+  r.set_request_id(1001);
+  out.clear();
+  other.Handle({Peer(0), ""}, MakeMessage(r, StateSlice(state, 8192, 4096)), &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_FALSE(other.initialized());
+  // A fetch from the middle after the replica changed (a new state kept)
+  // is refused: the parts would be of two states.
+  fetch.mutable_state_part()->set_offset(0);
+  ASSERT_FALSE(IsError(ToStandby(MakeMessage(fetch, {}))[0]));
+  Standby().KeepReplica(Standby().replica());
+  fetch.mutable_state_part()->set_offset(16 * 1024);
+  const std::vector<Reply> changed = ToStandby(MakeMessage(fetch, {}));
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].header.error().code(),
+            static_cast<int>(absl::StatusCode::kFailedPrecondition));
+}
+
+// The last part of a state in parts resent before its answer came (the
+// standby was checking the whole state): the first copy's answer is the
+// state's, and the copy's refusal (the state is done with) changes
+// nothing: the next state goes as a delta, not whole again. A whole
+// REPLICATE from another ps in the middle of the parts drops nothing.
+TEST_F(StandbyTest, AResentLastPartLeavesTheNextStateADelta) {
+  ASSERT_NO_FATAL_FAILURE(InitWithRows());
+  ASSERT_NO_FATAL_FAILURE(ConnectReplicator(96 * 1024));
+  std::vector<Reply> replies = Push(1, 0, 0, 0.1f);
+  replicator_->Hold(H(), &replies);
+  ASSERT_TRUE(replies.empty());
+  std::vector<Reply> released;
+  std::vector<RoutedMessage> last;  // the last part's copies, answered late
+  bool stranger_sent = false;
+  for (int i = 0; i < 2000 && released.empty(); ++i) {
+    replicator_->Pump(H(), &released);
+    RoutedMessage in = ReceiveRouted(router_);
+    if (!in.message.ok()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    const proto::StatePart& p = in.message->header.state_part();
+    ASSERT_TRUE(in.message->header.has_state_part());
+    if (p.offset() > 0 && !stranger_sent) {
+      stranger_sent = true;
+      std::vector<Reply> refused = ToStandby(Replicate(1, 1, 5, 0.25f));
+      ASSERT_EQ(refused.size(), 1u);
+      EXPECT_TRUE(IsError(refused[0]));
+    }
+    if (p.offset() + in.message->payload_bytes() == p.total()) {
+      last.push_back(std::move(in));
+      if (last.size() == 1) {
+        clock_.AdvanceSeconds(3);  // past its resend time: a copy goes
+        continue;
+      }
+      for (RoutedMessage& m : last) {  // both answered now, in order
+        std::vector<Reply> ack;
+        Standby().Handle({"primary", ""}, *m.message, &ack);
+        ASSERT_EQ(ack.size(), 1u);
+        ASSERT_TRUE(SendRouted(router_, m.identity, ack[0].header, {}).ok());
+      }
+      continue;
+    }
+    std::vector<Reply> ack;
+    Standby().Handle({"primary", ""}, *in.message, &ack);
+    ASSERT_EQ(ack.size(), 1u);
+    ASSERT_FALSE(IsError(ack[0])) << ack[0].header.error().message();
+    ASSERT_TRUE(SendRouted(router_, in.identity, ack[0].header, {}).ok());
+  }
+  ASSERT_EQ(last.size(), 2u);
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(Standby().Stats().replica_version(), 1);
+  // Let the copy's refusal come in, then a new state: a delta.
+  for (int i = 0; i < 20; ++i) {
+    replicator_->Pump(H(), &released);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_NO_FATAL_FAILURE(PushRows(1, 10));  // 10 rows change: a small delta
+  replies = Push(1, 1, 1, 0.1f);
+  replicator_->Hold(H(), &replies);
+  ASSERT_TRUE(replies.empty());
+  RoutedMessage next;
+  for (int i = 0; i < 2000 && !next.message.ok(); ++i) {
+    replicator_->Pump(H(), &released);
+    next = ReceiveRouted(router_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(next.message.ok());
+  EXPECT_FALSE(next.message->header.has_state_part());
+  EXPECT_TRUE(next.message->header.replica().tables_delta());
+  std::vector<Reply> ack;
+  Standby().Handle({"primary", ""}, *next.message, &ack);
+  ASSERT_EQ(ack.size(), 1u);
+  EXPECT_FALSE(IsError(ack[0])) << ack[0].header.error().message();
+  EXPECT_EQ(Standby().Stats().replica_version(), 2);
 }
 
 // A standby that dies closes its connection: the primary stops holding

@@ -205,12 +205,14 @@ def admit(table, count, index, args):
 
 
 def main():
+    global DIM  # pylint: disable=global-statement
     p = argparse.ArgumentParser()
     p.add_argument("--reference", action="store_true")
     p.add_argument("--world", type=int, default=1)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--steps", type=int, default=25)
     p.add_argument("--ids", type=int, default=200)
+    p.add_argument("--dim", type=int, default=8, help="the tables' embedding_dim")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--table_optimizer", default="adagrad")
     p.add_argument("--admit_after", type=int, default=0)
@@ -228,6 +230,7 @@ def main():
                    help="after each step, read the next step's rows of the first table")
     p.add_argument("--out", required=True)
     args = p.parse_args()
+    DIM = args.dim
     (run_reference if args.reference else run_pstrain)(args)
 
 
