@@ -84,6 +84,13 @@ struct RestoreScope {
   std::vector<int64_t> terms;
 };
 
+// The largest part of a standby's state the chief relays at once
+// (RestoreFromReplica): a ps holding about 330 MB of rows was restored in
+// 7.0-10.4 s in parts of 64 MiB and 6.7-7.8 s in one message, with the
+// chief's peak RSS 485-513 MB against 1,173-1,369 MB
+// (benchmarks/embedding_scale.sh, KILL_AT).
+inline constexpr size_t kRelayPartBytes = size_t{64} << 20;
+
 // How RestoreFromReplica restores a shard from its standby's replica.
 struct ReplicaRestore {
   std::optional<int64_t> generation;  // the shard's afterwards (nullopt: the replica's)
@@ -218,8 +225,8 @@ class PsClient {
   // Chief only (--ps_replicas): restores shard `shard` on its own ps from
   // the replica that ps `holder` keeps as its standby (parameters, the
   // optimizer's slots, embedding tables), relayed one part at a time (each
-  // at most a message: transport/state_parts.h), so that the chief never
-  // holds more than one. `check` is shown the replica's header (its
+  // at most a message and kRelayPartBytes: transport/state_parts.h), so
+  // that the chief never holds more than one. `check` is shown the replica's header (its
   // ReplicaState, range, job, counters) before anything is sent on, and
   // may refuse it. Returns that header. NotFound when `holder` holds no
   // replica; FailedPrecondition when it is of another plan or range, or

@@ -77,8 +77,11 @@ absl::StatusOr<proto::Header> PsClient::RestoreFromReplica(
   *restore.mutable_job() = job;
   // What a part may carry beside its header, in the fetch's reply and in
   // the RESTORE, both of which carry the job, the replica's state and its
-  // counters (kStatePartHeaderRoom covers the latter two).
-  const size_t part_bytes = StatePartBytes(options_.max_message_bytes, restore);
+  // counters (kStatePartHeaderRoom covers the latter two); at most
+  // kRelayPartBytes whatever the message limit, so that the chief holds
+  // that much of a state, not a whole one of up to the limit.
+  const size_t part_bytes =
+      std::min(StatePartBytes(options_.max_message_bytes, restore), kRelayPartBytes);
   if (part_bytes < kMinStatePartBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max_message_mb=", options_.max_message_bytes >> 20,
