@@ -85,11 +85,8 @@ class StandbyTest : public RequestHandlerTest {
     EXPECT_TRUE(replicator.ok()) << replicator.status();
     return replicator.ok() ? *std::move(replicator) : nullptr;
   }
-  // ps 0 of 2 with a table of 400 rows (64 floats and their Adagrad sums
-  // each: about 200 KB), made by one step of rank 1 whose dense push is
-  // not sent yet.
-  void InitWithRows() {
-    num_shards_ = 2;
+  // The job's table "users": rows of 64 floats, Adagrad.
+  void AddUsersTable() {
     proto::EmbeddingTableConfig* t = optimizer_.add_tables();
     t->set_name("users");
     t->set_dim(64);
@@ -97,6 +94,13 @@ class StandbyTest : public RequestHandlerTest {
     t->set_lr(0.1);
     t->set_eps(1e-10);
     t->set_init_std(1.0);
+  }
+  // ps 0 of 2 with a table of 400 rows (64 floats and their Adagrad sums
+  // each: about 200 KB), made by one step of rank 1 whose dense push is
+  // not sent yet.
+  void InitWithRows() {
+    num_shards_ = 2;
+    AddUsersTable();
     ASSERT_FALSE(IsError(Init(proto::ASYNC, 2)[0]));
     RegisterAll(2);
     ASSERT_NO_FATAL_FAILURE(PushRows(0, 400));
@@ -527,13 +531,7 @@ TEST_F(StandbyTest, AnAnswerToAnEarlierCopyOfTheStateCounts) {
 // its replies go out.
 TEST_F(StandbyTest, AStateOverTheMessageLimitIsNotSentAndTheRepliesGoOut) {
   num_shards_ = 2;
-  proto::EmbeddingTableConfig* t = optimizer_.add_tables();
-  t->set_name("users");
-  t->set_dim(64);
-  t->set_optimizer(proto::ROW_ADAGRAD);
-  t->set_lr(0.1);
-  t->set_eps(1e-10);
-  t->set_init_std(1.0);
+  AddUsersTable();
   const std::vector<Reply> init = Init(proto::ASYNC, 2);
   ASSERT_EQ(init.size(), 1u);
   ASSERT_EQ(init[0].header.error().code(), 0) << init[0].header.error().message();
