@@ -1,8 +1,8 @@
 #include "transport/state_parts.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "absl/strings/str_cat.h"
 
@@ -32,6 +32,7 @@ void StatePartsAssembler::Clear() {
   active_ = false;
   key_.clear();
   buffer_.reset();
+  capacity_ = 0;
   stream_ = total_ = received_ = last_offset_ = 0;
 }
 
@@ -56,14 +57,6 @@ absl::StatusOr<std::optional<Message>> StatePartsAssembler::Add(const Message& m
       (!active_ || p.stream() != stream_ || received_ != bytes || Key(m.header) != key_)) {
     // The first part of a state: what was held of another is given up.
     Clear();
-    // Address space for the whole state, whose pages are touched only by
-    // the bytes that arrive (no copy as it grows); a total no allocation
-    // can hold is refused.
-    buffer_.reset(new (std::nothrow) char[p.total()]);
-    if (buffer_ == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("a state's part refused: no memory for a state of ", p.total(), " bytes"));
-    }
     active_ = true;
     key_ = Key(m.header);
     stream_ = p.stream();
@@ -77,6 +70,22 @@ absl::StatusOr<std::optional<Message>> StatePartsAssembler::Add(const Message& m
                                " where the state being put "
                                "together stopped at ",
                                received_));
+  }
+  // The buffer grows with the bytes that arrive, never from what a header
+  // claims: to twice what it held, at most the total (a large one is
+  // moved by remapping its pages, not copied: glibc's realloc).
+  if (received_ + bytes > capacity_) {
+    const uint64_t want =
+        std::min<uint64_t>(total_, std::max<uint64_t>(received_ + bytes, 2 * capacity_));
+    char* grown = static_cast<char*>(std::realloc(buffer_.get(), want));
+    if (grown == nullptr) {
+      Clear();
+      return absl::ResourceExhaustedError(absl::StrCat("a state's part refused: no memory for ",
+                                                       want, " bytes of a state of ", total_));
+    }
+    static_cast<void>(buffer_.release());
+    buffer_.reset(grown);
+    capacity_ = want;
   }
   std::memcpy(buffer_.get() + p.offset(), m.PayloadBytes().data(), bytes);
   last_offset_ = p.offset();

@@ -54,9 +54,9 @@ class StatePartsAssembler {
   // (InvalidArgument, what was held dropped): a total that is not
   // `expected_total` (what the header says the whole payload is), a part
   // of another stream or header than the state being put together, or one
-  // that does not start where the last one ended. ResourceExhausted: a
-  // total no allocation can hold. The state's address space is taken at
-  // its first part; its pages only as its bytes arrive.
+  // that does not start where the last one ended. What is held grows with
+  // the bytes that arrive (ResourceExhausted when memory runs out), never
+  // from what a header claims.
   absl::StatusOr<std::optional<Message>> Add(const Message& m, uint64_t expected_total);
 
   void Clear();
@@ -70,7 +70,8 @@ class StatePartsAssembler {
   bool active_ = false;
   std::string key_;
   uint64_t stream_ = 0, total_ = 0, received_ = 0, last_offset_ = 0;
-  std::unique_ptr<char[]> buffer_;  // total_ bytes
+  MallocBuffer buffer_;  // capacity_ bytes, received_ of them filled
+  uint64_t capacity_ = 0;
 };
 
 }  // namespace pstrain

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -102,12 +103,12 @@ Message MakeMessage(proto::Header header, absl::Span<const float> payload) {
   return m;
 }
 
-Message MakeMessageTaking(proto::Header header, std::unique_ptr<char[]> bytes, size_t size) {
+Message MakeMessageTaking(proto::Header header, MallocBuffer bytes, size_t size) {
   Message m;
   m.header = std::move(header);
   if (bytes == nullptr || size == 0) return m;
   m.payload = zmq::message_t(
-      bytes.release(), size, [](void* data, void*) { delete[] static_cast<char*>(data); }, nullptr);
+      bytes.release(), size, [](void* data, void*) { std::free(data); }, nullptr);
   m.has_payload = true;
   return m;
 }

@@ -11,6 +11,7 @@
 // safe to call concurrently on different sockets.
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,9 +60,15 @@ struct Message {
 // the ps's handler without a socket (a standby's adopted state, tests,
 // benchmarks).
 Message MakeMessage(proto::Header header, absl::Span<const float> payload = {});
+// A buffer from malloc, freed with free.
+struct FreeDeleter {
+  void operator()(char* p) const { std::free(p); }
+};
+using MallocBuffer = std::unique_ptr<char, FreeDeleter>;
+
 // The same, the frame taking over `bytes` (`size` of them) instead of a
 // copy (a state put together from its parts: transport/state_parts.h).
-Message MakeMessageTaking(proto::Header header, std::unique_ptr<char[]> bytes, size_t size);
+Message MakeMessageTaking(proto::Header header, MallocBuffer bytes, size_t size);
 
 // What a ROUTER received: the sender's identity and, unless the frames were
 // malformed (InvalidArgument, with what was wrong), the message.

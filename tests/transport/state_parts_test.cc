@@ -95,6 +95,25 @@ TEST(StateParts, APartThatDoesNotContinueTheStateDropsIt) {
   EXPECT_EQ(a.received(), 16u);
 }
 
+// A header may claim any total: what is held grows with the bytes that
+// arrive, never from the claim (a petabyte claimed, 16 bytes held).
+TEST(StateParts, WhatIsHeldIsWhatArrivedNotWhatTheHeaderClaims) {
+  const std::vector<float> state = State(8);
+  constexpr uint64_t kClaimed = uint64_t{1} << 50;
+  StatePartsAssembler a;
+  Message first = Part(state, 0, 16);
+  first.header.mutable_state_part()->set_total(kClaimed);
+  auto got = a.Add(first, kClaimed);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->has_value());
+  EXPECT_EQ(a.received(), 16u);
+  Message second = Part(state, 16, 16, 9, 2);
+  second.header.mutable_state_part()->set_total(kClaimed);
+  got = a.Add(second, kClaimed);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(a.received(), 32u);
+}
+
 TEST(StateParts, APartLeavesRoomForItsHeader) {
   proto::Header h;
   h.mutable_job()->set_num_workers(3);
