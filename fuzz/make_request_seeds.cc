@@ -145,6 +145,30 @@ struct Seed {
   std::string bytes;
 };
 
+// The chief's RESTORE of a standby's state in parts of `part_bytes`
+// (transport/state_parts.h) for the job of ValidInit(`setup`): the state's
+// 8 floats (parameters and momentum) and 8 bytes of tables (not a valid
+// encoding: the restore is refused once the parts are together).
+std::vector<FuzzMessage> RestoreInParts(const Setup& setup, uint32_t part_bytes) {
+  proto::Header h;
+  h.ParseFromString(ValidInit(setup).frames[0]);
+  h.set_type(proto::RESTORE);
+  h.mutable_restore()->set_from_payload(true);
+  h.mutable_replica()->set_version(3);
+  h.mutable_replica()->set_tables_bytes(8);
+  const std::string bytes = Floats({0.1f, 0.2f, 0.3f, 0.4f, 0, 0, 0, 0, 1, 2});
+  std::vector<FuzzMessage> out;
+  for (uint32_t offset = 0; offset < bytes.size(); offset += part_bytes) {
+    proto::Header part = h;
+    part.set_request_id(100 + offset);
+    part.mutable_state_part()->set_offset(offset);
+    part.mutable_state_part()->set_total(bytes.size());
+    part.mutable_state_part()->set_stream(5);
+    out.push_back({0, {part.SerializeAsString(), bytes.substr(offset, part_bytes)}});
+  }
+  return out;
+}
+
 // Pushes in every encoding, well formed and not.
 std::vector<Seed> EncodedSeeds() {
   const Setup sync2{true, 0, 2, false};
@@ -254,6 +278,13 @@ std::vector<Seed> Seeds() {
        Input(sync2, Concat(PiecedPush(0, 0, 8, Floats({0.1f, -0.2f, 0.3f, 0.0f})),
                            PiecedPush(1, 0, 4, Floats({0.5f, 0.5f, -1.0f, 2.0f})),
                            std::vector<FuzzMessage>{Request(proto::PULL, 0, 1, 1)}))},
+      // A standby's state relayed by the chief in parts to a restarted ps,
+      // then a part out of order and a part from the middle of a fetch.
+      {"restore_in_parts",
+       Input({false, 0, 2, false},
+             Concat(RestoreInParts({true, 0, 2, false}, 16),
+                    std::vector<FuzzMessage>{RestoreInParts({true, 0, 2, false}, 8)[2]},
+                    std::vector<FuzzMessage>{Request(proto::FETCH_REPLICA, 0)}))},
       // An orphan piece, a piece of a PULL, a layout that changes midway.
       {"invalid_pieces",
        Input(async2, Concat(std::vector<FuzzMessage>{PiecedPush(1, 0, 4, Floats({1, 2, 3, 4}))[2]},

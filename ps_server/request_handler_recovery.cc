@@ -114,7 +114,10 @@ void RequestHandler::HandleRestore(const std::string& peer, const Message& m,
   }
   const int64_t version_before = version();
   if (absl::Status s = Restore(m, out); !s.ok()) {
-    LOG(ERROR) << "RESTORE of " << CheckpointName(h.restore().step()) << " refused: " << s.message();
+    LOG(ERROR) << "RESTORE from "
+               << (h.restore().from_payload() ? std::string("a state the chief sent")
+                                              : CheckpointName(h.restore().step()))
+               << " refused: " << s.message();
     return Refuse(peer, h, s, out);
   }
   // A state the chief sent is a standby's replica (its primary named) or
