@@ -58,6 +58,9 @@ while kill -0 "$launcher" 2>/dev/null; do
 done
 wait "$launcher" || { cat "$work/launch.log"; echo "the job failed"; exit 1; }
 grep -E "RESULT|check:" "$work/launch.log" | sed 's/^\[[^]]*\] //'
+# The relay of a killed ps's state (KILL_AT): its start, end and time.
+grep -E "relaying the replica|relayed the replica|restored by the chief from its standby" \
+  "$work/launch.log" || true
 for task in "${!peak[@]}"; do
   echo "RESULT task=$task peak_rss_mb=$(( ${peak[$task]} / 1024 ))"
 done | sort

@@ -85,10 +85,11 @@ struct RestoreScope {
 };
 
 // The largest part of a standby's state the chief relays at once
-// (RestoreFromReplica): a ps holding about 330 MB of rows was restored in
-// 7.0-10.4 s in parts of 64 MiB and 6.7-7.8 s in one message, with the
-// chief's peak RSS 485-513 MB against 1,173-1,369 MB
-// (benchmarks/embedding_scale.sh, KILL_AT).
+// (RestoreFromReplica): the 357 MB state of a ps holding about 330 MB of
+// rows went over in 2.9-3.1 s in 6 parts of 64 MiB, each restored while
+// the next was fetched (3.8-7.7 s one part after another), the chief's
+// peak RSS 544-589 MB (459-461 MB one after another; 1,173-1,369 MB when
+// the state went in one message) (benchmarks/embedding_scale.sh, KILL_AT).
 inline constexpr size_t kRelayPartBytes = size_t{64} << 20;
 
 // How RestoreFromReplica restores a shard from its standby's replica.
@@ -224,9 +225,10 @@ class PsClient {
 
   // Chief only (--ps_replicas): restores shard `shard` on its own ps from
   // the replica that ps `holder` keeps as its standby (parameters, the
-  // optimizer's slots, embedding tables), relayed one part at a time (each
-  // at most a message and kRelayPartBytes: transport/state_parts.h), so
-  // that the chief never holds more than one. `check` is shown the replica's header (its
+  // optimizer's slots, embedding tables), relayed in parts (each at most
+  // a message and kRelayPartBytes: transport/state_parts.h), part k
+  // restored while part k + 1 is fetched, so that the chief holds two
+  // parts at most. `check` is shown the replica's header (its
   // ReplicaState, range, job, counters) before anything is sent on, and
   // may refuse it. Returns that header. NotFound when `holder` holds no
   // replica; FailedPrecondition when it is of another plan or range, or
@@ -399,10 +401,10 @@ class PsClient {
   // whole state has.
   absl::Status CheckReplicaHeader(int holder, int shard, const proto::Header& r,
                                   uint64_t* total) const;
-  // The part of shard `shard`'s replica on ps `holder` from byte `offset`,
-  // at most `part_bytes`, into `part`: the reply's header.
-  absl::StatusOr<proto::Header> FetchReplicaPart(int holder, int shard, uint64_t offset,
-                                                 uint64_t part_bytes, std::vector<float>* part);
+  // The FETCH_REPLICA of the part of shard `shard`'s replica on ps
+  // `holder` from byte `offset`, at most `part_bytes`, into `part`.
+  Call ReplicaPartCall(int holder, int shard, uint64_t offset, uint64_t part_bytes,
+                       std::vector<float>* part) const;
   absl::Status Exchange(std::vector<Call>* calls, double timeout_s = -1);
   absl::Status SendCall(Call& call, int64_t deadline_us);
   absl::Status WaitReplies(std::vector<Call>* calls, int64_t deadline_us);

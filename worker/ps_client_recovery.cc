@@ -56,18 +56,16 @@ absl::Status PsClient::CheckReplicaHeader(int holder, int shard, const proto::He
   return absl::OkStatus();
 }
 
-absl::StatusOr<proto::Header> PsClient::FetchReplicaPart(int holder, int shard, uint64_t offset,
-                                                         uint64_t part_bytes,
-                                                         std::vector<float>* part) {
-  std::vector<Call> calls(1);
-  calls[0].shard = shard;
-  calls[0].socket = holder;
-  calls[0].header = BaseHeader(proto::FETCH_REPLICA, shard);
-  calls[0].header.mutable_state_part()->set_offset(offset);
-  calls[0].header.mutable_state_part()->set_part_bytes(part_bytes);
-  calls[0].raw = part;
-  RETURN_IF_ERROR(Exchange(&calls));
-  return calls[0].reply;
+PsClient::Call PsClient::ReplicaPartCall(int holder, int shard, uint64_t offset,
+                                         uint64_t part_bytes, std::vector<float>* part) const {
+  Call c;
+  c.shard = shard;
+  c.socket = holder;
+  c.header = BaseHeader(proto::FETCH_REPLICA, shard);
+  c.header.mutable_state_part()->set_offset(offset);
+  c.header.mutable_state_part()->set_part_bytes(part_bytes);
+  c.raw = part;
+  return c;
 }
 
 absl::StatusOr<proto::Header> PsClient::RestoreFromReplica(
@@ -88,8 +86,9 @@ absl::StatusOr<proto::Header> PsClient::RestoreFromReplica(
                      " leaves no room for a part of a state beside its header"));
   }
   std::vector<float> part;
-  ASSIGN_OR_RETURN(const proto::Header first,
-                   FetchReplicaPart(holder, shard, 0, part_bytes, &part));
+  std::vector<Call> fetch{ReplicaPartCall(holder, shard, 0, part_bytes, &part)};
+  RETURN_IF_ERROR(Exchange(&fetch));
+  const proto::Header first = fetch[0].reply;
   uint64_t total = 0;
   RETURN_IF_ERROR(CheckReplicaHeader(holder, shard, first, &total));
   const bool in_parts = first.has_state_part();
@@ -112,12 +111,16 @@ absl::StatusOr<proto::Header> PsClient::RestoreFromReplica(
   r->set_generation(how.generation.value_or(first.replica().generation()));
   r->set_rollback(how.rollback);
   r->set_term(how.min_term);
-  // One part at a time: fetched from the standby, restored from on the
-  // shard's own ps (whatever the chief routes the shard to meanwhile),
-  // answered, then the next.
+  // A part at a time: restored from on the shard's own ps (whatever the
+  // chief routes the shard to meanwhile) while the next is fetched from
+  // the standby, so the chief holds two parts at most.
+  const int64_t t0 = MonotonicMicros();
+  std::vector<float> next_part;
   uint64_t offset = 0;
+  int parts = 0;
   for (;;) {
     const uint64_t bytes = part.size() * sizeof(float);
+    const uint64_t next_offset = offset + bytes;
     std::vector<Call> calls(1);
     calls[0].shard = shard;
     calls[0].socket = shard;
@@ -129,19 +132,28 @@ absl::StatusOr<proto::Header> PsClient::RestoreFromReplica(
       p->set_stream(stream);
     }
     calls[0].payload = {reinterpret_cast<const char*>(part.data()), bytes};
+    if (next_offset < total) {
+      calls.push_back(ReplicaPartCall(holder, shard, next_offset, part_bytes, &next_part));
+    }
     RETURN_IF_ERROR(Exchange(&calls));
-    offset += bytes;
-    if (offset >= total) return first;
-    ASSIGN_OR_RETURN(const proto::Header next,
-                     FetchReplicaPart(holder, shard, offset, part_bytes, &part));
+    ++parts;
+    if (next_offset >= total) break;
+    const proto::Header& next = calls[1].reply;
     if (!next.has_state_part() || next.state_part().stream() != stream ||
-        next.state_part().total() != total || next.state_part().offset() != offset ||
-        part.empty() || part.size() * sizeof(float) > total - offset) {
+        next.state_part().total() != total || next.state_part().offset() != next_offset ||
+        next_part.empty() || next_part.size() * sizeof(float) > total - next_offset) {
       return absl::FailedPreconditionError(
           absl::StrCat(ShardName(holder), ": its replica of shard ", shard,
                        " changed while it was relayed; the shard's ps keeps what it had"));
     }
+    part.swap(next_part);
+    offset = next_offset;
   }
+  if (in_parts) {
+    LOG(INFO) << "relayed the replica of shard " << shard << " in " << parts << " parts in "
+              << static_cast<double>(MonotonicMicros() - t0) * 1e-6 << " s";
+  }
+  return first;
 }
 
 absl::Status PsClient::RestoreFromState(const proto::JobConfig& job, int shard,
