@@ -7,7 +7,8 @@
 // whole state's header and a slice of its payload, and the next part goes
 // only once the receiver answered this one, so that no message is over
 // the job's --max_message_mb and the chief, relaying a standby's state to
-// a restarted ps, holds one part at a time. (Pieces, transport/pieces.h,
+// a restarted ps, holds two parts at most (one being restored, the next
+// being fetched: PsClient::RestoreFromReplica). (Pieces, transport/pieces.h,
 // cut one message for the cipher's sake and are put back together under
 // the message limit.)
 //
