@@ -90,6 +90,11 @@ inline constexpr uint64_t kMaxTablesBytes = uint64_t{1} << 46;
 inline uint64_t TablesFloats(uint64_t tables_bytes) {
   return (tables_bytes + sizeof(float) - 1) / sizeof(float);
 }
+// The bytes of such a payload: `state_floats` floats of the state, then
+// `tables_bytes` of tables.
+inline uint64_t StateWithTablesBytes(uint64_t state_floats, uint64_t tables_bytes) {
+  return (state_floats + TablesFloats(tables_bytes)) * sizeof(float);
+}
 
 // A fresh shard's state: `params`, then every slot at its initial value.
 // REQUIRES: as NumSlots.

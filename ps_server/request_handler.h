@@ -333,6 +333,9 @@ class RequestHandler {
   void HandleShutdown(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleReplicate(const std::string& peer, const Principal& who, const Message& m,
                        std::vector<Reply>* out);
+  // REPLICATE `h` refused, for `refusal`, with its seq.
+  void RefuseReplicate(const std::string& peer, const proto::Header& h, const absl::Status& why,
+                       StandbyReplica::Refusal refusal, std::vector<Reply>* out);
   // A whole REPLICATE (or one put together from its parts) kept.
   void KeepReplicate(const std::string& peer, const Principal& who, const Message& m,
                      std::vector<Reply>* out);

@@ -319,12 +319,7 @@ void RequestHandler::HandleReplicate(const std::string& peer, const Principal& w
   if (s.ok()) s = total.status();
   absl::StatusOr<std::optional<Message>> whole =
       s.ok() ? replica_parts_.Add(m, *total) : absl::StatusOr<std::optional<Message>>(s);
-  if (!whole.ok()) {
-    if (refusal == StandbyReplica::Refusal::kStaleTerm) CountStaleReplication();
-    Refuse(peer, h, whole.status(), out);
-    out->back().header.mutable_replica()->set_seq(h.replica().seq());
-    return;
-  }
+  if (!whole.ok()) return RefuseReplicate(peer, h, whole.status(), refusal, out);
   if (whole->has_value()) return KeepReplicate(peer, who, **whole, out);
   proto::Header ack = MakeReply(h);
   ack.mutable_replica()->set_seq(h.replica().seq());
@@ -332,17 +327,22 @@ void RequestHandler::HandleReplicate(const std::string& peer, const Principal& w
   out->push_back({peer, std::move(ack), false, false});
 }
 
+void RequestHandler::RefuseReplicate(const std::string& peer, const proto::Header& h,
+                                     const absl::Status& why, StandbyReplica::Refusal refusal,
+                                     std::vector<Reply>* out) {
+  if (refusal == StandbyReplica::Refusal::kStaleTerm) CountStaleReplication();
+  Refuse(peer, h, why, out);
+  // With the request's seq, so that the primary reads it as the answer to
+  // that state (and waits a resend time before the next).
+  out->back().header.mutable_replica()->set_seq(h.replica().seq());
+}
+
 void RequestHandler::KeepReplicate(const std::string& peer, const Principal& who, const Message& m,
                                    std::vector<Reply>* out) {
   const proto::Header& h = m.header;
   StandbyReplica::Refusal refusal = StandbyReplica::Refusal::kNone;
   if (absl::Status s = standby_.Keep(who, m, num_shards_, &refusal); !s.ok()) {
-    if (refusal == StandbyReplica::Refusal::kStaleTerm) CountStaleReplication();
-    Refuse(peer, h, s, out);
-    // With the request's seq, so that the primary reads it as the answer
-    // to that state (and waits a resend time before the next).
-    out->back().header.mutable_replica()->set_seq(h.replica().seq());
-    return;
+    return RefuseReplicate(peer, h, s, refusal, out);
   }
   fetched_.reset();  // an encoding of the replica before this one
   proto::Header ack = MakeReply(h);

@@ -14,10 +14,6 @@ namespace {
 constexpr uint64_t kMaxRange = uint64_t{1} << 40;
 constexpr int64_t kMaxVersion = int64_t{1} << 48;
 
-}  // namespace
-
-namespace {
-
 // The floats of the state (without tables) of the range and optimizer
 // `h` names.
 absl::StatusOr<size_t> StateFloatsOf(const proto::Header& h) {
@@ -37,19 +33,18 @@ absl::StatusOr<uint64_t> StatePayloadBytes(const proto::Header& h) {
   if (tables > kMaxTablesBytes) {
     return absl::InvalidArgumentError(absl::StrCat(tables, " bytes of embedding tables"));
   }
-  return (floats + TablesFloats(tables)) * sizeof(float);
+  return StateWithTablesBytes(floats, tables);
 }
 
 absl::StatusOr<size_t> CheckState(const Message& m, int num_workers) {
   const proto::Header& h = m.header;
   ASSIGN_OR_RETURN(const size_t floats, StateFloatsOf(h));
-  ASSIGN_OR_RETURN(const OptimizerConfig optimizer, OptimizerFromJob(h.job()));
-  const size_t n = static_cast<size_t>(h.range_end() - h.range_begin());
   const proto::ReplicaState& r = h.replica();
   const uint64_t tables = r.tables_bytes();
   if (h.encoding() != proto::F32 || (tables > 0) != (h.job().tables_size() > 0) ||
-      tables > kMaxTablesBytes ||
-      m.payload_bytes() != (floats + TablesFloats(tables)) * sizeof(float)) {
+      tables > kMaxTablesBytes || m.payload_bytes() != StateWithTablesBytes(floats, tables)) {
+    const OptimizerConfig optimizer = *OptimizerFromJob(h.job());  // StateFloatsOf read it
+    const size_t n = static_cast<size_t>(h.range_end() - h.range_begin());
     return absl::InvalidArgumentError(
         absl::StrCat("a state of ", m.payload_bytes(), " bytes for a range of ", n, " floats and ",
                      OptimizerName(optimizer.kind), "'s ", NumSlots(optimizer), " slot(s), and ",

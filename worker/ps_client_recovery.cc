@@ -50,9 +50,8 @@ absl::Status PsClient::CheckReplicaHeader(int holder, int shard, const proto::He
     return absl::FailedPreconditionError(absl::StrCat(
         ShardName(holder), ": its replica of shard ", shard, " is of another plan or range"));
   }
-  *total = (StateFloats(*optimizer, static_cast<uint64_t>(range.size())) +
-            TablesFloats(r.replica().tables_bytes())) *
-           sizeof(float);
+  *total = StateWithTablesBytes(StateFloats(*optimizer, static_cast<uint64_t>(range.size())),
+                                r.replica().tables_bytes());
   return absl::OkStatus();
 }
 
@@ -93,9 +92,14 @@ absl::StatusOr<proto::Header> PsClient::RestoreFromReplica(
   RETURN_IF_ERROR(CheckReplicaHeader(holder, shard, first, &total));
   const bool in_parts = first.has_state_part();
   const uint64_t stream = first.state_part().stream();
-  if (in_parts ? first.state_part().total() != total || first.state_part().offset() != 0 ||
-                     part.empty() || part.size() * sizeof(float) > total
-               : part.size() * sizeof(float) != total) {
+  // Whether `h` answers the part of this replica from byte `offset` with
+  // `got`: of the same stream, where asked, not empty and within it.
+  auto is_part = [&](const proto::Header& h, const std::vector<float>& got, uint64_t offset) {
+    return h.has_state_part() && h.state_part().stream() == stream &&
+           h.state_part().total() == total && h.state_part().offset() == offset && !got.empty() &&
+           got.size() * sizeof(float) <= total - offset;
+  };
+  if (in_parts ? !is_part(first, part, 0) : part.size() * sizeof(float) != total) {
     return absl::FailedPreconditionError(absl::StrCat(ShardName(holder), ": its replica of shard ",
                                                       shard, " is not the size its header says"));
   }
@@ -138,10 +142,7 @@ absl::StatusOr<proto::Header> PsClient::RestoreFromReplica(
     RETURN_IF_ERROR(Exchange(&calls));
     ++parts;
     if (next_offset >= total) break;
-    const proto::Header& next = calls[1].reply;
-    if (!next.has_state_part() || next.state_part().stream() != stream ||
-        next.state_part().total() != total || next.state_part().offset() != next_offset ||
-        next_part.empty() || next_part.size() * sizeof(float) > total - next_offset) {
+    if (!is_part(calls[1].reply, next_part, next_offset)) {
       return absl::FailedPreconditionError(
           absl::StrCat(ShardName(holder), ": its replica of shard ", shard,
                        " changed while it was relayed; the shard's ps keeps what it had"));
