@@ -48,11 +48,15 @@ run() {  # run KIND NAME MODEL MODE PS WORKERS STEPS [LINK_RATE]
 }
 
 # Calibration: 1 ps + 1 worker of each model, at the start and after each
-# pass, and 4 workers on the 2 cores (what sharing a core costs).
+# pass, 4 workers on the 2 cores (what sharing a core costs), and 3 workers
+# on 2 ps (how evenly the scheduler spreads workers that outnumber the
+# cores unevenly).
 run calibration cal_mnist_a mnist_cnn sync 1 1 "$mnist_steps"
 run calibration cal_large_a cnn_large sync 1 1 "$large_steps"
 run calibration cal_mnist_crowded mnist_cnn sync 1 4 "$mnist_steps"
 run calibration cal_large_crowded cnn_large sync 1 4 $((large_steps * 3 / 4))
+run calibration cal_mnist_uneven mnist_cnn sync 2 3 "$mnist_steps"
+run calibration cal_large_uneven cnn_large sync 2 3 $((large_steps * 3 / 4))
 # Another worker count, the other mode, another ps count, another link, for
 # mnist_cnn (87 KB each way a step) and cnn_large (4.8 MB); each cell in
 # every pass, so that a cell's measurement is the mean of PASSES runs.
@@ -79,6 +83,8 @@ for pass in $(seq "$passes"); do
   run held_out mnist_async_ps1_w4_100mbit.$pass mnist_cnn async 1 4 "$mnist_steps" 100mbit
   run held_out mnist_sync_ps1_w4_20mbit.$pass mnist_cnn sync 1 4 $((mnist_steps * 3 / 8)) 20mbit
   run held_out large_sync_ps2_w3_300mbit.$pass cnn_large sync 2 3 $((large_steps * 3 / 8)) 300mbit
+  # Pushes leaving during backward (--overlap, 2 ps) on a limited link.
+  run held_out large_sync_ps2_w2_300mbit.$pass cnn_large sync 2 2 $((large_steps * 3 / 8)) 300mbit
   # The host's speed drifts: calibrate again between the passes.
   run calibration cal_mnist_$pass mnist_cnn sync 1 1 "$mnist_steps"
   run calibration cal_large_$pass cnn_large sync 1 1 "$large_steps"

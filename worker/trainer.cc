@@ -73,10 +73,15 @@ absl::Status Trainer::Setup() {
     }
   }
   // The runtime sends the shards backward has finished (with one ps, the
-  // plan's one shard, there is nothing to overlap).
-  backward_done_ = [this](int64_t begin) { runtime_->ReadyFrom(begin); };
-  overlap_ = options_.overlap && cluster_.num_ps() > 1 &&
-             model_->set_backward_progress(&backward_done_);
+  // plan's one shard, there is nothing to overlap). Either way each step
+  // records when, for summary.json's backward_leads: what `pstrain plan`
+  // needs to plan more ps than a run had.
+  backward_done_ = [this](int64_t begin) {
+    backward_final_.emplace_back(begin, MonotonicMicros());
+    if (overlap_) runtime_->ReadyFrom(begin);
+  };
+  const bool progress = options_.overlap && model_->set_backward_progress(&backward_done_);
+  overlap_ = progress && cluster_.num_ps() > 1;
   forward_ahead_ = options_.overlap && options_.forward_ahead && model_->supports_forward_ahead();
   // Dynamic workers: nobody knows the others, so nobody splits the set;
   // each worker draws its own order of all of it (its rank in the seed).
@@ -183,9 +188,11 @@ absl::Status Trainer::Step(int epoch, int64_t step_in_epoch) {
   info.epoch = epoch;
   info.step_in_epoch = step_in_epoch;
   layer_spans_.clear();
+  backward_final_.clear();
   RETURN_IF_ERROR(ComputeGradients(epoch, step_in_epoch, &info.loss));
   info.examples = static_cast<int>(indices_.size());
   info.layers = &layer_spans_;
+  info.backward_final = &backward_final_;
   BetweenFn ahead;
   if (forward_ahead_) {
     ahead = [this](const WaitParamsFn& wait, int64_t* us) { return ForwardAhead(wait, us); };

@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -103,8 +104,10 @@ class Trainer {
 
   // Overlap (--overlap, a backend that reports backward's progress): the
   // model calls it after each layer's backward; the runtime sends the
-  // shards whose gradient is complete.
+  // shards whose gradient is complete (with two or more ps: overlap_), and
+  // the step records each offset and when (StepInfo::backward_final).
   std::function<void(int64_t begin)> backward_done_;
+  std::vector<std::pair<int64_t, int64_t>> backward_final_;
   bool overlap_ = false;
   // Forward ahead (--forward_ahead, a backend with Model::ForwardAhead):
   // ahead_step_ is the step whose forward has run on ahead_indices_, on

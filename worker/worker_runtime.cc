@@ -680,6 +680,13 @@ absl::Status WorkerRuntime::EndStep(const StepInfo& info, const BetweenFn& betwe
   phases_.set_comm_ms(phases_.comm_ms() + record.comm_ms);
   phases_.set_wait_ms(phases_.wait_ms() + record.wait_ms);
   phases_.set_ahead_ms(phases_.ahead_ms() + record.ahead_ms);
+  if (info.backward_final != nullptr) {
+    for (const auto& [begin, at_us] : *info.backward_final) {
+      auto& [ms, steps] = backward_leads_[begin];
+      ms += std::max<int64_t>(0, t1 - at_us) * 1e-3;
+      ++steps;
+    }
+  }
   ++global_step_;
   rejoins_without_progress_ = 0;
   if (options_.train.mode == proto::SYNC && options_.train.backup_workers == 0) {

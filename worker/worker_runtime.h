@@ -61,8 +61,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/cancellation.h"
@@ -150,6 +152,10 @@ struct StepInfo {
   int64_t start_us = 0;
   // With a timeline: the model's spans per layer (null: none).
   const std::vector<models::LayerSpan>* layers = nullptr;
+  // Where the model reports its backward's progress: each flat offset
+  // from which the gradient was final, and the monotonic microseconds it
+  // was (summary.json's backward_leads; null: none).
+  const std::vector<std::pair<int64_t, int64_t>>* backward_final = nullptr;
 };
 
 class WorkerRuntime {
@@ -485,6 +491,8 @@ class WorkerRuntime {
   int rejoins_without_progress_ = 0;
   int64_t images_ = 0;
   proto::StepPhases phases_;  // the step log's columns, summed over this process's steps
+  // StepInfo::backward_final's leads, summed per offset: {ms, steps}.
+  absl::btree_map<int64_t, std::pair<double, int64_t>> backward_leads_;
   int64_t start_us_ = 0;             // monotonic, Create
   int64_t first_step_us_ = 0;        // monotonic
   int64_t first_step_unix_us_ = 0;

@@ -70,6 +70,11 @@ void WorkerRuntime::SetSummaryConfiguration(const std::vector<proto::ShardStats>
     mean.set_wait_ms(phases_.wait_ms() / n);
     mean.set_ahead_ms(phases_.ahead_ms() / n);
   }
+  for (const auto& [begin, lead] : backward_leads_) {
+    proto::BackwardLead* l = mean.add_backward_leads();
+    l->set_begin(begin);
+    l->set_lead_ms(lead.first / static_cast<double>(lead.second));
+  }
   summary_.set_steps_per_worker(static_cast<int32_t>(global_step_));
   summary_.set_steps_per_epoch(static_cast<int32_t>(options_.steps_per_epoch));
   summary_.set_wall_seconds(SecondsSince(start_us_));

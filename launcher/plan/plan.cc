@@ -93,6 +93,7 @@ proto::PlanCalibrationRecord CalibrationRecord(const PlanOptions& o, const PlanC
   r.set_sharing_cost(cal.sharing_cost);
   r.set_busy_core_wait_ms(cal.busy_core_wait_ms);
   r.set_barrier_share(cal.barrier_share);
+  r.set_core_spread(cal.core_spread);
   r.set_insecure(insecure);
   r.set_host_cores(host_cores);
   for (const std::string& n : notes) r.add_notes(n);
@@ -327,14 +328,30 @@ std::string CalibrationSection(const proto::PlanRecord& plan, const PlanCalibrat
   absl::StrAppend(&out, "- A worker's CPU beyond compute: ", DescribeCost(cal.worker_comm_cpu, "per step"), "\n");
   absl::StrAppend(&out, "- A worker's remaining latency: ",
                   DescribeCost(cal.latency, "of the largest request (push + pull of a shard)"), "\n");
-  absl::StrAppend(&out, absl::StrFormat("- Sharing a core: +%.1f%% CPU per step per additional worker on it\n",
-                                        100 * cal.sharing_cost));
+  absl::StrAppend(
+      &out, absl::StrFormat("- Sharing a core: +%.1f%% CPU per step per additional worker on it; "
+                            "where workers outnumber cores unevenly, a round's computes spread "
+                            "%.0f%% of the way from ceil(W / H) to W / H a core\n",
+                            100 * cal.sharing_cost, 100 * cal.core_spread));
   absl::StrAppend(
       &out, absl::StrFormat("- A full host: the compute waits %.2f ms a step per worker on a core "
                             "(times 1 + 1/2 + ... + 1/P with P ps) beyond its CPU, once every core "
                             "has a worker; a sync round waits for %.0f%% of what the slowest "
                             "worker's wait adds\n",
                             cal.busy_core_wait_ms, 100 * cal.barrier_share));
+  if (!cal.backward_leads.empty()) {
+    std::vector<std::string> leads;
+    for (const auto& [begin, f] : cal.backward_leads) {
+      if (f > 0) leads.push_back(absl::StrFormat("from float %d on, %.0f%%", begin, 100 * f));
+    }
+    if (!leads.empty()) {
+      absl::StrAppend(
+          &out,
+          "- Pushes during backward (--overlap): a shard may leave once its gradient is final, "
+          "this far ahead of the end of the compute before the push: ",
+          absl::StrJoin(leads, "; "), "\n");
+    }
+  }
   for (const std::string& n : r.notes()) absl::StrAppend(&out, "- ", n, "\n");
   return out;
 }
@@ -519,8 +536,8 @@ absl::StatusOr<Plan> MakePlan(const PlanOptions& o) {
   r.set_security(insecure ? "insecure" : "curve");
   for (bool sync : o.modes) {
     for (int ps : o.ps) {
-      PlanCell cell{1, ps, sync, rate, o.link, o.placement, host_cores, {}, {}};
-      RETURN_IF_ERROR(StepBytes(shape, ps, &cell.push_bytes, &cell.pull_bytes));
+      PlanCell cell{1, ps, sync, rate, o.link, o.placement, host_cores, {}, {}, {}};
+      RETURN_IF_ERROR(StepBytes(shape, ps, &cell.push_bytes, &cell.pull_bytes, &cell.shard_begin));
       for (int workers : o.workers) {
         cell.workers = workers;
         *r.add_cells() = CellRecord(o, cell, Predict(plan.calibration, cell));

@@ -5,7 +5,9 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <utility>
 
+#include "absl/container/btree_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -108,7 +110,23 @@ struct StepStats {
   std::vector<double> before_push;  // b_i
   double ahead = 0, gap = 0, compute = 0, comm = 0;
   double wait = 0;  // -1: a step log without the column (an older launcher's)
+  std::vector<std::pair<int64_t, double>> leads;  // PlanCalibration::backward_leads
 };
+
+// The chief's backward_leads over its mean b (summary.json), offsets
+// ascending; empty where the run recorded none.
+std::vector<std::pair<int64_t, double>> LeadFractions(const proto::RunSummary& summary) {
+  const proto::StepPhases& p = summary.chief_step_ms();
+  const double b = p.compute_ms() - p.ahead_ms();
+  std::vector<std::pair<int64_t, double>> leads;
+  if (!(b > 0)) return leads;
+  for (const proto::BackwardLead& l : p.backward_leads()) {
+    if (l.begin() >= 0 && l.lead_ms() >= 0)
+      leads.emplace_back(l.begin(), std::min(1.0, l.lead_ms() / b));
+  }
+  std::sort(leads.begin(), leads.end());
+  return leads;
+}
 
 StepStats ReadStepStats(const RunRecord& record) {
   const auto [from, to] = SteadyWindow(record);
@@ -172,6 +190,15 @@ StepStats Pooled(const std::vector<const CalibrationRun*>& runs) {
   }
   if (!pooled.before_push.empty()) pooled.ahead /= static_cast<double>(pooled.before_push.size());
   pooled.gap = Median(gaps);
+  // The leads: each offset's mean fraction over the runs that recorded it.
+  absl::btree_map<int64_t, std::pair<double, int>> leads;
+  for (const CalibrationRun* run : runs) {
+    for (const auto& [begin, f] : LeadFractions(run->record.summary)) {
+      leads[begin].first += f;
+      ++leads[begin].second;
+    }
+  }
+  for (const auto& [begin, sum] : leads) pooled.leads.emplace_back(begin, sum.first / sum.second);
   std::sort(pooled.before_push.begin(), pooled.before_push.end());
   return pooled;
 }
@@ -180,6 +207,7 @@ void SetCompute(const StepStats& st, PlanCalibration* cal) {
   cal->before_push_ms = st.before_push;
   cal->ahead_ms = st.ahead;
   cal->gap_ms = st.gap;
+  cal->backward_leads = st.leads;
 }
 
 bool Uncrowded(const CalibrationRun& r) { return r.cell.workers + r.cell.ps <= r.host_cores; }
@@ -294,6 +322,48 @@ void SetSharingCost(const std::vector<const CalibrationRun*>& of_model, const st
                                    model, 100 * cal->sharing_cost, sharing.size()));
 }
 
+// sigma: how evenly the scheduler spread a sync round's computes, from the
+// runs of the model without a link limit whose workers outnumbered the
+// cores unevenly (after SetSharingCost). What a round waits for is its
+// slowest worker's compute: each worker's compute_ms plus the time the ps
+// held its push for the others (wait_ms) is that, where they start
+// together. A link-limited round starts its workers apart (their replies
+// end at different times), which says less.
+void SetCoreSpread(const std::vector<const CalibrationRun*>& of_model, const std::string& model,
+                   bool insecure, PlanCalibration* cal, std::vector<std::string>* notes) {
+  std::vector<double> spreads;
+  const double alone = cal->mean_before_push_ms() + cal->ahead_ms;
+  for (const CalibrationRun* r : of_model) {
+    const int w = r->cell.workers, h = r->host_cores;
+    if (!r->sync || r->insecure != insecure || r->link_bytes_per_s > 0 || w <= h || w % h == 0 ||
+        !(alone > 0) || !(r->compute_ms > 0)) {
+      continue;
+    }
+    const double per_core = static_cast<double>(w) / h;
+    const double most = (w + h - 1) / h;
+    const double slowest = r->compute_ms + std::max(0.0, r->wait_ms);  // -1: no wait_ms column
+    const double k = slowest / (alone * (1 + cal->sharing_cost * (per_core - 1)));
+    spreads.push_back(std::clamp((most - k) / (most - per_core), 0.0, 1.0));
+  }
+  if (spreads.empty()) {
+    notes->push_back(
+        absl::StrCat("No sync calibration run of ", model,
+                     " without a link limit had workers outnumbering the cores "
+                     "unevenly (such as 3 on 2): a round's workers sharing cores are taken to "
+                     "compute ceil(W / H) to the "
+                     "busiest core; such a run measures how evenly the scheduler spreads them."));
+    return;
+  }
+  double sum = 0;
+  for (double x : spreads) sum += x;
+  cal->core_spread = sum / static_cast<double>(spreads.size());
+  notes->push_back(
+      absl::StrFormat("Workers outnumbering cores (%s): a round's computes spread %.0f%% of the "
+                      "way from ceil(W / H) "
+                      "to W / H a core (from %zu sync run(s) without a link limit).",
+                      model, 100 * cal->core_spread, spreads.size()));
+}
+
 // q: what a full host adds to a worker's compute, per worker on its core
 // and per H_P of the run's ps (after SetSharingCost). Runs with as many
 // workers as cores measure it directly: their compute beyond the
@@ -320,7 +390,7 @@ void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model,
       continue;
     }
     const double per_core = static_cast<double>(r->cell.workers) / r->host_cores;
-    const int k = (r->cell.workers + r->host_cores - 1) / r->host_cores;
+    const double k = WorkersPerCore(*cal, r->cell.workers, r->host_cores);
     const double cpu = k * alone * (1 + cal->sharing_cost * (per_core - 1));
     crowded.push_back(std::max(0.0, r->compute_ms - cpu) / (k * Harmonic(r->cell.ps)));
   }
@@ -418,7 +488,9 @@ absl::Status MeasuredShape(const std::string& run_dir, const RunRecord& record, 
 
 }  // namespace
 
-absl::Status StepBytes(const ModelShape& shape, int num_ps, std::vector<double>* push, std::vector<double>* pull) {
+absl::Status StepBytes(const ModelShape& shape, int num_ps, std::vector<double>* push,
+                       std::vector<double>* pull, std::vector<int64_t>* begins) {
+  begins->clear();
   if (shape.step_push_bytes > 0 && shape.params == 0) {
     if (num_ps < 1) return absl::InvalidArgumentError("no ps");
     push->assign(static_cast<size_t>(num_ps), shape.step_push_bytes / num_ps);
@@ -446,6 +518,7 @@ absl::Status StepBytes(const ModelShape& shape, int num_ps, std::vector<double>*
     const uint64_t k = wire.kind == proto::TOPK ? TopKCount(wire.topk_ratio, n) : 0;
     push->push_back(static_cast<double>(EncodedBytes(wire.kind, n, k)));
     pull->push_back(4.0 * static_cast<double>(n));
+    if (shape.params == 0) begins->push_back(r.begin);
   }
   return absl::OkStatus();
 }
@@ -476,9 +549,18 @@ absl::StatusOr<CalibrationRun> ReadCalibrationRun(const std::string& run_dir, in
                summary.shard_strategy().empty() ? "balanced" : summary.shard_strategy()};
   if (summary.model() == kScriptModel)
     RETURN_IF_ERROR(MeasuredShape(run_dir, run.record, &run.shape));
-  run.cell = {summary.num_workers(), summary.num_ps(), run.sync, run.link_bytes_per_s, run.link,
-              Placement::kOneHost, run.host_cores, {}, {}};
-  RETURN_IF_ERROR(StepBytes(run.shape, run.cell.ps, &run.cell.push_bytes, &run.cell.pull_bytes));
+  run.cell = {summary.num_workers(),
+              summary.num_ps(),
+              run.sync,
+              run.link_bytes_per_s,
+              run.link,
+              Placement::kOneHost,
+              run.host_cores,
+              {},
+              {},
+              {}};
+  RETURN_IF_ERROR(StepBytes(run.shape, run.cell.ps, &run.cell.push_bytes, &run.cell.pull_bytes,
+                            &run.cell.shard_begin));
   run.steady_images_per_second = SteadyImagesPerSecond(run.record);
   const StepStats st = ReadStepStats(run.record);
   run.compute_ms = st.compute;
@@ -532,6 +614,7 @@ absl::StatusOr<PlanCalibration> Calibrate(const std::vector<CalibrationRun>& run
     CostsFromCpu(costed, &cal, notes);
   }
   SetSharingCost(of_model, model, insecure, &cal, notes);
+  SetCoreSpread(of_model, model, insecure, &cal, notes);
   SetBusyCoreWait(of_model, compute_runs, model, insecure, &cal, notes);
   return cal;
 }

@@ -56,10 +56,12 @@ struct ModelShape {
 };
 
 // Per shard, the bytes of one worker's push (--wire) and pull (f32) of a
-// step. InvalidArgument for an unknown model, wire or strategy, or more ps
-// than the plan can cut.
+// step, and where a named model's shard begins in its flat vector (empty
+// for a parameter count or a script's job: --overlap's leads are a named
+// model's). InvalidArgument for an unknown model, wire or strategy, or more
+// ps than the plan can cut.
 absl::Status StepBytes(const ModelShape& shape, int num_ps, std::vector<double>* push,
-                       std::vector<double>* pull);
+                       std::vector<double>* pull, std::vector<int64_t>* begins);
 
 // The model a script's job (pstrain.torch) records in summary.json.
 inline constexpr char kScriptModel[] = "pytorch";

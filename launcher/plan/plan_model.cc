@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "glog/logging.h"
@@ -35,7 +36,7 @@ double Sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.e
 
 // What a cell's shape costs, before the mode decides how it adds up.
 struct Costs {
-  int k = 1;                      // workers per core
+  double k = 1;                   // workers per core
   double stretch = 1;             // of CPU times, cores shared
   double b = 0, a = 0;            // compute before the push, and ahead
   double worker_bytes = 0;        // sum_k (u_k + d_k)
@@ -49,7 +50,7 @@ struct Costs {
 Costs CostsOf(const PlanCalibration& cal, const PlanCell& cell) {
   Costs c;
   if (cell.placement == Placement::kOneHost) {
-    c.k = (cell.workers + cell.host_cores - 1) / cell.host_cores;
+    c.k = WorkersPerCore(cal, cell.workers, cell.host_cores);
     const double per_core = static_cast<double>(cell.workers) / cell.host_cores;
     c.stretch = 1 + cal.sharing_cost * std::max(0.0, per_core - 1);
     if (cell.workers >= cell.host_cores) c.wait = c.k * cal.busy_core_wait_ms * Harmonic(cell.ps);
@@ -68,6 +69,33 @@ Costs CostsOf(const PlanCalibration& cal, const PlanCell& cell) {
   c.lat = cal.latency.At(request_bytes);
   c.w = cal.worker_comm_cpu.At(c.worker_bytes) * c.stretch;
   return c;
+}
+
+// up_k of the header: when each shard's push has crossed the worker's own
+// link, in ms from the end of its compute before the push, whose wall time
+// is `compute_ms`.
+std::vector<double> PushEnds(const PlanCalibration& cal, const PlanCell& cell, double compute_ms) {
+  const size_t P = cell.push_bytes.size();
+  std::vector<double> lead(P, 0.0);  // how long before the end shard k leaves
+  if (cell.shard_begin.size() == P) {
+    for (size_t k = 0; k < P; ++k) lead[k] = cal.LeadFraction(cell.shard_begin[k]) * compute_ms;
+  }
+  std::vector<size_t> order(P);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return lead[x] > lead[y]; });
+  std::vector<double> end(P, 0.0);
+  double free_at = -std::numeric_limits<double>::infinity();  // the link's
+  for (size_t i = 0; i < P;) {
+    size_t j = i;  // [i, j): the shards that leave together
+    double bytes = 0;
+    for (; j < P && lead[order[j]] == lead[order[i]]; ++j) bytes += cell.push_bytes[order[j]];
+    const double leaves = -lead[order[i]];
+    // A link idle before the push has its bucket; a busy one, its rate.
+    free_at = leaves >= free_at ? leaves + LinkMs(cell, bytes) : free_at + RateMs(cell, bytes);
+    for (; i < j; ++i) end[order[i]] = free_at;
+  }
+  return end;
 }
 
 struct Bound {
@@ -148,24 +176,32 @@ double SyncRoundMs(const PlanCalibration& cal, const PlanCell& cell, const Costs
       c.wait > 0 ? c.wait + cal.barrier_share * c.k * cal.busy_core_wait_ms *
                                 (Harmonic(cell.workers * cell.ps) - Harmonic(cell.ps))
                  : 0;
-  const double phase1 = std::max(m_w, c.k * c.b) + slowest_wait;
-  const double up = LinkMs(cell, Sum(cell.push_bytes));  // the worker's own pushes
+  const double compute = std::max(m_w, c.k * c.b);
+  const double phase1 = compute + slowest_wait;
+  const std::vector<double> up = PushEnds(cal, cell, compute);  // the worker's own pushes
   const double early = c.ps_own_core ? std::max(0.0, m_w - c.b) : 0;
-  SyncPs worst;  // the ps that takes longest
+  const double ahead = c.k * c.a;
+  double after = 0,
+         ps = 0;  // the ps that ends last: from the end of the compute, and its core's part
   for (int j = 0; j < cell.ps; ++j) {
     const SyncPs t = SyncPsTime(cell, c, j, early);
-    if (j == 0 || t.total() > worst.total()) worst = t;
+    double last = t.last;
+    if (cell.link == LinkKind::kNic) last = std::max(last, RateMs(cell, Sum(cell.pull_bytes)));
+    const double served = up[j] + t.ps + t.links;  // its last reply starts
+    const double ends = std::max(served + last, std::max(0.0, served) + ahead);
+    if (j == 0 || ends > after) {
+      after = ends;
+      ps = t.ps;
+    }
   }
-  double last = worst.last;
-  if (cell.link == LinkKind::kNic) last = std::max(last, RateMs(cell, Sum(cell.pull_bytes)));
   split->compute_ms = (c.b + c.a) / c.stretch;
   split->barrier_ms = std::max(0.0, m_w - c.b) + slowest_wait - c.wait;
   split->sharing_ms = phase1 - std::max(m_w, c.b) - (slowest_wait - c.wait) + (c.k - 1) * c.a +
                       (c.b + c.a) * (1 - 1 / c.stretch);
-  split->transfer_ms = up + worst.links + std::max(0.0, last - c.k * c.a);
-  split->ps_ms = worst.ps;
+  split->ps_ms = std::min(ps, after - ahead);
+  split->transfer_ms = after - ahead - split->ps_ms;
   split->other_ms = c.lat + cal.gap_ms;
-  return phase1 + c.lat + up + worst.ps + worst.links + std::max(last, c.k * c.a) + cal.gap_ms;
+  return phase1 + c.lat + after + cal.gap_ms;
 }
 
 // One worker's step, alone, then queued behind the other W - 1 workers at
@@ -173,23 +209,31 @@ double SyncRoundMs(const PlanCalibration& cal, const PlanCell& cell, const Costs
 // approximate mean value analysis: a request finds (W - 1) D / T of the
 // others' work there, so T = T0 + Q / T with Q = (W - 1) sum_r D_r^2.
 double AsyncStepMs(const PlanCalibration& cal, const PlanCell& cell, const Costs& c, PlanSplit* split) {
-  double down = 0, ps = 0, q_ps = 0, q_link = 0;
+  double q_ps = 0, q_link = 0;
   const double others = cell.workers - 1;
+  const std::vector<double> up = PushEnds(cal, cell, c.b);
+  double after = 0,
+         ps = 0;  // the shard whose reply ends last: from the end of b, and its ps's part
   for (int j = 0; j < cell.ps; ++j) {
-    down = std::max(down, LinkMs(cell, cell.pull_bytes[j]));
-    ps = std::max(ps, c.s[j]);
     q_ps += others * c.s[j] * c.s[j];
     q_link += others * std::pow(RateMs(cell, cell.pull_bytes[j]), 2);
     if (cell.link == LinkKind::kNic) q_link += others * std::pow(RateMs(cell, cell.push_bytes[j]), 2);
+    double down = LinkMs(cell, cell.pull_bytes[j]);
+    if (cell.link == LinkKind::kNic) down = std::max(down, RateMs(cell, Sum(cell.pull_bytes)));
+    const double served = up[j] + c.s[j];
+    const double ends = std::max(served + down, std::max(0.0, served) + c.a);
+    if (j == 0 || ends > after) {
+      after = ends;
+      ps = c.s[j];
+    }
   }
-  if (cell.link == LinkKind::kNic) down = std::max(down, RateMs(cell, Sum(cell.pull_bytes)));
-  const double up = LinkMs(cell, Sum(cell.push_bytes));
-  const double alone = c.b + c.wait + c.lat + up + ps + std::max(down, c.a) + cal.gap_ms;
+  const double alone = c.b + c.wait + c.lat + after + cal.gap_ms;
   const double step = (alone + std::sqrt(alone * alone + 4 * (q_ps + q_link))) / 2;
   split->compute_ms = (c.b + c.a) / c.stretch;
   split->sharing_ms = (c.b + c.a) * (1 - 1 / c.stretch) + c.wait;
-  split->transfer_ms = up + std::max(0.0, down - c.a) + q_link / step;
-  split->ps_ms = ps + q_ps / step;
+  const double ps_part = std::min(ps, after - c.a);
+  split->transfer_ms = after - c.a - ps_part + q_link / step;
+  split->ps_ms = ps_part + q_ps / step;
   split->other_ms = c.lat + cal.gap_ms;
   return step;
 }
@@ -229,6 +273,22 @@ LinearCost FitLinearCost(const std::vector<std::pair<double, double>>& points) {
 
 double PlanCalibration::mean_before_push_ms() const {
   return before_push_ms.empty() ? 0 : Sum(before_push_ms) / before_push_ms.size();
+}
+
+double WorkersPerCore(const PlanCalibration& cal, int workers, int host_cores) {
+  if (workers <= host_cores) return 1;
+  const double most = (workers + host_cores - 1) / host_cores;
+  return most -
+         std::clamp(cal.core_spread, 0.0, 1.0) * (most - static_cast<double>(workers) / host_cores);
+}
+
+double PlanCalibration::LeadFraction(int64_t begin) const {
+  double f = 0;
+  for (const auto& [offset, fraction] : backward_leads) {
+    if (offset > begin) break;
+    f = fraction;
+  }
+  return f;
 }
 
 double Harmonic(int n) {

@@ -22,6 +22,10 @@
 //          per byte, fitted over every ps of every run (task_cpu.csv)
 //   w(B)   a worker process's CPU per step beyond its compute (the I/O
 //          thread: CURVE, copies) = fixed + per byte
+//   f(o)   --overlap: how long before the end of b the gradient from flat
+//          offset o on was final, over b (summary.json's backward_leads,
+//          which the CPU model records with any ps count), averaged over
+//          the runs b comes from
 // Runs without task_cpu.csv (an older launcher's) give s and lat from the
 // step logs instead: the comm_ms of their 1-worker runs without a link
 // limit, c(B) = fixed + per byte of the request (at W = 1 on loopback the
@@ -43,6 +47,17 @@
 //          (1 + e (W / H - 1)), per k H_P (which reads too little where a
 //          worker's wait is filled by another's compute); 0 without either
 //          (and about 0 for a compute that asks nothing)
+//   sigma  how evenly the host's scheduler spreads a round's computes where
+//          workers outnumber cores unevenly (3 on 2): 0 where each core
+//          keeps its own workers, and the round waits for the cores with
+//          ceil(W / H) of them (short computes: the scheduler moves a task
+//          between cores only every few ms); 1 where it spreads them all
+//          (W / H a core: processor sharing). From the sync calibration
+//          runs without a link limit whose W is more than H and not a
+//          multiple of it: the round's slowest compute (each worker's
+//          compute_ms plus the time the ps held its push for the others,
+//          wait_ms) over (b + a)(1 + e (W / H - 1)) is k, set between the
+//          two; 0 without one
 //   rho    of what the slowest of W workers' waits adds beyond their mean,
 //          the share a sync round waits for: 1 for independent memoryless
 //          waits (each worker's the last of its P ps', q H_P; the slowest
@@ -59,7 +74,8 @@
 //
 // The cell (PlanCell): W workers, P ps, shard k's push u_k and pull d_k
 // bytes, a link of R bytes/s (or none), H cores. On one host (what
-// `pstrain launch` runs) k = ceil(W / H) workers share a core, and every
+// `pstrain launch` runs) k = ceil(W / H) - sigma (ceil(W / H) - W / H)
+// workers share a core (W > H; else 1), and every
 // CPU time (b_i, a, w, s) is stretched by 1 + e (W / H - 1) when W > H,
 // and when W >= H each step's compute takes k q H_P more (a wait, not
 // CPU: not in the host CPU bound); with a host per task, k = 1 and no host CPU
@@ -68,7 +84,15 @@
 //              which shapes only each task's egress with a 10 ms bucket,
 //              max(0, f B - max(64 KiB, R / 100)) / R. f = 1514 / 1448:
 //              TCP/IPv4/Ethernet frames of a 1500-byte MTU around the payload
-//   up       = L(sum_k u_k)                a worker's pushes, on its own link
+//   up_k     = when a worker's push to shard k has crossed its own link,
+//              from the end of its compute: L(sum_k u_k) for every k
+//              without --overlap's leads; with them shard k leaves f_k C
+//              before the end (f_k: PlanCalibration::LeadFraction of its
+//              first offset; C the compute's wall time, max(M_W, k b) in
+//              sync, b in async), the link takes the pushes in the order
+//              they leave (those that leave together share it and end
+//              together; one that finds it idle gets its bucket), so up_k
+//              may be negative
 //   in_k     = f u_k / R on a NIC, else 0   a push through ps k's ingress
 //   out_k    = L(W d_k) / W                 a reply through ps k's egress
 //   s_k      = s(u_k + d_k)
@@ -79,8 +103,9 @@
 //                              stragglers included: OrderStatisticMean);
 //                              the barrier waits for the slowest worker's
 //                              wait (an approximation where k > 1)
-//   phase2   = lat + up + max_k [push_k + reply_k]
-//              + max(out_k, f sum_k d_k / R on a NIC, k a)
+//   phase2   = lat + max_k max(up_k + push_k + reply_k + last_k,
+//                              max(0, up_k + push_k + reply_k) + k a)
+//   last_k   = max(out_k, f sum_k d_k / R on a NIC)
 //   push_k   = s_in + max(0, (W - 1) max(in_k, s_in) - early)
 //   reply_k  = s_out + (W - 1) max(s_out, out_k)
 //              (s_in: s_k's push part, half its fixed cost and its cost
@@ -94,7 +119,8 @@
 //              transfer overlaps the forward ahead)
 //   T        = phase1 + phase2 + g
 // async, one worker's step: alone,
-//   T0       = b + k q H_P + lat + up + max_k s_k + max(L(max_k d_k), a) + g
+//   T0       = b + k q H_P + lat + max_k max(up_k + s_k + down_k, max(0, up_k + s_k) + a) + g
+//   down_k   = L(d_k), and f sum_k d_k / R on a NIC
 // then queued behind the other workers at each ps's core and link (Bard and
 // Schweitzer's approximate mean value analysis: a request finds (W - 1) D/T
 // of the others' work at a server of demand D):
@@ -107,8 +133,7 @@
 // images/s = W batch / time. Async staleness = (W - 1)(1 - max_k s_k /
 // time): the other workers' updates between a worker's pull and its push.
 //
-// Ignored: pushes leaving during backward (--overlap with P >= 2), the
-// gradient encoding's own CPU (--wire), sync's one apply per version being
+// Ignored: the gradient encoding's own CPU (--wire), sync's one apply per version being
 // cheaper than W, a ps's several I/O threads serving requests at once,
 // protocol headers, the switch between hosts, congestion control and loss,
 // cores that slow each other below one worker per core (SMT, memory
@@ -119,6 +144,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pstrain {
@@ -146,9 +172,21 @@ struct PlanCalibration {
   double sharing_cost = 0;             // e
   double busy_core_wait_ms = 0;        // q
   double barrier_share = 1;            // rho
+  double core_spread = 0;              // sigma
+  // --overlap: (flat offset, f): the gradient from the offset on is final
+  // a fraction f of b before b ends, offsets ascending; empty where the
+  // runs recorded none (every push leaves at the end of b)
+  std::vector<std::pair<int64_t, double>> backward_leads;
 
   double mean_before_push_ms() const;  // b
+  // f of the shard that begins at `begin`: the largest offset's at or
+  // below it (0: none).
+  double LeadFraction(int64_t begin) const;
 };
+
+// k of the header: how many workers' computes a core carries in a round of
+// W workers on H cores (1 where W <= H).
+double WorkersPerCore(const PlanCalibration& cal, int workers, int host_cores);
 
 enum class LinkKind {
   kNic,    // a host's link carries R each way (a real network)
@@ -170,6 +208,7 @@ struct PlanCell {
   int host_cores = 1;           // H
   std::vector<double> push_bytes;  // [shard] u_k, one worker's step
   std::vector<double> pull_bytes;  // [shard] d_k
+  std::vector<int64_t> shard_begin;  // [shard] its first flat offset; empty: unknown (no overlap)
 };
 
 // Where a step's (sync: a round's) time goes; the parts add up to step_ms.

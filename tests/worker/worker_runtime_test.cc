@@ -8,10 +8,14 @@
 
 #include "worker/worker_runtime.h"
 
+#include <chrono>
 #include <memory>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/cluster_spec.h"
 #include "common/embedding.h"
 #include "common/file_util.h"
@@ -81,6 +85,12 @@ TEST_F(WorkerRuntimeTest, AOneWorkerSyncJobEndsWhereSgdDoes) {
     info.loss = 1.0f;
     for (int i = 0; i < 15; ++i) w.grads()[i] = static_cast<float>((i + steps) % 3) - 1.0f;
     for (int i = 0; i < 15; ++i) expected[i] -= static_cast<float>(kLr) * w.grads()[i];
+    // Backward's progress as a model reports it: the gradient from offset
+    // 10 on final at the step's start, the rest 2 ms later.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const std::vector<std::pair<int64_t, int64_t>> final_at = {{10, info.start_us},
+                                                               {0, MonotonicMicros()}};
+    info.backward_final = &final_at;
     ASSERT_TRUE(w.EndStep(info).ok());
     ++steps;
     EXPECT_EQ(w.global_step(), steps);
@@ -102,6 +112,16 @@ TEST_F(WorkerRuntimeTest, AOneWorkerSyncJobEndsWhereSgdDoes) {
   EXPECT_GT(summary.chief_step_ms().comm_ms(), 0);
   EXPECT_GE(summary.chief_step_ms().compute_ms(), 0);
   EXPECT_LE(summary.chief_step_ms().wait_ms(), summary.chief_step_ms().comm_ms());
+  // How long before the push each offset's gradient was final, the mean
+  // over the steps, offsets ascending: what `pstrain plan` reads.
+  ASSERT_EQ(summary.chief_step_ms().backward_leads_size(), 2);
+  const proto::BackwardLead& all = summary.chief_step_ms().backward_leads(0);
+  const proto::BackwardLead& from10 = summary.chief_step_ms().backward_leads(1);
+  EXPECT_EQ(all.begin(), 0);
+  EXPECT_EQ(from10.begin(), 10);
+  EXPECT_GE(all.lead_ms(), 0);
+  EXPECT_GE(from10.lead_ms() - all.lead_ms(), 2.0 - 1e-6);
+  EXPECT_LE(from10.lead_ms(), summary.chief_step_ms().compute_ms() + 1e-6);
 }
 
 // A one-worker sync job with an embedding table and a hot standby, 5

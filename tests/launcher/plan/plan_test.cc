@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -100,12 +101,15 @@ TEST(StepBytes, PushesAreWhatTheWireCodecWritesForEachShardOfThePlan) {
             ShardPlan::Create(model, slots, ps, ParseShardStrategy(strategy).value()).value();
         for (const std::string wire : {"f32", "bf16", "fp16", "topk:0.01"}) {
           std::vector<double> push, pull;
-          ASSERT_TRUE(StepBytes({model, 0, wire, strategy}, ps, &push, &pull).ok());
+          std::vector<int64_t> begins;
+          ASSERT_TRUE(StepBytes({model, 0, wire, strategy}, ps, &push, &pull, &begins).ok());
           ASSERT_EQ(push.size(), static_cast<size_t>(ps));
+          ASSERT_EQ(begins.size(), static_cast<size_t>(ps));
           for (int k = 0; k < ps; ++k) {
             const size_t n = static_cast<size_t>(plan.range(k).size());
             EXPECT_EQ(push[k], EncodedPushBytes(wire, n)) << model << " " << strategy << " " << wire << " " << k;
             EXPECT_EQ(pull[k], 4.0 * n);  // parameters come back f32
+            EXPECT_EQ(begins[k], plan.range(k).begin);
           }
         }
       }
@@ -115,7 +119,9 @@ TEST(StepBytes, PushesAreWhatTheWireCodecWritesForEachShardOfThePlan) {
 
 TEST(StepBytes, AParameterCountIsOneBalancedTensor) {
   std::vector<double> push, pull;
-  ASSERT_TRUE(StepBytes({"", 25'000'000, "bf16", "balanced"}, 8, &push, &pull).ok());
+  std::vector<int64_t> begins;
+  ASSERT_TRUE(StepBytes({"", 25'000'000, "bf16", "balanced"}, 8, &push, &pull, &begins).ok());
+  EXPECT_TRUE(begins.empty());  // no model's layers: no overlap
   EXPECT_EQ(std::accumulate(pull.begin(), pull.end(), 0.0), 4.0 * 25'000'000);
   EXPECT_EQ(std::accumulate(push.begin(), push.end(), 0.0), 2.0 * 25'000'000);
   EXPECT_EQ(pull.front(), pull.back());
@@ -123,11 +129,13 @@ TEST(StepBytes, AParameterCountIsOneBalancedTensor) {
 
 TEST(StepBytes, RefusesWhatThePlanCannotCut) {
   std::vector<double> push, pull;
-  EXPECT_EQ(StepBytes({"resnet", 0, "f32", "balanced"}, 1, &push, &pull).code(),
+  std::vector<int64_t> begins;
+  EXPECT_EQ(StepBytes({"resnet", 0, "f32", "balanced"}, 1, &push, &pull, &begins).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(StepBytes({"mnist_cnn", 0, "f64", "balanced"}, 1, &push, &pull).code(),
+  EXPECT_EQ(StepBytes({"mnist_cnn", 0, "f64", "balanced"}, 1, &push, &pull, &begins).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(StepBytes({"", 3, "f32", "balanced"}, 4, &push, &pull).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StepBytes({"", 3, "f32", "balanced"}, 4, &push, &pull, &begins).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(StepBytes, AScriptsMeasuredBytesAreSplitEvenlyOverThePs) {
@@ -136,7 +144,9 @@ TEST(StepBytes, AScriptsMeasuredBytesAreSplitEvenlyOverThePs) {
   shape.step_push_bytes = 4000;
   shape.step_pull_bytes = 6000;
   std::vector<double> push, pull;
-  ASSERT_TRUE(StepBytes(shape, 4, &push, &pull).ok());
+  std::vector<int64_t> begins;
+  ASSERT_TRUE(StepBytes(shape, 4, &push, &pull, &begins).ok());
+  EXPECT_TRUE(begins.empty());
   EXPECT_THAT(push, ElementsAre(1000, 1000, 1000, 1000));
   EXPECT_THAT(pull, ElementsAre(1500, 1500, 1500, 1500));
 }
@@ -301,9 +311,75 @@ TEST(Predict, ASlowLinkBindsTheServerAndMorePsRelieveIt) {
   EXPECT_NEAR(p1.step_ms, kFrame * 16 * 4.8e6 / 12.5e6 * 1e3, 1e-6);  // its pulls (and, on a NIC, pushes)
   PlanCell four = one;
   four.ps = 4;
-  StepBytes({"", 1'200'000, "f32", "balanced"}, 4, &four.push_bytes, &four.pull_bytes).IgnoreError();
+  StepBytes({"", 1'200'000, "f32", "balanced"}, 4, &four.push_bytes, &four.pull_bytes,
+            &four.shard_begin)
+      .IgnoreError();
   const PlanPrediction p4 = Predict(cal, four);
   EXPECT_GT(p4.images_per_second, 3.5 * p1.images_per_second);
+}
+
+TEST(PlanCalibration, ALeadIsTheLargestOffsetsAtOrBelowTheShardsBegin) {
+  PlanCalibration cal;
+  EXPECT_EQ(cal.LeadFraction(0), 0);  // no leads: every push at the end
+  cal.backward_leads = {{0, 0.0}, {320, 0.05}, {18816, 0.9}};
+  EXPECT_EQ(cal.LeadFraction(0), 0.0);
+  EXPECT_EQ(cal.LeadFraction(319), 0.0);
+  EXPECT_EQ(cal.LeadFraction(320), 0.05);
+  EXPECT_EQ(cal.LeadFraction(600000), 0.9);  // inside the last layer: final with it
+}
+
+// --overlap: a shard whose gradient backward finishes early leaves before
+// the compute ends; on a limited link its push is then off the step's path.
+TEST(Predict, AShardFinishedEarlyCrossesTheLinkWhileBackwardRuns) {
+  PlanCalibration cal = Calibration();
+  for (bool sync : {true, false}) {
+    PlanCell cell = Cell(1, 2, sync, 8e5);
+    cell.link_bytes_per_s = 12.5e6;  // 100 Mbit/s, a NIC: 33 ms a shard's push
+    cell.shard_begin = {0, 1000};
+    cal.backward_leads.clear();
+    const PlanPrediction plain = Predict(cal, cell);
+    // Shard 1 final at 80% of b (b is about 10 ms here: 8 ms before the
+    // end): it goes first and has 8 ms of the link to itself, then shares
+    // it with shard 0. The last push ends 8 ms sooner.
+    cal.backward_leads = {{0, 0.0}, {1000, 0.8}};
+    const PlanPrediction overlapped = Predict(cal, cell);
+    const double b = cal.mean_before_push_ms();
+    EXPECT_NEAR(plain.step_ms - overlapped.step_ms, 0.8 * b, 1e-6) << sync;
+    EXPECT_NEAR(SplitSum(overlapped.split), overlapped.step_ms, 1e-6) << sync;
+    // One ps holds the whole vector from offset 0: nothing leaves early.
+    PlanCell one = Cell(1, 1, sync, 8e5);
+    one.link_bytes_per_s = 12.5e6;
+    one.shard_begin = {0};
+    const PlanPrediction one_overlapped = Predict(cal, one);
+    cal.backward_leads.clear();
+    EXPECT_NEAR(one_overlapped.step_ms, Predict(cal, one).step_ms, 1e-9) << sync;
+  }
+}
+
+TEST(Predict, AShardThatLeavesLongBeforeTheEndIsOffThePathAltogether) {
+  // Shard 1 final at the very start of b (about 10 ms ahead): its 33 ms
+  // push has 10 ms alone, then shard 0's 33 ms follow it. Without a link
+  // limit leads change nothing.
+  PlanCalibration cal = Calibration();
+  PlanCell cell = Cell(1, 2, true, 8e5);
+  cell.shard_begin = {0, 1000};
+  const PlanPrediction free_plain = Predict(cal, cell);
+  cal.backward_leads = {{1000, 1.0}};
+  EXPECT_NEAR(Predict(cal, cell).step_ms, free_plain.step_ms, 1e-9);
+  cell.link_bytes_per_s = 12.5e6;
+  const double shard_ms = kFrame * 4e5 / 12.5e6 * 1e3;
+  const double b = cal.mean_before_push_ms();
+  cal.backward_leads.clear();
+  const double plain = Predict(cal, cell).step_ms;
+  cal.backward_leads = {{1000, 1.0}};
+  EXPECT_NEAR(plain - Predict(cal, cell).step_ms, b, 1e-6);  // 2 x 33 ms from -b, not from 0
+  // With b longer than a push, shard 1 is through before b ends: the
+  // step's push is shard 0's alone.
+  cal.before_push_ms.assign(10, 50.0);
+  cal.backward_leads.clear();
+  const double long_plain = Predict(cal, cell).step_ms;
+  cal.backward_leads = {{1000, 1.0}};
+  EXPECT_NEAR(long_plain - Predict(cal, cell).step_ms, shard_ms, 1e-6);
 }
 
 TEST(Predict, TheNetnsBucketCarriesASmallBurstAtOnce) {
@@ -311,7 +387,7 @@ TEST(Predict, TheNetnsBucketCarriesASmallBurstAtOnce) {
   PlanCell small = Cell(1, 1, true, 5e4);  // 50 KB each way, within the 64 KiB bucket
   small.link_bytes_per_s = 12.5e6;
   small.link = LinkKind::kNetns;
-  EXPECT_EQ(Predict(cal, small).split.transfer_ms, 0);
+  EXPECT_NEAR(Predict(cal, small).split.transfer_ms, 0, 1e-9);
   // On a NIC the push takes 4 ms (in Ethernet frames of 1514 bytes per
   // 1448 of payload), and the pull as long, of which the forward ahead
   // (a = 2 ms) hides 2.
@@ -436,6 +512,89 @@ TEST(Calibrate, TakesTheCostsFromOneWorkerStepLogsWithoutTaskCpu) {
   ASSERT_TRUE(ps_heavy.ok());
   EXPECT_NEAR(ps_heavy->ps_request.At(2e6), 0.8 * 5, 1e-9);
   EXPECT_NEAR(ps_heavy->latency.At(2e6), 0.2 * 5, 1e-9);
+}
+
+TEST(Calibrate, ReadsHowEvenlyWorkersOutnumberingTheCoresShareThem) {
+  // 1-worker runs compute 10 ms a step (8 before the push, 2 ahead). Three
+  // workers on 2 cores take 20 ms if one core keeps two of them (sigma 0),
+  // 15 if the scheduler spreads the three over both (sigma 1).
+  const CalibrationRun alone = StepLogRun(1, 1, 2e6, 5);
+  std::vector<std::string> notes;
+  auto cal = Calibrate({alone}, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok()) << cal.status();
+  EXPECT_EQ(cal->core_spread, 0);
+  EXPECT_THAT(absl::StrJoin(notes, " "), HasSubstr("outnumbering the cores unevenly"));
+  EXPECT_EQ(WorkersPerCore(*cal, 3, 2), 2);
+  CalibrationRun uneven = StepLogRun(3, 2, 1e6, 5);
+  uneven.host_cores = 2;
+  uneven.cell.host_cores = 2;
+  for (const auto& [compute_ms, spread] : std::vector<std::pair<double, double>>{
+           {15, 1.0}, {17.5, 0.5}, {20, 0.0}, {25, 0.0}, {12, 1.0}}) {
+    uneven.compute_ms = compute_ms;
+    cal = Calibrate({alone, uneven}, "mnist_cnn", false, 0.5, &notes);
+    ASSERT_TRUE(cal.ok()) << cal.status();
+    EXPECT_NEAR(cal->core_spread, spread, 1e-9) << compute_ms;
+  }
+  // The round waits for its slowest worker: a mean compute of 12.5 ms
+  // whose pushes the ps held 5 ms for the others is a slowest of 17.5.
+  uneven.compute_ms = 12.5;
+  uneven.wait_ms = 5;
+  cal = Calibrate({alone, uneven}, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok());
+  EXPECT_NEAR(cal->core_spread, 0.5, 1e-9);
+  uneven.wait_ms = -1;  // a step log without the column: the compute alone
+  cal = Calibrate({alone, uneven}, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok());
+  EXPECT_NEAR(cal->core_spread, 1.0, 1e-9);
+  uneven.wait_ms = 0;
+  // What a round of W workers on H cores computes, by sigma.
+  cal->core_spread = 0.5;
+  EXPECT_NEAR(WorkersPerCore(*cal, 3, 2), 1.75, 1e-12);
+  EXPECT_NEAR(WorkersPerCore(*cal, 5, 2), 2.75, 1e-12);
+  EXPECT_EQ(WorkersPerCore(*cal, 4, 2), 2);
+  EXPECT_EQ(WorkersPerCore(*cal, 2, 2), 1);
+  EXPECT_EQ(WorkersPerCore(*cal, 1, 2), 1);
+  // A round on limited links starts its workers apart, and an async run
+  // has no rounds: neither says how the scheduler spreads a round.
+  uneven.compute_ms = 15;
+  uneven.link_bytes_per_s = 37.5e6;
+  cal = Calibrate({alone, uneven}, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok());
+  EXPECT_EQ(cal->core_spread, 0);
+  uneven.link_bytes_per_s = 0;
+  uneven.sync = false;
+  cal = Calibrate({alone, uneven}, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok());
+  EXPECT_EQ(cal->core_spread, 0);
+}
+
+TEST(Calibrate, ReadsWhenEachOffsetsGradientWasFinalOverTheComputeBeforeThePush) {
+  // Two runs computing 10 ms a step (8 before the push): the gradient
+  // from offset 100 on final 4 and 6 ms before the push, 50% and 75%.
+  std::vector<CalibrationRun> runs = {StepLogRun(1, 1, 2e6, 5), StepLogRun(1, 1, 2e6, 5)};
+  for (int i = 0; i < 2; ++i) {
+    proto::StepPhases* p = runs[i].record.summary.mutable_chief_step_ms();
+    p->set_compute_ms(10);
+    p->set_ahead_ms(2);
+    proto::BackwardLead* late = p->add_backward_leads();
+    late->set_begin(100);
+    late->set_lead_ms(i == 0 ? 4 : 6);
+    proto::BackwardLead* first = p->add_backward_leads();  // in any order
+    first->set_begin(0);
+    first->set_lead_ms(0);
+  }
+  std::vector<std::string> notes;
+  const auto cal = Calibrate(runs, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok()) << cal.status();
+  ASSERT_EQ(cal->backward_leads.size(), 2u);
+  EXPECT_EQ(cal->backward_leads[0], (std::pair<int64_t, double>{0, 0.0}));
+  EXPECT_EQ(cal->backward_leads[1].first, 100);
+  EXPECT_NEAR(cal->backward_leads[1].second, 0.625, 1e-12);
+  EXPECT_NEAR(cal->LeadFraction(150), 0.625, 1e-12);
+  // A run that recorded none (an older worker's, a script's) leaves none.
+  const auto none = Calibrate({StepLogRun(1, 1, 2e6, 5)}, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->backward_leads.empty());
 }
 
 TEST(Calibrate, PoolsItsRunsAtTheirTypicalSpeed) {
