@@ -297,15 +297,18 @@ absl::Status CostsFromSteps(const std::vector<CalibrationRun>& runs, bool insecu
   return absl::OkStatus();
 }
 
-// e: a worker's CPU per step where workers shared cores, against alone.
+// e: a worker's CPU per step where workers shared cores, against alone:
+// the growth over the additional workers per core, fitted through the
+// origin over the runs (a run with few more workers than cores, whose
+// growth is mostly noise, weighs little).
 void SetSharingCost(const std::vector<const CalibrationRun*>& of_model, const std::string& model, bool insecure,
                     PlanCalibration* cal, std::vector<std::string>* notes) {
-  std::vector<double> sharing;
+  std::vector<std::pair<double, double>> sharing;  // (additional workers per core, growth)
   for (const CalibrationRun* r : of_model) {
     const double per_core = static_cast<double>(r->cell.workers) / r->host_cores;
     if (per_core <= 1 || r->insecure != insecure || r->worker_cpu_ms < 0) continue;
     const double alone = cal->mean_before_push_ms() + cal->ahead_ms + cal->worker_comm_cpu.At(WorkerBytes(*r));
-    if (alone > 0) sharing.push_back((r->worker_cpu_ms / alone - 1) / (per_core - 1));
+    if (alone > 0) sharing.emplace_back(per_core - 1, r->worker_cpu_ms / alone - 1);
   }
   if (sharing.empty()) {
     notes->push_back(absl::StrCat("No calibration run of ", model, " had more workers than cores: workers "
@@ -313,9 +316,12 @@ void SetSharingCost(const std::vector<const CalibrationRun*>& of_model, const st
                                   "of caches or switches)."));
     return;
   }
-  double sum = 0;
-  for (double e : sharing) sum += e;
-  cal->sharing_cost = std::max(0.0, sum / static_cast<double>(sharing.size()));
+  double xy = 0, xx = 0;
+  for (const auto& [x, y] : sharing) {
+    xy += x * y;
+    xx += x * x;
+  }
+  cal->sharing_cost = std::max(0.0, xy / xx);
   notes->push_back(absl::StrFormat("Sharing a core (%s): a worker's CPU per step grows by %.1f%% per "
                                    "additional worker on its core (from %zu run(s) with more workers than "
                                    "cores).",

@@ -33,8 +33,9 @@
 // CURVE's work is the same at either end of a connection) is the ps's:
 // s = sigma c, lat = (1 - sigma) c, and w per byte = s per byte.
 //   e      what sharing a core costs: a worker's CPU per step grows by
-//          e per additional worker on its core (caches, switches), from
-//          calibration runs with more workers than cores; 0 without one
+//          e per additional worker on its core (caches, switches), fitted
+//          through the origin over the calibration runs with more workers
+//          than cores; 0 without one
 //   q      what a full host adds to a step's compute beyond its CPU, per
 //          worker on a core and ps: the compute of a script whose forward
 //          asks every ps for rows (embedding pulls) waits, once every core

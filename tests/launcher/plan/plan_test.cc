@@ -568,6 +568,33 @@ TEST(Calibrate, ReadsHowEvenlyWorkersOutnumberingTheCoresShareThem) {
   EXPECT_EQ(cal->core_spread, 0);
 }
 
+TEST(Calibrate, FitsTheCostOfSharingACoreThroughTheOriginOverTheRuns) {
+  // A worker's CPU per step grows 20% with 2 workers a core and 30% with
+  // 1.5: the line through the origin, (1 x 0.2 + 0.5 x 0.3) / (1 + 0.25),
+  // where the run with fewer additional workers weighs less.
+  const CalibrationRun alone = StepLogRun(1, 1, 2e6, 5);
+  std::vector<std::string> notes;
+  const auto base = Calibrate({alone}, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(base.ok()) << base.status();
+  std::vector<CalibrationRun> runs = {alone};
+  for (const auto& [workers, growth] : std::vector<std::pair<int, double>>{{4, 0.2}, {3, 0.3}}) {
+    CalibrationRun r = StepLogRun(workers, 1, 2e6, 5);
+    r.host_cores = 2;
+    r.cell.host_cores = 2;
+    r.compute_ms = 20;  // two a core, whatever the scheduler: sigma says nothing here
+    r.wait_ms = -1;
+    const double bytes = std::accumulate(r.cell.push_bytes.begin(), r.cell.push_bytes.end(), 0.0) +
+                         std::accumulate(r.cell.pull_bytes.begin(), r.cell.pull_bytes.end(), 0.0);
+    r.worker_cpu_ms =
+        (base->mean_before_push_ms() + base->ahead_ms + base->worker_comm_cpu.At(bytes)) *
+        (1 + growth);
+    runs.push_back(r);
+  }
+  const auto cal = Calibrate(runs, "mnist_cnn", false, 0.5, &notes);
+  ASSERT_TRUE(cal.ok()) << cal.status();
+  EXPECT_NEAR(cal->sharing_cost, 0.35 / 1.25, 1e-9);
+}
+
 TEST(Calibrate, ReadsWhenEachOffsetsGradientWasFinalOverTheComputeBeforeThePush) {
   // Two runs computing 10 ms a step (8 before the push): the gradient
   // from offset 100 on final 4 and 6 ms before the push, 50% and 75%.
