@@ -5,7 +5,7 @@
 # sharing a core costs), then held-out runs of other worker counts, ps
 # counts, the other mode and other links, each cell PASSES times, and a
 # table of cell, predicted, measured and error (`pstrain plan --check`).
-# About ten minutes on 2 cores with two passes. The runs with --isolate=netns links need root; without
+# About eight minutes on 2 cores with two passes. The runs with --isolate=netns links need root; without
 # it they are left out, and the script says so.
 #
 # Usage: benchmarks/plan_check.sh [OUT]     (default runs/plan-check-<time>)
