@@ -681,9 +681,13 @@ absl::Status WorkerRuntime::EndStep(const StepInfo& info, const BetweenFn& betwe
   phases_.set_wait_ms(phases_.wait_ms() + record.wait_ms);
   phases_.set_ahead_ms(phases_.ahead_ms() + record.ahead_ms);
   if (info.backward_final != nullptr) {
+    // Each offset's first report: a layer without parameters (a ReLU, a
+    // pool) reports the offset of the layer above it again, later.
+    std::set<int64_t> seen;
     for (const auto& [begin, at_us] : *info.backward_final) {
+      if (!seen.insert(begin).second) continue;
       auto& [ms, steps] = backward_leads_[begin];
-      ms += std::max<int64_t>(0, t1 - at_us) * 1e-3;
+      ms += static_cast<double>(std::max<int64_t>(0, t1 - at_us)) * 1e-3;
       ++steps;
     }
   }

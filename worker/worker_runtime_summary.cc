@@ -72,7 +72,7 @@ void WorkerRuntime::SetSummaryConfiguration(const std::vector<proto::ShardStats>
   }
   for (const auto& [begin, lead] : backward_leads_) {
     proto::BackwardLead* l = mean.add_backward_leads();
-    l->set_begin(begin);
+    l->set_begin(static_cast<double>(begin));
     l->set_lead_ms(lead.first / static_cast<double>(lead.second));
   }
   summary_.set_steps_per_worker(static_cast<int32_t>(global_step_));

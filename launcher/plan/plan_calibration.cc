@@ -46,6 +46,12 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+double Mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / static_cast<double>(v.size());
+}
+
 // The whole training: the first step's start to the last step's end.
 std::pair<double, double> TrainingWindow(const RunRecord& r) {
   double from = std::numeric_limits<double>::max(), to = 0;
@@ -121,8 +127,9 @@ std::vector<std::pair<int64_t, double>> LeadFractions(const proto::RunSummary& s
   std::vector<std::pair<int64_t, double>> leads;
   if (!(b > 0)) return leads;
   for (const proto::BackwardLead& l : p.backward_leads()) {
-    if (l.begin() >= 0 && l.lead_ms() >= 0)
-      leads.emplace_back(l.begin(), std::min(1.0, l.lead_ms() / b));
+    // Offsets are whole floats of the flat vector (a double in the JSON).
+    if (!(l.begin() >= 0 && l.begin() < 9e15 && l.lead_ms() >= 0)) continue;
+    leads.emplace_back(static_cast<int64_t>(l.begin()), std::min(1.0, l.lead_ms() / b));
   }
   std::sort(leads.begin(), leads.end());
   return leads;
@@ -330,19 +337,22 @@ void SetSharingCost(const std::vector<const CalibrationRun*>& of_model, const st
 
 // sigma: how evenly the scheduler spread a sync round's computes, from the
 // runs of the model without a link limit whose workers outnumbered the
-// cores unevenly (after SetSharingCost). What a round waits for is its
+// cores unevenly (after SetSharingCost), but those the compute alone came
+// from (`baseline`). What a round waits for is its
 // slowest worker's compute: each worker's compute_ms plus the time the ps
 // held its push for the others (wait_ms) is that, where they start
 // together. A link-limited round starts its workers apart (their replies
 // end at different times), which says less.
-void SetCoreSpread(const std::vector<const CalibrationRun*>& of_model, const std::string& model,
+void SetCoreSpread(const std::vector<const CalibrationRun*>& of_model,
+                   const std::vector<const CalibrationRun*>& baseline, const std::string& model,
                    bool insecure, PlanCalibration* cal, std::vector<std::string>* notes) {
   std::vector<double> spreads;
   const double alone = cal->mean_before_push_ms() + cal->ahead_ms;
   for (const CalibrationRun* r : of_model) {
     const int w = r->cell.workers, h = r->host_cores;
     if (!r->sync || r->insecure != insecure || r->link_bytes_per_s > 0 || w <= h || w % h == 0 ||
-        !(alone > 0) || !(r->compute_ms > 0)) {
+        !(alone > 0) || !(r->compute_ms > 0) ||
+        std::find(baseline.begin(), baseline.end(), r) != baseline.end()) {
       continue;
     }
     const double per_core = static_cast<double>(w) / h;
@@ -352,22 +362,18 @@ void SetCoreSpread(const std::vector<const CalibrationRun*>& of_model, const std
     spreads.push_back(std::clamp((most - k) / (most - per_core), 0.0, 1.0));
   }
   if (spreads.empty()) {
-    notes->push_back(
-        absl::StrCat("No sync calibration run of ", model,
-                     " without a link limit had workers outnumbering the cores "
-                     "unevenly (such as 3 on 2): a round's workers sharing cores are taken to "
-                     "compute ceil(W / H) to the "
-                     "busiest core; such a run measures how evenly the scheduler spreads them."));
+    notes->push_back(absl::StrCat(
+        "No sync calibration run of ", model,
+        " without a link limit had workers outnumbering the cores unevenly (such as 3 on 2): a "
+        "round's workers sharing cores are taken to compute ceil(W / H) to the busiest core; such "
+        "a run measures how evenly the scheduler spreads them."));
     return;
   }
-  double sum = 0;
-  for (double x : spreads) sum += x;
-  cal->core_spread = sum / static_cast<double>(spreads.size());
-  notes->push_back(
-      absl::StrFormat("Workers outnumbering cores (%s): a round's computes spread %.0f%% of the "
-                      "way from ceil(W / H) "
-                      "to W / H a core (from %zu sync run(s) without a link limit).",
-                      model, 100 * cal->core_spread, spreads.size()));
+  cal->core_spread = Mean(spreads);
+  notes->push_back(absl::StrFormat(
+      "Workers outnumbering cores (%s): a round's computes spread %.0f%% of the way from "
+      "ceil(W / H) to W / H a core (from %zu sync run(s) without a link limit).",
+      model, 100 * cal->core_spread, spreads.size()));
 }
 
 // q: what a full host adds to a worker's compute, per worker on its core
@@ -414,9 +420,7 @@ void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model,
         "of as many workers as cores)."));
     return;
   }
-  double sum = 0;
-  for (double q : waits) sum += q;
-  cal->busy_core_wait_ms = sum / static_cast<double>(waits.size());
+  cal->busy_core_wait_ms = Mean(waits);
   notes->push_back(
       absl::StrFormat("A full host (%s): a step's compute waits %.2f ms more per worker on its "
                       "core (and H_P with P ps) than its CPU takes, once every core has a worker "
@@ -449,9 +453,7 @@ void SetBusyCoreWait(const std::vector<const CalibrationRun*>& of_model,
     }
     return;
   }
-  double total = 0;
-  for (double rho : shares) total += rho;
-  cal->barrier_share = total / static_cast<double>(shares.size());
+  cal->barrier_share = Mean(shares);
   notes->push_back(absl::StrFormat(
       "A sync barrier on a full host (%s): the runs with as many workers as cores waited at it "
       "%.0f%% of what the slowest worker's wait adds when the waits are independent (less where "
@@ -620,7 +622,7 @@ absl::StatusOr<PlanCalibration> Calibrate(const std::vector<CalibrationRun>& run
     CostsFromCpu(costed, &cal, notes);
   }
   SetSharingCost(of_model, model, insecure, &cal, notes);
-  SetCoreSpread(of_model, model, insecure, &cal, notes);
+  SetCoreSpread(of_model, compute_runs, model, insecure, &cal, notes);
   SetBusyCoreWait(of_model, compute_runs, model, insecure, &cal, notes);
   return cal;
 }

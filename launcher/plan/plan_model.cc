@@ -77,7 +77,8 @@ Costs CostsOf(const PlanCalibration& cal, const PlanCell& cell) {
 std::vector<double> PushEnds(const PlanCalibration& cal, const PlanCell& cell, double compute_ms) {
   const size_t P = cell.push_bytes.size();
   std::vector<double> lead(P, 0.0);  // how long before the end shard k leaves
-  if (cell.shard_begin.size() == P) {
+  // With one ps the worker sends its one shard at the end.
+  if (P > 1 && cell.shard_begin.size() == P) {
     for (size_t k = 0; k < P; ++k) lead[k] = cal.LeadFraction(cell.shard_begin[k]) * compute_ms;
   }
   std::vector<size_t> order(P);
@@ -187,7 +188,9 @@ double SyncRoundMs(const PlanCalibration& cal, const PlanCell& cell, const Costs
     const SyncPs t = SyncPsTime(cell, c, j, early);
     double last = t.last;
     if (cell.link == LinkKind::kNic) last = std::max(last, RateMs(cell, Sum(cell.pull_bytes)));
-    const double served = up[j] + t.ps + t.links;  // its last reply starts
+    // A ps whose core a worker needs serves once the compute ends (as
+    // `early` has it); its shard's push may have crossed the link before.
+    const double served = (c.ps_own_core ? up[j] : std::max(0.0, up[j])) + t.ps + t.links;
     const double ends = std::max(served + last, std::max(0.0, served) + ahead);
     if (j == 0 || ends > after) {
       after = ends;
@@ -220,7 +223,7 @@ double AsyncStepMs(const PlanCalibration& cal, const PlanCell& cell, const Costs
     if (cell.link == LinkKind::kNic) q_link += others * std::pow(RateMs(cell, cell.push_bytes[j]), 2);
     double down = LinkMs(cell, cell.pull_bytes[j]);
     if (cell.link == LinkKind::kNic) down = std::max(down, RateMs(cell, Sum(cell.pull_bytes)));
-    const double served = up[j] + c.s[j];
+    const double served = (c.ps_own_core ? up[j] : std::max(0.0, up[j])) + c.s[j];
     const double ends = std::max(served + down, std::max(0.0, served) + c.a);
     if (j == 0 || ends > after) {
       after = ends;

@@ -58,7 +58,8 @@
 //          multiple of it: the round's slowest compute (each worker's
 //          compute_ms plus the time the ps held its push for the others,
 //          wait_ms) over (b + a)(1 + e (W / H - 1)) is k, set between the
-//          two; 0 without one
+//          two (a compute that also waits on a full host, q, reads as
+//          less spread); 0 without one
 //   rho    of what the slowest of W workers' waits adds beyond their mean,
 //          the share a sync round waits for: 1 for independent memoryless
 //          waits (each worker's the last of its P ps', q H_P; the slowest
@@ -93,7 +94,9 @@
 //              sync, b in async), the link takes the pushes in the order
 //              they leave (those that leave together share it and end
 //              together; one that finds it idle gets its bucket), so up_k
-//              may be negative
+//              may be negative; with one ps, no leads (the worker sends
+//              its one shard at the end). A ps's core part starts at
+//              up_k where it has a core of its own, else at max(0, up_k)
 //   in_k     = f u_k / R on a NIC, else 0   a push through ps k's ingress
 //   out_k    = L(W d_k) / W                 a reply through ps k's egress
 //   s_k      = s(u_k + d_k)
@@ -104,8 +107,9 @@
 //                              stragglers included: OrderStatisticMean);
 //                              the barrier waits for the slowest worker's
 //                              wait (an approximation where k > 1)
-//   phase2   = lat + max_k max(up_k + push_k + reply_k + last_k,
-//                              max(0, up_k + push_k + reply_k) + k a)
+//   phase2   = lat + max_k max(v_k + push_k + reply_k + last_k,
+//                              max(0, v_k + push_k + reply_k) + k a)
+//              (v_k = up_k with a core of its own, else max(0, up_k))
 //   last_k   = max(out_k, f sum_k d_k / R on a NIC)
 //   push_k   = s_in + max(0, (W - 1) max(in_k, s_in) - early)
 //   reply_k  = s_out + (W - 1) max(s_out, out_k)
@@ -120,7 +124,7 @@
 //              transfer overlaps the forward ahead)
 //   T        = phase1 + phase2 + g
 // async, one worker's step: alone,
-//   T0       = b + k q H_P + lat + max_k max(up_k + s_k + down_k, max(0, up_k + s_k) + a) + g
+//   T0       = b + k q H_P + lat + max_k max(v_k + s_k + down_k, max(0, v_k + s_k) + a) + g
 //   down_k   = L(d_k), and f sum_k d_k / R on a NIC
 // then queued behind the other workers at each ps's core and link (Bard and
 // Schweitzer's approximate mean value analysis: a request finds (W - 1) D/T

@@ -346,13 +346,41 @@ TEST(Predict, AShardFinishedEarlyCrossesTheLinkWhileBackwardRuns) {
     const double b = cal.mean_before_push_ms();
     EXPECT_NEAR(plain.step_ms - overlapped.step_ms, 0.8 * b, 1e-6) << sync;
     EXPECT_NEAR(SplitSum(overlapped.split), overlapped.step_ms, 1e-6) << sync;
-    // One ps holds the whole vector from offset 0: nothing leaves early.
+    // One ps: the worker sends its one shard at the end, whatever the
+    // leads say (even of offset 0, which a step's encoding can delay).
     PlanCell one = Cell(1, 1, sync, 8e5);
     one.link_bytes_per_s = 12.5e6;
     one.shard_begin = {0};
+    cal.backward_leads = {{0, 0.1}, {1000, 0.8}};
     const PlanPrediction one_overlapped = Predict(cal, one);
     cal.backward_leads.clear();
     EXPECT_NEAR(one_overlapped.step_ms, Predict(cal, one).step_ms, 1e-9) << sync;
+  }
+}
+
+TEST(Predict, APsWhoseCoreTheWorkersNeedServesAnEarlyShardOnceTheComputeEnds) {
+  // Without a link limit a shard that leaves early is at its ps at once;
+  // a ps with a core of its own serves it while backward runs, one that
+  // shares the workers' cores (2 workers and 2 ps on 2 cores) once they
+  // are done: the leads then change nothing.
+  PlanCalibration cal = Calibration();
+  cal.ps_request = {0.1, 1e-5};  // 10 ms per MB: shard 1's ps takes the longest
+  PlanCell cell = Cell(2, 2, true, 8e5);
+  cell.push_bytes = {1e5, 7e5};
+  cell.pull_bytes = {1e5, 7e5};
+  cell.shard_begin = {0, 1000};
+  for (bool own_hosts : {true, false}) {
+    cell.placement = own_hosts ? Placement::kHostPerTask : Placement::kOneHost;
+    cell.host_cores = 2;
+    cal.backward_leads.clear();
+    const double plain = Predict(cal, cell).step_ms;
+    cal.backward_leads = {{1000, 1.0}};
+    const double led = Predict(cal, cell).step_ms;
+    if (own_hosts) {
+      EXPECT_LT(led, plain);
+    } else {
+      EXPECT_NEAR(led, plain, 1e-9);
+    }
   }
 }
 
