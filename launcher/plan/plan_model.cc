@@ -182,8 +182,10 @@ double SyncRoundMs(const PlanCalibration& cal, const PlanCell& cell, const Costs
   const std::vector<double> up = PushEnds(cal, cell, compute);  // the worker's own pushes
   const double early = c.ps_own_core ? std::max(0.0, m_w - c.b) : 0;
   const double ahead = c.k * c.a;
-  double after = 0,
-         ps = 0;  // the ps that ends last: from the end of the compute, and its core's part
+  // The ps that ends last: its end from the end of the compute, and its
+  // core's part of that.
+  double after = 0;
+  double ps = 0;
   for (int j = 0; j < cell.ps; ++j) {
     const SyncPs t = SyncPsTime(cell, c, j, early);
     double last = t.last;
@@ -215,8 +217,10 @@ double AsyncStepMs(const PlanCalibration& cal, const PlanCell& cell, const Costs
   double q_ps = 0, q_link = 0;
   const double others = cell.workers - 1;
   const std::vector<double> up = PushEnds(cal, cell, c.b);
-  double after = 0,
-         ps = 0;  // the shard whose reply ends last: from the end of b, and its ps's part
+  // The shard whose reply ends last: its end from the end of b, and its
+  // ps's part of that.
+  double after = 0;
+  double ps = 0;
   for (int j = 0; j < cell.ps; ++j) {
     q_ps += others * c.s[j] * c.s[j];
     q_link += others * std::pow(RateMs(cell, cell.pull_bytes[j]), 2);
