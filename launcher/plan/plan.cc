@@ -342,7 +342,8 @@ std::string CalibrationSection(const proto::PlanRecord& plan, const PlanCalibrat
   if (!cal.backward_leads.empty()) {
     std::vector<std::string> leads;
     for (const auto& [begin, f] : cal.backward_leads) {
-      if (f > 0) leads.push_back(absl::StrFormat("from float %d on, %.0f%%", begin, 100 * f));
+      // A lead that rounds to 0% says nothing.
+      if (f >= 0.005) leads.push_back(absl::StrFormat("from float %d on, %.0f%%", begin, 100 * f));
     }
     if (!leads.empty()) {
       absl::StrAppend(
