@@ -82,6 +82,41 @@ class EdgeModels(t.TestCase):
         self.assertIn("pstrain.ConfigError", p.stderr)
 
 
+class EditedParameters(t.TestCase):
+    """Parameters belong to the ps once the job began: a loop that edits
+    them is refused saying how, never run with the edit lost."""
+    SCRIPT = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "edited_params.py")
+
+    def launch(self, kind):
+        run = self.run_dir(kind)
+        launch = t.Launch(t.local_flags(run, 1, 1) + ["--max_restarts=0"],
+                          [t.PYTHON, self.SCRIPT, kind])
+        return launch.wait(), launch.output
+
+    def test_an_edit_after_the_job_began_is_refused_naming_it(self):
+        for kind, says in (
+                ("clamp", "the model's parameters changed after the job began ((through .data))"),
+                ("reload", "the model's parameters changed after the job began (emb.weight, "
+                           "fc.weight, fc.bias)"),
+                ("max_norm", "the model's parameters changed after the job began (emb.weight)"),
+                ("sparse", "parameter emb.weight has a sparse gradient"),
+                ("dampening", "dampening=0.5 is not something the ps runs")):
+            code, out = self.launch(kind)
+            self.assertEqual(code, 1, out)  # the launcher: the job failed
+            self.assertIn(says, out, kind)
+            self.assertIn("worker:0 failed (exit code 2), a bad configuration", out)
+            self.assertNotIn("trained %s" % kind, out)
+
+    def test_a_change_before_the_first_step_and_a_swap_and_back_train(self):
+        code, out = self.launch("assign_before")  # lr 0: the job keeps the assigned values
+        self.assertEqual(code, 0, out)
+        self.assertIn("trained assign_before: 5 steps, fc.weight [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, "
+                      "0.5, 0.5]", out)
+        code, out = self.launch("ema_swap")
+        self.assertEqual(code, 0, out)
+        self.assertIn("trained ema_swap: 5 steps", out)
+
+
 class Resume(t.TestCase):
     def test_a_resume_whose_commands_directory_is_gone_says_so_and_starts_nothing(self):
         run = self.run_dir("run")

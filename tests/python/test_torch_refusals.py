@@ -59,6 +59,17 @@ class Refusals(unittest.TestCase):
                      lambda m: pst.DistributedOptimizer(m.double(), torch.optim.SGD(
                          m.parameters(), lr=0.1)))
 
+    def test_an_optimizer_whose_update_the_ps_would_not_run(self):
+        class CentredAdam(torch.optim.Adam):
+            def step(self, closure=None):  # gradient centralisation, then Adam
+                return super().step(closure)
+
+        self.refused("CentredAdam overrides Adam.step(): the ps tasks run Adam's own update",
+                     lambda m: pst.DistributedOptimizer(m, CentredAdam(m.parameters())))
+        self.refused("parameter bias is in the optimizer twice",
+                     lambda m: pst.DistributedOptimizer(m, torch.optim.SGD(
+                         [m.weight, m.bias, m.bias], lr=0.1)))
+
     def test_z_a_group_added_later(self):
         model = nn.Linear(4, 2)
         head = nn.Linear(2, 2)

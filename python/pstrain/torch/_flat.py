@@ -5,6 +5,7 @@ pinned host memory once a step). Gradients are read from each parameter's
 .grad when they are wanted (a reduce, step()), so a .grad the script
 replaced, edited or set to None means what it means to torch.optim."""
 
+import numpy
 import torch
 
 from pstrain._lib import ConfigError
@@ -64,6 +65,29 @@ class FlatParameters:
             for e in layout:
                 e.param.data = self.device_params[e.offset:e.offset + e.size].view_as(e.param)
 
+    def adopt(self):
+        """Before the job takes the parameters: what the script changed since
+        the layout was made counts. A parameter given a new tensor (p.data =
+        ..., model.to(memory_format=...)) is copied into its place in the
+        buffer and viewed there again (ConfigError where it cannot be:
+        another shape, dtype or device); a CUDA model's buffer goes to the
+        host, which the library reads."""
+        with torch.no_grad():
+            for e in self.layout:
+                view = self.device_params[e.offset:e.offset + e.size]
+                p = e.param
+                if p.data_ptr() == view.data_ptr() and p.is_contiguous():
+                    continue
+                if p.numel() != e.size or p.dtype != torch.float32 or p.device != self.device:
+                    raise ConfigError(
+                        "parameter %s became %s %s on %s after DistributedOptimizer took it "
+                        "(%d float32 values on %s): make such changes before"
+                        % (e.name, p.dtype, tuple(p.shape), p.device, e.size, self.device))
+                view.copy_(p.reshape(-1))
+                p.data = view.view(p.shape)
+            if self.cuda:
+                self.host_params.copy_(self.device_params)
+
     def grad_view(self, e):
         """A new view of `e`'s gradient in the flat buffer (none is kept:
         autograd accumulates in place into a .grad nothing else holds)."""
@@ -81,6 +105,11 @@ class FlatParameters:
                 if g is None:
                     absent.append(t)
                     continue
+                if g.is_sparse:
+                    raise ConfigError(
+                        "parameter %s has a sparse gradient (nn.Embedding(sparse=True)?): the "
+                        "ps tasks take dense ones; make it sparse=False, or keep a large table "
+                        "on the ps as pst.Embedding (docs/embeddings.md)" % e.name)
                 view = self.grad_view(e)
                 if g.data_ptr() != view.data_ptr() or g.shape != view.shape:
                     view.copy_(g)
@@ -107,3 +136,58 @@ class FlatParameters:
         if self.cuda:
             with torch.no_grad():
                 self.device_params.copy_(self.host_params, non_blocking=False)
+
+    # The parameters belong to the ps once the job has begun: a change the
+    # script makes to them (p.data.clamp_(), load_state_dict,
+    # reset_parameters, an nn.Embedding's max_norm, p.data = ...) would be
+    # overwritten by the next step's parameters, silently. mark() notes
+    # them as the library wrote them; changed() says which differ.
+
+    def _checksum(self):
+        # Every bit of the buffer counts: its 64-bit words summed, wrapping
+        # (numpy's unsigned sum on the CPU: about 1.6 ms for 44.7 MB here),
+        # and an odd last float.
+        even = self.total // 2 * 2
+        if self.cuda:
+            total = int(self.device_params[:even].view(torch.int64).sum())
+            tail = self.device_params[even:].view(torch.int32)
+        else:
+            words = self.host_params.numpy()
+            total = int(words[:even].view(numpy.uint64).sum(dtype=numpy.uint64))
+            tail = self.host_params[even:].view(torch.int32)
+        return (total, int(tail[0]) if even < self.total else 0)
+
+    def mark(self, contents=True):
+        """What the parameters are now: each one a view of the buffer, its
+        version (in-place writes through it), and, with `contents`, the
+        buffer's checksum (writes through .data as well, which no version
+        counts)."""
+        self._views = [e.param.data_ptr() for e in self.layout]
+        self.mark_versions()
+        self._sum = self._checksum() if contents else None
+
+    def mark_versions(self):
+        """The parameters' versions now (a step begins)."""
+        self._versions = [e.param._version for e in self.layout]  # pylint: disable=protected-access
+
+    def changed(self, contents):
+        """The names of the parameters changed since mark(), or [] (also
+        before any mark): given a new tensor, or, with `contents`, whose
+        values differ from the checksum's (a parameter written and written
+        back as it was, an EMA's weights swapped in and out, is unchanged),
+        else whose version moved. The library's own writes (a pull, a
+        rejoin's) move no version; `contents` is for where it wrote none
+        since mark()."""
+        if not hasattr(self, "_views"):
+            return []
+        moved = [e.name for e, ptr in zip(self.layout, self._views)
+                 if e.param.data_ptr() != ptr]
+        if moved:
+            return moved
+        written = [e.name for e, v in zip(self.layout, self._versions)
+                   if e.param._version != v]  # pylint: disable=protected-access
+        if not contents:
+            return written
+        if self._sum is None or self._checksum() == self._sum:
+            return []
+        return written or ["(through .data)"]

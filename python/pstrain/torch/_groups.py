@@ -52,6 +52,11 @@ def kind_of(optimizer):
     which it runs."""
     for name, cls in KINDS:
         if isinstance(optimizer, cls):
+            if type(optimizer).step is not cls.step:
+                raise ConfigError(
+                    "%s overrides %s.step(): the ps tasks run %s's own update, not the "
+                    "subclass's; give %s itself (or do the extra work on .grad before step())"
+                    % (type(optimizer).__name__, cls.__name__, cls.__name__, cls.__name__))
             if name == "adam" and any(g.get("decoupled_weight_decay") for g in optimizer.param_groups):
                 return "adamw"
             return name
@@ -82,7 +87,9 @@ def _number(value):
 def group_settings(kind, groups):
     """Each group's settings now, a (groups, len(GROUP_FIELDS)) float64
     array: what the ps applies at this step (the scheduler's lr, momentum,
-    betas included)."""
+    betas included); ConfigError for an option set since to a value the ps
+    cannot run (dampening, maximize, amsgrad)."""
+    check_groups(kind, groups)
     out = numpy.zeros((len(groups), len(GROUP_FIELDS)), dtype=numpy.float64)
     for g, group in enumerate(groups):
         row = out[g]

@@ -186,13 +186,17 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for source in (named_parameters, model.named_parameters() if model is not None else ()):
             for name, p in (source or ()):
                 names.setdefault(id(p), name)
-        layout, offset = [], 0
+        layout, offset, seen = [], 0, set()
         initial = float(inner.defaults.get("initial_accumulator_value", 0.0))
         for g, group in enumerate(self.param_groups):
             for i, p in enumerate(group["params"]):
                 if p.numel() == 0:
                     continue
                 name = names.get(id(p), "param_groups[%d][%d]" % (g, i))
+                if id(p) in seen:
+                    raise ConfigError("parameter %s is in the optimizer twice (torch.optim would "
+                                      "update it twice a step); list it once" % name)
+                seen.add(id(p))
                 layout.append(Entry(p, name, g, offset, initial))
                 offset += p.numel()
         if not layout:
@@ -322,6 +326,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._loaded_state and self._task.is_chief:
             slots, steps = _groups.slots_from_state(self._kind, self.state, self._layout,
                                                     self._flat.total)
+        self._flat.adopt()
         self._worker = pstrain.Worker(self._task, [(e.name, e.size) for e in self._layout],
                                       self._flat.host_params.numpy(),
                                       self._flat.host_grads.numpy(), self._job, slots, steps)
@@ -352,12 +357,27 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._join()
         if self._position[3]:
             return  # the job is done: step() says so
+        # Since the last step's parameters came: anything (forward ahead,
+        # whose parameters the library writes meanwhile: new tensors only).
+        self._refuse_changes(contents=not self._ahead)
+        self._flat.mark_versions()
         self._hook_parameters()
         examples = self._next_examples if self._next_examples is not None else 1
         self._worker.begin_step(examples)
         self._in_step = True
         self._passes = 0
         self._reduced = False
+
+    def _refuse_changes(self, contents):
+        changed = self._flat.changed(contents)
+        if changed:
+            raise ConfigError(
+                "the model's parameters changed after the job began (%s): by an in-place write "
+                "(p.data.clamp_(), load_state_dict, reset_parameters, an nn.Embedding's "
+                "max_norm) or a new tensor (p.data = ..., model.to(...)). The ps tasks hold the "
+                "parameters, and the next step's would overwrite the change; pstrain.torch "
+                "cannot train a loop that edits its parameters between steps: make such "
+                "changes before the first step" % ", ".join(changed[:5]))
 
     def expect_examples(self, n):
         """The next step's batch size on this worker (DistributedSampler)."""
@@ -366,6 +386,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def _end_step(self, loss, absent_all=False):
         """Sends the step (what .grad and param_groups hold now) and takes
         the parameters that follow."""
+        self._refuse_changes(contents=False)  # in the step: what moved a version
         if self._sync_average and self._passes > 0 and not self._reduced and not absent_all:
             self._reduce()  # a backward pass whose end did not average (no_sync left on)
         absent = self._flat.gather_grads()
@@ -556,8 +577,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def _took_parameters(self):
         """The library wrote the parameters (a pull, a landing, a rejoin):
-        a CUDA model's device copy and the position follow."""
+        a CUDA model's device copy and the position follow, and they are
+        noted as they are (forward ahead: which tensors they are only,
+        since the library writes the next step's in while the script runs)."""
         self._flat.after_pull()
+        self._flat.mark(contents=not self._ahead)
         self._position = self._worker.position()
 
     @contextlib.contextmanager

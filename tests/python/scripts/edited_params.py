@@ -1,0 +1,70 @@
+"""A loop that changes its parameters after the job began: the ps tasks
+hold them, so the next step would overwrite the change silently, and
+pstrain.torch refuses it saying what happened. What is taken: a change
+after DistributedOptimizer but before the first step (the job starts from
+it), and weights swapped out and back between steps (an EMA's, for an
+evaluation), which change nothing. Five steps of a small model, 1 worker.
+
+    edited_params.py KIND     clamp | reload | max_norm | assign_before |
+                              ema_swap | sparse | dampening"""
+
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import pstrain.torch as pst
+
+
+class Net(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.emb = nn.Embedding(6, 4, max_norm=1.0 if kind == "max_norm" else None,
+                                sparse=kind == "sparse")
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, ids):
+        return self.fc(self.emb(ids).mean(0, keepdim=True))
+
+
+def main():
+    kind = sys.argv[1]
+    pst.init()
+    torch.manual_seed(0)
+    model = Net(kind)
+    lr = 0.0 if kind == "assign_before" else 0.1
+    opt = pst.DistributedOptimizer(model, torch.optim.SGD(model.parameters(), lr=lr,
+                                                          momentum=0.9),
+                                   total_steps=5)
+    if kind == "assign_before":
+        model.fc.weight.data = torch.full((2, 4), 0.5)  # pretrained values, after wrapping
+    snapshot = {k: v.clone() for k, v in model.state_dict().items()}
+    ids = torch.tensor([0, 2, 5])
+    while not opt.done:
+        step = opt.global_step
+        if step == 2:
+            if kind == "clamp":
+                for p in model.parameters():
+                    p.data.clamp_(-0.01, 0.01)
+            elif kind == "reload":
+                model.load_state_dict(snapshot)
+            elif kind == "ema_swap":
+                kept = [p.detach().clone() for p in model.parameters()]
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.mul_(0.5)
+                    model(ids)  # an evaluation with other weights
+                    for p, k in zip(model.parameters(), kept):
+                        p.copy_(k)
+            elif kind == "dampening":
+                opt.param_groups[0]["dampening"] = 0.5
+        opt.zero_grad()
+        F.mse_loss(model(ids), torch.ones(1, 2)).backward()
+        opt.step()
+    print("trained %s: %d steps, fc.weight %s" % (kind, opt.global_step,
+                                                  model.fc.weight.flatten().tolist()))
+
+
+if __name__ == "__main__":
+    main()
