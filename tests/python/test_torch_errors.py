@@ -106,15 +106,24 @@ class EditedParameters(t.TestCase):
             self.assertIn(says, out, kind)
             self.assertIn("worker:0 failed (exit code 2), a bad configuration", out)
             self.assertNotIn("trained %s" % kind, out)
+        for kind, says in (
+                ("state_read", "opt.state: the optimizer's state is on the ps tasks once the job "
+                               "has begun; opt.state_dict()['state'] reads it"),
+                ("state_reset", "opt.state = ...: the optimizer's state is on the ps tasks")):
+            code, out = self.launch(kind)
+            self.assertEqual(code, 1, out)
+            self.assertIn(says, out, kind)
+            self.assertNotIn("trained %s" % kind, out)
 
-    def test_a_change_before_the_first_step_and_a_swap_and_back_train(self):
+    def test_a_change_before_the_first_step_a_swap_and_back_and_a_copy_train(self):
         code, out = self.launch("assign_before")  # lr 0: the job keeps the assigned values
         self.assertEqual(code, 0, out)
         self.assertIn("trained assign_before: 5 steps, fc.weight [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, "
                       "0.5, 0.5]", out)
-        code, out = self.launch("ema_swap")
-        self.assertEqual(code, 0, out)
-        self.assertIn("trained ema_swap: 5 steps", out)
+        for kind in ("ema_swap", "ema_deepcopy"):
+            code, out = self.launch(kind)
+            self.assertEqual(code, 0, out)
+            self.assertIn("trained %s: 5 steps" % kind, out)
 
 
 class Resume(t.TestCase):

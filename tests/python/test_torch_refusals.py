@@ -70,10 +70,21 @@ class Refusals(unittest.TestCase):
                      lambda m: pst.DistributedOptimizer(m, torch.optim.SGD(
                          [m.weight, m.bias, m.bias], lr=0.1)))
 
-    def test_z_a_group_added_later(self):
+    def test_z_the_one_optimizer_a_process_makes(self):
+        # (A process makes one DistributedOptimizer: this test, last.)
+        # The usual resume: the torch optimizer, its scheduler, the wrapper,
+        # then load_state_dict, which makes new group dicts in torch.optim.
+        # The scheduler's groups must stay the ones each step reads.
         model = nn.Linear(4, 2)
         head = nn.Linear(2, 2)
-        opt = pst.DistributedOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        inner = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        sched = torch.optim.lr_scheduler.StepLR(inner, step_size=1, gamma=0.5)
+        opt = pst.DistributedOptimizer(model, inner)
+        opt.load_state_dict(inner.state_dict())
+        sched.step()
+        self.assertAlmostEqual(opt.param_groups[0]["lr"], 0.05)
+        self.assertIs(opt.param_groups[0], inner.param_groups[0])
+        # A group added later is refused.
         with self.assertRaises(pst.ConfigError) as e:
             opt.add_param_group({"params": list(head.parameters())})
         self.assertIn("put every parameter in a group when making it", str(e.exception))

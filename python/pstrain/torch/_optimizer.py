@@ -19,6 +19,7 @@ import collections
 import contextlib
 import inspect
 import threading
+import weakref
 
 import torch
 
@@ -34,6 +35,48 @@ from ._timeline import LayerSpans, training
 # The ps-side schedule's options (lr_schedule=; the job's --lr_schedule).
 _SCHEDULE = {"warmup_steps": "warmup_steps", "step_size": "lr_step_size", "gamma": "lr_gamma",
              "min_lr": "min_lr"}
+
+
+class _StateOnPs(collections.defaultdict):
+    """Optimizer.state once the job has begun: the ps tasks hold it, and a
+    read says where it is instead of finding nothing."""
+
+    def __init__(self):
+        super().__init__(dict)
+
+    def __missing__(self, key):
+        raise UsageError("opt.state: the optimizer's state is on the ps tasks once the job has "
+                         "begun; opt.state_dict()['state'] reads it")
+
+
+def _no_hook(*_):
+    """What a copy of the model (copy.deepcopy, torch.save) has for the
+    optimizer's hooks: the copy is not the job's model."""
+    return None
+
+
+class _ModelHook:
+    """A hook on the model that calls an optimizer's method, held weakly: a
+    copy of the model (an EMA's or a mean teacher's copy.deepcopy, a
+    torch.save of the whole module) gets _no_hook, not a copy of the
+    optimizer."""
+
+    def __init__(self, method):
+        self._method = weakref.WeakMethod(method)
+
+    def __call__(self, *args):
+        method = self._method()
+        return method(*args) if method is not None else None
+
+    def __deepcopy__(self, memo):
+        return _no_hook
+
+    def __reduce__(self):
+        return (_name_no_hook, ())
+
+
+def _name_no_hook():
+    return _no_hook
 
 
 class DistributedOptimizer(torch.optim.Optimizer):
@@ -249,7 +292,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def _install_hooks(self):
         if self._model is not None:
             try:
-                self._hooks.append(self._model.register_forward_pre_hook(self._forward_pre_hook))
+                self._hooks.append(self._model.register_forward_pre_hook(
+                    _ModelHook(self._forward_pre_hook)))
             except (RuntimeError, AttributeError) as e:
                 say("cannot hook the model's forward (%s): each step starts at its backward"
                     % e)
@@ -257,7 +301,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             # (its tensors share the parameters' memory, which land() fills).
             state_hook = getattr(self._model, "_register_state_dict_hook", None)
             if self._ahead and state_hook is not None:
-                self._hooks.append(state_hook(lambda *_: self.land()))
+                self._hooks.append(state_hook(_ModelHook(self._land_for_state_dict)))
         self._hook_parameters()
 
     def _hook_parameters(self):
@@ -276,6 +320,18 @@ class DistributedOptimizer(torch.optim.Optimizer):
         def hook(*_):
             self._gradient_in(t)
         return hook
+
+    def __setattr__(self, name, value):
+        # A script's opt.state = ... (a reset of the optimizer's state) once
+        # the job has begun would change nothing: the ps holds the state.
+        if name == "state" and self.__dict__.get("_worker") is not None:
+            raise UsageError("opt.state = ...: the optimizer's state is on the ps tasks once the "
+                             "job has begun, and resetting it there is not something they do; "
+                             "reset it before the first step, or start a new job")
+        super().__setattr__(name, value)
+
+    def _land_for_state_dict(self, *_):
+        self.land()
 
     def _forward_pre_hook(self, module, inputs):
         if not training(module):
@@ -336,7 +392,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             if self._loaded_state:
                 say("the job is under way (step %d): the optimizer's state is the job's, on the "
                     "ps; the state_dict loaded here is not used" % self._position[0])
-        self.state.clear()  # the ps holds it (state_dict() reads it)
+        self.__dict__["state"] = _StateOnPs()  # the ps holds it (state_dict() reads it)
         if self._worker.timeline and not self._flat.cuda and self._model is not None:
             index = {id(e.param): t for t, e in enumerate(self._layout)}
             self._spans = LayerSpans(self._model, index, self._hooks)
@@ -610,12 +666,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._ahead:
             self._took_parameters()  # a rejoin while reading gave the job's
         groups_of = [self.param_groups[e.group] for e in self._layout]
-        self.state = collections.defaultdict(
+        self.__dict__["state"] = collections.defaultdict(
             dict, _groups.state_from_slots(self._kind, groups_of, self._layout, slots, steps))
         try:
             return super().state_dict()
         finally:
-            self.state.clear()
+            self.__dict__["state"] = _StateOnPs()
 
     def load_state_dict(self, state_dict):
         """torch.optim's state_dict (of this optimizer's class, as
@@ -629,9 +685,22 @@ class DistributedOptimizer(torch.optim.Optimizer):
                                  "making the optimizer, before its first step or global_step")
             say("the job is under way (step %d): its optimizer state, on the ps, is kept; only "
                 "the loaded param_groups are used" % self._position[0])
-            state = self.state
-            super().load_state_dict(state_dict)
-            self.state = state
+            self._load_keeping_groups(state_dict)
+            self.__dict__["state"] = _StateOnPs()
             return
-        super().load_state_dict(state_dict)
+        self._load_keeping_groups(state_dict)
         self._loaded_state = True
+
+    def _load_keeping_groups(self, state_dict):
+        """torch.optim's load_state_dict, which makes new group dicts, but
+        into the dicts the groups are now: a scheduler made on the torch
+        optimizer before wrapping it edits those (the wrapper's groups are
+        the torch optimizer's), and goes on being the one that counts."""
+        groups = list(self.param_groups)
+        super().load_state_dict(state_dict)
+        for kept, loaded in zip(groups, self.param_groups):
+            params = kept["params"]
+            kept.clear()
+            kept.update(loaded)
+            kept["params"] = params
+        self.param_groups = groups

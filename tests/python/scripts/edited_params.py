@@ -3,11 +3,17 @@ hold them, so the next step would overwrite the change silently, and
 pstrain.torch refuses it saying what happened. What is taken: a change
 after DistributedOptimizer but before the first step (the job starts from
 it), and weights swapped out and back between steps (an EMA's, for an
-evaluation), which change nothing. Five steps of a small model, 1 worker.
+evaluation), which change nothing, and a copy of the model (an EMA's
+copy.deepcopy), which is not the job's. The optimizer's state is the ps's
+too: a read of opt.state, or a reset, says where it is. Five steps of a
+small model, 1 worker.
 
     edited_params.py KIND     clamp | reload | max_norm | assign_before |
-                              ema_swap | sparse | dampening"""
+                              ema_swap | ema_deepcopy | sparse | dampening |
+                              state_read | state_reset"""
 
+import collections
+import copy
 import sys
 
 import torch
@@ -59,6 +65,14 @@ def main():
                         p.copy_(k)
             elif kind == "dampening":
                 opt.param_groups[0]["dampening"] = 0.5
+            elif kind == "ema_deepcopy":
+                ema = copy.deepcopy(model)
+                with torch.no_grad():
+                    ema(ids)  # the copy runs, and is not the job's model
+            elif kind == "state_read":
+                print(opt.state[model.fc.weight]["momentum_buffer"])
+            elif kind == "state_reset":
+                opt.state = collections.defaultdict(dict)
         opt.zero_grad()
         F.mse_loss(model(ids), torch.ones(1, 2)).backward()
         opt.step()
