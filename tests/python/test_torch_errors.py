@@ -87,9 +87,9 @@ class EditedParameters(t.TestCase):
     them is refused saying how, never run with the edit lost."""
     SCRIPT = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "edited_params.py")
 
-    def launch(self, kind):
+    def launch(self, kind, workers=1):
         run = self.run_dir(kind)
-        launch = t.Launch(t.local_flags(run, 1, 1) + ["--max_restarts=0"],
+        launch = t.Launch(t.local_flags(run, workers, 1) + ["--max_restarts=0", "--mode=sync"],
                           [t.PYTHON, self.SCRIPT, kind])
         return launch.wait(), launch.output
 
@@ -116,10 +116,12 @@ class EditedParameters(t.TestCase):
             self.assertNotIn("trained %s" % kind, out)
 
     def test_a_change_before_the_first_step_a_swap_and_back_and_a_copy_train(self):
-        code, out = self.launch("assign_before")  # lr 0: the job keeps the assigned values
+        # lr 0: the job keeps the chief's assigned values, which worker 1
+        # (whose own assignment the ps's parameters replace) ends with too.
+        code, out = self.launch("assign_before", workers=2)
         self.assertEqual(code, 0, out)
-        self.assertIn("trained assign_before: 5 steps, fc.weight [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, "
-                      "0.5, 0.5]", out)
+        self.assertIn("[worker:1] trained assign_before: 5 steps, fc.weight [0.5, 0.5, 0.5, 0.5, "
+                      "0.5, 0.5, 0.5, 0.5]", out)
         for kind in ("ema_swap", "ema_deepcopy"):
             code, out = self.launch(kind)
             self.assertEqual(code, 0, out)

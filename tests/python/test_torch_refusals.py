@@ -17,6 +17,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 import pstrain.torch as pst  # noqa: E402
+from pstrain.torch import _groups  # noqa: E402
 
 pst.init()
 
@@ -60,6 +61,14 @@ class Refusals(unittest.TestCase):
                          m.parameters(), lr=0.1)))
 
     def test_an_optimizer_whose_update_the_ps_would_not_run(self):
+        # A subclass without a step() of its own is the class's update,
+        # whatever torch.optim's profiler wrapped on its first instance.
+        class Configured(torch.optim.Adagrad):
+            def __init__(self, params):
+                super().__init__(params, lr=0.05)
+
+        self.assertEqual(_groups.kind_of(Configured(nn.Linear(4, 2).parameters())), "adagrad")
+
         class CentredAdam(torch.optim.Adam):
             def step(self, closure=None):  # gradient centralisation, then Adam
                 return super().step(closure)

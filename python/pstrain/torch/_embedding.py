@@ -121,15 +121,16 @@ class Embedding(torch.nn.Module):
         optimizer = _optimizer("read_rows")
         ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1)
         distinct, inverse = torch.unique(ids, return_inverse=True)
-        rows = optimizer._table_worker().embedding_pull(  # pylint: disable=protected-access
-            self.index, distinct.numpy(), self.embedding_dim)
+        rows = optimizer._table_call(  # pylint: disable=protected-access
+            lambda worker: worker.embedding_pull(self.index, distinct.numpy(), self.embedding_dim))
         return torch.from_numpy(rows)[inverse]
 
     def forward(self, ids, offsets=None, per_sample_weights=None):
         optimizer = _optimizer("a forward")
         bag = self._prepare(optimizer, ids, offsets)
-        rows = optimizer._table_worker().embedding_pull(  # pylint: disable=protected-access
-            self.index, bag.distinct.cpu().numpy(), self.embedding_dim)
+        rows = optimizer._table_call(  # pylint: disable=protected-access
+            lambda worker: worker.embedding_pull(self.index, bag.distinct.cpu().numpy(),
+                                                 self.embedding_dim))
         return self._finish(bag, rows, per_sample_weights)
 
     def prefetch(self, ids, offsets=None):
@@ -251,10 +252,10 @@ class EmbeddingBagCollection(torch.nn.Module):
         for table, x in zip(self.tables, inputs):
             ids, offsets = x if isinstance(x, (tuple, list)) else (x, None)
             bags.append(table._prepare(optimizer, ids, offsets))  # pylint: disable=protected-access
-        worker = optimizer._table_worker()  # pylint: disable=protected-access
-        rows = worker.embedding_pull_tables(
-            [(t.index, b.distinct.cpu().numpy(), t.embedding_dim)
-             for t, b in zip(self.tables, bags)])
+        rows = optimizer._table_call(  # pylint: disable=protected-access
+            lambda worker: worker.embedding_pull_tables(
+                [(t.index, b.distinct.cpu().numpy(), t.embedding_dim)
+                 for t, b in zip(self.tables, bags)]))
         return [t._finish(b, r, w)  # pylint: disable=protected-access
                 for t, b, r, w in zip(self.tables, bags, rows, weights)]
 

@@ -68,11 +68,17 @@ class FlatParameters:
     def adopt(self):
         """Before the job takes the parameters: what the script changed since
         the layout was made counts. A parameter given a new tensor (p.data =
-        ..., model.to(memory_format=...)) is copied into its place in the
-        buffer and viewed there again (ConfigError where it cannot be:
-        another shape, dtype or device); a CUDA model's buffer goes to the
-        host, which the library reads."""
+        ..., model.to(memory_format=...)) has its values copied into its
+        place in the buffer and is viewed there again (ConfigError where it
+        cannot be: another size, dtype or device, or another parameter's
+        place, a tie made after DistributedOptimizer took them); a CUDA
+        model's buffer goes to the host, which the library reads. Which
+        tensor each parameter is is noted here, once: it does not change
+        after (changed())."""
+        start = self.device_params.data_ptr()
+        end = start + 4 * self.total
         with torch.no_grad():
+            moved = []
             for e in self.layout:
                 view = self.device_params[e.offset:e.offset + e.size]
                 p = e.param
@@ -81,12 +87,19 @@ class FlatParameters:
                 if p.numel() != e.size or p.dtype != torch.float32 or p.device != self.device:
                     raise ConfigError(
                         "parameter %s became %s %s on %s after DistributedOptimizer took it "
-                        "(%d float32 values on %s): make such changes before"
+                        "(%d float32 values on %s): make such changes before it takes the model"
                         % (e.name, p.dtype, tuple(p.shape), p.device, e.size, self.device))
-                view.copy_(p.reshape(-1))
-                p.data = view.view(p.shape)
+                if start <= p.data_ptr() < end:
+                    raise ConfigError(
+                        "parameter %s now shares another parameter's values (a tie made after "
+                        "DistributedOptimizer took them): tie them before" % e.name)
+                moved.append((e, view, p.detach().clone()))  # sources first: a swap reads both
+            for e, view, values in moved:
+                view.copy_(values.reshape(-1))
+                e.param.data = view.view(e.param.shape)
             if self.cuda:
                 self.host_params.copy_(self.device_params)
+        self._views = [e.param.data_ptr() for e in self.layout]
 
     def grad_view(self, e):
         """A new view of `e`'s gradient in the flat buffer (none is kept:
@@ -144,9 +157,9 @@ class FlatParameters:
     # them as the library wrote them; changed() says which differ.
 
     def _checksum(self):
-        # Every bit of the buffer counts: its 64-bit words summed, wrapping
-        # (numpy's unsigned sum on the CPU: about 1.6 ms for 44.7 MB here),
-        # and an odd last float.
+        # A change of any value shows (a reordering of values does not):
+        # the buffer's 64-bit words summed, wrapping (numpy's unsigned sum
+        # on the CPU: about 1.6 ms for 44.7 MB here), and an odd last float.
         even = self.total // 2 * 2
         if self.cuda:
             total = int(self.device_params[:even].view(torch.int64).sum())
@@ -158,11 +171,9 @@ class FlatParameters:
         return (total, int(tail[0]) if even < self.total else 0)
 
     def mark(self, contents=True):
-        """What the parameters are now: each one a view of the buffer, its
-        version (in-place writes through it), and, with `contents`, the
-        buffer's checksum (writes through .data as well, which no version
-        counts)."""
-        self._views = [e.param.data_ptr() for e in self.layout]
+        """What the parameters are now (after adopt()): their versions
+        (in-place writes through them), and, with `contents`, the buffer's
+        checksum (writes through .data as well, which no version counts)."""
         self.mark_versions()
         self._sum = self._checksum() if contents else None
 
@@ -178,7 +189,7 @@ class FlatParameters:
         else whose version moved. The library's own writes (a pull, a
         rejoin's) move no version; `contents` is for where it wrote none
         since mark()."""
-        if not hasattr(self, "_views"):
+        if not hasattr(self, "_views") or not hasattr(self, "_versions"):
             return []
         moved = [e.name for e, ptr in zip(self.layout, self._views)
                  if e.param.data_ptr() != ptr]

@@ -4,6 +4,8 @@ their options mean what on the ps, each step's parameter-group settings
 one flat array per slot (common/optimizer.h's order) and each tensor's
 step count."""
 
+import inspect
+
 import numpy
 import torch
 
@@ -47,12 +49,26 @@ def torch_options(kind, job):
     return options
 
 
+def _overrides_step(subclass, cls):
+    """Whether a class between `subclass` and `cls` defines a step() of its
+    own (torch.optim wraps a class's step for its profiler when the first
+    instance is made: the wrapper is not an override)."""
+    own = inspect.unwrap(cls.step)
+    for klass in subclass.__mro__:
+        if klass is cls:
+            return False
+        step = klass.__dict__.get("step")
+        if step is not None and inspect.unwrap(step) is not own:
+            return True
+    return False
+
+
 def kind_of(optimizer):
     """The ps's name for a torch.optim optimizer, or ConfigError saying
     which it runs."""
     for name, cls in KINDS:
         if isinstance(optimizer, cls):
-            if type(optimizer).step is not cls.step:
+            if _overrides_step(type(optimizer), cls):
                 raise ConfigError(
                     "%s overrides %s.step(): the ps tasks run %s's own update, not the "
                     "subclass's; give %s itself (or do the extra work on .grad before step())"

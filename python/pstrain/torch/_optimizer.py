@@ -44,6 +44,9 @@ class _StateOnPs(collections.defaultdict):
     def __init__(self):
         super().__init__(dict)
 
+    def __reduce__(self):  # copy.deepcopy, pickle: an empty one
+        return (_StateOnPs, ())
+
     def __missing__(self, key):
         raise UsageError("opt.state: the optimizer's state is on the ps tasks once the job has "
                          "begun; opt.state_dict()['state'] reads it")
@@ -407,14 +410,29 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._join()
         return self._worker
 
+    def _table_call(self, call):
+        """call(worker) for pst.Embedding's rows. Outside a step (an
+        evaluation, read_rows) a rejoin inside it may rewrite the
+        parameters: what the script changed is judged first, and the
+        parameters are noted as they are after."""
+        worker = self._table_worker()
+        if self._in_step or self._finished or self._job_finished:
+            return call(worker)
+        self._refuse_changes(contents=not self._ahead)
+        try:
+            return call(worker)
+        finally:
+            self._took_parameters()
+
     def _begin_step(self):
         if self._in_step or self._finished or self._job_finished:
             return
         self._join()
         if self._position[3]:
             return  # the job is done: step() says so
-        # Since the last step's parameters came: anything (forward ahead,
-        # whose parameters the library writes meanwhile: new tensors only).
+        # Since the last step's parameters came: anything (forward ahead:
+        # new tensors only, since an evaluation's forward lands the newest
+        # parameters into whatever the script swapped in).
         self._refuse_changes(contents=not self._ahead)
         self._flat.mark_versions()
         self._hook_parameters()
@@ -433,16 +451,20 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 "max_norm) or a new tensor (p.data = ..., model.to(...)). The ps tasks hold the "
                 "parameters, and the next step's would overwrite the change; pstrain.torch "
                 "cannot train a loop that edits its parameters between steps: make such "
-                "changes before the first step" % ", ".join(changed[:5]))
+                "changes before the optimizer's first use (a forward, step(), global_step, "
+                "done, start_epoch, state_dict())" % ", ".join(changed[:5]))
 
     def expect_examples(self, n):
         """The next step's batch size on this worker (DistributedSampler)."""
         self._next_examples = int(n)
 
-    def _end_step(self, loss, absent_all=False):
+    def _end_step(self, loss, absent_all=False, judge=True):
         """Sends the step (what .grad and param_groups hold now) and takes
-        the parameters that follow."""
-        self._refuse_changes(contents=False)  # in the step: what moved a version
+        the parameters that follow (`judge`: refusing what the script
+        changed in the step; not at finish, whose error could not be
+        raised)."""
+        if judge:
+            self._refuse_changes(contents=False)  # in the step: what moved a version
         if self._sync_average and self._passes > 0 and not self._reduced and not absent_all:
             self._reduce()  # a backward pass whose end did not average (no_sync left on)
         absent = self._flat.gather_grads()
@@ -582,7 +604,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             return
         self._join()
         if self._in_step:
-            self._end_step(float("nan"), absent_all=True)
+            self._end_step(float("nan"), absent_all=True, judge=False)
         if self._job_finished:
             return
         try:
@@ -634,8 +656,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def _took_parameters(self):
         """The library wrote the parameters (a pull, a landing, a rejoin):
         a CUDA model's device copy and the position follow, and they are
-        noted as they are (forward ahead: which tensors they are only,
-        since the library writes the next step's in while the script runs)."""
+        noted as they are."""
         self._flat.after_pull()
         self._flat.mark(contents=not self._ahead)
         self._position = self._worker.position()
@@ -662,9 +683,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
             raise UsageError("state_dict: a step is under way (after step(), or before the "
                              "forward)")
         self.land()
+        self._refuse_changes(contents=not self._ahead)
         slots, steps = self._worker.optimizer_state()
-        if self._ahead:
-            self._took_parameters()  # a rejoin while reading gave the job's
+        self._took_parameters()  # a rejoin while reading gave the job's
         groups_of = [self.param_groups[e.group] for e in self._layout]
         self.__dict__["state"] = collections.defaultdict(
             dict, _groups.state_from_slots(self._kind, groups_of, self._layout, slots, steps))

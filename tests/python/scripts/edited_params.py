@@ -43,8 +43,8 @@ def main():
     opt = pst.DistributedOptimizer(model, torch.optim.SGD(model.parameters(), lr=lr,
                                                           momentum=0.9),
                                    total_steps=5)
-    if kind == "assign_before":
-        model.fc.weight.data = torch.full((2, 4), 0.5)  # pretrained values, after wrapping
+    if kind == "assign_before":  # pretrained values, after wrapping (worker 1: others)
+        model.fc.weight.data = torch.full((2, 4), 0.5 if pst.is_chief() else 0.25)
     snapshot = {k: v.clone() for k, v in model.state_dict().items()}
     ids = torch.tensor([0, 2, 5])
     while not opt.done:
