@@ -413,16 +413,26 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def _table_call(self, call):
         """call(worker) for pst.Embedding's rows. Outside a step (an
         evaluation, read_rows) a rejoin inside it may rewrite the
-        parameters: what the script changed is judged first, and the
-        parameters are noted as they are after."""
+        parameters: if it did, they are taken and noted as the step's are.
+        """
         worker = self._table_worker()
         if self._in_step or self._finished or self._job_finished:
             return call(worker)
-        self._refuse_changes(contents=not self._ahead)
-        try:
+        with self._library_writes():
             return call(worker)
+
+    @contextlib.contextmanager
+    def _library_writes(self):
+        """Around a call outside a step that may rewrite the parameters (a
+        rejoin inside it): if the library's buffer changed in the call, the
+        parameters are taken and noted after it (else what the script did
+        before it is still judged at the next step)."""
+        before = self._flat.library_sum()
+        try:
+            yield
         finally:
-            self._took_parameters()
+            if self._flat.library_sum() != before:
+                self._took_parameters()
 
     def _begin_step(self):
         if self._in_step or self._finished or self._job_finished:
@@ -683,9 +693,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             raise UsageError("state_dict: a step is under way (after step(), or before the "
                              "forward)")
         self.land()
-        self._refuse_changes(contents=not self._ahead)
-        slots, steps = self._worker.optimizer_state()
-        self._took_parameters()  # a rejoin while reading gave the job's
+        with self._library_writes():  # a rejoin while reading gives the job's
+            slots, steps = self._worker.optimizer_state()
         groups_of = [self.param_groups[e.group] for e in self._layout]
         self.__dict__["state"] = collections.defaultdict(
             dict, _groups.state_from_slots(self._kind, groups_of, self._layout, slots, steps))
