@@ -43,6 +43,9 @@ class FlatParameters:
     def __init__(self, layout, device):
         self.layout, self.device = layout, device
         self.cuda = device.type == "cuda"
+        # What mark() and adopt() note (changed()): nothing before the job
+        # takes the parameters.
+        self._views = self._versions = self._sum = None
         total = sum(e.size for e in layout)
         self.total = total
         for e in layout:
@@ -196,7 +199,7 @@ class FlatParameters:
         else whose version moved. The library's own writes (a pull, a
         rejoin's) move no version; `contents` is for where it wrote none
         since mark()."""
-        if not hasattr(self, "_views") or not hasattr(self, "_versions"):
+        if self._views is None or self._versions is None:
             return []
         moved = [e.name for e, ptr in zip(self.layout, self._views)
                  if e.param.data_ptr() != ptr]

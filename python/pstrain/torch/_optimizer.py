@@ -333,6 +333,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
                              "reset it before the first step, or start a new job")
         super().__setattr__(name, value)
 
+    def _set_state(self, state):
+        """Optimizer.state, set by this class itself (past __setattr__'s
+        refusal of a script's reset)."""
+        self.__dict__["state"] = state
+
     def _land_for_state_dict(self, *_):
         self.land()
 
@@ -395,7 +400,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             if self._loaded_state:
                 say("the job is under way (step %d): the optimizer's state is the job's, on the "
                     "ps; the state_dict loaded here is not used" % self._position[0])
-        self.__dict__["state"] = _StateOnPs()  # the ps holds it (state_dict() reads it)
+        self._set_state(_StateOnPs())  # the ps holds it (state_dict() reads it)
         if self._worker.timeline and not self._flat.cuda and self._model is not None:
             index = {id(e.param): t for t, e in enumerate(self._layout)}
             self._spans = LayerSpans(self._model, index, self._hooks)
@@ -696,12 +701,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         with self._library_writes():  # a rejoin while reading gives the job's
             slots, steps = self._worker.optimizer_state()
         groups_of = [self.param_groups[e.group] for e in self._layout]
-        self.__dict__["state"] = collections.defaultdict(
-            dict, _groups.state_from_slots(self._kind, groups_of, self._layout, slots, steps))
+        self._set_state(collections.defaultdict(
+            dict, _groups.state_from_slots(self._kind, groups_of, self._layout, slots, steps)))
         try:
             return super().state_dict()
         finally:
-            self.__dict__["state"] = _StateOnPs()
+            self._set_state(_StateOnPs())
 
     def load_state_dict(self, state_dict):
         """torch.optim's state_dict (of this optimizer's class, as
@@ -716,7 +721,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             say("the job is under way (step %d): its optimizer state, on the ps, is kept; only "
                 "the loaded param_groups are used" % self._position[0])
             self._load_keeping_groups(state_dict)
-            self.__dict__["state"] = _StateOnPs()
+            self._set_state(_StateOnPs())
             return
         self._load_keeping_groups(state_dict)
         self._loaded_state = True
