@@ -362,6 +362,13 @@ int PstrainWorkerBeginStep(PstrainWorkerHandle worker, int num_examples) {
   });
 }
 
+int PstrainWorkerSetStepExamples(PstrainWorkerHandle worker, int num_examples) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    return worker->worker->SetStepExamples(num_examples);
+  });
+}
+
 int PstrainWorkerTensorReady(PstrainWorkerHandle worker, int tensor) {
   return ApiCall([&] {
     RETURN_IF_ERROR(Check(worker));

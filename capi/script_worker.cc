@@ -346,6 +346,24 @@ absl::Status ScriptWorker::BeginStep(int num_examples) {
   return absl::OkStatus();
 }
 
+absl::Status ScriptWorker::SetStepExamples(int num_examples) {
+  RETURN_IF_ERROR(failed_);
+  if (!in_step_) return UsageError("SetStepExamples: no step is under way (BeginStep first)");
+  if (num_examples < 0) {
+    return UsageError(absl::StrCat("SetStepExamples: num_examples is ", num_examples));
+  }
+  if (reduce_round_ > 0 ||
+      std::find(tensor_ready_.begin(), tensor_ready_.end(), true) != tensor_ready_.end()) {
+    return UsageError(
+        "SetStepExamples: a gradient of the step is ready or reduced already (its examples "
+        "went with it)");
+  }
+  if (step_void_ || num_examples == step_.examples) return absl::OkStatus();
+  step_.examples = num_examples;
+  if (!ahead_) runtime_->RestartPush(num_examples);
+  return absl::OkStatus();
+}
+
 absl::Status ScriptWorker::TensorReady(int tensor) {
   RETURN_IF_ERROR(failed_);
   if (!in_step_) return UsageError("TensorReady: no step is under way (BeginStep first)");

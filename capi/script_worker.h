@@ -136,6 +136,10 @@ class ScriptWorker {
   int64_t num_floats() const { return static_cast<int64_t>(script_params_.size()); }
 
   absl::Status BeginStep(int num_examples);
+  // The step's examples, learned after BeginStep (a step begun by a
+  // forward whose backward never ran: 0). A usage error once a tensor of
+  // the step is ready or reduced.
+  absl::Status SetStepExamples(int num_examples);
   absl::Status TensorReady(int tensor);
   // Whether the job writes a timeline (--timeline): a caller records its
   // layers' spans only then.

@@ -60,8 +60,10 @@ GradientReducer::Added GradientReducer::Add(int rank, int64_t version, uint32_t 
     return CheckComplete() ? Added::kComplete : Added::kWaiting;
   }
   const float weight = static_cast<float>(num_examples);
-  if (!in_[r] && held_floats_ - static_cast<int64_t>(held_[r].capacity()) + size_ >
-                     kMaxHeldFloats) {
+  if (num_examples == 0) {
+    // Nothing to add (and 0 x an inf the buffer may hold is a NaN).
+  } else if (!in_[r] &&
+             held_floats_ - static_cast<int64_t>(held_[r].capacity()) + size_ > kMaxHeldFloats) {
     if (!arrival_sum_used_) arrival_sum_.assign(static_cast<size_t>(size_), 0.0f);
     Eigen::Map<Eigen::VectorXf>(arrival_sum_.data(), size_) += weight * View(grad);
     arrival_sum_used_ = true;

@@ -11,7 +11,9 @@
 // examples, summed in rank order once every live rank's is in (so a run
 // repeats bit for bit, as SyncPolicy's sums), times 1 / the total weight.
 // A tensor is absent from the average when every contribution said it is
-// (step settings' absent): no worker had a gradient for it. Nothing of a
+// (step settings' absent): no worker had a gradient for it. A
+// contribution of 0 examples (a worker whose step had no gradient) adds
+// nothing, but the round waits for it as for any. Nothing of a
 // round is applied, checkpointed or replicated: after a ps restarts or a
 // rollback, the workers rejoin and compute the step again.
 //

@@ -64,6 +64,9 @@ class StepInFlight {
   // `params` gets the replies. REQUIRES: num_examples > 0.
   void Start(PsClient* client, int num_examples, absl::Span<float> params);
   bool started() const { return client_ != nullptr; }
+  // Back to before Start, while nothing is sent (the step's examples
+  // changed to 0: its push is made at Finish).
+  void Unstart() { client_ = nullptr; }
   // The gradient of flat positions [begin, total) is final (backward runs
   // the last layers first). No-op unless started.
   void ReadyFrom(int64_t begin);

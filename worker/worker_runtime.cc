@@ -663,6 +663,15 @@ void WorkerRuntime::StartPush(int num_examples) {
   step_->Start(client_.get(), num_examples, params_);
 }
 
+void WorkerRuntime::RestartPush(int num_examples) {
+  if (!overlap_) return;
+  if (num_examples > 0) {
+    StartPush(num_examples);
+  } else {
+    step_->Unstart();
+  }
+}
+
 absl::Status WorkerRuntime::EndStep(const StepInfo& info, const BetweenFn& between) {
   const int64_t t1 = MonotonicMicros();
   int64_t ahead_us = 0;

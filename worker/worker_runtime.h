@@ -230,6 +230,9 @@ class WorkerRuntime {
   // goes out as soon as it is final. No-op without overlap. REQUIRES:
   // num_examples > 0.
   void StartPush(int num_examples);
+  // The step's examples are `num_examples` after all (0: its push is made
+  // at EndStep). REQUIRES: no gradient of the step is final yet.
+  void RestartPush(int num_examples);
   bool overlap() const { return overlap_; }
   // The gradient of flat positions [begin, total) / of tensor `tensor` is
   // final: the shards it completes go out now (after StartPush).

@@ -69,7 +69,7 @@
 extern "C" {
 #endif
 
-#define PSTRAIN_C_API_VERSION 7
+#define PSTRAIN_C_API_VERSION 8
 
 /* Status codes. */
 #define PSTRAIN_OK 0
@@ -196,6 +196,12 @@ int PstrainWorkerGetPosition(PstrainWorkerHandle worker, int64_t* global_step,
  * none for it). REQUIRES: no step begun, not done. */
 int PstrainWorkerBeginStep(PstrainWorkerHandle worker, int num_examples);
 
+/* The step's examples are `num_examples` after all: a caller that begins
+ * the step before it knows (at its forward) and then has no gradient (no
+ * backward ran) says 0, and adds nothing to a sync step's average.
+ * REQUIRES: a step begun, no tensor of it ready or reduced yet. */
+int PstrainWorkerSetStepExamples(PstrainWorkerHandle worker, int num_examples);
+
 /* Tensor `tensor`'s gradient in `grads` is final for this step: every
  * shard whose gradient is all final goes out now. Each tensor at most once
  * a step; optional (EndStep sends what is left). REQUIRES: a step begun. */
@@ -252,8 +258,11 @@ int PstrainWorkerSetStepOptions(PstrainWorkerHandle worker, int num_groups, cons
  * came: the job went past this step without this worker (its push is then
  * dropped), or a ps went away and was rejoined (the step is void: EndStep
  * pushes nothing; the position may have moved). Blocks until every live
- * worker's gradient is in. Usage errors in a job that is not sync or has
- * backup workers. REQUIRES: a step begun. */
+ * worker's gradient is in: in a sync job every worker calls it in a step
+ * where any does (one without a gradient with every tensor absent, after
+ * PstrainWorkerSetStepExamples(worker, 0): it adds nothing). Usage errors
+ * in a job that is not sync or has backup workers. REQUIRES: a step
+ * begun. */
 int PstrainWorkerReduceGradients(PstrainWorkerHandle worker, int num_absent, const int* absent,
                                  int* absent_everywhere, int* reduced);
 

@@ -155,6 +155,10 @@ class Worker:
     def begin_step(self, num_examples):
         _lib.call("PstrainWorkerBeginStep", self._handle, int(num_examples))
 
+    def set_step_examples(self, num_examples):
+        """The step's examples after all (0: no gradient of this worker's)."""
+        _lib.call("PstrainWorkerSetStepExamples", self._handle, int(num_examples))
+
     def tensor_ready(self, index):
         _lib.call("PstrainWorkerTensorReady", self._handle, int(index))
 

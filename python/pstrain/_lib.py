@@ -6,7 +6,7 @@ import ctypes
 import ctypes.util
 import os
 
-API_VERSION = 7
+API_VERSION = 8
 
 OK = 0
 ERROR_FAILED = 1
@@ -95,6 +95,7 @@ _SIGNATURES = {
     "PstrainWorkerGetPosition": [_p, ctypes.POINTER(_i64), ctypes.POINTER(_i64),
                                  ctypes.POINTER(_i64), ctypes.POINTER(_int)],
     "PstrainWorkerBeginStep": [_p, _int],
+    "PstrainWorkerSetStepExamples": [_p, _int],
     "PstrainWorkerTensorReady": [_p, _int],
     "PstrainWorkerTimeline": [_p, ctypes.POINTER(_int)],
     "PstrainWorkerLayerSpan": [_p, ctypes.c_char_p, _int, _i64, _i64],

@@ -50,6 +50,7 @@ TEST(CApi, NullHandlesAndPointersAreUsageErrors) {
   EXPECT_EQ(task, nullptr);
   EXPECT_EQ(PstrainTaskGetRunDir(nullptr, nullptr), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerBeginStep(nullptr, 1), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerSetStepExamples(nullptr, 1), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(LastError(), "worker is NULL");
   EXPECT_EQ(PstrainWorkerTensorReady(nullptr, 0), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerEndStep(nullptr, 0.0), PSTRAIN_ERROR_USAGE);
@@ -429,7 +430,13 @@ TEST_F(CApiWithPs, AScriptsStepSettingsAverageAndOptimizerState) {
   const int absent[] = {1};
   EXPECT_EQ(PstrainWorkerSetStepOptions(worker, 2, settings, 1, absent), PSTRAIN_ERROR_USAGE);
   EXPECT_THAT(LastError(), HasSubstr("no step is under way"));
-  ASSERT_EQ(PstrainWorkerBeginStep(worker, 4), PSTRAIN_OK) << LastError();
+  EXPECT_EQ(PstrainWorkerSetStepExamples(worker, 4), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("SetStepExamples: no step is under way"));
+  ASSERT_EQ(PstrainWorkerBeginStep(worker, 0), PSTRAIN_OK) << LastError();
+  EXPECT_EQ(PstrainWorkerSetStepExamples(worker, -1), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("num_examples is -1"));
+  // Begun before the examples were known (a script's forward).
+  ASSERT_EQ(PstrainWorkerSetStepExamples(worker, 4), PSTRAIN_OK) << LastError();
   EXPECT_EQ(PstrainWorkerSetStepOptions(worker, 1, settings, 1, absent), PSTRAIN_ERROR_USAGE);
   EXPECT_THAT(LastError(), HasSubstr("settings of 1 parameter groups; the layout has 2"));
   const int outside[] = {2};
@@ -459,6 +466,8 @@ TEST_F(CApiWithPs, AScriptsStepSettingsAverageAndOptimizerState) {
   ASSERT_EQ(PstrainWorkerReduceGradients(worker, 1, absent, everywhere, &reduced), PSTRAIN_OK)
       << LastError();
   EXPECT_EQ(reduced, 1);
+  EXPECT_EQ(PstrainWorkerSetStepExamples(worker, 0), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("ready or reduced already"));
   EXPECT_EQ(everywhere[0], 0);
   EXPECT_EQ(everywhere[1], 1);
   EXPECT_EQ(grads, std::vector<float>(8, 0.5f));

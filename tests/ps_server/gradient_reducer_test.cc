@@ -53,6 +53,20 @@ TEST(GradientReducer, ATensorIsAbsentWhenEveryContributionSaysSo) {
   EXPECT_EQ(r.absent(), (std::vector<int32_t>{3}));
 }
 
+TEST(GradientReducer, AContributionOfNoExamplesIsWaitedForAndAddsNothing) {
+  // A worker that called step() without backward(): the round waits for
+  // it, and its buffer (an inf left from an earlier step here: 0 x inf
+  // would be a NaN) is not in the average.
+  GradientReducer r(2, 2);
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(r.Add(1, 0, 0, std::vector<float>{inf, 7}, 0, std::vector<int32_t>{0}, Answer(1)),
+            GradientReducer::Added::kWaiting);
+  EXPECT_EQ(r.Add(0, 0, 0, std::vector<float>{2, 4}, 3, {}, Answer(0)),
+            GradientReducer::Added::kComplete);
+  EXPECT_EQ(*r.average(), (std::vector<float>{2, 4}));
+  EXPECT_EQ(r.TakeAnswers().size(), 2u);
+}
+
 TEST(GradientReducer, ADeadRankIsNotWaitedFor) {
   GradientReducer r(2, 1);
   EXPECT_EQ(r.Add(0, 4, 0, std::vector<float>{2}, 1, {}, Answer(0)),

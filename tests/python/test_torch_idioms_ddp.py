@@ -4,7 +4,8 @@ global batch as the worker of its rank (to float rounding, after 25
 steps): backward() ends with the workers' averaged gradient in .grad, as
 DDP's, so clipping and GradScaler's inf check see the whole batch's
 gradient; a parameter no worker used is left alone, one some workers used
-gets the average. The loop: tests/python/scripts/idioms.py."""
+gets the average; a worker that skipped backward() adds nothing to the
+step's average. The loop: tests/python/scripts/idioms.py."""
 
 import unittest
 
@@ -39,6 +40,16 @@ class TwoWorkersAreDdp(it.IdiomCase):
         self.compare("unfreeze", 2, 2, ["--unfreeze_at=10", "--optimizer=adam", "--lr=0.01"],
                      reference_flags=["--unfreeze_at=10", "--optimizer=adam", "--lr=0.01",
                                       "--batch_size=32"], reference_world=1)
+
+    def test_a_worker_that_skips_backward_but_steps(self):
+        # Worker 1 calls step() without backward() at steps 3, 4 and 9 (a
+        # branch that skips a batch's backward): its examples are out of
+        # those steps' average, as if its rows had not been in the global
+        # batch. DDP would wait for it forever; the reference is one
+        # process whose batch holds worker 0's rows at those steps.
+        flags = ["--skip_backward=3,4,9", "--clip=norm"]
+        self.compare("skip_backward", 2, 2, flags,
+                     reference_flags=flags + ["--batch_size=32"], reference_world=1)
 
 
 if __name__ == "__main__":

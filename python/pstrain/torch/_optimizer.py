@@ -371,11 +371,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._sync_average and not self._no_sync and self._passes % self._passes_per_step == 0:
             self._reduce()
 
-    def _reduce(self):
-        """.grad becomes the workers' average of what it holds."""
+    def _reduce(self, nothing=False):
+        """.grad becomes the workers' average of what it holds (`nothing`:
+        as if every .grad were None)."""
         if not self._in_step:
             return
-        absent = self._flat.gather_grads()
+        if nothing:
+            absent = list(range(len(self._layout)))
+            self._flat.host_grads.zero_()
+        else:
+            absent = self._flat.gather_grads()
         reduced, everywhere = self._worker.reduce_gradients(absent)
         if reduced:
             self._flat.scatter_grads(everywhere)
@@ -480,8 +485,20 @@ class DistributedOptimizer(torch.optim.Optimizer):
         raised)."""
         if judge:
             self._refuse_changes(contents=False)  # in the step: what moved a version
-        if self._sync_average and self._passes > 0 and not self._reduced and not absent_all:
-            self._reduce()  # a backward pass whose end did not average (no_sync left on)
+        if self._sync_average and not self._reduced:
+            # Every worker joins a sync step's average, or those that did
+            # would wait for it forever: after a backward pass whose end did
+            # not average (no_sync left on), and without one (step() with
+            # no backward(), skip_step(), finish()). A step without a
+            # gradient of its own (skipped, or every .grad None and no
+            # backward) adds nothing: its examples are out of the average
+            # and of the update, and it pushes no tensor.
+            nothing = absent_all or (self._passes == 0 and
+                                     all(e.param.grad is None for e in self._layout))
+            if nothing:
+                self._worker.set_step_examples(0)
+            self._reduce(nothing=nothing)
+            absent_all = nothing
         absent = self._flat.gather_grads()
         if absent_all:
             # Nothing of this worker's: no tensor, and zeros for a sync

@@ -14,7 +14,10 @@ algorithm with an overflow on one rank (--amp=scaler: torch's GradScaler
 on CUDA, the same algorithm written out on the CPU, where Debian's
 PyTorch has none); gradient accumulation (--accumulate=passes: two
 backward passes a step; no_sync: DDP's no_sync for the first); a user's
-own checkpoint of model and optimizer (--save, --load, --start)."""
+own checkpoint of model and optimizer (--save, --load, --start); a rank
+that skips backward() on some steps but still calls step()
+(--skip_backward: the last of --skip_world ranks; the one-process
+reference takes the other ranks' rows of those steps' global batch)."""
 
 import argparse
 import math
@@ -151,6 +154,11 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
     step = opt.global_step if pst is not None else 0
     while step < steps:
         xb, yb = batch(x, y, args.start + step, rank, world, args.batch_size, args.seed)
+        skip = step in args.skip_backward and (pst is not None or world == 1)
+        if skip and pst is None:  # one process: the rows whose backward ran
+            keep = torch.arange(xb.shape[0]) % args.skip_world != args.skip_world - 1
+            xb, yb = xb[keep], yb[keep]
+        skip = skip and pst is not None and rank == world - 1
         head = "b" if args.branch and step % 3 == 2 else "a"
         if args.unfreeze_at >= 0:
             model.body.weight.requires_grad_(step >= args.unfreeze_at)
@@ -175,7 +183,8 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
                     if step in args.overflow_steps and rank == world - 1 and i == len(micro) - 1:
                         loss = loss * float("inf")  # an overflow on this rank alone
                     loss = scaler.scale(loss)
-                loss.backward()
+                if not skip:
+                    loss.backward()
         if scaler is not None:
             scaler.unscale_(opt)
         if args.clip == "norm":
@@ -292,6 +301,10 @@ def main():
     p.add_argument("--overflow_steps", default="5,6",
                    help="scaler: steps whose loss overflows on the last rank")
     p.add_argument("--accumulate", default="none", choices=["none", "passes", "no_sync"])
+    p.add_argument("--skip_backward", default="",
+                   help="steps at which the last rank calls step() without backward()")
+    p.add_argument("--skip_world", type=int, default=2,
+                   help="one-process reference of --skip_backward: the pstrain run's workers")
     p.add_argument("--save", default="", help="the end's model and optimizer state_dicts")
     p.add_argument("--job_steps", type=int, default=-1,
                    help="pstrain: the job's length (total_steps; 0: none, -1: --steps)")
@@ -302,6 +315,7 @@ def main():
     p.add_argument("--out", default="")
     args = p.parse_args()
     args.overflow_steps = {int(s) for s in args.overflow_steps.split(",") if s}
+    args.skip_backward = {int(s) for s in args.skip_backward.split(",") if s}
     args.steps_on_rank = {int(r): int(n) for r, n in
                           (item.split(":") for item in args.steps_on_rank.split(",") if item)}
     torch.set_num_threads(1)
