@@ -36,7 +36,8 @@
 # Environment: BUILD_DIR (default build), PYTHON (default /usr/bin/python3,
 # Debian's python3-torch; on a GPU host its own), MODEL (mlp, wide or
 # resnet18), DEVICE (cpu or cuda), NUM_PS (1), STEPS (mlp 600, else 40 a
-# run), SECURITY ("curve insecure").
+# run), SECURITY ("curve insecure"; curve-tcp: CURVE with
+# --colocated_ipc=false, every ps reached over TCP as from another host).
 # Needs a build with libpstrain.so and wire_bench (tools/setup.sh). On a
 # GPU host, with a build packed here by benchmarks/gpu_pack.sh (.gpu/) and
 # the host's own PyTorch:
@@ -98,7 +99,10 @@ PY
 
 run_pstrain() {
   local round=$1 security=$2 dir="$out/pstrain-$2-$1" flags=() line
-  [[ $security == insecure ]] && flags=(--insecure)
+  case $security in
+    insecure) flags=(--insecure) ;;
+    curve-tcp) flags=(--colocated_ipc=false) ;;
+  esac
   "$bin/pstrain" launch --cluster_spec="$spec" --free_ports \
     --mode=sync --max_steps="$steps" --run_dir="$dir" "${flags[@]}" \
     -- "$python" "$train" "${train_args[@]}" >"$dir.log" 2>&1 ||
@@ -115,8 +119,9 @@ for ((r = 1; r <= rounds; ++r)); do
 done | tee "$out/results"
 
 wire_security=()
-for s in "${securities[@]}"; do wire_security+=("$([[ $s == curve ]] && echo curve || echo plain)"); done
-"$bin/wire_bench" --sizes="$floats" --workers=1 --security="$(IFS=,; echo "${wire_security[*]}")" \
+for s in "${securities[@]}"; do wire_security+=("$([[ $s == curve* ]] && echo curve || echo plain)"); done
+"$bin/wire_bench" --sizes="$floats" --workers=1 \
+  --security="$(printf '%s\n' "${wire_security[@]}" | sort -u | paste -sd,)" \
   --echo_work=none,sgd --rounds="$rounds" --seconds=2 2>/dev/null | grep '^RESULT' | grep 'system=echo' |
   tee -a "$out/results"
 
@@ -129,7 +134,7 @@ single = med([float(r["median"]) for r in rows if r.get("system") == "single"])
 both_ways = 2 * 4 * int(sys.argv[2])
 for security in sys.argv[3:]:
     runs = [r for r in rows if r.get("system") == "pstrain" and r["security"] == security]
-    wire = "curve" if security == "curve" else "plain"
+    wire = "curve" if security.startswith("curve") else "plain"
     echo = med([float(r["p50_round_trip_us"]) for r in rows
                 if r.get("system") == "echo" and r["security"] == wire])
     echo_sgd = med([float(r["p50_round_trip_us"]) for r in rows

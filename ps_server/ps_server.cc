@@ -1,5 +1,7 @@
 #include "ps_server/ps_server.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +38,7 @@ void AddPrincipals(const ClusterSpec& cluster, const TransportSecurity& security
   if (!security.secure()) return;
   auto add = [&](const std::string& name, Principal who) {
     guard->allowed_keys[security.secret->KeyPairFor(name).public_key] = name;
+    guard->local_passwords[name] = security.secret->LocalPassword(name);
     handler->principals[name] = who;
   };
   std::vector<TaskId> tasks = cluster.AllTasks();
@@ -100,6 +103,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
         absl::StrCat(task.ToString(), " (", address, "): ", socket.status().message()));
   }
   server->socket_ = *std::move(socket);
+  if (security.secure()) server->BindLocal(hp.port, socket_options);
   RETURN_IF_ERROR(server->guard_->Watch(server->socket_));
   RETURN_IF_ERROR(server->OpenTimeline());
   if (options.metrics_port != 0) {
@@ -181,6 +185,10 @@ absl::Status PsServer::Run() {
               << absl::StrCat(absl::Hex(cluster_.JobId())) << ", " << cluster_.num_workers()
               << " workers, " << cluster_.num_ps() << " ps)";
   }
+  if (!local_endpoint_.empty()) {
+    LOG(INFO) << task_.ToString() << " also listening on " << local_endpoint_
+              << " for the workers of this host (PLAIN with the job's passwords)";
+  }
   started_us_ = last_wait_log_us_ = MonotonicMicros();
   for (;;) {
     std::vector<zmq::socket_t*> sockets = {&socket_};
@@ -229,6 +237,11 @@ void PsServer::ServeReadable() {
 }
 
 void PsServer::Process(RoutedMessage routed) {
+  if (routed.local && !local_peers_.contains(routed.identity)) {
+    // Bounded: only the job's tasks pass the Unix socket's handshake.
+    if (local_peers_.size() >= kMaxLocalPeers) local_peers_.clear();
+    local_peers_.insert(routed.identity);
+  }
   const Peer peer{std::move(routed.identity), std::move(routed.user_id)};
   std::vector<Reply> replies;
   handler_.CountBytes(static_cast<int64_t>(routed.wire_bytes), 0);
@@ -294,6 +307,31 @@ void PsServer::ExpirePieces() {
   Send(&replies);
 }
 
+PsServer::~PsServer() {
+  if (!local_endpoint_.empty()) RemoveLocalEndpoint(local_endpoint_);
+}
+
+void PsServer::BindLocal(int port, SocketOptions options) {
+  const std::string dir = LocalDir(*security_.secret);
+  absl::Status s = PrepareLocalDir(dir);
+  const std::string endpoint = LocalEndpoint(dir, task_.ToString(), port);
+  if (s.ok()) {
+    if (const int stale = RemoveStaleSockets(dir); stale > 0) {
+      LOG(INFO) << task_.ToString() << ": removed " << stale
+                << " socket file(s) of ps processes that are gone from " << dir;
+    }
+    options.curve_server_keys.reset();
+    options.plain_server = true;
+    s = BindAlso(socket_, endpoint, options);
+  }
+  if (!s.ok()) {
+    LOG(WARNING) << task_.ToString() << ": no Unix socket for the workers of this host ("
+                 << s.message() << "); they reach it over TCP with CURVE";
+    return;
+  }
+  local_endpoint_ = endpoint;
+}
+
 void PsServer::Send(std::vector<Reply>* replies) {
   for (Reply& r : *replies) {
     if (r.header.has_error() && r.header.error().code() != 0) {
@@ -307,6 +345,10 @@ void PsServer::Send(std::vector<Reply>* replies) {
     const proto::MessageType type = r.header.type();
     if ((type == proto::HEARTBEAT || type == proto::STATS) && r.header.error().code() == 0) {
       for (const proto::ShardPlacement& p : shards_.Placements()) *r.header.add_hosted() = p;
+      if (type == proto::HEARTBEAT && !local_endpoint_.empty()) {
+        r.header.set_local_endpoint(local_endpoint_);
+        r.header.set_local_pid(::getpid());
+      }
     }
     zmq::message_t body = ReplyBody(r);
     size_t body_bytes = body.size();
@@ -314,7 +356,9 @@ void PsServer::Send(std::vector<Reply>* replies) {
     // each piece without a copy as the whole would be.
     const bool params = r.with_params && r.payload == nullptr;
     const bool rows = type == proto::EMBEDDING_PULL && r.payload != nullptr;
-    PieceLayout layout = params || rows ? PiecesFor(body_bytes, security_.secure()) : PieceLayout();
+    // Over the Unix socket nothing is encrypted: plaintext's pieces.
+    const bool curve = security_.secure() && !local_peers_.contains(r.peer);
+    PieceLayout layout = params || rows ? PiecesFor(body_bytes, curve) : PieceLayout();
     absl::Status fits = FitsOneMessage(
         body_bytes, options_.max_message_bytes,
         [&] { return absl::StrCat("the answer to this ", proto::MessageType_Name(type)); },

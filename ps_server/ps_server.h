@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "common/cancellation.h"
@@ -58,6 +59,7 @@
 #include "ps_server/request_handler.h"
 #include "ps_server/shard_metrics.h"
 #include "transport/handshake_guard.h"
+#include "transport/local_route.h"
 #include "transport/pieces.h"
 #include "transport/security.h"
 #include "transport/transport.h"
@@ -79,7 +81,11 @@ class PsServer {
   // naming its reason), or a job failure (Aborted).
   absl::Status Run();
 
+  // Removes the Unix socket's file (local_endpoint()).
+  ~PsServer();
+
   const std::string& endpoint() const { return endpoint_; }
+  const std::string& local_endpoint() const { return local_endpoint_; }
   proto::ShardStats Stats() const { return shards_.own().Stats(); }
 
  private:
@@ -95,6 +101,9 @@ class PsServer {
   // Gives up, and answers, partial messages whose pieces stopped coming
   // for --peer_timeout_s.
   void ExpirePieces();
+  // Binds the socket at the Unix socket of this host's workers, logging why
+  // not when it cannot (they then come over TCP).
+  void BindLocal(int port, SocketOptions options);
   void Send(std::vector<Reply>* replies);
   // The payload frame of `r`: the shard's parameters without a copy, or
   // its own payload; none. A reply naming a shard not served here becomes
@@ -135,6 +144,13 @@ class PsServer {
   std::unique_ptr<HandshakeGuard> guard_;  // before socket_: closed after it
   zmq::socket_t socket_;
   std::string endpoint_;
+  // The Unix socket for the workers of this host (transport/local_route.h;
+  // CURVE jobs only), "" when none.
+  std::string local_endpoint_;
+  // Routing ids of the peers on it (their replies go in plaintext's
+  // pieces), at most kMaxLocalPeers.
+  static constexpr size_t kMaxLocalPeers = 4096;
+  absl::flat_hash_set<std::string> local_peers_;
   HostedShards shards_;      // its own shard, and one it adopted (failover)
   RequestHandler& handler_;  // shards_.own()
   TransportSecurity security_;

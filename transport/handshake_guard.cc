@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sodium.h>
 #include <sys/socket.h>
 
 #include <cstring>
@@ -102,11 +103,26 @@ void HandshakeGuard::AnswerZap(std::vector<zmq::message_t>& request) {
     std::memcpy(key.data(), request[6].data(), key.size());
     auto it = options_.allowed_keys.find(key);
     if (it != options_.allowed_keys.end()) user_id = it->second;
+  } else if (request.size() >= 8 && request[5].to_string_view() == "PLAIN" &&
+             !options_.allowed_keys.empty()) {
+    auto it = options_.local_passwords.find(request[6].to_string());
+    const zmq::message_t& given = request[7];
+    if (it != options_.local_passwords.end() && given.size() == it->second.size() &&
+        sodium_memcmp(given.data(), it->second.data(), given.size()) == 0) {
+      user_id = it->first;
+    }
   }
   const bool ok = !user_id.empty();
   const std::string request_id = request.size() > 1 ? request[1].to_string() : "";
-  const std::string reply[] = {"1.0", request_id, ok ? "200" : "400",
-                               ok ? "OK" : "not a task of this job", user_id, ""};
+  // ZMTP metadata the peer's messages carry (RoutedMessage::local): one
+  // property, a 1-byte name length, the name, a 4-byte value length.
+  std::string metadata;
+  if (ok && request[5].to_string_view() == "PLAIN") {
+    metadata = std::string("\x05Route\x00\x00\x00\x04unix", 14);
+  }
+  const std::string reply[] = {
+      "1.0",   request_id, ok ? "200" : "400", ok ? "OK" : "not a task of this job",
+      user_id, metadata};
   try {
     for (size_t i = 0; i < 6; ++i) {
       zmq::message_t frame(reply[i]);

@@ -119,6 +119,25 @@ CurveKeyPair JobSecret::KeyPairFor(absl::string_view name) const {
   return pair;
 }
 
+std::string JobSecret::LocalPassword(absl::string_view name) const {
+  InitSodium();
+  const std::string label = absl::StrCat("pstrain/plain/v1/", name);
+  std::array<uint8_t, 32> out;
+  crypto_generichash(out.data(), out.size(), reinterpret_cast<const unsigned char*>(label.data()),
+                     label.size(), bytes_.data(), bytes_.size());
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(out.data()), out.size()));
+}
+
+std::string JobSecret::LocalTag() const {
+  InitSodium();
+  const absl::string_view label = "pstrain/ipc/v1";
+  std::array<uint8_t, 32> out;
+  crypto_generichash(out.data(), out.size(), reinterpret_cast<const unsigned char*>(label.data()),
+                     label.size(), bytes_.data(), bytes_.size());
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(out.data()), 8));
+}
+
 bool SecretFileIsShared(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return false;

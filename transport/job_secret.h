@@ -59,6 +59,14 @@ class JobSecret {
   // The CURVE key pair of the task (or tool) called `name`.
   CurveKeyPair KeyPairFor(absl::string_view name) const;
 
+  // What the task `name` proves itself with on a ps's Unix socket
+  // (transport/local_route.h): 64 hex digits of
+  // BLAKE2b-256(key = secret, "pstrain/plain/v1/" + name).
+  std::string LocalPassword(absl::string_view name) const;
+  // The job's directory name under the user's private directory: 16 hex
+  // digits of BLAKE2b-256(key = secret, "pstrain/ipc/v1").
+  std::string LocalTag() const;
+
  private:
   explicit JobSecret(const std::array<uint8_t, 32>& bytes) : bytes_(bytes) {}
 

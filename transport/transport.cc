@@ -39,7 +39,7 @@ bool IsIpLiteral(const std::string& host) {
 
 zmq::const_buffer KeyBuffer(const CurveKey& key) { return zmq::buffer(key.data(), key.size()); }
 
-void ApplyCurve(zmq::socket_t& s, const SocketOptions& options) {
+void ApplySecurity(zmq::socket_t& s, const SocketOptions& options) {
   if (options.curve_server_keys) {
     s.set(zmq::sockopt::curve_server, 1);
     s.set(zmq::sockopt::curve_secretkey, KeyBuffer(options.curve_server_keys->secret_key));
@@ -49,6 +49,14 @@ void ApplyCurve(zmq::socket_t& s, const SocketOptions& options) {
     s.set(zmq::sockopt::curve_serverkey, KeyBuffer(*options.curve_server_public_key));
     s.set(zmq::sockopt::curve_publickey, KeyBuffer(options.curve_client_keys->public_key));
     s.set(zmq::sockopt::curve_secretkey, KeyBuffer(options.curve_client_keys->secret_key));
+  }
+  if (options.plain_server) {
+    s.set(zmq::sockopt::plain_server, 1);
+    s.set(zmq::sockopt::zap_domain, "pstrain");
+  }
+  if (!options.plain_username.empty()) {
+    s.set(zmq::sockopt::plain_username, options.plain_username);
+    s.set(zmq::sockopt::plain_password, options.plain_password);
   }
 }
 
@@ -62,7 +70,7 @@ std::string UserIdOf(zmq::message_t& frame) {
 }
 
 void ApplyCommonOptions(zmq::socket_t& s, const SocketOptions& options, bool ipv6) {
-  ApplyCurve(s, options);
+  ApplySecurity(s, options);
   s.set(zmq::sockopt::linger, options.linger_ms);
   s.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
   s.set(zmq::sockopt::tcp_keepalive, 1);
@@ -141,6 +149,17 @@ absl::StatusOr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::str
     s.set(zmq::sockopt::router_mandatory, 1);
     s.bind(endpoint);
     return s;
+  } catch (const zmq::error_t& e) {
+    return absl::UnavailableError(absl::StrCat("cannot bind ", endpoint, ": ", e.what()));
+  }
+}
+
+absl::Status BindAlso(zmq::socket_t& router, const std::string& endpoint,
+                      const SocketOptions& options) {
+  try {
+    ApplySecurity(router, options);
+    router.bind(endpoint);
+    return absl::OkStatus();
   } catch (const zmq::error_t& e) {
     return absl::UnavailableError(absl::StrCat("cannot bind ", endpoint, ": ", e.what()));
   }
@@ -342,6 +361,10 @@ RoutedMessage ReceiveRouted(zmq::socket_t& router) {
   out.identity = drained->frames.front().to_string();
   if (drained->frames.size() > 1) {
     out.user_id = UserIdOf(drained->frames[1]);
+    if (!out.user_id.empty()) {
+      const char* route = zmq_msg_gets(drained->frames[1].handle(), "Route");
+      out.local = route != nullptr && std::strcmp(route, "unix") == 0;
+    }
     // The connection's file descriptor (-1 where the transport has none):
     // how the ps ties a peer's partial message to the connection it came
     // on, whose close the socket monitor reports by descriptor.

@@ -79,6 +79,9 @@ struct RoutedMessage {
   std::string user_id;
   absl::StatusOr<Message> message = absl::UnknownError("not received");
   size_t wire_bytes = 0;  // all frames, identity excluded
+  // It came over a ps's Unix socket (transport/local_route.h): the ZAP
+  // handler marked the connection.
+  bool local = false;
   // The connection the message came on, as a file descriptor (-1: not
   // known). Unique among open connections only: a closed one's number is
   // reused (HandshakeGuard::TakeClosed reports closes in order).
@@ -103,6 +106,12 @@ struct SocketOptions {
   std::optional<CurveKeyPair> curve_server_keys;
   std::optional<CurveKeyPair> curve_client_keys;
   std::optional<CurveKey> curve_server_public_key;
+  // PLAIN, for a ps's Unix socket (transport/local_route.h): a ROUTER with
+  // plain_server checks its clients' names and passwords with the ZAP
+  // handler of its context; a DEALER with both strings gives them.
+  bool plain_server = false;
+  std::string plain_username;
+  std::string plain_password;
 };
 
 // Whether a message of `bytes` fits what every task takes: a task's ZeroMQ
@@ -150,6 +159,12 @@ absl::StatusOr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::str
 // Creates a DEALER socket connected to `endpoint`. Connecting is
 // asynchronous: with options.immediate, sends fail with Unavailable until the
 // TCP connection is up; without, they are queued until it is.
+// Binds `router` (made by BindRouter) at one more endpoint, whose peers
+// meet the security `options` set (libzmq takes a socket's mechanism for
+// each endpoint when it is bound: the first endpoint's peers keep theirs).
+absl::Status BindAlso(zmq::socket_t& router, const std::string& endpoint,
+                      const SocketOptions& options);
+
 absl::StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& context, const std::string& endpoint,
                                             const SocketOptions& options);
 

@@ -13,7 +13,9 @@ PeerLiveness::PeerLiveness(std::vector<std::string> names, double peer_timeout_s
       clock_(clock),
       last_answer_us_(names_.size(), 0),
       instances_(names_.size(), 0),
-      hosted_(names_.size()) {}
+      hosted_(names_.size()),
+      local_endpoints_(names_.size()),
+      local_pids_(names_.size(), 0) {}
 
 absl::Status PeerLiveness::status() const {
   absl::MutexLock lock(&mu_);
@@ -57,6 +59,8 @@ std::vector<PsView> PeerLiveness::Views() const {
   for (size_t i = 0; i < names_.size(); ++i) {
     out[i].answered = last_answer_us_[i] != 0;
     out[i].hosted = hosted_[i];
+    out[i].local_endpoint = local_endpoints_[i];
+    out[i].local_pid = local_pids_[i];
   }
   return out;
 }
@@ -78,6 +82,10 @@ bool PeerLiveness::OnReply(size_t i, const proto::Header& reply) {
     if (instance != 0) instances_[i] = instance;
     const bool lists = reply.type() == proto::HEARTBEAT || reply.type() == proto::STATS;
     if (lists && e.code() == 0) hosted_[i].assign(reply.hosted().begin(), reply.hosted().end());
+    if (reply.type() == proto::HEARTBEAT && e.code() == 0) {
+      local_endpoints_[i] = reply.local_endpoint();
+      local_pids_[i] = reply.local_pid();
+    }
   }
   if (restarted)
     latched = LatchRejoin(absl::StrCat(names_[i], " restarted (a new process)")) || latched;

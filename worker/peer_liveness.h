@@ -78,6 +78,8 @@ class PeerLiveness {
   std::vector<int64_t> last_answer_us_ ABSL_GUARDED_BY(mu_);  // 0: never
   std::vector<uint64_t> instances_ ABSL_GUARDED_BY(mu_);      // 0: none seen yet
   std::vector<std::vector<proto::ShardPlacement>> hosted_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> local_endpoints_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> local_pids_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pstrain

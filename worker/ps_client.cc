@@ -12,6 +12,7 @@
 #include "common/rejoin.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "transport/local_route.h"
 #include "transport/pieces.h"
 #include "transport/transport.h"
 #include "worker/shard_routes.h"
@@ -81,6 +82,8 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterSpec& cl
     UseCurveClient(options.security, self.ToString(), ps.ToString(), &socket_options);
     ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(client->context_, endpoint, socket_options));
     client->sockets_.push_back(std::move(s));
+    client->used_.push_back(false);
+    client->local_.push_back(false);
     targets.push_back({client->ShardName(k), endpoint, socket_options});
   }
   HeartbeatOptions hb;
@@ -157,6 +160,7 @@ absl::Status PsClient::WaitForServers(double timeout_s) {
       }
       route_ = routes;
       routed_ = true;
+      UseLocalRoutes(views);
       return absl::OkStatus();
     }
     if (cancel_->cancelled()) {
@@ -176,6 +180,40 @@ absl::Status PsClient::WaitForServers(double timeout_s) {
       last_log = MonotonicMicros();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void PsClient::UseLocalRoutes(const std::vector<PsView>& views) {
+  if (!options_.colocated_ipc || !options_.security.secure()) return;
+  absl::StatusOr<HostPort> self = ParseHostPort(cluster_.Address(self_));
+  if (!self.ok()) return;
+  const std::string dir = LocalDir(*options_.security.secret);
+  for (size_t p = 0; p < views.size() && p < sockets_.size(); ++p) {
+    if (local_[p] || used_[p] || views[p].local_endpoint.empty()) continue;
+    const TaskId ps{TaskType::kPs, static_cast<int>(p)};
+    absl::StatusOr<HostPort> there = ParseHostPort(cluster_.Address(ps));
+    if (!there.ok() || !SameHost(*self, *there)) continue;
+    absl::Status s = CheckLocalEndpoint(views[p].local_endpoint, dir);
+    if (s.ok()) s = CheckLocalListener(views[p].local_endpoint, views[p].local_pid);
+    if (!s.ok()) {
+      LOG(INFO) << ShardName(static_cast<int>(p)) << ": over TCP with CURVE (" << s.message()
+                << ")";
+      continue;
+    }
+    SocketOptions o;
+    o.max_message_bytes = options_.max_message_bytes;
+    o.plain_username = self_.ToString();
+    o.plain_password = options_.security.secret->LocalPassword(o.plain_username);
+    absl::StatusOr<zmq::socket_t> local = ConnectDealer(context_, views[p].local_endpoint, o);
+    if (!local.ok()) {
+      LOG(WARNING) << ShardName(static_cast<int>(p)) << ": over TCP with CURVE ("
+                   << local.status().message() << ")";
+      continue;
+    }
+    sockets_[p] = *std::move(local);
+    local_[p] = true;
+    LOG(INFO) << ShardName(static_cast<int>(p)) << ": over its Unix socket "
+              << views[p].local_endpoint << " (this host; PLAIN, not encrypted)";
   }
 }
 
@@ -236,10 +274,11 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
   }
   // A large gradient in pieces (transport/pieces.h): under CURVE the ps
   // decrypts one while the next is encrypted here.
-  const PieceLayout layout = type == proto::PUSH || type == proto::PUSH_PULL ||
-                                     type == proto::REDUCE || type == proto::EMBEDDING_PUSH
-                                 ? PiecesFor(call.payload.size(), options_.security.secure())
-                                 : PieceLayout();
+  const PieceLayout layout =
+      type == proto::PUSH || type == proto::PUSH_PULL || type == proto::REDUCE ||
+              type == proto::EMBEDDING_PUSH
+          ? PiecesFor(call.payload.size(), options_.security.secure() && !local_[call.ps()])
+          : PieceLayout();
   // The ps would refuse it (its ZeroMQ dropping the connection on a whole
   // frame, its assembler the pieces), and the call wait or fail later.
   RETURN_IF_ERROR(FitsOneMessage(
@@ -266,6 +305,7 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
 absl::Status PsClient::SendMessage(const Call& call, const proto::Header& header,
                                    absl::Span<const char> payload, int64_t deadline_us) {
   for (int64_t backoff_us = 1000;; backoff_us = std::min<int64_t>(backoff_us * 2, 100'000)) {
+    used_[call.ps()] = true;
     const absl::Status s = SendRequestBytes(sockets_[call.ps()], header, payload, true);
     if (s.ok()) {
       sent_bytes_ += static_cast<int64_t>(header.ByteSizeLong() + payload.size());

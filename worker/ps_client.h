@@ -65,6 +65,12 @@ struct PsClientOptions {
   // each connection to one of them, so with several the traffic to
   // different ps tasks (CURVE's encryption above all) is handled at once.
   int io_threads = 1;
+  // With CURVE: requests to a ps on this host go over its Unix socket,
+  // unencrypted and authenticated by PLAIN (transport/local_route.h),
+  // once the ps says where it is; else, and across hosts, over TCP. Off
+  // here (benchmarks of the wire and tests of CURVE get TCP); the
+  // worker's --colocated_ipc turns it on by default.
+  bool colocated_ipc = false;
   // Stops every wait of the client: it then returns Cancelled. The worker's
   // is its SIGINT/SIGTERM (worker/main.cc). Borrowed; must outlive the
   // client. Null: never cancelled.
@@ -459,6 +465,9 @@ class PsClient {
   std::vector<uint64_t> instances_;  // [ps] the ps process that answered first
   std::vector<int> route_;           // [shard] the ps serving it (WaitForServers)
   std::vector<int> pinned_;          // [shard] where SetRoute moved it, until the views agree; -1
+  // WaitForServers: each ps of this host whose socket is unused yet
+  // (nothing in flight) is reached over its Unix socket from now on.
+  void UseLocalRoutes(const std::vector<PsView>& views);
   bool routed_ = false;              // WaitForServers chose route_ (CheckRoutes runs from then)
   // The push/pull under way between StartPushPull and FinishPushPull.
   struct PendingStep {
@@ -517,6 +526,8 @@ class PsClient {
   std::vector<std::vector<float>> embedding_in_;
   zmq::context_t context_;
   std::vector<zmq::socket_t> sockets_;
+  std::vector<bool> used_;   // [ps] a request went out on sockets_[ps]
+  std::vector<bool> local_;  // [ps] sockets_[ps] is the ps's Unix socket
   std::unique_ptr<HeartbeatMonitor> heartbeat_;
   bool watch_heartbeat_ = true;  // false once SHUTDOWN is under way
   int64_t sent_bytes_ = 0;

@@ -213,6 +213,7 @@ const std::vector<Field>& Fields() {
       Plain("peer_timeout_s", &O::peer_timeout_s),
       Plain("heartbeat_interval_s", &O::heartbeat_interval_s),
       Plain("rpc_timeout_s", &O::rpc_timeout_s),
+      Plain("colocated_ipc", &O::colocated_ipc),
       Plain("recovery_timeout_s", &O::recovery_timeout_s),
       Plain("register_timeout_s", &O::register_timeout_s),
       Plain("checkpoint_dir", &O::checkpoint_dir),

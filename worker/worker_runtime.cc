@@ -144,6 +144,7 @@ absl::Status WorkerRuntime::Setup() {
   client_options_.peer_timeout_s = o.peer_timeout_s;
   client_options_.heartbeat_interval_s = o.heartbeat_interval_s;
   client_options_.rpc_timeout_s = o.rpc_timeout_s;
+  client_options_.colocated_ipc = o.colocated_ipc;
   client_options_.max_message_bytes = o.max_message_mb << 20;
   client_options_.security = security_;
   client_options_.cancel = options_.cancel;

@@ -170,6 +170,22 @@ TEST(GoldenEquivalence, OverlapChangesNothingButWhenPushesLeave) {
       << "--overlap changed the parameters: " << Compare(with, without).max_abs;
 }
 
+// With CURVE, the workers reach the ps tasks of their host over the ps's
+// Unix socket (transport/local_route.h), not encrypted: what they train
+// is what they train over TCP with CURVE, bit for bit.
+TEST(GoldenEquivalence, TheUnixSocketChangesNothing) {
+  std::string ipc_log, tcp_log;
+  const std::vector<float> ipc = RunAndReadParams(2, 64, 1, {"--colocated_ipc=true"}, &ipc_log);
+  const std::vector<float> tcp = RunAndReadParams(2, 64, 1, {"--colocated_ipc=false"}, &tcp_log);
+  EXPECT_EQ(CountOf(ipc_log, "also listening on ipc://"), 2) << ipc_log;
+  EXPECT_EQ(CountOf(ipc_log, ": over its Unix socket ipc://"), 4) << ipc_log;  // 2 workers x 2 ps
+  EXPECT_EQ(CountOf(tcp_log, "over its Unix socket"), 0) << tcp_log;
+  ASSERT_EQ(ipc.size(), tcp.size());
+  ASSERT_FALSE(ipc.empty());
+  EXPECT_EQ(std::memcmp(ipc.data(), tcp.data(), sizeof(float) * ipc.size()), 0)
+      << "the Unix socket changed the parameters: " << Compare(ipc, tcp).max_abs;
+}
+
 // Runs 2 sync workers of `batch_size` with `flags` twice, with
 // --forward_ahead and without, and expects the same final parameters bit
 // for bit; only the first run's log mentions it. Returns how many floats
@@ -193,13 +209,14 @@ size_t ExpectForwardAheadChangesNothing(int batch_size, const std::vector<std::s
 }
 
 // Forward ahead where its waits count a reply's pieces: cnn_large's shards
-// (2.4 MB each over 2 ps) come back in pieces under CURVE, first layers
-// first, so conv1's forward starts on the first piece of shard 0. The
-// parameters are still those of a run without it, bit for bit.
+// (2.4 MB each over 2 ps) come back in pieces under CURVE (over TCP, as
+// from another host), first layers first, so conv1's forward starts on the
+// first piece of shard 0. The parameters are still those of a run without
+// it, bit for bit.
 TEST(GoldenEquivalence, ForwardAheadOnRepliesInPiecesChangesNothing) {
   std::string with_log;
-  const size_t floats =
-      ExpectForwardAheadChangesNothing(16, {"--model=cnn_large", "--max_steps=6"}, &with_log);
+  const size_t floats = ExpectForwardAheadChangesNothing(
+      16, {"--model=cnn_large", "--max_steps=6", "--colocated_ipc=false"}, &with_log);
   EXPECT_EQ(floats, 1199882u);
   EXPECT_EQ(CountOf(with_log, "forward ahead: 5 steps"), 2) << with_log;
   EXPECT_EQ(CountOf(with_log, "(replies in pieces: "), 2) << with_log;

@@ -91,7 +91,7 @@ TEST(PsClient, TwoIoThreadsPushAndPullEveryShardWithCurve) {
   EXPECT_TRUE((*client)->Shutdown().ok());
 }
 
-// One shard of 1,000,003 floats (4 MB): with CURVE the push and the reply
+// One shard of 1,000,003 floats (4 MB): with CURVE (over TCP) the push and the reply
 // go in pieces, and the parameters come back exact, step after step;
 // without it, whole.
 TEST(PsClient, LargePayloadsGoInPiecesWithCurveOnly) {
@@ -107,6 +107,7 @@ TEST(PsClient, LargePayloadsGoInPiecesWithCurveOnly) {
     LiveShards shards(*spec, security);
     PsClientOptions options;
     options.security = security;
+    options.colocated_ipc = false;  // CURVE over TCP, as from another host
     auto client = PsClient::Create(*spec, {TaskType::kWorker, 0}, *plan, options);
     ASSERT_TRUE(client.ok()) << client.status();
     proto::JobConfig job;

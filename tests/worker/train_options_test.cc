@@ -56,7 +56,7 @@ void ExpectSame(const TrainOptions& a, const TrainOptions& b) {
 
 TEST(TrainOptions, EveryFieldIsAFlagWhoseDefaultIsTheFieldsDefault) {
   const std::vector<std::string> args = TrainOptions().ToArgs();
-  EXPECT_EQ(args.size(), 54u);  // one per field
+  EXPECT_EQ(args.size(), 55u);  // one per field
   for (const std::string& arg : args) {
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq - 2);

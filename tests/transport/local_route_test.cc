@@ -1,0 +1,160 @@
+// What a worker checks before it takes a ps's Unix socket
+// (transport/local_route.h), on real directories and a real ZeroMQ
+// socket: the private directory (this user's, 700, not a link), the path
+// (directly inside it, a socket of this user, listened on by the ps that
+// said so), the ps's clean-up of dead processes' sockets, and which spec addresses
+// are on one host.
+
+#include "transport/local_route.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "transport/transport.h"
+
+namespace pstrain {
+namespace {
+
+class LocalRouteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Short: a Unix socket's path has at most 107 bytes.
+    static int n = 0;
+    base_ = "/tmp/lr" + std::to_string(::getpid()) + "_" + std::to_string(n++);
+    ASSERT_EQ(::mkdir(base_.c_str(), 0755), 0);
+    dir_ = LocalDir(secret_, base_);
+  }
+  void TearDown() override { std::filesystem::remove_all(base_); }
+
+  JobSecret secret_ = JobSecret::Generate();
+  std::string base_;
+  std::string dir_;
+};
+
+TEST_F(LocalRouteTest, TheDirectoryIsTheUsersAndTheJobsAndMadePrivate) {
+  EXPECT_EQ(dir_, base_ + "/pstrain-" + std::to_string(::geteuid()) + "/" + secret_.LocalTag());
+  EXPECT_EQ(secret_.LocalTag().size(), 16u);
+  EXPECT_NE(JobSecret::Generate().LocalTag(), secret_.LocalTag());
+  ASSERT_TRUE(PrepareLocalDir(dir_).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(dir_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_TRUE(CheckLocalDir(dir_).ok());
+  EXPECT_TRUE(PrepareLocalDir(dir_).ok());  // again: already there
+}
+
+TEST_F(LocalRouteTest, ADirectoryOpenToOthersOrALinkIsRefused) {
+  ASSERT_TRUE(PrepareLocalDir(dir_).ok());
+  ASSERT_EQ(::chmod(dir_.c_str(), 0750), 0);
+  absl::Status s = CheckLocalDir(dir_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("open to its group or others"), absl::string_view::npos) << s;
+  EXPECT_FALSE(PrepareLocalDir(dir_).ok());  // not made private behind the user's back
+  // The user's directory replaced by a link to one the job does not own.
+  ASSERT_EQ(::chmod(dir_.c_str(), 0700), 0);
+  const std::string parent = dir_.substr(0, dir_.rfind('/'));
+  const std::string elsewhere = base_ + "/elsewhere";
+  ASSERT_EQ(::rename(parent.c_str(), elsewhere.c_str()), 0);
+  ASSERT_EQ(::symlink(elsewhere.c_str(), parent.c_str()), 0);
+  s = CheckLocalDir(dir_);
+  EXPECT_NE(s.message().find("not a directory"), absl::string_view::npos) << s;
+}
+
+TEST_F(LocalRouteTest, AnotherUsersDirectoryIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  ASSERT_TRUE(PrepareLocalDir(dir_).ok());
+  ASSERT_EQ(::chown(dir_.c_str(), 65534, 65534), 0);
+  absl::Status s = CheckLocalDir(dir_);
+  EXPECT_NE(s.message().find("owned by uid 65534"), absl::string_view::npos) << s;
+}
+
+TEST_F(LocalRouteTest, OnlyASocketOfThisUserDirectlyInsideIsTaken) {
+  ASSERT_TRUE(PrepareLocalDir(dir_).ok());
+  const std::string endpoint = LocalEndpoint(dir_, "ps:3", 2400);
+  EXPECT_EQ(endpoint, "ipc://" + dir_ + "/ps-3-2400-" + std::to_string(::getpid()) + ".sock");
+  // Nothing there yet (another host's, or another container's).
+  EXPECT_NE(CheckLocalEndpoint(endpoint, dir_).message().find("not here"), std::string::npos);
+  // A plain file in its place.
+  { std::ofstream(endpoint.substr(6)) << "x"; }
+  EXPECT_NE(CheckLocalEndpoint(endpoint, dir_).message().find("not a socket"), std::string::npos);
+  ASSERT_EQ(std::remove(endpoint.substr(6).c_str()), 0);
+  // A real ZeroMQ socket.
+  zmq::context_t context = NewContext(1);
+  auto router = BindRouter(context, endpoint, SocketOptions());
+  ASSERT_TRUE(router.ok()) << router.status();
+  EXPECT_TRUE(CheckLocalEndpoint(endpoint, dir_).ok()) << CheckLocalEndpoint(endpoint, dir_);
+  // Paths the ps may not send the worker to: TCP, outside the directory,
+  // below it, the directory itself.
+  for (const std::string& bad :
+       {std::string("tcp://127.0.0.1:2400"), "ipc://" + base_ + "/ps-3-2400.sock",
+        "ipc://" + dir_ + "/sub/ps-3-2400.sock", "ipc://" + dir_ + "/",
+        "ipc://" + dir_ + "x/ps-3-2400.sock"}) {
+    EXPECT_EQ(CheckLocalEndpoint(bad, dir_).code(), absl::StatusCode::kFailedPrecondition) << bad;
+  }
+  RemoveLocalEndpoint(endpoint);
+  router->close();
+  EXPECT_FALSE(CheckLocalEndpoint(endpoint, dir_).ok());
+  struct stat st;
+  EXPECT_NE(::stat(dir_.c_str(), &st), 0);  // the job's directory went with its last socket
+}
+
+TEST_F(LocalRouteTest, TheListenerMustBeTheAdvertisingProcesssOwn) {
+  ASSERT_TRUE(PrepareLocalDir(dir_).ok());
+  // Another process that says it listens there: a child made before the
+  // socket (so it holds no copy of it).
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  const std::string endpoint = LocalEndpoint(dir_, "ps:0", 2400);
+  EXPECT_NE(CheckLocalListener(endpoint, ::getpid()).message().find("nothing listens there"),
+            std::string::npos);
+  zmq::context_t context = NewContext(1);
+  auto router = BindRouter(context, endpoint, SocketOptions());
+  ASSERT_TRUE(router.ok()) << router.status();
+  EXPECT_TRUE(CheckLocalListener(endpoint, ::getpid()).ok())
+      << CheckLocalListener(endpoint, ::getpid());
+  const absl::Status other = CheckLocalListener(endpoint, child);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_NE(other.message().find("is not one of process"), std::string::npos) << other;
+  EXPECT_FALSE(CheckLocalListener(endpoint, child).ok());  // gone
+  RemoveLocalEndpoint(endpoint);
+}
+
+TEST_F(LocalRouteTest, SocketsOfProcessesThatAreGoneAreRemoved) {
+  ASSERT_TRUE(PrepareLocalDir(dir_).ok());
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);  // its pid names no process now
+  const std::string gone = dir_ + "/ps-1-2401-" + std::to_string(child) + ".sock";
+  const std::string live = dir_ + "/ps-0-2400-" + std::to_string(::getpid()) + ".sock";
+  const std::string other = dir_ + "/notes.txt";
+  for (const std::string& f : {gone, live, other}) std::ofstream(f) << "x";
+  EXPECT_EQ(RemoveStaleSockets(dir_), 1);
+  EXPECT_FALSE(std::filesystem::exists(gone));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  EXPECT_TRUE(std::filesystem::exists(other));
+}
+
+TEST_F(LocalRouteTest, LoopbackOrTheSameHostNameIsThisHost) {
+  EXPECT_TRUE(SameHost({"localhost", 1}, {"localhost", 2}));
+  EXPECT_TRUE(SameHost({"10.0.0.1", 1}, {"127.0.0.1", 2}));
+  EXPECT_TRUE(SameHost({"Node-1", 1}, {"node-1", 2}));
+  EXPECT_FALSE(SameHost({"10.0.0.1", 1}, {"10.0.0.2", 2}));
+  EXPECT_FALSE(SameHost({"localhost", 1}, {"node-1", 2}));
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,168 @@
+#include "transport/local_route.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+
+namespace pstrain {
+namespace {
+
+constexpr absl::string_view kIpcScheme = "ipc://";
+
+std::string Parent(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos || slash == 0 ? std::string("/") : path.substr(0, slash);
+}
+
+// `path` is a directory (not a link) of this user, open to nobody else.
+absl::Status CheckPrivateDir(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": cannot be read (", std::strerror(errno), ")"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": not a directory (a link?)"));
+  }
+  if (st.st_uid != ::geteuid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": owned by uid ", st.st_uid, ", not this user (", ::geteuid(), ")"));
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": open to its group or others (mode ",
+                                                      absl::StrCat(absl::Hex(st.st_mode & 07777)),
+                                                      "; it must be 700)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MakePrivateDir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot make ", path, ": ", std::strerror(errno)));
+  }
+  return CheckPrivateDir(path);
+}
+
+}  // namespace
+
+std::string LocalDir(const JobSecret& secret, absl::string_view base) {
+  return absl::StrCat(base, "/pstrain-", ::geteuid(), "/", secret.LocalTag());
+}
+
+absl::Status PrepareLocalDir(const std::string& dir) {
+  if (absl::Status s = MakePrivateDir(Parent(dir)); !s.ok()) return s;
+  return MakePrivateDir(dir);
+}
+
+absl::Status CheckLocalDir(const std::string& dir) {
+  if (absl::Status s = CheckPrivateDir(Parent(dir)); !s.ok()) return s;
+  return CheckPrivateDir(dir);
+}
+
+std::string LocalEndpoint(const std::string& dir, absl::string_view task_name, int port) {
+  return absl::StrCat(kIpcScheme, dir, "/", absl::StrReplaceAll(task_name, {{":", "-"}}), "-", port,
+                      "-", ::getpid(), ".sock");
+}
+
+int RemoveStaleSockets(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!absl::EndsWith(name, ".sock")) continue;
+    const size_t dash = name.find_last_of('-');
+    int64_t pid = 0;
+    if (dash == std::string::npos ||
+        !absl::SimpleAtoi(absl::string_view(name).substr(dash + 1, name.size() - dash - 6), &pid) ||
+        pid <= 0) {
+      continue;
+    }
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH &&
+        ::unlink(entry.path().c_str()) == 0) {
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+absl::Status CheckLocalListener(const std::string& endpoint, int64_t pid) {
+  const std::string path = endpoint.substr(std::min(endpoint.size(), kIpcScheme.size()));
+  // The listening sockets bound at the path, by inode: "Num RefCount
+  // Protocol Flags Type St Inode Path", Flags 00010000 when listening.
+  std::ifstream table("/proc/net/unix");
+  std::set<std::string> inodes;
+  for (std::string line; std::getline(table, line);) {
+    const std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() >= 8 && f[7] == path && f[3] == "00010000") inodes.emplace(f[6]);
+  }
+  if (inodes.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": nothing listens there"));
+  }
+  std::error_code ec;
+  const std::string fds = absl::StrCat("/proc/", pid, "/fd");
+  for (const auto& entry : std::filesystem::directory_iterator(fds, ec)) {
+    std::error_code link_ec;
+    const std::string target = std::filesystem::read_symlink(entry.path(), link_ec).string();
+    if (!link_ec && absl::StartsWith(target, "socket:[") && absl::EndsWith(target, "]") &&
+        inodes.count(target.substr(8, target.size() - 9)) > 0) {
+      return absl::OkStatus();
+    }
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      path, ": its listening socket is not one of process ", pid,
+      "'s (the ps that said it listens there)", ec ? absl::StrCat(": ", ec.message()) : ""));
+}
+
+absl::Status CheckLocalEndpoint(const std::string& endpoint, const std::string& dir) {
+  if (!absl::StartsWith(endpoint, kIpcScheme)) {
+    return absl::FailedPreconditionError(absl::StrCat(endpoint, ": not an ipc:// endpoint"));
+  }
+  const std::string path = endpoint.substr(kIpcScheme.size());
+  const std::string prefix = dir + "/";
+  if (!absl::StartsWith(path, prefix) || path.size() == prefix.size() ||
+      path.find('/', prefix.size()) != std::string::npos) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": not directly inside this job's private directory ", dir));
+  }
+  if (absl::Status s = CheckLocalDir(dir); !s.ok()) return s;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": not here (", std::strerror(errno),
+                                                      "): another host's, or another "
+                                                      "container's file system"));
+  }
+  if (!S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": not a socket of this user"));
+  }
+  return absl::OkStatus();
+}
+
+void RemoveLocalEndpoint(const std::string& endpoint) {
+  if (!absl::StartsWith(endpoint, kIpcScheme)) return;
+  const std::string path = endpoint.substr(kIpcScheme.size());
+  ::unlink(path.c_str());
+  ::rmdir(Parent(path).c_str());
+}
+
+bool SameHost(const HostPort& self, const HostPort& peer) {
+  return IsLoopbackHost(peer.host) ||
+         absl::AsciiStrToLower(self.host) == absl::AsciiStrToLower(peer.host);
+}
+
+}  // namespace pstrain
