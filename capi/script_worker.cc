@@ -352,11 +352,10 @@ absl::Status ScriptWorker::SetStepExamples(int num_examples) {
   if (num_examples < 0) {
     return UsageError(absl::StrCat("SetStepExamples: num_examples is ", num_examples));
   }
-  if (reduce_round_ > 0 ||
-      std::find(tensor_ready_.begin(), tensor_ready_.end(), true) != tensor_ready_.end()) {
+  if (std::find(tensor_ready_.begin(), tensor_ready_.end(), true) != tensor_ready_.end()) {
     return UsageError(
-        "SetStepExamples: a gradient of the step is ready or reduced already (its examples "
-        "went with it)");
+        "SetStepExamples: a tensor of the step is ready already (its push may have gone with "
+        "the examples)");
   }
   if (step_void_ || num_examples == step_.examples) return absl::OkStatus();
   step_.examples = num_examples;

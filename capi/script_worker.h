@@ -137,8 +137,8 @@ class ScriptWorker {
 
   absl::Status BeginStep(int num_examples);
   // The step's examples, learned after BeginStep (a step begun by a
-  // forward whose backward never ran: 0). A usage error once a tensor of
-  // the step is ready or reduced.
+  // forward whose backward never ran: 0), for the push and the Reduce
+  // calls after it. A usage error once a tensor of the step is ready.
   absl::Status SetStepExamples(int num_examples);
   absl::Status TensorReady(int tensor);
   // Whether the job writes a timeline (--timeline): a caller records its

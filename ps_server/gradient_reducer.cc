@@ -17,6 +17,7 @@ Eigen::Map<const Eigen::VectorXf> View(absl::Span<const float> x) {
 GradientReducer::GradientReducer(int num_workers, int64_t size)
     : size_(size),
       active_(static_cast<size_t>(num_workers), true),
+      pushed_(static_cast<size_t>(num_workers), -1),
       in_(static_cast<size_t>(num_workers), false),
       examples_(static_cast<size_t>(num_workers), 0),
       held_(static_cast<size_t>(num_workers)),
@@ -88,7 +89,7 @@ GradientReducer::Added GradientReducer::Add(int rank, int64_t version, uint32_t 
 bool GradientReducer::CheckComplete() {
   bool any = false;
   for (size_t r = 0; r < in_.size(); ++r) {
-    if (active_[r] && !in_[r]) return false;
+    if (active_[r] && !in_[r] && pushed_[r] < version_) return false;
     any = any || in_[r];
   }
   return any;
@@ -140,6 +141,15 @@ bool GradientReducer::SetActive(int rank, bool active) {
   return true;
 }
 
+bool GradientReducer::Pushed(int rank, int64_t version) {
+  CHECK_LT(static_cast<size_t>(rank), pushed_.size());
+  const auto r = static_cast<size_t>(rank);
+  pushed_[r] = std::max(pushed_[r], version);
+  if (complete_ || version_ < 0 || version != version_ || in_[r] || !CheckComplete()) return false;
+  Finish();
+  return true;
+}
+
 std::vector<Parked> GradientReducer::TakeAnswers() {
   std::vector<Parked> answers;
   if (!complete_) return answers;
@@ -165,6 +175,7 @@ void GradientReducer::Forget(int rank) {
 std::vector<Parked> GradientReducer::TakeAll() {
   std::vector<Parked> all = TakeAnswers();
   StartRound(-1, 0);  // what waits is overtaken
+  std::fill(pushed_.begin(), pushed_.end(), -1);  // versions may go back (a rollback)
   for (Parked& p : TakeOvertaken()) all.push_back(std::move(p));
   return all;
 }

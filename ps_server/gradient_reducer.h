@@ -17,6 +17,9 @@
 // round is applied, checkpointed or replicated: after a ps restarts or a
 // rollback, the workers rejoin and compute the step again.
 //
+// A round waits for every live rank that has not pushed the round's
+// version yet (Pushed): one that did will not contribute to it.
+//
 // One round at a time. A contribution of a later version starts a new
 // round (every worker of the previous one had its answer, or will find the
 // job past it); one of an earlier version is stale (the job moved on
@@ -65,6 +68,13 @@ class GradientReducer {
   // REQUIRES: 0 <= rank < num_workers.
   bool SetActive(int rank, bool active);
 
+  // Rank `rank` pushed its gradient of `version`: it has left that
+  // version's rounds, and they no longer wait for it (a worker that made
+  // fewer averaging passes in the step than the others, or none, would
+  // otherwise leave them waiting forever). May complete the round.
+  // REQUIRES: 0 <= rank < num_workers.
+  bool Pushed(int rank, int64_t version);
+
   // Once complete: the answers waiting (each to be sent with average()
   // and absent()); none stay. Before: none.
   std::vector<Parked> TakeAnswers();
@@ -92,6 +102,7 @@ class GradientReducer {
   uint32_t round_ = 0;
   bool complete_ = false;
   std::vector<bool> active_;
+  std::vector<int64_t> pushed_;  // [rank] the last version it pushed (-1: none)
   std::vector<bool> in_;  // [rank] contributed to the round
   std::vector<int> examples_;
   std::vector<std::vector<float>> held_;  // [rank] weighted, until the sum

@@ -323,13 +323,22 @@ void PsServer::BindLocal(int port, SocketOptions options) {
     options.curve_server_keys.reset();
     options.plain_server = true;
     s = BindAlso(socket_, endpoint, options);
+    if (!s.ok()) {
+      // A ps of this host that ended in between may have removed the
+      // directory with its own socket: once more.
+      s = PrepareLocalDir(dir);
+      if (s.ok()) s = BindAlso(socket_, endpoint, options);
+    }
   }
+  absl::StatusOr<LocalFileId> file = s.ok() ? LocalFileIdOf(endpoint) : s;
+  if (s.ok() && !file.ok()) s = file.status();
   if (!s.ok()) {
     LOG(WARNING) << task_.ToString() << ": no Unix socket for the workers of this host ("
                  << s.message() << "); they reach it over TCP with CURVE";
     return;
   }
   local_endpoint_ = endpoint;
+  local_file_ = *file;
 }
 
 void PsServer::Send(std::vector<Reply>* replies) {
@@ -348,6 +357,8 @@ void PsServer::Send(std::vector<Reply>* replies) {
       if (type == proto::HEARTBEAT && !local_endpoint_.empty()) {
         r.header.set_local_endpoint(local_endpoint_);
         r.header.set_local_pid(::getpid());
+        r.header.set_local_dev(local_file_.dev);
+        r.header.set_local_inode(local_file_.inode);
       }
     }
     zmq::message_t body = ReplyBody(r);

@@ -147,6 +147,7 @@ class PsServer {
   // The Unix socket for the workers of this host (transport/local_route.h;
   // CURVE jobs only), "" when none.
   std::string local_endpoint_;
+  LocalFileId local_file_;  // its file, as bound
   // Routing ids of the peers on it (their replies go in plaintext's
   // pieces), at most kMaxLocalPeers.
   static constexpr size_t kMaxLocalPeers = 4096;

@@ -547,6 +547,8 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
   if (outcome->result == PushResult::kAccumulated || outcome->result == PushResult::kApplied) {
     tables_.Confirm(h.rank(), h.version());  // its rows count with it (sync)
     rows_go = true;                          // (async, ssp)
+    // Sync: the version's averages no longer wait for this rank.
+    if (reducer_ != nullptr && reducer_->Pushed(h.rank(), h.version())) AnswerReduce(out);
   }
   const bool dropped = outcome->result == PushResult::kStale || outcome->result == PushResult::kLate;
   Parked parked{peer, MakeReply(h)};

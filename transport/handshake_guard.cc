@@ -116,9 +116,13 @@ void HandshakeGuard::AnswerZap(std::vector<zmq::message_t>& request) {
   const std::string request_id = request.size() > 1 ? request[1].to_string() : "";
   // ZMTP metadata the peer's messages carry (RoutedMessage::local): one
   // property, a 1-byte name length, the name, a 4-byte value length.
+  // Set for every peer, so that no peer's own metadata can claim it
+  // (libzmq keeps the ZAP handler's value of a property).
   std::string metadata;
-  if (ok && request[5].to_string_view() == "PLAIN") {
-    metadata = std::string("\x05Route\x00\x00\x00\x04unix", 14);
+  if (ok) {
+    metadata = request[5].to_string_view() == "PLAIN"
+                   ? std::string("\x05Route\x00\x00\x00\x04unix", 14)
+                   : std::string("\x05Route\x00\x00\x00\x03tcp", 13);
   }
   const std::string reply[] = {
       "1.0",   request_id, ok ? "200" : "400", ok ? "OK" : "not a task of this job",

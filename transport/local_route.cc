@@ -1,7 +1,9 @@
 #include "transport/local_route.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,6 +53,21 @@ absl::Status CheckPrivateDir(const std::string& path) {
   return absl::OkStatus();
 }
 
+// Nothing listens at Unix socket `path` (a connection is refused).
+bool NobodyListens(const std::string& path) {
+  sockaddr_un address{};
+  if (path.size() >= sizeof(address.sun_path)) return false;
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.data(), path.size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool refused =
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 &&
+      errno == ECONNREFUSED;
+  ::close(fd);
+  return refused;
+}
+
 absl::Status MakePrivateDir(const std::string& path) {
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
     return absl::FailedPreconditionError(
@@ -93,8 +110,10 @@ int RemoveStaleSockets(const std::string& dir) {
         pid <= 0) {
       continue;
     }
+    // Gone from this pid namespace, and nobody listens (a ps of another
+    // namespace sharing /tmp would).
     if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH &&
-        ::unlink(entry.path().c_str()) == 0) {
+        NobodyListens(entry.path().string()) && ::unlink(entry.path().c_str()) == 0) {
       ++removed;
     }
   }
@@ -129,7 +148,18 @@ absl::Status CheckLocalListener(const std::string& endpoint, int64_t pid) {
       "'s (the ps that said it listens there)", ec ? absl::StrCat(": ", ec.message()) : ""));
 }
 
-absl::Status CheckLocalEndpoint(const std::string& endpoint, const std::string& dir) {
+absl::StatusOr<LocalFileId> LocalFileIdOf(const std::string& endpoint) {
+  const std::string path = endpoint.substr(std::min(endpoint.size(), kIpcScheme.size()));
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": cannot be read (", std::strerror(errno), ")"));
+  }
+  return LocalFileId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
+
+absl::Status CheckLocalEndpoint(const std::string& endpoint, const std::string& dir,
+                                const LocalFileId& file) {
   if (!absl::StartsWith(endpoint, kIpcScheme)) {
     return absl::FailedPreconditionError(absl::StrCat(endpoint, ": not an ipc:// endpoint"));
   }
@@ -149,6 +179,11 @@ absl::Status CheckLocalEndpoint(const std::string& endpoint, const std::string& 
   }
   if (!S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid()) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": not a socket of this user"));
+  }
+  if (static_cast<uint64_t>(st.st_dev) != file.dev ||
+      static_cast<uint64_t>(st.st_ino) != file.inode) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": not the file the ps bound (another was put in its place)"));
   }
   return absl::OkStatus();
 }

@@ -22,14 +22,17 @@
 //    path and process id in a HEARTBEAT reply, which comes over CURVE, and
 //    the worker takes the path only inside its own private directory
 //    (LocalDir: its own, mode 0700, no symbolic links), only as a socket
-//    it owns, and only while the listening socket bound there is one of
-//    that process's open files (CheckLocalListener: /proc/net/unix and
-//    /proc/<pid>/fd), so the ps must be a process it can see. A process
+//    it owns, only as the very file the ps bound (its device and inode,
+//    also told over CURVE), and only while a listening socket bound there
+//    is one of that process's open files (CheckLocalListener:
+//    /proc/net/unix and /proc/<pid>/fd), so the ps must be a process it
+//    can see. A process
 //    of another user can neither make nor replace the file. One of the
 //    same user that shares /tmp with the tasks but was not given the
 //    secret (a sidecar container of the uid with /tmp mounted) could
 //    swap the file between that check and the connection, a window of
-//    microseconds at a worker's join; under CURVE it could not. Such a
+//    microseconds at a worker's join (a file put there earlier is not the
+//    one the ps bound); under CURVE it could not. Such a
 //    pod runs its workers with --colocated_ipc=false. Without containers
 //    a process of the user can read the secret file anyway.
 //  - Strangers: a process of another user cannot connect at all (the
@@ -44,9 +47,11 @@
 // spec addresses are on one host (SameHost); --colocated_ipc=false turns
 // it off on a worker.
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/cluster_spec.h"
 #include "transport/job_secret.h"
@@ -71,7 +76,8 @@ absl::Status CheckLocalDir(const std::string& dir);
 std::string LocalEndpoint(const std::string& dir, absl::string_view task_name, int port);
 
 // Removes the sockets in `dir` whose ps process is gone (its pid, the
-// name's last number, names no process); returns how many.
+// name's last number, names no process, and a connection is refused);
+// returns how many.
 int RemoveStaleSockets(const std::string& dir);
 
 // Whether the listening Unix socket bound at `endpoint`'s path is an
@@ -80,10 +86,21 @@ int RemoveStaleSockets(const std::string& dir);
 // this one cannot see).
 absl::Status CheckLocalListener(const std::string& endpoint, int64_t pid);
 
+// Which file a path is (lstat's device and inode).
+struct LocalFileId {
+  uint64_t dev = 0;
+  uint64_t inode = 0;
+};
+// The file of ipc:// `endpoint` (a ps's, just bound). FailedPrecondition
+// when it cannot be read.
+absl::StatusOr<LocalFileId> LocalFileIdOf(const std::string& endpoint);
+
 // Whether a worker may connect to `endpoint`, which a ps advertised: an
 // ipc:// path directly inside `dir`, which passes CheckLocalDir, naming a
-// socket owned by this user. FailedPrecondition saying why not.
-absl::Status CheckLocalEndpoint(const std::string& endpoint, const std::string& dir);
+// socket owned by this user, the very file `file` the ps bound (not one
+// put in its place). FailedPrecondition saying why not.
+absl::Status CheckLocalEndpoint(const std::string& endpoint, const std::string& dir,
+                                const LocalFileId& file);
 
 // Removes the socket file of `endpoint` (a ps's, at its end) and its
 // directory when that is empty then. Errors are ignored: a file left

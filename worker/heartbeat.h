@@ -58,6 +58,7 @@ class HeartbeatMonitor {
   std::vector<std::string> Unanswered() const { return liveness_.Unanswered(); }
   // Which targets answered, and what each serves (worker/shard_routes.h).
   std::vector<PsView> Views() const { return liveness_.Views(); }
+  std::vector<LocalSocket> LocalSockets() const { return liveness_.LocalSockets(); }
   // The ps tasks are being shut down: their closing connections are no
   // failure (PeerLiveness::StopJudging).
   void StopJudging() { liveness_.StopJudging(); }

@@ -14,8 +14,7 @@ PeerLiveness::PeerLiveness(std::vector<std::string> names, double peer_timeout_s
       last_answer_us_(names_.size(), 0),
       instances_(names_.size(), 0),
       hosted_(names_.size()),
-      local_endpoints_(names_.size()),
-      local_pids_(names_.size(), 0) {}
+      local_sockets_(names_.size()) {}
 
 absl::Status PeerLiveness::status() const {
   absl::MutexLock lock(&mu_);
@@ -59,10 +58,13 @@ std::vector<PsView> PeerLiveness::Views() const {
   for (size_t i = 0; i < names_.size(); ++i) {
     out[i].answered = last_answer_us_[i] != 0;
     out[i].hosted = hosted_[i];
-    out[i].local_endpoint = local_endpoints_[i];
-    out[i].local_pid = local_pids_[i];
   }
   return out;
+}
+
+std::vector<LocalSocket> PeerLiveness::LocalSockets() const {
+  absl::MutexLock lock(&mu_);
+  return local_sockets_;
 }
 
 bool PeerLiveness::OnReply(size_t i, const proto::Header& reply) {
@@ -83,8 +85,8 @@ bool PeerLiveness::OnReply(size_t i, const proto::Header& reply) {
     const bool lists = reply.type() == proto::HEARTBEAT || reply.type() == proto::STATS;
     if (lists && e.code() == 0) hosted_[i].assign(reply.hosted().begin(), reply.hosted().end());
     if (reply.type() == proto::HEARTBEAT && e.code() == 0) {
-      local_endpoints_[i] = reply.local_endpoint();
-      local_pids_[i] = reply.local_pid();
+      local_sockets_[i] = {
+          reply.local_endpoint(), reply.local_pid(), {reply.local_dev(), reply.local_inode()}};
     }
   }
   if (restarted)

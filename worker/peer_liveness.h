@@ -32,9 +32,18 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "proto/pstrain.pb.h"
+#include "transport/local_route.h"
 #include "worker/shard_routes.h"
 
 namespace pstrain {
+
+// Where a ps's Unix socket is (transport/local_route.h), as its last
+// HEARTBEAT reply said; endpoint "" when it has none.
+struct LocalSocket {
+  std::string endpoint;
+  int64_t pid = 0;
+  LocalFileId file;
+};
 
 class PeerLiveness {
  public:
@@ -64,6 +73,8 @@ class PeerLiveness {
   // Per target: whether it answered, and the shards its last HEARTBEAT or
   // STATS reply said it serves (worker/shard_routes.h).
   std::vector<PsView> Views() const;
+  // Where each ps's Unix socket is, from its last HEARTBEAT reply.
+  std::vector<LocalSocket> LocalSockets() const;
 
  private:
   bool LatchRejoin(const std::string& why);
@@ -78,8 +89,7 @@ class PeerLiveness {
   std::vector<int64_t> last_answer_us_ ABSL_GUARDED_BY(mu_);  // 0: never
   std::vector<uint64_t> instances_ ABSL_GUARDED_BY(mu_);      // 0: none seen yet
   std::vector<std::vector<proto::ShardPlacement>> hosted_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> local_endpoints_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> local_pids_ ABSL_GUARDED_BY(mu_);
+  std::vector<LocalSocket> local_sockets_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pstrain

@@ -160,7 +160,7 @@ absl::Status PsClient::WaitForServers(double timeout_s) {
       }
       route_ = routes;
       routed_ = true;
-      UseLocalRoutes(views);
+      UseLocalRoutes(heartbeat_->LocalSockets());
       return absl::OkStatus();
     }
     if (cancel_->cancelled()) {
@@ -183,18 +183,18 @@ absl::Status PsClient::WaitForServers(double timeout_s) {
   }
 }
 
-void PsClient::UseLocalRoutes(const std::vector<PsView>& views) {
+void PsClient::UseLocalRoutes(const std::vector<LocalSocket>& sockets) {
   if (!options_.colocated_ipc || !options_.security.secure()) return;
   absl::StatusOr<HostPort> self = ParseHostPort(cluster_.Address(self_));
   if (!self.ok()) return;
   const std::string dir = LocalDir(*options_.security.secret);
-  for (size_t p = 0; p < views.size() && p < sockets_.size(); ++p) {
-    if (local_[p] || used_[p] || views[p].local_endpoint.empty()) continue;
+  for (size_t p = 0; p < sockets.size() && p < sockets_.size(); ++p) {
+    if (local_[p] || used_[p] || sockets[p].endpoint.empty()) continue;
     const TaskId ps{TaskType::kPs, static_cast<int>(p)};
     absl::StatusOr<HostPort> there = ParseHostPort(cluster_.Address(ps));
     if (!there.ok() || !SameHost(*self, *there)) continue;
-    absl::Status s = CheckLocalEndpoint(views[p].local_endpoint, dir);
-    if (s.ok()) s = CheckLocalListener(views[p].local_endpoint, views[p].local_pid);
+    absl::Status s = CheckLocalEndpoint(sockets[p].endpoint, dir, sockets[p].file);
+    if (s.ok()) s = CheckLocalListener(sockets[p].endpoint, sockets[p].pid);
     if (!s.ok()) {
       LOG(INFO) << ShardName(static_cast<int>(p)) << ": over TCP with CURVE (" << s.message()
                 << ")";
@@ -204,7 +204,7 @@ void PsClient::UseLocalRoutes(const std::vector<PsView>& views) {
     o.max_message_bytes = options_.max_message_bytes;
     o.plain_username = self_.ToString();
     o.plain_password = options_.security.secret->LocalPassword(o.plain_username);
-    absl::StatusOr<zmq::socket_t> local = ConnectDealer(context_, views[p].local_endpoint, o);
+    absl::StatusOr<zmq::socket_t> local = ConnectDealer(context_, sockets[p].endpoint, o);
     if (!local.ok()) {
       LOG(WARNING) << ShardName(static_cast<int>(p)) << ": over TCP with CURVE ("
                    << local.status().message() << ")";
@@ -212,8 +212,8 @@ void PsClient::UseLocalRoutes(const std::vector<PsView>& views) {
     }
     sockets_[p] = *std::move(local);
     local_[p] = true;
-    LOG(INFO) << ShardName(static_cast<int>(p)) << ": over its Unix socket "
-              << views[p].local_endpoint << " (this host; PLAIN, not encrypted)";
+    LOG(INFO) << ShardName(static_cast<int>(p)) << ": over its Unix socket " << sockets[p].endpoint
+              << " (this host; PLAIN, not encrypted)";
   }
 }
 

@@ -467,7 +467,7 @@ class PsClient {
   std::vector<int> pinned_;          // [shard] where SetRoute moved it, until the views agree; -1
   // WaitForServers: each ps of this host whose socket is unused yet
   // (nothing in flight) is reached over its Unix socket from now on.
-  void UseLocalRoutes(const std::vector<PsView>& views);
+  void UseLocalRoutes(const std::vector<LocalSocket>& sockets);
   bool routed_ = false;              // WaitForServers chose route_ (CheckRoutes runs from then)
   // The push/pull under way between StartPushPull and FinishPushPull.
   struct PendingStep {

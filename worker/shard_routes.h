@@ -30,8 +30,6 @@ namespace pstrain {
 struct PsView {
   bool answered = false;                      // it answered a heartbeat
   std::vector<proto::ShardPlacement> hosted;  // from its last HEARTBEAT reply
-  std::string local_endpoint;                 // the same (transport/local_route.h)
-  int64_t local_pid = 0;                      // the same
 };
 
 // route[k]: the index of the ps serving shard k, or -1. `ps` is indexed

@@ -198,8 +198,9 @@ int PstrainWorkerBeginStep(PstrainWorkerHandle worker, int num_examples);
 
 /* The step's examples are `num_examples` after all: a caller that begins
  * the step before it knows (at its forward) and then has no gradient (no
- * backward ran) says 0, and adds nothing to a sync step's average.
- * REQUIRES: a step begun, no tensor of it ready or reduced yet. */
+ * backward ran) says 0, and adds nothing to a sync step's average (its
+ * push, and its ReduceGradients calls from here). REQUIRES: a step begun,
+ * no tensor of it ready (PstrainWorkerTensorReady). */
 int PstrainWorkerSetStepExamples(PstrainWorkerHandle worker, int num_examples);
 
 /* Tensor `tensor`'s gradient in `grads` is final for this step: every

@@ -67,6 +67,30 @@ TEST(GradientReducer, AContributionOfNoExamplesIsWaitedForAndAddsNothing) {
   EXPECT_EQ(r.TakeAnswers().size(), 2u);
 }
 
+TEST(GradientReducer, ARankThatPushedTheVersionIsNotWaitedFor) {
+  // Rank 1 made one averaging pass in the step and pushed; rank 0 makes a
+  // second: its round completes without rank 1, before or after the push.
+  GradientReducer r(2, 1);
+  r.Add(0, 3, 0, std::vector<float>{2}, 1, {}, Answer(0));
+  r.Add(1, 3, 0, std::vector<float>{4}, 1, {}, Answer(1));
+  ASSERT_TRUE(r.complete());
+  EXPECT_EQ(r.TakeAnswers().size(), 2u);
+  EXPECT_EQ(r.Add(0, 3, 1, std::vector<float>{6}, 1, {}, Answer(0)),
+            GradientReducer::Added::kWaiting);
+  EXPECT_TRUE(r.Pushed(1, 3));  // completes round 1 of version 3
+  EXPECT_EQ(*r.average(), (std::vector<float>{6}));
+  EXPECT_EQ(r.Add(0, 3, 2, std::vector<float>{8}, 1, {}, Answer(0)),
+            GradientReducer::Added::kComplete);  // rank 1 pushed 3 already
+  // A push of another version leaves this one's rounds waiting for it.
+  EXPECT_EQ(r.Add(0, 4, 0, std::vector<float>{1}, 1, {}, Answer(0)),
+            GradientReducer::Added::kWaiting);
+  EXPECT_FALSE(r.Pushed(1, 3));
+  // After a rollback the versions may repeat: the pushes are forgotten.
+  (void)r.TakeAll();
+  EXPECT_EQ(r.Add(0, 3, 0, std::vector<float>{1}, 1, {}, Answer(0)),
+            GradientReducer::Added::kWaiting);
+}
+
 TEST(GradientReducer, ADeadRankIsNotWaitedFor) {
   GradientReducer r(2, 1);
   EXPECT_EQ(r.Add(0, 4, 0, std::vector<float>{2}, 1, {}, Answer(0)),

@@ -50,6 +50,11 @@ class TwoWorkersAreDdp(it.IdiomCase):
         flags = ["--skip_backward=3,4,9", "--clip=norm"]
         self.compare("skip_backward", 2, 2, flags,
                      reference_flags=flags + ["--batch_size=32"], reference_world=1)
+        # zero_grad(set_to_none=False), PyTorch 1.13's default: its .grad
+        # is zeros, not None, and still adds nothing.
+        flags = ["--skip_backward=3,4,9", "--set_to_none=0", "--optimizer=adam", "--lr=0.01"]
+        self.compare("skip_backward_zeroed", 2, 2, flags,
+                     reference_flags=flags + ["--batch_size=32"], reference_world=1)
 
 
 if __name__ == "__main__":

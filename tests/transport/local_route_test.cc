@@ -76,32 +76,47 @@ TEST_F(LocalRouteTest, AnotherUsersDirectoryIsRefused) {
   EXPECT_NE(s.message().find("owned by uid 65534"), absl::string_view::npos) << s;
 }
 
-TEST_F(LocalRouteTest, OnlyASocketOfThisUserDirectlyInsideIsTaken) {
+TEST_F(LocalRouteTest, OnlyTheSocketThePsBoundDirectlyInsideIsTaken) {
   ASSERT_TRUE(PrepareLocalDir(dir_).ok());
   const std::string endpoint = LocalEndpoint(dir_, "ps:3", 2400);
+  const std::string path = endpoint.substr(6);
   EXPECT_EQ(endpoint, "ipc://" + dir_ + "/ps-3-2400-" + std::to_string(::getpid()) + ".sock");
   // Nothing there yet (another host's, or another container's).
-  EXPECT_NE(CheckLocalEndpoint(endpoint, dir_).message().find("not here"), std::string::npos);
+  EXPECT_NE(CheckLocalEndpoint(endpoint, dir_, {}).message().find("not here"), std::string::npos);
   // A plain file in its place.
-  { std::ofstream(endpoint.substr(6)) << "x"; }
-  EXPECT_NE(CheckLocalEndpoint(endpoint, dir_).message().find("not a socket"), std::string::npos);
-  ASSERT_EQ(std::remove(endpoint.substr(6).c_str()), 0);
-  // A real ZeroMQ socket.
+  { std::ofstream(path) << "x"; }
+  EXPECT_NE(CheckLocalEndpoint(endpoint, dir_, {}).message().find("not a socket"),
+            std::string::npos);
+  ASSERT_EQ(std::remove(path.c_str()), 0);
+  // A real ZeroMQ socket, and the file the ps says it bound.
   zmq::context_t context = NewContext(1);
   auto router = BindRouter(context, endpoint, SocketOptions());
   ASSERT_TRUE(router.ok()) << router.status();
-  EXPECT_TRUE(CheckLocalEndpoint(endpoint, dir_).ok()) << CheckLocalEndpoint(endpoint, dir_);
+  absl::StatusOr<LocalFileId> bound = LocalFileIdOf(endpoint);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  EXPECT_TRUE(CheckLocalEndpoint(endpoint, dir_, *bound).ok())
+      << CheckLocalEndpoint(endpoint, dir_, *bound);
   // Paths the ps may not send the worker to: TCP, outside the directory,
   // below it, the directory itself.
   for (const std::string& bad :
        {std::string("tcp://127.0.0.1:2400"), "ipc://" + base_ + "/ps-3-2400.sock",
         "ipc://" + dir_ + "/sub/ps-3-2400.sock", "ipc://" + dir_ + "/",
         "ipc://" + dir_ + "x/ps-3-2400.sock"}) {
-    EXPECT_EQ(CheckLocalEndpoint(bad, dir_).code(), absl::StatusCode::kFailedPrecondition) << bad;
+    EXPECT_EQ(CheckLocalEndpoint(bad, dir_, *bound).code(), absl::StatusCode::kFailedPrecondition)
+        << bad;
   }
+  // Another socket put in its place (the ps's moved aside, which goes on
+  // listening): not the file the ps bound.
+  ASSERT_EQ(::rename(path.c_str(), (path + ".aside").c_str()), 0);
+  auto impostor = BindRouter(context, endpoint, SocketOptions());
+  ASSERT_TRUE(impostor.ok()) << impostor.status();
+  EXPECT_NE(CheckLocalEndpoint(endpoint, dir_, *bound).message().find("not the file the ps bound"),
+            std::string::npos);
+  impostor->close();
+  ASSERT_EQ(::rename((path + ".aside").c_str(), path.c_str()), 0);
   RemoveLocalEndpoint(endpoint);
   router->close();
-  EXPECT_FALSE(CheckLocalEndpoint(endpoint, dir_).ok());
+  EXPECT_FALSE(CheckLocalEndpoint(endpoint, dir_, *bound).ok());
   struct stat st;
   EXPECT_NE(::stat(dir_.c_str(), &st), 0);  // the job's directory went with its last socket
 }

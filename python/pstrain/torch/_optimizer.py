@@ -371,6 +371,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._sync_average and not self._no_sync and self._passes % self._passes_per_step == 0:
             self._reduce()
 
+    def _no_gradient(self):
+        """Every .grad None or zero (zero_grad's, set_to_none or not)."""
+        with torch.no_grad():
+            return all(e.param.grad is None or not bool(e.param.grad.any())
+                       for e in self._layout)
+
     def _reduce(self, nothing=False):
         """.grad becomes the workers' average of what it holds (`nothing`:
         as if every .grad were None)."""
@@ -490,11 +496,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
             # would wait for it forever: after a backward pass whose end did
             # not average (no_sync left on), and without one (step() with
             # no backward(), skip_step(), finish()). A step without a
-            # gradient of its own (skipped, or every .grad None and no
-            # backward) adds nothing: its examples are out of the average
-            # and of the update, and it pushes no tensor.
-            nothing = absent_all or (self._passes == 0 and
-                                     all(e.param.grad is None for e in self._layout))
+            # gradient of its own (skipped, or no backward and every .grad
+            # None or zero) adds nothing: its examples are out of the
+            # average and of the update, and it pushes no tensor.
+            nothing = absent_all or (self._passes == 0 and self._no_gradient())
             if nothing:
                 self._worker.set_step_examples(0)
             self._reduce(nothing=nothing)
