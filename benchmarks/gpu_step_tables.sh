@@ -6,7 +6,10 @@
 # the workers' tensors are PyTorch's):
 #   resnet18_ps1, resnet18_ps4  the CIFAR ResNet-18 (11.2M parameters),
 #                               batch 128, 1 worker, sync, 1 and 4 ps, with
-#                               CURVE and --insecure;
+#                               CURVE (the ps tasks' Unix sockets, as on
+#                               one host) and --insecure; 1 ps also with
+#                               CURVE over TCP (curve-tcp: as from another
+#                               host);
 #   mlp                         the MLP of 59,635 parameters, batch 64: the
 #                               step's fixed cost on a GPU;
 #   wide_ps4                    one tensor of 11.2M parameters on the CPU,
@@ -36,7 +39,8 @@ export LD_LIBRARY_PATH=$pre/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PSTRAIN_LIBRARY=$pre/lib/libpstrain.so BUILD_DIR=$pre PYTHON=${PYTHON:-python3}
 
 so=benchmarks/step_overhead.sh
-part resnet18_ps1 200 env MODEL=resnet18 DEVICE="$device" NUM_PS=1 STEPS=40 $so 1
+part resnet18_ps1 240 env MODEL=resnet18 DEVICE="$device" NUM_PS=1 STEPS=40 \
+  SECURITY="curve curve-tcp insecure" $so 1
 part resnet18_ps4 200 env MODEL=resnet18 DEVICE="$device" NUM_PS=4 STEPS=40 $so 1
 part mlp 150 env MODEL=mlp DEVICE="$device" STEPS=400 $so 2
 part wide_ps4 150 env MODEL=wide NUM_PS=4 STEPS=40 $so 1
