@@ -184,7 +184,7 @@ absl::Status PsClient::WaitForServers(double timeout_s) {
 }
 
 void PsClient::UseLocalRoutes(const std::vector<LocalSocket>& sockets) {
-  if (!options_.colocated_ipc || !options_.security.secure()) return;
+  if (!options_.colocated_ipc || !options_.security.secure() || !cluster_.Contains(self_)) return;
   absl::StatusOr<HostPort> self = ParseHostPort(cluster_.Address(self_));
   if (!self.ok()) return;
   const std::string dir = LocalDir(*options_.security.secret);
