@@ -81,11 +81,10 @@ class PsServer {
   // naming its reason), or a job failure (Aborted).
   absl::Status Run();
 
-  // Removes the Unix socket's file (local_endpoint()).
+  // Removes the Unix socket's file, if it made one.
   ~PsServer();
 
   const std::string& endpoint() const { return endpoint_; }
-  const std::string& local_endpoint() const { return local_endpoint_; }
   proto::ShardStats Stats() const { return shards_.own().Stats(); }
 
  private:

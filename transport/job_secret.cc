@@ -108,33 +108,29 @@ absl::Status JobSecret::WriteNewFile(const std::string& path) const {
   return absl::OkStatus();
 }
 
-CurveKeyPair JobSecret::KeyPairFor(absl::string_view name) const {
+std::array<uint8_t, 32> JobSecret::Derive(absl::string_view label) const {
   InitSodium();
-  const std::string label = absl::StrCat(kDerivationLabel, name);
+  std::array<uint8_t, 32> out;
+  crypto_generichash(out.data(), out.size(), reinterpret_cast<const unsigned char*>(label.data()),
+                     label.size(), bytes_.data(), bytes_.size());
+  return out;
+}
+
+CurveKeyPair JobSecret::KeyPairFor(absl::string_view name) const {
   CurveKeyPair pair;
-  crypto_generichash(pair.secret_key.data(), pair.secret_key.size(),
-                     reinterpret_cast<const unsigned char*>(label.data()), label.size(),
-                     bytes_.data(), bytes_.size());
+  pair.secret_key = Derive(absl::StrCat(kDerivationLabel, name));
   crypto_scalarmult_base(pair.public_key.data(), pair.secret_key.data());
   return pair;
 }
 
 std::string JobSecret::LocalPassword(absl::string_view name) const {
-  InitSodium();
-  const std::string label = absl::StrCat("pstrain/plain/v1/", name);
-  std::array<uint8_t, 32> out;
-  crypto_generichash(out.data(), out.size(), reinterpret_cast<const unsigned char*>(label.data()),
-                     label.size(), bytes_.data(), bytes_.size());
+  const std::array<uint8_t, 32> out = Derive(absl::StrCat("pstrain/plain/v1/", name));
   return absl::BytesToHexString(
       absl::string_view(reinterpret_cast<const char*>(out.data()), out.size()));
 }
 
 std::string JobSecret::LocalTag() const {
-  InitSodium();
-  const absl::string_view label = "pstrain/ipc/v1";
-  std::array<uint8_t, 32> out;
-  crypto_generichash(out.data(), out.size(), reinterpret_cast<const unsigned char*>(label.data()),
-                     label.size(), bytes_.data(), bytes_.size());
+  const std::array<uint8_t, 32> out = Derive("pstrain/ipc/v1");
   return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(out.data()), 8));
 }
 

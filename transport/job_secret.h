@@ -69,6 +69,8 @@ class JobSecret {
 
  private:
   explicit JobSecret(const std::array<uint8_t, 32>& bytes) : bytes_(bytes) {}
+  // BLAKE2b-256(key = secret, label): every value derived from the secret.
+  std::array<uint8_t, 32> Derive(absl::string_view label) const;
 
   std::array<uint8_t, 32> bytes_;
 };

@@ -156,15 +156,15 @@ std::string ConnectEndpoint(const HostPort& address);
 absl::StatusOr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::string& endpoint,
                                          const SocketOptions& options);
 
-// Creates a DEALER socket connected to `endpoint`. Connecting is
-// asynchronous: with options.immediate, sends fail with Unavailable until the
-// TCP connection is up; without, they are queued until it is.
 // Binds `router` (made by BindRouter) at one more endpoint, whose peers
 // meet the security `options` set (libzmq takes a socket's mechanism for
 // each endpoint when it is bound: the first endpoint's peers keep theirs).
 absl::Status BindAlso(zmq::socket_t& router, const std::string& endpoint,
                       const SocketOptions& options);
 
+// Creates a DEALER socket connected to `endpoint`. Connecting is
+// asynchronous: with options.immediate, sends fail with Unavailable until the
+// TCP connection is up; without, they are queued until it is.
 absl::StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& context, const std::string& endpoint,
                                             const SocketOptions& options);
 

@@ -93,8 +93,8 @@ struct TrainOptions {
   double heartbeat_interval_s = 1.0;
   double rpc_timeout_s = 0.0;
   // With CURVE: a ps on this host is reached over its Unix socket, not
-  // encrypted (transport/local_route.h says why that keeps CURVE's
-  // guarantees).
+  // encrypted (transport/local_route.h says what of CURVE's guarantees
+  // that keeps, and what not).
   bool colocated_ipc = true;
   // After a ps restarted, died or was rolled back: how long a worker waits
   // for it to be back and restored before it gives up (worker/trainer.h).

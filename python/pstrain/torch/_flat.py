@@ -137,6 +137,12 @@ class FlatParameters:
                 self.host_grads[e.offset:e.offset + e.size].zero_()
         return absent
 
+    def no_grads(self):
+        """The host buffer zeroed, as for a worker without a gradient;
+        returns every tensor's index (all absent)."""
+        self.host_grads.zero_()
+        return list(range(len(self.layout)))
+
     def scatter_grads(self, absent_everywhere):
         """The host buffer (the workers' average) back into every .grad but
         those no worker had; a tensor this worker had none for gets one."""

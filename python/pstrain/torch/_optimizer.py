@@ -382,11 +382,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         as if every .grad were None)."""
         if not self._in_step:
             return
-        if nothing:
-            absent = list(range(len(self._layout)))
-            self._flat.host_grads.zero_()
-        else:
-            absent = self._flat.gather_grads()
+        absent = self._flat.no_grads() if nothing else self._flat.gather_grads()
         reduced, everywhere = self._worker.reduce_gradients(absent)
         if reduced:
             self._flat.scatter_grads(everywhere)
@@ -504,12 +500,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 self._worker.set_step_examples(0)
             self._reduce(nothing=nothing)
             absent_all = nothing
-        absent = self._flat.gather_grads()
-        if absent_all:
-            # Nothing of this worker's: no tensor, and zeros for a sync
-            # average that other workers' gradients still make.
-            absent = list(range(len(self._layout)))
-            self._flat.host_grads.zero_()
+        # absent_all: nothing of this worker's, no tensor, and zeros for a
+        # sync average that other workers' gradients still make.
+        absent = self._flat.no_grads() if absent_all else self._flat.gather_grads()
         self._worker.set_step_options(_groups.group_settings(self._kind, self.param_groups),
                                       absent)
         if self._spans is not None:
