@@ -23,9 +23,6 @@
 
 namespace pstrain {
 
-// ZAP domain of pstrain's sockets.
-inline constexpr absl::string_view kZapDomain = "pstrain";
-
 struct TransportSecurity {
   std::optional<JobSecret> secret;  // nullopt: --insecure
   bool secure() const { return secret.has_value(); }

@@ -43,7 +43,7 @@ void ApplySecurity(zmq::socket_t& s, const SocketOptions& options) {
   if (options.curve_server_keys) {
     s.set(zmq::sockopt::curve_server, 1);
     s.set(zmq::sockopt::curve_secretkey, KeyBuffer(options.curve_server_keys->secret_key));
-    s.set(zmq::sockopt::zap_domain, "pstrain");
+    s.set(zmq::sockopt::zap_domain, kZapDomain);
   }
   if (options.curve_client_keys && options.curve_server_public_key) {
     s.set(zmq::sockopt::curve_serverkey, KeyBuffer(*options.curve_server_public_key));
@@ -52,7 +52,7 @@ void ApplySecurity(zmq::socket_t& s, const SocketOptions& options) {
   }
   if (options.plain_server) {
     s.set(zmq::sockopt::plain_server, 1);
-    s.set(zmq::sockopt::zap_domain, "pstrain");
+    s.set(zmq::sockopt::zap_domain, kZapDomain);
   }
   if (!options.plain_username.empty()) {
     s.set(zmq::sockopt::plain_username, options.plain_username);

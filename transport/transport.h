@@ -31,6 +31,9 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 namespace pstrain {
 
+// The ZAP domain of pstrain's CURVE and PLAIN sockets.
+inline constexpr char kZapDomain[] = "pstrain";
+
 // Upper bound for a header frame; anything larger is malformed.
 inline constexpr size_t kMaxHeaderBytes = 64 * 1024;
 
