@@ -355,6 +355,15 @@ int PstrainWorkerGetPosition(PstrainWorkerHandle worker, int64_t* global_step, i
   });
 }
 
+int PstrainWorkerGetRejoins(PstrainWorkerHandle worker, int64_t* rejoins) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    if (rejoins == nullptr) return Null("rejoins");
+    *rejoins = worker->worker->rejoins();
+    return absl::OkStatus();
+  });
+}
+
 int PstrainWorkerBeginStep(PstrainWorkerHandle worker, int num_examples) {
   return ApiCall([&] {
     RETURN_IF_ERROR(Check(worker));

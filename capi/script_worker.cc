@@ -314,6 +314,7 @@ absl::Status ScriptWorker::Recover(absl::Status s) {
       return s;
     }
     rejoined = true;
+    ++rejoins_;
     s = runtime_->Rejoin(s);
     if (s.ok()) s = runtime_->Resume();
   }

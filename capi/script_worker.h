@@ -119,6 +119,9 @@ class ScriptWorker {
   }
   int64_t total_steps() const { return runtime_->total_steps(); }
   int64_t steps_per_epoch() const { return runtime_->steps_per_epoch(); }
+  // How many times this worker rejoined the job (a ps went away): each
+  // may have rewritten the script's parameters with the job's.
+  int64_t rejoins() const { return rejoins_; }
   bool done() const {
     if (finished_) return true;
     return flight_.thread.joinable() ? flight_.next_step >= total_steps()
@@ -251,6 +254,7 @@ class ScriptWorker {
   bool open_ended_ = false;
   bool in_step_ = false;
   bool step_void_ = false;     // a rejoin inside the step: EndStep pushes nothing
+  int64_t rejoins_ = 0;        // Rejoin calls so far (rejoins())
   uint32_t reduce_round_ = 0;  // the step's Reduce calls so far
   bool finished_ = false;      // Finish returned OK
   proto::JobConfig job_;       // this worker's job (the layout, the optimizer)

@@ -69,7 +69,7 @@
 extern "C" {
 #endif
 
-#define PSTRAIN_C_API_VERSION 8
+#define PSTRAIN_C_API_VERSION 9
 
 /* Status codes. */
 #define PSTRAIN_OK 0
@@ -190,6 +190,12 @@ int PstrainWorkerFree(PstrainWorkerHandle worker);
  * shards are): drive the data by it. Any pointer may be NULL. */
 int PstrainWorkerGetPosition(PstrainWorkerHandle worker, int64_t* global_step,
                              int64_t* total_steps, int64_t* steps_per_epoch, int* done);
+
+/* How many times this worker has rejoined the job (a ps restarted, or was
+ * lost and failed over), in any call: each rejoin may have rewritten
+ * `params` with the job's parameters. A caller that checks its parameters
+ * for changes of its own takes them anew when the count moves. */
+int PstrainWorkerGetRejoins(PstrainWorkerHandle worker, int64_t* rejoins);
 
 /* Starts step `global_step` on a batch of `num_examples` examples on this
  * worker (0: a zero gradient of weight 0, when the last global batch has

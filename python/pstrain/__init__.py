@@ -144,6 +144,13 @@ class Worker:
                   ctypes.byref(total), ctypes.byref(per_epoch), ctypes.byref(done))
         return step.value, total.value, per_epoch.value, bool(done.value)
 
+    def rejoins(self):
+        """How many times this worker rejoined the job (a ps went away):
+        each may have rewritten `params` with the job's."""
+        rejoins = ctypes.c_int64()
+        _lib.call("PstrainWorkerGetRejoins", self._handle, ctypes.byref(rejoins))
+        return rejoins.value
+
     @property
     def global_step(self):
         return self.position()[0]

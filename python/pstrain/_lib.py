@@ -6,7 +6,7 @@ import ctypes
 import ctypes.util
 import os
 
-API_VERSION = 8
+API_VERSION = 9
 
 OK = 0
 ERROR_FAILED = 1

@@ -52,6 +52,8 @@ TEST(CApi, NullHandlesAndPointersAreUsageErrors) {
   EXPECT_EQ(PstrainWorkerBeginStep(nullptr, 1), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerSetStepExamples(nullptr, 1), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(LastError(), "worker is NULL");
+  int64_t rejoins = 0;
+  EXPECT_EQ(PstrainWorkerGetRejoins(nullptr, &rejoins), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerTensorReady(nullptr, 0), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerEndStep(nullptr, 0.0), PSTRAIN_ERROR_USAGE);
   int on = 0;
@@ -258,6 +260,12 @@ TEST_F(CApiWithPs, CallsOutOfOrderAreRefusedAndTheStepsAreThePsSgd) {
   EXPECT_EQ(PstrainWorkerTimeline(worker, nullptr), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerLayerSpan(worker, "a", 0, 1, 1), PSTRAIN_ERROR_USAGE);
   EXPECT_THAT(LastError(), HasSubstr("no step is under way"));
+  // No ps went away: no rejoin (tests/python, torch_recovery: one that did).
+  int64_t rejoins = -1;
+  ASSERT_EQ(PstrainWorkerGetRejoins(worker, &rejoins), PSTRAIN_OK);
+  EXPECT_EQ(rejoins, 0);
+  EXPECT_EQ(PstrainWorkerGetRejoins(worker, nullptr), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(LastError(), "rejoins is NULL");
 
   for (int step = 0; step < 3; ++step) {
     int64_t at = -1, total = 0, per_epoch = 0;

@@ -96,6 +96,8 @@ class EditedParameters(t.TestCase):
     def test_an_edit_after_the_job_began_is_refused_naming_it(self):
         for kind, says in (
                 ("clamp", "the model's parameters changed after the job began ((through .data))"),
+                ("clamp_in_step",
+                 "the model's parameters changed after the job began ((through .data))"),
                 ("reload", "the model's parameters changed after the job began (emb.weight, "
                            "fc.weight, fc.bias)"),
                 ("max_norm", "the model's parameters changed after the job began (emb.weight)"),

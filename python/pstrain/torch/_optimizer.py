@@ -169,6 +169,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self.state = collections.defaultdict(dict, inner.state)
         self._worker = None
         self._position = (0, 0, 1, False)
+        self._rejoins = 0  # the worker's rejoins when the parameters last came
         self._in_step = False
         self._next_examples = None
         self._passes = 0          # backward passes in the step under way
@@ -436,14 +437,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
     @contextlib.contextmanager
     def _library_writes(self):
         """Around a call outside a step that may rewrite the parameters (a
-        rejoin inside it): if the library's buffer changed in the call, the
-        parameters are taken and noted after it (else what the script did
-        before it is still judged at the next step)."""
-        before = self._flat.library_sum()
+        rejoin inside it): if it rejoined, the parameters are taken and
+        noted after it (else what the script did before it is still judged
+        at the next step's end)."""
+        before = self._worker.rejoins()
         try:
             yield
         finally:
-            if self._flat.library_sum() != before:
+            if self._worker.rejoins() != before:
                 self._took_parameters()
 
     def _begin_step(self):
@@ -452,11 +453,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._join()
         if self._position[3]:
             return  # the job is done: step() says so
-        # Since the last step's parameters came: anything (forward ahead:
-        # new tensors only, since an evaluation's forward lands the newest
-        # parameters into whatever the script swapped in).
-        self._refuse_changes(contents=not self._ahead)
-        self._flat.mark_versions()
+        if self._ahead:
+            # Since the last step's parameters came: anything but .data
+            # writes (an evaluation's forward lands the newest parameters
+            # into whatever the script swapped in).
+            self._refuse_changes(contents=False)
+            self._flat.mark_versions()
+        else:
+            # A new tensor now; the values at the step's end (_end_step),
+            # which covers the time since the parameters came.
+            self._refuse_changes(replaced_only=True)
         self._hook_parameters()
         examples = self._next_examples if self._next_examples is not None else 1
         self._worker.begin_step(examples)
@@ -464,17 +470,17 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._passes = 0
         self._reduced = False
 
-    def _refuse_changes(self, contents):
-        changed = self._flat.changed(contents)
+    def _refuse_changes(self, contents=True, replaced_only=False):
+        changed = self._flat.replaced() if replaced_only else self._flat.changed(contents)
         if changed:
             raise ConfigError(
                 "the model's parameters changed after the job began (%s): by an in-place write "
                 "(p.data.clamp_(), load_state_dict, reset_parameters, an nn.Embedding's "
                 "max_norm) or a new tensor (p.data = ..., model.to(...)). The ps tasks hold the "
                 "parameters, and the next step's would overwrite the change; pstrain.torch "
-                "cannot train a loop that edits its parameters between steps: make such "
-                "changes before the optimizer's first use (a forward, step(), global_step, "
-                "done, start_epoch, state_dict())" % ", ".join(changed[:5]))
+                "cannot train a loop that edits its parameters between steps or inside one: "
+                "make such changes before the optimizer's first use (a forward, step(), "
+                "global_step, done, start_epoch, state_dict())" % ", ".join(changed[:5]))
 
     def expect_examples(self, n):
         """The next step's batch size on this worker (DistributedSampler)."""
@@ -486,7 +492,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
         changed in the step; not at finish, whose error could not be
         raised)."""
         if judge:
-            self._refuse_changes(contents=False)  # in the step: what moved a version
+            # What the script changed since the parameters came, .data
+            # writes too (forward ahead: what moved a version in the
+            # step). A rejoin in the step (a ps went away) rewrote them
+            # with the job's, and voided the step: nothing to judge.
+            if self._ahead:
+                self._refuse_changes(contents=False)
+            elif self._worker.rejoins() == self._rejoins:
+                self._refuse_changes(contents=True)
+            else:
+                self._refuse_changes(replaced_only=True)
         if self._sync_average and not self._reduced:
             # Every worker joins a sync step's average, or those that did
             # would wait for it forever: after a backward pass whose end did
@@ -690,6 +705,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._flat.after_pull()
         self._flat.mark(contents=not self._ahead)
         self._position = self._worker.position()
+        self._rejoins = self._worker.rejoins()
 
     @contextlib.contextmanager
     def _no_landing(self):

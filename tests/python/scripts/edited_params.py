@@ -1,6 +1,7 @@
 """A loop that changes its parameters after the job began: the ps tasks
 hold them, so the next step would overwrite the change silently, and
-pstrain.torch refuses it saying what happened. What is taken: a change
+pstrain.torch refuses it saying what happened, whether the change came
+between steps or inside one. What is taken: a change
 after DistributedOptimizer but before the first step (the job starts from
 it), and weights swapped out and back between steps (an EMA's, for an
 evaluation), which change nothing, and a copy of the model (an EMA's
@@ -8,7 +9,7 @@ copy.deepcopy), which is not the job's. The optimizer's state is the ps's
 too: a read of opt.state, or a reset, says where it is. Five steps of a
 small model, 1 worker.
 
-    edited_params.py KIND     clamp | reload | max_norm | assign_before |
+    edited_params.py KIND     clamp | clamp_in_step | reload | max_norm | assign_before |
                               ema_swap | ema_deepcopy | sparse | dampening |
                               state_read | state_reset"""
 
@@ -75,6 +76,9 @@ def main():
                 opt.state = collections.defaultdict(dict)
         opt.zero_grad()
         F.mse_loss(model(ids), torch.ones(1, 2)).backward()
+        if step == 2 and kind == "clamp_in_step":  # between backward and step()
+            for p in model.parameters():
+                p.data.clamp_(-0.01, 0.01)
         opt.step()
     print("trained %s: %d steps, fc.weight %s" % (kind, opt.global_step,
                                                   model.fc.weight.flatten().tolist()))
