@@ -4,7 +4,7 @@
 //   wire_bench [--sizes=21840,65536,669706,1048576,16777216] [--workers=1,2,4,8]
 //              [--security=plain,curve] [--rounds=2] [--seconds=2] [--mode=async]
 //              [--ps_server=PATH] [--ps_flags="--update_threads=1;--update_threads=2"]
-//              [--echo_work=none,copy,sgd] [--echo_transport=tcp|ipc] [--echo=false]
+//              [--echo_work=none,copy,sgd] [--echo_transport=tcp|ipc|shm] [--echo=false]
 //              [--timeout_s=120]
 //
 // For every (security, size, workers) cell, `rounds` times: the echo, then
@@ -49,8 +49,11 @@
 // that fails is reported (an ERROR line) and the run goes on; the exit code
 // is then 1.
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,11 +61,14 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -98,9 +104,9 @@ ABSL_FLAG(std::string, ps_flags, "",
           "measured as a PUSH_PULL of its own in every round (A/B: "
           "'--update_threads=1;--update_threads=2'); ps_server=PATH in a variant runs that binary");
 ABSL_FLAG(double, timeout_s, 120.0, "Longest a measurement's processes may take, timing included");
-ABSL_FLAG(
-    std::string, echo_transport, "tcp",
-    "The echo's transport: tcp (127.0.0.1) or ipc (a Unix domain socket in the run's directory)");
+ABSL_FLAG(std::string, echo_transport, "tcp",
+          "The echo's transport: tcp (127.0.0.1), ipc (a Unix domain socket in the run's "
+          "directory), or shm (the header on that socket, the payload through shared memory)");
 // The children's own.
 ABSL_FLAG(std::string, endpoint, "",
           "echo_client: the echo's endpoint; echo_server: where to bind (default loopback TCP)");
@@ -240,10 +246,81 @@ class EchoWork {
   std::vector<float> scratch_;
 };
 
+// --echo_transport=shm: the payload both ways through a memfd segment of
+// the client's (the request in its first half, the reply in its second),
+// which the echo opens by its /proc/<pid>/fd/<fd> name, sent beside each
+// header on the socket. Each round trip copies the payload four times, as a
+// ps reached through shared memory without reading in place would (the
+// client into the segment, the echo out of it and its reply back in, the
+// client out), and no socket carries it: what such a ps would cost. The
+// segment is sealed against shrinking, so a mapping of it cannot fault.
+class SharedSegment {
+ public:
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+  SharedSegment(SharedSegment&& o) noexcept
+      : fd_(std::exchange(o.fd_, -1)), bytes_(o.bytes_), base_(std::exchange(o.base_, nullptr)) {}
+  ~SharedSegment() {
+    if (base_ != nullptr) munmap(base_, bytes_);
+    if (fd_ >= 0) close(fd_);
+  }
+
+  static absl::StatusOr<SharedSegment> Create(size_t bytes) {
+    const int fd = memfd_create("wire_bench_echo", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return absl::InternalError(absl::StrCat("memfd_create: ", std::strerror(errno)));
+    SharedSegment segment(fd, bytes);
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      return absl::InternalError(absl::StrCat("the segment: ", std::strerror(errno)));
+    }
+    RETURN_IF_ERROR(segment.Map());
+    return segment;
+  }
+
+  static absl::StatusOr<SharedSegment> Open(const std::string& name, size_t bytes) {
+    if (!absl::StartsWith(name, "/proc/")) return absl::InvalidArgumentError("a segment's name");
+    const int fd = open(name.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) return absl::InternalError(absl::StrCat(name, ": ", std::strerror(errno)));
+    SharedSegment segment(fd, bytes);
+    struct stat st {};
+    const int seals = fcntl(fd, F_GET_SEALS);
+    if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes || seals < 0 ||
+        (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": not a sealed segment of ", bytes, " bytes"));
+    }
+    RETURN_IF_ERROR(segment.Map());
+    return segment;
+  }
+
+  char* data() const { return static_cast<char*>(base_); }
+  std::string name() const { return absl::StrCat("/proc/", getpid(), "/fd/", fd_); }
+
+ private:
+  SharedSegment(int fd, size_t bytes) : fd_(fd), bytes_(bytes) {}
+  absl::Status Map() {
+    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (base == MAP_FAILED)
+      return absl::InternalError(absl::StrCat("mmap: ", std::strerror(errno)));
+    base_ = base;
+    return absl::OkStatus();
+  }
+
+  int fd_ = -1;
+  size_t bytes_ = 0;
+  void* base_ = nullptr;
+};
+
+bool EchoOverShm() { return absl::GetFlag(FLAGS_echo_transport) == "shm"; }
+
 absl::Status RunEchoServer(const Cancellation& stop) {
   ASSIGN_OR_RETURN(const TransportSecurity security, SecurityFromFlag());
   const size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_floats)) * sizeof(float);
-  const uint32_t parts = PiecesFor(bytes, security.secure()).parts;
+  const bool shm = EchoOverShm();
+  // Over shared memory a message is its header and the segment's name.
+  const uint32_t parts = shm ? 1 : PiecesFor(bytes, security.secure()).parts;
+  std::map<std::string, SharedSegment> segments;  // by peer
+  std::vector<float> request(shm ? bytes / sizeof(float) : 0);
   const int64_t deadline =
       MonotonicMicros() + static_cast<int64_t>(absl::GetFlag(FLAGS_timeout_s) * 1e6);
   SocketOptions options;
@@ -276,7 +353,24 @@ absl::Status RunEchoServer(const Cancellation& stop) {
           frames.push_back(std::move(frame));
         }
         if (frames.size() < 2 * parts) continue;
+        SharedSegment* segment = nullptr;
+        if (shm) {
+          auto it = segments.find(id.to_string());
+          if (it == segments.end()) {
+            ASSIGN_OR_RETURN(SharedSegment opened,
+                             SharedSegment::Open(frames[1].to_string(), 2 * bytes));
+            it = segments.emplace(id.to_string(), std::move(opened)).first;
+          }
+          segment = &it->second;
+          // The request into a buffer kept for it, as a ps assembles one.
+          std::memcpy(request.data(), segment->data(), bytes);
+          frames[1] = zmq::message_t(request.data(), bytes, nullptr, nullptr);
+        }
         work.Apply(&frames);
+        if (shm) {  // the reply into the segment; on the socket, its header only
+          std::memcpy(segment->data() + bytes, frames[1].data(), bytes);
+          frames[1] = zmq::message_t();
+        }
         // Back as a ps answers: [identity, header, payload] per piece.
         for (size_t i = 0; i + 1 < frames.size(); i += 2) {
           zmq::message_t to;
@@ -326,7 +420,15 @@ absl::Status RunEchoClient() {
   const int64_t n = absl::GetFlag(FLAGS_floats);
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
-  const PieceLayout layout = PiecesFor(bytes, security.secure());
+  const bool shm = EchoOverShm();
+  const PieceLayout layout = shm ? PieceLayout() : PiecesFor(bytes, security.secure());
+  std::optional<SharedSegment> segment;
+  std::string segment_name;
+  if (shm) {
+    ASSIGN_OR_RETURN(SharedSegment created, SharedSegment::Create(2 * bytes));
+    segment.emplace(std::move(created));
+    segment_name = segment->name();
+  }
   std::vector<std::string> headers;
   for (uint32_t k = 0; k < layout.parts; ++k) headers.push_back(EchoHeader(rank, n, layout, k));
   SocketOptions options;
@@ -345,6 +447,11 @@ absl::Status RunEchoClient() {
         // As PsClient sends: the header copied, the payload without a copy.
         zmq::message_t head(headers[k].data(), headers[k].size());
         (void)dealer.send(head, zmq::send_flags::sndmore);
+        if (segment.has_value()) {
+          std::memcpy(segment->data(), from, bytes);
+          (void)dealer.send(zmq::buffer(segment_name), zmq::send_flags::none);
+          continue;
+        }
         zmq::message_t body(from + k * layout.piece_bytes, layout.Bytes(k, bytes), nullptr,
                             nullptr);
         (void)dealer.send(body, zmq::send_flags::none);
@@ -353,6 +460,10 @@ absl::Status RunEchoClient() {
         zmq::message_t head, body;
         if (!dealer.recv(head) || !head.more() || !dealer.recv(body)) {
           return absl::DeadlineExceededError("the echo did not answer");
+        }
+        if (segment.has_value()) {
+          std::memcpy(to, segment->data() + bytes, bytes);
+          continue;
         }
         if (body.size() != layout.Bytes(k, bytes)) return absl::DataLossError("a short echo");
         std::memcpy(to + k * layout.piece_bytes, body.data(), body.size());
@@ -612,11 +723,11 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
     o.ps_variants.push_back(absl::StrSplit(v, ' ', absl::SkipEmpty()));
   }
   const std::string transport = absl::GetFlag(FLAGS_echo_transport);
-  if (transport != "tcp" && transport != "ipc") {
+  if (transport != "tcp" && transport != "ipc" && transport != "shm") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--echo_transport: '", transport, "' (tcp or ipc)"));
+        absl::StrCat("--echo_transport: '", transport, "' (tcp, ipc or shm)"));
   }
-  o.echo_over_ipc = transport == "ipc";
+  o.echo_transport = transport;
   o.rounds = absl::GetFlag(FLAGS_rounds);
   o.seconds = absl::GetFlag(FLAGS_seconds);
   o.timeout_s = absl::GetFlag(FLAGS_timeout_s);

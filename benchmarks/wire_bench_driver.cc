@@ -231,7 +231,9 @@ absl::StatusOr<Measurement> MeasureEcho(const WireBenchOptions& o, const std::st
   std::vector<std::string> args = {"--role=echo_server", floats, timeout, echo_work};
   // In the run's directory (removed at its end), so the path is short
   // enough for a Unix socket and its own.
-  if (o.echo_over_ipc) args.push_back("--endpoint=ipc://" + dir + "/echo.sock");
+  if (o.echo_transport != "tcp") args.push_back("--endpoint=ipc://" + dir + "/echo.sock");
+  const std::string transport = "--echo_transport=" + o.echo_transport;
+  args.push_back(transport);
   for (std::string& a : SecurityArgs(cell, secret_file)) args.push_back(a);
   ASSIGN_OR_RETURN(Child* const echo, children.Spawn("echo", o.self, args));
   RETURN_IF_ERROR(
@@ -245,7 +247,8 @@ absl::StatusOr<Measurement> MeasureEcho(const WireBenchOptions& o, const std::st
             floats,
             timeout,
             absl::StrCat("--seconds=", o.seconds),
-            echo_work};
+            echo_work,
+            transport};
     for (std::string& a : SecurityArgs(cell, secret_file)) args.push_back(a);
     ASSIGN_OR_RETURN(Child* const c, children.Spawn(absl::StrCat("echo client ", r), o.self, args));
     clients.push_back(c);

@@ -21,11 +21,13 @@ struct WireBenchOptions {
   // copy, sgd: wire_bench.cc's EchoWork); the first is what PUSH_PULL is
   // set against. Empty: no echo.
   std::vector<std::string> echo_works = {"none"};
-  // The echo listens on a Unix domain socket in the run's temporary
-  // directory (--echo_transport=ipc) instead of loopback TCP, as every
-  // pstrain task does: what a co-located ps reached without the TCP stack
-  // would save.
-  bool echo_over_ipc = false;
+  // The echo's transport (--echo_transport): tcp, loopback TCP as every
+  // pstrain task listens; ipc, a Unix domain socket in the run's temporary
+  // directory, what a co-located ps reached without the TCP stack would
+  // save; shm, the header on that socket and the payload through shared
+  // memory (wire_bench.cc's SharedSegment), what it would save without a
+  // socket's copies.
+  std::string echo_transport = "tcp";
   // PUSH_PULL once per entry, ps_server given the entry's flags: each a
   // system of its own, in every round (A/B/C...). Default: one, no flags.
   std::vector<std::vector<std::string>> ps_variants = {{}};
