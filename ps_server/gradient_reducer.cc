@@ -53,6 +53,16 @@ GradientReducer::Added GradientReducer::Add(int rank, int64_t version, uint32_t 
   CHECK_LT(r, in_.size());
   CHECK_EQ(static_cast<int64_t>(grad.size()), size_);
   if (version < version_ || (version == version_ && round < round_)) return Added::kStale;
+  // A worker's rounds of a step go 0, 1, 2, ..., each sent once it has the
+  // answers of the one before from every ps (a worker whose step is voided
+  // computes it again from round 0). So a version's first round here is 0,
+  // and its next round comes once this one is complete: anything else is
+  // out of order, and stale, so that no worker can overtake the round the
+  // others wait in (voiding their averages) with a round of its choosing.
+  if (version == version_ ? round > round_ + 1 || (round == round_ + 1 && !complete_)
+                          : round != 0) {
+    return Added::kStale;
+  }
   if (version > version_ || round > round_) StartRound(version, round);
   waiting_[r] = std::move(reply);
   if (complete_) return Added::kComplete;  // a repeat: the average is made
@@ -62,7 +72,9 @@ GradientReducer::Added GradientReducer::Add(int rank, int64_t version, uint32_t 
   }
   const float weight = static_cast<float>(num_examples);
   if (num_examples == 0) {
-    // Nothing to add (and 0 x an inf the buffer may hold is a NaN).
+    // Nothing to add (and 0 x an inf the buffer may hold is a NaN); a
+    // repeat of 0 examples leaves nothing of an earlier one held.
+    is_held_[r] = false;
   } else if (!in_[r] &&
              held_floats_ - static_cast<int64_t>(held_[r].capacity()) + size_ > kMaxHeldFloats) {
     if (!arrival_sum_used_) arrival_sum_.assign(static_cast<size_t>(size_), 0.0f);
@@ -115,11 +127,14 @@ void GradientReducer::Finish() {
   const float scale = weight > 0 ? 1.0f / static_cast<float>(weight) : 0.0f;
   Eigen::Map<Eigen::VectorXf>(sum.data(), size_) *= scale;
   average_ = std::make_shared<const std::vector<float>>(std::move(sum));
-  // Absent from the average: absent from every contribution.
+  // Absent from the average: absent from every contribution of examples
+  // (one of none had no gradient, and says nothing of the tensors), or of
+  // every contribution where none has examples.
+  const bool counted = weight > 0;
   absent_.clear();
   bool first = true;
   for (size_t r = 0; r < in_.size(); ++r) {
-    if (!in_[r]) continue;
+    if (!in_[r] || (counted && examples_[r] == 0)) continue;
     if (first) {
       absent_ = absent_of_[r];
       first = false;

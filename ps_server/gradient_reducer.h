@@ -10,10 +10,11 @@
 // A round is one version: each live rank's gradient of it, weighted by its
 // examples, summed in rank order once every live rank's is in (so a run
 // repeats bit for bit, as SyncPolicy's sums), times 1 / the total weight.
-// A tensor is absent from the average when every contribution said it is
-// (step settings' absent): no worker had a gradient for it. A
+// A tensor is absent from the average when every contribution of examples
+// said it is (step settings' absent): no worker had a gradient for it. A
 // contribution of 0 examples (a worker whose step had no gradient) adds
-// nothing, but the round waits for it as for any. Nothing of a
+// nothing, to the sum or to the absent tensors, but the round waits for it
+// as for any. Nothing of a
 // round is applied, checkpointed or replicated: after a ps restarts or a
 // rollback, the workers rejoin and compute the step again.
 //
@@ -23,7 +24,11 @@
 // One round at a time. A contribution of a later version starts a new
 // round (every worker of the previous one had its answer, or will find the
 // job past it); one of an earlier version is stale (the job moved on
-// without the worker) and is answered without an average.
+// without the worker) and is answered without an average, and so is one
+// out of order (a version's first round other than 0, or a round other
+// than the next once this one is complete), which no worker that follows
+// the protocol sends: so no round waited in is ever overtaken within a
+// version.
 //
 // Memory: one buffer per contributing rank, up to kMaxHeldFloats in all;
 // past it, contributions are added on arrival instead (such a round

@@ -263,8 +263,11 @@ int PstrainWorkerSetStepOptions(PstrainWorkerHandle worker, int num_groups, cons
  * gradient. absent_everywhere (num_tensors ints, the caller's) gets 1 for
  * each tensor no worker had a gradient for. *reduced is 0 when no average
  * came: the job went past this step without this worker (its push is then
- * dropped), or a ps went away and was rejoined (the step is void: EndStep
- * pushes nothing; the position may have moved). Blocks until every live
+ * dropped), a ps went away and was rejoined (the step is void: EndStep
+ * pushes nothing; the position may have moved; PstrainWorkerGetRejoins
+ * counts it), or the round was out of order (a round this worker had
+ * already been answered in, as after a ps failed over mid-step; its push
+ * counts as any). Blocks until every live
  * worker's gradient is in: in a sync job every worker calls it in a step
  * where any does (one without a gradient with every tensor absent, after
  * PstrainWorkerSetStepExamples(worker, 0): it adds nothing). Usage errors

@@ -67,6 +67,51 @@ TEST(GradientReducer, AContributionOfNoExamplesIsWaitedForAndAddsNothing) {
   EXPECT_EQ(r.TakeAnswers().size(), 2u);
 }
 
+TEST(GradientReducer, AContributionOfNoExamplesSaysNothingOfTheAbsentTensors) {
+  // Rank 1 had no gradient (0 examples) and sent its buffer with nothing
+  // absent: tensor 1, which rank 0's examples lacked, stays absent.
+  GradientReducer r(2, 1);
+  r.Add(0, 0, 0, std::vector<float>{1}, 2, std::vector<int32_t>{1}, Answer(0));
+  r.Add(1, 0, 0, std::vector<float>{5}, 0, {}, Answer(1));
+  EXPECT_EQ(r.absent(), (std::vector<int32_t>{1}));
+  EXPECT_EQ(*r.average(), (std::vector<float>{1}));
+  // Where no contribution has examples, every one votes.
+  GradientReducer none(2, 1);
+  none.Add(0, 0, 0, std::vector<float>{0}, 0, std::vector<int32_t>{0, 1}, Answer(0));
+  none.Add(1, 0, 0, std::vector<float>{0}, 0, std::vector<int32_t>{0}, Answer(1));
+  EXPECT_EQ(none.absent(), (std::vector<int32_t>{0}));
+}
+
+TEST(GradientReducer, ARepeatOfNoExamplesLeavesNothingOfTheFirstInTheSum) {
+  GradientReducer r(2, 1);
+  r.Add(0, 0, 0, std::vector<float>{100}, 2, {}, Answer(0));
+  r.Add(0, 0, 0, std::vector<float>{5}, 0, {}, Answer(0));  // the rank's repeat
+  r.Add(1, 0, 0, std::vector<float>{3}, 1, {}, Answer(1));
+  ASSERT_TRUE(r.complete());
+  EXPECT_EQ(*r.average(), (std::vector<float>{3}));
+}
+
+TEST(GradientReducer, ARoundOutOfOrderIsStaleAndOvertakesNothing) {
+  // A worker's rounds go 0, 1, 2...: one that skips ahead (an insider's)
+  // cannot end the round the others wait in.
+  GradientReducer r(2, 1);
+  EXPECT_EQ(r.Add(0, 3, 0, std::vector<float>{1}, 1, {}, Answer(0)),
+            GradientReducer::Added::kWaiting);
+  EXPECT_EQ(r.Add(1, 3, 1, std::vector<float>{9}, 1, {}, Answer(1)),
+            GradientReducer::Added::kStale);  // round 0 is not complete
+  EXPECT_EQ(r.Add(1, 3, 2, std::vector<float>{9}, 1, {}, Answer(1)),
+            GradientReducer::Added::kStale);
+  EXPECT_EQ(r.Add(1, 4, 1, std::vector<float>{9}, 1, {}, Answer(1)),
+            GradientReducer::Added::kStale);  // a new version begins at round 0
+  EXPECT_TRUE(r.TakeOvertaken().empty());
+  EXPECT_EQ(r.Add(1, 3, 0, std::vector<float>{3}, 1, {}, Answer(1)),
+            GradientReducer::Added::kComplete);
+  EXPECT_EQ(*r.average(), (std::vector<float>{2}));
+  // The next round is in order.
+  EXPECT_EQ(r.Add(1, 3, 1, std::vector<float>{3}, 1, {}, Answer(1)),
+            GradientReducer::Added::kWaiting);
+}
+
 TEST(GradientReducer, ARankThatPushedTheVersionIsNotWaitedFor) {
   // Rank 1 made one averaging pass in the step and pushed; rank 0 makes a
   // second: its round completes without rank 1, before or after the push.
