@@ -129,6 +129,13 @@ class TwoWorkersAreOneProcessOfTheGlobalBatch(EmbeddingCase):
         self.compare("two_adagrad", 2, 2, ["--table_optimizer=adagrad", "--branch"])
         self.compare("two_adam", 2, 3, ["--table_optimizer=adam"])
 
+    def test_a_step_whose_backward_reaches_only_rows(self):
+        # The dense head frozen on every third step: each worker's backward
+        # gives the tables' rows a gradient and no parameter one. The rows
+        # are the step's gradient (not a step without one), as in one
+        # process.
+        self.compare("frozen_head", 2, 2, ["--table_optimizer=adagrad", "--freeze_head"])
+
     def test_a_schedule_sets_the_tables_lr(self):
         # emb.lr each step, as torch's schedulers set param_groups' lr.
         self.compare("decay_adam", 2, 2, ["--table_optimizer=adam", "--decay"])

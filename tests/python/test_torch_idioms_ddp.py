@@ -56,6 +56,17 @@ class TwoWorkersAreDdp(it.IdiomCase):
         self.compare("skip_backward_zeroed", 2, 2, flags,
                      reference_flags=flags + ["--batch_size=32"], reference_world=1)
 
+    def test_a_worker_that_skips_backward_synchronizes_for_its_scaler(self):
+        # Worker 0's loss overflows at step 5, where worker 1 skips its
+        # backward: worker 1's opt.synchronize() before its GradScaler's
+        # check gives it the average, so both skip the step (the next
+        # batch merges into it) and both back the scale off, as one process
+        # does with worker 0's rows.
+        flags = ["--skip_backward=5,9", "--amp=scaler", "--overflow_steps=5",
+                 "--overflow_rank=0", "--synchronize_skipped"]
+        self.compare("skip_backward_scaler", 2, 2, flags, expect_updates=24,
+                     reference_flags=flags + ["--batch_size=32"], reference_world=1)
+
 
 if __name__ == "__main__":
     unittest.main()

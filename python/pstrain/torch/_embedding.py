@@ -210,6 +210,10 @@ class Embedding(torch.nn.Module):
         grad = grad.detach().to(torch.float32).cpu()
         worker.embedding_grad(self.index, ids.cpu().numpy(), grad.numpy(), self.lr)
 
+    def _has_gradient(self):
+        """Whether a row of the step's forwards has a gradient."""
+        return any(rows.grad is not None for _, rows in self._step_rows)
+
     def _forget_step(self):
         self._step_rows = []
 

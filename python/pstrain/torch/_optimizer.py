@@ -174,6 +174,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._next_examples = None
         self._passes = 0          # backward passes in the step under way
         self._reduced = False     # .grad holds an average of the last pass
+        self._nothing = False     # the step has no gradient of this worker's (_join_average)
+        self._step_examples = 1   # the examples the step began with
         self._no_sync = False
         self._callback_queued = False
         self._finished = self._closed = self._job_finished = False
@@ -369,14 +371,39 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._callback_queued = False
         self._passes += 1
         self._reduced = False
+        if self._nothing:
+            # A backward pass after the step joined an average without a
+            # gradient (a GradScaler's skipped step, with the loop's next
+            # batch merging into it): it has one of its own again.
+            self._nothing = False
+            self._worker.set_step_examples(self._step_examples)
         if self._sync_average and not self._no_sync and self._passes % self._passes_per_step == 0:
             self._reduce()
 
     def _no_gradient(self):
-        """Every .grad None or zero (zero_grad's, set_to_none or not)."""
+        """No gradient of this worker's in the step: no backward pass, every
+        .grad None or zero (zero_grad's, set_to_none or not), and no
+        pst.Embedding row with one."""
+        if self._passes > 0:
+            return False
+        if any(t._has_gradient() for t in self._tables):  # pylint: disable=protected-access
+            return False
         with torch.no_grad():
             return all(e.param.grad is None or not bool(e.param.grad.any())
                        for e in self._layout)
+
+    def _join_average(self, absent_all=False):
+        """Sync averaging: this worker's part of the step's average, which
+        every worker must take or the others would wait for it forever
+        (after a backward pass whose end did not average, with no_sync left
+        on; without one: step() with no backward(), skip_step(), finish(),
+        synchronize()). A step without a gradient of its own (`absent_all`,
+        or _no_gradient()) adds nothing: its examples are out of the
+        average and of the update, and it pushes no tensor."""
+        if absent_all or self._no_gradient():
+            self._nothing = True
+            self._worker.set_step_examples(0)
+        self._reduce(nothing=self._nothing)
 
     def _reduce(self, nothing=False):
         """.grad becomes the workers' average of what it holds (`nothing`:
@@ -465,10 +492,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._refuse_changes(replaced_only=True)
         self._hook_parameters()
         examples = self._next_examples if self._next_examples is not None else 1
+        self._step_examples = examples
         self._worker.begin_step(examples)
         self._in_step = True
         self._passes = 0
         self._reduced = False
+        self._nothing = False
 
     def _refuse_changes(self, contents=True, replaced_only=False):
         changed = self._flat.replaced() if replaced_only else self._flat.changed(contents)
@@ -502,19 +531,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 self._refuse_changes(contents=True)
             else:
                 self._refuse_changes(replaced_only=True)
-        if self._sync_average and not self._reduced:
-            # Every worker joins a sync step's average, or those that did
-            # would wait for it forever: after a backward pass whose end did
-            # not average (no_sync left on), and without one (step() with
-            # no backward(), skip_step(), finish()). A step without a
-            # gradient of its own (skipped, or no backward and every .grad
-            # None or zero) adds nothing: its examples are out of the
-            # average and of the update, and it pushes no tensor.
-            nothing = absent_all or (self._passes == 0 and self._no_gradient())
-            if nothing:
+        if self._sync_average:
+            if not self._reduced:
+                self._join_average(absent_all)
+            elif absent_all and not self._nothing:
+                # skip_step() or finish() after the step's average: its push
+                # adds nothing (with its examples, zeros would dilute the
+                # others' update).
+                self._nothing = True
                 self._worker.set_step_examples(0)
-            self._reduce(nothing=nothing)
-            absent_all = nothing
+            absent_all = self._nothing
         # absent_all: nothing of this worker's, no tensor, and zeros for a
         # sync average that other workers' gradients still make.
         absent = self._flat.no_grads() if absent_all else self._flat.gather_grads()
@@ -578,7 +604,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         already after backward when averaging; this averages a gradient
         made otherwise)."""
         if self._sync_average and self._in_step and not self._reduced:
-            self._reduce()
+            self._join_average()
 
     @contextlib.contextmanager
     def skip_synchronize(self):

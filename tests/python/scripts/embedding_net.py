@@ -8,7 +8,9 @@ The data is a function of (seed, step): each global batch is
 features with a planted label; worker r takes the r-th --batch of it, the
 reference all of it (one process at the global batch). With --branch the
 second table is used on even steps only (step() leaves it alone on the
-others, as torch.optim leaves a parameter whose .grad is None)."""
+others, as torch.optim leaves a parameter whose .grad is None). With
+--freeze_head the dense head is frozen on every third step (from step
+1): those steps' backward reaches the tables' rows only."""
 
 import argparse
 import sys
@@ -66,6 +68,12 @@ def table_lr(args, step):
     return base * (1 - 0.5 * step / args.steps) if args.decay else base
 
 
+def freeze(model, args, step):
+    """--freeze_head: the head trains on two steps of three."""
+    for p in model.head.parameters():
+        p.requires_grad_(not (args.freeze_head and step % 3 == 1))
+
+
 def run_pstrain(args):
     import pstrain.torch as pst  # pylint: disable=import-outside-toplevel
     pst.init()
@@ -87,6 +95,7 @@ def run_pstrain(args):
         opt.zero_grad(set_to_none=True)
         for table in tables:
             table.lr = table_lr(args, step)
+        freeze(model, args, step)
         loss = loss_fn(model(ids[part], dense[part], not args.branch or step % 2 == 0),
                        label[part])
         loss.backward()
@@ -154,6 +163,7 @@ def run_reference(args):
         dense.zero_grad(set_to_none=True)
         for group in sparse.param_groups:
             group["lr"] = table_lr(args, step)
+        freeze(model, args, step)
         loss = loss_fn(model(ids, x, not args.branch or step % 2 == 0), label)
         loss.backward()
         empty = []
@@ -217,6 +227,8 @@ def main():
     p.add_argument("--table_optimizer", default="adagrad")
     p.add_argument("--admit_after", type=int, default=0)
     p.add_argument("--branch", action="store_true")
+    p.add_argument("--freeze_head", action="store_true",
+                   help="the head frozen on every third step: a backward of rows only")
     p.add_argument("--decay", action="store_true", help="the tables' lr decays (emb.lr)")
     p.add_argument("--mismatch", action="store_true", help="worker 1's tables differ")
     p.add_argument("--collection", action="store_true",

@@ -180,11 +180,14 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
                                     or (args.amp == "scaler" and device_type == "cuda")):
                     loss = F.nll_loss(model(xm, head), ym) / len(micro)
                 if args.amp == "scaler":
-                    if step in args.overflow_steps and rank == world - 1 and i == len(micro) - 1:
+                    overflows = rank == (world - 1 if args.overflow_rank < 0 else args.overflow_rank)
+                    if step in args.overflow_steps and overflows and i == len(micro) - 1:
                         loss = loss * float("inf")  # an overflow on this rank alone
                     loss = scaler.scale(loss)
                 if not skip:
                     loss.backward()
+        if skip and args.synchronize_skipped:
+            opt.synchronize()  # the others' average in .grad, for the scaler's check
         if scaler is not None:
             scaler.unscale_(opt)
         if args.clip == "norm":
@@ -300,6 +303,10 @@ def main():
     p.add_argument("--amp", default="none", choices=["none", "bf16", "scaler"])
     p.add_argument("--overflow_steps", default="5,6",
                    help="scaler: steps whose loss overflows on the last rank")
+    p.add_argument("--overflow_rank", type=int, default=-1,
+                   help="scaler: the rank whose loss overflows (-1: the last)")
+    p.add_argument("--synchronize_skipped", action="store_true",
+                   help="--skip_backward: opt.synchronize() before the scaler and clipping")
     p.add_argument("--accumulate", default="none", choices=["none", "passes", "no_sync"])
     p.add_argument("--skip_backward", default="",
                    help="steps at which the last rank calls step() without backward()")
