@@ -92,6 +92,7 @@ _SIGNATURES = {
                                      ctypes.POINTER(_i64), _p, _p, _i64, _p, _i64,
                                      ctypes.POINTER(_i64), ctypes.POINTER(_p)],
     "PstrainWorkerFree": [_p],
+    "PstrainWorkerGetRejoins": [_p, ctypes.POINTER(_i64)],
     "PstrainWorkerGetPosition": [_p, ctypes.POINTER(_i64), ctypes.POINTER(_i64),
                                  ctypes.POINTER(_i64), ctypes.POINTER(_int)],
     "PstrainWorkerBeginStep": [_p, _int],

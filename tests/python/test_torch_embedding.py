@@ -191,6 +191,9 @@ class Checkpoints(EmbeddingCase):
         summary = t.summary(run)
         self.assertEqual(summary["restarts"], 1)
         self.assertIn("restored", launch.output)
+        # Every worker rejoined (the library counts it: a step in which it
+        # did is not judged for edits of the parameters).
+        self.assertEqual(len(re.findall(r"\] rejoins [1-9]", launch.output)), 2, launch.output)
         difference = max_difference(torch.load(out),
                                     self.reference("killed", 2, ["--steps=50"] + flags))
         print("RESULT torch_embedding killed_ps max_abs_diff=%.3g recoveries=%s"

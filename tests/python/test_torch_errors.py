@@ -124,7 +124,7 @@ class EditedParameters(t.TestCase):
         self.assertEqual(code, 0, out)
         self.assertIn("[worker:1] trained assign_before: 5 steps, fc.weight [0.5, 0.5, 0.5, 0.5, "
                       "0.5, 0.5, 0.5, 0.5]", out)
-        for kind in ("ema_swap", "ema_deepcopy"):
+        for kind in ("ema_swap", "ema_deepcopy", "swap_in_step"):
             code, out = self.launch(kind)
             self.assertEqual(code, 0, out)
             self.assertIn("trained %s: 5 steps" % kind, out)

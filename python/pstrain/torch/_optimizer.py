@@ -509,7 +509,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 "parameters, and the next step's would overwrite the change; pstrain.torch "
                 "cannot train a loop that edits its parameters between steps or inside one: "
                 "make such changes before the optimizer's first use (a forward, step(), "
-                "global_step, done, start_epoch, state_dict())" % ", ".join(changed[:5]))
+                "global_step, done, start_epoch, state_dict()). Weights moved for a while (SAM, "
+                "FGM, AWP, an EMA's for an evaluation) are taken back as they were with "
+                "p.data.copy_(saved), not by arithmetic, which rounds"
+                % ", ".join(changed[:5]))
 
     def expect_examples(self, n):
         """The next step's batch size on this worker (DistributedSampler)."""

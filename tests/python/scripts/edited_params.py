@@ -4,13 +4,14 @@ pstrain.torch refuses it saying what happened, whether the change came
 between steps or inside one. What is taken: a change
 after DistributedOptimizer but before the first step (the job starts from
 it), and weights swapped out and back between steps (an EMA's, for an
-evaluation), which change nothing, and a copy of the model (an EMA's
-copy.deepcopy), which is not the job's. The optimizer's state is the ps's
+evaluation) and moved inside a step and copied back before step() (as
+SAM's and FGM's loops do), which change nothing, and a copy of the model
+(an EMA's copy.deepcopy), which is not the job's. The optimizer's state is the ps's
 too: a read of opt.state, or a reset, says where it is. Five steps of a
 small model, 1 worker.
 
     edited_params.py KIND     clamp | clamp_in_step | reload | max_norm | assign_before |
-                              ema_swap | ema_deepcopy | sparse | dampening |
+                              ema_swap | ema_deepcopy | swap_in_step | sparse | dampening |
                               state_read | state_reset"""
 
 import collections
@@ -79,6 +80,14 @@ def main():
         if step == 2 and kind == "clamp_in_step":  # between backward and step()
             for p in model.parameters():
                 p.data.clamp_(-0.01, 0.01)
+        if step == 2 and kind == "swap_in_step":  # SAM's: a look at moved weights, then back
+            kept = [p.detach().clone() for p in model.parameters()]
+            for p in model.parameters():
+                p.data.add_(0.05)
+            with torch.no_grad():
+                model(ids)
+            for p, k in zip(model.parameters(), kept):
+                p.data.copy_(k)
         opt.step()
     print("trained %s: %d steps, fc.weight %s" % (kind, opt.global_step,
                                                   model.fc.weight.flatten().tolist()))

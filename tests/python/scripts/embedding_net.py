@@ -106,6 +106,8 @@ def run_pstrain(args):
             # A read between steps of the very ids prefetched: it asks the ps.
             tables[0].read_rows(batch(step + 1, pst.num_workers(), args.batch, args.ids,
                                       args.seed)[0][part])
+    # The rejoins a killed ps made this worker take (the library's count).
+    print("rejoins %d" % opt._worker.rejoins(), flush=True)  # pylint: disable=protected-access
     if pst.is_chief():
         every = torch.arange(args.ids)
         out = {"head.weight": model.head.weight.detach().clone(),
