@@ -20,7 +20,6 @@ that skips backward() on some steps but still calls step()
 reference takes the other ranks' rows of those steps' global batch)."""
 
 import argparse
-import math
 import os
 import sys
 
