@@ -371,12 +371,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._callback_queued = False
         self._passes += 1
         self._reduced = False
-        if self._nothing:
-            # A backward pass after the step joined an average without a
-            # gradient (a GradScaler's skipped step, with the loop's next
-            # batch merging into it): it has one of its own again.
-            self._nothing = False
-            self._worker.set_step_examples(self._step_examples)
+        # A backward pass after the step joined an average without a
+        # gradient (a GradScaler's skipped step, with the loop's next batch
+        # merging into it): it has one of its own again.
+        self._set_nothing(False)
         if self._sync_average and not self._no_sync and self._passes % self._passes_per_step == 0:
             self._reduce()
 
@@ -401,9 +399,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
         or _no_gradient()) adds nothing: its examples are out of the
         average and of the update, and it pushes no tensor."""
         if absent_all or self._no_gradient():
-            self._nothing = True
-            self._worker.set_step_examples(0)
+            self._set_nothing(True)
         self._reduce(nothing=self._nothing)
+
+    def _set_nothing(self, nothing):
+        """Whether the step has no gradient of this worker's: its examples
+        are then 0 (out of the average and the update), else those it
+        began with."""
+        if nothing != self._nothing:
+            self._nothing = nothing
+            self._worker.set_step_examples(0 if nothing else self._step_examples)
 
     def _reduce(self, nothing=False):
         """.grad becomes the workers' average of what it holds (`nothing`:
@@ -537,12 +542,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._sync_average:
             if not self._reduced:
                 self._join_average(absent_all)
-            elif absent_all and not self._nothing:
+            elif absent_all:
                 # skip_step() or finish() after the step's average: its push
                 # adds nothing (with its examples, zeros would dilute the
                 # others' update).
-                self._nothing = True
-                self._worker.set_step_examples(0)
+                self._set_nothing(True)
             absent_all = self._nothing
         # absent_all: nothing of this worker's, no tensor, and zeros for a
         # sync average that other workers' gradients still make.
