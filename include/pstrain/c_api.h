@@ -249,7 +249,8 @@ int PstrainWorkerLayerSpan(PstrainWorkerHandle worker, const char* layer, int ba
  * gradient this step (`absent`, any order): as torch.optim, the ps leaves
  * those alone (no update, no momentum, no weight decay, no step count; in
  * sync, a tensor every worker says is absent). Every push from then on
- * carries them: call it each step, before TensorReady and EndStep.
+ * carries them, until they are set again: call it in a step whose
+ * settings differ from the last ones set, before TensorReady and EndStep.
  * PSTRAIN_ERROR_CONFIG for a value the optimizer refuses (a momentum of 1,
  * a negative lr); usage errors for a group count other than the layout's
  * or a tensor outside it. REQUIRES: a step begun. */

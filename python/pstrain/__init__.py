@@ -135,21 +135,24 @@ class Worker:
                       int(slots.size), steps.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
                       ctypes.byref(handle))
         self._handle = handle
+        self._step_options = None  # the last set_step_options' settings
+        # What position() and rejoins() read, made once (they run each step).
+        self._position = (ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int())
+        self._position_refs = tuple(ctypes.byref(v) for v in self._position)
+        self._rejoins = ctypes.c_int64()
+        self._rejoins_ref = ctypes.byref(self._rejoins)
 
     def position(self):
         """(global_step, total_steps, steps_per_epoch, done)."""
-        step, total, per_epoch, done = (ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64(),
-                                        ctypes.c_int())
-        _lib.call("PstrainWorkerGetPosition", self._handle, ctypes.byref(step),
-                  ctypes.byref(total), ctypes.byref(per_epoch), ctypes.byref(done))
+        step, total, per_epoch, done = self._position
+        _lib.call("PstrainWorkerGetPosition", self._handle, *self._position_refs)
         return step.value, total.value, per_epoch.value, bool(done.value)
 
     def rejoins(self):
         """How many times this worker rejoined the job (a ps went away):
         each may have rewritten `params` with the job's."""
-        rejoins = ctypes.c_int64()
-        _lib.call("PstrainWorkerGetRejoins", self._handle, ctypes.byref(rejoins))
-        return rejoins.value
+        _lib.call("PstrainWorkerGetRejoins", self._handle, self._rejoins_ref)
+        return self._rejoins.value
 
     @property
     def global_step(self):
@@ -185,12 +188,19 @@ class Worker:
     def set_step_options(self, groups, absent=()):
         """The step's optimizer settings: `groups`, a numpy float64 array of
         shape (groups, len(GROUP_FIELDS)), and the tensors without a
-        gradient (indices)."""
+        gradient (indices). They hold until set again: a repeat of the
+        last ones set is not sent."""
         groups = numpy.ascontiguousarray(groups, dtype=numpy.float64)
         absent = numpy.ascontiguousarray(absent, dtype=numpy.intc)
+        # They hold until set again (c_api.h): the same as the last ones
+        # set need no call.
+        settings = (groups.shape, groups.tobytes(), absent.tobytes())
+        if settings == self._step_options:
+            return
         _lib.call("PstrainWorkerSetStepOptions", self._handle, int(groups.shape[0]),
                   groups.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), int(absent.size),
                   absent.ctypes.data_as(ctypes.POINTER(ctypes.c_int)))
+        self._step_options = settings
 
     def reduce_gradients(self, absent=()):
         """Sync: `grads` becomes the workers' average of this step's
@@ -293,6 +303,7 @@ class Worker:
         if self._handle:
             _lib.call("PstrainWorkerFree", self._handle)
             self._handle = ctypes.c_void_p()
+            self._step_options = None  # a call after it is refused
 
 
 def embedding_initial_rows(ids, dim, seed, table_index=0, init="normal", init_std=1.0):

@@ -341,15 +341,24 @@ TEST_F(CApiWithPs, ForwardAheadHandsEachStepTheParametersOfTheStepBefore) {
       PstrainWorkerCreate(task, job, 2, names, sizes, params.data(), grads.data(), 8, &worker),
       PSTRAIN_OK)
       << LastError();
-  // P[k]: the ps's parameters after k updates, g_k = (i + 1) (k + 1).
+  // P[k]: the ps's parameters after k updates, g_k = (i + 1) (k + 1), at
+  // the lr of 0.25 the first step sets, which holds for the steps after
+  // (settings hold until set again; ahead, they wait for the step before).
   std::vector<std::vector<float>> p = {params};
   for (int k = 0; k < 4; ++k) {
     p.push_back(p.back());
-    for (int i = 0; i < 8; ++i) p.back()[i] -= 0.5f * static_cast<float>((i + 1) * (k + 1));
+    for (int i = 0; i < 8; ++i) p.back()[i] -= 0.25f * static_cast<float>((i + 1) * (k + 1));
   }
+  double settings[PSTRAIN_GROUP_FIELDS] = {};
+  settings[PSTRAIN_GROUP_LR] = 0.25;
+  const int none[] = {0};
   ASSERT_EQ(PstrainWorkerLand(worker), PSTRAIN_OK) << "nothing in flight";
   for (int k = 0; k < 4; ++k) {
     ASSERT_EQ(PstrainWorkerBeginStep(worker, 4), PSTRAIN_OK) << LastError();
+    if (k == 0) {
+      ASSERT_EQ(PstrainWorkerSetStepOptions(worker, 1, settings, 0, none), PSTRAIN_OK)
+          << LastError();
+    }
     EXPECT_EQ(PstrainWorkerLand(worker), PSTRAIN_ERROR_USAGE);
     for (int i = 0; i < 8; ++i) grads[i] = static_cast<float>((i + 1) * (k + 1));
     ASSERT_EQ(PstrainWorkerEndStep(worker, 0.25), PSTRAIN_OK) << LastError();
@@ -489,6 +498,16 @@ TEST_F(CApiWithPs, AScriptsStepSettingsAverageAndOptimizerState) {
             PSTRAIN_OK);
   EXPECT_EQ(read_steps, (std::vector<int64_t>{5, 0}));
   EXPECT_EQ(read[3], 0.0f);  // b's exp_avg untouched
+  // The settings hold until set again: a step without SetStepOptions
+  // leaves b alone too.
+  const std::vector<float> after_first = params;
+  ASSERT_EQ(PstrainWorkerBeginStep(worker, 4), PSTRAIN_OK) << LastError();
+  ASSERT_EQ(PstrainWorkerEndStep(worker, 0.1), PSTRAIN_OK) << LastError();
+  for (int i = 3; i < 8; ++i) EXPECT_EQ(params[i], after_first[i]) << i;
+  for (int i = 0; i < 3; ++i) EXPECT_LT(params[i], after_first[i]) << i;
+  ASSERT_EQ(PstrainWorkerGetOptimizerState(worker, &num_slots, read.data(), 16, read_steps.data()),
+            PSTRAIN_OK);
+  EXPECT_EQ(read_steps, (std::vector<int64_t>{6, 0}));
   EXPECT_EQ(PstrainWorkerFree(worker), PSTRAIN_OK);
   EXPECT_EQ(PstrainTaskFree(task), PSTRAIN_OK);
 }

@@ -4,7 +4,8 @@ after 25 steps; tests/python/scripts/idioms.py has the loop): a branch
 used on some steps with zero_grad(set_to_none=True and False), clipping by
 norm and by value, parameter groups with their own options under torch's
 schedulers, a parameter frozen and then unfrozen, tied weights (every
-run), bf16 autocast, GradScaler's skipped steps, gradient accumulation.
+run), bf16 autocast, GradScaler's skipped steps, gradient accumulation,
+.grad replaced by views of other parameters' or of itself.
 Each through 2 ps (tensors cut between shards)."""
 
 import unittest
@@ -48,6 +49,14 @@ class OneWorkerIsOneProcess(it.IdiomCase):
         self.compare("two_passes", 1, 2, ["--accumulate=passes", "--optimizer=adam",
                                           "--lr=0.01"])
         self.compare("no_sync", 1, 2, ["--accumulate=no_sync"])
+
+    def test_gradients_replaced_by_views_of_the_flat_buffer(self):
+        # .grad as torch.optim reads it: a transposed view of itself (the
+        # same address and shape, other strides), and two parameters'
+        # .grad exchanged (each read before either is written).
+        self.compare("grad_transpose", 1, 2, ["--grad_edit=transpose", "--set_to_none=0"])
+        self.compare("grad_swap", 1, 2, ["--grad_edit=swap", "--set_to_none=0", "--optimizer=adam",
+                                         "--lr=0.01"])
 
     def test_the_comparison_can_fail(self):
         # The same loop without its clipping in one of the runs ends

@@ -5,7 +5,7 @@ steps): backward() ends with the workers' averaged gradient in .grad, as
 DDP's, so clipping and GradScaler's inf check see the whole batch's
 gradient; a parameter no worker used is left alone, one some workers used
 gets the average; a worker that skipped backward() adds nothing to the
-step's average. The loop: tests/python/scripts/idioms.py."""
+step's average; the average in .grad replaced as torch.optim reads it. The loop: tests/python/scripts/idioms.py."""
 
 import unittest
 
@@ -40,6 +40,17 @@ class TwoWorkersAreDdp(it.IdiomCase):
         self.compare("unfreeze", 2, 2, ["--unfreeze_at=10", "--optimizer=adam", "--lr=0.01"],
                      reference_flags=["--unfreeze_at=10", "--optimizer=adam", "--lr=0.01",
                                       "--batch_size=32"], reference_world=1)
+
+    def test_gradients_replaced_after_the_average(self):
+        # The average in .grad (views of the flat buffer) transposed, and
+        # two parameters' exchanged, before step(). The reference is one
+        # process with the global batch (the edits reach into the model,
+        # which DDP wraps).
+        for name, flags in (("grad_transpose", ["--grad_edit=transpose", "--set_to_none=0"]),
+                            ("grad_swap", ["--grad_edit=swap", "--set_to_none=0",
+                                           "--optimizer=adam", "--lr=0.01"])):
+            self.compare(name, 2, 2, flags, reference_flags=flags + ["--batch_size=32"],
+                         reference_world=1)
 
     def test_a_worker_that_skips_backward_but_steps(self):
         # Worker 1 calls step() without backward() at steps 3, 4 and 9 (a

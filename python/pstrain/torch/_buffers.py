@@ -34,9 +34,9 @@ class ModelBuffers:
         names = {name for name, _ in self._model.named_buffers()}
         return {k: v for k, v in self._model.state_dict().items() if k in names}
 
-    def maybe_save(self, step):
-        if time.monotonic() - self._saved > SAVE_EVERY_S:
-            self.save(step)
+    def due(self):
+        """Whether the buffers are due to be saved (every SAVE_EVERY_S)."""
+        return time.monotonic() - self._saved > SAVE_EVERY_S
 
     def save(self, step):
         """Into the run directory, whole or not at all (a temporary file

@@ -67,6 +67,21 @@ class FlatParameters:
                 self.device_params.copy_(self.host_params)
             for e in layout:
                 e.param.data = self.device_params[e.offset:e.offset + e.size].view_as(e.param)
+        # Where each tensor's gradient lives in the flat buffer (gather_grads
+        # compares .grad's address with it, making no view a step).
+        self._grads_start = self.device_grads.data_ptr()
+        self._grads_end = self._grads_start + 4 * total
+        self._grad_ptrs = [self._grads_start + 4 * e.offset for e in layout]
+        # The checksum's words, made once (the buffers are never replaced):
+        # the buffer's 64-bit words, and its odd last float on its own.
+        even = total // 2 * 2
+        if self.cuda:
+            self._words = self.device_params[:even].view(torch.int64)
+            self._tail = self.device_params[even:].view(torch.int32)
+        else:
+            flat = self.host_params.numpy()
+            self._words = flat[:even].view(numpy.uint64)
+            self._tail = flat[even:].view(numpy.int32)
 
     def adopt(self):
         """Before the job takes the parameters: what the script changed since
@@ -114,7 +129,7 @@ class FlatParameters:
         replaced is copied in, and the parameter's .grad becomes the view);
         returns the indices of the tensors whose .grad is None, whose part
         of the host buffer is zeroed. A CUDA model's buffer goes to the host."""
-        absent = []
+        absent, moved = [], []
         with torch.no_grad():
             for t, e in enumerate(self.layout):
                 g = e.param.grad
@@ -126,10 +141,19 @@ class FlatParameters:
                         "parameter %s has a sparse gradient (nn.Embedding(sparse=True)?): the "
                         "ps tasks take dense ones; make it sparse=False, or keep a large table "
                         "on the ps as pst.Embedding (docs/embeddings.md)" % e.name)
+                # A .grad that is not its place in the buffer as the
+                # parameter's shape (replaced, or a view of it with other
+                # strides: p.grad = p.grad.t()) is copied in.
+                if g.data_ptr() != self._grad_ptrs[t] or g.shape != e.param.shape \
+                        or not g.is_contiguous():
+                    # Sources first: one in the buffer (another tensor's
+                    # place, or this one's strided) is read before any write.
+                    inside = self._grads_start <= g.data_ptr() < self._grads_end
+                    moved.append((e, g.clone() if inside else g))
+            for e, g in moved:
                 view = self.grad_view(e)
-                if g.data_ptr() != view.data_ptr() or g.shape != view.shape:
-                    view.copy_(g)
-                    e.param.grad = view
+                view.copy_(g)
+                e.param.grad = view
             if self.cuda:
                 self.host_grads.copy_(self.device_grads, non_blocking=False)
             for t in absent:
@@ -167,18 +191,14 @@ class FlatParameters:
 
     def _checksum(self):
         # A change of any value shows (a reordering of values does not):
-        # the buffer's 64-bit words summed, wrapping (numpy's unsigned sum
-        # on the CPU: 2-6 ms for 44.8 MB on 2 vCPUs, by how busy they are).
-        # The model's buffer; an odd last float on its own.
-        even = self.total // 2 * 2
+        # the model's buffer's 64-bit words summed, wrapping (numpy's
+        # unsigned sum on the CPU: 2-6 ms for 44.8 MB on 2 vCPUs, by how busy
+        # they are), and an odd last float on its own.
         if self.cuda:
-            total = int(self.device_params[:even].view(torch.int64).sum())
-            tail = self.device_params[even:].view(torch.int32)
+            total = int(self._words.sum())
         else:
-            words = self.host_params.numpy()
-            total = int(words[:even].view(numpy.uint64).sum(dtype=numpy.uint64))
-            tail = self.host_params[even:].view(torch.int32)
-        return (total, int(tail[0]) if even < self.total else 0)
+            total = int(self._words.sum(dtype=numpy.uint64))
+        return (total, int(self._tail[0]) if len(self._tail) else 0)
 
     def mark(self, contents=True):
         """What the parameters are now (after adopt()): their versions

@@ -314,11 +314,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
         """Horovod's way: the AccumulateGrad node of each parameter runs its
         hooks once the parameter's gradient is in .grad. Parameters made
         trainable later (unfrozen) are hooked when a step begins."""
+        if len(self._accumulators) == len(self._layout):
+            return  # every one hooked
+        unhooked = [t for t, e in enumerate(self._layout)
+                    if t not in self._accumulators and e.param.requires_grad]
+        if not unhooked:
+            return
         with torch.enable_grad():
-            for t, e in enumerate(self._layout):
-                if t in self._accumulators or not e.param.requires_grad:
-                    continue
-                accumulator = e.param.expand_as(e.param).grad_fn.next_functions[0][0]
+            for t in unhooked:
+                param = self._layout[t].param
+                accumulator = param.expand_as(param).grad_fn.next_functions[0][0]
                 self._hooks.append(accumulator.register_hook(self._make_hook(t)))
                 self._accumulators[t] = accumulator
 
@@ -569,8 +574,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._buffers.save(self._position[0])
             return
         self._took_parameters()
-        with self._no_landing():
-            self._buffers.maybe_save(self._position[0])
+        if self._buffers.due():
+            with self._no_landing():
+                self._buffers.save(self._position[0])
 
     # -- what a training loop calls ---------------------------------------------
 

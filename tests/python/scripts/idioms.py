@@ -14,7 +14,9 @@ algorithm with an overflow on one rank (--amp=scaler: torch's GradScaler
 on CUDA, the same algorithm written out on the CPU, where Debian's
 PyTorch has none); gradient accumulation (--accumulate=passes: two
 backward passes a step; no_sync: DDP's no_sync for the first); a user's
-own checkpoint of model and optimizer (--save, --load, --start); a rank
+own checkpoint of model and optimizer (--save, --load, --start); .grad
+replaced by a transposed view of itself or another parameter's
+(--grad_edit); a rank
 that skips backward() on some steps but still calls step()
 (--skip_backward: the last of --skip_world ranks; the one-process
 reference takes the other ranks' rows of those steps' global batch)."""
@@ -189,6 +191,11 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
             opt.synchronize()  # the others' average in .grad, for the scaler's check
         if scaler is not None:
             scaler.unscale_(opt)
+        if args.grad_edit == "transpose":  # .grad a view of itself, other strides
+            model.body.weight.grad = model.body.weight.grad.t()
+        elif args.grad_edit == "swap":  # two parameters' .grad exchanged
+            model.body.weight.grad, model.enc.weight.grad = (model.enc.weight.grad,
+                                                             model.body.weight.grad)
         if args.clip == "norm":
             torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
         elif args.clip == "value":
@@ -307,6 +314,9 @@ def main():
     p.add_argument("--synchronize_skipped", action="store_true",
                    help="--skip_backward: opt.synchronize() before the scaler and clipping")
     p.add_argument("--accumulate", default="none", choices=["none", "passes", "no_sync"])
+    p.add_argument("--grad_edit", default="none", choices=["none", "transpose", "swap"],
+                   help="before step: body.weight's .grad transposed (a strided view of "
+                        "itself), or exchanged with enc.weight's")
     p.add_argument("--skip_backward", default="",
                    help="steps at which the last rank calls step() without backward()")
     p.add_argument("--skip_world", type=int, default=2,
