@@ -28,6 +28,12 @@
 #   SUMMARY security=curve single_ms=M pstrain_ms=M overhead_ms=D
 #     compute_ms=C comm_ms=W rest_ms=R echo_us=E echo_sgd_us=F
 #     overhead_vs_echo_sgd=X step_gb_per_s=G comm_gb_per_s=H rounds=K
+# and per system the script's own phases (single_idle: one process that
+# sleeps after each step as long as the round's first pstrain.torch run
+# waited for its ps, comm_ms: what the wait alone costs the phases after
+# it, on machines whose idle cores wake slowly):
+#   PHASES system=pstrain security=curve median_ms=M zero_grad_ms=Z
+#     forward_ms=F backward_ms=B step_ms=S
 # (GB/s: both ways' bytes, 2 x 4 x parameters, over the step and over
 # comm_ms).
 # (medians over rounds of each run's median step).
@@ -78,12 +84,15 @@ if ((num_ps != 1)); then  # ports are placeholders: --free_ports picks them
     "$num_ps" > "$spec"
 fi
 
+# One process; with IDLE (ms), sleeping that long after each step, as a
+# worker waits for its ps (system=single_idle).
 run_single() {
-  local round=$1 line
-  line=$("$python" "$train" "${train_args[@]}" --single --steps="$steps" | grep '^STEP_MS') ||
-    die "one process failed"
-  echo "RESULT bench=step_overhead round=$round model=$model ps=$num_ps system=single" \
-    "security=none ${line#STEP_MS } load1=$(load1)"
+  local round=$1 idle=${2:-0} line system=single
+  [[ $idle == 0 ]] || system=single_idle  # the caller passes 0 or comm_ms
+  line=$("$python" "$train" "${train_args[@]}" --single --steps="$steps" --idle_ms="$idle" |
+    grep '^STEP_MS') || die "one process failed"
+  echo "RESULT bench=step_overhead round=$round model=$model ps=$num_ps system=$system" \
+    "security=none idle_ms=$idle ${line#STEP_MS } load1=$(load1)"
 }
 
 # The medians of the step log's compute_ms and comm_ms (ms), the steps
@@ -98,7 +107,7 @@ PY
 }
 
 run_pstrain() {
-  local round=$1 security=$2 dir="$out/pstrain-$2-$1" flags=() line
+  local round=$1 security=$2 dir="$out/pstrain-$2-$1" flags=() line medians
   case $security in
     insecure) flags=(--insecure) ;;
     curve-tcp) flags=(--colocated_ipc=false) ;;
@@ -108,14 +117,20 @@ run_pstrain() {
     -- "$python" "$train" "${train_args[@]}" >"$dir.log" 2>&1 ||
     { tail -n 20 "$dir.log" >&2; die "pstrain failed"; }
   line=$(grep -o 'STEP_MS.*' "$dir.log" | head -n 1) || die "no STEP_MS line in $dir.log"
+  medians=$(step_log_medians "$dir/steps_worker0.csv") ||
+    die "cannot read $dir/steps_worker0.csv"
   echo "RESULT bench=step_overhead round=$round model=$model ps=$num_ps system=pstrain" \
-    "security=$security" \
-    "${line#STEP_MS } $(step_log_medians "$dir/steps_worker0.csv") load1=$(load1)"
+    "security=$security ${line#STEP_MS } $medians load1=$(load1)"
+  [[ -s $out/idle-$round ]] || echo "${medians##*comm_ms=}" > "$out/idle-$round"
 }
 
+# Each round: one process, pstrain.torch per security, and one process
+# idling each step as long as the round's first pstrain.torch run waited
+# for its ps (comm_ms): what the wait alone costs the script's own phases.
 for ((r = 1; r <= rounds; ++r)); do
   run_single "$r"
   for s in "${securities[@]}"; do run_pstrain "$r" "$s"; done
+  [[ ! -s $out/idle-$r ]] || run_single "$r" "$(<"$out/idle-$r")"
 done | tee "$out/results"
 
 wire_security=()
@@ -149,4 +164,11 @@ for security in sys.argv[3:]:
               security, single, step, overhead, compute - single, comm, step - compute - comm,
               echo, echo_sgd, overhead * 1e3 / echo_sgd, both_ways / step / 1e6,
               both_ways / comm / 1e6, len(runs)))
+# The script's phases, each system's medians over rounds (ms).
+for system, security in ([("single", "none"), ("single_idle", "none")] +
+                         [("pstrain", s) for s in sys.argv[3:]]):
+    runs = [r for r in rows if r.get("system") == system and r["security"] == security]
+    print("PHASES system=%s security=%s %s" % (system, security, " ".join(
+        "%s_ms=%.3f" % (k, med([float(r[k]) for r in runs]))
+        for k in ("median", "zero_grad", "forward", "backward", "step"))))
 PY

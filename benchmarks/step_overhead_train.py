@@ -12,14 +12,19 @@ momentum 0.5, one thread, the same fixed batches of synthetic data each way
                 at batch 128 of CIFAR-shaped inputs: a GPU user's model.
 --device=cuda runs it on the GPU (each step's end synchronised before it is
 timed); --forward_ahead computes each step while the step before is in
-flight (async, ssp); --count prints the model's parameter count and exits.
+flight (async, ssp); --idle_ms (one process) sleeps that long between
+steps, as a worker waits for its ps; --count prints the model's parameter
+count and exits.
 
   python3 benchmarks/step_overhead_train.py --single --steps=600
   pstrain launch --cluster_spec=cluster_specs/local_1ps_1w.json --mode=sync \\
       --max_steps=600 -- python3 benchmarks/step_overhead_train.py
 
-Prints one line: STEP_MS median=M p10=P steps=N (each step from zero_grad
-to the end of step(), the first --warmup steps left out).
+Prints one line: STEP_MS median=M p10=P steps=N zero_grad=Z forward=F
+backward=B step=S (each step from zero_grad to the end of step(), the
+first --warmup steps left out; Z, F, B, S: the medians of its phases, ms;
+on a GPU the host's time in each, the GPU's work showing in step()'s,
+which waits for it).
 """
 
 import argparse
@@ -104,6 +109,9 @@ def main():
     parser.add_argument("--batch", type=int, default=None, help="mlp 64, resnet18 128")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--count", action="store_true", help="print the parameter count")
+    parser.add_argument("--idle_ms", type=float, default=0.0,
+                        help="sleep this long after each step, untimed (with --single: a "
+                             "worker's wait for its ps, without the ps)")
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--forward_ahead", action="store_true",
                         help="DistributedOptimizer(forward_ahead=True) (async, ssp)")
@@ -139,21 +147,32 @@ def main():
                                        forward_ahead=args.forward_ahead)
         done = lambda: opt.done  # noqa: E731
         steps = None
-    times = []
+    times, phases = [], []
+    clock = time.perf_counter
     step = 0
     while not done() and (steps is None or step < steps):
         x, y = batches[step % len(batches)]
-        t0 = time.perf_counter()
+        t0 = clock()
         opt.zero_grad()
+        t1 = clock()
         loss = loss_of(model, args.model, x, y)
+        t2 = clock()
         loss.backward()
+        t3 = clock()
         opt.step()
         sync()
-        times.append((time.perf_counter() - t0) * 1e3)
+        t4 = clock()
+        times.append((t4 - t0) * 1e3)
+        phases.append(((t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t4 - t3) * 1e3))
         step += 1
+        if args.idle_ms > 0:
+            time.sleep(args.idle_ms / 1e3)
     kept = sorted(times[args.warmup:]) or sorted(times)
-    print("STEP_MS median=%.4f p10=%.4f steps=%d" % (
-        statistics.median(kept), kept[len(kept) // 10], len(kept)), flush=True)
+    phases = phases[args.warmup:] or phases
+    medians = [statistics.median(p[k] for p in phases) for k in range(4)]
+    print("STEP_MS median=%.4f p10=%.4f steps=%d zero_grad=%.4f forward=%.4f backward=%.4f "
+          "step=%.4f" % ((statistics.median(kept), kept[len(kept) // 10], len(kept)) +
+                         tuple(medians)), flush=True)
 
 
 if __name__ == "__main__":
