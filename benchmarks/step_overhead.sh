@@ -43,7 +43,9 @@
 # Debian's python3-torch; on a GPU host its own), MODEL (mlp, wide or
 # resnet18), DEVICE (cpu or cuda), NUM_PS (1), STEPS (mlp 600, else 40 a
 # run), SECURITY ("curve insecure"; curve-tcp: CURVE with
-# --colocated_ipc=false, every ps reached over TCP as from another host).
+# --colocated_ipc=false, every ps reached over TCP as from another host),
+# LAUNCH_FLAGS (more `pstrain launch` flags for every pstrain.torch run,
+# e.g. --busy_poll_us=5000).
 # Needs a build with libpstrain.so and wire_bench (tools/setup.sh). On a
 # GPU host, with a build packed here by benchmarks/gpu_pack.sh (.gpu/) and
 # the host's own PyTorch:
@@ -57,6 +59,7 @@ rounds=${1:-3}
 model=${MODEL:-mlp}
 num_ps=${NUM_PS:-1}
 read -r -a securities <<< "${SECURITY:-curve insecure}"
+read -r -a launch_flags <<< "${LAUNCH_FLAGS:-}"
 case $model in
   mlp) default_steps=600 warmup=50 ;;
   wide | resnet18) default_steps=40 warmup=5 ;;
@@ -113,7 +116,7 @@ run_pstrain() {
     curve-tcp) flags=(--colocated_ipc=false) ;;
   esac
   "$bin/pstrain" launch --cluster_spec="$spec" --free_ports \
-    --mode=sync --max_steps="$steps" --run_dir="$dir" "${flags[@]}" \
+    --mode=sync --max_steps="$steps" --run_dir="$dir" "${flags[@]}" "${launch_flags[@]}" \
     -- "$python" "$train" "${train_args[@]}" >"$dir.log" 2>&1 ||
     { tail -n 20 "$dir.log" >&2; die "pstrain failed"; }
   line=$(grep -o 'STEP_MS.*' "$dir.log" | head -n 1) || die "no STEP_MS line in $dir.log"

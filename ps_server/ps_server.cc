@@ -199,7 +199,7 @@ absl::Status PsServer::Run() {
       return Finish(
           absl::CancelledError(absl::StrCat(task_.ToString(), " stopped by ", cancel_->reason())));
     }
-    auto readable = PollReadable(sockets, kPollMs);
+    auto readable = PollReadable(sockets, kPollMs, options_.busy_poll_us);
     // The guard first: a handshake waiting on ZAP holds a peer up. Served
     // when one of its sockets has something, or a second after it last was
     // (its deferred logs): an empty receive costs ZeroMQ's system calls on

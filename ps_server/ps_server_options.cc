@@ -4,6 +4,7 @@
 
 #include "absl/flags/marshalling.h"
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 
 namespace pstrain {
 
@@ -17,7 +18,8 @@ std::vector<std::string> PsServerOptions::ToArgs() const {
           absl::StrCat("--metrics_host=", metrics_host),
           absl::StrCat("--timeline_dir=", timeline_dir),
           absl::StrCat("--io_threads=", io_threads),
-          absl::StrCat("--update_threads=", update_threads)};
+          absl::StrCat("--update_threads=", update_threads),
+          absl::StrCat("--busy_poll_us=", busy_poll_us)};
 }
 
 absl::Status ValidatePsServerOptions(const PsServerOptions& options) {
@@ -31,6 +33,9 @@ absl::Status ValidatePsServerOptions(const PsServerOptions& options) {
   }
   if (options.update_threads < 1 || options.update_threads > 64) {
     return absl::InvalidArgumentError("--update_threads must be 1 to 64");
+  }
+  if (options.busy_poll_us < 0 || options.busy_poll_us > kMaxBusyPollUs) {
+    return absl::InvalidArgumentError(absl::StrCat("--busy_poll_us must be 0 to ", kMaxBusyPollUs));
   }
   return absl::OkStatus();
 }

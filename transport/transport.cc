@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/clock.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -382,11 +383,24 @@ absl::StatusOr<Message> ReceiveReply(zmq::socket_t& dealer) {
 }
 
 absl::StatusOr<std::vector<bool>> PollReadable(absl::Span<zmq::socket_t* const> sockets,
-                                               int timeout_ms) {
+                                               int timeout_ms, int busy_poll_us) {
   std::vector<zmq::pollitem_t> items;
   items.reserve(sockets.size());
   for (zmq::socket_t* s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
   try {
+    if (busy_poll_us > 0 && timeout_ms > 0) {
+      // Looking without sleeping, then (nothing came) sleeping for the
+      // rest: the whole wait is still at most timeout_ms.
+      const int64_t start_us = MonotonicMicros();
+      int64_t spent_us = 0;
+      while (spent_us < busy_poll_us) {
+        if (zmq::poll(items.data(), items.size(), std::chrono::milliseconds(0)) > 0) break;
+        spent_us = MonotonicMicros() - start_us;
+      }
+      timeout_ms = spent_us < busy_poll_us
+                       ? 0
+                       : std::max<int>(0, timeout_ms - static_cast<int>(spent_us / 1000));
+    }
     zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
   } catch (const zmq::error_t& e) {
     return ZmqError(e, "poll");

@@ -207,9 +207,12 @@ absl::StatusOr<Message> ReceiveReply(zmq::socket_t& dealer);
 // header, too many frames, or a payload that is not whole floats).
 absl::StatusOr<Message> ParseFrames(std::vector<zmq::message_t> frames);
 
-// Polls `sockets` for input for up to `timeout_ms` (0: do not wait).
-// Returns, per socket, whether it is readable. Cancelled on EINTR.
+// Polls `sockets` for input for up to `timeout_ms` (0: do not wait), the
+// first `busy_poll_us` of it without sleeping (--busy_poll_us: a thread
+// that sleeps is woken later than one that looks again, by a core that
+// may have gone idle meanwhile). Returns, per socket, whether it is
+// readable. Cancelled on EINTR.
 absl::StatusOr<std::vector<bool>> PollReadable(absl::Span<zmq::socket_t* const> sockets,
-                                               int timeout_ms);
+                                               int timeout_ms, int busy_poll_us = 0);
 
 }  // namespace pstrain

@@ -466,7 +466,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
     if (!poll_first && over()) return finish();
     // What the sockets hold is read before the heartbeat's verdict: a
     // worker that wakes from a freeze finds the ps's last word there.
-    auto readable = PollReadable(sockets, poll_first ? 0 : kPollSliceMs);
+    auto readable = PollReadable(sockets, poll_first ? 0 : kPollSliceMs, options_.busy_poll_us);
     poll_first = false;
     if (!readable.ok()) {
       if (absl::IsCancelled(readable.status())) continue;  // EINTR: re-check the signal

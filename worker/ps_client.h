@@ -59,6 +59,8 @@ struct PsClientOptions {
   // sync requests legitimately wait for the slowest worker).
   double rpc_timeout_s = 0.0;
   int64_t max_message_bytes = int64_t{1} << 30;
+  // How long a wait for replies looks before it sleeps (--busy_poll_us).
+  int busy_poll_us = 0;
   // CURVE keys from the job secret, or none (--insecure).
   TransportSecurity security;
   // ZeroMQ I/O threads of this client's context (1 to 16). ZeroMQ gives

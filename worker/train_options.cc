@@ -7,6 +7,7 @@
 #include "absl/flags/marshalling.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/lr_schedule.h"
 #include "common/optimizer.h"
 #include "common/shard_plan.h"
@@ -118,6 +119,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.max_message_mb < 1 || o.max_message_mb > (int64_t{1} << 16)) {
     return Bad("max_message_mb", "must be in [1, 65536] (MiB)");
   }
+  if (o.busy_poll_us < 0 || o.busy_poll_us > kMaxBusyPollUs) {
+    return Bad("busy_poll_us", absl::StrCat("must be in [0, ", kMaxBusyPollUs, "] (us)"));
+  }
   if (!(o.failover_after_s >= 0) || !std::isfinite(o.failover_after_s)) {
     return Bad("failover_after_s", "must be a number of seconds >= 0");
   }
@@ -225,6 +229,7 @@ const std::vector<Field>& Fields() {
       Plain("failover_after_s", &O::failover_after_s),
       Plain("embedding_memory_mb", &O::embedding_memory_mb),
       Plain("max_message_mb", &O::max_message_mb),
+      Plain("busy_poll_us", &O::busy_poll_us),
       Plain("timeline", &O::timeline),
       Plain("metrics_port", &O::metrics_port),
       Plain("metrics_host", &O::metrics_host),

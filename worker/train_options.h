@@ -136,6 +136,13 @@ struct TrainOptions {
   // this go to its standby (--ps_replicas), and back through the chief,
   // in parts of at most one message (transport/state_parts.h).
   int64_t max_message_mb = 1024;
+  // How long a worker waiting for its replies, and a ps for the next
+  // request, looks before it sleeps, microseconds (0: sleeps at once).
+  // Looking costs a core each; it answers sooner where a sleeping thread
+  // and an idle core wake slowly: small models' steps, on hosts with a
+  // core to spare for every ps and worker (transport/transport.h
+  // PollReadable).
+  int busy_poll_us = 0;
   // Write this task's timeline (Chrome trace events) to
   // RUN_DIR/timeline/; `pstrain launch` merges them into
   // RUN_DIR/timeline.json (worker/metrics_recorder.h).

@@ -146,6 +146,7 @@ absl::Status WorkerRuntime::Setup() {
   client_options_.rpc_timeout_s = o.rpc_timeout_s;
   client_options_.colocated_ipc = o.colocated_ipc;
   client_options_.max_message_bytes = o.max_message_mb << 20;
+  client_options_.busy_poll_us = o.busy_poll_us;
   client_options_.security = security_;
   client_options_.cancel = options_.cancel;
   RETURN_IF_ERROR(MakeClient(o.connect_timeout_s));

@@ -52,6 +52,7 @@ PsServerOptions PsOptionsFor(const TrainOptions& train) {
   ps.peer_timeout_s = train.peer_timeout_s;
   ps.register_timeout_s = train.register_timeout_s;
   ps.max_message_bytes = train.max_message_mb << 20;
+  ps.busy_poll_us = train.busy_poll_us;
   return ps;
 }
 

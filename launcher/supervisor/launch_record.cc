@@ -15,13 +15,14 @@ namespace pstrain {
 namespace {
 
 // Flags a resumed run may give other values: how long it trains, and what
-// it prints or how often the launcher restarts a task (which change nothing
-// in the job).
+// it prints, how often the launcher restarts a task or how a task waits
+// for messages (which change nothing in the job).
 bool MayDiffer(absl::string_view name) {
   return name == "epochs" || name == "max_steps" || name == "echo" || name == "log_every_steps" ||
          name == "timeline" || name == "metrics" || name == "metrics_port" ||
          name == "metrics_host" || name == "isolate" || name == "link_rate" ||
-         name == "max_restarts" || name == "restart_backoff_s" || name == "max_message_mb";
+         name == "max_restarts" || name == "restart_backoff_s" || name == "max_message_mb" ||
+         name == "busy_poll_us";
 }
 
 // Applies one recorded "--name=value".

@@ -3,6 +3,7 @@
 
 #include "ps_server/ps_server_options.h"
 
+#include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -12,11 +13,11 @@ namespace {
 using ::testing::ElementsAre;
 
 TEST(PsServerOptions, ToArgsRendersEveryFlagBackedField) {
-  EXPECT_THAT(PsServerOptions().ToArgs(),
-              ElementsAre("--peer_timeout_s=10", "--register_timeout_s=600", "--max_message_mb=1024",
-                          "--bind=", "--checkpoint_dir=", "--metrics_port=0",
-                          "--metrics_host=0.0.0.0", "--timeline_dir=", "--io_threads=0",
-                          "--update_threads=1"));
+  EXPECT_THAT(
+      PsServerOptions().ToArgs(),
+      ElementsAre("--peer_timeout_s=10", "--register_timeout_s=600", "--max_message_mb=1024",
+                  "--bind=", "--checkpoint_dir=", "--metrics_port=0", "--metrics_host=0.0.0.0",
+                  "--timeline_dir=", "--io_threads=0", "--update_threads=1", "--busy_poll_us=0"));
   PsServerOptions o;
   o.peer_timeout_s = 0.1 + 0.2;
   o.max_message_bytes = (int64_t{3} << 20) + 5;  // whole MiB, rounded down
@@ -26,11 +27,13 @@ TEST(PsServerOptions, ToArgsRendersEveryFlagBackedField) {
   o.timeline_dir = "runs/x/timeline";
   o.io_threads = 2;
   o.update_threads = 3;
-  EXPECT_THAT(o.ToArgs(), ElementsAre("--peer_timeout_s=0.30000000000000004", "--register_timeout_s=600",
-                                      "--max_message_mb=3", "--bind=tcp://0.0.0.0:2222",
-                                      "--checkpoint_dir=", "--metrics_port=9100",
-                                      "--metrics_host=127.0.0.1", "--timeline_dir=runs/x/timeline",
-                                      "--io_threads=2", "--update_threads=3"));
+  o.busy_poll_us = 250;
+  EXPECT_THAT(o.ToArgs(),
+              ElementsAre("--peer_timeout_s=0.30000000000000004", "--register_timeout_s=600",
+                          "--max_message_mb=3", "--bind=tcp://0.0.0.0:2222",
+                          "--checkpoint_dir=", "--metrics_port=9100", "--metrics_host=127.0.0.1",
+                          "--timeline_dir=runs/x/timeline", "--io_threads=2", "--update_threads=3",
+                          "--busy_poll_us=250"));
 }
 
 TEST(PsServerOptions, ValidationNamesTheFlags) {
@@ -53,6 +56,13 @@ TEST(PsServerOptions, ValidationNamesTheFlags) {
     const absl::Status st = ValidatePsServerOptions(t);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << threads;
     EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("--update_threads"));
+  }
+  for (int us : {-1, kMaxBusyPollUs + 1}) {
+    PsServerOptions t;
+    t.busy_poll_us = us;
+    const absl::Status st = ValidatePsServerOptions(t);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << us;
+    EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("--busy_poll_us"));
   }
 }
 

@@ -93,6 +93,30 @@ TEST_F(TransportTest, RequestAndReplyRoundTripWithPayload) {
   EXPECT_EQ(back->payload_floats(), 3u);
 }
 
+// --busy_poll_us: a message that comes while the poll looks is seen then;
+// one that comes after it looked is seen by its sleep; with none, it ends
+// (nothing readable) instead of waiting on.
+TEST_F(TransportTest, BusyPollSeesWhatComesWhileItLooksAndWhileItSleeps) {
+  zmq::socket_t* routers[] = {&router_};
+  proto::Header h;
+  h.set_type(proto::PUSH);
+  auto none = PollReadable(routers, 20, /*busy_poll_us=*/5000);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE((*none)[0]);
+  for (int sleep_ms : {5, 300}) {  // inside the 100 ms look, and after it
+    std::thread sender([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+      EXPECT_TRUE(SendRequest(dealer_, h, {}, /*zero_copy=*/false).ok());
+    });
+    auto r = PollReadable(routers, 60'000, /*busy_poll_us=*/100'000);
+    sender.join();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE((*r)[0]) << sleep_ms;
+    RoutedMessage in = ReceiveRouted(router_);
+    EXPECT_TRUE(in.message.ok()) << in.message.status();
+  }
+}
+
 TEST_F(TransportTest, GarbageHeaderIsReportedNotFatal) {
   zmq::message_t junk(std::string("\xff\xff\xff\xff garbage bytes"));
   dealer_.send(junk, zmq::send_flags::none);

@@ -11,6 +11,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
+#include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/train_flags.h"
@@ -56,7 +57,7 @@ void ExpectSame(const TrainOptions& a, const TrainOptions& b) {
 
 TEST(TrainOptions, EveryFieldIsAFlagWhoseDefaultIsTheFieldsDefault) {
   const std::vector<std::string> args = TrainOptions().ToArgs();
-  EXPECT_EQ(args.size(), 55u);  // one per field
+  EXPECT_EQ(args.size(), 56u);  // one per field
   for (const std::string& arg : args) {
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq - 2);
@@ -150,6 +151,19 @@ TEST(TrainOptions, ToArgsParsesBackToTheSameOptions) {
   parsed = Parse(o.ToArgs());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ExpectSame(*parsed, o);
+}
+
+TEST(TrainOptions, BusyPollIsBounded) {
+  for (int us : {-1, kMaxBusyPollUs + 1}) {
+    TrainOptions o;
+    o.busy_poll_us = us;
+    const absl::Status s = ValidateTrainOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << us;
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("--busy_poll_us")) << us;
+  }
+  auto parsed = Parse({"--busy_poll_us=250"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->busy_poll_us, 250);
 }
 
 TEST(TrainOptions, OptimizerFlagsOutOfRangeOrForAnotherOptimizerAreRefusedNamingTheFlag) {
