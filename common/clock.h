@@ -26,8 +26,8 @@ inline int64_t UnixMicros() {
 }
 
 // The longest a thread waiting for a message looks for it before it
-// sleeps (--busy_poll_us, of ps tasks and workers): a tenth of a second.
-inline constexpr int kMaxBusyPollUs = 100'000;
+// sleeps (--busy_poll_us, of ps tasks and workers): 20 ms.
+inline constexpr int kMaxBusyPollUs = 20'000;
 
 // Seconds elapsed since `start_us` (a MonotonicMicros value).
 inline double SecondsSince(int64_t start_us) { return (MonotonicMicros() - start_us) * 1e-6; }

@@ -54,8 +54,9 @@ ABSL_FLAG(int, update_threads, Defaults().update_threads,
 ABSL_FLAG(int64_t, max_message_mb, Defaults().max_message_bytes >> 20,
           "Largest message accepted from a peer, in MiB");
 ABSL_FLAG(int, busy_poll_us, Defaults().busy_poll_us,
-          "Microseconds the event loop looks for the next request before it sleeps (0 to "
-          "100000; 0: at once): sooner answers for small models' steps, at the cost of a core");
+          "Microseconds the event loop looks for the next request after the last one before it "
+          "sleeps (0 to 20000; 0: at once): sooner answers for small models' steps, at the cost "
+          "of a core while requests keep coming");
 
 namespace {
 

@@ -199,7 +199,11 @@ absl::Status PsServer::Run() {
       return Finish(
           absl::CancelledError(absl::StrCat(task_.ToString(), " stopped by ", cancel_->reason())));
     }
-    auto readable = PollReadable(sockets, kPollMs, options_.busy_poll_us);
+    // --busy_poll_us: looking for up to that long after the last request,
+    // and sleeping at once when none came for as long (an idle job).
+    const int64_t look_us =
+        std::max<int64_t>(0, options_.busy_poll_us - (MonotonicMicros() - last_request_us_));
+    auto readable = PollReadable(sockets, kPollMs, static_cast<int>(look_us));
     // The guard first: a handshake waiting on ZAP holds a peer up. Served
     // when one of its sockets has something, or a second after it last was
     // (its deferred logs): an empty receive costs ZeroMQ's system calls on
@@ -212,7 +216,10 @@ absl::Status PsServer::Run() {
       guard_served_us_ = now_us;
       handler_.SetHandshakesRefused(guard_->refused());
     }
-    if (readable.ok() && (*readable)[0]) ServeReadable();
+    if (readable.ok() && (*readable)[0]) {
+      ServeReadable();
+      last_request_us_ = MonotonicMicros();
+    }
     PumpReplicator();
     ExpirePieces();
     CheckLiveness();

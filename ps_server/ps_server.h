@@ -171,6 +171,7 @@ class PsServer {
   int64_t failed_us_ = 0;
   int64_t last_wait_log_us_ = 0;
   int64_t guard_served_us_ = 0;  // when Run last served the guard
+  int64_t last_request_us_ = 0;  // when Run last served its ROUTER (--busy_poll_us)
   int64_t send_failures_ = 0;
 };
 

@@ -66,10 +66,11 @@ struct PsServerOptions {
   // bought nothing measurable (benchmarks/log/wire_bench.md). Flag
   // --update_threads.
   int update_threads = 1;
-  // How long the event loop looks for the next request before it sleeps,
-  // microseconds (0: it sleeps at once). Looking costs the core it runs
-  // on; it answers sooner where a sleeping thread and an idle core wake
-  // slowly (small models' steps). Flag --busy_poll_us.
+  // How long after the last request the event loop looks for the next
+  // before it sleeps, microseconds (0: it sleeps at once; at most
+  // kMaxBusyPollUs). Looking costs the core it runs on; it answers sooner
+  // where a sleeping thread and an idle core wake slowly (small models'
+  // steps). Flag --busy_poll_us.
   int busy_poll_us = 0;
 
   // "--name=value" for every field that has a flag (max_message_bytes in

@@ -382,24 +382,34 @@ absl::StatusOr<Message> ReceiveReply(zmq::socket_t& dealer) {
   return ParseDrained(*std::move(drained), 0);
 }
 
+int64_t LookMicros(int timeout_ms, int busy_poll_us) {
+  if (timeout_ms <= 0 || busy_poll_us <= 0) return 0;
+  return std::min<int64_t>(busy_poll_us, int64_t{timeout_ms} * 1000);
+}
+
+int SleepAfterLookMs(int timeout_ms, int64_t looked_us) {
+  const int64_t left_ms = int64_t{timeout_ms} - (looked_us + 999) / 1000;
+  return static_cast<int>(std::clamp<int64_t>(left_ms, 0, timeout_ms));
+}
+
 absl::StatusOr<std::vector<bool>> PollReadable(absl::Span<zmq::socket_t* const> sockets,
                                                int timeout_ms, int busy_poll_us) {
   std::vector<zmq::pollitem_t> items;
   items.reserve(sockets.size());
   for (zmq::socket_t* s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
   try {
-    if (busy_poll_us > 0 && timeout_ms > 0) {
+    const int64_t look_us = LookMicros(timeout_ms, busy_poll_us);
+    if (look_us > 0) {
       // Looking without sleeping, then (nothing came) sleeping for the
       // rest: the whole wait is still at most timeout_ms.
       const int64_t start_us = MonotonicMicros();
-      int64_t spent_us = 0;
-      while (spent_us < busy_poll_us) {
-        if (zmq::poll(items.data(), items.size(), std::chrono::milliseconds(0)) > 0) break;
-        spent_us = MonotonicMicros() - start_us;
+      int64_t looked_us = 0;
+      bool came = false;
+      while (!came && looked_us < look_us) {
+        came = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(0)) > 0;
+        looked_us = MonotonicMicros() - start_us;
       }
-      timeout_ms = spent_us < busy_poll_us
-                       ? 0
-                       : std::max<int>(0, timeout_ms - static_cast<int>(spent_us / 1000));
+      timeout_ms = came ? 0 : SleepAfterLookMs(timeout_ms, looked_us);
     }
     zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
   } catch (const zmq::error_t& e) {

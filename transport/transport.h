@@ -207,12 +207,20 @@ absl::StatusOr<Message> ReceiveReply(zmq::socket_t& dealer);
 // header, too many frames, or a payload that is not whole floats).
 absl::StatusOr<Message> ParseFrames(std::vector<zmq::message_t> frames);
 
-// Polls `sockets` for input for up to `timeout_ms` (0: do not wait), the
-// first `busy_poll_us` of it without sleeping (--busy_poll_us: a thread
-// that sleeps is woken later than one that looks again, by a core that
-// may have gone idle meanwhile). Returns, per socket, whether it is
-// readable. Cancelled on EINTR.
+// Polls `sockets` for input for up to `timeout_ms` (0: do not wait; -1:
+// no limit, and no looking), the first `busy_poll_us` of it without
+// sleeping (--busy_poll_us: a thread that sleeps is woken later than one
+// that looks again, by a core that may have gone idle meanwhile). Returns,
+// per socket, whether it is readable. Cancelled on EINTR (a signal that
+// comes while it looks is seen by the caller's next check, at most
+// timeout_ms later).
 absl::StatusOr<std::vector<bool>> PollReadable(absl::Span<zmq::socket_t* const> sockets,
                                                int timeout_ms, int busy_poll_us = 0);
+
+// PollReadable's budget: how long it looks (microseconds, at most the
+// timeout), and how long it then sleeps after looking `looked_us` in vain
+// (milliseconds, the timeout's rest rounded down: never past it).
+int64_t LookMicros(int timeout_ms, int busy_poll_us);
+int SleepAfterLookMs(int timeout_ms, int64_t looked_us);
 
 }  // namespace pstrain

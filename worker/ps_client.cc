@@ -462,11 +462,15 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
     std::move(abandon).Cancel();
     return staged_.calls.empty() ? absl::OkStatus() : TakePrefetch();
   };
+  bool first_slice = true;
   for (;;) {
     if (!poll_first && over()) return finish();
     // What the sockets hold is read before the heartbeat's verdict: a
     // worker that wakes from a freeze finds the ps's last word there.
-    auto readable = PollReadable(sockets, poll_first ? 0 : kPollSliceMs, options_.busy_poll_us);
+    // --busy_poll_us: the wait's first slice looks before it sleeps.
+    auto readable = PollReadable(sockets, poll_first ? 0 : kPollSliceMs,
+                                 first_slice ? options_.busy_poll_us : 0);
+    if (!poll_first) first_slice = false;
     poll_first = false;
     if (!readable.ok()) {
       if (absl::IsCancelled(readable.status())) continue;  // EINTR: re-check the signal

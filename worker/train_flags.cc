@@ -117,9 +117,10 @@ ABSL_FLAG(int64_t, max_message_mb, Defaults().max_message_mb,
           "state and embedding tables larger than that go to its standby, and back through the "
           "chief, in parts of at most one message");
 ABSL_FLAG(int, busy_poll_us, Defaults().busy_poll_us,
-          "Microseconds a worker waiting for its replies, and a ps for the next request, looks "
-          "before it sleeps (0 to 100000; 0: at once): sooner answers for small models' steps, "
-          "at the cost of a core each; for hosts with a core to spare for every ps and worker");
+          "Microseconds a worker waiting for its replies, and a ps for the next request after "
+          "the last, looks before it sleeps (0 to 20000; 0: at once): sooner answers for small "
+          "models' steps, at the cost of a core each while they keep coming; for hosts with a "
+          "core to spare for every ps and worker");
 ABSL_FLAG(bool, timeline, Defaults().timeline,
           "Write each worker's timeline (compute, push/pull per ps, evaluation, checkpoints, "
           "rejoins) as Chrome trace events; pstrain launch merges them into RUN_DIR/timeline.json");

@@ -137,7 +137,8 @@ struct TrainOptions {
   // in parts of at most one message (transport/state_parts.h).
   int64_t max_message_mb = 1024;
   // How long a worker waiting for its replies, and a ps for the next
-  // request, looks before it sleeps, microseconds (0: sleeps at once).
+  // request after the last, looks before it sleeps, microseconds (0:
+  // sleeps at once; at most kMaxBusyPollUs).
   // Looking costs a core each; it answers sooner where a sleeping thread
   // and an idle core wake slowly: small models' steps, on hosts with a
   // core to spare for every ps and worker (transport/transport.h

@@ -37,9 +37,9 @@ namespace pstrain {
 // --max_restarts; InvalidArgument when it is below 0.
 absl::StatusOr<int> MaxRestartsFlag();
 
-// The ps tasks' options: the defaults, but for --peer_timeout_s and
-// --register_timeout_s, which `pstrain` takes as training flags and gives
-// to both sides.
+// The ps tasks' options: the defaults, but for --peer_timeout_s,
+// --register_timeout_s, --max_message_mb and --busy_poll_us, which
+// `pstrain` takes as training flags and gives to both sides.
 PsServerOptions PsOptionsFor(const TrainOptions& train);
 
 // How many arguments follow "--" (0 without it).

@@ -93,6 +93,20 @@ TEST_F(TransportTest, RequestAndReplyRoundTripWithPayload) {
   EXPECT_EQ(back->payload_floats(), 3u);
 }
 
+// PollReadable's budget: it looks no longer than its timeout, and sleeps
+// the rest of it, rounded so that the two never pass the timeout.
+TEST(BusyPoll, LooksAndSleepsWithinTheTimeout) {
+  EXPECT_EQ(LookMicros(100, 5000), 5000);
+  EXPECT_EQ(LookMicros(2, 5000), 2000);  // never past the timeout
+  EXPECT_EQ(LookMicros(0, 5000), 0);     // a poll that does not wait
+  EXPECT_EQ(LookMicros(-1, 5000), 0);    // no limit: it sleeps
+  EXPECT_EQ(LookMicros(100, 0), 0);
+  EXPECT_EQ(SleepAfterLookMs(100, 5000), 95);
+  EXPECT_EQ(SleepAfterLookMs(100, 5500), 94);  // 5.5 + 94 <= 100
+  EXPECT_EQ(SleepAfterLookMs(2, 2300), 0);     // it looked past its budget
+  EXPECT_EQ(SleepAfterLookMs(100, 0), 100);
+}
+
 // --busy_poll_us: a message that comes while the poll looks is seen then;
 // one that comes after it looked is seen by its sleep; with none, it ends
 // (nothing readable) instead of waiting on.
@@ -103,12 +117,12 @@ TEST_F(TransportTest, BusyPollSeesWhatComesWhileItLooksAndWhileItSleeps) {
   auto none = PollReadable(routers, 20, /*busy_poll_us=*/5000);
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_FALSE((*none)[0]);
-  for (int sleep_ms : {5, 300}) {  // inside the 100 ms look, and after it
+  for (int sleep_ms : {5, 300}) {  // inside the 20 ms look, and after it
     std::thread sender([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
       EXPECT_TRUE(SendRequest(dealer_, h, {}, /*zero_copy=*/false).ok());
     });
-    auto r = PollReadable(routers, 60'000, /*busy_poll_us=*/100'000);
+    auto r = PollReadable(routers, 60'000, /*busy_poll_us=*/20'000);
     sender.join();
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_TRUE((*r)[0]) << sleep_ms;

@@ -161,7 +161,7 @@ TEST(TrainOptions, BusyPollIsBounded) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << us;
     EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("--busy_poll_us")) << us;
   }
-  auto parsed = Parse({"--busy_poll_us=250"});
+  auto parsed = TrainOptionsFromArgs({"--busy_poll_us=250"});
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->busy_poll_us, 250);
 }

@@ -186,7 +186,8 @@ class LongLaunch : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = testing::MakeTempDir("longlaunch");
-    launcher_ = StartLaunch(dir_, {"--mode=sync", "--epochs=20", "--echo=all", "--max_restarts=0"});
+    launcher_ = StartLaunch(dir_, {"--mode=sync", "--epochs=20", "--echo=all", "--max_restarts=0",
+                                   "--busy_poll_us=300"});
     ASSERT_NE(launcher_, nullptr);
     ASSERT_TRUE(launcher_->WaitForOutput("step 10/", 120)) << launcher_->output();
     pids_ = TaskPids(launcher_->output());
@@ -221,6 +222,9 @@ TEST_F(LongLaunch, StartsEachTaskWithItsOptionsAsFlags) {
   const std::vector<std::string> ps = CommandLine(pids_["ps:0"]);
   EXPECT_THAT(ps, Contains("--peer_timeout_s=10"));
   EXPECT_THAT(ps, Contains("--max_message_mb=1024"));
+  // A training flag both sides take.
+  EXPECT_THAT(chief, Contains("--busy_poll_us=300"));
+  EXPECT_THAT(ps, Contains("--busy_poll_us=300"));
 }
 
 // LongLaunch runs with --max_restarts=0: a dead task is not restarted.
