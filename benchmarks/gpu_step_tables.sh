@@ -12,6 +12,8 @@
 #                               host);
 #   mlp                         the MLP of 59,635 parameters, batch 64: the
 #                               step's fixed cost on a GPU;
+#   mlp_busy                    the same with --busy_poll_us=5000 (waits
+#                               that look before they sleep);
 #   wide_ps4                    one tensor of 11.2M parameters on the CPU,
 #                               4 ps: the wire on many cores.
 # Each part's SUMMARY lines (step_overhead.sh's header says what they
@@ -19,7 +21,8 @@
 #
 # Here:              benchmarks/gpu_pack.sh          (writes .gpu/)
 # On the GPU host:   PSTRAIN_PREBUILT=.gpu benchmarks/gpu_step_tables.sh OUT
-# Environment: PARTS (default "resnet18_ps1 resnet18_ps4 mlp wide_ps4"),
+# Environment: PARTS (default "resnet18_ps1 resnet18_ps4 mlp mlp_busy
+# wide_ps4"),
 # PYTHON (default python3: the host's, with torch), DEVICE (default cuda).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,8 +34,8 @@ pre=${PSTRAIN_PREBUILT:-$root/.gpu}
 pre=$(cd "$pre" && pwd) || die "no $pre (benchmarks/gpu_pack.sh)"
 out=${1:-${OUT:-/tmp/gpu_step_tables}}
 device=${DEVICE:-cuda}
-parts=${PARTS:-resnet18_ps1 resnet18_ps4 mlp wide_ps4}
-part_lines='^(RESULT bench=step_overhead|SUMMARY)'
+parts=${PARTS:-resnet18_ps1 resnet18_ps4 mlp mlp_busy wide_ps4}
+part_lines='^(RESULT bench=step_overhead|SUMMARY|PHASES)'
 part_status=0
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$pre/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -42,6 +45,7 @@ so=benchmarks/step_overhead.sh
 part resnet18_ps1 240 env MODEL=resnet18 DEVICE="$device" NUM_PS=1 STEPS=40 \
   SECURITY="curve curve-tcp insecure" $so 1
 part resnet18_ps4 200 env MODEL=resnet18 DEVICE="$device" NUM_PS=4 STEPS=40 $so 1
-part mlp 150 env MODEL=mlp DEVICE="$device" STEPS=400 $so 2
+part mlp 120 env MODEL=mlp DEVICE="$device" STEPS=400 $so 1
+part mlp_busy 120 env MODEL=mlp DEVICE="$device" STEPS=400 LAUNCH_FLAGS=--busy_poll_us=5000 $so 1
 part wide_ps4 150 env MODEL=wide NUM_PS=4 STEPS=40 $so 1
 exit $part_status

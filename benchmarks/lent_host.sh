@@ -4,7 +4,8 @@
 # this order, each part bounded and skipped once the run's end is near:
 #   step_tables  gpu_step_tables.sh: a GPU user's step through
 #                pstrain.torch against one process on the same GPU
-#                (ResNet-18 with 1 and 4 ps, a small MLP);
+#                (ResNet-18 with 1 and 4 ps, a small MLP, and the MLP
+#                with --busy_poll_us);
 #   lr_by_mode   lr_by_mode.sh: mnist_cnn's accuracy after one epoch with
 #                each mode's defaults, 1-32 CPU workers (TRAIN_DEVICE=cuda:
 #                workers sharing the GPU); beside it
@@ -28,7 +29,7 @@
 # Environment: PSTRAIN_PREBUILT (default .gpu), END_S (default 560: the
 # run's seconds by which every part has ended), LENT_PARTS (default all,
 # space-separated), STEP_PARTS (gpu_step_tables.sh's PARTS; default
-# "resnet18_ps1 resnet18_ps4 mlp"), LR_WORKERS and LR_SEEDS (default
+# "resnet18_ps1 resnet18_ps4 mlp mlp_busy"), LR_WORKERS and LR_SEEDS (default
 # 1,2,4,8,12,16,32 and 1), TTA_WORKERS and TTA_EPOCHS (default 1,2,4,8,12
 # and 8), TRAIN_DEVICE (cpu); DEVICE=cpu PSTRAIN_TEST_DEVICE=cpu try it
 # on a machine without a GPU.
@@ -69,7 +70,7 @@ pack() {  # everything so far into RESULTS/lent_host.tar.gz, whole or not at all
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
 } 2>&1 | tee "$out/env.log"
 
-part step_tables 300 env PARTS="${STEP_PARTS:-resnet18_ps1 resnet18_ps4 mlp}" \
+part step_tables 320 env PARTS="${STEP_PARTS:-resnet18_ps1 resnet18_ps4 mlp mlp_busy}" \
   benchmarks/gpu_step_tables.sh "$out/step_tables"
 pack
 # Neither measures time: the idioms' tests (the GPU and a few cores) run

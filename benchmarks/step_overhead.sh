@@ -45,7 +45,9 @@
 # run), SECURITY ("curve insecure"; curve-tcp: CURVE with
 # --colocated_ipc=false, every ps reached over TCP as from another host),
 # LAUNCH_FLAGS (more `pstrain launch` flags for every pstrain.torch run,
-# e.g. --busy_poll_us=5000).
+# e.g. --busy_poll_us=5000), IDLE (1: the single_idle run each round;
+# default 1 for the MLP, whose steps are short enough for the waits to
+# matter, else 0).
 # Needs a build with libpstrain.so and wire_bench (tools/setup.sh). On a
 # GPU host, with a build packed here by benchmarks/gpu_pack.sh (.gpu/) and
 # the host's own PyTorch:
@@ -61,11 +63,12 @@ num_ps=${NUM_PS:-1}
 read -r -a securities <<< "${SECURITY:-curve insecure}"
 read -r -a launch_flags <<< "${LAUNCH_FLAGS:-}"
 case $model in
-  mlp) default_steps=600 warmup=50 ;;
-  wide | resnet18) default_steps=40 warmup=5 ;;
+  mlp) default_steps=600 warmup=50 default_idle=1 ;;
+  wide | resnet18) default_steps=40 warmup=5 default_idle=0 ;;
   *) echo "step_overhead: error: MODEL=$model (mlp, wide or resnet18)" >&2; exit 2 ;;
 esac
 steps=${STEPS:-$default_steps}
+idle_run=${IDLE:-$default_idle}
 # One thread a process on both sides (step_overhead_train.py sets torch's):
 # OpenBLAS, the BLAS under Debian's PyTorch, starts threads of its own.
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
@@ -133,7 +136,7 @@ run_pstrain() {
 for ((r = 1; r <= rounds; ++r)); do
   run_single "$r"
   for s in "${securities[@]}"; do run_pstrain "$r" "$s"; done
-  [[ ! -s $out/idle-$r ]] || run_single "$r" "$(<"$out/idle-$r")"
+  [[ $idle_run == 0 || ! -s $out/idle-$r ]] || run_single "$r" "$(<"$out/idle-$r")"
 done | tee "$out/results"
 
 wire_security=()
@@ -171,6 +174,8 @@ for security in sys.argv[3:]:
 for system, security in ([("single", "none"), ("single_idle", "none")] +
                          [("pstrain", s) for s in sys.argv[3:]]):
     runs = [r for r in rows if r.get("system") == system and r["security"] == security]
+    if not runs:
+        continue
     print("PHASES system=%s security=%s %s" % (system, security, " ".join(
         "%s_ms=%.3f" % (k, med([float(r[k]) for r in runs]))
         for k in ("median", "zero_grad", "forward", "backward", "step"))))
