@@ -192,8 +192,6 @@ class Worker:
         last ones set is not sent."""
         groups = numpy.ascontiguousarray(groups, dtype=numpy.float64)
         absent = numpy.ascontiguousarray(absent, dtype=numpy.intc)
-        # They hold until set again (c_api.h): the same as the last ones
-        # set need no call.
         settings = (groups.shape, groups.tobytes(), absent.tobytes())
         if settings == self._step_options:
             return

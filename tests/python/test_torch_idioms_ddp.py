@@ -5,7 +5,8 @@ steps): backward() ends with the workers' averaged gradient in .grad, as
 DDP's, so clipping and GradScaler's inf check see the whole batch's
 gradient; a parameter no worker used is left alone, one some workers used
 gets the average; a worker that skipped backward() adds nothing to the
-step's average; the average in .grad replaced as torch.optim reads it. The loop: tests/python/scripts/idioms.py."""
+step's average; the average in .grad replaced as torch.optim reads it.
+The loop: tests/python/scripts/idioms.py."""
 
 import unittest
 
