@@ -71,7 +71,11 @@ class RestartedLoops(it.IdiomCase):
     def job(self, name, flags):
         run = self.run_dir(name)
         out = os.path.join(self.dir, name + ".pt")
-        launch = t.Launch(t.local_flags(run, 2, 1) + ["--mode=sync", "--max_restarts=1"],
+        # The ps waits for the restarted worker however long its new process
+        # takes to start on a busy machine: one silent for --peer_timeout_s
+        # (10 s by default) is presumed dead, and its step goes on without it.
+        launch = t.Launch(t.local_flags(run, 2, 1) + ["--mode=sync", "--max_restarts=1",
+                                                      "--peer_timeout_s=300"],
                           [t.PYTHON, self.LOOP, "--data_dir=" + t.DATA_DIR, "--out=" + out]
                           + flags)
         code = launch.wait()
