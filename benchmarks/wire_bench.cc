@@ -4,8 +4,8 @@
 //   wire_bench [--sizes=21840,65536,669706,1048576,16777216] [--workers=1,2,4,8]
 //              [--security=plain,curve] [--rounds=2] [--seconds=2] [--mode=async]
 //              [--ps_server=PATH] [--ps_flags="--update_threads=1;--update_threads=2"]
-//              [--echo_work=none,copy,sgd] [--echo_transport=tcp|ipc|shm] [--echo=false]
-//              [--timeout_s=120]
+//              [--echo_work=none,copy,sgd] [--echo_transport=tcp|ipc|shm|unix]
+//              [--echo=false] [--gap_us=0] [--timeout_s=120]
 //
 // For every (security, size, workers) cell, `rounds` times: the echo, then
 // PUSH_PULL (A/B/A/B, so that the machine's drift shows in both), each from
@@ -30,7 +30,10 @@
 // echo: the bytes it sent; PUSH_PULL: parameters of 1 - 0.125 x version, every
 // push being 0.5 at learning rate 0.25), then waits for the driver's start
 // signal, so that all of a cell's clients time the same seconds; after them
-// it checks the last round trip's reply again.
+// it checks the last round trip's reply again. With --gap_us every client
+// computes that long between round trips (a step's forward and backward),
+// so that each request finds the other processes idle, as in a job: what
+// waking them costs shows in the round trip.
 //
 // Output: one line per measurement,
 //   RESULT bench=wire system=echo|push_pull security=plain|curve floats=N
@@ -50,10 +53,14 @@
 // is then 1.
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -66,6 +73,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/match.h"
@@ -106,7 +114,12 @@ ABSL_FLAG(std::string, ps_flags, "",
 ABSL_FLAG(double, timeout_s, 120.0, "Longest a measurement's processes may take, timing included");
 ABSL_FLAG(std::string, echo_transport, "tcp",
           "The echo's transport: tcp (127.0.0.1), ipc (a Unix domain socket in the run's "
-          "directory), or shm (the header on that socket, the payload through shared memory)");
+          "directory), shm (the header on that socket, the payload through shared memory), or "
+          "unix (a Unix stream socket without ZeroMQ, plaintext: what ZeroMQ's I/O threads "
+          "cost)");
+ABSL_FLAG(int, gap_us, 0,
+          "Microseconds each client computes between round trips, as a step's forward and "
+          "backward would (0 to 1000000); round trip times leave it out, bytes/s do not");
 // The children's own.
 ABSL_FLAG(std::string, endpoint, "",
           "echo_client: the echo's endpoint; echo_server: where to bind (default loopback TCP)");
@@ -157,15 +170,24 @@ bool WaitForSignal(double timeout_s) {
 
 // A client's timed part: round trips from the driver's start signal until
 // `seconds` have passed; prints its RESULT line for the driver.
+// Before each round trip the client computes for --gap_us (a step's
+// forward and backward: the core busy, not asleep); the round trip's time
+// starts after it.
 template <typename RoundTrip>
 absl::Status TimeRoundTrips(double seconds, double timeout_s, RoundTrip round_trip) {
   std::printf("READY\n");
   std::fflush(stdout);
   if (!WaitForSignal(timeout_s)) return absl::DeadlineExceededError("no start signal");
+  const int64_t gap_us = absl::GetFlag(FLAGS_gap_us);
   std::vector<int64_t> trip_us;
   const int64_t start = MonotonicMicros();
   const int64_t end = start + static_cast<int64_t>(seconds * 1e6);
+  volatile double work = 1.0;
   for (int64_t t = start; t < end;) {
+    if (gap_us > 0) {
+      while (MonotonicMicros() - t < gap_us) work = work * 1.0000001 + 1e-9;
+      t = MonotonicMicros();
+    }
     RETURN_IF_ERROR(round_trip());
     const int64_t now = MonotonicMicros();
     trip_us.push_back(now - t);
@@ -313,9 +335,158 @@ class SharedSegment {
 
 bool EchoOverShm() { return absl::GetFlag(FLAGS_echo_transport) == "shm"; }
 
+// --echo_transport=unix: a Unix stream socket without ZeroMQ. A message is
+// [u32 header bytes][u32 payload bytes][header][payload], written at once
+// (writev); the receiver reads the payload straight into where it goes
+// (the echo's request buffer, the client's parameters): two copies each
+// way, both the kernel's, and no I/O thread between a process and its
+// socket. What a ps reached over a socket of its own would cost; plaintext
+// only. Reads and writes block (bounded by --timeout_s): the echo serves one
+// client's whole message at a time, which its clients send whole.
+bool EchoOverUnix() { return absl::GetFlag(FLAGS_echo_transport) == "unix"; }
+
+std::string UnixPath(const std::string& endpoint) {
+  return absl::StartsWith(endpoint, "ipc://") ? endpoint.substr(6) : endpoint;
+}
+
+absl::Status Errno(absl::string_view what) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+void SetTimeouts(int fd, double timeout_s) {
+  timeval tv{static_cast<time_t>(timeout_s), 0};
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+absl::Status ReadAll(int fd, char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t got = read(fd, p, n);
+    if (got == 0) return absl::UnavailableError("the peer closed");
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return Errno("read");
+    }
+    p += got;
+    n -= static_cast<size_t>(got);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SendUnixMessage(int fd, absl::string_view header, const char* payload, size_t bytes) {
+  const uint32_t lengths[2] = {static_cast<uint32_t>(header.size()), static_cast<uint32_t>(bytes)};
+  iovec iov[3] = {{const_cast<uint32_t*>(lengths), sizeof(lengths)},
+                  {const_cast<char*>(header.data()), header.size()},
+                  {const_cast<char*>(payload), bytes}};
+  for (int i = 0; i < 3;) {
+    const ssize_t put = writev(fd, iov + i, 3 - i);
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      return Errno("writev");
+    }
+    size_t left = static_cast<size_t>(put);
+    for (; i < 3 && left >= iov[i].iov_len; ++i) left -= iov[i].iov_len;
+    if (i < 3) {
+      iov[i].iov_base = static_cast<char*>(iov[i].iov_base) + left;
+      iov[i].iov_len -= left;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One message: its header into `header`, its payload (exactly `bytes`)
+// into `payload`.
+absl::Status ReceiveUnixMessage(int fd, std::string* header, char* payload, size_t bytes) {
+  uint32_t lengths[2];
+  RETURN_IF_ERROR(ReadAll(fd, reinterpret_cast<char*>(lengths), sizeof(lengths)));
+  if (lengths[0] > kMaxHeaderBytes || lengths[1] != bytes) {
+    return absl::DataLossError(absl::StrCat("a message of ", lengths[0], " + ", lengths[1],
+                                            " bytes where ", bytes, " were due"));
+  }
+  header->resize(lengths[0]);
+  RETURN_IF_ERROR(ReadAll(fd, header->data(), header->size()));
+  return ReadAll(fd, payload, bytes);
+}
+
+absl::Status RunUnixEchoServer(const Cancellation& stop, size_t bytes, EchoWork& work) {
+  const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  const int64_t deadline = MonotonicMicros() + static_cast<int64_t>(timeout_s * 1e6);
+  const std::string path = UnixPath(absl::GetFlag(FLAGS_endpoint));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError("--echo_transport=unix: --endpoint=ipc://PATH");
+  }
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return Errno("socket");
+  std::vector<pollfd> fds = {{listener, POLLIN, 0}};
+  absl::Cleanup close_all = [&fds] {
+    for (const pollfd& p : fds) close(p.fd);
+  };
+  // The run's own directory: the previous measurement's echo left its file.
+  (void)unlink(path.c_str());
+  if (bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      listen(listener, 64) != 0) {
+    return Errno(path);
+  }
+  std::printf("ENDPOINT ipc://%s\n", path.c_str());
+  std::fflush(stdout);
+  std::vector<float> request(bytes / sizeof(float));
+  std::string header;
+  while (!stop.cancelled() && MonotonicMicros() < deadline) {
+    if (poll(fds.data(), fds.size(), 100) <= 0) continue;  // a signal, or nothing yet
+    if (fds[0].revents & POLLIN) {
+      const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) return Errno("accept");
+      SetTimeouts(fd, timeout_s);
+      fds.push_back({fd, POLLIN, 0});
+    }
+    for (size_t i = fds.size(); i-- > 1;) {
+      if (fds[i].revents == 0) continue;
+      char* const in = reinterpret_cast<char*>(request.data());
+      const absl::Status got = ReceiveUnixMessage(fds[i].fd, &header, in, bytes);
+      if (!got.ok()) {  // a client that is done closes its socket
+        close(fds[i].fd);
+        fds.erase(fds.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      std::vector<zmq::message_t> frames;
+      frames.emplace_back(header.data(), header.size());
+      frames.emplace_back(in, bytes, nullptr, nullptr);  // not a copy
+      work.Apply(&frames);
+      RETURN_IF_ERROR(SendUnixMessage(fds[i].fd, header, frames[1].data<char>(), bytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> ConnectUnix(const std::string& endpoint, double timeout_s) {
+  const std::string path = UnixPath(endpoint);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError("--echo_transport=unix: --endpoint=ipc://PATH");
+  }
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("socket");
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    const absl::Status s = Errno(path);
+    close(fd);
+    return s;
+  }
+  SetTimeouts(fd, timeout_s);
+  return fd;
+}
+
 absl::Status RunEchoServer(const Cancellation& stop) {
   ASSIGN_OR_RETURN(const TransportSecurity security, SecurityFromFlag());
   const size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_floats)) * sizeof(float);
+  if (EchoOverUnix()) {
+    ASSIGN_OR_RETURN(EchoWork work, EchoWork::Create(absl::GetFlag(FLAGS_echo_work), bytes));
+    return RunUnixEchoServer(stop, bytes, work);
+  }
   const bool shm = EchoOverShm();
   // Over shared memory a message is its header and the segment's name.
   const uint32_t parts = shm ? 1 : PiecesFor(bytes, security.secure()).parts;
@@ -414,6 +585,28 @@ std::string EchoHeader(int rank, int64_t floats, const PieceLayout& layout, uint
   return h.SerializeAsString();
 }
 
+// An echo client's checked, timed round trips: `out` is what it sends, `in`
+// where the reply lands.
+template <typename RoundTrip>
+absl::Status TimeEchoClient(const std::vector<float>& out, std::vector<float>& in,
+                            RoundTrip round_trip) {
+  auto check = [&]() -> absl::Status {
+    if (std::memcmp(in.data(), out.data(), out.size() * sizeof(float)) != 0) {
+      return absl::DataLossError("the echo came back changed");
+    }
+    std::fill(in.begin(), in.end(), 0.0f);
+    return absl::OkStatus();
+  };
+  // The sgd echo answers with parameters, not the bytes sent: nothing to
+  // compare them with.
+  const bool same_bytes = absl::GetFlag(FLAGS_echo_work) != "sgd";
+  RETURN_IF_ERROR(round_trip());
+  if (same_bytes) RETURN_IF_ERROR(check());
+  const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  RETURN_IF_ERROR(TimeRoundTrips(absl::GetFlag(FLAGS_seconds), timeout_s, round_trip));
+  return same_bytes ? check() : absl::OkStatus();
+}
+
 absl::Status RunEchoClient() {
   ASSIGN_OR_RETURN(const TransportSecurity security, SecurityFromFlag());
   const int rank = absl::GetFlag(FLAGS_rank);
@@ -431,16 +624,26 @@ absl::Status RunEchoClient() {
   }
   std::vector<std::string> headers;
   for (uint32_t k = 0; k < layout.parts; ++k) headers.push_back(EchoHeader(rank, n, layout, k));
+  std::vector<float> out(static_cast<size_t>(n)), in(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<float>(i % 1000 + rank);
+  char* const to = reinterpret_cast<char*>(in.data());
+  char* const from = reinterpret_cast<char*>(out.data());
+  if (EchoOverUnix()) {
+    ASSIGN_OR_RETURN(const int fd, ConnectUnix(absl::GetFlag(FLAGS_endpoint), timeout_s));
+    absl::Cleanup close_fd = [fd] { close(fd); };
+    const std::string header = EchoHeader(rank, n, PieceLayout(), 0);
+    std::string reply_header;
+    return TimeEchoClient(out, in, [&]() -> absl::Status {
+      RETURN_IF_ERROR(SendUnixMessage(fd, header, from, bytes));
+      return ReceiveUnixMessage(fd, &reply_header, to, bytes);
+    });
+  }
   SocketOptions options;
   UseCurveClient(security, absl::StrCat("worker:", rank), "ps:0", &options);
   zmq::context_t context(1);
   ASSIGN_OR_RETURN(zmq::socket_t dealer,
                    ConnectDealer(context, absl::GetFlag(FLAGS_endpoint), options));
   dealer.set(zmq::sockopt::rcvtimeo, static_cast<int>(timeout_s * 1000));
-  std::vector<float> out(static_cast<size_t>(n)), in(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<float>(i % 1000 + rank);
-  char* const to = reinterpret_cast<char*>(in.data());
-  char* const from = reinterpret_cast<char*>(out.data());
   auto round_trip = [&]() -> absl::Status {
     try {
       for (uint32_t k = 0; k < layout.parts; ++k) {
@@ -473,20 +676,7 @@ absl::Status RunEchoClient() {
     }
     return absl::OkStatus();
   };
-  auto check = [&]() -> absl::Status {
-    if (std::memcmp(in.data(), out.data(), bytes) != 0) {
-      return absl::DataLossError("the echo came back changed");
-    }
-    std::fill(in.begin(), in.end(), 0.0f);
-    return absl::OkStatus();
-  };
-  // The sgd echo answers with parameters, not the bytes sent: nothing to
-  // compare them with.
-  const bool same_bytes = absl::GetFlag(FLAGS_echo_work) != "sgd";
-  RETURN_IF_ERROR(round_trip());
-  if (same_bytes) RETURN_IF_ERROR(check());
-  RETURN_IF_ERROR(TimeRoundTrips(absl::GetFlag(FLAGS_seconds), timeout_s, round_trip));
-  return same_bytes ? check() : absl::OkStatus();
+  return TimeEchoClient(out, in, round_trip);
 }
 
 // ---- PUSH_PULL --------------------------------------------------------
@@ -723,11 +913,19 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
     o.ps_variants.push_back(absl::StrSplit(v, ' ', absl::SkipEmpty()));
   }
   const std::string transport = absl::GetFlag(FLAGS_echo_transport);
-  if (transport != "tcp" && transport != "ipc" && transport != "shm") {
+  if (transport != "tcp" && transport != "ipc" && transport != "shm" && transport != "unix") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--echo_transport: '", transport, "' (tcp, ipc or shm)"));
+        absl::StrCat("--echo_transport: '", transport, "' (tcp, ipc, shm or unix)"));
+  }
+  if (transport == "unix" && o.echo_works.size() > 0 &&
+      std::find(o.securities.begin(), o.securities.end(), "curve") != o.securities.end()) {
+    return absl::InvalidArgumentError("--echo_transport=unix is plaintext: --security=plain");
   }
   o.echo_transport = transport;
+  o.gap_us = absl::GetFlag(FLAGS_gap_us);
+  if (o.gap_us < 0 || o.gap_us > 1000000) {
+    return absl::InvalidArgumentError("--gap_us: 0 to 1000000");
+  }
   o.rounds = absl::GetFlag(FLAGS_rounds);
   o.seconds = absl::GetFlag(FLAGS_seconds);
   o.timeout_s = absl::GetFlag(FLAGS_timeout_s);

@@ -247,6 +247,7 @@ absl::StatusOr<Measurement> MeasureEcho(const WireBenchOptions& o, const std::st
             floats,
             timeout,
             absl::StrCat("--seconds=", o.seconds),
+            absl::StrCat("--gap_us=", o.gap_us),
             echo_work,
             transport};
     for (std::string& a : SecurityArgs(cell, secret_file)) args.push_back(a);
@@ -291,6 +292,7 @@ absl::StatusOr<Measurement> MeasurePushPull(const WireBenchOptions& o, const std
             absl::StrCat("--floats=", cell.floats),
             timeout,
             absl::StrCat("--seconds=", o.seconds),
+            absl::StrCat("--gap_us=", o.gap_us),
             "--mode=" + o.mode};
     for (std::string& a : SecurityArgs(cell, secret_file)) args.push_back(a);
     ASSIGN_OR_RETURN(Child* const c, children.Spawn(absl::StrCat("worker ", r), o.self, args));
@@ -407,9 +409,11 @@ absl::Status RunWireBench(const WireBenchOptions& o) {
   const std::string secret_file = dir + "/job.secret";
   RETURN_IF_ERROR(JobSecret::Generate().WriteNewFile(secret_file));
   const std::vector<System> systems = Systems(o);
-  std::printf("# wire_bench: %u cores, %s ps, %.1f s per measurement, %d rounds, %s\n",
-              std::thread::hardware_concurrency(), o.mode.c_str(), o.seconds, o.rounds,
-              o.ps_server.c_str());
+  std::printf(
+      "# wire_bench: %u cores, %s ps, %.1f s per measurement, %d rounds, %d us between round "
+      "trips, the echo over %s, %s\n",
+      std::thread::hardware_concurrency(), o.mode.c_str(), o.seconds, o.rounds, o.gap_us,
+      o.echo_transport.c_str(), o.ps_server.c_str());
   std::vector<std::pair<Cell, Figures>> cells;  // in the order measured
   int failed = 0;
   for (const std::string& security : o.securities) {

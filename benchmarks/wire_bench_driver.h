@@ -26,13 +26,20 @@ struct WireBenchOptions {
   // directory, what a co-located ps reached without the TCP stack would
   // save; shm, the header on that socket and the payload through shared
   // memory (wire_bench.cc's SharedSegment), what it would save without a
-  // socket's copies.
+  // socket's copies; unix, a Unix stream socket without ZeroMQ (each
+  // message one write of its lengths, header and payload, read straight
+  // into the receiver's buffer), what a co-located ps reached without
+  // ZeroMQ's I/O threads would save.
   std::string echo_transport = "tcp";
   // PUSH_PULL once per entry, ps_server given the entry's flags: each a
   // system of its own, in every round (A/B/C...). Default: one, no flags.
   std::vector<std::vector<std::string>> ps_variants = {{}};
   int rounds = 2;              // echo, PUSH_PULL, echo, PUSH_PULL, ...
   double seconds = 2.0;        // timed per measurement
+  // Microseconds each client computes between round trips (a step's
+  // forward and backward), so that each request finds its peers idle, as
+  // in a job; the round trip times leave it out, the bytes/s do not.
+  int gap_us = 0;
   double timeout_s = 120.0;    // per measurement, start to reaped
   std::string mode = "async";  // the ps's
   // 0: PUSH_PULL; D > 0: rows of D floats by id instead (wire_bench.cc's
