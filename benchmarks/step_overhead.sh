@@ -91,11 +91,15 @@ if ((num_ps != 1)); then  # ports are placeholders: --free_ports picks them
 fi
 
 # One process; with IDLE (ms), sleeping that long after each step, as a
-# worker waits for its ps (system=single_idle).
+# worker waits for its ps (system=single_idle). Its malloc keeps freed
+# blocks as a pstrain.torch worker's does (common/malloc_policy.h), unless
+# GLIBC_TUNABLES is set (then both have it).
+single_tunables=${GLIBC_TUNABLES-glibc.malloc.mmap_threshold=$((96 << 20)):glibc.malloc.trim_threshold=$((256 << 20))}
 run_single() {
   local round=$1 idle=${2:-0} line system=single
   [[ $idle == 0 ]] || system=single_idle  # the caller passes 0 or comm_ms
-  line=$("$python" "$train" "${train_args[@]}" --single --steps="$steps" --idle_ms="$idle" |
+  line=$(GLIBC_TUNABLES=$single_tunables \
+    "$python" "$train" "${train_args[@]}" --single --steps="$steps" --idle_ms="$idle" |
     grep '^STEP_MS') || die "one process failed"
   echo "RESULT bench=step_overhead round=$round model=$model ps=$num_ps system=$system" \
     "security=none idle_ms=$idle ${line#STEP_MS } load1=$(load1)"

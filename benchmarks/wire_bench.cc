@@ -85,6 +85,7 @@
 #include "common/embedding.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
+#include "common/malloc_policy.h"
 #include "common/shard_plan.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
@@ -988,6 +989,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   absl::ParseCommandLine(argc, argv);
   pstrain::InitLogging(argv[0]);
+  // As a ps and a worker have it, the echo too (GLIBC_TUNABLES=
+  // glibc.malloc.check=0 measures glibc's defaults).
+  pstrain::KeepFreedMemoryForReuse();
   const pstrain::Cancellation& stop = pstrain::InstallShutdownHandlers();
   return pstrain::ExitWith("wire_bench", pstrain::RunRole(absl::GetFlag(FLAGS_role), stop), stop);
 }

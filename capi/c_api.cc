@@ -17,6 +17,7 @@
 #include "capi/script_worker.h"
 #include "common/embedding.h"
 #include "common/logging.h"
+#include "common/malloc_policy.h"
 #include "common/param_groups.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
@@ -156,6 +157,9 @@ absl::Status CreateWorker(PstrainTaskHandle task, const char* job_json, int num_
   if (grads == nullptr) return Null("grads");
   ASSIGN_OR_RETURN(std::vector<pstrain::TensorSlot> tensors,
                    Layout(num_tensors, names, sizes, num_floats));
+  // The worker's steps receive the same large messages every time; the
+  // script's own blocks (its gradients) are kept for reuse too.
+  pstrain::KeepFreedMemoryForReuse();
   const int64_t total = num_floats;
   std::vector<float> initial_slots;
   std::vector<int64_t> initial_steps;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
+#include "common/malloc_policy.h"
 #include "common/signals.h"
 #include "flags/parse.h"
 #include "flags/task_flags.h"
@@ -105,6 +106,7 @@ int main(int argc, char** argv) {
       "--task_type=ps, --task_index=I.");
   pstrain::ParseFlagsOrExit(argc, argv);
   pstrain::InitLogging(argv[0]);
+  pstrain::KeepFreedMemoryForReuse();  // a step's large blocks (common/malloc_policy.h)
   const pstrain::Cancellation& stop = pstrain::InstallShutdownHandlers();
   return pstrain::ExitWith("ps_server", RunServer(std::getenv("TF_CONFIG"), stop), stop);
 }

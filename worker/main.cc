@@ -8,6 +8,7 @@
 #include "absl/flags/usage.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
+#include "common/malloc_policy.h"
 #include "common/signals.h"
 #include "flags/parse.h"
 #include "flags/task_flags.h"
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
       "--task_type=worker|chief, --task_index=I, plus the training flags.");
   pstrain::ParseFlagsOrExit(argc, argv);
   pstrain::InitLogging(argv[0]);
+  pstrain::KeepFreedMemoryForReuse();  // a step's large blocks (common/malloc_policy.h)
   const pstrain::Cancellation& stop = pstrain::InstallShutdownHandlers();
   if (absl::Status s = pstrain::ApplyPresetFlag(pstrain::FlagsOnCommandLine(argc, argv)); !s.ok()) {
     return pstrain::ExitWith("worker", s, stop);
