@@ -93,8 +93,12 @@ fi
 # One process; with IDLE (ms), sleeping that long after each step, as a
 # worker waits for its ps (system=single_idle). Its malloc keeps freed
 # blocks as a pstrain.torch worker's does (common/malloc_policy.h), unless
-# GLIBC_TUNABLES is set (then both have it).
-single_tunables=${GLIBC_TUNABLES-glibc.malloc.mmap_threshold=$((96 << 20)):glibc.malloc.trim_threshold=$((256 << 20))}
+# GLIBC_TUNABLES sets malloc's tunables (then both have those).
+single_tunables=${GLIBC_TUNABLES:-}
+if [[ $single_tunables != *glibc.malloc.* ]]; then
+  single_tunables+="${single_tunables:+:}glibc.malloc.mmap_threshold=$((96 << 20))"
+  single_tunables+=":glibc.malloc.trim_threshold=$((256 << 20))"
+fi
 run_single() {
   local round=$1 idle=${2:-0} line system=single
   [[ $idle == 0 ]] || system=single_idle  # the caller passes 0 or comm_ms

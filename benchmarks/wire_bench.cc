@@ -355,7 +355,8 @@ absl::Status Errno(absl::string_view what) {
 }
 
 void SetTimeouts(int fd, double timeout_s) {
-  timeval tv{static_cast<time_t>(timeout_s), 0};
+  const auto whole = static_cast<time_t>(timeout_s);
+  timeval tv{whole, static_cast<suseconds_t>((timeout_s - static_cast<double>(whole)) * 1e6)};
   (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }

@@ -6,20 +6,26 @@
 // receives, the pieces of a large one, a script's gradients in backward.
 // glibc maps a block over its mmap threshold (128 KiB, rising as such
 // blocks are freed to at most 32 MiB) from fresh pages and unmaps it when
-// freed, and gives free memory at the top of a heap back to the kernel
+// freed, and gives free memory at the top of the heap back to the kernel
 // past its trim threshold: each step then faults the same pages in again,
 // one kernel entry per 4 KiB page. On a VM whose page faults are slow (2
-// vCPUs under Firecracker: 125 ms to fault in 44.7 MB, 1-2 ms to touch the
+// vCPUs under Firecracker: 125 ms to fault in 44.7 MB, 1-2 ms to write the
 // same bytes again) that was half of a 44.7 MB PUSH_PULL's round trip.
 //
 // KeepFreedMemoryForReuse() has blocks up to kHeapBlockBytes served from
-// the heap and keeps up to kKeptFreeBytes of free heap for the next step's
-// blocks: a process's resident memory then stays near its peak (what it
-// used, never more) instead of following each step down and up. It does
-// nothing where the process's GLIBC_TUNABLES sets a glibc.malloc tunable:
-// the user's own choice, and the way to leave glibc's defaults
-// (GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072), nor under a
-// sanitizer, whose allocator ignores mallopt.
+// the heap and keeps up to kKeptFreeBytes of free memory at its top for
+// the next step's blocks, so a process's resident memory stays near its
+// peak instead of following each step down and up. Threads other than the
+// main one (ZeroMQ's I/O threads) allocate from heaps of at most 64 MiB
+// each: there a block that does not fit one is mapped afresh as before.
+// glibc takes these settings from 2.35 on (older ones refuse a threshold
+// over 32 MiB: the policy then says so once and leaves malloc as it is).
+//
+// It does nothing where the user set malloc's tunables (GLIBC_TUNABLES
+// with a glibc.malloc tunable, or a MALLOC_*_ variable): to keep glibc's
+// own behaviour, GLIBC_TUNABLES=glibc.malloc.check=0 (a tunable that
+// changes nothing itself). ASan's allocator ignores it; under TSan glibc
+// takes it and TSan's allocator does not use glibc's.
 
 #include <cstddef>
 
@@ -28,7 +34,7 @@ namespace pstrain {
 // Blocks up to this size come from the heap: more than a message piece
 // (transport/pieces.h) or a state's part (64 MiB), so a step's own are.
 inline constexpr size_t kHeapBlockBytes = size_t{96} << 20;
-// Free heap kept for reuse, per heap (glibc has one per arena).
+// Free memory kept at the top of a heap for reuse.
 inline constexpr size_t kKeptFreeBytes = size_t{256} << 20;
 
 // Applies the policy to this process, once (later calls return the first's
@@ -36,8 +42,12 @@ inline constexpr size_t kKeptFreeBytes = size_t{256} << 20;
 // library begins its work in someone else's (the C API's worker).
 bool KeepFreedMemoryForReuse();
 
-// Whether `tunables` (GLIBC_TUNABLES's value; null: unset) sets any of
-// glibc's malloc tunables.
-bool TunablesSetMalloc(const char* tunables);
+// Whether the environment sets malloc's tunables: `tunables` is
+// GLIBC_TUNABLES's value (null: unset); `malloc_variable` whether one of
+// glibc's MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, MALLOC_TOP_PAD_,
+// MALLOC_MMAP_MAX_ is set.
+bool UserSetsMalloc(const char* tunables, bool malloc_variable);
+// The same for this process's environment.
+bool EnvironmentSetsMalloc();
 
 }  // namespace pstrain
