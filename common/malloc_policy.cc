@@ -4,8 +4,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
-#include "common/logging.h"
+#include "glog/logging.h"
 
 namespace pstrain {
 
