@@ -350,6 +350,18 @@ std::string UnixPath(const std::string& endpoint) {
   return absl::StartsWith(endpoint, "ipc://") ? endpoint.substr(6) : endpoint;
 }
 
+// The socket address of `path`: InvalidArgument when it is empty or too
+// long for one.
+absl::StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError("--echo_transport=unix: --endpoint=ipc://PATH");
+  }
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  return address;
+}
+
 absl::Status Errno(absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
@@ -414,12 +426,7 @@ absl::Status RunUnixEchoServer(const Cancellation& stop, size_t bytes, EchoWork&
   const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
   const int64_t deadline = MonotonicMicros() + static_cast<int64_t>(timeout_s * 1e6);
   const std::string path = UnixPath(absl::GetFlag(FLAGS_endpoint));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError("--echo_transport=unix: --endpoint=ipc://PATH");
-  }
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  ASSIGN_OR_RETURN(const sockaddr_un address, UnixAddress(path));
   const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener < 0) return Errno("socket");
   std::vector<pollfd> fds = {{listener, POLLIN, 0}};
@@ -428,7 +435,7 @@ absl::Status RunUnixEchoServer(const Cancellation& stop, size_t bytes, EchoWork&
   };
   // The run's own directory: the previous measurement's echo left its file.
   (void)unlink(path.c_str());
-  if (bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+  if (bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
       listen(listener, 64) != 0) {
     return Errno(path);
   }
@@ -465,15 +472,10 @@ absl::Status RunUnixEchoServer(const Cancellation& stop, size_t bytes, EchoWork&
 
 absl::StatusOr<int> ConnectUnix(const std::string& endpoint, double timeout_s) {
   const std::string path = UnixPath(endpoint);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError("--echo_transport=unix: --endpoint=ipc://PATH");
-  }
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  ASSIGN_OR_RETURN(const sockaddr_un address, UnixAddress(path));
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Errno("socket");
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     const absl::Status s = Errno(path);
     close(fd);
     return s;
