@@ -92,7 +92,8 @@ fi
 
 # One process; with IDLE (ms), sleeping that long after each step, as a
 # worker waits for its ps (system=single_idle). Its malloc keeps freed
-# blocks as a pstrain.torch worker's does (common/malloc_policy.h), unless
+# blocks as a pstrain.torch worker's does (kHeapBlockBytes and
+# kKeptFreeBytes in common/malloc_policy.h: change them together), unless
 # GLIBC_TUNABLES sets malloc's tunables (then both have those).
 single_tunables=${GLIBC_TUNABLES:-}
 if [[ $single_tunables != *glibc.malloc.* ]]; then
