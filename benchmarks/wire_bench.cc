@@ -2,7 +2,7 @@
 // ZeroMQ echoing the same bytes between processes, in one run, alternated.
 //
 //   wire_bench [--sizes=21840,65536,669706,1048576,16777216] [--workers=1,2,4,8]
-//              [--security=plain,curve] [--rounds=2] [--seconds=2] [--mode=async]
+//              [--security=plain,curve,curve-local] [--rounds=2] [--seconds=2] [--mode=async]
 //              [--ps_server=PATH] [--ps_flags="--update_threads=1;--update_threads=2"]
 //              [--echo_work=none,copy,sgd] [--echo_transport=tcp|ipc|shm|unix]
 //              [--echo=false] [--gap_us=0] [--timeout_s=120]
@@ -22,6 +22,9 @@
 //  - PUSH_PULL: a real `ps_server` process (async by default; sync with
 //    --mode=sync) and `workers` client processes, each a PsClient pushing n
 //    floats of gradient and receiving n floats of parameters per round trip.
+//    --security=curve-local: a CURVE job whose clients reach the ps over
+//    its Unix socket (transport/local_links.h), not encrypted, so its echo
+//    is the plaintext one (with --echo_transport=unix, a raw Unix socket's).
 // More systems in the same rounds, for A/B: echoes that work before they
 // answer (--echo_work: copy, or a ps's least update, sgd; EchoWork below),
 // which show what answering with other bytes than the request's costs; and
@@ -102,7 +105,9 @@ ABSL_FLAG(std::string, sizes, "21840,65536,669706,1048576,16777216",
           "64 MiB)");
 ABSL_FLAG(std::string, workers, "1,2,4,8", "Concurrent worker processes");
 ABSL_FLAG(std::string, security, "plain,curve",
-          "plain (--insecure), curve (a job secret), or both");
+          "plain (--insecure), curve (a job secret), curve-local (a job secret, the workers on "
+          "the ps's Unix socket, against a plaintext echo), or several");
+ABSL_FLAG(bool, colocated, false, "push_pull_client: reach the ps over its Unix socket (CURVE)");
 ABSL_FLAG(bool, echo, true, "Measure the echo (the ratio needs it)");
 ABSL_FLAG(int, rounds, 2, "Echo and PUSH_PULL measurements per cell, alternated");
 ABSL_FLAG(double, seconds, 2.0, "Timed seconds per measurement");
@@ -712,6 +717,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> JoinJob(int64_t floats, proto::JobConf
   options.connect_timeout_s = timeout_s;
   options.rpc_timeout_s = timeout_s;
   options.peer_timeout_s = timeout_s;
+  options.colocated_ipc = absl::GetFlag(FLAGS_colocated);
   ASSIGN_OR_RETURN(const ShardPlan plan,
                    ShardPlan::Create("wire_bench", {{"w", floats}}, 1, ShardStrategy::kBalanced));
   ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
@@ -836,8 +842,7 @@ absl::Status RunRowsClient() {
       next.ids = ids[static_cast<size_t>((trip + 1) % blocks)];
       RETURN_IF_ERROR(client->StageEmbeddingPrefetch({next}));
     }
-    RETURN_IF_ERROR(
-        client->PushPull(trip, versions, 128, dense, absl::MakeSpan(param), &replies));
+    RETURN_IF_ERROR(client->PushPull(trip, versions, 128, dense, absl::MakeSpan(param), &replies));
     versions[0] = replies[0].version;
     ++trip;
     return absl::OkStatus();
@@ -899,8 +904,9 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
   }
   for (absl::string_view s :
        absl::StrSplit(absl::GetFlag(FLAGS_security), ',', absl::SkipEmpty())) {
-    if (s != "plain" && s != "curve") {
-      return absl::InvalidArgumentError(absl::StrCat("--security: '", s, "' (plain or curve)"));
+    if (s != "plain" && s != "curve" && s != "curve-local") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--security: '", s, "' (plain, curve or curve-local)"));
     }
     o.securities.emplace_back(s);
   }
@@ -923,7 +929,8 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
   }
   if (transport == "unix" && o.echo_works.size() > 0 &&
       std::find(o.securities.begin(), o.securities.end(), "curve") != o.securities.end()) {
-    return absl::InvalidArgumentError("--echo_transport=unix is plaintext: --security=plain");
+    return absl::InvalidArgumentError(
+        "--echo_transport=unix is plaintext: --security=plain or curve-local");
   }
   o.echo_transport = transport;
   o.gap_us = absl::GetFlag(FLAGS_gap_us);

@@ -34,18 +34,20 @@ namespace {
 // The job's identities as the ps's ZAP handler and request handler see
 // them: every chief/worker/ps task of the spec, and the "client" tool.
 void AddPrincipals(const ClusterSpec& cluster, const TransportSecurity& security,
-                   HandshakeGuardOptions* guard, RequestHandlerOptions* handler) {
+                   HandshakeGuardOptions* guard, RequestHandlerOptions* handler,
+                   std::map<std::string, std::string>* local_passwords) {
   if (!security.secure()) return;
   auto add = [&](const std::string& name, Principal who) {
     guard->allowed_keys[security.secret->KeyPairFor(name).public_key] = name;
-    guard->local_passwords[name] = security.secret->LocalPassword(name);
+    (*local_passwords)[name] = security.secret->LocalPassword(name);
     handler->principals[name] = who;
   };
   std::vector<TaskId> tasks = cluster.AllTasks();
   if (cluster.sparse()) {
     // Whoever may join: every rank slot (the ps's spec lists none of them).
     tasks = {*cluster.task()};
-    for (int rank = 0; rank < cluster.num_workers(); ++rank) tasks.push_back(cluster.TaskForRank(rank));
+    for (int rank = 0; rank < cluster.num_workers(); ++rank)
+      tasks.push_back(cluster.TaskForRank(rank));
   }
   for (const TaskId& task : tasks) {
     if (task.type == TaskType::kPs) {
@@ -85,10 +87,12 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
   handler_options.job_id = cluster.sparse() ? 0 : cluster.JobId();
   handler_options.num_shards = cluster.sparse() ? 0 : cluster.num_ps();
   HandshakeGuardOptions guard_options;
-  AddPrincipals(cluster, security, &guard_options, &handler_options);
-  std::unique_ptr<PsServer> server(
-      new PsServer(cluster, options, std::move(handler_options), security,
-                   cancel != nullptr ? cancel : NeverCancelled()));
+  std::map<std::string, std::string> local_passwords;
+  AddPrincipals(cluster, security, &guard_options, &handler_options, &local_passwords);
+  std::unique_ptr<PsServer> server(new PsServer(cluster, options, std::move(handler_options),
+                                                security,
+                                                cancel != nullptr ? cancel : NeverCancelled()));
+  server->local_passwords_ = std::move(local_passwords);
   // The ZAP handler first: libzmq admits CURVE clients unchecked while
   // none is bound.
   ASSIGN_OR_RETURN(server->guard_, HandshakeGuard::Create(server->context_, guard_options));
@@ -103,7 +107,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
         absl::StrCat(task.ToString(), " (", address, "): ", socket.status().message()));
   }
   server->socket_ = *std::move(socket);
-  if (security.secure()) server->BindLocal(hp.port, socket_options);
+  if (security.secure()) server->BindLocal(hp.port);
   RETURN_IF_ERROR(server->guard_->Watch(server->socket_));
   RETURN_IF_ERROR(server->OpenTimeline());
   if (options.metrics_port != 0) {
@@ -113,7 +117,8 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
     server->metrics_ = std::make_shared<ShardMetrics>(server->metrics_server_->identity());
     server->metrics_->Publish(server->handler_.Stats());
     server->metrics_server_->Register(server->metrics_);
-    LOG(INFO) << task.ToString() << ": metrics for Prometheus on " << server->metrics_server_->Describe();
+    LOG(INFO) << task.ToString() << ": metrics for Prometheus on "
+              << server->metrics_server_->Describe();
   }
   LOG(INFO) << task.ToString()
             << (security.secure() ? ": CURVE on (keys derived from the job secret)"
@@ -187,7 +192,7 @@ absl::Status PsServer::Run() {
   }
   if (!local_endpoint_.empty()) {
     LOG(INFO) << task_.ToString() << " also listening on " << local_endpoint_
-              << " for the workers of this host (PLAIN with the job's passwords)";
+              << " for the workers of this host (admitted by the job's passwords)";
   }
   started_us_ = last_wait_log_us_ = MonotonicMicros();
   for (;;) {
@@ -203,7 +208,9 @@ absl::Status PsServer::Run() {
     // and sleeping at once when none came for as long (an idle job).
     const int64_t look_us =
         std::max<int64_t>(0, options_.busy_poll_us - (MonotonicMicros() - last_request_us_));
-    auto readable = PollReadable(sockets, kPollMs, static_cast<int>(look_us));
+    std::vector<PollFd> fds;
+    if (local_ != nullptr) local_->AddPollFds(&fds);
+    auto readable = Poll(sockets, absl::MakeSpan(fds), kPollMs, static_cast<int>(look_us));
     // The guard first: a handshake waiting on ZAP holds a peer up. Served
     // when one of its sockets has something, or a second after it last was
     // (its deferred logs): an empty receive costs ZeroMQ's system calls on
@@ -214,12 +221,13 @@ absl::Status PsServer::Run() {
                     [](bool r) { return r; })) {
       guard_->Serve();
       guard_served_us_ = now_us;
-      handler_.SetHandshakesRefused(guard_->refused());
+      handler_.SetHandshakesRefused(HandshakesRefused());
     }
     if (readable.ok() && (*readable)[0]) {
       ServeReadable();
       last_request_us_ = MonotonicMicros();
     }
+    if (readable.ok() && local_ != nullptr) ServeLocal(fds);
     PumpReplicator();
     ExpirePieces();
     CheckLiveness();
@@ -239,16 +247,42 @@ void PsServer::ServeReadable() {
         routed.identity.empty()) {
       return;  // nothing more queued
     }
+    if (LocalLinks::IsLinkRoute(routed.identity)) {
+      // A ZeroMQ peer that set its routing id to a link's: its replies
+      // would go down that link. Counted, never answered.
+      std::vector<Reply> dropped;
+      handler_.HandleMalformed({routed.identity, routed.user_id},
+                               absl::InvalidArgumentError("a routing id of the Unix socket's"),
+                               &dropped);
+      LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": dropped a request from "
+                               << (routed.user_id.empty() ? "a peer" : routed.user_id)
+                               << " whose ZeroMQ routing id is that of a Unix socket link";
+      continue;
+    }
     Process(std::move(routed));
   }
 }
 
+int64_t PsServer::HandshakesRefused() const {
+  return guard_->refused() + (local_ != nullptr ? local_->refused() : 0);
+}
+
+void PsServer::ServeLocal(absl::Span<const PollFd> polled) {
+  std::vector<RoutedMessage> requests;
+  // Each link's bytes a wake at most about a large message's pieces'
+  // worth: the others, ZeroMQ's socket and the guard wait meanwhile.
+  constexpr size_t kLinkBudgetBytes = size_t{16} << 20;
+  local_->Serve(polled, kLinkBudgetBytes, &requests);
+  handler_.SetHandshakesRefused(HandshakesRefused());
+  // Links closed: their partial messages in pieces are given up now (the
+  // closes are not left to pile up).
+  DropClosedConnections();
+  if (requests.empty()) return;
+  for (RoutedMessage& r : requests) Process(std::move(r));
+  last_request_us_ = MonotonicMicros();
+}
+
 void PsServer::Process(RoutedMessage routed) {
-  if (routed.local && !local_peers_.contains(routed.identity)) {
-    // Bounded: only the job's tasks pass the Unix socket's handshake.
-    if (local_peers_.size() >= kMaxLocalPeers) local_peers_.clear();
-    local_peers_.insert(routed.identity);
-  }
   const Peer peer{std::move(routed.identity), std::move(routed.user_id)};
   std::vector<Reply> replies;
   handler_.CountBytes(static_cast<int64_t>(routed.wire_bytes), 0);
@@ -272,9 +306,8 @@ void PsServer::Process(RoutedMessage routed) {
     routed.message = **std::move(whole);
   }
   if (!routed.message.ok()) {
-    LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": malformed message ("
-                             << routed.wire_bytes << " bytes"
-                             << (peer.user_id.empty() ? "" : " from " + peer.user_id)
+    LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": malformed message (" << routed.wire_bytes
+                             << " bytes" << (peer.user_id.empty() ? "" : " from " + peer.user_id)
                              << "): " << routed.message.status().message();
     handler_.HandleMalformed(peer, routed.message.status(), &replies);
   } else {
@@ -296,6 +329,9 @@ void PsServer::Process(RoutedMessage routed) {
 
 void PsServer::DropClosedConnections() {
   for (const int fd : guard_->TakeClosed()) pieces_.DropConnection(fd);
+  if (local_ != nullptr) {
+    for (const int fd : local_->TakeClosed()) pieces_.DropConnection(fd);
+  }
   handler_.SetPartialMessagesDropped(pieces_.dropped_total());
 }
 
@@ -315,35 +351,39 @@ void PsServer::ExpirePieces() {
 }
 
 PsServer::~PsServer() {
+  local_.reset();
   if (!local_endpoint_.empty()) RemoveLocalEndpoint(local_endpoint_);
 }
 
-void PsServer::BindLocal(int port, SocketOptions options) {
+void PsServer::BindLocal(int port) {
   const std::string dir = LocalDir(*security_.secret);
   absl::Status s = PrepareLocalDir(dir);
   const std::string endpoint = LocalEndpoint(dir, task_.ToString(), port);
+  absl::StatusOr<std::unique_ptr<LocalLinks>> links =
+      s.ok() ? absl::UnavailableError("not listening") : s;
   if (s.ok()) {
     if (const int stale = RemoveStaleSockets(dir); stale > 0) {
       LOG(INFO) << task_.ToString() << ": removed " << stale
                 << " socket file(s) of ps processes that are gone from " << dir;
     }
-    options.curve_server_keys.reset();
-    options.plain_server = true;
-    s = BindAlso(socket_, endpoint, options);
-    if (!s.ok()) {
+    links = LocalLinks::Listen(LocalPath(endpoint), local_passwords_, options_.max_message_bytes);
+    if (!links.ok()) {
       // A ps of this host that ended in between may have removed the
       // directory with its own socket: once more.
       s = PrepareLocalDir(dir);
-      if (s.ok()) s = BindAlso(socket_, endpoint, options);
+      links = s.ok() ? LocalLinks::Listen(LocalPath(endpoint), local_passwords_,
+                                          options_.max_message_bytes)
+                     : s;
     }
   }
-  absl::StatusOr<LocalFileId> file = s.ok() ? LocalFileIdOf(endpoint) : s;
-  if (s.ok() && !file.ok()) s = file.status();
-  if (!s.ok()) {
+  absl::StatusOr<LocalFileId> file = links.ok() ? LocalFileIdOf(endpoint) : links.status();
+  if (!file.ok()) {
     LOG(WARNING) << task_.ToString() << ": no Unix socket for the workers of this host ("
-                 << s.message() << "); they reach it over TCP with CURVE";
+                 << file.status().message() << "); they reach it over TCP with CURVE";
+    if (links.ok()) RemoveLocalEndpoint(endpoint);
     return;
   }
+  local_ = *std::move(links);
   local_endpoint_ = endpoint;
   local_file_ = *file;
 }
@@ -374,9 +414,10 @@ void PsServer::Send(std::vector<Reply>* replies) {
     // each piece without a copy as the whole would be.
     const bool params = r.with_params && r.payload == nullptr;
     const bool rows = type == proto::EMBEDDING_PULL && r.payload != nullptr;
-    // Over the Unix socket nothing is encrypted: plaintext's pieces.
-    const bool curve = security_.secure() && !local_peers_.contains(r.peer);
-    PieceLayout layout = params || rows ? PiecesFor(body_bytes, curve) : PieceLayout();
+    // A link (the Unix socket) takes its payloads whole.
+    const bool link = LocalLinks::IsLinkRoute(r.peer);
+    PieceLayout layout =
+        (params || rows) && !link ? PiecesFor(body_bytes, security_.secure()) : PieceLayout();
     absl::Status fits = FitsOneMessage(
         body_bytes, options_.max_message_bytes,
         [&] { return absl::StrCat("the answer to this ", proto::MessageType_Name(type)); },
@@ -395,7 +436,10 @@ void PsServer::Send(std::vector<Reply>* replies) {
       LOG_FIRST_N(WARNING, 20) << task_.ToString() << ": " << r.header.error().message();
     }
     absl::Status s;
-    if (layout.parts <= 1) {
+    if (link) {
+      s = local_ != nullptr ? local_->Send(r.peer, r.header, std::move(body))
+                            : absl::UnavailableError("no Unix socket here");
+    } else if (layout.parts <= 1) {
       s = SendRoutedFrame(socket_, r.peer, r.header, std::move(body));
     } else if (rows) {
       s = SendPieces(r.peer, r.header, layout, body_bytes, [&](size_t begin, size_t count) {
@@ -475,7 +519,8 @@ void PsServer::CheckLiveness() {
     if ((now - started_us_) * 1e-6 > options_.register_timeout_s) {
       return FailJob(absl::StrCat(
           "the chief (", chief, ") did not initialise the parameters within ",
-          options_.register_timeout_s, " s of this ps's start (--register_timeout_s): is it running?",
+          options_.register_timeout_s,
+          " s of this ps's start (--register_timeout_s): is it running?",
           cluster_.sparse() ? " In a dynamic-worker job the chief is worker 0: keep at least one "
                               "Worker replica, and worker 0 with it"
                             : ""));
@@ -499,14 +544,16 @@ void PsServer::CheckLiveness() {
     const TaskId task = cluster_.TaskForRank(rank);
     LOG(WARNING) << task_.ToString() << ": " << Describe(task) << " sent nothing for "
                  << options_.peer_timeout_s
-                 << (cluster_.sparse() ? " s: presumed gone; not waited for until it joins again"
-                                       : " s: presumed dead; not waited for until it is heard from again");
+                 << (cluster_.sparse()
+                         ? " s: presumed gone; not waited for until it joins again"
+                         : " s: presumed dead; not waited for until it is heard from again");
   }
   // The pulls a dead rank released show the shard's state, as any reply.
   if (replicator_ != nullptr) replicator_->Hold(handler_, &replies);
   Send(&replies);
   const WorkerTable& workers = handler_.workers();
-  all_dead_since_us_ = workers.num_alive() > 0 ? 0 : (all_dead_since_us_ ? all_dead_since_us_ : now);
+  all_dead_since_us_ =
+      workers.num_alive() > 0 ? 0 : (all_dead_since_us_ ? all_dead_since_us_ : now);
   if (all_dead_since_us_ != 0 && (now - all_dead_since_us_) * 1e-6 > options_.register_timeout_s) {
     return FailJob(absl::StrCat("no worker has been alive for ", options_.register_timeout_s,
                                 " s; the job cannot continue"));
@@ -522,7 +569,8 @@ void PsServer::CheckLiveness() {
   if (missing.empty() || handler_.restored()) return;
   if ((now - init_us_) * 1e-6 > options_.register_timeout_s) {
     FailJob(absl::StrCat(absl::StrJoin(missing, ", "), " did not register within ",
-                         options_.register_timeout_s, " s of the chief's INIT; the job cannot continue"));
+                         options_.register_timeout_s,
+                         " s of the chief's INIT; the job cannot continue"));
   } else if (now - last_wait_log_us_ > kWaitLogIntervalUs) {
     LOG(INFO) << task_.ToString() << ": waiting for " << absl::StrJoin(missing, ", ")
               << " to register";
@@ -541,7 +589,8 @@ absl::Status PsServer::OpenTimeline() {
   return trace_->NameThread(kTraceShardTid, absl::StrCat("shard ", task_.index));
 }
 
-void PsServer::TraceRequest(proto::MessageType type, int64_t start_unix_us, int64_t updates_before) {
+void PsServer::TraceRequest(proto::MessageType type, int64_t start_unix_us,
+                            int64_t updates_before) {
   const bool push = type == proto::PUSH || type == proto::PUSH_PULL;
   if (!handler_.initialized() || !(push || type == proto::SAVE || type == proto::RESTORE)) return;
   const int64_t end = UnixMicros();
@@ -584,13 +633,16 @@ void PsServer::PublishMetrics(bool now) {
 absl::Status PsServer::Finish(absl::Status status) {
   guard_->Serve();
   guard_->FlushLogs();
-  handler_.SetHandshakesRefused(guard_->refused());
+  handler_.SetHandshakesRefused(HandshakesRefused());
   std::vector<Reply> replies;
   if (replicator_ != nullptr) replicator_->ReleaseAll(&replies);
   if (!status.ok()) handler_.AbortParked(status, &replies);
   if (!status.ok() && shards_.adopted() != nullptr)
     shards_.adopted()->AbortParked(status, &replies);
   Send(&replies);
+  // The last replies on the Unix socket's links go out before the ps does,
+  // as ZeroMQ's linger sends its socket's.
+  if (local_ != nullptr) local_->Linger(options_.linger_ms);
   PublishMetrics(/*now=*/true);
   if (trace_ != nullptr) {
     if (absl::Status t = trace_->Flush(); !t.ok()) LOG(ERROR) << t.message();

@@ -42,11 +42,11 @@
 // exits once every shard it serves was shut down.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "common/cancellation.h"
@@ -59,6 +59,7 @@
 #include "ps_server/request_handler.h"
 #include "ps_server/shard_metrics.h"
 #include "transport/handshake_guard.h"
+#include "transport/local_links.h"
 #include "transport/local_route.h"
 #include "transport/pieces.h"
 #include "transport/security.h"
@@ -100,9 +101,14 @@ class PsServer {
   // Gives up, and answers, partial messages whose pieces stopped coming
   // for --peer_timeout_s.
   void ExpirePieces();
-  // Binds the socket at the Unix socket of this host's workers, logging why
-  // not when it cannot (they then come over TCP).
-  void BindLocal(int port, SocketOptions options);
+  // Listens at the Unix socket of this host's workers, logging why not
+  // when it cannot (they then come over TCP).
+  void BindLocal(int port);
+  // Serves the Unix socket's links after a poll of their descriptors.
+  void ServeLocal(absl::Span<const PollFd> polled);
+  // Connections refused before a request: ZeroMQ's handshakes, the Unix
+  // socket's hellos.
+  int64_t HandshakesRefused() const;
   void Send(std::vector<Reply>* replies);
   // The payload frame of `r`: the shard's parameters without a copy, or
   // its own payload; none. A reply naming a shard not served here becomes
@@ -136,7 +142,7 @@ class PsServer {
   TaskId task_;
   PsServerOptions options_;
   const Cancellation* cancel_;  // never null
-  zmq::context_t context_;  // options_.io_threads I/O threads
+  zmq::context_t context_;      // options_.io_threads I/O threads
   // options_.update_threads - 1 helpers of the shards' updates; before
   // shards_, whose stores borrow it.
   std::unique_ptr<ChunkPool> update_pool_;
@@ -144,13 +150,11 @@ class PsServer {
   zmq::socket_t socket_;
   std::string endpoint_;
   // The Unix socket for the workers of this host (transport/local_route.h;
-  // CURVE jobs only), "" when none.
+  // CURVE jobs only), "" when none, and its links (transport/local_links.h).
   std::string local_endpoint_;
   LocalFileId local_file_;  // its file, as bound
-  // Routing ids of the peers on it (their replies go in plaintext's
-  // pieces), at most kMaxLocalPeers.
-  static constexpr size_t kMaxLocalPeers = 4096;
-  absl::flat_hash_set<std::string> local_peers_;
+  std::unique_ptr<LocalLinks> local_;
+  std::map<std::string, std::string> local_passwords_;  // task name -> its password
   HostedShards shards_;      // its own shard, and one it adopted (failover)
   RequestHandler& handler_;  // shards_.own()
   TransportSecurity security_;
@@ -163,7 +167,7 @@ class PsServer {
   std::shared_ptr<ShardMetrics> metrics_;
   int64_t metrics_published_us_ = 0;
   std::unique_ptr<TraceWriter> trace_;  // --timeline_dir
-  int64_t gather_start_unix_us_ = 0;   // sync: the open version's first gradient (0: none)
+  int64_t gather_start_unix_us_ = 0;    // sync: the open version's first gradient (0: none)
   int64_t trace_flushed_us_ = 0;
   int64_t init_us_ = 0;
   int64_t all_dead_since_us_ = 0;  // 0: some worker is alive

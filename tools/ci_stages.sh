@@ -20,7 +20,7 @@
 #                 runs its tests. .ci/run builds the sanitizer stages this
 #                 way, niced, beside the normal suite.
 # Environment:
-#   FUZZ_SECONDS=30    how long the fuzzers run (all three at once)
+#   FUZZ_SECONDS=30    how long the fuzzers run (all four at once)
 #   PSTRAIN_WERROR=ON  warnings as errors (CI sets it)
 #   JOBS=N             build parallelism (default: nproc); ctest runs N+1
 #
@@ -46,7 +46,7 @@ jobs=${JOBS:-$(nproc)}
 test_jobs=$((jobs + 1))
 fuzz_seconds=${FUZZ_SECONDS:-30}
 werror=${PSTRAIN_WERROR:-OFF}
-readonly FUZZERS=(fuzz_cluster_spec fuzz_idx fuzz_request)
+readonly FUZZERS=(fuzz_cluster_spec fuzz_idx fuzz_request fuzz_stream)
 # Left out of the sanitizer stages: the tests where `pstrain compare`,
 # `pstrain scale` and `pstrain chaos` run several whole trainings each, and
 # the two where the launcher restarts a worker of a 3-epoch job (200 s
@@ -198,9 +198,9 @@ stage_fuzz() {
   build_fuzz  # nothing to build after the asan stage
   local fuzz_out="$root/build-asan/fuzz-out"
   rm -rf "$fuzz_out" && mkdir -p "$fuzz_out"
-  # Side by side: each fuzzer's time is wall time, so three on two cores for
-  # FUZZ_SECONDS each get as much CPU as one after another for two thirds
-  # of it, in a third of the stage's time.
+  # Side by side: each fuzzer's time is wall time, so four on two cores for
+  # FUZZ_SECONDS each get as much CPU as one after another for half of it,
+  # in a quarter of the stage's time.
   local f pids=()
   for f in "${FUZZERS[@]}"; do
     # A scratch corpus, so the committed seeds stay as they are.

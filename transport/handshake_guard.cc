@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sodium.h>
 #include <sys/socket.h>
 
 #include <cstring>
@@ -25,9 +24,10 @@ std::string PeerIp(int fd) {
   socklen_t len = sizeof(addr);
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "";
   char text[INET6_ADDRSTRLEN] = {};
-  const void* where = addr.ss_family == AF_INET6
-      ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr)
-      : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&addr)->sin_addr);
+  const void* where =
+      addr.ss_family == AF_INET6
+          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr)
+          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&addr)->sin_addr);
   if (::inet_ntop(addr.ss_family, where, text, sizeof(text)) == nullptr) return "";
   return text;
 }
@@ -103,30 +103,11 @@ void HandshakeGuard::AnswerZap(std::vector<zmq::message_t>& request) {
     std::memcpy(key.data(), request[6].data(), key.size());
     auto it = options_.allowed_keys.find(key);
     if (it != options_.allowed_keys.end()) user_id = it->second;
-  } else if (request.size() >= 8 && request[5].to_string_view() == "PLAIN" &&
-             !options_.allowed_keys.empty()) {
-    auto it = options_.local_passwords.find(request[6].to_string());
-    const zmq::message_t& given = request[7];
-    if (it != options_.local_passwords.end() && given.size() == it->second.size() &&
-        sodium_memcmp(given.data(), it->second.data(), given.size()) == 0) {
-      user_id = it->first;
-    }
   }
   const bool ok = !user_id.empty();
   const std::string request_id = request.size() > 1 ? request[1].to_string() : "";
-  // ZMTP metadata the peer's messages carry (RoutedMessage::local): one
-  // property, a 1-byte name length, the name, a 4-byte value length.
-  // Set for every peer, so that no peer's own metadata can claim it
-  // (libzmq keeps the ZAP handler's value of a property).
-  std::string metadata;
-  if (ok) {
-    metadata = request[5].to_string_view() == "PLAIN"
-                   ? std::string("\x05Route\x00\x00\x00\x04unix", 14)
-                   : std::string("\x05Route\x00\x00\x00\x03tcp", 13);
-  }
   const std::string reply[] = {
-      "1.0",   request_id, ok ? "200" : "400", ok ? "OK" : "not a task of this job",
-      user_id, metadata};
+      "1.0", request_id, ok ? "200" : "400", ok ? "OK" : "not a task of this job", user_id, ""};
   try {
     for (size_t i = 0; i < 6; ++i) {
       zmq::message_t frame(reply[i]);

@@ -3,9 +3,7 @@
 // The gate in front of a ps's ROUTER socket. It
 //  - answers ZeroMQ's ZAP requests (RFC 27) for the socket's context: a
 //    CURVE client is accepted only when its public key is one of the job's
-//    task keys, a PLAIN client (the ps's Unix socket) only with a task's
-//    name and its password, and its messages then carry the task's name
-//    as User-Id;
+//    task keys, and its messages then carry the task's name as User-Id;
 //  - watches the socket's handshake events, so that every peer refused at
 //    the handshake (no key, wrong key, not ZMTP at all) is counted, and
 //    logged once per address, then at most once per log interval with a
@@ -37,10 +35,6 @@ struct HandshakeGuardOptions {
   // Public key -> the name its holder is known by ("worker:1"). Empty: no
   // ZAP handler (insecure).
   std::map<CurveKey, std::string> allowed_keys;
-  // A task's name -> the password it gives under PLAIN, on the ps's Unix
-  // socket (transport/local_route.h); accepted, its messages carry the
-  // name as User-Id as a CURVE peer's do. Used only with allowed_keys.
-  std::map<std::string, std::string> local_passwords;
   // After the first line for an address, at most one line per interval.
   double log_interval_s = 60.0;
   // Addresses tracked one by one; the rest are counted together.
@@ -84,7 +78,7 @@ class HandshakeGuard {
   struct Connection {
     std::string address;  // "" when it was gone before it could be read
     bool handshaken = false;
-    uint64_t order = 0;   // accept order
+    uint64_t order = 0;  // accept order
   };
   struct AddressLog {
     int64_t refused = 0;

@@ -10,8 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <set>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -19,12 +17,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
 
 namespace pstrain {
 namespace {
 
-constexpr absl::string_view kIpcScheme = "ipc://";
+constexpr absl::string_view kScheme = "unix://";
 
 std::string Parent(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -93,7 +90,7 @@ absl::Status CheckLocalDir(const std::string& dir) {
 }
 
 std::string LocalEndpoint(const std::string& dir, absl::string_view task_name, int port) {
-  return absl::StrCat(kIpcScheme, dir, "/", absl::StrReplaceAll(task_name, {{":", "-"}}), "-", port,
+  return absl::StrCat(kScheme, dir, "/", absl::StrReplaceAll(task_name, {{":", "-"}}), "-", port,
                       "-", ::getpid(), ".sock");
 }
 
@@ -120,36 +117,12 @@ int RemoveStaleSockets(const std::string& dir) {
   return removed;
 }
 
-absl::Status CheckLocalListener(const std::string& endpoint, int64_t pid) {
-  const std::string path = endpoint.substr(std::min(endpoint.size(), kIpcScheme.size()));
-  // The listening sockets bound at the path, by inode: "Num RefCount
-  // Protocol Flags Type St Inode Path", Flags 00010000 when listening.
-  std::ifstream table("/proc/net/unix");
-  std::set<std::string> inodes;
-  for (std::string line; std::getline(table, line);) {
-    const std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (f.size() >= 8 && f[7] == path && f[3] == "00010000") inodes.emplace(f[6]);
-  }
-  if (inodes.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": nothing listens there"));
-  }
-  std::error_code ec;
-  const std::string fds = absl::StrCat("/proc/", pid, "/fd");
-  for (const auto& entry : std::filesystem::directory_iterator(fds, ec)) {
-    std::error_code link_ec;
-    const std::string target = std::filesystem::read_symlink(entry.path(), link_ec).string();
-    if (!link_ec && absl::StartsWith(target, "socket:[") && absl::EndsWith(target, "]") &&
-        inodes.count(target.substr(8, target.size() - 9)) > 0) {
-      return absl::OkStatus();
-    }
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      path, ": its listening socket is not one of process ", pid,
-      "'s (the ps that said it listens there)", ec ? absl::StrCat(": ", ec.message()) : ""));
+std::string LocalPath(const std::string& endpoint) {
+  return absl::StartsWith(endpoint, kScheme) ? endpoint.substr(kScheme.size()) : endpoint;
 }
 
 absl::StatusOr<LocalFileId> LocalFileIdOf(const std::string& endpoint) {
-  const std::string path = endpoint.substr(std::min(endpoint.size(), kIpcScheme.size()));
+  const std::string path = LocalPath(endpoint);
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {
     return absl::FailedPreconditionError(
@@ -160,10 +133,10 @@ absl::StatusOr<LocalFileId> LocalFileIdOf(const std::string& endpoint) {
 
 absl::Status CheckLocalEndpoint(const std::string& endpoint, const std::string& dir,
                                 const LocalFileId& file) {
-  if (!absl::StartsWith(endpoint, kIpcScheme)) {
-    return absl::FailedPreconditionError(absl::StrCat(endpoint, ": not an ipc:// endpoint"));
+  if (!absl::StartsWith(endpoint, kScheme)) {
+    return absl::FailedPreconditionError(absl::StrCat(endpoint, ": not a unix:// endpoint"));
   }
-  const std::string path = endpoint.substr(kIpcScheme.size());
+  const std::string path = endpoint.substr(kScheme.size());
   const std::string prefix = dir + "/";
   if (!absl::StartsWith(path, prefix) || path.size() == prefix.size() ||
       path.find('/', prefix.size()) != std::string::npos) {
@@ -189,8 +162,8 @@ absl::Status CheckLocalEndpoint(const std::string& endpoint, const std::string& 
 }
 
 void RemoveLocalEndpoint(const std::string& endpoint) {
-  if (!absl::StartsWith(endpoint, kIpcScheme)) return;
-  const std::string path = endpoint.substr(kIpcScheme.size());
+  if (!absl::StartsWith(endpoint, kScheme)) return;
+  const std::string path = endpoint.substr(kScheme.size());
   ::unlink(path.c_str());
   ::rmdir(Parent(path).c_str());
 }

@@ -1,48 +1,49 @@
 #pragma once
 
-// A ps's second door, for the workers on its own host: a Unix socket
-// (ZeroMQ's ipc://) in a directory only this user can enter, on which
-// ZeroMQ's PLAIN mechanism names the task and a password derived from the
-// job secret proves it. Nothing is encrypted there: the bytes go from one
-// process to the other through the kernel and never cross a network, so
-// a job with CURVE on moves its co-located traffic at plaintext speed
-// (CURVE's XSalsa20-Poly1305 is most of a co-located step's cost:
-// benchmarks/README.md).
+// A ps's second door, for the workers on its own host: a Unix stream
+// socket in a directory only this user can enter, carrying pstrain's own
+// frames (transport/stream_link.h) without ZeroMQ, after an admission
+// in which worker and ps show each other the key of the worker's task,
+// derived from the job secret (transport/local_links.h). Nothing is encrypted
+// there: the bytes go from one process to the other through the kernel
+// and never cross a network, so a job with CURVE on moves its co-located
+// traffic at plaintext speed (CURVE's XSalsa20-Poly1305 is most of a
+// co-located step's cost: benchmarks/README.md), and without ZeroMQ's I/O
+// threads between the two ends.
 //
 // What CURVE over TCP guarantees, and how the Unix socket keeps it:
 //  - Nobody else reads or changes the bytes: a Unix socket's traffic is
 //    seen by its two ends and root only (who can read either process's
 //    memory, and the secret file, under CURVE too).
-//  - The ps knows who the peer is: the ps's ZAP handler
-//    (transport/handshake_guard.h) checks PLAIN's username and password
-//    as it checks CURVE's keys. The password is JobSecret::LocalPassword
-//    of the username, a task name, so a peer's User-Id is a task of the
-//    job exactly as under CURVE; a process without the secret is refused.
+//  - The ps knows who the peer is: the worker shows it holds the key of
+//    its task's name (JobSecret::LocalPassword), checked as CURVE's keys
+//    are (transport/local_links.h); so a link's requests are a task of
+//    the job's exactly as under CURVE, and a process without the secret
+//    is refused.
 //  - The worker knows the peer is the ps: the ps tells the worker its
-//    path and process id in a HEARTBEAT reply, which comes over CURVE, and
-//    the worker takes the path only inside its own private directory
+//    path and process id in a HEARTBEAT reply, which comes over CURVE; the
+//    worker takes the path only inside its own private directory
 //    (LocalDir: its own, mode 0700, no symbolic links), only as a socket
-//    it owns, only as the very file the ps bound (its device and inode,
-//    also told over CURVE), and only while a listening socket bound there
-//    is one of that process's open files (CheckLocalListener:
-//    /proc/net/unix and /proc/<pid>/fd), so the ps must be a process it
-//    can see. A process
-//    of another user can neither make nor replace the file. One of the
-//    same user that shares /tmp with the tasks but was not given the
-//    secret (a sidecar container of the uid with /tmp mounted) could
-//    swap the file between that check and the connection, a window of
-//    microseconds at a worker's join (a file put there earlier is not the
-//    one the ps bound); under CURVE it could not. Such a
-//    pod runs its workers with --colocated_ipc=false. Without containers
-//    a process of the user can read the secret file anyway.
+//    it owns, the very file the ps bound (its device and inode, also told
+//    over CURVE), and, once connected, only when the kernel says the
+//    process listening at the other end is that ps (SO_PEERCRED) and the
+//    ps shows it holds the same key. A process that put another socket in
+//    the path's place (one of the same user sharing /tmp with the tasks
+//    but not given the secret: a sidecar container of the uid) gets no
+//    request and nothing it could use later (the key never travels); the
+//    worker goes over TCP with CURVE. Where the kernel's word misleads (a
+//    ps in another pid namespace whose number the impostor holds in the
+//    worker's), such a process could relay both ends live and read them;
+//    under CURVE it could not: such pods set --colocated_ipc=false.
 //  - Strangers: a process of another user cannot connect at all (the
-//    directory), and a network peer cannot reach a Unix socket.
+//    directory; the ps also checks the peer's user), and a network peer
+//    cannot reach a Unix socket.
 //  - Whoever holds the secret can do what any task can, as under CURVE.
 //
 // Layout: <base>/pstrain-<uid>/<JobSecret::LocalTag>/<task>-<port>-<pid>.sock,
-// base /tmp: one name per ps process, so no ps takes over another's path
-// (libzmq's bind removes a file in its way). A ps removes its file at its
-// end, and those of ps processes that are gone when it starts.
+// base /tmp: one name per ps process, so no ps takes over another's path.
+// A ps removes its file at its end, and those of ps processes that are
+// gone when it starts. Endpoints are written "unix://<path>".
 // Used only with CURVE on (a job secret), and only between tasks whose
 // spec addresses are on one host (SameHost); --colocated_ipc=false turns
 // it off on a worker.
@@ -71,32 +72,28 @@ absl::Status PrepareLocalDir(const std::string& dir);
 // what is wrong.
 absl::Status CheckLocalDir(const std::string& dir);
 
-// "ipc://<dir>/<name>-<port>-<pid>.sock", name a task's ("ps:0" as
+// "unix://<dir>/<name>-<port>-<pid>.sock", name a task's ("ps:0" as
 // "ps-0"), pid this process's.
 std::string LocalEndpoint(const std::string& dir, absl::string_view task_name, int port);
+// The path of such an endpoint (the whole string when it has no scheme).
+std::string LocalPath(const std::string& endpoint);
 
 // Removes the sockets in `dir` whose ps process is gone (its pid, the
 // name's last number, names no process, and a connection is refused);
 // returns how many.
 int RemoveStaleSockets(const std::string& dir);
 
-// Whether the listening Unix socket bound at `endpoint`'s path is an
-// open file of process `pid` (the ps that advertised it).
-// FailedPrecondition saying why not (another process's, none, a process
-// this one cannot see).
-absl::Status CheckLocalListener(const std::string& endpoint, int64_t pid);
-
 // Which file a path is (lstat's device and inode).
 struct LocalFileId {
   uint64_t dev = 0;
   uint64_t inode = 0;
 };
-// The file of ipc:// `endpoint` (a ps's, just bound). FailedPrecondition
+// The file of `endpoint` (a ps's, just bound). FailedPrecondition
 // when it cannot be read.
 absl::StatusOr<LocalFileId> LocalFileIdOf(const std::string& endpoint);
 
-// Whether a worker may connect to `endpoint`, which a ps advertised: an
-// ipc:// path directly inside `dir`, which passes CheckLocalDir, naming a
+// Whether a worker may connect to `endpoint`, which a ps advertised: a
+// unix:// path directly inside `dir`, which passes CheckLocalDir, naming a
 // socket owned by this user, the very file `file` the ps bound (not one
 // put in its place). FailedPrecondition saying why not.
 absl::Status CheckLocalEndpoint(const std::string& endpoint, const std::string& dir,

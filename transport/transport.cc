@@ -1,5 +1,7 @@
 #include "transport/transport.h"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -50,14 +52,6 @@ void ApplySecurity(zmq::socket_t& s, const SocketOptions& options) {
     s.set(zmq::sockopt::curve_serverkey, KeyBuffer(*options.curve_server_public_key));
     s.set(zmq::sockopt::curve_publickey, KeyBuffer(options.curve_client_keys->public_key));
     s.set(zmq::sockopt::curve_secretkey, KeyBuffer(options.curve_client_keys->secret_key));
-  }
-  if (options.plain_server) {
-    s.set(zmq::sockopt::plain_server, 1);
-    s.set(zmq::sockopt::zap_domain, kZapDomain);
-  }
-  if (!options.plain_username.empty()) {
-    s.set(zmq::sockopt::plain_username, options.plain_username);
-    s.set(zmq::sockopt::plain_password, options.plain_password);
   }
 }
 
@@ -155,17 +149,6 @@ absl::StatusOr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::str
   }
 }
 
-absl::Status BindAlso(zmq::socket_t& router, const std::string& endpoint,
-                      const SocketOptions& options) {
-  try {
-    ApplySecurity(router, options);
-    router.bind(endpoint);
-    return absl::OkStatus();
-  } catch (const zmq::error_t& e) {
-    return absl::UnavailableError(absl::StrCat("cannot bind ", endpoint, ": ", e.what()));
-  }
-}
-
 absl::StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& context, const std::string& endpoint,
                                             const SocketOptions& options) {
   try {
@@ -183,10 +166,10 @@ absl::StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& context, const std::
 
 absl::Status SendRequest(zmq::socket_t& dealer, const proto::Header& header,
                          absl::Span<const float> payload, bool zero_copy) {
-  return SendRequestBytes(
-      dealer, header,
-      absl::MakeConstSpan(reinterpret_cast<const char*>(payload.data()), payload.size() * sizeof(float)),
-      zero_copy);
+  return SendRequestBytes(dealer, header,
+                          absl::MakeConstSpan(reinterpret_cast<const char*>(payload.data()),
+                                              payload.size() * sizeof(float)),
+                          zero_copy);
 }
 
 absl::Status SendRequestBytes(zmq::socket_t& dealer, const proto::Header& header,
@@ -195,12 +178,14 @@ absl::Status SendRequestBytes(zmq::socket_t& dealer, const proto::Header& header
   try {
     zmq::message_t head = HeaderFrame(header);
     const bool more = !payload.empty();
-    auto flags = zmq::send_flags::dontwait | (more ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    if (!dealer.send(head, flags)) return absl::UnavailableError("peer not connected or queue full");
+    auto flags =
+        zmq::send_flags::dontwait | (more ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (!dealer.send(head, flags))
+      return absl::UnavailableError("peer not connected or queue full");
     if (more) {
-      zmq::message_t body = zero_copy
-          ? zmq::message_t(const_cast<char*>(payload.data()), payload.size(), nullptr, nullptr)
-          : zmq::message_t(payload.data(), payload.size());
+      zmq::message_t body = zero_copy ? zmq::message_t(const_cast<char*>(payload.data()),
+                                                       payload.size(), nullptr, nullptr)
+                                      : zmq::message_t(payload.data(), payload.size());
       // The first frame is queued, so the second cannot be refused for lack
       // of a peer: ZeroMQ delivers multipart messages whole or not at all.
       (void)dealer.send(body, zmq::send_flags::dontwait);
@@ -286,8 +271,8 @@ absl::StatusOr<Message> ParseFrames(std::vector<zmq::message_t> frames) {
         absl::StrCat("expected 1 or 2 frames (header, payload), got ", frames.size()));
   }
   if (frames[0].size() == 0 || frames[0].size() > kMaxHeaderBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("header frame of ", frames[0].size(), " bytes (expected 1..", kMaxHeaderBytes, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("header frame of ", frames[0].size(),
+                                                   " bytes (expected 1..", kMaxHeaderBytes, ")"));
   }
   Message m;
   if (!m.header.ParseFromArray(frames[0].data(), static_cast<int>(frames[0].size()))) {
@@ -362,10 +347,6 @@ RoutedMessage ReceiveRouted(zmq::socket_t& router) {
   out.identity = drained->frames.front().to_string();
   if (drained->frames.size() > 1) {
     out.user_id = UserIdOf(drained->frames[1]);
-    if (!out.user_id.empty()) {
-      const char* route = zmq_msg_gets(drained->frames[1].handle(), "Route");
-      out.local = route != nullptr && std::strcmp(route, "unix") == 0;
-    }
     // The connection's file descriptor (-1 where the transport has none):
     // how the ps ties a peer's partial message to the connection it came
     // on, whose close the socket monitor reports by descriptor.
@@ -394,9 +375,19 @@ int SleepAfterLookMs(int timeout_ms, int64_t looked_us) {
 
 absl::StatusOr<std::vector<bool>> PollReadable(absl::Span<zmq::socket_t* const> sockets,
                                                int timeout_ms, int busy_poll_us) {
+  return Poll(sockets, {}, timeout_ms, busy_poll_us);
+}
+
+absl::StatusOr<std::vector<bool>> Poll(absl::Span<zmq::socket_t* const> sockets,
+                                       absl::Span<PollFd> fds, int timeout_ms, int busy_poll_us) {
   std::vector<zmq::pollitem_t> items;
-  items.reserve(sockets.size());
+  items.reserve(sockets.size() + fds.size());
   for (zmq::socket_t* s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
+  for (const PollFd& f : fds) {
+    const short events = static_cast<short>(((f.events & POLLIN) != 0 ? ZMQ_POLLIN : 0) |
+                                            ((f.events & POLLOUT) != 0 ? ZMQ_POLLOUT : 0));
+    items.push_back({nullptr, f.fd, events, 0});
+  }
   try {
     const int64_t look_us = LookMicros(timeout_ms, busy_poll_us);
     if (look_us > 0) {
@@ -415,8 +406,14 @@ absl::StatusOr<std::vector<bool>> PollReadable(absl::Span<zmq::socket_t* const> 
   } catch (const zmq::error_t& e) {
     return ZmqError(e, "poll");
   }
-  std::vector<bool> readable(items.size());
-  for (size_t i = 0; i < items.size(); ++i) readable[i] = (items[i].revents & ZMQ_POLLIN) != 0;
+  std::vector<bool> readable(sockets.size());
+  for (size_t i = 0; i < sockets.size(); ++i) readable[i] = (items[i].revents & ZMQ_POLLIN) != 0;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    const short r = items[sockets.size() + i].revents;
+    fds[i].revents = static_cast<short>(((r & ZMQ_POLLIN) != 0 ? POLLIN : 0) |
+                                        ((r & ZMQ_POLLOUT) != 0 ? POLLOUT : 0) |
+                                        ((r & ZMQ_POLLERR) != 0 ? POLLERR : 0));
+  }
   return readable;
 }
 

@@ -10,6 +10,8 @@
 // Thread safety: a zmq::socket_t belongs to one thread; these functions are
 // safe to call concurrently on different sockets.
 
+#include <poll.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -31,7 +33,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 namespace pstrain {
 
-// The ZAP domain of pstrain's CURVE and PLAIN sockets.
+// The ZAP domain of pstrain's CURVE sockets.
 inline constexpr char kZapDomain[] = "pstrain";
 
 // Upper bound for a header frame; anything larger is malformed.
@@ -82,8 +84,7 @@ struct RoutedMessage {
   std::string user_id;
   absl::StatusOr<Message> message = absl::UnknownError("not received");
   size_t wire_bytes = 0;  // all frames, identity excluded
-  // It came over a ps's Unix socket (transport/local_route.h): the ZAP
-  // handler marked the connection.
+  // It came over a ps's Unix socket (transport/local_links.h), not ZeroMQ.
   bool local = false;
   // The connection the message came on, as a file descriptor (-1: not
   // known). Unique among open connections only: a closed one's number is
@@ -109,12 +110,6 @@ struct SocketOptions {
   std::optional<CurveKeyPair> curve_server_keys;
   std::optional<CurveKeyPair> curve_client_keys;
   std::optional<CurveKey> curve_server_public_key;
-  // PLAIN, for a ps's Unix socket (transport/local_route.h): a ROUTER with
-  // plain_server checks its clients' names and passwords with the ZAP
-  // handler of its context; a DEALER with both strings gives them.
-  bool plain_server = false;
-  std::string plain_username;
-  std::string plain_password;
 };
 
 // Whether a message of `bytes` fits what every task takes: a task's ZeroMQ
@@ -158,12 +153,6 @@ std::string ConnectEndpoint(const HostPort& address);
 // e.g. "Address already in use") when the bind fails.
 absl::StatusOr<zmq::socket_t> BindRouter(zmq::context_t& context, const std::string& endpoint,
                                          const SocketOptions& options);
-
-// Binds `router` (made by BindRouter) at one more endpoint, whose peers
-// meet the security `options` set (libzmq takes a socket's mechanism for
-// each endpoint when it is bound: the first endpoint's peers keep theirs).
-absl::Status BindAlso(zmq::socket_t& router, const std::string& endpoint,
-                      const SocketOptions& options);
 
 // Creates a DEALER socket connected to `endpoint`. Connecting is
 // asynchronous: with options.immediate, sends fail with Unavailable until the
@@ -216,6 +205,21 @@ absl::StatusOr<Message> ParseFrames(std::vector<zmq::message_t> frames);
 // timeout_ms later).
 absl::StatusOr<std::vector<bool>> PollReadable(absl::Span<zmq::socket_t* const> sockets,
                                                int timeout_ms, int busy_poll_us = 0);
+
+// A descriptor polled beside ZeroMQ sockets (a Unix socket's:
+// transport/local_links.h): poll(2)'s POLLIN and POLLOUT in `events`;
+// `revents` gets POLLIN, POLLOUT and POLLERR (an error or a hang-up:
+// reading says which).
+struct PollFd {
+  int fd = -1;
+  short events = 0;
+  short revents = 0;
+};
+
+// PollReadable with descriptors too: each one's revents are set.
+absl::StatusOr<std::vector<bool>> Poll(absl::Span<zmq::socket_t* const> sockets,
+                                       absl::Span<PollFd> fds, int timeout_ms,
+                                       int busy_poll_us = 0);
 
 // PollReadable's budget: how long it looks (microseconds, at most the
 // timeout), and how long it then sleeps after looking `looked_us` in vain

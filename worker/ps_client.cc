@@ -12,6 +12,7 @@
 #include "common/rejoin.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "transport/local_links.h"
 #include "transport/local_route.h"
 #include "transport/pieces.h"
 #include "transport/transport.h"
@@ -83,7 +84,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterSpec& cl
     ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(client->context_, endpoint, socket_options));
     client->sockets_.push_back(std::move(s));
     client->used_.push_back(false);
-    client->local_.push_back(false);
+    client->links_.push_back(nullptr);
     targets.push_back({client->ShardName(k), endpoint, socket_options});
   }
   HeartbeatOptions hb;
@@ -189,31 +190,24 @@ void PsClient::UseLocalRoutes(const std::vector<LocalSocket>& sockets) {
   if (!self.ok()) return;
   const std::string dir = LocalDir(*options_.security.secret);
   for (size_t p = 0; p < sockets.size() && p < sockets_.size(); ++p) {
-    if (local_[p] || used_[p] || sockets[p].endpoint.empty()) continue;
+    if (links_[p] != nullptr || used_[p] || sockets[p].endpoint.empty()) continue;
     const TaskId ps{TaskType::kPs, static_cast<int>(p)};
     absl::StatusOr<HostPort> there = ParseHostPort(cluster_.Address(ps));
     if (!there.ok() || !SameHost(*self, *there)) continue;
-    absl::Status s = CheckLocalEndpoint(sockets[p].endpoint, dir, sockets[p].file);
-    if (s.ok()) s = CheckLocalListener(sockets[p].endpoint, sockets[p].pid);
-    if (!s.ok()) {
-      LOG(INFO) << ShardName(static_cast<int>(p)) << ": over TCP with CURVE (" << s.message()
-                << ")";
+    const absl::Status usable = CheckLocalEndpoint(sockets[p].endpoint, dir, sockets[p].file);
+    absl::StatusOr<std::unique_ptr<StreamLink>> link =
+        usable.ok() ? ConnectLocal(LocalPath(sockets[p].endpoint), sockets[p].pid, self_.ToString(),
+                                   options_.security.secret->LocalPassword(self_.ToString()),
+                                   options_.max_message_bytes, kLocalHelloTimeoutS)
+                    : usable;
+    if (!link.ok()) {
+      LOG(INFO) << ShardName(static_cast<int>(p)) << ": over TCP with CURVE ("
+                << link.status().message() << ")";
       continue;
     }
-    SocketOptions o;
-    o.max_message_bytes = options_.max_message_bytes;
-    o.plain_username = self_.ToString();
-    o.plain_password = options_.security.secret->LocalPassword(o.plain_username);
-    absl::StatusOr<zmq::socket_t> local = ConnectDealer(context_, sockets[p].endpoint, o);
-    if (!local.ok()) {
-      LOG(WARNING) << ShardName(static_cast<int>(p)) << ": over TCP with CURVE ("
-                   << local.status().message() << ")";
-      continue;
-    }
-    sockets_[p] = *std::move(local);
-    local_[p] = true;
+    links_[p] = *std::move(link);
     LOG(INFO) << ShardName(static_cast<int>(p)) << ": over its Unix socket " << sockets[p].endpoint
-              << " (this host; PLAIN, not encrypted)";
+              << " (this host; not encrypted)";
   }
 }
 
@@ -240,9 +234,9 @@ absl::Status PsClient::CheckWaiting(int64_t deadline_us, proto::MessageType type
     RETURN_IF_ERROR(CheckRoutes());
   }
   if (MonotonicMicros() > deadline_us) {
-    return absl::DeadlineExceededError(absl::StrCat(proto::MessageType_Name(type),
-                                                    " got no answer within --rpc_timeout_s=",
-                                                    options_.rpc_timeout_s));
+    return absl::DeadlineExceededError(
+        absl::StrCat(proto::MessageType_Name(type),
+                     " got no answer within --rpc_timeout_s=", options_.rpc_timeout_s));
   }
   return absl::OkStatus();
 }
@@ -274,10 +268,11 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
   }
   // A large gradient in pieces (transport/pieces.h): under CURVE the ps
   // decrypts one while the next is encrypted here.
+  // A link takes its payloads whole.
   const PieceLayout layout =
-      type == proto::PUSH || type == proto::PUSH_PULL || type == proto::REDUCE ||
-              type == proto::EMBEDDING_PUSH
-          ? PiecesFor(call.payload.size(), options_.security.secure() && !local_[call.ps()])
+      links_[call.ps()] == nullptr && (type == proto::PUSH || type == proto::PUSH_PULL ||
+                                       type == proto::REDUCE || type == proto::EMBEDDING_PUSH)
+          ? PiecesFor(call.payload.size(), options_.security.secure())
           : PieceLayout();
   // The ps would refuse it (its ZeroMQ dropping the connection on a whole
   // frame, its assembler the pieces), and the call wait or fail later.
@@ -304,8 +299,9 @@ absl::Status PsClient::SendCall(Call& call, int64_t deadline_us) {
 
 absl::Status PsClient::SendMessage(const Call& call, const proto::Header& header,
                                    absl::Span<const char> payload, int64_t deadline_us) {
+  used_[call.ps()] = true;
+  if (links_[call.ps()] != nullptr) return SendOnLink(call, header, payload, deadline_us);
   for (int64_t backoff_us = 1000;; backoff_us = std::min<int64_t>(backoff_us * 2, 100'000)) {
-    used_[call.ps()] = true;
     const absl::Status s = SendRequestBytes(sockets_[call.ps()], header, payload, true);
     if (s.ok()) {
       sent_bytes_ += static_cast<int64_t>(header.ByteSizeLong() + payload.size());
@@ -324,6 +320,35 @@ absl::Status PsClient::SendMessage(const Call& call, const proto::Header& header
     }
     std::this_thread::sleep_for(std::chrono::microseconds(backoff_us));
   }
+}
+
+absl::Status PsClient::SendOnLink(const Call& call, const proto::Header& header,
+                                  absl::Span<const char> payload, int64_t deadline_us) {
+  StreamLink& link = *links_[call.ps()];
+  // Written whole before this returns, as the ps reads it (its event loop
+  // reads without blocking, whatever it writes): no byte of `payload` is
+  // left for later, when the caller may have let it go.
+  link.writer().QueueBorrowed(header, payload);
+  for (;;) {
+    if (absl::Status s = link.Flush(); !s.ok()) {
+      // The ps is gone. Said by the wait for its reply, as over ZeroMQ
+      // (whose sends only queue): the step's requests to the other ps
+      // still go out, and what they apply is the step's (a rejoin
+      // finishes it: worker/trainer.h).
+      link.Break();
+      return absl::OkStatus();
+    }
+    if (link.writer().empty()) break;
+    PollFd fd{link.fd(), POLLOUT, 0};
+    auto polled = Poll({}, absl::MakeSpan(&fd, 1), kPollSliceMs);
+    if (polled.ok() && fd.revents != 0) continue;
+    if (absl::Status w = CheckWaiting(deadline_us, header.type()); !w.ok()) {
+      link.Break();  // half a frame on the stream: the link cannot go on
+      return absl::Status(w.code(), absl::StrCat(ShardName(call.shard), ": ", w.message()));
+    }
+  }
+  sent_bytes_ += static_cast<int64_t>(header.ByteSizeLong() + payload.size());
+  return absl::OkStatus();
 }
 
 absl::Status PsClient::TakePiece(Call& call, const Message& m) {
@@ -408,7 +433,8 @@ absl::Status PsClient::TakeReply(Call& call, const Message& m, bool payload_plac
       return absl::DataLossError(absl::StrCat(what(), ": reply carries ", m.payload_bytes(),
                                               " bytes for ", r.size(), " floats"));
     }
-    m.CopyPayloadTo(call.params.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size())));
+    m.CopyPayloadTo(
+        call.params.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size())));
   }
   call.reply = h;
   call.done = true;
@@ -436,8 +462,13 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
   add_ps(*calls);
   add_ps(rows_unanswered_);
   add_ps(staged_.calls);
+  // ZeroMQ's sockets, and the links' descriptors.
+  std::vector<int> zmq_ps, link_ps;
+  for (int j : ps) (links_[j] != nullptr ? link_ps : zmq_ps).push_back(j);
   std::vector<zmq::socket_t*> sockets;
-  for (int j : ps) sockets.push_back(&sockets_[j]);
+  for (int j : zmq_ps) sockets.push_back(&sockets_[j]);
+  std::vector<PollFd> fds;
+  std::vector<int> polled_links;  // [i] the ps of fds[i]
   const proto::MessageType type = calls->front().header.type();
   // EmbeddingPush's replies are this wait's too: its refusal is the step's.
   const auto over = [&] {
@@ -457,6 +488,11 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
     rows_unanswered_.clear();
     staged_ = Prefetch();
     ready_ = Prefetch();
+    // A reply half read into its place is not read on: that place may be
+    // gone once the caller sees the error.
+    for (std::unique_ptr<StreamLink>& link : links_) {
+      if (link != nullptr && link->reader().placing()) link->Break();
+    }
   };
   const auto finish = [&] {
     std::move(abandon).Cancel();
@@ -468,16 +504,30 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
     // What the sockets hold is read before the heartbeat's verdict: a
     // worker that wakes from a freeze finds the ps's last word there.
     // --busy_poll_us: the wait's first slice looks before it sleeps.
-    auto readable = PollReadable(sockets, poll_first ? 0 : kPollSliceMs,
-                                 first_slice ? options_.busy_poll_us : 0);
+    // Links nothing is awaited from are not polled: one that a ps closed
+    // after its answers would wake every poll. (Requests are written
+    // whole when sent: SendOnLink.)
+    fds.clear();
+    polled_links.clear();
+    for (int j : link_ps) {
+      if (!WaitingOn(j, *calls)) continue;
+      fds.push_back({links_[j]->fd(), POLLIN, 0});
+      polled_links.push_back(j);
+    }
+    auto readable = Poll(sockets, absl::MakeSpan(fds), poll_first ? 0 : kPollSliceMs,
+                         first_slice ? options_.busy_poll_us : 0);
     if (!poll_first) first_slice = false;
     poll_first = false;
     if (!readable.ok()) {
       if (absl::IsCancelled(readable.status())) continue;  // EINTR: re-check the signal
       return readable.status();
     }
-    for (size_t i = 0; i < ps.size(); ++i) {
-      if ((*readable)[i]) RETURN_IF_ERROR(DrainSocket(ps[i], calls));
+    for (size_t i = 0; i < zmq_ps.size(); ++i) {
+      if ((*readable)[i]) RETURN_IF_ERROR(DrainSocket(zmq_ps[i], calls));
+    }
+    for (size_t i = 0; i < polled_links.size(); ++i) {
+      const int j = polled_links[i];
+      if ((fds[i].revents & (POLLIN | POLLERR)) != 0) RETURN_IF_ERROR(DrainLink(j, calls));
     }
     if (over()) return finish();
     RETURN_IF_ERROR(CheckWaiting(deadline_us, type));
@@ -493,51 +543,108 @@ absl::Status PsClient::WaitRowPushes() {
 
 int64_t PsClient::RpcDeadline() const { return DeadlineFrom(options_.rpc_timeout_s); }
 
-absl::Status PsClient::DrainSocket(int ps, std::vector<Call>* calls) {
+bool PsClient::WaitingOn(int ps, const std::vector<Call>& calls) const {
   const auto waiting_in = [ps](const std::vector<Call>& of) {
     return std::any_of(of.begin(), of.end(),
                        [&](const Call& c) { return c.ps() == ps && !c.done; });
   };
-  const auto waiting = [&] {
-    return waiting_in(*calls) || waiting_in(rows_unanswered_) || waiting_in(staged_.calls);
-  };
-  while (waiting()) {
+  return waiting_in(calls) || waiting_in(rows_unanswered_) || waiting_in(staged_.calls);
+}
+
+absl::Status PsClient::DrainSocket(int ps, std::vector<Call>* calls) {
+  while (WaitingOn(ps, *calls)) {
     auto m = ReceiveReply(sockets_[ps]);
     if (!m.ok()) {
       if (absl::IsUnavailable(m.status())) return absl::OkStatus();
       return absl::DataLossError(absl::StrCat(ShardName(ps), ": ", m.status().message()));
     }
-    received_bytes_ += static_cast<int64_t>(m->header.ByteSizeLong() + m->payload_bytes());
-    if (m->header.job_finished() && m->header.type() == proto::SHUTDOWN) {
-      return JobFinishedError(
-          absl::StrCat(ShardName(ps), ": the chief shut the job down: training is over"));
-    }
-    // A reply to an earlier, abandoned request is skipped.
-    const auto answered = [&](const Call& c) {
-      return c.ps() == ps && !c.done && c.header.request_id() == m->header.request_id();
-    };
-    Call* call = nullptr;
-    for (std::vector<Call>* in : {calls, &rows_unanswered_, &staged_.calls}) {
-      auto it = std::find_if(in->begin(), in->end(), answered);
-      if (it != in->end()) {
-        call = &*it;
-        break;
-      }
-    }
-    if (call == nullptr) continue;
-    absl::Status s = IsPiece(m->header) ? TakePiece(*call, *m) : TakeReply(*call, *m);
-    if (!s.ok() && !IsRejoin(s) && !IsJobFinished(s) && !staged_.calls.empty() &&
-        call >= staged_.calls.data() && call < staged_.calls.data() + staged_.calls.size()) {
-      // A prefetch refused: dropped, and the step's own replies decide.
-      LOG_EVERY_N(WARNING, 100) << "the next step's rows were not prefetched: " << s.message();
-      staged_.refused = true;
-      call->done = true;
-      s = absl::OkStatus();
-    }
-    RETURN_IF_ERROR(s);
-    if (call->done) call->received_unix_us = UnixMicros();
+    RETURN_IF_ERROR(TakeMessage(ps, calls, *m, /*placed_bytes=*/0));
   }
   return absl::OkStatus();
+}
+
+absl::Status PsClient::DrainLink(int ps, std::vector<Call>* calls) {
+  StreamLink& link = *links_[ps];
+  // A reply's parameters go straight into their place: the whole of a
+  // shard's, for the call that waits for them.
+  link.reader().set_sink([this, ps, calls](const proto::Header& h, size_t bytes) {
+    Call* call =
+        h.error().code() == 0 && !IsPiece(h) ? WaitingCall(ps, h.request_id(), calls) : nullptr;
+    if (call == nullptr || call->raw != nullptr || call->params.empty()) {
+      return absl::Span<char>();
+    }
+    // Not from a ps that restarted since this worker joined (TakeReply
+    // refuses that reply; its parameters must not land first).
+    const uint64_t instance = instances_[call->ps()];
+    if (h.ps_instance() != 0 && instance != 0 && h.ps_instance() != instance) {
+      return absl::Span<char>();
+    }
+    const ShardRange r = plan_.range(call->shard);
+    if (bytes != static_cast<size_t>(r.size()) * sizeof(float)) return absl::Span<char>();
+    return absl::Span<char>(reinterpret_cast<char*>(call->params.data() + r.begin), bytes);
+  });
+  std::vector<StreamMessage> messages;
+  const absl::Status read = link.Receive(SIZE_MAX, &messages);  // all it holds
+  for (StreamMessage& m : messages) {
+    if (!m.message.ok()) {
+      return absl::DataLossError(absl::StrCat(ShardName(ps), ": ", m.message.status().message()));
+    }
+    RETURN_IF_ERROR(TakeMessage(ps, calls, *m.message, m.payload_placed ? m.wire_bytes : 0));
+  }
+  if (read.ok()) return read;
+  // A ps that closed after its last answer (it exits once the chief shut
+  // the job down) failed no request; the link is done.
+  if (absl::IsUnavailable(read) && !WaitingOn(ps, *calls)) {
+    link.Break();
+    return absl::OkStatus();
+  }
+  return LinkLost(ps, read);
+}
+
+PsClient::Call* PsClient::WaitingCall(int ps, uint64_t request_id, std::vector<Call>* calls) {
+  const auto answered = [&](const Call& c) {
+    return c.ps() == ps && !c.done && c.header.request_id() == request_id;
+  };
+  for (std::vector<Call>* in : {calls, &rows_unanswered_, &staged_.calls}) {
+    auto it = std::find_if(in->begin(), in->end(), answered);
+    if (it != in->end()) return &*it;
+  }
+  return nullptr;
+}
+
+absl::Status PsClient::TakeMessage(int ps, std::vector<Call>* calls, const Message& m,
+                                   size_t placed_bytes) {
+  const bool placed = placed_bytes > 0;
+  received_bytes_ +=
+      static_cast<int64_t>(placed ? placed_bytes : m.header.ByteSizeLong() + m.payload_bytes());
+  if (m.header.job_finished() && m.header.type() == proto::SHUTDOWN) {
+    return JobFinishedError(
+        absl::StrCat(ShardName(ps), ": the chief shut the job down: training is over"));
+  }
+  // A reply to an earlier, abandoned request is skipped.
+  Call* call = WaitingCall(ps, m.header.request_id(), calls);
+  if (call == nullptr) return absl::OkStatus();
+  absl::Status s = IsPiece(m.header) ? TakePiece(*call, m) : TakeReply(*call, m, placed);
+  if (!s.ok() && !IsRejoin(s) && !IsJobFinished(s) && !staged_.calls.empty() &&
+      call >= staged_.calls.data() && call < staged_.calls.data() + staged_.calls.size()) {
+    // A prefetch refused: dropped, and the step's own replies decide.
+    LOG_EVERY_N(WARNING, 100) << "the next step's rows were not prefetched: " << s.message();
+    staged_.refused = true;
+    call->done = true;
+    s = absl::OkStatus();
+  }
+  RETURN_IF_ERROR(s);
+  if (call->done) call->received_unix_us = UnixMicros();
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::LinkLost(int ps, const absl::Status& why) {
+  links_[ps]->Break();
+  const std::string what =
+      absl::StrCat(ShardName(ps), ": its Unix socket closed (", why.message(), ")");
+  // The ps ended or restarted: as a ZeroMQ connection's close, a rejoin
+  // (a new client decides its routes again); not while the job ends.
+  return watch_heartbeat_ ? RejoinError(what) : absl::UnavailableError(what);
 }
 
 absl::Status PsClient::Exchange(std::vector<Call>* calls, double timeout_s) {
@@ -564,8 +671,9 @@ void PsClient::CollectReplies(const std::vector<Call>& calls, std::vector<ShardR
   replies->resize(calls.size());
   for (size_t k = 0; k < calls.size(); ++k) {
     const proto::Header& r = calls[k].reply;
-    (*replies)[k] = {r.version(), r.min_clock(), r.staleness(), r.dropped(), calls[k].received_unix_us,
-                     r.parked_us()};
+    (*replies)[k] = {
+        r.version(),  r.min_clock(), r.staleness(), r.dropped(), calls[k].received_unix_us,
+        r.parked_us()};
   }
 }
 
@@ -575,7 +683,8 @@ absl::Status PsClient::Init(const proto::JobConfig& job, absl::Span<const float>
   for (Call& c : calls) {
     *c.header.mutable_job() = job;
     const ShardRange r = plan_.range(c.shard);
-    c.payload = AsBytes(params.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size())));
+    c.payload =
+        AsBytes(params.subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.size())));
   }
   return Exchange(&calls);
 }
@@ -627,10 +736,9 @@ absl::Status PsClient::OptimizerState(absl::Span<float> slots,
 }
 
 absl::Status PsClient::Reduce(int64_t step, absl::Span<const int64_t> versions, uint32_t round,
-                              int num_examples,
-                              absl::Span<const float> grads, const std::vector<int32_t>& absent,
-                              absl::Span<float> average, std::vector<int32_t>* absent_everywhere,
-                              bool* stale) {
+                              int num_examples, absl::Span<const float> grads,
+                              const std::vector<int32_t>& absent, absl::Span<float> average,
+                              std::vector<int32_t>* absent_everywhere, bool* stale) {
   CHECK_EQ(static_cast<int64_t>(grads.size()), plan_.total_size());
   CHECK_EQ(static_cast<int64_t>(average.size()), plan_.total_size());
   std::vector<Call> calls = ShardCalls(proto::REDUCE, step, versions);

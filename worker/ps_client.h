@@ -44,6 +44,7 @@
 #include "common/wire_codec.h"
 #include "proto/pstrain.pb.h"
 #include "transport/security.h"
+#include "transport/stream_link.h"
 #include "transport/transport.h"
 #include "worker/heartbeat.h"
 
@@ -81,9 +82,9 @@ struct PsClientOptions {
 
 // Which shards a RESTORE goes to, and what it makes of them.
 struct RestoreScope {
-  std::vector<int> shards;   // empty: every shard
-  bool rollback = false;     // live shards go back to the file too (sync)
-  int64_t generation = 0;    // the shards' generation afterwards
+  std::vector<int> shards;  // empty: every shard
+  bool rollback = false;    // live shards go back to the file too (sync)
+  int64_t generation = 0;   // the shards' generation afterwards
   // [shard] the placement term each restored shard is served at
   // afterwards, at least (empty: the ps keeps its own). Above every term
   // the shard had anywhere, its standby's replica included: a standby
@@ -109,10 +110,10 @@ struct ReplicaRestore {
 
 // What REGISTER returned from every shard.
 struct Registration {
-  proto::JobConfig job;                 // the chief's
-  std::vector<int64_t> clocks;          // [shard] this rank's clock there
-  std::vector<int64_t> generations;     // [shard]
-  std::vector<int64_t> versions;        // [shard]
+  proto::JobConfig job;              // the chief's
+  std::vector<int64_t> clocks;       // [shard] this rank's clock there
+  std::vector<int64_t> generations;  // [shard]
+  std::vector<int64_t> versions;     // [shard]
   int64_t min_clock() const;
   bool same_generation() const;
 };
@@ -132,12 +133,12 @@ struct EmbeddingRows {
 
 // What one shard said in a reply.
 struct ShardReply {
-  int64_t version = 0;    // the shard's version of the returned parameters
-  int64_t min_clock = 0;  // the slowest worker's finished steps (SSP)
-  int64_t staleness = 0;  // PUSH: the gradient's staleness at arrival
-  bool dropped = false;   // PUSH: the gradient was not applied
+  int64_t version = 0;           // the shard's version of the returned parameters
+  int64_t min_clock = 0;         // the slowest worker's finished steps (SSP)
+  int64_t staleness = 0;         // PUSH: the gradient's staleness at arrival
+  bool dropped = false;          // PUSH: the gradient was not applied
   int64_t received_unix_us = 0;  // when the reply arrived (for the timeline)
-  int64_t parked_us = 0;  // how long the ps held the request back (Header.parked_us)
+  int64_t parked_us = 0;         // how long the ps held the request back (Header.parked_us)
 };
 
 class PsClient {
@@ -145,8 +146,7 @@ class PsClient {
   // Connects sockets and starts the heartbeat thread. `self` is this
   // worker's task; `plan` the shard plan it computed from its model.
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ClusterSpec& cluster,
-                                                          const TaskId& self,
-                                                          const ShardPlan& plan,
+                                                          const TaskId& self, const ShardPlan& plan,
                                                           const PsClientOptions& options);
   ~PsClient();
 
@@ -211,10 +211,9 @@ class PsClient {
   // shard had passed `versions` (the job went on without this worker):
   // `average` is then not whole.
   absl::Status Reduce(int64_t step, absl::Span<const int64_t> versions, uint32_t round,
-                      int num_examples,
-                      absl::Span<const float> grads, const std::vector<int32_t>& absent,
-                      absl::Span<float> average, std::vector<int32_t>* absent_everywhere,
-                      bool* stale);
+                      int num_examples, absl::Span<const float> grads,
+                      const std::vector<int32_t>& absent, absl::Span<float> average,
+                      std::vector<int32_t>* absent_everywhere, bool* stale);
 
   // The optimizer settings every PUSH and PUSH_PULL sent from now on
   // carries (a script's param_groups; proto StepSettings); nullopt: none.
@@ -385,9 +384,9 @@ class PsClient {
   struct Call {
     int shard = 0;
     proto::Header header;
-    absl::Span<const char> payload;   // sent (whole 32-bit words)
-    absl::Span<float> params;         // reply payload lands here (may be empty)
-    int socket = -1;                  // the ps to ask, when not `shard`'s own
+    absl::Span<const char> payload;     // sent (whole 32-bit words)
+    absl::Span<float> params;           // reply payload lands here (may be empty)
+    int socket = -1;                    // the ps to ask, when not `shard`'s own
     std::vector<float>* raw = nullptr;  // the whole reply payload lands here
     int ps() const { return socket >= 0 ? socket : shard; }
     proto::Header reply;
@@ -428,6 +427,25 @@ class PsClient {
   // rows_unanswered_'s), until each of them is answered or nothing more is
   // queued.
   absl::Status DrainSocket(int ps, std::vector<Call>* calls);
+  // Whether a call of `calls` (or rows_unanswered_, staged_) waits for ps
+  // `ps`'s reply.
+  bool WaitingOn(int ps, const std::vector<Call>& calls) const;
+  // The same from its link (links_[ps]), each reply's parameters read
+  // straight into their place.
+  absl::Status DrainLink(int ps, std::vector<Call>* calls);
+  // The call of `calls` (or rows_unanswered_, staged_) waiting on ps `ps`
+  // for the reply to `request_id`; null: none (an abandoned request's).
+  Call* WaitingCall(int ps, uint64_t request_id, std::vector<Call>* calls);
+  // One reply `m` from ps `ps` into the call it answers. `placed_bytes`
+  // > 0: its payload is in the call's parameters already (DrainLink), and
+  // these are its frame's bytes.
+  absl::Status TakeMessage(int ps, std::vector<Call>* calls, const Message& m, size_t placed_bytes);
+  // SendMessage on ps `call.ps()`'s link: the whole frame written before
+  // it returns.
+  absl::Status SendOnLink(const Call& call, const proto::Header& header,
+                          absl::Span<const char> payload, int64_t deadline_us);
+  // A link that failed: the error of the request that finds it so.
+  absl::Status LinkLost(int ps, const absl::Status& why);
   // Waits for rows_unanswered_'s replies alone.
   absl::Status WaitRowPushes();
   // When a request sent now must be answered (--rpc_timeout_s).
@@ -462,7 +480,7 @@ class PsClient {
   ShardPlan plan_;
   PsClientOptions options_;
   const Cancellation* cancel_;  // options_.cancel, or NeverCancelled()
-  uint64_t session_ = 0;  // random: names this client's requests on the ps
+  uint64_t session_ = 0;        // random: names this client's requests on the ps
   uint64_t next_request_id_ = 1;
   std::vector<uint64_t> instances_;  // [ps] the ps process that answered first
   std::vector<int> route_;           // [shard] the ps serving it (WaitForServers)
@@ -470,7 +488,7 @@ class PsClient {
   // WaitForServers: each ps of this host whose socket is unused yet
   // (nothing in flight) is reached over its Unix socket from now on.
   void UseLocalRoutes(const std::vector<LocalSocket>& sockets);
-  bool routed_ = false;              // WaitForServers chose route_ (CheckRoutes runs from then)
+  bool routed_ = false;  // WaitForServers chose route_ (CheckRoutes runs from then)
   // The push/pull under way between StartPushPull and FinishPushPull.
   struct PendingStep {
     std::vector<Call> calls;
@@ -518,7 +536,7 @@ class PsClient {
   // The rows of `t` from ready_, if it holds its very ids.
   bool FromPrefetch(const EmbeddingRows& t);
   std::optional<proto::StepSettings> step_settings_;
-  std::vector<int> unserved_;        // shards WaitForServers found no ps for
+  std::vector<int> unserved_;  // shards WaitForServers found no ps for
   // EmbeddingPull's and EmbeddingPush's per-ps requests and replies, kept
   // from call to call: a step's rows are megabytes, and buffers made anew
   // for each would cost their pages' faults every step. Requests go out
@@ -528,8 +546,10 @@ class PsClient {
   std::vector<std::vector<float>> embedding_in_;
   zmq::context_t context_;
   std::vector<zmq::socket_t> sockets_;
-  std::vector<bool> used_;   // [ps] a request went out on sockets_[ps]
-  std::vector<bool> local_;  // [ps] sockets_[ps] is the ps's Unix socket
+  std::vector<bool> used_;  // [ps] a request went out on sockets_[ps]
+  // [ps] the link to the ps over its Unix socket (transport/local_links.h),
+  // which its requests take instead of sockets_[ps]; null: ZeroMQ.
+  std::vector<std::unique_ptr<StreamLink>> links_;
   std::unique_ptr<HeartbeatMonitor> heartbeat_;
   bool watch_heartbeat_ = true;  // false once SHUTDOWN is under way
   int64_t sent_bytes_ = 0;

@@ -30,10 +30,16 @@ std::vector<float> RunAndReadParams(int num_workers, int batch_size, int seed,
                                     const std::vector<std::vector<std::string>>& per_worker = {}) {
   const std::string dir = testing::MakeTempDir("golden");
   const std::string spec = testing::WriteLocalSpec(dir, 2, num_workers);
-  std::vector<std::string> flags = {
-      "--mode=sync", absl::StrCat("--batch_size=", batch_size), "--lr=0.01", "--momentum=0.5",
-      absl::StrCat("--max_steps=", kSteps), absl::StrCat("--seed=", seed), "--device=cpu",
-      "--data_dir=" + testing::SourcePath("data/mnist"), "--run_dir=" + dir, "--log_every_steps=0"};
+  std::vector<std::string> flags = {"--mode=sync",
+                                    absl::StrCat("--batch_size=", batch_size),
+                                    "--lr=0.01",
+                                    "--momentum=0.5",
+                                    absl::StrCat("--max_steps=", kSteps),
+                                    absl::StrCat("--seed=", seed),
+                                    "--device=cpu",
+                                    "--data_dir=" + testing::SourcePath("data/mnist"),
+                                    "--run_dir=" + dir,
+                                    "--log_every_steps=0"};
   flags.insert(flags.end(), more.begin(), more.end());  // later flags win
   const testing::ClusterRun run =
       testing::RunLocalCluster(spec, 2, num_workers, flags, 240, per_worker);
@@ -103,8 +109,8 @@ TEST(GoldenEquivalence, TwoSyncWorkersReproduceOneProcessWithTheSameGlobalBatch)
 // still reproduce one process with it: a warm-up and a cosine
 // decay over the 20 updates, to a rate far from the constant run's.
 TEST(GoldenEquivalence, TwoSyncWorkersReproduceOneProcessUnderAScheduleToo) {
-  const std::vector<std::string> schedule = {"--lr=0.05", "--lr_schedule=cosine", "--warmup_steps=5",
-                                             "--min_lr=0.001"};
+  const std::vector<std::string> schedule = {"--lr=0.05", "--lr_schedule=cosine",
+                                             "--warmup_steps=5", "--min_lr=0.001"};
   const std::vector<float> one = RunAndReadParams(1, 128, 1, schedule);
   const std::vector<float> two = RunAndReadParams(2, 64, 1, schedule);
   ASSERT_EQ(two.size(), one.size());
@@ -127,9 +133,10 @@ void ExpectTwoWorkersEqualOne(const char* name, const std::vector<std::string>& 
   ASSERT_EQ(one.size(), 21840u);
   ASSERT_EQ(two.size(), one.size());
   const Difference golden = Compare(two, one);
-  std::printf("RESULT golden_%s steps=%d max_abs_diff=%.3g max_relative_diff=%.3g "
-              "relative_l2_diff=%.3g\n",
-              name, kSteps, golden.max_abs, golden.max_relative, golden.relative_l2);
+  std::printf(
+      "RESULT golden_%s steps=%d max_abs_diff=%.3g max_relative_diff=%.3g "
+      "relative_l2_diff=%.3g\n",
+      name, kSteps, golden.max_abs, golden.max_relative, golden.relative_l2);
   EXPECT_LT(golden.relative_l2, 1e-5);
   EXPECT_LT(golden.max_abs, 1e-5);
   // And the optimizer changed the run: SGD at the same rate gives others.
@@ -177,8 +184,8 @@ TEST(GoldenEquivalence, TheUnixSocketChangesNothing) {
   std::string ipc_log, tcp_log;
   const std::vector<float> ipc = RunAndReadParams(2, 64, 1, {"--colocated_ipc=true"}, &ipc_log);
   const std::vector<float> tcp = RunAndReadParams(2, 64, 1, {"--colocated_ipc=false"}, &tcp_log);
-  EXPECT_EQ(CountOf(ipc_log, "also listening on ipc://"), 2) << ipc_log;
-  EXPECT_EQ(CountOf(ipc_log, ": over its Unix socket ipc://"), 4) << ipc_log;  // 2 workers x 2 ps
+  EXPECT_EQ(CountOf(ipc_log, "also listening on unix://"), 2) << ipc_log;
+  EXPECT_EQ(CountOf(ipc_log, ": over its Unix socket unix://"), 4) << ipc_log;  // 2 workers x 2 ps
   EXPECT_EQ(CountOf(tcp_log, "over its Unix socket"), 0) << tcp_log;
   ASSERT_EQ(ipc.size(), tcp.size());
   ASSERT_FALSE(ipc.empty());

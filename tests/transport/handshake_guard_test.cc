@@ -1,17 +1,13 @@
 // HandshakeGuard in front of a real CURVE ROUTER over loopback: a task of
 // the job gets in under its name, a stranger's key and bytes that are not
 // ZMTP are refused at the handshake and counted, and closed connections
-// are reported by descriptor. The same ROUTER's Unix socket (PLAIN,
-// transport/local_route.h): a task with its password gets in under its
-// name, a wrong password or name is refused, and the TCP endpoint still
-// takes CURVE only.
+// are reported by descriptor.
 
 #include "transport/handshake_guard.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,7 +30,6 @@ class HandshakeGuardTest : public ::testing::Test {
     if (secure) {
       security_.secret = secret_;
       options.allowed_keys[secret_.KeyPairFor("worker:0").public_key] = "worker:0";
-      options.local_passwords["worker:0"] = secret_.LocalPassword("worker:0");
     }
     auto guard = HandshakeGuard::Create(context_, options);
     ASSERT_TRUE(guard.ok()) << guard.status();
@@ -45,25 +40,7 @@ class HandshakeGuardTest : public ::testing::Test {
     ASSERT_TRUE(router.ok()) << router.status();
     router_ = *std::move(router);
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
-    if (secure) {
-      local_dir_ = ::testing::TempDir() + "/guard_local_" + std::to_string(::getpid());
-      local_endpoint_ = "ipc://" + local_dir_ + "/ps-0.sock";
-      ASSERT_EQ(::mkdir(local_dir_.c_str(), 0700) == 0 || errno == EEXIST, true);
-      SocketOptions plain;
-      plain.plain_server = true;
-      ASSERT_TRUE(BindAlso(router_, local_endpoint_, plain).ok());
-    }
     ASSERT_TRUE(guard_->Watch(router_).ok());
-  }
-
-  // A DEALER on the Unix socket giving `name` and `password` under PLAIN.
-  zmq::socket_t LocalClient(const std::string& name, const std::string& password) {
-    SocketOptions so;
-    so.plain_username = name;
-    so.plain_password = password;
-    auto dealer = ConnectDealer(context_, local_endpoint_, so);
-    EXPECT_TRUE(dealer.ok()) << dealer.status();
-    return dealer.ok() ? *std::move(dealer) : zmq::socket_t();
   }
 
   // A DEALER without any mechanism (NULL) at `endpoint`.
@@ -117,8 +94,6 @@ class HandshakeGuardTest : public ::testing::Test {
   std::unique_ptr<HandshakeGuard> guard_;
   zmq::socket_t router_;
   std::string endpoint_;
-  std::string local_dir_;
-  std::string local_endpoint_;
 };
 
 TEST_F(HandshakeGuardTest, ATaskOfTheJobGetsInUnderItsName) {
@@ -145,48 +120,11 @@ TEST_F(HandshakeGuardTest, AStrangersKeyIsRefusedAndNothingArrives) {
   EXPECT_FALSE(Serve(200).has_value());
 }
 
-TEST_F(HandshakeGuardTest, ATaskWithItsPasswordGetsInOnTheUnixSocketUnderItsName) {
+TEST_F(HandshakeGuardTest, APeerWithoutCurveIsRefused) {
   Start(/*secure=*/true);
-  zmq::socket_t worker = LocalClient("worker:0", secret_.LocalPassword("worker:0"));
-  ASSERT_TRUE(SendRequest(worker, Beat(), {}, false).ok());
-  std::optional<RoutedMessage> in = Serve(10'000);
-  ASSERT_TRUE(in.has_value());
-  ASSERT_TRUE(in->message.ok()) << in->message.status();
-  EXPECT_EQ(in->user_id, "worker:0");
-  EXPECT_TRUE(in->local);  // the handler marked the connection
-  EXPECT_EQ(guard_->refused(), 0);
-}
-
-TEST_F(HandshakeGuardTest, AWrongPasswordOrNameOnTheUnixSocketIsRefused) {
-  Start(/*secure=*/true);
-  // Another job's password for the name; this job's for a name it lacks
-  // (worker:7); the name's password given for another name; no mechanism.
-  zmq::socket_t other_job =
-      LocalClient("worker:0", JobSecret::Generate().LocalPassword("worker:0"));
-  zmq::socket_t unknown = LocalClient("worker:7", secret_.LocalPassword("worker:7"));
-  zmq::socket_t swapped = LocalClient("chief:0", secret_.LocalPassword("worker:0"));
-  zmq::socket_t null = NullClient(local_endpoint_);
-  for (zmq::socket_t* s : {&other_job, &unknown, &swapped, &null}) {
-    (void)SendRequest(*s, Beat(), {}, false);
-  }
-  EXPECT_TRUE(ServeUntilRefused(4));
-  EXPECT_FALSE(Serve(200).has_value());
-}
-
-TEST_F(HandshakeGuardTest, TheTcpEndpointStillTakesCurveOnlyBesideTheUnixSocket) {
-  Start(/*secure=*/true);
-  // The Unix socket's mechanism was set after the TCP endpoint was bound:
-  // a PLAIN client with the right password, and a NULL one, are refused
-  // there; a CURVE task still gets in.
-  SocketOptions plain;
-  plain.plain_username = "worker:0";
-  plain.plain_password = secret_.LocalPassword("worker:0");
-  auto plain_on_tcp = ConnectDealer(context_, endpoint_, plain);
-  ASSERT_TRUE(plain_on_tcp.ok());
   zmq::socket_t null = NullClient(endpoint_);
-  (void)SendRequest(*plain_on_tcp, Beat(), {}, false);
   (void)SendRequest(null, Beat(), {}, false);
-  EXPECT_TRUE(ServeUntilRefused(2));
+  EXPECT_TRUE(ServeUntilRefused(1));
   EXPECT_FALSE(Serve(200).has_value());
   zmq::socket_t worker = Client(secret_, "worker:0");
   ASSERT_TRUE(SendRequest(worker, Beat(), {}, false).ok());

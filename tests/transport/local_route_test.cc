@@ -1,13 +1,13 @@
-// What a worker checks before it takes a ps's Unix socket
-// (transport/local_route.h), on real directories and a real ZeroMQ
+// What a worker checks before it connects to a ps's Unix socket
+// (transport/local_route.h), on real directories and a real listening
 // socket: the private directory (this user's, 700, not a link), the path
-// (directly inside it, a socket of this user, listened on by the ps that
-// said so), the ps's clean-up of dead processes' sockets, and which spec addresses
-// are on one host.
+// (directly inside it, a socket of this user, the very file the ps
+// bound), the ps's clean-up of dead processes' sockets, and which spec
+// addresses are on one host. Who listens there is checked at the
+// connection (tests/transport/local_links_test.cc).
 
 #include "transport/local_route.h"
 
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,7 +18,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "transport/transport.h"
+#include "transport/local_links.h"
 
 namespace pstrain {
 namespace {
@@ -79,8 +79,8 @@ TEST_F(LocalRouteTest, AnotherUsersDirectoryIsRefused) {
 TEST_F(LocalRouteTest, OnlyTheSocketThePsBoundDirectlyInsideIsTaken) {
   ASSERT_TRUE(PrepareLocalDir(dir_).ok());
   const std::string endpoint = LocalEndpoint(dir_, "ps:3", 2400);
-  const std::string path = endpoint.substr(6);
-  EXPECT_EQ(endpoint, "ipc://" + dir_ + "/ps-3-2400-" + std::to_string(::getpid()) + ".sock");
+  const std::string path = LocalPath(endpoint);
+  EXPECT_EQ(endpoint, "unix://" + dir_ + "/ps-3-2400-" + std::to_string(::getpid()) + ".sock");
   // Nothing there yet (another host's, or another container's).
   EXPECT_NE(CheckLocalEndpoint(endpoint, dir_, {}).message().find("not here"), std::string::npos);
   // A plain file in its place.
@@ -88,9 +88,8 @@ TEST_F(LocalRouteTest, OnlyTheSocketThePsBoundDirectlyInsideIsTaken) {
   EXPECT_NE(CheckLocalEndpoint(endpoint, dir_, {}).message().find("not a socket"),
             std::string::npos);
   ASSERT_EQ(std::remove(path.c_str()), 0);
-  // A real ZeroMQ socket, and the file the ps says it bound.
-  zmq::context_t context = NewContext(1);
-  auto router = BindRouter(context, endpoint, SocketOptions());
+  // A real listening socket, and the file the ps says it bound.
+  auto router = LocalLinks::Listen(path, {}, 1 << 20);
   ASSERT_TRUE(router.ok()) << router.status();
   absl::StatusOr<LocalFileId> bound = LocalFileIdOf(endpoint);
   ASSERT_TRUE(bound.ok()) << bound.status();
@@ -99,52 +98,26 @@ TEST_F(LocalRouteTest, OnlyTheSocketThePsBoundDirectlyInsideIsTaken) {
   // Paths the ps may not send the worker to: TCP, outside the directory,
   // below it, the directory itself.
   for (const std::string& bad :
-       {std::string("tcp://127.0.0.1:2400"), "ipc://" + base_ + "/ps-3-2400.sock",
-        "ipc://" + dir_ + "/sub/ps-3-2400.sock", "ipc://" + dir_ + "/",
-        "ipc://" + dir_ + "x/ps-3-2400.sock"}) {
+       {std::string("tcp://127.0.0.1:2400"), "ipc://" + path, "unix://" + base_ + "/ps-3-2400.sock",
+        "unix://" + dir_ + "/sub/ps-3-2400.sock", "unix://" + dir_ + "/",
+        "unix://" + dir_ + "x/ps-3-2400.sock"}) {
     EXPECT_EQ(CheckLocalEndpoint(bad, dir_, *bound).code(), absl::StatusCode::kFailedPrecondition)
         << bad;
   }
   // Another socket put in its place (the ps's moved aside, which goes on
   // listening): not the file the ps bound.
   ASSERT_EQ(::rename(path.c_str(), (path + ".aside").c_str()), 0);
-  auto impostor = BindRouter(context, endpoint, SocketOptions());
+  auto impostor = LocalLinks::Listen(path, {}, 1 << 20);
   ASSERT_TRUE(impostor.ok()) << impostor.status();
   EXPECT_NE(CheckLocalEndpoint(endpoint, dir_, *bound).message().find("not the file the ps bound"),
             std::string::npos);
-  impostor->close();
+  impostor->reset();
   ASSERT_EQ(::rename((path + ".aside").c_str(), path.c_str()), 0);
   RemoveLocalEndpoint(endpoint);
-  router->close();
+  router->reset();
   EXPECT_FALSE(CheckLocalEndpoint(endpoint, dir_, *bound).ok());
   struct stat st;
   EXPECT_NE(::stat(dir_.c_str(), &st), 0);  // the job's directory went with its last socket
-}
-
-TEST_F(LocalRouteTest, TheListenerMustBeTheAdvertisingProcesssOwn) {
-  ASSERT_TRUE(PrepareLocalDir(dir_).ok());
-  // Another process that says it listens there: a child made before the
-  // socket (so it holds no copy of it).
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::pause();
-    ::_exit(0);
-  }
-  ASSERT_GT(child, 0);
-  const std::string endpoint = LocalEndpoint(dir_, "ps:0", 2400);
-  EXPECT_NE(CheckLocalListener(endpoint, ::getpid()).message().find("nothing listens there"),
-            std::string::npos);
-  zmq::context_t context = NewContext(1);
-  auto router = BindRouter(context, endpoint, SocketOptions());
-  ASSERT_TRUE(router.ok()) << router.status();
-  EXPECT_TRUE(CheckLocalListener(endpoint, ::getpid()).ok())
-      << CheckLocalListener(endpoint, ::getpid());
-  const absl::Status other = CheckLocalListener(endpoint, child);
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
-  EXPECT_NE(other.message().find("is not one of process"), std::string::npos) << other;
-  EXPECT_FALSE(CheckLocalListener(endpoint, child).ok());  // gone
-  RemoveLocalEndpoint(endpoint);
 }
 
 TEST_F(LocalRouteTest, SocketsOfProcessesThatAreGoneAreRemoved) {
