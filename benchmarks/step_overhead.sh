@@ -21,8 +21,10 @@
 # Beside it, what the bytes cost between two processes on these cores:
 # wire_bench's echo of the same payload each way, bare and with a ps's SGD
 # update before the answer (echo[sgd]; their difference is the update),
-# per security. The target is a difference of at most 1.5x the echo[sgd]
-# round trip.
+# on the wire each security takes (curve, the ps on the worker's host:
+# a raw Unix socket, plaintext, as the ps's link is; curve-tcp: CURVE over
+# TCP; insecure: ZeroMQ over loopback TCP). The target is a difference of
+# at most 1.5x the echo[sgd] round trip.
 #
 # Prints one RESULT line per run, then per security a SUMMARY:
 #   SUMMARY security=curve single_ms=M pstrain_ms=M overhead_ms=D
@@ -148,12 +150,21 @@ for ((r = 1; r <= rounds; ++r)); do
   [[ $idle_run == 0 || ! -s $out/idle-$r ]] || run_single "$r" "$(<"$out/idle-$r")"
 done | tee "$out/results"
 
-wire_security=()
-for s in "${securities[@]}"; do wire_security+=("$([[ $s == curve* ]] && echo curve || echo plain)"); done
-"$bin/wire_bench" --sizes="$floats" --workers=1 \
-  --security="$(printf '%s\n' "${wire_security[@]}" | sort -u | paste -sd,)" \
-  --echo_work=none,sgd --rounds="$rounds" --seconds=2 2>/dev/null | grep '^RESULT' | grep 'system=echo' |
-  tee -a "$out/results"
+# The echo each pstrain.torch run is held to, on the wire it takes: CURVE
+# with the ps on the worker's host is the ps's Unix socket link, plaintext
+# on a Unix stream (wire_bench's raw echo, --echo_transport=unix);
+# curve-tcp is CURVE over TCP; --insecure is ZeroMQ over loopback TCP.
+echo_kind() { case $1 in curve) echo unix ;; curve-tcp) echo curve ;; *) echo plain ;; esac; }
+for kind in $(for s in "${securities[@]}"; do echo_kind "$s"; done | sort -u); do
+  case $kind in
+    unix) echo_args=(--security=plain --echo_transport=unix) ;;
+    curve) echo_args=(--security=curve) ;;
+    *) echo_args=(--security=plain) ;;
+  esac
+  "$bin/wire_bench" --sizes="$floats" --workers=1 "${echo_args[@]}" \
+    --echo_work=none,sgd --rounds="$rounds" --seconds=2 2>/dev/null | grep '^RESULT' |
+    grep 'system=echo' | sed "s/\$/ echo_kind=$kind/" | tee -a "$out/results"
+done
 
 "$python" - "$out/results" "$floats" "${securities[@]}" <<'PY'
 import statistics, sys
@@ -164,11 +175,11 @@ single = med([float(r["median"]) for r in rows if r.get("system") == "single"])
 both_ways = 2 * 4 * int(sys.argv[2])
 for security in sys.argv[3:]:
     runs = [r for r in rows if r.get("system") == "pstrain" and r["security"] == security]
-    wire = "curve" if security.startswith("curve") else "plain"
+    kind = {"curve": "unix", "curve-tcp": "curve"}.get(security, "plain")
     echo = med([float(r["p50_round_trip_us"]) for r in rows
-                if r.get("system") == "echo" and r["security"] == wire])
+                if r.get("system") == "echo" and r.get("echo_kind") == kind])
     echo_sgd = med([float(r["p50_round_trip_us"]) for r in rows
-                    if r.get("system") == "echo[sgd]" and r["security"] == wire])
+                    if r.get("system") == "echo[sgd]" and r.get("echo_kind") == kind])
     step = med([float(r["median"]) for r in runs])
     compute = med([float(r["compute_ms"]) for r in runs])
     comm = med([float(r["comm_ms"]) for r in runs])
