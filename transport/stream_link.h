@@ -86,8 +86,10 @@ class StreamReader {
   void set_sink(PayloadSink sink) { sink_ = std::move(sink); }
   // A frame is partly read.
   bool mid_frame() const { return state_ != State::kPrefix || begin_ != end_; }
-  // A payload is being read into the sink's place.
+  // A payload is being read into the sink's place, and how many of its
+  // bytes are there so far (from the place's start).
   bool placing() const { return state_ == State::kPayload && placed_; }
+  size_t placed_bytes() const { return placing() ? payload_done_ : 0; }
 
  private:
   enum class State { kPrefix, kHeader, kPayload };
@@ -149,6 +151,7 @@ class StreamLink {
 
   int fd() const { return fd_; }
   StreamReader& reader() { return reader_; }
+  const StreamReader& reader() const { return reader_; }
   StreamWriter& writer() { return writer_; }
   const StreamWriter& writer() const { return writer_; }
   // Queues and writes what the socket takes now.

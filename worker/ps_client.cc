@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterSpec& cl
     client->sockets_.push_back(std::move(s));
     client->used_.push_back(false);
     client->links_.push_back(nullptr);
+    client->placing_request_.push_back(0);
     targets.push_back({client->ShardName(k), endpoint, socket_options});
   }
   HeartbeatOptions hb;
@@ -581,6 +582,7 @@ absl::Status PsClient::DrainLink(int ps, std::vector<Call>* calls) {
     }
     const ShardRange r = plan_.range(call->shard);
     if (bytes != static_cast<size_t>(r.size()) * sizeof(float)) return absl::Span<char>();
+    placing_request_[ps] = h.request_id();  // FloatsIn follows it
     return absl::Span<char>(reinterpret_cast<char*>(call->params.data() + r.begin), bytes);
   });
   std::vector<StreamMessage> messages;
@@ -867,6 +869,14 @@ int64_t PsClient::FloatsIn(const Call& call) const {
   const int64_t size = plan_.range(call.shard).size();
   if (call.done) return size;
   if (call.raw != nullptr || call.params.empty()) return 0;
+  if (const StreamLink* link = links_[call.ps()].get(); link != nullptr) {
+    // A link's reply comes whole, read into place as it arrives.
+    const bool this_one =
+        link->reader().placing() && placing_request_[call.ps()] == call.header.request_id();
+    return this_one ? std::min<int64_t>(
+                          size, static_cast<int64_t>(link->reader().placed_bytes() / sizeof(float)))
+                    : 0;
+  }
   return std::min<int64_t>(size,
                            static_cast<int64_t>(call.pieces_in * call.piece_bytes / sizeof(float)));
 }

@@ -300,7 +300,8 @@ class PsClient {
   // params[0, end) hold what this push/pull's replies carry, so that the
   // next forward can start on the first layers while the rest comes in
   // (Model::ForwardAhead). A reply in pieces counts as far as its pieces
-  // are in; they come in order, first layers first. Only FinishPushPull
+  // are in, one on a link (the ps's Unix socket) as far as its bytes are;
+  // they come in order, first layers first. Only FinishPushPull
   // says that the replies are whole and the step done: what forward read
   // is final only once it returned OK. An error (a refusal, a dead ps) is
   // the one FinishPushPull would have returned; the step has failed.
@@ -550,6 +551,8 @@ class PsClient {
   // [ps] the link to the ps over its Unix socket (transport/local_links.h),
   // which its requests take instead of sockets_[ps]; null: ZeroMQ.
   std::vector<std::unique_ptr<StreamLink>> links_;
+  // [ps] the request whose reply the link's reader is placing (FloatsIn).
+  std::vector<uint64_t> placing_request_;
   std::unique_ptr<HeartbeatMonitor> heartbeat_;
   bool watch_heartbeat_ = true;  // false once SHUTDOWN is under way
   int64_t sent_bytes_ = 0;
