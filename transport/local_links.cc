@@ -377,16 +377,25 @@ void LocalLinks::Close(int fd, const std::string& why, bool refused) {
 
 void LocalLinks::Linger(int timeout_ms) {
   const int64_t deadline = MonotonicMicros() + int64_t{timeout_ms} * 1000;
+  std::vector<char> scratch(64 * 1024);
   for (;;) {
     std::vector<PollFd> fds;
     for (const auto& [fd, c] : links_) {
-      if (c.admitted && !c.link->writer().empty()) fds.push_back({fd, POLLOUT, 0});
+      if (c.admitted && !c.link->writer().empty()) fds.push_back({fd, POLLIN | POLLOUT, 0});
     }
     const int64_t left_ms = (deadline - MonotonicMicros()) / 1000;
     if (fds.empty() || left_ms <= 0) return;
     if (!Poll({}, absl::MakeSpan(fds), static_cast<int>(left_ms)).ok()) return;
     for (const PollFd& p : fds) {
       if (p.revents == 0) continue;
+      // What a worker still writes is read and dropped (nothing more is
+      // answered), so that one halfway through a large request gets to
+      // read these replies.
+      if ((p.revents & (POLLIN | POLLERR)) != 0 &&
+          ::read(p.fd, scratch.data(), scratch.size()) == 0) {
+        Close(p.fd, "");
+        continue;
+      }
       if (!links_.at(p.fd).link->Flush().ok()) Close(p.fd, "");
     }
   }
@@ -398,8 +407,11 @@ absl::Status LocalLinks::Send(absl::string_view route, const proto::Header& head
   if (r == routes_.end()) return absl::UnavailableError("its Unix socket connection closed");
   Conn& c = links_.at(r->second);
   if (!c.admitted) return absl::UnavailableError("not admitted on the Unix socket");
+  // One reply of the largest size a task takes never blocks the next.
+  const size_t max_bytes =
+      static_cast<size_t>(std::max<int64_t>(0, max_message_bytes_)) + kMaxQueuedReplyBytes;
   if (c.link->writer().queued_messages() >= kMaxQueuedReplies ||
-      c.link->writer().queued_bytes() >= kMaxQueuedReplyBytes) {
+      c.link->writer().queued_bytes() >= max_bytes) {
     return absl::UnavailableError(absl::StrCat(c.link->writer().queued_messages(), " replies (",
                                                c.link->writer().queued_bytes(),
                                                " bytes) wait unread on its Unix socket"));

@@ -54,7 +54,7 @@ inline constexpr size_t kMaxLinksPerTask = 8;
 inline constexpr size_t kMaxLocalHellos = 64;
 inline constexpr size_t kMaxMessagesPerServe = 1024;
 inline constexpr size_t kMaxQueuedReplies = 1024;
-// Beside a message of --max_message_mb.
+// Beyond one message of --max_message_mb.
 inline constexpr size_t kMaxQueuedReplyBytes = size_t{256} << 20;
 
 // The ps's end: its listening socket and the links of its workers.
@@ -81,7 +81,8 @@ class LocalLinks {
   // hellos that are late.
   void Serve(absl::Span<const PollFd> polled, size_t budget, std::vector<RoutedMessage>* out);
   // Writes what the links' queues hold, waiting up to `timeout_ms` for
-  // their workers to read it (the ps's last replies, as it exits).
+  // their workers to read it (the ps's last replies, as it exits); what
+  // they still send meanwhile is read and dropped.
   void Linger(int timeout_ms);
   // Whether `route` has the form of a link's (one of these, or one that
   // was). A ZeroMQ peer may give itself such a routing id: the ps drops

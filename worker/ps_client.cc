@@ -452,7 +452,12 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
                                    const std::function<bool()>& enough, bool poll_first) {
   // Once a wait, whether or not its replies are quick (a woken ps's are
   // not held back in every case), and in every slow slice (CheckWaiting).
-  if (watch_heartbeat_) RETURN_IF_ERROR(CheckRoutes());
+  if (watch_heartbeat_) {
+    if (absl::Status s = CheckRoutes(); !s.ok()) {
+      BreakPlacingLinks();
+      return s;
+    }
+  }
   // Each ps once: a ps serving two shards answers both on one socket.
   std::vector<int> ps;
   const auto add_ps = [&ps](const std::vector<Call>& of) {
@@ -489,11 +494,7 @@ absl::Status PsClient::WaitReplies(std::vector<Call>* calls, int64_t deadline_us
     rows_unanswered_.clear();
     staged_ = Prefetch();
     ready_ = Prefetch();
-    // A reply half read into its place is not read on: that place may be
-    // gone once the caller sees the error.
-    for (std::unique_ptr<StreamLink>& link : links_) {
-      if (link != nullptr && link->reader().placing()) link->Break();
-    }
+    BreakPlacingLinks();
   };
   const auto finish = [&] {
     std::move(abandon).Cancel();
@@ -587,6 +588,7 @@ absl::Status PsClient::DrainLink(int ps, std::vector<Call>* calls) {
   });
   std::vector<StreamMessage> messages;
   const absl::Status read = link.Receive(SIZE_MAX, &messages);  // all it holds
+  link.reader().set_sink(nullptr);                              // `calls` is this wait's only
   for (StreamMessage& m : messages) {
     if (!m.message.ok()) {
       return absl::DataLossError(absl::StrCat(ShardName(ps), ": ", m.message.status().message()));
@@ -638,6 +640,12 @@ absl::Status PsClient::TakeMessage(int ps, std::vector<Call>* calls, const Messa
   RETURN_IF_ERROR(s);
   if (call->done) call->received_unix_us = UnixMicros();
   return absl::OkStatus();
+}
+
+void PsClient::BreakPlacingLinks() {
+  for (std::unique_ptr<StreamLink>& link : links_) {
+    if (link != nullptr && link->reader().placing()) link->Break();
+  }
 }
 
 absl::Status PsClient::LinkLost(int ps, const absl::Status& why) {
@@ -859,7 +867,10 @@ absl::Status PsClient::FinishPushPull(absl::Span<const EncodedShard> grads,
   CHECK_EQ(static_cast<int>(grads.size()), plan_.num_shards());
   for (int k = 0; k < plan_.num_shards(); ++k) SendShard(k, grads[k]);
   RETURN_IF_ERROR(pending_.error);
-  RETURN_IF_ERROR(SendPrefetch(pending_.deadline_us));
+  if (absl::Status s = SendPrefetch(pending_.deadline_us); !s.ok()) {
+    BreakPlacingLinks();  // a reply WaitParams left half read
+    return s;
+  }
   RETURN_IF_ERROR(WaitReplies(&pending_.calls, pending_.deadline_us));
   CollectReplies(pending_.calls, replies);
   return absl::OkStatus();

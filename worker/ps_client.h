@@ -445,6 +445,9 @@ class PsClient {
   // it returns.
   absl::Status SendOnLink(const Call& call, const proto::Header& header,
                           absl::Span<const char> payload, int64_t deadline_us);
+  // Ends every link whose reader is placing a reply's payload: a call
+  // that fails leaves that place to its caller, not to the link.
+  void BreakPlacingLinks();
   // A link that failed: the error of the request that finds it so.
   absl::Status LinkLost(int ps, const absl::Status& why);
   // Waits for rows_unanswered_'s replies alone.
