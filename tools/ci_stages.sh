@@ -176,7 +176,8 @@ stage_asan() {
 # or tsan, and the binaries they start.
 build_tsan() {
   build "$root/build-tsan" ps_server worker pstrain cluster_spec_test cancellation_test \
-      transport_test request_handler_test shard_store_test ps_server_test launcher_test compare_test \
+      transport_test local_links_test request_handler_test shard_store_test ps_server_test \
+      launcher_test compare_test \
       scale_test plot_test cluster_training_test golden_equivalence_test bad_input_test hostile_peer_test \
       consistency_test experiment_commands_test metrics_server_test c_api_test -- "${SAN_FLAGS[@]}" \
       -DPSTRAIN_SANITIZE=thread
