@@ -69,8 +69,9 @@ struct PsClientOptions {
   // different ps tasks (CURVE's encryption above all) is handled at once.
   int io_threads = 1;
   // With CURVE: requests to a ps on this host go over its Unix socket,
-  // unencrypted and authenticated by PLAIN (transport/local_route.h),
-  // once the ps says where it is; else, and across hosts, over TCP. Off
+  // a link of pstrain's own frames without ZeroMQ, unencrypted, admitted
+  // by the task's key (transport/local_route.h, local_links.h), once the
+  // ps says where it is; else, and across hosts, over TCP. Off
   // here (benchmarks of the wire and tests of CURVE get TCP); the
   // worker's --colocated_ipc turns it on by default.
   bool colocated_ipc = false;
