@@ -98,6 +98,8 @@ class PsServer {
   // Gives up the partial messages (transport/pieces.h) of connections that
   // closed; nobody is left to tell.
   void DropClosedConnections();
+  // The same for the Unix socket's links alone.
+  void DropClosedLinks();
   // Gives up, and answers, partial messages whose pieces stopped coming
   // for --peer_timeout_s.
   void ExpirePieces();

@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "transport/local_route.h"
 
 namespace pstrain {
 namespace {
@@ -44,18 +45,6 @@ constexpr int64_t kAcceptPauseUs = 100'000;
 // is dropped (PsServer::ServeReadable).
 constexpr char kRoutePrefix[2] = {'\0', 'L'};
 constexpr size_t kRouteBytes = 10;
-
-absl::StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
-  sockaddr_un address{};
-  if (path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat(path,
-                                                   ": longer than a Unix socket's path may be (",
-                                                   sizeof(address.sun_path) - 1, " bytes)"));
-  }
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.data(), path.size());
-  return address;
-}
 
 // The peer of connected Unix socket `fd`: its process, user.
 absl::StatusOr<ucred> PeerOf(int fd) {
@@ -178,7 +167,8 @@ LocalLinks::LocalLinks(int listen_fd, std::map<std::string, std::string> passwor
                        int64_t max_message_bytes, double hello_timeout_s)
     : listen_fd_(listen_fd),
       passwords_(std::move(passwords)),
-      max_message_bytes_(max_message_bytes),
+      max_payload_bytes_(static_cast<size_t>(std::max<int64_t>(0, max_message_bytes))),
+      max_queued_bytes_(max_payload_bytes_ + kMaxQueuedReplyBytes),
       hello_timeout_us_(static_cast<int64_t>(hello_timeout_s * 1e6)),
       max_links_(MaxLinks()) {}
 
@@ -297,8 +287,7 @@ void LocalLinks::Accept() {
     c.route.append(reinterpret_cast<const char*>(&next_route_), 8);
     ++next_route_;
     c.deadline_us = MonotonicMicros() + hello_timeout_us_;
-    c.link = std::make_unique<StreamLink>(
-        fd, static_cast<size_t>(std::max<int64_t>(0, max_message_bytes_)));
+    c.link = std::make_unique<StreamLink>(fd, max_payload_bytes_);
     routes_[c.route] = fd;
     links_.emplace(fd, std::move(c));
     ++hellos_;
@@ -408,10 +397,8 @@ absl::Status LocalLinks::Send(absl::string_view route, const proto::Header& head
   Conn& c = links_.at(r->second);
   if (!c.admitted) return absl::UnavailableError("not admitted on the Unix socket");
   // One reply of the largest size a task takes never blocks the next.
-  const size_t max_bytes =
-      static_cast<size_t>(std::max<int64_t>(0, max_message_bytes_)) + kMaxQueuedReplyBytes;
   if (c.link->writer().queued_messages() >= kMaxQueuedReplies ||
-      c.link->writer().queued_bytes() >= max_bytes) {
+      c.link->writer().queued_bytes() >= max_queued_bytes_) {
     return absl::UnavailableError(absl::StrCat(c.link->writer().queued_messages(), " replies (",
                                                c.link->writer().queued_bytes(),
                                                " bytes) wait unread on its Unix socket"));

@@ -121,7 +121,8 @@ class LocalLinks {
 
   int listen_fd_;
   std::map<std::string, std::string> passwords_;
-  int64_t max_message_bytes_;
+  size_t max_payload_bytes_;  // --max_message_mb (0: no limit)
+  size_t max_queued_bytes_;   // a link's replies: one message and kMaxQueuedReplyBytes
   int64_t hello_timeout_us_;
   uint64_t next_route_ = 1;
   size_t max_links_;                      // kMaxLocalLinks, or fewer where descriptors are few

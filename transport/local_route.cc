@@ -52,14 +52,12 @@ absl::Status CheckPrivateDir(const std::string& path) {
 
 // Nothing listens at Unix socket `path` (a connection is refused).
 bool NobodyListens(const std::string& path) {
-  sockaddr_un address{};
-  if (path.size() >= sizeof(address.sun_path)) return false;
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.data(), path.size());
+  const absl::StatusOr<sockaddr_un> address = UnixAddress(path);
+  if (!address.ok()) return false;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   const bool refused =
-      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 &&
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0 &&
       errno == ECONNREFUSED;
   ::close(fd);
   return refused;
@@ -166,6 +164,18 @@ void RemoveLocalEndpoint(const std::string& endpoint) {
   const std::string path = endpoint.substr(kScheme.size());
   ::unlink(path.c_str());
   ::rmdir(Parent(path).c_str());
+}
+
+absl::StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
+  sockaddr_un address{};
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat(path,
+                                                   ": longer than a Unix socket's path may be (",
+                                                   sizeof(address.sun_path) - 1, " bytes)"));
+  }
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.data(), path.size());
+  return address;
 }
 
 bool SameHost(const HostPort& self, const HostPort& peer) {

@@ -48,6 +48,8 @@
 // spec addresses are on one host (SameHost); --colocated_ipc=false turns
 // it off on a worker.
 
+#include <sys/un.h>
+
 #include <cstdint>
 #include <string>
 
@@ -103,6 +105,10 @@ absl::Status CheckLocalEndpoint(const std::string& endpoint, const std::string& 
 // directory when that is empty then. Errors are ignored: a file left
 // behind is never taken for a live ps (only what a ps says is used).
 void RemoveLocalEndpoint(const std::string& endpoint);
+
+// The address of Unix socket `path`. InvalidArgument when the path is
+// too long for one.
+absl::StatusOr<sockaddr_un> UnixAddress(const std::string& path);
 
 // Whether a task at spec address `peer` runs on the host of a task at
 // `self`: a loopback address, or the same host name.
