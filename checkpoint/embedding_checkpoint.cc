@@ -12,7 +12,7 @@
 namespace pstrain {
 namespace {
 
-constexpr absl::string_view kMagic = "PSTREMB1";
+constexpr absl::string_view kEmbeddingMagic = "PSTREMB1";
 constexpr uint32_t kMaxHeaderBytes = 64 << 20;  // up to 1,024 tables' configs and counters
 constexpr uint32_t kFormatVersion = 1;
 
@@ -23,7 +23,7 @@ void Append(const std::vector<T>& values, std::string* out) {
   }
 }
 
-absl::Status Damaged(const std::string& path, absl::string_view what) {
+absl::Status DamagedEmbeddings(const std::string& path, absl::string_view what) {
   return absl::DataLossError(absl::StrCat(path, ": damaged embedding checkpoint: ", what));
 }
 
@@ -37,11 +37,11 @@ absl::StatusOr<uint64_t> TableBytes(const proto::EmbeddingTableCheckpoint& meta,
   constexpr int64_t kMaxCount = int64_t{1} << 40;
   if (meta.config().dim() < 1 || meta.config().dim() > kMaxEmbeddingDim ||
       !proto::RowOptimizer_IsValid(meta.config().optimizer())) {
-    return Damaged(path, "a table of a dim or optimizer out of range");
+    return DamagedEmbeddings(path, "a table of a dim or optimizer out of range");
   }
   if (meta.rows() < 0 || meta.rows() > kMaxCount || meta.deleted() < 0 ||
       meta.deleted() > kMaxCount || meta.waiting() < 0 || meta.waiting() > kMaxCount) {
-    return Damaged(path, "a count out of range");
+    return DamagedEmbeddings(path, "a count out of range");
   }
   const uint64_t row = 2 * sizeof(int64_t) + StrideOf(meta.config()) * sizeof(float);
   return static_cast<uint64_t>(meta.rows()) * row +
@@ -82,17 +82,17 @@ std::string EncodeEmbeddingCheckpoint(EmbeddingCheckpoint* c) {
   }
   h.set_payload_bytes(payload.size());
   h.set_payload_checksum(Fnv1a64(payload));
-  return FrameFile(kMagic, h.SerializeAsString(), payload);
+  return FrameFile(kEmbeddingMagic, h.SerializeAsString(), payload);
 }
 
 absl::StatusOr<EmbeddingCheckpoint> DecodeEmbeddingCheckpoint(absl::string_view bytes,
                                                               const std::string& path) {
-  ASSIGN_OR_RETURN(const FramedFile f, UnframeFile(bytes, kMagic, kMaxHeaderBytes, path,
+  ASSIGN_OR_RETURN(const FramedFile f, UnframeFile(bytes, kEmbeddingMagic, kMaxHeaderBytes, path,
                                                    "embedding checkpoint"));
   const absl::string_view header = f.header;
   EmbeddingCheckpoint c;
   if (!c.header.ParseFromArray(header.data(), static_cast<int>(header.size()))) {
-    return Damaged(path, "header does not parse");
+    return DamagedEmbeddings(path, "header does not parse");
   }
   if (c.header.format_version() != kFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -101,23 +101,24 @@ absl::StatusOr<EmbeddingCheckpoint> DecodeEmbeddingCheckpoint(absl::string_view 
   }
   const absl::string_view payload = f.payload;
   if (c.header.tables_size() > kMaxEmbeddingTables) {
-    return Damaged(path, absl::StrCat(c.header.tables_size(), " tables"));
+    return DamagedEmbeddings(path, absl::StrCat(c.header.tables_size(), " tables"));
   }
   uint64_t want = 0;
   for (const proto::EmbeddingTableCheckpoint& meta : c.header.tables()) {
     ASSIGN_OR_RETURN(const uint64_t b, TableBytes(meta, path));
     if (b > payload.size() - want) {  // no sum that wraps around: the bytes must be there
-      return Damaged(path,
-                     absl::StrCat("tables of more bytes than the payload's ", payload.size()));
+      return DamagedEmbeddings(
+          path, absl::StrCat("tables of more bytes than the payload's ", payload.size()));
     }
     want += b;
   }
   if (payload.size() != want || c.header.payload_bytes() != want) {
-    return Damaged(path, absl::StrCat(payload.size(), " payload bytes where the header says ",
-                                      c.header.payload_bytes(), " and its tables ", want));
+    return DamagedEmbeddings(path,
+                             absl::StrCat(payload.size(), " payload bytes where the header says ",
+                                          c.header.payload_bytes(), " and its tables ", want));
   }
   if (Fnv1a64(payload) != c.header.payload_checksum()) {
-    return Damaged(path, "payload checksum mismatch");
+    return DamagedEmbeddings(path, "payload checksum mismatch");
   }
   size_t at = 0;
   auto next = [&](int width) {

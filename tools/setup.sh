@@ -9,6 +9,9 @@
 #   PSTRAIN_WERROR=ON  build with warnings as errors (CI does)
 #   BUILD_DIR=DIR      build directory (default: build)
 #   PSTRAIN_CUDA=OFF   build without the CUDA backend even if the toolkit exists
+#   PSTRAIN_UNITY_BUILD=ON  compile each library's sources in batches: a
+#                      build from scratch takes less CPU, a rebuild after
+#                      one file's change more (CI, which builds once, does)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +60,7 @@ fi
 cmake_args=(-S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
             "-DPSTRAIN_WERROR=${PSTRAIN_WERROR:-OFF}")
 [[ -n "${PSTRAIN_CUDA:-}" ]] && cmake_args+=("-DPSTRAIN_CUDA=$PSTRAIN_CUDA")
+[[ -n "${PSTRAIN_UNITY_BUILD:-}" ]] && cmake_args+=("-DPSTRAIN_UNITY_BUILD=$PSTRAIN_UNITY_BUILD")
 say "configuring $build_dir"
 cmake "${cmake_args[@]}" >/dev/null
 say "building with $(nproc) jobs (log: $build_dir/build.log)"

@@ -19,8 +19,6 @@
 namespace pstrain::models::cuda {
 namespace {
 
-constexpr float kOne = 1.0f;
-constexpr float kZero = 0.0f;
 // Activations cuDNN is given start on cudaMalloc's boundary (conv2d.h).
 constexpr uintptr_t kActivationAlignment = 256;
 

@@ -25,6 +25,10 @@
 
 namespace pstrain::models::cuda {
 
+// cuBLAS's and cuDNN's scaling factors (alpha and beta), passed by address.
+inline constexpr float kOne = 1.0f;
+inline constexpr float kZero = 0.0f;
+
 // The base of the CUDA layers: device pointers, and the device's context.
 class CudaLayer : public LayerBase {
  protected:

@@ -8,12 +8,6 @@
 #include "models/cuda/cuda_status.h"
 
 namespace pstrain::models::cuda {
-namespace {
-
-constexpr float kOne = 1.0f;
-constexpr float kZero = 0.0f;
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(CudaContext& context, std::string name,
                                                        Shape input, int out_features,
