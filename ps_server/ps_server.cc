@@ -31,15 +31,18 @@ constexpr int64_t kTraceFlushUs = 1'000'000;
 
 namespace {
 
-// The job's identities as the ps's ZAP handler and request handler see
-// them: every chief/worker/ps task of the spec, and the "client" tool.
+// The job's identities as the ps's ZAP handler, request handler (under
+// CURVE) and Unix socket (under `link_secret`, LinkSecret) see them: every
+// chief/worker/ps task of the spec, and the "client" tool.
 void AddPrincipals(const ClusterSpec& cluster, const TransportSecurity& security,
-                   HandshakeGuardOptions* guard, RequestHandlerOptions* handler,
+                   const std::optional<JobSecret>& link_secret, HandshakeGuardOptions* guard,
+                   RequestHandlerOptions* handler,
                    std::map<std::string, std::string>* local_passwords) {
-  if (!security.secure()) return;
+  if (!security.secure() && !link_secret.has_value()) return;
   auto add = [&](const std::string& name, Principal who) {
+    if (link_secret.has_value()) (*local_passwords)[name] = link_secret->LocalPassword(name);
+    if (!security.secure()) return;
     guard->allowed_keys[security.secret->KeyPairFor(name).public_key] = name;
-    (*local_passwords)[name] = security.secret->LocalPassword(name);
     handler->principals[name] = who;
   };
   std::vector<TaskId> tasks = cluster.AllTasks();
@@ -88,7 +91,8 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
   handler_options.num_shards = cluster.sparse() ? 0 : cluster.num_ps();
   HandshakeGuardOptions guard_options;
   std::map<std::string, std::string> local_passwords;
-  AddPrincipals(cluster, security, &guard_options, &handler_options, &local_passwords);
+  const std::optional<JobSecret> link_secret = LinkSecret(security.secret, cluster);
+  AddPrincipals(cluster, security, link_secret, &guard_options, &handler_options, &local_passwords);
   std::unique_ptr<PsServer> server(new PsServer(cluster, options, std::move(handler_options),
                                                 security,
                                                 cancel != nullptr ? cancel : NeverCancelled()));
@@ -107,7 +111,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Create(const ClusterSpec& cl
         absl::StrCat(task.ToString(), " (", address, "): ", socket.status().message()));
   }
   server->socket_ = *std::move(socket);
-  if (security.secure()) server->BindLocal(hp.port);
+  if (link_secret.has_value()) server->BindLocal(hp.port, *link_secret);
   RETURN_IF_ERROR(server->guard_->Watch(server->socket_));
   RETURN_IF_ERROR(server->OpenTimeline());
   if (options.metrics_port != 0) {
@@ -192,7 +196,8 @@ absl::Status PsServer::Run() {
   }
   if (!local_endpoint_.empty()) {
     LOG(INFO) << task_.ToString() << " also listening on " << local_endpoint_
-              << " for the workers of this host (admitted by the job's passwords)";
+              << " for the workers of this host (admitted by the job's keys"
+              << (security_.secure() ? ")" : ", public without a secret)");
   }
   started_us_ = last_wait_log_us_ = MonotonicMicros();
   for (;;) {
@@ -361,8 +366,8 @@ PsServer::~PsServer() {
   if (!local_endpoint_.empty()) RemoveLocalEndpoint(local_endpoint_);
 }
 
-void PsServer::BindLocal(int port) {
-  const std::string dir = LocalDir(*security_.secret);
+void PsServer::BindLocal(int port, const JobSecret& link_secret) {
+  const std::string dir = LocalDir(link_secret);
   absl::Status s = PrepareLocalDir(dir);
   const std::string endpoint = LocalEndpoint(dir, task_.ToString(), port);
   absl::StatusOr<std::unique_ptr<LocalLinks>> links =
@@ -385,7 +390,8 @@ void PsServer::BindLocal(int port) {
   absl::StatusOr<LocalFileId> file = links.ok() ? LocalFileIdOf(endpoint) : links.status();
   if (!file.ok()) {
     LOG(WARNING) << task_.ToString() << ": no Unix socket for the workers of this host ("
-                 << file.status().message() << "); they reach it over TCP with CURVE";
+                 << file.status().message() << "); they reach it over TCP"
+                 << (security_.secure() ? " with CURVE" : "");
     if (links.ok()) RemoveLocalEndpoint(endpoint);
     return;
   }

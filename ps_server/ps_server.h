@@ -103,9 +103,10 @@ class PsServer {
   // Gives up, and answers, partial messages whose pieces stopped coming
   // for --peer_timeout_s.
   void ExpirePieces();
-  // Listens at the Unix socket of this host's workers, logging why not
-  // when it cannot (they then come over TCP).
-  void BindLocal(int port);
+  // Listens at the Unix socket of this host's workers, in the directory
+  // of `link_secret` (LinkSecret), logging why not when it cannot (they
+  // then come over TCP).
+  void BindLocal(int port, const JobSecret& link_secret);
   // Serves the Unix socket's links after a poll of their descriptors.
   void ServeLocal(absl::Span<const PollFd> polled);
   // Connections refused before a request: ZeroMQ's handshakes, the Unix

@@ -53,6 +53,15 @@ JobSecret JobSecret::Generate() {
   return JobSecret(bytes);
 }
 
+JobSecret JobSecret::Public(absl::string_view label) {
+  InitSodium();
+  std::array<uint8_t, 32> bytes;
+  crypto_generichash(bytes.data(), bytes.size(),
+                     reinterpret_cast<const unsigned char*>(label.data()), label.size(), nullptr,
+                     0);
+  return JobSecret(bytes);
+}
+
 absl::StatusOr<JobSecret> JobSecret::Parse(absl::string_view text, absl::string_view origin) {
   const absl::string_view hex = absl::StripAsciiWhitespace(text);
   if (hex.size() != 64 || !IsHex(hex)) {

@@ -46,6 +46,13 @@ class JobSecret {
   // file when it is not 64 hex digits (surrounding whitespace allowed).
   static absl::StatusOr<JobSecret> Load(const std::string& path);
 
+  // Not a secret: BLAKE2b-256 of `label`, which anyone can compute. What
+  // an --insecure job's tasks derive their Unix socket links' keys and
+  // directory from (transport/local_route.h, LinkSecret), so that the
+  // links work as a CURVE job's do; they then prove nothing, as --insecure's
+  // TCP admits anyone who reaches it.
+  static JobSecret Public(absl::string_view label);
+
   // Parses the file format (64 hex digits, whitespace around allowed).
   static absl::StatusOr<JobSecret> Parse(absl::string_view text, absl::string_view origin);
 

@@ -73,6 +73,13 @@ absl::Status MakePrivateDir(const std::string& path) {
 
 }  // namespace
 
+std::optional<JobSecret> LinkSecret(const std::optional<JobSecret>& job_secret,
+                                    const ClusterSpec& cluster) {
+  if (job_secret.has_value()) return job_secret;
+  if (cluster.sparse()) return std::nullopt;
+  return JobSecret::Public(absl::StrCat("pstrain/insecure-job/v1/", absl::Hex(cluster.JobId())));
+}
+
 std::string LocalDir(const JobSecret& secret, absl::string_view base) {
   return absl::StrCat(base, "/pstrain-", ::geteuid(), "/", secret.LocalTag());
 }

@@ -44,13 +44,21 @@
 // base /tmp: one name per ps process, so no ps takes over another's path.
 // A ps removes its file at its end, and those of ps processes that are
 // gone when it starts. Endpoints are written "unix://<path>".
-// Used only with CURVE on (a job secret), and only between tasks whose
-// spec addresses are on one host (SameHost); --colocated_ipc=false turns
-// it off on a worker.
+// Used only between tasks whose spec addresses are on one host
+// (SameHost); --colocated_ipc=false turns it off on a worker.
+//
+// A job without CURVE (--insecure) uses the same links, its keys and
+// directory derived from the job's id (LinkSecret), which every task of
+// the spec knows: the admission then keeps out other users' processes and
+// nobody else of this user, where --insecure's TCP keeps out nobody. What
+// it buys there is the round trip without ZeroMQ's I/O threads and the TCP
+// stack (benchmarks/README.md). Not with a sparse spec (TFJob's
+// enableDynamicWorker), whose ps learns the job's id only from the chief.
 
 #include <sys/un.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -60,6 +68,12 @@
 #include "transport/job_secret.h"
 
 namespace pstrain {
+
+// What a job's links derive their keys and directory from: the job secret
+// under CURVE; an --insecure job's public stand-in (JobSecret::Public of
+// its id) unless its spec is sparse; nullopt: no links.
+std::optional<JobSecret> LinkSecret(const std::optional<JobSecret>& job_secret,
+                                    const ClusterSpec& cluster);
 
 // This user's private directory for the job of `secret`:
 // <base>/pstrain-<euid>/<tag>.

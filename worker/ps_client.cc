@@ -186,10 +186,12 @@ absl::Status PsClient::WaitForServers(double timeout_s) {
 }
 
 void PsClient::UseLocalRoutes(const std::vector<LocalSocket>& sockets) {
-  if (!options_.colocated_ipc || !options_.security.secure() || !cluster_.Contains(self_)) return;
+  if (!options_.colocated_ipc || !cluster_.Contains(self_)) return;
+  const std::optional<JobSecret> secret = LinkSecret(options_.security.secret, cluster_);
+  if (!secret.has_value()) return;
   absl::StatusOr<HostPort> self = ParseHostPort(cluster_.Address(self_));
   if (!self.ok()) return;
-  const std::string dir = LocalDir(*options_.security.secret);
+  const std::string dir = LocalDir(*secret);
   for (size_t p = 0; p < sockets.size() && p < sockets_.size(); ++p) {
     if (links_[p] != nullptr || used_[p] || sockets[p].endpoint.empty()) continue;
     const TaskId ps{TaskType::kPs, static_cast<int>(p)};
@@ -198,12 +200,13 @@ void PsClient::UseLocalRoutes(const std::vector<LocalSocket>& sockets) {
     const absl::Status usable = CheckLocalEndpoint(sockets[p].endpoint, dir, sockets[p].file);
     absl::StatusOr<std::unique_ptr<StreamLink>> link =
         usable.ok() ? ConnectLocal(LocalPath(sockets[p].endpoint), sockets[p].pid, self_.ToString(),
-                                   options_.security.secret->LocalPassword(self_.ToString()),
+                                   secret->LocalPassword(self_.ToString()),
                                    options_.max_message_bytes, kLocalHelloTimeoutS)
                     : usable;
     if (!link.ok()) {
-      LOG(INFO) << ShardName(static_cast<int>(p)) << ": over TCP with CURVE ("
-                << link.status().message() << ")";
+      LOG(INFO) << ShardName(static_cast<int>(p)) << ": over TCP"
+                << (options_.security.secure() ? " with CURVE (" : " (") << link.status().message()
+                << ")";
       continue;
     }
     links_[p] = *std::move(link);

@@ -68,12 +68,12 @@ struct PsClientOptions {
   // each connection to one of them, so with several the traffic to
   // different ps tasks (CURVE's encryption above all) is handled at once.
   int io_threads = 1;
-  // With CURVE: requests to a ps on this host go over its Unix socket,
-  // a link of pstrain's own frames without ZeroMQ, unencrypted, admitted
-  // by the task's key (transport/local_route.h, local_links.h), once the
-  // ps says where it is; else, and across hosts, over TCP. Off
-  // here (benchmarks of the wire and tests of CURVE get TCP); the
-  // worker's --colocated_ipc turns it on by default.
+  // Requests to a ps on this host go over its Unix socket, a link of
+  // pstrain's own frames without ZeroMQ, unencrypted, admitted by the
+  // task's key (transport/local_route.h, local_links.h; an --insecure
+  // job's key is public), once the ps says where it is; else, and across
+  // hosts, over TCP. Off here (benchmarks of the wire and tests of the
+  // TCP path get TCP); the worker's --colocated_ipc turns it on by default.
   bool colocated_ipc = false;
   // Stops every wait of the client: it then returns Cancelled. The worker's
   // is its SIGINT/SIGTERM (worker/main.cc). Borrowed; must outlive the

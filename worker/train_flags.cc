@@ -92,8 +92,8 @@ ABSL_FLAG(double, register_timeout_s, Defaults().register_timeout_s,
 ABSL_FLAG(double, heartbeat_interval_s, Defaults().heartbeat_interval_s, "Seconds between heartbeats");
 ABSL_FLAG(double, rpc_timeout_s, Defaults().rpc_timeout_s, "Upper bound on one request (0: none)");
 ABSL_FLAG(bool, colocated_ipc, Defaults().colocated_ipc,
-          "With CURVE: reach a ps on this host over its Unix socket in a private directory, "
-          "authenticated and not encrypted (docs/deployment.md); false: over TCP with CURVE");
+          "Reach a ps on this host over its Unix socket in a private directory, not "
+          "encrypted (docs/deployment.md); false: over TCP (with CURVE unless --insecure)");
 ABSL_FLAG(std::string, checkpoint_dir, Defaults().checkpoint_dir,
           "Checkpoint directory: the chief's manifests (pstrain launch: RUN_DIR/checkpoints)");
 ABSL_FLAG(int64_t, checkpoint_every_steps, Defaults().checkpoint_every_steps,

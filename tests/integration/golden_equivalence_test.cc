@@ -177,13 +177,18 @@ TEST(GoldenEquivalence, OverlapChangesNothingButWhenPushesLeave) {
       << "--overlap changed the parameters: " << Compare(with, without).max_abs;
 }
 
-// With CURVE, the workers reach the ps tasks of their host over the ps's
-// Unix socket (transport/local_route.h), not encrypted: what they train
-// is what they train over TCP with CURVE, bit for bit.
-TEST(GoldenEquivalence, TheUnixSocketChangesNothing) {
+// The workers reach the ps tasks of their host over the ps's Unix socket
+// (transport/local_route.h), not encrypted: what they train is what they
+// train over TCP, bit for bit. Runs 2 sync workers with `flags` twice,
+// their ps tasks reached over their Unix sockets and over TCP, and expects
+// the same parameters bit for bit, and each run's log to say which way.
+void ExpectTheUnixSocketChangesNothing(const std::vector<std::string>& flags) {
+  std::vector<std::string> ipc_flags = flags, tcp_flags = flags;
+  ipc_flags.push_back("--colocated_ipc=true");
+  tcp_flags.push_back("--colocated_ipc=false");
   std::string ipc_log, tcp_log;
-  const std::vector<float> ipc = RunAndReadParams(2, 64, 1, {"--colocated_ipc=true"}, &ipc_log);
-  const std::vector<float> tcp = RunAndReadParams(2, 64, 1, {"--colocated_ipc=false"}, &tcp_log);
+  const std::vector<float> ipc = RunAndReadParams(2, 64, 1, ipc_flags, &ipc_log);
+  const std::vector<float> tcp = RunAndReadParams(2, 64, 1, tcp_flags, &tcp_log);
   EXPECT_EQ(CountOf(ipc_log, "also listening on unix://"), 2) << ipc_log;
   EXPECT_EQ(CountOf(ipc_log, ": over its Unix socket unix://"), 4) << ipc_log;  // 2 workers x 2 ps
   EXPECT_EQ(CountOf(tcp_log, "over its Unix socket"), 0) << tcp_log;
@@ -191,6 +196,15 @@ TEST(GoldenEquivalence, TheUnixSocketChangesNothing) {
   ASSERT_FALSE(ipc.empty());
   EXPECT_EQ(std::memcmp(ipc.data(), tcp.data(), sizeof(float) * ipc.size()), 0)
       << "the Unix socket changed the parameters: " << Compare(ipc, tcp).max_abs;
+}
+
+// With CURVE (the test secret): the link against CURVE over TCP.
+TEST(GoldenEquivalence, TheUnixSocketChangesNothing) { ExpectTheUnixSocketChangesNothing({}); }
+
+// An --insecure job's workers take the same links (their keys from the
+// job's id).
+TEST(GoldenEquivalence, TheUnixSocketOfAnInsecureJobChangesNothing) {
+  ExpectTheUnixSocketChangesNothing({"--insecure"});
 }
 
 // Runs 2 sync workers of `batch_size` with `flags` twice, with

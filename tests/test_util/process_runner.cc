@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
@@ -181,14 +182,16 @@ std::string ClusterRun::AllOutput() const {
 ClusterRun RunLocalCluster(const std::string& spec_path, int num_ps, int num_workers,
                            const std::vector<std::string>& worker_flags, double timeout_s,
                            const std::vector<std::vector<std::string>>& per_worker) {
+  const bool insecure =
+      std::find(worker_flags.begin(), worker_flags.end(), "--insecure") != worker_flags.end();
   std::vector<std::unique_ptr<RunningProcess>> tasks;
   for (int k = 0; k < num_ps; ++k) {
-    tasks.push_back(RunningProcess::Start(BinaryPath("ps_server"),
-                                          {"--peer_timeout_s=30", SecretFlag()},
-                                          TfConfigFor(spec_path, "ps", k)));
+    tasks.push_back(RunningProcess::Start(
+        BinaryPath("ps_server"), {"--peer_timeout_s=30", insecure ? "--insecure" : SecretFlag()},
+        TfConfigFor(spec_path, "ps", k)));
   }
   std::vector<std::string> flags = worker_flags;
-  flags.push_back(SecretFlag());
+  if (!insecure) flags.push_back(SecretFlag());
   for (int w = 0; w < num_workers; ++w) {
     std::vector<std::string> own = flags;
     if (w < static_cast<int>(per_worker.size())) own.insert(own.end(), per_worker[w].begin(), per_worker[w].end());

@@ -85,6 +85,8 @@ struct ClusterRun {
 // at `spec_path`, each with its TF_CONFIG, workers with `worker_flags`
 // (worker w's followed by per_worker[w], when given: later flags win);
 // waits up to `timeout_s` for all of them (killing stragglers after).
+// Every task gets the test secret (CURVE), or --insecure when
+// `worker_flags` holds it.
 ClusterRun RunLocalCluster(const std::string& spec_path, int num_ps, int num_workers,
                            const std::vector<std::string>& worker_flags, double timeout_s,
                            const std::vector<std::vector<std::string>>& per_worker = {});
