@@ -31,6 +31,12 @@
 # --rows_prefetch); set both to compare the two systems' one-round-trip
 # idioms, either alone to compare one with the other's two round trips.
 #
+# LOCAL=1: each system's own transport for processes of one host instead
+# of loopback TCP: ps-lite's DMLC_LOCAL=1 (ZeroMQ's ipc://), pstrain's
+# Unix socket link (wire_bench --security=plain-local, what an --insecure
+# job's co-located workers use), and the echo over a raw Unix socket
+# (--echo_transport=unix).
+#
 # Usage: benchmarks/pslite_compare.sh [ROUNDS]       (default 2: p, s, p, s)
 #   WORKERS     worker counts (default 1; e.g. 1,2,4,8)
 #   SIZES       float counts (default 21840,65536,669706,1048576,16777216:
@@ -60,6 +66,7 @@ work=$build/pslite
 bin=$build/bin
 limit=${PROCESS_TIMEOUT_S:-600}
 dim=${EMBEDDING_DIM:-0}
+same_host=${LOCAL:-0}
 per_worker=${ROWS_PER_WORKER:-262144}
 if [[ ${PSTRAIN_PREFETCH:-0} == 1 ]]; then prefetch=true; else prefetch=false; fi
 if ((dim > 0)); then program=pslite_rows; else program=pslite_pushpull; fi
@@ -105,6 +112,7 @@ run_pslite() {  # run_pslite WORKERS ROUND: its workers' RESULT lines, tagged wi
   local port pids=() status=0 i
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   export DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=$1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port
+  ((same_host == 0)) || export DMLC_LOCAL=1
   local args=("$sizes" "$seconds")
   ((dim == 0)) || args=("$sizes" "$dim" "$per_worker" "$seconds")
   for role in scheduler server; do
@@ -117,13 +125,15 @@ run_pslite() {  # run_pslite WORKERS ROUND: its workers' RESULT lines, tagged wi
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-  unset DMLC_NUM_SERVER DMLC_NUM_WORKER DMLC_PS_ROOT_URI DMLC_PS_ROOT_PORT
+  unset DMLC_NUM_SERVER DMLC_NUM_WORKER DMLC_PS_ROOT_URI DMLC_PS_ROOT_PORT DMLC_LOCAL
   ((status == 0)) || say "a ps-lite process failed"
 }
 # 4. pstrain and the echo (wire_bench's RESULT lines, as they are).
 run_pstrain() {  # run_pstrain WORKERS
+  local transport=(--security=plain)
+  ((same_host == 0)) || transport=(--security=plain-local --echo_transport=unix)
   "$bin/wire_bench" --ps_server="$bin/ps_server" --sizes="$sizes" --workers="$1" \
-    --security=plain --rounds=1 --seconds="$seconds" --timeout_s=60 --embedding_dim="$dim" \
+    "${transport[@]}" --rounds=1 --seconds="$seconds" --timeout_s=60 --embedding_dim="$dim" \
     --rows_per_worker="$per_worker" --rows_prefetch="${prefetch}" 2>/dev/null | grep '^RESULT' ||
     say "a pstrain measurement failed"
 }
@@ -156,7 +166,7 @@ for line in open(sys.argv[1]):
             float(m["aggregate_bytes_per_s"]))
 for (n, w, _), b in pslite.items():
     rates[("pslite", n, w)].append(b)
-print("\n| floats (bytes each way) | workers | ps-lite MB/s | pstrain MB/s | ZeroMQ echo MB/s "
+print("\n| floats (bytes each way) | workers | ps-lite MB/s | pstrain MB/s | echo MB/s "
       "| pstrain / ps-lite | ps-lite / echo | pstrain / echo |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 fmt = lambda xs: " / ".join(f"{x / 1e6:,.0f}" for x in xs) or "-"

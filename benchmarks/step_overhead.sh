@@ -21,9 +21,10 @@
 # Beside it, what the bytes cost between two processes on these cores:
 # wire_bench's echo of the same payload each way, bare and with a ps's SGD
 # update before the answer (echo[sgd]; their difference is the update),
-# on the wire each security takes (curve, the ps on the worker's host:
-# a raw Unix socket, plaintext, as the ps's link is; curve-tcp: CURVE over
-# TCP; insecure: ZeroMQ over loopback TCP). The target is a difference of
+# on the wire each security takes (curve and insecure, the ps on the
+# worker's host: a raw Unix socket, plaintext, as the ps's link is;
+# curve-tcp: CURVE over TCP; insecure-tcp: ZeroMQ over loopback TCP). The
+# target is a difference of
 # at most 1.5x the echo[sgd] round trip.
 #
 # Prints one RESULT line per run, then per security a SUMMARY:
@@ -44,7 +45,7 @@
 # Environment: BUILD_DIR (default build), PYTHON (default /usr/bin/python3,
 # Debian's python3-torch; on a GPU host its own), MODEL (mlp, wide or
 # resnet18), DEVICE (cpu or cuda), NUM_PS (1), STEPS (mlp 600, else 40 a
-# run), SECURITY ("curve insecure"; curve-tcp: CURVE with
+# run), SECURITY ("curve insecure"; curve-tcp and insecure-tcp: with
 # --colocated_ipc=false, every ps reached over TCP as from another host),
 # LAUNCH_FLAGS (more `pstrain launch` flags for every pstrain.torch run,
 # e.g. --busy_poll_us=5000), IDLE (1: the single_idle run each round;
@@ -128,6 +129,7 @@ run_pstrain() {
   case $security in
     insecure) flags=(--insecure) ;;
     curve-tcp) flags=(--colocated_ipc=false) ;;
+    insecure-tcp) flags=(--insecure --colocated_ipc=false) ;;
   esac
   "$bin/pstrain" launch --cluster_spec="$spec" --free_ports \
     --mode=sync --max_steps="$steps" --run_dir="$dir" "${flags[@]}" "${launch_flags[@]}" \
@@ -150,11 +152,11 @@ for ((r = 1; r <= rounds; ++r)); do
   [[ $idle_run == 0 || ! -s $out/idle-$r ]] || run_single "$r" "$(<"$out/idle-$r")"
 done | tee "$out/results"
 
-# The echo each pstrain.torch run is held to, on the wire it takes: CURVE
-# with the ps on the worker's host is the ps's Unix socket link, plaintext
-# on a Unix stream (wire_bench's raw echo, --echo_transport=unix);
-# curve-tcp is CURVE over TCP; --insecure is ZeroMQ over loopback TCP.
-echo_kind() { case $1 in curve) echo unix ;; curve-tcp) echo curve ;; *) echo plain ;; esac; }
+# The echo each pstrain.torch run is held to, on the wire it takes: with
+# the ps on the worker's host, the ps's Unix socket link, plaintext on a
+# Unix stream (wire_bench's raw echo, --echo_transport=unix); curve-tcp is
+# CURVE over TCP; insecure-tcp is ZeroMQ over loopback TCP.
+echo_kind() { case $1 in curve | insecure) echo unix ;; curve-tcp) echo curve ;; *) echo plain ;; esac; }
 for kind in $(for s in "${securities[@]}"; do echo_kind "$s"; done | sort -u); do
   case $kind in
     unix) echo_args=(--security=plain --echo_transport=unix) ;;
@@ -175,7 +177,7 @@ single = med([float(r["median"]) for r in rows if r.get("system") == "single"])
 both_ways = 2 * 4 * int(sys.argv[2])
 for security in sys.argv[3:]:
     runs = [r for r in rows if r.get("system") == "pstrain" and r["security"] == security]
-    kind = {"curve": "unix", "curve-tcp": "curve"}.get(security, "plain")
+    kind = {"curve": "unix", "insecure": "unix", "curve-tcp": "curve"}.get(security, "plain")
     echo = med([float(r["p50_round_trip_us"]) for r in rows
                 if r.get("system") == "echo" and r.get("echo_kind") == kind])
     echo_sgd = med([float(r["p50_round_trip_us"]) for r in rows

@@ -2,7 +2,8 @@
 // ZeroMQ echoing the same bytes between processes, in one run, alternated.
 //
 //   wire_bench [--sizes=21840,65536,669706,1048576,16777216] [--workers=1,2,4,8]
-//              [--security=plain,curve,curve-local] [--rounds=2] [--seconds=2] [--mode=async]
+//              [--security=plain,curve,curve-local,plain-local] [--rounds=2] [--seconds=2]
+//              [--mode=async]
 //              [--ps_server=PATH] [--ps_flags="--update_threads=1;--update_threads=2"]
 //              [--echo_work=none,copy,sgd] [--echo_transport=tcp|ipc|shm|unix]
 //              [--echo=false] [--gap_us=0] [--timeout_s=120]
@@ -24,7 +25,8 @@
 //    floats of gradient and receiving n floats of parameters per round trip.
 //    --security=curve-local: a CURVE job whose clients reach the ps over
 //    its Unix socket (transport/local_links.h), not encrypted, so its echo
-//    is the plaintext one (with --echo_transport=unix, a raw Unix socket's).
+//    is the plaintext one (with --echo_transport=unix, a raw Unix socket's);
+//    plain-local: an --insecure job's, on the same link.
 // More systems in the same rounds, for A/B: echoes that work before they
 // answer (--echo_work: copy, or a ps's least update, sgd; EchoWork below),
 // which show what answering with other bytes than the request's costs; and
@@ -106,8 +108,9 @@ ABSL_FLAG(std::string, sizes, "21840,65536,669706,1048576,16777216",
 ABSL_FLAG(std::string, workers, "1,2,4,8", "Concurrent worker processes");
 ABSL_FLAG(std::string, security, "plain,curve",
           "plain (--insecure), curve (a job secret), curve-local (a job secret, the workers on "
-          "the ps's Unix socket, against a plaintext echo), or several");
-ABSL_FLAG(bool, colocated, false, "push_pull_client: reach the ps over its Unix socket (CURVE)");
+          "the ps's Unix socket, against a plaintext echo), plain-local (--insecure, the workers "
+          "on that socket), or several");
+ABSL_FLAG(bool, colocated, false, "push_pull_client: reach the ps over its Unix socket");
 ABSL_FLAG(bool, echo, true, "Measure the echo (the ratio needs it)");
 ABSL_FLAG(int, rounds, 2, "Echo and PUSH_PULL measurements per cell, alternated");
 ABSL_FLAG(double, seconds, 2.0, "Timed seconds per measurement");
@@ -904,9 +907,9 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
   }
   for (absl::string_view s :
        absl::StrSplit(absl::GetFlag(FLAGS_security), ',', absl::SkipEmpty())) {
-    if (s != "plain" && s != "curve" && s != "curve-local") {
+    if (s != "plain" && s != "curve" && s != "curve-local" && s != "plain-local") {
       return absl::InvalidArgumentError(
-          absl::StrCat("--security: '", s, "' (plain, curve or curve-local)"));
+          absl::StrCat("--security: '", s, "' (plain, curve, curve-local or plain-local)"));
     }
     o.securities.emplace_back(s);
   }
@@ -930,7 +933,7 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
   if (transport == "unix" && o.echo_works.size() > 0 &&
       std::find(o.securities.begin(), o.securities.end(), "curve") != o.securities.end()) {
     return absl::InvalidArgumentError(
-        "--echo_transport=unix is plaintext: --security=plain or curve-local");
+        "--echo_transport=unix is plaintext: --security=plain, curve-local or plain-local");
   }
   o.echo_transport = transport;
   o.gap_us = absl::GetFlag(FLAGS_gap_us);

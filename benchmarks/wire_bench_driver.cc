@@ -216,18 +216,20 @@ absl::StatusOr<Measurement> TimeClients(Children& children, const std::vector<Ch
   return Collect(clients, cell.floats);
 }
 
-// The echo's: CURVE for "curve"; plaintext for "plain" and for
-// "curve-local", whose PUSH_PULL is not encrypted either (the ps's Unix
-// socket).
+// The echo's: CURVE for "curve"; plaintext for the others, whose
+// PUSH_PULL is not encrypted either ("plain", and the ps's Unix socket:
+// "curve-local", "plain-local").
 std::vector<std::string> SecurityArgs(const Cell& cell, const std::string& secret_file) {
   return {cell.security == "curve" ? "--secret_file=" + secret_file : "--secret_file="};
 }
 
-// PUSH_PULL's clients': "curve-local" reaches the ps over its Unix socket.
+// Whether a cell's job has a secret (CURVE).
+bool Curve(const Cell& cell) { return absl::StartsWith(cell.security, "curve"); }
+
+// PUSH_PULL's clients': "*-local" reaches the ps over its Unix socket.
 std::vector<std::string> ClientSecurityArgs(const Cell& cell, const std::string& secret_file) {
-  if (cell.security == "plain") return {"--secret_file="};
-  return {"--secret_file=" + secret_file,
-          absl::StrCat("--colocated=", cell.security == "curve-local" ? "true" : "false")};
+  return {Curve(cell) ? "--secret_file=" + secret_file : "--secret_file=",
+          absl::StrCat("--colocated=", absl::EndsWith(cell.security, "-local") ? "true" : "false")};
 }
 
 absl::StatusOr<Measurement> MeasureEcho(const WireBenchOptions& o, const std::string& work,
@@ -288,7 +290,7 @@ absl::StatusOr<Measurement> MeasurePushPull(const WireBenchOptions& o, const std
                                    "--task_index=0",
                                    absl::StrCat("--register_timeout_s=", o.timeout_s),
                                    absl::StrCat("--peer_timeout_s=", o.timeout_s)};
-  args.push_back(cell.security != "plain" ? "--secret_file=" + secret_file : "--insecure");
+  args.push_back(Curve(cell) ? "--secret_file=" + secret_file : "--insecure");
   args.insert(args.end(), ps_flags.begin(), ps_flags.end());
   RETURN_IF_ERROR(children.Spawn("ps_server", ps_server, args).status());
   std::vector<Child*> clients;

@@ -16,7 +16,7 @@ namespace pstrain {
 struct WireBenchOptions {
   std::vector<int64_t> sizes;           // floats each way
   std::vector<int> workers;             // client processes per measurement
-  std::vector<std::string> securities;  // "plain", "curve"
+  std::vector<std::string> securities;  // "plain", "curve", "curve-local", "plain-local"
   // The echoes to measure, by what each does before it answers (none,
   // copy, sgd: wire_bench.cc's EchoWork); the first is what PUSH_PULL is
   // set against. Empty: no echo.
