@@ -387,10 +387,12 @@ absl::Status ShardStore::Update(const G& grad, float lr, const float* check,
   const SegmentPlan plan = by_segment ? SegmentPlan() : PlanFor(config_, updates_, lr);
   if (by_segment) PlanSegments(step, lr);
   // Replies may still carry the buffer the last update replaced (they
-  // were sent from it, PinnedFloats): this update is then written into a
-  // new one, never under a message. By now ZeroMQ has almost always sent
-  // them (the workers had them before they pushed this gradient).
-  if (next_state_->held()) next_state_ = std::make_shared<PinnedFloats>(state_->data());
+  // were sent from it, PinnedFloats): this update is then written into
+  // another one, never under a message. With one worker ZeroMQ has
+  // almost always sent them by now (the worker had them before it pushed
+  // this gradient); with several, a large state's replies are often
+  // still going out.
+  if (next_state_->held()) next_state_ = UnheldBuffer();
   const float* s = state_->data().data();
   float* next = next_state_->data().data();
   // The arrays this update writes, each checked on its own (by segment:
@@ -461,6 +463,22 @@ absl::Status ShardStore::Update(const G& grad, float lr, const float* check,
     if (segment_updates_[i] != updates_) uniform_ = false;
   }
   return absl::OkStatus();
+}
+
+std::shared_ptr<PinnedFloats> ShardStore::UnheldBuffer() {
+  spares_.push_back(std::move(next_state_));
+  for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+    if ((*it)->held()) continue;
+    std::shared_ptr<PinnedFloats> spare = std::move(*it);
+    spares_.erase(it);
+    // What the update does not write stays as state_ has it (next_state_).
+    std::copy(state_->data().begin(), state_->data().end(), spare->data().begin());
+    return spare;
+  }
+  // Every one held: the oldest is let go (freed with its last reply).
+  if (spares_.size() > kMaxSpares) spares_.erase(spares_.begin());
+  ++buffers_made_;
+  return std::make_shared<PinnedFloats>(state_->data());
 }
 
 template <typename G>

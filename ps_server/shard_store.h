@@ -152,6 +152,9 @@ class ShardStore {
   // valid until the next update. A sync shard answers a pull for its
   // previous version from it.
   const std::shared_ptr<PinnedFloats>& pinned_previous_state() const { return previous_; }
+  // State-sized buffers made so far: state_ and next_state_, and one for
+  // each update that found next_state_ and every kept spare held.
+  int64_t buffers_made() const { return buffers_made_; }
 
   // Applies one optimizer step with gradient `grad` scaled by `grad_scale`
   // (an average's 1/weight) and learning rate `lr`. FailedPrecondition,
@@ -180,6 +183,9 @@ class ShardStore {
   // `check`: the gradient's floats to check too (null: none).
   template <typename G>
   absl::Status Update(const G& grad, float lr, const float* check, const StepOptions* step);
+  // A buffer no message holds for the next update, with state_'s values:
+  // a kept spare, or a new one. next_state_ (held) joins the spares.
+  std::shared_ptr<PinnedFloats> UnheldBuffer();
   // One block [begin, end) of an update by segment, each segment with
   // segment_plan_'s scalars.
   template <typename G>
@@ -201,6 +207,17 @@ class ShardStore {
   // in both.
   std::shared_ptr<PinnedFloats> next_state_;
   std::shared_ptr<PinnedFloats> previous_;  // next_state_ or state_; see pinned_previous_state
+  // Buffers next_state_ was while replies held it, kept to be written
+  // again once they are let go (UnheldBuffer): a fresh state-sized buffer
+  // is mapped by malloc and every page of it faulted in: a 64 MiB shard's
+  // PUSH_PULL with four async workers moved 1.4-2.3 GB/s against 2.4-2.6
+  // with the spares (benchmarks/log/pslite_compare.md). At most
+  // kMaxSpares, so a ps keeps at most that many copies of its state
+  // beyond the two; replies of more versions than kMaxSpares + 1 at once
+  // make new buffers again.
+  static constexpr size_t kMaxSpares = 2;
+  std::vector<std::shared_ptr<PinnedFloats>> spares_;
+  int64_t buffers_made_ = 2;
   int64_t updates_ = 0;
   std::vector<TensorSegment> segments_;
   std::vector<int64_t> segment_updates_;  // [segment]

@@ -293,6 +293,48 @@ TEST(ShardStore, KeepsTheStateBeforeItsLastUpdate) {
   }
 }
 
+// Replies of the last versions still going out as updates come (several
+// workers, a large state): every reply keeps the values it was made with,
+// the updates give what they give with no reply held, bit for bit, and
+// the buffers the replies let go are written again rather than new ones
+// made for each update. Replies held of 1 to 5 versions: up to three,
+// the two kept spares and the state's two buffers are all there is.
+TEST(ShardStore, UpdatesUnderHeldRepliesWriteBuffersTheRepliesLetGo) {
+  constexpr int kUpdates = 40;
+  for (const HandCase& c : kHandCases) {
+    for (size_t in_flight = 1; in_flight <= 5; ++in_flight) {
+      ShardStore held(kInit, c.config);
+      ShardStore alone(kInit, c.config);
+      struct Reply {
+        std::shared_ptr<PinnedFloats> buffer;
+        zmq::message_t frame;
+        std::vector<float> values;
+      };
+      std::vector<Reply> replies;
+      for (int u = 0; u < kUpdates; ++u) {
+        const size_t k = static_cast<size_t>(u) % 3;
+        ASSERT_TRUE(held.Apply(kGrads[k], kScales[k], kLrs[k]).ok());
+        ASSERT_TRUE(alone.Apply(kGrads[k], kScales[k], kLrs[k]).ok());
+        ASSERT_EQ(std::vector<float>(held.state().begin(), held.state().end()),
+                  std::vector<float>(alone.state().begin(), alone.state().end()))
+            << c.name << " update " << u;
+        const std::shared_ptr<PinnedFloats>& sent = held.pinned_state();
+        replies.push_back({sent, PinnedFloats::Frame(sent, 0, sent->data().size()), sent->data()});
+        if (replies.size() > in_flight) replies.erase(replies.begin());  // sent
+        for (const Reply& r : replies) {
+          ASSERT_EQ(r.buffer->data(), r.values) << c.name << " update " << u;
+        }
+      }
+      // A buffer for each version whose replies are out and one to write.
+      if (in_flight <= 3) {
+        EXPECT_EQ(held.buffers_made(), static_cast<int64_t>(1 + in_flight))
+            << c.name << ", " << in_flight << " replies in flight";
+      }
+      EXPECT_EQ(alone.buffers_made(), 2) << c.name;
+    }
+  }
+}
+
 TEST(ShardStore, IsFiniteStateChecksEachArrayOnItsOwn) {
   EXPECT_TRUE(IsFiniteState(std::vector<float>{1.0f, 2.0f, 0.0f, 0.0f}, 2));
   EXPECT_FALSE(IsFiniteState(std::vector<float>{1.0f, 2.0f, 0.0f, NAN}, 2));
