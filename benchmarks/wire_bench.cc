@@ -3,6 +3,7 @@
 //
 //   wire_bench [--sizes=21840,65536,669706,1048576,16777216] [--workers=1,2,4,8]
 //              [--security=plain,curve,curve-local,plain-local] [--rounds=2] [--seconds=2]
+//              [--warmup_s=0.5]
 //              [--mode=async]
 //              [--ps_server=PATH] [--ps_flags="--update_threads=1;--update_threads=2"]
 //              [--echo_work=none,copy,sgd] [--echo_transport=tcp|ipc|shm|unix]
@@ -34,8 +35,8 @@
 // Every client first makes one round trip and checks what came back (the
 // echo: the bytes it sent; PUSH_PULL: parameters of 1 - 0.125 x version, every
 // push being 0.5 at learning rate 0.25), then waits for the driver's start
-// signal, so that all of a cell's clients time the same seconds; after them
-// it checks the last round trip's reply again. With --gap_us every client
+// signal, so that all of a cell's clients warm up (--warmup_s) and time the
+// same seconds; after them it checks the last round trip's reply again. With --gap_us every client
 // computes that long between round trips (a step's forward and backward),
 // so that each request finds the other processes idle, as in a job: what
 // waking them costs shows in the round trip.
@@ -114,6 +115,10 @@ ABSL_FLAG(bool, colocated, false, "push_pull_client: reach the ps over its Unix 
 ABSL_FLAG(bool, echo, true, "Measure the echo (the ratio needs it)");
 ABSL_FLAG(int, rounds, 2, "Echo and PUSH_PULL measurements per cell, alternated");
 ABSL_FLAG(double, seconds, 2.0, "Timed seconds per measurement");
+ABSL_FLAG(double, warmup_s, 0.5,
+          "Seconds of untimed round trips (two at least; 0: none) every client makes from the "
+          "start signal, all at once, before its timed ones: what the first concurrent round "
+          "trips of a cell allocate and fault in stays out of its figure");
 ABSL_FLAG(std::string, mode, "async", "The ps's update mode: async or sync");
 ABSL_FLAG(std::string, ps_server, "", "The ps_server binary (default: next to this one)");
 ABSL_FLAG(std::string, ps_flags, "",
@@ -177,8 +182,9 @@ bool WaitForSignal(double timeout_s) {
   return sigtimedwait(&set, nullptr, &ts) == SIGUSR1;
 }
 
-// A client's timed part: round trips from the driver's start signal until
-// `seconds` have passed; prints its RESULT line for the driver.
+// A client's timed part: after the driver's start signal, --warmup_s of
+// untimed round trips, then round trips until `seconds` have passed;
+// prints its RESULT line for the driver.
 // Before each round trip the client computes for --gap_us (a step's
 // forward and backward: the core busy, not asleep); the round trip's time
 // starts after it.
@@ -187,6 +193,11 @@ absl::Status TimeRoundTrips(double seconds, double timeout_s, RoundTrip round_tr
   std::printf("READY\n");
   std::fflush(stdout);
   if (!WaitForSignal(timeout_s)) return absl::DeadlineExceededError("no start signal");
+  const double warmup_s = absl::GetFlag(FLAGS_warmup_s);
+  if (warmup_s > 0) {
+    const int64_t warm_end = MonotonicMicros() + static_cast<int64_t>(warmup_s * 1e6);
+    for (int n = 0; n < 2 || MonotonicMicros() < warm_end; ++n) RETURN_IF_ERROR(round_trip());
+  }
   const int64_t gap_us = absl::GetFlag(FLAGS_gap_us);
   std::vector<int64_t> trip_us;
   const int64_t start = MonotonicMicros();
@@ -942,6 +953,10 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
   }
   o.rounds = absl::GetFlag(FLAGS_rounds);
   o.seconds = absl::GetFlag(FLAGS_seconds);
+  o.warmup_s = absl::GetFlag(FLAGS_warmup_s);
+  if (!(o.warmup_s >= 0 && o.warmup_s <= 60)) {
+    return absl::InvalidArgumentError("--warmup_s: 0 to 60");
+  }
   o.timeout_s = absl::GetFlag(FLAGS_timeout_s);
   o.mode = absl::GetFlag(FLAGS_mode);
   o.embedding_dim = absl::GetFlag(FLAGS_embedding_dim);
@@ -962,8 +977,9 @@ absl::StatusOr<WireBenchOptions> OptionsFromFlags() {
       }
     }
   }
-  if (o.rounds < 1 || o.seconds <= 0 || o.timeout_s <= o.seconds) {
-    return absl::InvalidArgumentError("--rounds >= 1, --seconds > 0 and --timeout_s > --seconds");
+  if (o.rounds < 1 || o.seconds <= 0 || o.timeout_s <= o.seconds + o.warmup_s) {
+    return absl::InvalidArgumentError(
+        "--rounds >= 1, --seconds > 0 and --timeout_s > --seconds + --warmup_s");
   }
   if (o.mode != "async" && o.mode != "sync")
     return absl::InvalidArgumentError("--mode: async or sync");

@@ -259,6 +259,7 @@ absl::StatusOr<Measurement> MeasureEcho(const WireBenchOptions& o, const std::st
             floats,
             timeout,
             absl::StrCat("--seconds=", o.seconds),
+            absl::StrCat("--warmup_s=", o.warmup_s),
             absl::StrCat("--gap_us=", o.gap_us),
             echo_work,
             transport};
@@ -304,6 +305,7 @@ absl::StatusOr<Measurement> MeasurePushPull(const WireBenchOptions& o, const std
             absl::StrCat("--floats=", cell.floats),
             timeout,
             absl::StrCat("--seconds=", o.seconds),
+            absl::StrCat("--warmup_s=", o.warmup_s),
             absl::StrCat("--gap_us=", o.gap_us),
             "--mode=" + o.mode};
     for (std::string& a : ClientSecurityArgs(cell, secret_file)) args.push_back(a);
@@ -422,10 +424,10 @@ absl::Status RunWireBench(const WireBenchOptions& o) {
   RETURN_IF_ERROR(JobSecret::Generate().WriteNewFile(secret_file));
   const std::vector<System> systems = Systems(o);
   std::printf(
-      "# wire_bench: %u cores, %s ps, %.1f s per measurement, %d rounds, %d us between round "
-      "trips, the echo over %s, %s\n",
-      std::thread::hardware_concurrency(), o.mode.c_str(), o.seconds, o.rounds, o.gap_us,
-      o.echo_transport.c_str(), o.ps_server.c_str());
+      "# wire_bench: %u cores, %s ps, %.1f s per measurement after %.1f s untimed, %d rounds, "
+      "%d us between round trips, the echo over %s, %s\n",
+      std::thread::hardware_concurrency(), o.mode.c_str(), o.seconds, o.warmup_s, o.rounds,
+      o.gap_us, o.echo_transport.c_str(), o.ps_server.c_str());
   std::vector<std::pair<Cell, Figures>> cells;  // in the order measured
   int failed = 0;
   for (const std::string& security : o.securities) {

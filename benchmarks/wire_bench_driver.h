@@ -36,6 +36,7 @@ struct WireBenchOptions {
   std::vector<std::vector<std::string>> ps_variants = {{}};
   int rounds = 2;              // echo, PUSH_PULL, echo, PUSH_PULL, ...
   double seconds = 2.0;        // timed per measurement
+  double warmup_s = 0.5;       // untimed round trips before (two at least; 0: none)
   // Microseconds each client computes between round trips (a step's
   // forward and backward), so that each request finds its peers idle, as
   // in a job; the round trip times leave it out, the bytes/s do not.
