@@ -42,7 +42,8 @@
 #   SIZES       float counts (default 21840,65536,669706,1048576,16777216:
 #               mnist_cnn, 256 KiB, cnn_large's 2.68 MB, 4 MiB, 64 MiB)
 #   SECONDS_PER_SIZE  ps-lite: per timed run (3 runs, median); pstrain and
-#               the echo: per measurement (default 1)
+#               the echo: per measurement, after wire_bench's untimed
+#               warm-up (default 1)
 #   PSLITE_SRC  a ps-lite checkout, or a bare git directory of one; default:
 #               cloned from https://github.com/dmlc/ps-lite at PSLITE_COMMIT
 #   PSTRAIN_PREBUILT=DIR  binaries from benchmarks/gpu_pack.sh (DIR/bin:
