@@ -36,10 +36,11 @@
 // echo: the bytes it sent; PUSH_PULL: parameters of 1 - 0.125 x version, every
 // push being 0.5 at learning rate 0.25), then waits for the driver's start
 // signal, so that all of a cell's clients warm up (--warmup_s) and time the
-// same seconds; after them it checks the last round trip's reply again. With --gap_us every client
-// computes that long between round trips (a step's forward and backward),
-// so that each request finds the other processes idle, as in a job: what
-// waking them costs shows in the round trip.
+// same seconds; after them it checks the last round trip's reply again.
+// With --gap_us every client computes that long between round trips (a
+// step's forward and backward), so that each request finds the other
+// processes idle, as in a job: what waking them costs shows in the round
+// trip.
 //
 // Output: one line per measurement,
 //   RESULT bench=wire system=echo|push_pull security=plain|curve floats=N
@@ -185,33 +186,38 @@ bool WaitForSignal(double timeout_s) {
 // A client's timed part: after the driver's start signal, --warmup_s of
 // untimed round trips, then round trips until `seconds` have passed;
 // prints its RESULT line for the driver.
-// Before each round trip the client computes for --gap_us (a step's
-// forward and backward: the core busy, not asleep); the round trip's time
-// starts after it.
+// Before each round trip, warm-up's too, the client computes for --gap_us
+// (a step's forward and backward: the core busy, not asleep); the round
+// trip's time starts after it.
 template <typename RoundTrip>
 absl::Status TimeRoundTrips(double seconds, double timeout_s, RoundTrip round_trip) {
   std::printf("READY\n");
   std::fflush(stdout);
   if (!WaitForSignal(timeout_s)) return absl::DeadlineExceededError("no start signal");
-  const double warmup_s = absl::GetFlag(FLAGS_warmup_s);
-  if (warmup_s > 0) {
-    const int64_t warm_end = MonotonicMicros() + static_cast<int64_t>(warmup_s * 1e6);
-    for (int n = 0; n < 2 || MonotonicMicros() < warm_end; ++n) RETURN_IF_ERROR(round_trip());
-  }
   const int64_t gap_us = absl::GetFlag(FLAGS_gap_us);
-  std::vector<int64_t> trip_us;
-  const int64_t start = MonotonicMicros();
-  const int64_t end = start + static_cast<int64_t>(seconds * 1e6);
   volatile double work = 1.0;
-  for (int64_t t = start; t < end;) {
+  // One round trip after the gap's compute from *t; its time, and *t set
+  // to its end.
+  const auto trip = [&](int64_t* t) -> absl::StatusOr<int64_t> {
     if (gap_us > 0) {
-      while (MonotonicMicros() - t < gap_us) work = work * 1.0000001 + 1e-9;
-      t = MonotonicMicros();
+      while (MonotonicMicros() - *t < gap_us) work = work * 1.0000001 + 1e-9;
+      *t = MonotonicMicros();
     }
     RETURN_IF_ERROR(round_trip());
-    const int64_t now = MonotonicMicros();
-    trip_us.push_back(now - t);
-    t = now;
+    const int64_t began = *t;
+    *t = MonotonicMicros();
+    return *t - began;
+  };
+  const double warmup_s = absl::GetFlag(FLAGS_warmup_s);
+  int64_t t = MonotonicMicros();
+  const int64_t warm_end = t + static_cast<int64_t>(warmup_s * 1e6);
+  for (int n = 0; warmup_s > 0 && (n < 2 || t < warm_end); ++n) RETURN_IF_ERROR(trip(&t).status());
+  std::vector<int64_t> trip_us;
+  const int64_t start = t;
+  const int64_t end = start + static_cast<int64_t>(seconds * 1e6);
+  while (t < end) {
+    ASSIGN_OR_RETURN(const int64_t us, trip(&t));
+    trip_us.push_back(us);
   }
   const double elapsed = (MonotonicMicros() - start) * 1e-6;
   std::sort(trip_us.begin(), trip_us.end());
