@@ -392,19 +392,36 @@ absl::Status ShardStore::Update(const G& grad, float lr, const float* check,
   // almost always sent them by now (the worker had them before it pushed
   // this gradient); with several, a large state's replies are often
   // still going out.
-  if (next_state_->held()) next_state_ = UnheldBuffer();
+  if (next_state_->held()) {
+    TakeUnheldBuffer();
+    quiet_updates_ = 0;
+  } else if (!spares_.empty() && ++quiet_updates_ >= kQuietUpdates) {
+    spares_.clear();
+  }
   const float* s = state_->data().data();
   float* next = next_state_->data().data();
   // The arrays this update writes, each checked on its own (by segment:
-  // every array, a segment that does not change one copying it).
-  const int written = !by_segment && plan.kind == SegmentPlan::Kind::kPlainSgd ? 1 : 1 + num_slots_;
+  // every array, a segment that does not change one copying it). The
+  // parameters alone: the slots are state_'s already, or copied.
+  const bool params_only = !by_segment && plan.kind == SegmentPlan::Kind::kPlainSgd;
+  const bool copy_slots = params_only && next_slots_ != slots_version_;
+  const int written = params_only ? 1 : 1 + num_slots_;
   const auto update_block = [&](int64_t begin, int64_t end) {
     if (by_segment) {
       UpdateSegments(grad, begin, end, s, next);
     } else {
       RunPlan(plan, begin, end, grad, size_, s, next);
     }
+    for (int k = 1; copy_slots && k <= num_slots_; ++k) {
+      std::copy(s + k * size_ + begin, s + k * size_ + end, next + k * size_ + begin);
+    }
   };
+  // What next_state_'s slots hold from here on, whatever the verdict.
+  if (copy_slots) {
+    next_slots_ = slots_version_;
+  } else if (!params_only) {
+    next_slots_ = kSlotsUnknown;
+  }
   // The arrays summed: those written, then the checked gradient, read
   // again from the cache right after its block's update read it (the
   // blocks are IsFiniteInF32's runs, so its verdict is the same).
@@ -456,6 +473,8 @@ absl::Status ShardStore::Update(const G& grad, float lr, const float* check,
   }
   state_.swap(next_state_);
   previous_ = next_state_;  // the state this update read, written by the next one
+  next_slots_ = slots_version_;
+  if (!params_only) ++slots_version_;
   ++updates_;
   uniform_ = true;
   for (size_t i = 0; i < segments_.size(); ++i) {
@@ -465,20 +484,20 @@ absl::Status ShardStore::Update(const G& grad, float lr, const float* check,
   return absl::OkStatus();
 }
 
-std::shared_ptr<PinnedFloats> ShardStore::UnheldBuffer() {
-  spares_.push_back(std::move(next_state_));
+void ShardStore::TakeUnheldBuffer() {
+  spares_.push_back({std::move(next_state_), next_slots_});
   for (auto it = spares_.begin(); it != spares_.end(); ++it) {
-    if ((*it)->held()) continue;
-    std::shared_ptr<PinnedFloats> spare = std::move(*it);
+    if (it->buffer->held()) continue;
+    next_state_ = std::move(it->buffer);
+    next_slots_ = it->slots;
     spares_.erase(it);
-    // What the update does not write stays as state_ has it (next_state_).
-    std::copy(state_->data().begin(), state_->data().end(), spare->data().begin());
-    return spare;
+    return;
   }
   // Every one held: the oldest is let go (freed with its last reply).
   if (spares_.size() > kMaxSpares) spares_.erase(spares_.begin());
   ++buffers_made_;
-  return std::make_shared<PinnedFloats>(state_->data());
+  next_state_ = std::make_shared<PinnedFloats>(state_->data());
+  next_slots_ = slots_version_;
 }
 
 template <typename G>

@@ -155,6 +155,8 @@ class ShardStore {
   // State-sized buffers made so far: state_ and next_state_, and one for
   // each update that found next_state_ and every kept spare held.
   int64_t buffers_made() const { return buffers_made_; }
+  // Buffers kept beyond those two (at most kMaxSpares).
+  size_t spares() const { return spares_.size(); }
 
   // Applies one optimizer step with gradient `grad` scaled by `grad_scale`
   // (an average's 1/weight) and learning rate `lr`. FailedPrecondition,
@@ -183,9 +185,9 @@ class ShardStore {
   // `check`: the gradient's floats to check too (null: none).
   template <typename G>
   absl::Status Update(const G& grad, float lr, const float* check, const StepOptions* step);
-  // A buffer no message holds for the next update, with state_'s values:
-  // a kept spare, or a new one. next_state_ (held) joins the spares.
-  std::shared_ptr<PinnedFloats> UnheldBuffer();
+  // Makes next_state_ a buffer no message holds: a kept spare, or a copy
+  // of state_. The held one joins the spares.
+  void TakeUnheldBuffer();
   // One block [begin, end) of an update by segment, each segment with
   // segment_plan_'s scalars.
   template <typename G>
@@ -202,21 +204,37 @@ class ShardStore {
   std::shared_ptr<PinnedFloats> state_;
   // The candidate update, swapped in when it is finite: so Apply
   // allocates nothing (unless a reply still carries it, see Apply) and a
-  // refused update leaves no trace. It starts as a copy of state_, so what
-  // an update does not write (SGD's buffer without momentum) is the same
-  // in both.
+  // refused update leaves no trace.
   std::shared_ptr<PinnedFloats> next_state_;
+  // An update writes every array but one: the job's optimizer, SGD without
+  // momentum, writes only the parameters, and the slot (the momentum
+  // buffer a step's groups may use) must then be state_'s. Which version
+  // of the slots a buffer holds: slots_version_ is state_'s, bumped by
+  // every update that writes the slots; next_slots_ is next_state_'s
+  // (kSlotsUnknown after a refused update wrote them). An update of the
+  // parameters alone into a buffer of another version copies the slots
+  // in its own pass.
+  static constexpr int64_t kSlotsUnknown = -1;
+  int64_t slots_version_ = 0;
+  int64_t next_slots_ = 0;
   std::shared_ptr<PinnedFloats> previous_;  // next_state_ or state_; see pinned_previous_state
   // Buffers next_state_ was while replies held it, kept to be written
-  // again once they are let go (UnheldBuffer): a fresh state-sized buffer
-  // is mapped by malloc and every page of it faulted in: a 64 MiB shard's
-  // PUSH_PULL with four async workers moved 1.4-2.3 GB/s against 2.4-2.6
-  // with the spares (benchmarks/log/pslite_compare.md). At most
+  // again once they are let go (TakeUnheldBuffer): a fresh state-sized
+  // buffer is mapped by malloc and every page of it faulted in: a 64 MiB
+  // shard's PUSH_PULL with four async workers moved 1.4-2.3 GB/s against
+  // 2.4-2.6 with the spares (benchmarks/log/pslite_compare.md). At most
   // kMaxSpares, so a ps keeps at most that many copies of its state
   // beyond the two; replies of more versions than kMaxSpares + 1 at once
-  // make new buffers again.
+  // make new buffers again. Let go after kQuietUpdates updates in a row
+  // that found next_state_ free (one worker, or small replies).
+  struct Spare {
+    std::shared_ptr<PinnedFloats> buffer;
+    int64_t slots;  // the version of the slots it holds (slots_version_)
+  };
   static constexpr size_t kMaxSpares = 2;
-  std::vector<std::shared_ptr<PinnedFloats>> spares_;
+  static constexpr int kQuietUpdates = 16;
+  std::vector<Spare> spares_;
+  int quiet_updates_ = 0;
   int64_t buffers_made_ = 2;
   int64_t updates_ = 0;
   std::vector<TensorSegment> segments_;

@@ -6,6 +6,8 @@
 // the multiply-adds PyTorch fuses are fused.
 
 #include <cmath>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -128,6 +130,63 @@ TEST(ShardStoreGroups, WithoutSettingsEverySegmentTakesTheJobsOptimizer) {
   }
   for (int i = 0; i < 24; ++i) EXPECT_EQ(segmented.state()[i], whole.state()[i]) << i;
   EXPECT_TRUE(segmented.uniform());
+}
+
+// A job whose optimizer is SGD without momentum and a group with momentum
+// (torch's SGD([{'params': a, 'momentum': 0.9}, {'params': b}])): its
+// pushes with settings move group 0's buffer; a push without settings
+// (the job's optimizer, which writes only the parameters) must leave that
+// buffer as the last step left it, and so must a refused step, whether
+// the update writes into the state's other buffer or into one that
+// replies let go. The reference takes every step with settings, plain
+// SGD for both groups in place of the step without; no refused step.
+TEST(ShardStoreGroups, AStepWithoutSettingsKeepsWhatGroupsWithMomentumWrote) {
+  const std::vector<float> params = {1, 2, 3, 4, 5, 6, 7, 8};
+  OptimizerConfig plain;  // SGD, momentum 0
+  OptimizerConfig momentum = plain;
+  momentum.momentum = 0.9;
+  StepOptions groups = Settings(plain, 0.1, 0.05);
+  groups.groups[0] = momentum;
+  const StepOptions both_plain = Settings(plain, 0.1, 0.1);
+  const std::vector<float> grad = {0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 0.6f, 0.7f, -0.8f};
+  const std::vector<float> huge(8, 3e38f);
+  for (size_t in_flight = 0; in_flight <= 3; ++in_flight) {
+    ShardStore store(params, plain, nullptr, TwoTensors());
+    ShardStore reference(params, plain, nullptr, TwoTensors());
+    std::vector<std::shared_ptr<PinnedFloats>> held;
+    std::vector<zmq::message_t> frames;
+    // Replies of the last `in_flight` versions still going out.
+    const auto hold = [&] {
+      if (in_flight == 0) return;
+      held.push_back(store.pinned_state());
+      frames.push_back(PinnedFloats::Frame(held.back(), 0, held.back()->data().size()));
+      if (held.size() > in_flight) {
+        held.erase(held.begin());
+        frames.erase(frames.begin());
+      }
+    };
+    // s: a step with settings; p: one without; r: a refused step with
+    // settings (its values overflow, group 0's buffer among them).
+    const std::string steps = "ssprppsspprspsrpprrpsppsspsrrppss";
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i] == 'r') {
+        ASSERT_FALSE(store.Apply(huge, 1.0f, 0.0f, false, &groups).ok());
+        continue;
+      }
+      if (steps[i] == 's') {
+        ASSERT_TRUE(store.Apply(grad, 1.0f, 0.0f, false, &groups).ok());
+        ASSERT_TRUE(reference.Apply(grad, 1.0f, 0.0f, false, &groups).ok());
+      } else {
+        ASSERT_TRUE(store.Apply(grad, 1.0f, 0.1f).ok());
+        ASSERT_TRUE(reference.Apply(grad, 1.0f, 0.1f, false, &both_plain).ok());
+      }
+      hold();
+      for (size_t f = 0; f < 16; ++f) {
+        ASSERT_EQ(store.state()[f], reference.state()[f])
+            << "step " << i << ", float " << f << ", " << in_flight << " in flight";
+      }
+    }
+  }
 }
 
 }  // namespace

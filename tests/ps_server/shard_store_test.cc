@@ -300,7 +300,8 @@ TEST(ShardStore, KeepsTheStateBeforeItsLastUpdate) {
 // the updates give what they give with no reply held, bit for bit, and
 // the buffers the replies let go are written again rather than new ones
 // made for each update. Replies held of 1 to 5 versions: up to three,
-// the two kept spares and the state's two buffers are all there is.
+// the two kept spares and the state's two buffers are all there is; the
+// spares are let go once updates stop needing them.
 TEST(ShardStore, UpdatesUnderHeldRepliesWriteBuffersTheRepliesLetGo) {
   constexpr int kUpdates = 40;
   // Every optimizer: SGD without momentum writes only the parameters,
@@ -338,6 +339,18 @@ TEST(ShardStore, UpdatesUnderHeldRepliesWriteBuffersTheRepliesLetGo) {
             << name << ", " << in_flight << " replies in flight";
       }
       EXPECT_EQ(alone.buffers_made(), 2) << name;
+      // The replies gone, a quiet spell lets the spares go; the updates
+      // go on the same.
+      replies.clear();
+      for (int u = 0; u < 16; ++u) {
+        const size_t k = static_cast<size_t>(u) % 3;
+        ASSERT_TRUE(held.Apply(kGrads[k], kScales[k], kLrs[k]).ok());
+        ASSERT_TRUE(alone.Apply(kGrads[k], kScales[k], kLrs[k]).ok());
+      }
+      EXPECT_EQ(held.spares(), 0u) << name << ", " << in_flight << " replies in flight";
+      EXPECT_EQ(std::vector<float>(held.state().begin(), held.state().end()),
+                std::vector<float>(alone.state().begin(), alone.state().end()))
+          << name;
     }
   }
 }
