@@ -35,8 +35,9 @@
 // Every client first makes one round trip and checks what came back (the
 // echo: the bytes it sent; PUSH_PULL: parameters of 1 - 0.125 x version, every
 // push being 0.5 at learning rate 0.25), then waits for the driver's start
-// signal, so that all of a cell's clients warm up (--warmup_s) and time the
-// same seconds; after them it checks the last round trip's reply again.
+// signal, so that all of a cell's clients warm up (--warmup_s) together,
+// and for a second one once all are warm, so that they time the same
+// seconds; after them it checks the last round trip's reply again.
 // With --gap_us every client computes that long between round trips (a
 // step's forward and backward), so that each request finds the other
 // processes idle, as in a job: what waking them costs shows in the round
@@ -74,6 +75,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -184,13 +186,16 @@ bool WaitForSignal(double timeout_s) {
 }
 
 // A client's timed part: after the driver's start signal, --warmup_s of
-// untimed round trips, then round trips until `seconds` have passed;
-// prints its RESULT line for the driver.
+// untimed round trips (then WARM, and the driver's second signal once
+// every client is warm: the clients time the same seconds), then
+// `timed_start` (may be empty) and round trips until `seconds` have
+// passed; prints its RESULT line for the driver.
 // Before each round trip, warm-up's too, the client computes for --gap_us
 // (a step's forward and backward: the core busy, not asleep); the round
 // trip's time starts after it.
 template <typename RoundTrip>
-absl::Status TimeRoundTrips(double seconds, double timeout_s, RoundTrip round_trip) {
+absl::Status TimeRoundTrips(double seconds, double timeout_s, RoundTrip round_trip,
+                            const std::function<void()>& timed_start = {}) {
   std::printf("READY\n");
   std::fflush(stdout);
   if (!WaitForSignal(timeout_s)) return absl::DeadlineExceededError("no start signal");
@@ -212,6 +217,13 @@ absl::Status TimeRoundTrips(double seconds, double timeout_s, RoundTrip round_tr
   int64_t t = MonotonicMicros();
   const int64_t warm_end = t + static_cast<int64_t>(warmup_s * 1e6);
   for (int n = 0; warmup_s > 0 && (n < 2 || t < warm_end); ++n) RETURN_IF_ERROR(trip(&t).status());
+  if (warmup_s > 0) {
+    std::printf("WARM\n");
+    std::fflush(stdout);
+    if (!WaitForSignal(timeout_s)) return absl::DeadlineExceededError("no signal to time");
+    t = MonotonicMicros();
+  }
+  if (timed_start) timed_start();
   std::vector<int64_t> trip_us;
   const int64_t start = t;
   const int64_t end = start + static_cast<int64_t>(seconds * 1e6);
@@ -888,8 +900,9 @@ absl::Status RunRowsClient() {
   RETURN_IF_ERROR(round_trip());
   RETURN_IF_ERROR(check());
   while (trip < blocks) RETURN_IF_ERROR(round_trip());  // every row made
-  const int64_t before = client->prefetched_tables();
-  RETURN_IF_ERROR(TimeRoundTrips(absl::GetFlag(FLAGS_seconds), timeout_s, round_trip));
+  int64_t before = 0;  // the timed round trips' prefetches count, not the warm-up's
+  RETURN_IF_ERROR(TimeRoundTrips(absl::GetFlag(FLAGS_seconds), timeout_s, round_trip,
+                                 [&] { before = client->prefetched_tables(); }));
   RETURN_IF_ERROR(check());
   if (prefetch && client->prefetched_tables() == before) {
     return absl::InternalError("--rows_prefetch: no pull took its rows from a prefetch");

@@ -34,7 +34,7 @@ namespace {
 constexpr size_t kTailLines = 30;
 
 // One child process and what it printed: the lines the driver waits for
-// (READY, RESULT, ENDPOINT) and the last others (its log, for errors).
+// (READY, WARM, RESULT, ENDPOINT) and the last others (its log, for errors).
 struct Child {
   std::string name;
   ChildProcess process;
@@ -136,8 +136,8 @@ class Children {
     for (size_t eol; (eol = c.partial.find('\n')) != std::string::npos;) {
       std::string line = c.partial.substr(0, eol);
       c.partial.erase(0, eol + 1);
-      if (absl::StartsWith(line, "READY") || absl::StartsWith(line, "RESULT") ||
-          absl::StartsWith(line, "ENDPOINT")) {
+      if (absl::StartsWith(line, "READY") || absl::StartsWith(line, "WARM") ||
+          absl::StartsWith(line, "RESULT") || absl::StartsWith(line, "ENDPOINT")) {
         c.lines.push_back(std::move(line));
       } else {
         c.tail.push_back(std::move(line));
@@ -203,13 +203,22 @@ absl::StatusOr<Measurement> Collect(const std::vector<Child*>& clients, int64_t 
   return m;
 }
 
-// Gives the clients their start signal, waits for their results.
+// Gives the clients their start signal and, once every one has warmed
+// up (`warm_up`), the signal to start timing, so that they time the same
+// seconds however long their warm-up trips took; waits for their results.
 absl::StatusOr<Measurement> TimeClients(Children& children, const std::vector<Child*>& clients,
-                                        const Cell& cell, int64_t deadline) {
-  RETURN_IF_ERROR(children.WaitFor("the clients' first round trips", deadline, [&] {
-    return std::all_of(clients.begin(), clients.end(), [](Child* c) { return c->Has("READY"); });
-  }));
+                                        const Cell& cell, bool warm_up, int64_t deadline) {
+  const auto all = [&](absl::string_view line) {
+    return std::all_of(clients.begin(), clients.end(), [&](Child* c) { return c->Has(line); });
+  };
+  RETURN_IF_ERROR(
+      children.WaitFor("the clients' first round trips", deadline, [&] { return all("READY"); }));
   for (Child* c : clients) c->process.Signal(SIGUSR1);
+  if (warm_up) {
+    RETURN_IF_ERROR(
+        children.WaitFor("the clients' warm-up", deadline, [&] { return all("WARM"); }));
+    for (Child* c : clients) c->process.Signal(SIGUSR1);
+  }
   RETURN_IF_ERROR(children.WaitFor("the clients' results", deadline, [&] {
     return std::all_of(clients.begin(), clients.end(), [](Child* c) { return c->Has("RESULT"); });
   }));
@@ -267,7 +276,8 @@ absl::StatusOr<Measurement> MeasureEcho(const WireBenchOptions& o, const std::st
     ASSIGN_OR_RETURN(Child* const c, children.Spawn(absl::StrCat("echo client ", r), o.self, args));
     clients.push_back(c);
   }
-  ASSIGN_OR_RETURN(const Measurement m, TimeClients(children, clients, cell, deadline));
+  ASSIGN_OR_RETURN(const Measurement m,
+                   TimeClients(children, clients, cell, o.warmup_s > 0, deadline));
   echo->process.Signal(SIGTERM);
   RETURN_IF_ERROR(children.WaitAllExited(deadline));
   return m;
@@ -312,7 +322,8 @@ absl::StatusOr<Measurement> MeasurePushPull(const WireBenchOptions& o, const std
     ASSIGN_OR_RETURN(Child* const c, children.Spawn(absl::StrCat("worker ", r), o.self, args));
     clients.push_back(c);
   }
-  ASSIGN_OR_RETURN(const Measurement m, TimeClients(children, clients, cell, deadline));
+  ASSIGN_OR_RETURN(const Measurement m,
+                   TimeClients(children, clients, cell, o.warmup_s > 0, deadline));
   clients[0]->process.Signal(SIGUSR1);  // the chief shuts the ps down
   RETURN_IF_ERROR(children.WaitAllExited(deadline));
   return m;
@@ -382,31 +393,54 @@ struct Figures {
   std::map<std::string, std::vector<double>> rates, trips;
 };
 
-// A row per cell and system but the first echo (the baseline): its figures
-// beside the baseline's, and their ratio.
-void PrintTable(const std::vector<System>& systems,
-                const std::vector<std::pair<Cell, Figures>>& cells) {
-  const std::string base = !systems.empty() && systems.front().echo ? systems.front().name : "";
+// m[k], or none.
+std::vector<double> Get(const std::map<std::string, std::vector<double>>& m, const std::string& k) {
+  const auto it = m.find(k);
+  return it == m.end() ? std::vector<double>() : it->second;
+}
+
+// The figures of every system but `base` (the first echo) beside base's.
+void PrintAgainstBase(const std::vector<System>& systems,
+                      const std::vector<std::pair<Cell, Figures>>& cells, const std::string& base) {
   std::printf(
       "\n| security | floats (bytes each way) | workers | system | %s MB/s | system MB/s "
       "| system / %s | round trips/s per worker, %s / system |\n"
       "| --- | --- | --- | --- | --- | --- | --- | --- |\n",
       base.c_str(), base.c_str(), base.c_str());
-  const auto get = [](const std::map<std::string, std::vector<double>>& m, const std::string& k) {
-    const auto it = m.find(k);
-    return it == m.end() ? std::vector<double>() : it->second;
-  };
   for (const auto& [cell, f] : cells) {
     for (const System& system : systems) {
       if (system.name == base) continue;
-      const double e = Median(get(f.rates, base)), p = Median(get(f.rates, system.name));
+      const double e = Median(Get(f.rates, base)), p = Median(Get(f.rates, system.name));
       const std::string ratio = e > 0 && p > 0 ? absl::StrFormat("%.2f", p / e) : "-";
       std::printf("| %s | %lld (%lld) | %d | %s | %s | %s | %s | %.0f / %.0f |\n",
                   cell.security.c_str(), static_cast<long long>(cell.floats),
                   static_cast<long long>(cell.floats * 4), cell.workers, system.name.c_str(),
-                  Rates(get(f.rates, base)).c_str(), Rates(get(f.rates, system.name)).c_str(),
-                  ratio.c_str(), Median(get(f.trips, base)), Median(get(f.trips, system.name)));
+                  Rates(Get(f.rates, base)).c_str(), Rates(Get(f.rates, system.name)).c_str(),
+                  ratio.c_str(), Median(Get(f.trips, base)), Median(Get(f.trips, system.name)));
     }
+  }
+}
+
+// A row per cell and system but the first echo (the baseline): its figures
+// beside the baseline's, and their ratio; without an echo (--echo=false),
+// the system's alone.
+void PrintTable(const std::vector<System>& systems,
+                const std::vector<std::pair<Cell, Figures>>& cells) {
+  const std::string base = !systems.empty() && systems.front().echo ? systems.front().name : "";
+  if (base.empty()) {
+    std::printf(
+        "\n| security | floats (bytes each way) | workers | system | MB/s "
+        "| round trips/s per worker |\n| --- | --- | --- | --- | --- | --- |\n");
+    for (const auto& [cell, f] : cells) {
+      for (const System& system : systems) {
+        std::printf("| %s | %lld (%lld) | %d | %s | %s | %.0f |\n", cell.security.c_str(),
+                    static_cast<long long>(cell.floats), static_cast<long long>(cell.floats * 4),
+                    cell.workers, system.name.c_str(), Rates(Get(f.rates, system.name)).c_str(),
+                    Median(Get(f.trips, system.name)));
+      }
+    }
+  } else {
+    PrintAgainstBase(systems, cells, base);
   }
   std::printf(
       "(MB/s: bytes out and back over every worker, 1e6 bytes: each round's figure, or past "
