@@ -87,7 +87,7 @@ GradientReducer::Added GradientReducer::Add(int rank, int64_t version, uint32_t 
     held_floats_ -= static_cast<int64_t>(kept.capacity());
     kept.resize(static_cast<size_t>(size_));
     held_floats_ += static_cast<int64_t>(kept.capacity());
-    Eigen::Map<Eigen::VectorXf>(kept.data(), size_) = weight * View(grad);
+    std::copy(grad.begin(), grad.end(), kept.begin());  // weighted in Finish
     is_held_[r] = true;
   }
   in_[r] = true;
@@ -108,23 +108,37 @@ bool GradientReducer::CheckComplete() {
 }
 
 void GradientReducer::Finish() {
+  // Each gradient weighted by its examples relative to the first's in rank
+  // order, and the sum times that first's over all: with equal batches
+  // the plain sum of the gradients times 1/n, as DDP's (and one worker's
+  // average is its gradient itself), where examples x gradient would
+  // round before the division did (a batch of 10). With a sum formed on
+  // arrival (absolute weights), every weight is absolute.
+  float ref = arrival_sum_used_ ? 1.0f : 0.0f;
   std::vector<float> sum;
   int64_t weight = 0;
   for (size_t r = 0; r < in_.size(); ++r) {
     if (!in_[r]) continue;
     weight += examples_[r];
     if (!is_held_[r]) continue;
+    const auto w = static_cast<float>(examples_[r]);
+    if (ref == 0.0f) ref = w;
+    const float relative = w / ref;
     if (sum.empty()) {
-      sum.assign(held_[r].begin(), held_[r].end());
       // + 0: a -0 becomes +0, as a sum from zero gives.
-      for (float& x : sum) x += 0.0f;
+      sum.resize(static_cast<size_t>(size_));
+      Eigen::Map<Eigen::VectorXf>(sum.data(), size_) =
+          ((relative * View(held_[r])).array() + 0.0f).matrix();
     } else {
-      Eigen::Map<Eigen::VectorXf>(sum.data(), size_) += View(held_[r]);
+      Eigen::Map<Eigen::VectorXf>(sum.data(), size_) += relative * View(held_[r]);
     }
   }
   if (sum.empty()) sum.assign(static_cast<size_t>(size_), 0.0f);
   if (arrival_sum_used_) Eigen::Map<Eigen::VectorXf>(sum.data(), size_) += View(arrival_sum_);
-  const float scale = weight > 0 ? 1.0f / static_cast<float>(weight) : 0.0f;
+  const float scale =
+      weight > 0 && ref > 0.0f
+          ? static_cast<float>(static_cast<double>(ref) / static_cast<double>(weight))
+          : 0.0f;
   Eigen::Map<Eigen::VectorXf>(sum.data(), size_) *= scale;
   average_ = std::make_shared<const std::vector<float>>(std::move(sum));
   // Absent from the average: absent from every contribution of examples

@@ -110,7 +110,7 @@ class GradientReducer {
   std::vector<int64_t> pushed_;  // [rank] the last version it pushed (-1: none)
   std::vector<bool> in_;  // [rank] contributed to the round
   std::vector<int> examples_;
-  std::vector<std::vector<float>> held_;  // [rank] weighted, until the sum
+  std::vector<std::vector<float>> held_;  // [rank] as sent, until the sum (Finish weighs it)
   std::vector<bool> is_held_;
   std::vector<float> arrival_sum_;  // contributions past the memory bound
   bool arrival_sum_used_ = false;

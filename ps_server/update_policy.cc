@@ -38,6 +38,7 @@ class SyncPolicy final : public UpdatePolicy {
         active_(job.num_workers(), true),
         accum_(store_->size(), 0.0f),
         held_(job.num_workers()),
+        held_weight_(job.num_workers(), 0.0f),
         is_held_(job.num_workers(), false) {}
 
   absl::StatusOr<PushOutcome> Push(int rank, int64_t step, int64_t version,
@@ -74,15 +75,19 @@ class SyncPolicy final : public UpdatePolicy {
     }
     // The gradient that completes the version is summed in the update's
     // own pass (ShardStore::ApplySum) where rank order puts it there:
-    // after every other, or as the second of two (a + b == b + a).
+    // after every other, or as the second of two (a + b == b + a) when
+    // both weigh the same. (Each line below takes Folded() and then
+    // Relative(): the weights are relative to the first in rank order.)
     bool applied = false;
     if (num_pushed_ == 1) {
-      applied = ApplyAverage({}, grad, weight);
-    } else if (num_pushed_ == 2) {
-      applied = ApplyAverage(AnyHeld() ? absl::Span<const float>(held_[FirstHeld()]) : accum_, grad,
-                             weight);
+      applied = ApplyAverage({}, grad, Relative(weight));
+    } else if (num_pushed_ == 2 && !AnyHeld()) {
+      applied = ApplyAverage(accum_, grad, Relative(weight));
+    } else if (num_pushed_ == 2 && held_weight_[FirstHeld()] == weight) {
+      applied = ApplyAverage(held_[FirstHeld()], grad, Relative(weight));
     } else if (rank > max_summed_ && rank > HighestHeld()) {
-      applied = ApplyAverage(Folded(), grad, weight);  // last in rank order
+      const absl::Span<const float> before = Folded();
+      applied = ApplyAverage(before, grad, Relative(weight));  // last in rank order
     } else {
       Fold(rank, grad, weight);
       applied = ApplyAverage(Folded(), {}, 0.0f);
@@ -138,6 +143,18 @@ class SyncPolicy final : public UpdatePolicy {
     return &settings_;
   }
 
+  // A push's weight relative to the version's first in rank order (with
+  // weight): equal weights are exactly 1, so that the version's sum is
+  // the plain sum of its gradients and the average that sum times 1/n,
+  // as one process's (n = 1: the gradient itself) and DDP's (the sum of
+  // gradients over a power of two) are; examples x gradient would round
+  // before the division by the examples does (a batch of 10, 100).
+  float Relative(float weight) {
+    if (weight == 0.0f) return 0.0f;
+    if (ref_weight_ == 0.0f) ref_weight_ = weight;
+    return weight / ref_weight_;
+  }
+
   // Whether the current version has every gradient it waits for: those of
   // the live ranks, less the backup workers (at least one).
   bool Complete() const {
@@ -151,7 +168,7 @@ class SyncPolicy final : public UpdatePolicy {
   // lowest rank not summed yet (next_; ranks declared dead are passed
   // over) is added to the accumulator at once, with every kept push that
   // then follows it; one that arrives before a lower rank's is kept,
-  // weighted, until then. Keeping costs the same pass as adding, and one
+  // with its weight, until then. Keeping costs the same pass as adding, and one
   // more later. When keeping it would take more than kMaxHeldFloats of
   // buffers, and for a dead rank that came back after a higher rank was
   // summed, the push is added on arrival instead (such a version repeats
@@ -167,7 +184,7 @@ class SyncPolicy final : public UpdatePolicy {
                              : "more gradients arrived before a lower rank's than are kept")
             << "); the run repeats only to rounding";
       }
-      AddToAccumulator(rank, grad.data(), weight);
+      AddToAccumulator(rank, grad.data(), Relative(weight));
       if (rank == next_) {
         ++next_;
         Advance();
@@ -178,10 +195,11 @@ class SyncPolicy final : public UpdatePolicy {
     allocated_floats_ -= static_cast<int64_t>(kept.capacity());
     kept.resize(grad.size());
     allocated_floats_ += static_cast<int64_t>(kept.capacity());
-    // + 0 as the accumulator's first (a -0 as +0): as the first of two,
-    // ApplySum adds the other to it directly.
+    // + 0 as the accumulator's first (a -0 as +0): as the first of two
+    // of the same weight, ApplySum adds the other to it directly.
     Eigen::Map<Eigen::VectorXf>(kept.data(), size) =
-        ((weight * Eigen::Map<const Eigen::VectorXf>(grad.data(), size)).array() + 0.0f).matrix();
+        (Eigen::Map<const Eigen::VectorXf>(grad.data(), size).array() + 0.0f).matrix();
+    held_weight_[static_cast<size_t>(rank)] = weight;
     is_held_[static_cast<size_t>(rank)] = true;
   }
 
@@ -206,7 +224,7 @@ class SyncPolicy final : public UpdatePolicy {
     while (next_ < n) {
       const auto r = static_cast<size_t>(next_);
       if (is_held_[r]) {
-        AddToAccumulator(next_, held_[r].data(), 1.0f);  // weighted already; 1 x w is exact
+        AddToAccumulator(next_, held_[r].data(), Relative(held_weight_[r]));
         is_held_[r] = false;
       } else if (!pushed_[r] && active_[r]) {
         return;  // waited for
@@ -235,7 +253,7 @@ class SyncPolicy final : public UpdatePolicy {
   absl::Span<const float> Folded() {
     for (size_t r = 0; r < held_.size(); ++r) {
       if (!is_held_[r]) continue;
-      AddToAccumulator(static_cast<int>(r), held_[r].data(), 1.0f);
+      AddToAccumulator(static_cast<int>(r), held_[r].data(), Relative(held_weight_[r]));
       is_held_[r] = false;
     }
     return accum_;
@@ -255,12 +273,17 @@ class SyncPolicy final : public UpdatePolicy {
   }
 
   // Weighted average over the version's examples: with the same global
-  // batch, exactly the gradient one process would compute. Its sum is
-  // `partial` (accumulated; empty: none) plus `weight` x `last` (the push
-  // that completed it; empty when a dead rank's absence did). False when
-  // the update was refused (the version moves on all the same).
+  // batch, the gradient one process would compute. Its sum is `partial`
+  // (accumulated; empty: none) plus `weight` x `last` (the push that
+  // completed it; empty when a dead rank's absence did), each relative to
+  // ref_weight_ (Relative), and the scale ref_weight_ over the version's
+  // examples. False when the update was refused (the version moves on
+  // all the same).
   bool ApplyAverage(absl::Span<const float> partial, absl::Span<const float> last, float weight) {
-    const float scale = weight_ > 0 ? 1.0f / static_cast<float>(weight_) : 0.0f;
+    const float scale =
+        weight_ > 0 && ref_weight_ > 0.0f
+            ? static_cast<float>(static_cast<double>(ref_weight_) / static_cast<double>(weight_))
+            : 0.0f;
     const double scheduled = schedule_.At(version_);
     const float lr = static_cast<float>(scheduled);
     StepOptions* settings = VersionSettings();
@@ -278,6 +301,7 @@ class SyncPolicy final : public UpdatePolicy {
     next_ = 0;
     Advance();  // past the dead ranks
     weight_ = 0;
+    ref_weight_ = 0.0f;
     num_pushed_ = 0;
     ++version_;
     return applied;
@@ -292,14 +316,16 @@ class SyncPolicy final : public UpdatePolicy {
   std::vector<bool> active_;
   int num_pushed_ = 0;
   int64_t weight_ = 0;
+  float ref_weight_ = 0.0f;  // the version's first weight in rank order (0: none yet; Relative)
   std::vector<float> accum_;
   // Rank order (Fold): the lowest rank not summed yet, whether accum_
   // holds nothing of this version yet, and the pushes kept until the ranks
-  // below them are in, weighted.
+  // below them are in, with their weights.
   int next_ = 0;
   int max_summed_ = -1;  // the highest rank in accum_ (-1: none)
   bool accum_empty_ = true;
   std::vector<std::vector<float>> held_;  // [rank]; buffers kept between versions
+  std::vector<float> held_weight_;        // [rank] the weight of what held_ keeps
   std::vector<bool> is_held_;             // [rank]
   int64_t allocated_floats_ = 0;          // in held_'s buffers (<= kMaxHeldFloats)
   int64_t unordered_sums_ = 0;            // pushes Fold added out of rank order

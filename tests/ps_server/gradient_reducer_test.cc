@@ -32,6 +32,26 @@ TEST(GradientReducer, AnswersEveryRankWithTheWeightedAverageOnceAllAreIn) {
   EXPECT_TRUE(r.TakeAnswers().empty());
 }
 
+TEST(GradientReducer, TheAverageOfEqualBatchesIsTheSumOverTheWorkers) {
+  // One worker's average is its gradient, and two of the same examples'
+  // is (g0 + g1) x 0.5 (DDP's), for any batch: 10 x g / 10 would round.
+  const std::vector<float> g0 = {0.1f, 1.0f / 3.0f, -7.3e-5f, 12345.678f};
+  const std::vector<float> g1 = {0.7f, -2.0f / 3.0f, 1e-9f, 0.001f};
+  std::vector<float> half_sum(g0.size());
+  for (size_t i = 0; i < g0.size(); ++i) half_sum[i] = (g0[i] + g1[i]) * 0.5f;
+  for (const int examples : {10, 100, 7}) {
+    GradientReducer one(1, static_cast<int64_t>(g0.size()));
+    one.Add(0, 0, 0, g0, examples, {}, Answer(0));
+    ASSERT_TRUE(one.complete());
+    EXPECT_EQ(*one.average(), g0) << examples;
+    GradientReducer two(2, static_cast<int64_t>(g0.size()));
+    two.Add(1, 0, 0, g1, examples, {}, Answer(1));
+    two.Add(0, 0, 0, g0, examples, {}, Answer(0));
+    ASSERT_TRUE(two.complete());
+    EXPECT_EQ(*two.average(), half_sum) << examples;
+  }
+}
+
 TEST(GradientReducer, SumsInRankOrderWhateverTheArrivalOrder) {
   // Floating-point addition is not associative: the same three gradients
   // in two orders give one average, bit for bit.

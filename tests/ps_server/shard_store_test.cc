@@ -420,6 +420,51 @@ class TestFloats {
 // run is deterministic for a seed whatever the timing). The second push is
 // summed inside the optimizer's pass (ApplySum); a fused multiply-add there
 // (x + w * g rounded once) would make the order matter.
+// A sync version's average is one process's gradient where it can be:
+// one worker's push is applied as it is, whatever its examples (a batch
+// of 10 or 100: examples x gradient / examples rounds), and two workers'
+// of the same examples as (g1 + g2) x 0.5, DDP's average over two. The
+// reference is a store applying that gradient itself.
+TEST(SyncPolicy, TheAverageOfEqualBatchesIsTheSumOverTheWorkers) {
+  constexpr int kN = 4099;
+  std::vector<float> params(kN), g1(kN), g2(kN);
+  TestFloats random(4242);
+  for (int i = 0; i < kN; ++i) {
+    params[i] = random.Next();
+    g1[i] = random.Next() * (1 + i % 7);
+    g2[i] = random.Next() * 1e-3f;
+  }
+  std::vector<float> half_sum(kN);
+  for (int i = 0; i < kN; ++i) half_sum[i] = (g1[i] + g2[i]) * 0.5f;
+  proto::JobConfig job;
+  job.set_mode(proto::SYNC);
+  job.set_learning_rate(0.1);
+  job.set_momentum(0.5);
+  for (const int examples : {7, 10, 100, 64}) {
+    for (const int workers : {1, 2}) {
+      job.set_num_workers(workers);
+      auto config = OptimizerFromJob(job);
+      ASSERT_TRUE(config.ok());
+      auto policy = CreateUpdatePolicy(job, std::make_unique<ShardStore>(params, *config));
+      ASSERT_TRUE(policy.ok());
+      ShardStore reference(params, *config);
+      for (int version = 0; version < 3; ++version) {
+        // Rank 1 first too: the sum is the same either way.
+        for (int k = 0; k < workers; ++k) {
+          const int rank = workers == 2 && version == 1 ? 1 - k : k;
+          ASSERT_TRUE((*policy)->Push(rank, version, version, rank == 0 ? g1 : g2, examples).ok());
+        }
+        ASSERT_TRUE(reference.Apply(workers == 1 ? g1 : half_sum, 1.0f, 0.1f).ok());
+      }
+      const absl::Span<const float> got = (*policy)->store().state();
+      const absl::Span<const float> want = reference.state();
+      int differ = 0;
+      for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+      EXPECT_EQ(differ, 0) << workers << " workers of " << examples << " examples";
+    }
+  }
+}
+
 TEST(SyncPolicy, TwoWorkersGradientsSumTheSameInEitherOrder) {
   constexpr int kN = 4099;  // not a multiple of the vector width or of the blocks
   std::vector<float> params(kN), g1(kN), g2(kN);
@@ -460,10 +505,11 @@ TEST(SyncPolicy, TwoWorkersGradientsSumTheSameInEitherOrder) {
 // With 3 or more workers the order of a sum changes its rounding: the ps
 // sums a sync version in rank order whatever order the pushes arrive in,
 // so a sync run repeats bit for bit with any number of workers. Checked
-// against the sum formed here by hand in rank order ((w0 g0 + w1 g1) +
-// w2 g2 ..., each product rounded on its own: this file is compiled
-// without contracted multiply-adds), applied as one averaged gradient,
-// for every arrival order of 3 and 4 workers over 3 versions.
+// against the sum formed here by hand in rank order ((g0 + w1 g1) +
+// w2 g2 ..., each weight relative to the first's, each product rounded
+// on its own: this file is compiled without contracted multiply-adds),
+// applied as one averaged gradient (the first's weight over all), for
+// every arrival order of 3 and 4 workers over 3 versions.
 class RankOrderedSum : public ::testing::Test {
  protected:
   static constexpr int kN = 4099;
@@ -503,8 +549,9 @@ class RankOrderedSum : public ::testing::Test {
       std::vector<float> sum(kN, 0.0f);
       int64_t weight = 0;
       bool first = true;
+      const auto ref = static_cast<float>(kWeights[ranks.front()]);
       for (int r : ranks) {
-        const float w = static_cast<float>(kWeights[r]);
+        const float w = static_cast<float>(kWeights[r]) / ref;
         for (int i = 0; i < kN; ++i) {
           const float product = w * grads_[r][i];
           sum[i] = first ? product + 0.0f : sum[i] + product;
@@ -512,7 +559,8 @@ class RankOrderedSum : public ::testing::Test {
         first = false;
         weight += kWeights[r];
       }
-      EXPECT_TRUE(store.Apply(sum, 1.0f / static_cast<float>(weight), 0.1f).ok());
+      const auto scale = static_cast<float>(static_cast<double>(ref) / static_cast<double>(weight));
+      EXPECT_TRUE(store.Apply(sum, scale, 0.1f).ok());
     }
     const absl::Span<const float> s = store.state();
     return std::vector<float>(s.begin(), s.end());

@@ -102,7 +102,9 @@ class EditedParameters(t.TestCase):
                            "fc.weight, fc.bias)"),
                 ("max_norm", "the model's parameters changed after the job began (emb.weight)"),
                 ("sparse", "parameter emb.weight has a sparse gradient"),
-                ("dampening", "dampening=0.5 is not something the ps runs")):
+                ("dampening", "dampening=0.5 is not something the ps runs"),
+                ("inner_step", "finish(): the model's parameters changed since the job's last "
+                               "step (emb.weight, fc.weight, fc.bias)")):
             code, out = self.launch(kind)
             self.assertEqual(code, 1, out)  # the launcher: the job failed
             self.assertIn(says, out, kind)

@@ -5,7 +5,8 @@ used on some steps with zero_grad(set_to_none=True and False), clipping by
 norm and by value, parameter groups with their own options under torch's
 schedulers, a parameter frozen and then unfrozen, tied weights (every
 run), bf16 autocast, GradScaler's skipped steps, gradient accumulation,
-.grad replaced by views of other parameters' or of itself.
+.grad replaced by views of other parameters' or of itself; batches of
+10 and 100 rows, bit for bit.
 Each through 2 ps (tensors cut between shards)."""
 
 import unittest
@@ -22,6 +23,14 @@ class OneWorkerIsOneProcess(it.IdiomCase):
     def test_a_branch_used_on_some_steps_with_zeroed_gradients(self):
         self.compare("branch_zero", 1, 2, ["--branch", "--set_to_none=0", "--optimizer=adam",
                                            "--lr=0.01"])
+
+    def test_batches_that_are_not_a_power_of_two(self):
+        # The ps's average of one worker's push is the gradient itself
+        # (examples x gradient / examples would round): bit for bit.
+        for batch in (10, 100):
+            difference = self.compare("batch_%d" % batch, 1, 2,
+                                      ["--batch_size=%d" % batch, "--set_to_none=0"])
+            self.assertEqual(difference, 0.0, "batch %d" % batch)
 
     def test_clipping_between_backward_and_step(self):
         self.compare("clip_norm", 1, 2, ["--clip=norm"])

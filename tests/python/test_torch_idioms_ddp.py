@@ -68,6 +68,18 @@ class TwoWorkersAreDdp(it.IdiomCase):
         self.compare("skip_backward_zeroed", 2, 2, flags,
                      reference_flags=flags + ["--batch_size=32"], reference_world=1)
 
+    def test_every_worker_steps_without_backward(self):
+        # Every worker calls step() without backward() at steps 3 and 9,
+        # its .grad zeroed (not None): one process then still applies
+        # momentum and weight decay with the zero gradient, and so must
+        # the job; with .grad None it applies nothing. The reference is
+        # one process of the global batch doing the same.
+        # (idioms.py's SGD: momentum 0.9, nesterov, weight decay.)
+        for name, flags in (("skip_all_zeroed", ["--skip_all=3,9", "--set_to_none=0"]),
+                            ("skip_all_none", ["--skip_all=3,9"])):
+            self.compare(name, 2, 2, flags, reference_flags=flags + ["--batch_size=32"],
+                         reference_world=1)
+
     def test_a_worker_that_skips_backward_synchronizes_for_its_scaler(self):
         # Worker 0's loss overflows at step 5, where worker 1 skips its
         # backward: worker 1's opt.synchronize() before its GradScaler's

@@ -40,6 +40,12 @@ class Refusals(unittest.TestCase):
         self.refused("maximize=True is not something the ps runs",
                      lambda m: pst.DistributedOptimizer(m, torch.optim.SGD(
                          m.parameters(), lr=0.1, maximize=True)))
+        self.refused("capturable=True is not something the ps runs",
+                     lambda m: pst.DistributedOptimizer(m, torch.optim.Adam(m.parameters(),
+                                                                            capturable=True)))
+        self.refused("differentiable=True is not something the ps runs",
+                     lambda m: pst.DistributedOptimizer(m, torch.optim.SGD(
+                         m.parameters(), lr=0.1, differentiable=True)))
         self.refused("RMSprop: the ps tasks run torch.optim's SGD, Adam, AdamW and Adagrad",
                      lambda m: pst.DistributedOptimizer(m, torch.optim.RMSprop(m.parameters())))
         self.refused("every parameter group must have the same initial_accumulator_value",

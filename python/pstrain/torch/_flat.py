@@ -161,11 +161,14 @@ class FlatParameters:
                 self.host_grads[e.offset:e.offset + e.size].zero_()
         return absent
 
-    def no_grads(self):
+    def no_grads(self, keep_present=False):
         """The host buffer zeroed, as for a worker without a gradient;
-        returns every tensor's index (all absent)."""
+        returns every tensor's index (all absent), or with `keep_present`
+        those whose .grad is None: a zeroed .grad (zero_grad(set_to_none=
+        False)) is a zero gradient, which torch.optim still steps with."""
         self.host_grads.zero_()
-        return list(range(len(self.layout)))
+        return [t for t, e in enumerate(self.layout)
+                if not keep_present or e.param.grad is None]
 
     def scatter_grads(self, absent_everywhere):
         """The host buffer (the workers' average) back into every .grad but

@@ -23,11 +23,15 @@ SLOTS = {"sgd": ("momentum_buffer",), "adam": ("exp_avg", "exp_avg_sq"),
          "adamw": ("exp_avg", "exp_avg_sq"), "adagrad": ("sum",)}
 
 # Options whose other values the ps cannot run: (option, the value it runs).
+# differentiable (autograd through step()) and capturable (step() inside a
+# CUDA graph) ask for the update on the worker's own device, where the ps
+# makes it; a PyTorch without one has no such key in its groups.
+_ON_THE_WORKER = (("differentiable", False), ("capturable", False))
 _FIXED = {
-    "sgd": (("dampening", 0), ("maximize", False)),
-    "adam": (("amsgrad", False), ("maximize", False)),
-    "adamw": (("amsgrad", False), ("maximize", False)),
-    "adagrad": (("maximize", False),),
+    "sgd": (("dampening", 0), ("maximize", False)) + _ON_THE_WORKER,
+    "adam": (("amsgrad", False), ("maximize", False)) + _ON_THE_WORKER,
+    "adamw": (("amsgrad", False), ("maximize", False)) + _ON_THE_WORKER,
+    "adagrad": (("maximize", False),) + _ON_THE_WORKER,
 }
 
 # The names the old form takes (DistributedOptimizer(model, "adam", lr=...,

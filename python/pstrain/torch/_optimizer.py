@@ -175,6 +175,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._passes = 0          # backward passes in the step under way
         self._reduced = False     # .grad holds an average of the last pass
         self._nothing = False     # the step has no gradient of this worker's (_join_average)
+        self._absent_all = False  # nor any tensor (skip_step, finish; _no_grads)
         self._step_examples = 1   # the examples the step began with
         self._no_sync = False
         self._callback_queued = False
@@ -402,10 +403,20 @@ class DistributedOptimizer(torch.optim.Optimizer):
         on; without one: step() with no backward(), skip_step(), finish(),
         synchronize()). A step without a gradient of its own (`absent_all`,
         or _no_gradient()) adds nothing: its examples are out of the
-        average and of the update, and it pushes no tensor."""
+        average and of the update, and it pushes zeros, every tensor
+        absent (`absent_all`) or those whose .grad is None (no backward:
+        where every worker is so, a zeroed .grad steps with zeros, as one
+        process's does)."""
+        if absent_all:
+            self._absent_all = True
         if absent_all or self._no_gradient():
             self._set_nothing(True)
         self._reduce(nothing=self._nothing)
+
+    def _no_grads(self):
+        """Zeros for a step with nothing of this worker's (_join_average);
+        returns the tensors absent."""
+        return self._flat.no_grads(keep_present=not self._absent_all)
 
     def _set_nothing(self, nothing):
         """Whether the step has no gradient of this worker's: its examples
@@ -417,10 +428,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def _reduce(self, nothing=False):
         """.grad becomes the workers' average of what it holds (`nothing`:
-        as if every .grad were None)."""
+        zeros, _no_grads)."""
         if not self._in_step:
             return
-        absent = self._flat.no_grads() if nothing else self._flat.gather_grads()
+        absent = self._no_grads() if nothing else self._flat.gather_grads()
         reduced, everywhere = self._worker.reduce_gradients(absent)
         if reduced:
             self._flat.scatter_grads(everywhere)
@@ -446,9 +457,27 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 say("the job is under way (step %d): the optimizer's state is the job's, on the "
                     "ps; the state_dict loaded here is not used" % self._position[0])
         self._set_state(_StateOnPs())  # the ps holds it (state_dict() reads it)
+        self._say_unshared()
         if self._worker.timeline and not self._flat.cuda and self._model is not None:
             index = {id(e.param): t for t, e in enumerate(self._layout)}
             self._spans = LayerSpans(self._model, index, self._hooks)
+
+    def _say_unshared(self):
+        """Says which of the model's parameters are in no parameter group:
+        the ps does not hold them, so each worker keeps its own values (DDP
+        would broadcast rank 0's); where the workers' differ (an unseeded
+        script's frozen layer), so does what each trains."""
+        if self._model is None or self._task.num_workers < 2:
+            return
+        held = {id(e.param) for e in self._layout}
+        outside = [name for name, p in self._model.named_parameters()
+                   if id(p) not in held and p.numel() > 0]
+        if outside and self._task.is_chief:
+            say("%d of the model's parameters are in no parameter group (%s%s): each worker "
+                "keeps its own values of them, not the chief's; give every worker the same "
+                "(the same seed, or weights loaded from a file), or put them in the optimizer "
+                "with requires_grad=False" % (len(outside), ", ".join(outside[:5]),
+                                               ", ..." if len(outside) > 5 else ""))
 
     def prefetched(self):
         """How many tables' reads pst.Embedding.prefetch answered so far (a
@@ -508,6 +537,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._passes = 0
         self._reduced = False
         self._nothing = False
+        self._absent_all = False
 
     def _refuse_changes(self, contents=True, replaced_only=False):
         changed = self._flat.replaced() if replaced_only else self._flat.changed(contents)
@@ -521,7 +551,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 "make such changes before the optimizer's first use (a forward, step(), "
                 "global_step, done, start_epoch, state_dict()). Weights moved for a while (SAM, "
                 "FGM, AWP, an EMA's for an evaluation) are taken back as they were with "
-                "p.data.copy_(saved), not by arithmetic, which rounds"
+                "p.data.copy_(saved), not by arithmetic, which rounds. A step() of the "
+                "torch.optim optimizer itself writes them too: call the DistributedOptimizer's"
                 % ", ".join(changed[:5]))
 
     def expect_examples(self, n):
@@ -544,6 +575,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 self._refuse_changes(contents=True)
             else:
                 self._refuse_changes(replaced_only=True)
+        if absent_all:
+            self._absent_all = True
         if self._sync_average:
             if not self._reduced:
                 self._join_average(absent_all)
@@ -553,9 +586,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 # others' update).
                 self._set_nothing(True)
             absent_all = self._nothing
-        # absent_all: nothing of this worker's, no tensor, and zeros for a
-        # sync average that other workers' gradients still make.
-        absent = self._flat.no_grads() if absent_all else self._flat.gather_grads()
+        # absent_all: nothing of this worker's, zeros for a sync average
+        # that other workers' gradients still make (_no_grads' tensors).
+        absent = self._no_grads() if absent_all else self._flat.gather_grads()
         self._worker.set_step_options(_groups.group_settings(self._kind, self.param_groups),
                                       absent)
         if self._spans is not None:
@@ -688,6 +721,19 @@ class DistributedOptimizer(torch.optim.Optimizer):
             return
         self._join()
         if self._in_step:
+            # What the script wrote into the parameters since they came
+            # (the step below would put the job's back over it): the
+            # torch.optim optimizer's own step() called by mistake would
+            # otherwise lose every step of the loop without a word.
+            changed = (self._flat.changed(True)
+                       if not self._ahead and self._worker.rejoins() == self._rejoins else [])
+            if changed:
+                raise ConfigError(
+                    "finish(): the model's parameters changed since the job's last step (%s), "
+                    "and the job's parameters would replace them: a step() of the torch.optim "
+                    "optimizer itself (call the DistributedOptimizer's), or an in-place write "
+                    "after the loop (make it after finish(), on the final parameters)"
+                    % ", ".join(changed[:5]))
             self._end_step(float("nan"), absent_all=True, judge=False)
         if self._job_finished:
             return

@@ -7,12 +7,13 @@ it), and weights swapped out and back between steps (an EMA's, for an
 evaluation) and moved inside a step and copied back before step() (as
 SAM's and FGM's loops do), which change nothing, and a copy of the model
 (an EMA's copy.deepcopy), which is not the job's. The optimizer's state is the ps's
-too: a read of opt.state, or a reset, says where it is. Five steps of a
+too: a read of opt.state, or a reset, says where it is. A loop that steps
+the torch.optim optimizer itself is refused at finish(). Five steps of a
 small model, 1 worker.
 
     edited_params.py KIND     clamp | clamp_in_step | reload | max_norm | assign_before |
                               ema_swap | ema_deepcopy | swap_in_step | sparse | dampening |
-                              state_read | state_reset"""
+                              state_read | state_reset | inner_step"""
 
 import collections
 import copy
@@ -42,9 +43,16 @@ def main():
     torch.manual_seed(0)
     model = Net(kind)
     lr = 0.0 if kind == "assign_before" else 0.1
-    opt = pst.DistributedOptimizer(model, torch.optim.SGD(model.parameters(), lr=lr,
-                                                          momentum=0.9),
-                                   total_steps=5)
+    inner = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    opt = pst.DistributedOptimizer(model, inner, total_steps=5)
+    if kind == "inner_step":  # the torch.optim optimizer's own step(), by mistake
+        for _ in range(5):
+            inner.zero_grad()
+            F.mse_loss(model(torch.tensor([0, 2, 5])), torch.ones(1, 2)).backward()
+            inner.step()
+        pst.finish()  # would put the job's parameters back over the loop's
+        print("trained %s" % kind)
+        return
     if kind == "assign_before":  # pretrained values, after wrapping (worker 1: others)
         model.fc.weight.data = torch.full((2, 4), 0.5 if pst.is_chief() else 0.25)
     snapshot = {k: v.clone() for k, v in model.state_dict().items()}

@@ -19,7 +19,8 @@ replaced by a transposed view of itself or another parameter's
 (--grad_edit); a rank
 that skips backward() on some steps but still calls step()
 (--skip_backward: the last of --skip_world ranks; the one-process
-reference takes the other ranks' rows of those steps' global batch)."""
+reference takes the other ranks' rows of those steps' global batch); every
+rank, and one process, stepping without backward() (--skip_all)."""
 
 import argparse
 import os
@@ -185,7 +186,7 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
                     if step in args.overflow_steps and overflows and i == len(micro) - 1:
                         loss = loss * float("inf")  # an overflow on this rank alone
                     loss = scaler.scale(loss)
-                if not skip:
+                if not skip and step not in args.skip_all:
                     loss.backward()
         if skip and args.synchronize_skipped:
             opt.synchronize()  # the others' average in .grad, for the scaler's check
@@ -319,6 +320,9 @@ def main():
                         "itself), or exchanged with enc.weight's")
     p.add_argument("--skip_backward", default="",
                    help="steps at which the last rank calls step() without backward()")
+    p.add_argument("--skip_all", default="",
+                   help="steps at which every rank (and one process) calls step() without "
+                        "backward()")
     p.add_argument("--skip_world", type=int, default=2,
                    help="one-process reference of --skip_backward: the pstrain run's workers")
     p.add_argument("--save", default="", help="the end's model and optimizer state_dicts")
@@ -332,6 +336,7 @@ def main():
     args = p.parse_args()
     args.overflow_steps = {int(s) for s in args.overflow_steps.split(",") if s}
     args.skip_backward = {int(s) for s in args.skip_backward.split(",") if s}
+    args.skip_all = {int(s) for s in args.skip_all.split(",") if s}
     args.steps_on_rank = {int(r): int(n) for r, n in
                           (item.split(":") for item in args.steps_on_rank.split(",") if item)}
     torch.set_num_threads(1)
