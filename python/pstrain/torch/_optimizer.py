@@ -630,8 +630,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
             return loss
         self._begin_step()
         if not self._in_step:
-            raise JobDone("the job is done (step %d of %d): this worker's loop ends here"
-                          % (self._position[0], self._position[1]))
+            total = self._position[1]  # 2**40: a job of no set length (finish() ended it)
+            raise JobDone("the job is done (step %d%s): this worker's loop ends here"
+                          % (self._position[0], " of %d" % total if total < 1 << 40 else ""))
         value = float(loss.detach()) if torch.is_tensor(loss) else (
             float(loss) if loss is not None else float("nan"))
         self._end_step(value)
