@@ -4,6 +4,7 @@
 
 #include "Eigen/Core"
 #include "glog/logging.h"
+#include "ps_server/relative_weights.h"
 
 namespace pstrain {
 namespace {
@@ -108,22 +109,17 @@ bool GradientReducer::CheckComplete() {
 }
 
 void GradientReducer::Finish() {
-  // Each gradient weighted by its examples relative to the first's in rank
-  // order, and the sum times that first's over all: with equal batches
-  // the plain sum of the gradients times 1/n, as DDP's (and one worker's
-  // average is its gradient itself), where examples x gradient would
-  // round before the division did (a batch of 10). With a sum formed on
-  // arrival (absolute weights), every weight is absolute.
-  float ref = arrival_sum_used_ ? 1.0f : 0.0f;
+  // Weighed in rank order (RelativeWeights); beside a sum formed on
+  // arrival, with its absolute weights.
+  RelativeWeights weights;
+  if (arrival_sum_used_) weights.Absolute();
   std::vector<float> sum;
   int64_t weight = 0;
   for (size_t r = 0; r < in_.size(); ++r) {
     if (!in_[r]) continue;
     weight += examples_[r];
     if (!is_held_[r]) continue;
-    const auto w = static_cast<float>(examples_[r]);
-    if (ref == 0.0f) ref = w;
-    const float relative = w / ref;
+    const float relative = weights.Of(static_cast<float>(examples_[r]));
     if (sum.empty()) {
       // + 0: a -0 becomes +0, as a sum from zero gives.
       sum.resize(static_cast<size_t>(size_));
@@ -135,11 +131,7 @@ void GradientReducer::Finish() {
   }
   if (sum.empty()) sum.assign(static_cast<size_t>(size_), 0.0f);
   if (arrival_sum_used_) Eigen::Map<Eigen::VectorXf>(sum.data(), size_) += View(arrival_sum_);
-  const float scale =
-      weight > 0 && ref > 0.0f
-          ? static_cast<float>(static_cast<double>(ref) / static_cast<double>(weight))
-          : 0.0f;
-  Eigen::Map<Eigen::VectorXf>(sum.data(), size_) *= scale;
+  Eigen::Map<Eigen::VectorXf>(sum.data(), size_) *= weights.Scale(weight);
   average_ = std::make_shared<const std::vector<float>>(std::move(sum));
   // Absent from the average: absent from every contribution of examples
   // (one of none had no gradient, and says nothing of the tensors), or of

@@ -8,6 +8,7 @@
 #include "common/lr_schedule.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "ps_server/relative_weights.h"
 
 namespace pstrain {
 namespace {
@@ -77,17 +78,17 @@ class SyncPolicy final : public UpdatePolicy {
     // own pass (ShardStore::ApplySum) where rank order puts it there:
     // after every other, or as the second of two (a + b == b + a) when
     // both weigh the same. (Each line below takes Folded() and then
-    // Relative(): the weights are relative to the first in rank order.)
+    // weights_.Of(): the weights are relative to the first in rank order.)
     bool applied = false;
     if (num_pushed_ == 1) {
-      applied = ApplyAverage({}, grad, Relative(weight));
+      applied = ApplyAverage({}, grad, weights_.Of(weight));
     } else if (num_pushed_ == 2 && !AnyHeld()) {
-      applied = ApplyAverage(accum_, grad, Relative(weight));
+      applied = ApplyAverage(accum_, grad, weights_.Of(weight));
     } else if (num_pushed_ == 2 && held_weight_[FirstHeld()] == weight) {
-      applied = ApplyAverage(held_[FirstHeld()], grad, Relative(weight));
+      applied = ApplyAverage(held_[FirstHeld()], grad, weights_.Of(weight));
     } else if (rank > max_summed_ && rank > HighestHeld()) {
       const absl::Span<const float> before = Folded();
-      applied = ApplyAverage(before, grad, Relative(weight));  // last in rank order
+      applied = ApplyAverage(before, grad, weights_.Of(weight));  // last in rank order
     } else {
       Fold(rank, grad, weight);
       applied = ApplyAverage(Folded(), {}, 0.0f);
@@ -143,18 +144,6 @@ class SyncPolicy final : public UpdatePolicy {
     return &settings_;
   }
 
-  // A push's weight relative to the version's first in rank order (with
-  // weight): equal weights are exactly 1, so that the version's sum is
-  // the plain sum of its gradients and the average that sum times 1/n,
-  // as one process's (n = 1: the gradient itself) and DDP's (the sum of
-  // gradients over a power of two) are; examples x gradient would round
-  // before the division by the examples does (a batch of 10, 100).
-  float Relative(float weight) {
-    if (weight == 0.0f) return 0.0f;
-    if (ref_weight_ == 0.0f) ref_weight_ = weight;
-    return weight / ref_weight_;
-  }
-
   // Whether the current version has every gradient it waits for: those of
   // the live ranks, less the backup workers (at least one).
   bool Complete() const {
@@ -184,7 +173,7 @@ class SyncPolicy final : public UpdatePolicy {
                              : "more gradients arrived before a lower rank's than are kept")
             << "); the run repeats only to rounding";
       }
-      AddToAccumulator(rank, grad.data(), Relative(weight));
+      AddToAccumulator(rank, grad.data(), weights_.Of(weight));
       if (rank == next_) {
         ++next_;
         Advance();
@@ -224,7 +213,7 @@ class SyncPolicy final : public UpdatePolicy {
     while (next_ < n) {
       const auto r = static_cast<size_t>(next_);
       if (is_held_[r]) {
-        AddToAccumulator(next_, held_[r].data(), Relative(held_weight_[r]));
+        AddToAccumulator(next_, held_[r].data(), weights_.Of(held_weight_[r]));
         is_held_[r] = false;
       } else if (!pushed_[r] && active_[r]) {
         return;  // waited for
@@ -253,7 +242,7 @@ class SyncPolicy final : public UpdatePolicy {
   absl::Span<const float> Folded() {
     for (size_t r = 0; r < held_.size(); ++r) {
       if (!is_held_[r]) continue;
-      AddToAccumulator(static_cast<int>(r), held_[r].data(), Relative(held_weight_[r]));
+      AddToAccumulator(static_cast<int>(r), held_[r].data(), weights_.Of(held_weight_[r]));
       is_held_[r] = false;
     }
     return accum_;
@@ -275,15 +264,11 @@ class SyncPolicy final : public UpdatePolicy {
   // Weighted average over the version's examples: with the same global
   // batch, the gradient one process would compute. Its sum is `partial`
   // (accumulated; empty: none) plus `weight` x `last` (the push that
-  // completed it; empty when a dead rank's absence did), each relative to
-  // ref_weight_ (Relative), and the scale ref_weight_ over the version's
-  // examples. False when the update was refused (the version moves on
-  // all the same).
+  // completed it; empty when a dead rank's absence did), each weight
+  // relative (weights_). False when the update was refused (the version
+  // moves on all the same).
   bool ApplyAverage(absl::Span<const float> partial, absl::Span<const float> last, float weight) {
-    const float scale =
-        weight_ > 0 && ref_weight_ > 0.0f
-            ? static_cast<float>(static_cast<double>(ref_weight_) / static_cast<double>(weight_))
-            : 0.0f;
+    const float scale = weights_.Scale(weight_);
     const double scheduled = schedule_.At(version_);
     const float lr = static_cast<float>(scheduled);
     StepOptions* settings = VersionSettings();
@@ -301,7 +286,7 @@ class SyncPolicy final : public UpdatePolicy {
     next_ = 0;
     Advance();  // past the dead ranks
     weight_ = 0;
-    ref_weight_ = 0.0f;
+    weights_.Reset();
     num_pushed_ = 0;
     ++version_;
     return applied;
@@ -316,7 +301,7 @@ class SyncPolicy final : public UpdatePolicy {
   std::vector<bool> active_;
   int num_pushed_ = 0;
   int64_t weight_ = 0;
-  float ref_weight_ = 0.0f;  // the version's first weight in rank order (0: none yet; Relative)
+  RelativeWeights weights_;  // the version's, in rank order
   std::vector<float> accum_;
   // Rank order (Fold): the lowest rank not summed yet, whether accum_
   // holds nothing of this version yet, and the pushes kept until the ranks

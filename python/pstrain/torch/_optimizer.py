@@ -406,9 +406,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         average and of the update, and it pushes zeros, every tensor
         absent (`absent_all`) or those whose .grad is None (no backward:
         where every worker is so, a zeroed .grad steps with zeros, as one
-        process's does)."""
-        if absent_all:
-            self._absent_all = True
+        process's does; _end_step has set _absent_all)."""
         if absent_all or self._no_gradient():
             self._set_nothing(True)
         self._reduce(nothing=self._nothing)
