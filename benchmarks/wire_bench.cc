@@ -215,9 +215,9 @@ absl::Status TimeRoundTrips(double seconds, double timeout_s, RoundTrip round_tr
   };
   const double warmup_s = absl::GetFlag(FLAGS_warmup_s);
   int64_t t = MonotonicMicros();
-  const int64_t warm_end = t + static_cast<int64_t>(warmup_s * 1e6);
-  for (int n = 0; warmup_s > 0 && (n < 2 || t < warm_end); ++n) RETURN_IF_ERROR(trip(&t).status());
   if (warmup_s > 0) {
+    const int64_t warm_end = t + static_cast<int64_t>(warmup_s * 1e6);
+    for (int n = 0; n < 2 || t < warm_end; ++n) RETURN_IF_ERROR(trip(&t).status());
     std::printf("WARM\n");
     std::fflush(stdout);
     if (!WaitForSignal(timeout_s)) return absl::DeadlineExceededError("no signal to time");
