@@ -82,6 +82,24 @@ def _name_no_hook():
     return _no_hook
 
 
+def _rows_of(output, depth=0):
+    """The first dimension of the first tensor of at least one dimension in
+    a forward's output (a tensor, a tuple or list, a dict such as Hugging
+    Face's ModelOutput), or None."""
+    if torch.is_tensor(output):
+        return int(output.shape[0]) if output.dim() > 0 else None
+    if depth > 2:
+        return None
+    if isinstance(output, dict):
+        output = list(output.values())
+    if isinstance(output, (tuple, list)):
+        for item in output[:8]:
+            rows = _rows_of(item, depth + 1)
+            if rows is not None:
+                return rows
+    return None
+
+
 class DistributedOptimizer(torch.optim.Optimizer):
     """The model's parameters, trained by the job's ps tasks.
 
@@ -171,12 +189,17 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._position = (0, 0, 1, False)
         self._rejoins = 0  # the worker's rejoins when the parameters last came
         self._in_step = False
-        self._next_examples = None
+        # A worker's examples in a step (_count_examples): those expect_examples
+        # gave, else the rows of each backward pass's forward.
+        self._explicit_examples = None  # expect_examples(n), for the step
+        self._forward_examples = None   # the last forward's rows no pass counted yet
+        self._pass_examples = 0         # the rows the step's accumulation's passes ran on
+        self._accumulated = False       # the last pass ended an accumulation
         self._passes = 0          # backward passes in the step under way
         self._reduced = False     # .grad holds an average of the last pass
         self._nothing = False     # the step has no gradient of this worker's (_join_average)
         self._absent_all = False  # nor any tensor (skip_step, finish; _no_grads)
-        self._step_examples = 1   # the examples the step began with
+        self._step_examples = 1   # the step's examples as the library has them
         self._no_sync = False
         self._callback_queued = False
         self._finished = self._closed = self._job_finished = False
@@ -301,6 +324,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             try:
                 self._hooks.append(self._model.register_forward_pre_hook(
                     _ModelHook(self._forward_pre_hook)))
+                self._hooks.append(self._model.register_forward_hook(
+                    _ModelHook(self._forward_hook)))
             except (RuntimeError, AttributeError) as e:
                 say("cannot hook the model's forward (%s): each step starts at its backward"
                     % e)
@@ -351,16 +376,66 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self.land()
 
     def _forward_pre_hook(self, module, inputs):
+        if torch.is_grad_enabled():
+            # A forward whose output a backward pass may take: its rows
+            # (the first dimension of the first positional input; without
+            # one, of the output: _forward_hook).
+            first = inputs[0] if inputs else None
+            self._forward_examples = int(first.shape[0]) \
+                if torch.is_tensor(first) and first.dim() > 0 else None
+            if self._in_step and self._passes == 0:
+                self._count_examples()  # a forward before it (one without backward)
         if not training(module):
             if not self._in_step:
                 self.land()  # an evaluation sees the newest weights
             return
         if self._in_step:
             return
-        if self._next_examples is None and inputs and torch.is_tensor(inputs[0]) \
-                and inputs[0].dim() > 0:
-            self._next_examples = int(inputs[0].shape[0])
         self._begin_step()
+
+    def _forward_hook(self, module, inputs, output):
+        """The rows of a forward without a positional tensor input (a model
+        called with keywords only, as Hugging Face's are): the first
+        dimension of the first tensor of its output."""
+        if self._forward_examples is None and torch.is_grad_enabled():
+            rows = _rows_of(output)
+            if rows is not None:
+                self._forward_examples = rows
+                if self._in_step and self._passes == 0:
+                    self._count_examples()
+
+    def _count_examples(self, backward_pass=False):
+        """The step's examples: expect_examples' if given, else the rows of
+        the forwards its last accumulation's backward passes ran on (each
+        pass counts the last forward before it, once: a forward without
+        one, an evaluation left in training mode, counts nothing; two
+        passes of one forward count it once; the passes of one
+        accumulation, under no_sync or backward_passes_per_step, add up).
+        Before its first pass the step has the rows of the last forward (a
+        provisional count, for a step that ends without one); the library
+        learns of a change at once (a sync average weighs each worker's
+        gradient by them)."""
+        if self._explicit_examples is not None:
+            examples = self._explicit_examples
+        elif backward_pass:
+            if self._accumulated:
+                # The pass before ended an accumulation (its gradient was
+                # averaged, or is the step's): this one starts another, as
+                # a GradScaler's skipped step's next batch does after
+                # zero_grad.
+                self._pass_examples, self._accumulated = 0, False
+            if self._forward_examples is not None:
+                self._pass_examples += self._forward_examples
+                self._forward_examples = None
+            examples = self._pass_examples or self._step_examples
+        elif self._passes == 0 and self._forward_examples is not None:
+            examples = self._forward_examples
+        else:
+            return
+        if examples != self._step_examples:
+            self._step_examples = examples
+            if self._in_step and not self._nothing:
+                self._worker.set_step_examples(examples)
 
     def _gradient_in(self, t):
         """Tensor t's gradient of a backward pass is in .grad."""
@@ -377,6 +452,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._callback_queued = False
         self._passes += 1
         self._reduced = False
+        self._count_examples(backward_pass=True)
+        self._accumulated = not self._no_sync and self._passes % self._passes_per_step == 0
         # A backward pass after the step joined an average without a
         # gradient (a GradScaler's skipped step, with the loop's next batch
         # merging into it): it has one of its own again.
@@ -528,9 +605,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
             # which covers the time since the parameters came.
             self._refuse_changes(replaced_only=True)
         self._hook_parameters()
-        examples = self._next_examples if self._next_examples is not None else 1
+        examples = self._explicit_examples
+        if examples is None:
+            examples = self._forward_examples if self._forward_examples is not None else 1
         self._step_examples = examples
-        self._worker.begin_step(examples)
+        self._pass_examples, self._accumulated = 0, False
+        self._worker.begin_step(self._step_examples)
         self._in_step = True
         self._passes = 0
         self._reduced = False
@@ -554,8 +634,15 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 % ", ".join(changed[:5]))
 
     def expect_examples(self, n):
-        """The next step's batch size on this worker (DistributedSampler)."""
-        self._next_examples = int(n)
+        """This worker's examples in the next step (or in the step a forward
+        began, before its backward): a batch whose first dimension is not
+        its rows (DistributedSampler gives its batch's)."""
+        n = int(n)
+        if n < 0:
+            raise UsageError("expect_examples(%d): a count of examples is 0 or more" % n)
+        self._explicit_examples = n
+        if self._in_step and self._passes == 0:
+            self._count_examples()
 
     def _end_step(self, loss, absent_all=False, judge=True):
         """Sends the step (what .grad and param_groups hold now) and takes
@@ -597,7 +684,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             else:
                 table._send_grad(self._worker)  # pylint: disable=protected-access
         self._in_step = False
-        self._next_examples = None
+        self._explicit_examples = self._forward_examples = None
         try:
             self._worker.end_step(loss)
         except JobFinished:

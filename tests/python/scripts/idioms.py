@@ -20,7 +20,15 @@ replaced by a transposed view of itself or another parameter's
 that skips backward() on some steps but still calls step()
 (--skip_backward: the last of --skip_world ranks; the one-process
 reference takes the other ranks' rows of those steps' global batch); every
-rank, and one process, stepping without backward() (--skip_all)."""
+rank, and one process, stepping without backward() (--skip_all). How a
+worker's examples are counted: rank R taking only N of its rows each step
+(--short=R:N; the one-process reference leaves that rank's other rows
+out of its batch of --skip_world ranks' rows, and every loss is the mean
+over the rank's rows); the chief's forward in training mode of a larger
+batch every --probe steps without a backward (an evaluation that forgot
+no_grad); the model called with keywords only (--call=kwargs, as Hugging
+Face's models are); the loop training in eval() mode (--train_mode=eval:
+the net has no dropout or BatchNorm, so the numbers are training's)."""
 
 import argparse
 import os
@@ -153,6 +161,8 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
         scaler = torch.cuda.amp.GradScaler(init_scale=2.0 ** 10, growth_interval=4) \
             if args.device == "cuda" else CpuScaler()
     device_type = "cuda" if args.device == "cuda" else "cpu"
+    if args.train_mode == "eval":
+        model.eval()
     step = opt.global_step if pst is not None else 0
     while step < steps:
         xb, yb = batch(x, y, args.start + step, rank, world, args.batch_size, args.seed)
@@ -161,7 +171,18 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
             keep = torch.arange(xb.shape[0]) % args.skip_world != args.skip_world - 1
             xb, yb = xb[keep], yb[keep]
         skip = skip and pst is not None and rank == world - 1
+        if args.short is not None:
+            short_rank, rows = args.short
+            if pst is not None or world > 1:
+                if rank == short_rank:
+                    xb, yb = xb[:rows], yb[:rows]
+            else:  # one process: that rank's rows past its first `rows` left out
+                at = torch.arange(xb.shape[0])
+                keep = (at % args.skip_world != short_rank) | (at // args.skip_world < rows)
+                xb, yb = xb[keep], yb[keep]
         head = "b" if args.branch and step % 3 == 2 else "a"
+        if args.probe and rank == 0 and step % args.probe == args.probe - 1:
+            model(x[:64], head)  # a forward in training mode, no backward
         if args.unfreeze_at >= 0:
             model.body.weight.requires_grad_(step >= args.unfreeze_at)
         opt.zero_grad(set_to_none=args.set_to_none)
@@ -180,7 +201,11 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
                                     and device_type == "cuda" else torch.bfloat16,
                                     enabled=args.amp == "bf16"
                                     or (args.amp == "scaler" and device_type == "cuda")):
-                    loss = F.nll_loss(model(xm, head), ym) / len(micro)
+                    out = model(x=xm, head=head) if args.call == "kwargs" else model(xm, head)
+                    if args.short is None:
+                        loss = F.nll_loss(out, ym) / len(micro)
+                    else:  # the mean over the rank's rows, however they are split
+                        loss = F.nll_loss(out, ym, reduction="sum") / xb.shape[0]
                 if args.amp == "scaler":
                     overflows = rank == (world - 1 if args.overflow_rank < 0 else args.overflow_rank)
                     if step in args.overflow_steps and overflows and i == len(micro) - 1:
@@ -330,6 +355,11 @@ def main():
                    help="pstrain: the job's length (total_steps; 0: none, -1: --steps)")
     p.add_argument("--steps_on_rank", default="",
                    help="pstrain: RANK:N,... ranks whose own loop runs N steps")
+    p.add_argument("--short", default="", help="R:N: rank R takes N of its rows each step")
+    p.add_argument("--probe", type=int, default=0,
+                   help="every this many steps the chief's forward of 64 rows, no backward")
+    p.add_argument("--call", default="positional", choices=["positional", "kwargs"])
+    p.add_argument("--train_mode", default="train", choices=["train", "eval"])
     p.add_argument("--load", default="")
     p.add_argument("--load_into", default="wrapper", choices=["wrapper", "inner"])
     p.add_argument("--out", default="")
@@ -337,6 +367,7 @@ def main():
     args.overflow_steps = {int(s) for s in args.overflow_steps.split(",") if s}
     args.skip_backward = {int(s) for s in args.skip_backward.split(",") if s}
     args.skip_all = {int(s) for s in args.skip_all.split(",") if s}
+    args.short = tuple(int(v) for v in args.short.split(":")) if args.short else None
     args.steps_on_rank = {int(r): int(n) for r, n in
                           (item.split(":") for item in args.steps_on_rank.split(",") if item)}
     torch.set_num_threads(1)
