@@ -50,6 +50,28 @@ bool StepOptions::Absent(int tensor) const {
   return std::binary_search(absent.begin(), absent.end(), tensor);
 }
 
+std::string SettingsDifference(const StepOptions& a, const StepOptions& b) {
+  for (size_t g = 0; g < a.groups.size() && g < b.groups.size(); ++g) {
+    const auto differ = [&](const char* name, double x, double y) {
+      return x == y ? std::string()
+                    : absl::StrCat("group ", g, "'s ", name, " ", x, " against ", y);
+    };
+    const OptimizerConfig& x = a.groups[g];
+    const OptimizerConfig& y = b.groups[g];
+    for (std::string d :
+         {differ("lr", g < a.lrs.size() ? a.lrs[g] : 0, g < b.lrs.size() ? b.lrs[g] : 0),
+          differ("momentum", x.momentum, y.momentum),
+          differ("nesterov", x.nesterov ? 1 : 0, y.nesterov ? 1 : 0),
+          differ("weight_decay", x.weight_decay, y.weight_decay), differ("beta1", x.beta1, y.beta1),
+          differ("beta2", x.beta2, y.beta2), differ("eps", x.eps, y.eps),
+          differ("lr_decay", x.lr_decay, y.lr_decay),
+          differ("initial_accumulator_value", x.initial_accumulator, y.initial_accumulator)}) {
+      if (!d.empty()) return d;
+    }
+  }
+  return "";
+}
+
 absl::StatusOr<StepOptions> StepOptionsFrom(const proto::StepSettings& settings,
                                             const proto::JobConfig& job,
                                             const OptimizerConfig& job_optimizer) {

@@ -15,6 +15,7 @@
 // own step count (ShardStore::segment_updates).
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -68,6 +69,12 @@ struct StepOptions {
 absl::StatusOr<StepOptions> StepOptionsFrom(const proto::StepSettings& settings,
                                             const proto::JobConfig& job,
                                             const OptimizerConfig& job_optimizer);
+
+// How `a`'s hyperparameters differ from `b`'s, the first difference in
+// group order ("group 0's lr 0.025 against 0.05"), or "" where every
+// group's optimizer and lr are the same (the absent tensors are not
+// compared). REQUIRES: the same number of groups.
+std::string SettingsDifference(const StepOptions& a, const StepOptions& b);
 
 // The absent tensors of `settings` alone (a REDUCE's), checked as above.
 absl::StatusOr<std::vector<int32_t>> AbsentTensors(const proto::StepSettings& settings,

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "common/lr_schedule.h"
+#include "common/param_groups.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "ps_server/relative_weights.h"
@@ -99,6 +101,7 @@ class SyncPolicy final : public UpdatePolicy {
   bool CanServe(const PullRequest& pull) const override { return version_ >= pull.min_version; }
   int64_t MinClock() const override { return version_; }
   int64_t unordered_sums() const override { return unordered_sums_; }
+  int64_t settings_differences() const override { return settings_differences_; }
   // Every version is one store update (ApplyAverage), so the store's
   // previous state is the previous version's once this policy applied one.
   bool HoldsPreviousVersion() const override { return store_->pinned_previous_state() != nullptr; }
@@ -127,12 +130,32 @@ class SyncPolicy final : public UpdatePolicy {
   // per tensor a push said is absent.
   void NoteSettings(int rank, const StepOptions* settings) {
     if (settings == nullptr) return;
+    if (settings_rank_ >= 0) NoteDifference(rank, *settings);
     if (settings_rank_ < 0 || rank < settings_rank_) {
       settings_ = *settings;
       settings_rank_ = rank;
     }
     for (int32_t t : settings->absent) ++absent_votes_[t];
   }
+  // A version applies one rank's settings: a worker whose own differ (a
+  // scheduler stepped on its own loss, a restarted worker's not fast
+  // forwarded) trains with settings its param_groups do not show, and its
+  // update says nothing of it. The ps says so, once, and counts them.
+  void NoteDifference(int rank, const StepOptions& settings) {
+    const bool later = rank > settings_rank_;
+    const std::string difference =
+        later ? SettingsDifference(settings, settings_) : SettingsDifference(settings_, settings);
+    if (difference.empty()) return;
+    if (settings_differences_++ > 0) return;
+    LOG(WARNING) << "version " << version_ << ": rank " << std::max(rank, settings_rank_)
+                 << "'s optimizer settings differ from rank " << std::min(rank, settings_rank_)
+                 << "'s (" << difference << "), and a sync version applies the settings of the "
+                 << "lowest rank that pushed it: the other's param_groups show settings its "
+                 << "updates do not use. Step every worker's schedulers on values they share (a "
+                 << "ReduceLROnPlateau stepped on each worker's own training loss does not). "
+                 << "Said once for this ps";
+  }
+
   // What the version applies with (null: the job's optimizer and schedule):
   // absent, the tensors absent from every push of the version.
   StepOptions* VersionSettings() {
@@ -314,6 +337,7 @@ class SyncPolicy final : public UpdatePolicy {
   std::vector<bool> is_held_;             // [rank]
   int64_t allocated_floats_ = 0;          // in held_'s buffers (<= kMaxHeldFloats)
   int64_t unordered_sums_ = 0;            // pushes Fold added out of rank order
+  int64_t settings_differences_ = 0;      // pushes whose settings differed (NoteDifference)
   // The version's settings (NoteSettings): of rank settings_rank_ (-1: no
   // push sent any), and [tensor] how many pushes said it is absent.
   StepOptions settings_;

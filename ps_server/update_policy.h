@@ -144,6 +144,9 @@ class UpdatePolicy {
   // Sync: how many gradients were summed on arrival rather than in rank
   // order (ShardStats.unordered_sums); 0 for the other modes.
   virtual int64_t unordered_sums() const { return 0; }
+  // Sync: pushes whose optimizer settings differed from another's of the
+  // same version (which applies the lowest rank's); 0 for the other modes.
+  virtual int64_t settings_differences() const { return 0; }
 
   // Sync: whether store().pinned_previous_state() holds the parameters of
   // version() - 1 (false at version 0 and after Resume, whose store has no

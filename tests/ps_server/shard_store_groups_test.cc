@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "proto/pstrain.pb.h"
 #include "ps_server/shard_store.h"
+#include "ps_server/update_policy.h"
 
 namespace pstrain {
 namespace {
@@ -187,6 +189,51 @@ TEST(ShardStoreGroups, AStepWithoutSettingsKeepsWhatGroupsWithMomentumWrote) {
       }
     }
   }
+}
+
+// A sync version applies one set of settings, the lowest rank's that
+// pushed, whichever arrives first; a push whose settings differ (a
+// worker's scheduler stepped on its own loss) is counted, and the ps
+// says so once (its log).
+TEST(SyncPolicySettings, AVersionAppliesTheLowestRanksAndCountsTheOthers) {
+  const std::vector<float> params = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<float> g0 = {0.5f, -1, 2, 0.25f, 1, -0.5f, 3, 1};
+  const std::vector<float> g1 = {1.5f, 1, -2, 0.75f, 3, 0.5f, -1, 2};
+  std::vector<float> average(8);
+  for (size_t i = 0; i < 8; ++i) average[i] = (g0[i] + g1[i]) * 0.5f;
+  OptimizerConfig sgd;
+  sgd.momentum = 0.5;
+  proto::JobConfig job;
+  job.set_mode(proto::SYNC);
+  job.set_num_workers(2);
+  job.set_learning_rate(0.1);
+  auto policy =
+      CreateUpdatePolicy(job, std::make_unique<ShardStore>(params, sgd, nullptr, TwoTensors()));
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  ShardStore reference(params, sgd, nullptr, TwoTensors());
+  const StepOptions chief = Settings(sgd, 0.1, 0.05);
+  // Rank 1's lr of group 0 differs at versions 0 and 2 (first to arrive
+  // at 0, last at 2), not at 1.
+  const StepOptions other[] = {Settings(sgd, 0.4, 0.05), chief, Settings(sgd, 0.2, 0.05)};
+  const int64_t counted[] = {1, 1, 2};
+  for (int version = 0; version < 3; ++version) {
+    const StepOptions& mine = other[version];
+    if (version == 0) {
+      ASSERT_TRUE((*policy)->Push(1, version, version, g1, 16, &mine).ok());
+      ASSERT_TRUE((*policy)->Push(0, version, version, g0, 16, &chief).ok());
+    } else {
+      ASSERT_TRUE((*policy)->Push(0, version, version, g0, 16, &chief).ok());
+      ASSERT_TRUE((*policy)->Push(1, version, version, g1, 16, &mine).ok());
+    }
+    ASSERT_TRUE(reference.Apply(average, 1.0f, 0.0f, false, &chief).ok());
+    EXPECT_EQ((*policy)->settings_differences(), counted[version]) << "version " << version;
+    for (size_t f = 0; f < reference.state().size(); ++f) {
+      ASSERT_EQ((*policy)->store().state()[f], reference.state()[f])
+          << "version " << version << ", float " << f;
+    }
+  }
+  EXPECT_EQ(SettingsDifference(other[0], chief), "group 0's lr 0.4 against 0.1");
+  EXPECT_EQ(SettingsDifference(chief, chief), "");
 }
 
 }  // namespace

@@ -16,6 +16,8 @@ DEVICE = os.environ.get("PSTRAIN_TEST_DEVICE", "cpu")
 # After 25 steps: float rounding, as the issue of one process's numbers
 # asks (the runs here differ by 0 to 3e-6).
 TOLERANCE = 1e-5
+# What a ps says once where workers' settings of one sync version differ.
+SETTINGS_DIFFER = "optimizer settings differ from rank"
 
 
 def free_port():
@@ -42,7 +44,9 @@ class IdiomCase(t.TestCase):
             subprocess.run([t.PYTHON, IDIOMS] + args, check=True, cwd=t.SOURCE_DIR, timeout=300)
         return torch.load(out, map_location="cpu")
 
-    def pstrain(self, name, workers, ps, flags, launch_flags=()):
+    def pstrain(self, name, workers, ps, flags, launch_flags=(), settings_differ=False):
+        """The idiom through pstrain; the ps tasks must say that workers'
+        optimizer settings differed exactly where `settings_differ`."""
         run = self.run_dir(name)
         out = os.path.join(self.dir, name + ".pstrain.pt")
         launch = t.Launch(t.local_flags(run, workers, ps) + ["--mode=sync"] + list(launch_flags),
@@ -50,6 +54,7 @@ class IdiomCase(t.TestCase):
                            "--device=" + DEVICE] + flags)
         code = launch.wait()
         self.assertEqual(code, 0, launch.output)
+        self.assertEqual(SETTINGS_DIFFER in launch.output, settings_differ, launch.output)
         s = t.summary(run)
         return torch.load(out, map_location="cpu"), s
 

@@ -99,6 +99,15 @@ class TwoWorkersAreDdp(it.IdiomCase):
             self.compare(name, 2, 1, flags, reference_flags=flags + ["--batch_size=32"],
                          reference_world=1)
 
+    def test_schedulers_on_each_workers_own_loss_are_said(self):
+        # A ReduceLROnPlateau stepped on each worker's own loss: the
+        # workers' lrs part (DDP's ranks would drift apart), a sync version
+        # applies the lowest rank's, and each ps says so once. Every other
+        # idiom here (torch's schedulers on the step count) is silent.
+        ours, _ = self.pstrain("plateau_own", 2, 2, ["--scheduler=plateau_own"],
+                               settings_differ=True)
+        self.assertTrue(all(v.isfinite().all() for v in ours.values()))
+
     def test_a_worker_that_skips_backward_synchronizes_for_its_scaler(self):
         # Worker 0's loss overflows at step 5, where worker 1 skips its
         # backward: worker 1's opt.synchronize() before its GradScaler's

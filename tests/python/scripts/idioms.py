@@ -9,7 +9,8 @@ zero_grad(set_to_none=...) (--set_to_none); clip_grad_norm_ or
 clip_grad_value_ (--clip); parameter groups with their own lr, weight
 decay and betas (--groups); a parameter frozen until a step
 (--unfreeze_at); tied weights (always: dec shares enc's weight); torch's
-schedulers (--scheduler); bf16 autocast (--amp=bf16); a GradScaler's
+schedulers (--scheduler; plateau_own: a ReduceLROnPlateau stepped on each
+rank's own loss, whose lrs then differ between ranks); bf16 autocast (--amp=bf16); a GradScaler's
 algorithm with an overflow on one rank (--amp=scaler: torch's GradScaler
 on CUDA, the same algorithm written out on the CPU, where Debian's
 PyTorch has none); gradient accumulation (--accumulate=passes: two
@@ -142,6 +143,9 @@ def make_scheduler(args, opt):
         return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr * 3, total_steps=s + 1)
     if args.scheduler == "cosine":
         return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=s, eta_min=args.lr * 0.1)
+    if args.scheduler == "plateau_own":  # stepped on each rank's own loss (train())
+        return torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=0,
+                                                          threshold=0.05)
     return None
 
 
@@ -231,7 +235,9 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
             scaler.update()
         else:
             opt.step()
-        if sched is not None:
+        if args.scheduler == "plateau_own":
+            sched.step(float(loss.detach()))
+        elif sched is not None:
             sched.step()
         step += 1
 
@@ -331,7 +337,8 @@ def main():
     p.add_argument("--groups", action="store_true")
     p.add_argument("--unfreeze_at", type=int, default=-1)
     p.add_argument("--scheduler", default="none",
-                   choices=["none", "lambda", "warmup_linear", "onecycle", "cosine"])
+                   choices=["none", "lambda", "warmup_linear", "onecycle", "cosine",
+                            "plateau_own"])
     p.add_argument("--amp", default="none", choices=["none", "bf16", "scaler"])
     p.add_argument("--overflow_steps", default="5,6",
                    help="scaler: steps whose loss overflows on the last rank")
