@@ -131,6 +131,22 @@ class EditedParameters(t.TestCase):
             self.assertEqual(code, 0, out)
             self.assertIn("trained %s: 5 steps" % kind, out)
 
+    def test_a_copy_of_a_workers_own_initial_parameters_is_said(self):
+        # Each worker seeded by its rank, an EMA's copy.deepcopy before the
+        # optimizer's first use: worker 1's copy holds its own values, not
+        # the job's (DDP would have broadcast rank 0's), and it says so; the
+        # chief's are the job's. Copied after reading global_step, nothing.
+        said = "a copy of the model made before the optimizer's first use"
+        code, out = self.launch("ema_early", workers=2)
+        self.assertEqual(code, 0, out)
+        self.assertIn("[worker:1] pstrain: " + said, out)
+        self.assertNotIn("[worker:0] pstrain: " + said, out)
+        self.assertIn("[worker:1] trained ema_early: 5 steps", out)
+        code, out = self.launch("ema_joined", workers=2)
+        self.assertEqual(code, 0, out)
+        self.assertNotIn(said, out)
+        self.assertIn("[worker:1] trained ema_joined: 5 steps", out)
+
 
 class Resume(t.TestCase):
     def test_a_resume_whose_commands_directory_is_gone_says_so_and_starts_nothing(self):

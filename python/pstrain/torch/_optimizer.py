@@ -72,6 +72,9 @@ class _ModelHook:
         return method(*args) if method is not None else None
 
     def __deepcopy__(self, memo):
+        method = self._method()
+        if method is not None:
+            method.__self__._model_copied()  # pylint: disable=protected-access
         return _no_hook
 
     def __reduce__(self):
@@ -200,6 +203,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._nothing = False     # the step has no gradient of this worker's (_join_average)
         self._absent_all = False  # nor any tensor (skip_step, finish; _no_grads)
         self._step_examples = 1   # the step's examples as the library has them
+        self._copied_early = False  # the model deep-copied before _join (_model_copied)
         self._no_sync = False
         self._callback_queued = False
         self._finished = self._closed = self._job_finished = False
@@ -372,6 +376,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
         refusal of a script's reset)."""
         self.__dict__["state"] = state
 
+    def _model_copied(self):
+        """copy.deepcopy of the model (an EMA's, a mean teacher's): one made
+        before the job's parameters came holds this worker's own, which
+        _join compares with the job's."""
+        if self._worker is None:
+            self._copied_early = True
+
     def _land_for_state_dict(self, *_):
         self.land()
 
@@ -522,10 +533,18 @@ class DistributedOptimizer(torch.optim.Optimizer):
             slots, steps = _groups.slots_from_state(self._kind, self.state, self._layout,
                                                     self._flat.total)
         self._flat.adopt()
+        own = self._flat.host_params.clone() \
+            if self._copied_early and not self._task.is_chief else None
         self._worker = pstrain.Worker(self._task, [(e.name, e.size) for e in self._layout],
                                       self._flat.host_params.numpy(),
                                       self._flat.host_grads.numpy(), self._job, slots, steps)
         self._took_parameters()
+        if own is not None and not torch.equal(own, self._flat.host_params):
+            say("a copy of the model made before the optimizer's first use (copy.deepcopy: an "
+                "EMA's, a teacher's) holds this worker's initial parameters, which differ from "
+                "the job's (the chief's, which this worker's model now holds, as DDP broadcasts "
+                "rank 0's): make the copy after the first step (or after reading "
+                "opt.global_step, which joins the job), or give every worker the same seed")
         if self._position[0] > 0:
             self._buffers.load()
             if self._loaded_state:

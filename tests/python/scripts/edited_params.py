@@ -6,14 +6,17 @@ after DistributedOptimizer but before the first step (the job starts from
 it), and weights swapped out and back between steps (an EMA's, for an
 evaluation) and moved inside a step and copied back before step() (as
 SAM's and FGM's loops do), which change nothing, and a copy of the model
-(an EMA's copy.deepcopy), which is not the job's. The optimizer's state is the ps's
+(an EMA's copy.deepcopy), which is not the job's; one made before the
+optimizer's first use, of a worker's own initial values, is said. The
+optimizer's state is the ps's
 too: a read of opt.state, or a reset, says where it is. A loop that steps
 the torch.optim optimizer itself is refused at finish(). Five steps of a
 small model, 1 worker.
 
     edited_params.py KIND     clamp | clamp_in_step | reload | max_norm | assign_before |
                               ema_swap | ema_deepcopy | swap_in_step | sparse | dampening |
-                              state_read | state_reset | inner_step"""
+                              state_read | state_reset | inner_step | ema_early |
+                              ema_joined"""
 
 import collections
 import copy
@@ -40,11 +43,18 @@ class Net(nn.Module):
 def main():
     kind = sys.argv[1]
     pst.init()
-    torch.manual_seed(0)
+    # ema_early, ema_joined: each worker's own initial values (an unseeded
+    # script's), an EMA's copy before the optimizer's first use, or after
+    # reading global_step (which joins the job).
+    torch.manual_seed(pst.rank() if kind in ("ema_early", "ema_joined") else 0)
     model = Net(kind)
     lr = 0.0 if kind == "assign_before" else 0.1
     inner = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     opt = pst.DistributedOptimizer(model, inner, total_steps=5)
+    if kind == "ema_joined":
+        print("joined at step %d" % opt.global_step)
+    if kind in ("ema_early", "ema_joined"):
+        ema = copy.deepcopy(model)
     if kind == "inner_step":  # the torch.optim optimizer's own step(), by mistake
         for _ in range(5):
             inner.zero_grad()
@@ -97,6 +107,9 @@ def main():
             for p, k in zip(model.parameters(), kept):
                 p.data.copy_(k)
         opt.step()
+    if kind in ("ema_early", "ema_joined"):
+        with torch.no_grad():
+            ema(ids)
     print("trained %s: %d steps, fc.weight %s" % (kind, opt.global_step,
                                                   model.fc.weight.flatten().tolist()))
 
