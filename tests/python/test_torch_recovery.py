@@ -12,6 +12,8 @@ import re
 import signal
 import unittest
 
+import torch
+
 import pstrain_testing as t
 
 
@@ -85,6 +87,43 @@ class Recovery(t.TestCase):
         self.assertEqual(s["restarts"], 1)
         self.assertEqual(s["task_restarts"][0]["task"], "ps:1")
         self.assertGreater(s["final_test_accuracy"], 0.90)
+
+    def test_a_ps_restarted_from_its_checkpoint_takes_the_schedulers_back(self):
+        # A sync job of 30 steps checkpointed every 10, a warm-up-and-decay
+        # LambdaLR given to opt.fast_forward, Adam: ps:1 killed while the
+        # chief waits at step 14. Its restart goes back to ckpt-10, the
+        # workers with it, and their schedulers too: the job ends bit for
+        # bit where the same job without the kill ends.
+        idioms = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "idioms.py")
+        ends = {}
+        for name in ("whole", "killed"):
+            run = self.run_dir(name)
+            out = os.path.join(self.dir, name + ".pt")
+            go = os.path.join(self.dir, name + ".go")
+            lines = []
+
+            def on_line(line, name=name, go=go, lines=lines):
+                lines.append(line)
+                if "paused at step 14" not in line:
+                    return
+                if name == "killed":
+                    os.kill(t.started_pids(lines)["ps:1"], signal.SIGKILL)
+                open(go, "w").close()
+
+            launch = t.Launch(t.local_flags(run, 2, 2) + [
+                "--mode=sync", "--checkpoint_every_steps=10", "--restart_backoff_s=0"],
+                [t.PYTHON, idioms, "--data_dir=" + t.DATA_DIR, "--out=" + out, "--steps=30",
+                 "--optimizer=adam", "--lr=0.01", "--scheduler=warmup_linear",
+                 "--pause_at=14:" + go], on_line=on_line)
+            self.assertEqual(launch.wait(), 0, launch.output)
+            ends[name] = torch.load(out)
+            if name == "killed":
+                self.assertIn("restarted ps:1", launch.output)
+                self.assertIn("the job went from step 15 to step 10 (a ps restarted from its "
+                              "checkpoint): the schedulers given to opt.fast_forward were set to "
+                              "it", launch.output)
+        for k, v in ends["whole"].items():
+            self.assertTrue(torch.equal(v, ends["killed"][k]), k)
 
     def test_a_resumed_job_continues_from_its_checkpoint(self):
         run = self.run_dir("run")

@@ -17,6 +17,7 @@ The contract with the script: its loop means what it means in one process
 
 import collections
 import contextlib
+import copy
 import inspect
 import threading
 import weakref
@@ -204,6 +205,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._absent_all = False  # nor any tensor (skip_step, finish; _no_grads)
         self._step_examples = 1   # the step's examples as the library has them
         self._copied_early = False  # the model deep-copied before _join (_model_copied)
+        self._schedulers = []     # fast_forward's: (scheduler, its state as made)
+        self._groups_made = []    # param_groups' settings when they were given
         self._no_sync = False
         self._callback_queued = False
         self._finished = self._closed = self._job_finished = False
@@ -710,7 +713,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._job_finished = True
             self._buffers.save(self._position[0])
             return
-        self._took_parameters()
+        self._took_parameters(after_step=True)
         if self._buffers.due():
             with self._no_landing():
                 self._buffers.save(self._position[0])
@@ -807,13 +810,35 @@ class DistributedOptimizer(torch.optim.Optimizer):
         return self._position[3]
 
     def fast_forward(self, *schedulers):
-        """A restarted worker's schedulers, made afresh, to where the job
-        is: each steps global_step times (torch's LambdaLR, OneCycleLR,
-        CosineAnnealingLR and the like then give what they would give at
-        this step in one process). Nothing in a fresh job."""
+        """Schedulers stepped once a step (torch's LambdaLR, OneCycleLR,
+        CosineAnnealingLR and the like), made afresh, follow the job's
+        position: a restarted worker's step global_step times now (nothing
+        in a fresh job), and where the job goes back to a checkpoint (a ps
+        restarted from it) they are set back with it, so that each step
+        runs with the settings one process would give it. Give every such
+        scheduler, in one call, before the loop."""
+        if not self._schedulers:
+            self._groups_made = [{k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
+                                 for g in self.param_groups]
+        self._schedulers += [(s, copy.deepcopy(s.state_dict())) for s in schedulers]
         for _ in range(self.global_step):
             for s in schedulers:
                 s.step()
+
+    def _rewind_schedulers(self, steps):
+        """fast_forward's schedulers as made, then stepped `steps` times (-1:
+        one step before that, as after a step() that went back to 0, the
+        loop's own scheduler step to come)."""
+        for group, made in zip(self.param_groups, self._groups_made):
+            group.update(copy.deepcopy(made))
+        for s, made in self._schedulers:
+            s.load_state_dict(copy.deepcopy(made))
+        for _ in range(steps):
+            for s, _ in self._schedulers:
+                s.step()
+        if steps < 0:
+            for s, _ in self._schedulers:
+                s.last_epoch = -1
 
     def finish(self):
         """Once this worker's loop is over: a step begun but not stepped is
@@ -888,14 +913,35 @@ class DistributedOptimizer(torch.optim.Optimizer):
             return
         self._took_parameters()
 
-    def _took_parameters(self):
-        """The library wrote the parameters (a pull, a landing, a rejoin):
-        a CUDA model's device copy and the position follow, and they are
-        noted as they are."""
+    def _took_parameters(self, after_step=False):
+        """The library wrote the parameters (a pull, a landing, a rejoin;
+        `after_step`: at the end of step()): a CUDA model's device copy and
+        the position follow, and they are noted as they are."""
+        before, rejoins = self._position[0], self._rejoins
         self._flat.after_pull()
         self._flat.mark(contents=not self._ahead)
         self._position = self._worker.position()
         self._rejoins = self._worker.rejoins()
+        if self._rejoins != rejoins:
+            self._moved(before + (1 if after_step else 0), after_step)
+
+    def _moved(self, expected, after_step):
+        """A rejoin put the job somewhere else than `expected` (back to a
+        checkpoint: a ps restarted from it): fast_forward's schedulers
+        follow, one step short `after_step` (the loop's own scheduler
+        step follows step())."""
+        now = self._position[0]
+        if now == expected:
+            return
+        if self._schedulers:
+            self._rewind_schedulers(now - 1 if after_step else now)
+            say("the job went from step %d to step %d (a ps restarted from its checkpoint): the "
+                "schedulers given to opt.fast_forward were set to it" % (expected, now))
+        else:
+            say("the job went from step %d to step %d (a ps restarted from its checkpoint): a "
+                "scheduler stepped once a step is now %d steps off the job's unless given to "
+                "opt.fast_forward(sched), which sets it to the job's step"
+                % (expected, now, abs(expected - now)))
 
     @contextlib.contextmanager
     def _no_landing(self):

@@ -29,11 +29,14 @@ over the rank's rows); the chief's forward in training mode of a larger
 batch every --probe steps without a backward (an evaluation that forgot
 no_grad); the model called with keywords only (--call=kwargs, as Hugging
 Face's models are); the loop training in eval() mode (--train_mode=eval:
-the net has no dropout or BatchNorm, so the numbers are training's)."""
+the net has no dropout or BatchNorm, so the numbers are training's).
+--pause_at=K:FILE holds the chief at step K until FILE exists (a test
+kills a task meanwhile)."""
 
 import argparse
 import os
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -185,6 +188,13 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
                 keep = (at % args.skip_world != short_rank) | (at // args.skip_world < rows)
                 xb, yb = xb[keep], yb[keep]
         head = "b" if args.branch and step % 3 == 2 else "a"
+        if args.pause_at is not None and rank == 0 and step == args.pause_at[0] \
+                and not os.path.exists(args.pause_at[1]):
+            print("paused at step %d" % step, flush=True)  # until the file exists
+            for _ in range(1200):
+                if os.path.exists(args.pause_at[1]):
+                    break
+                time.sleep(0.1)
         if args.probe and rank == 0 and step % args.probe == args.probe - 1:
             model(x[:64], head)  # a forward in training mode, no backward
         if args.unfreeze_at >= 0:
@@ -230,6 +240,7 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
         elif args.clip == "value":
             torch.nn.utils.clip_grad_value_(model.parameters(), 0.002)
+        job_step = opt.global_step if pst is not None else 0
         if scaler is not None:
             scaler.step(opt)
             scaler.update()
@@ -239,6 +250,8 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
             sched.step(float(loss.detach()))
         elif sched is not None:
             sched.step()
+        if pst is not None and opt.global_step < job_step:
+            step += opt.global_step - job_step - 1  # the job went back: its data too
         step += 1
 
 
@@ -366,6 +379,8 @@ def main():
     p.add_argument("--probe", type=int, default=0,
                    help="every this many steps the chief's forward of 64 rows, no backward")
     p.add_argument("--call", default="positional", choices=["positional", "kwargs"])
+    p.add_argument("--pause_at", default="",
+                   help="K:FILE: the chief waits at step K until FILE exists (a test's kill)")
     p.add_argument("--train_mode", default="train", choices=["train", "eval"])
     p.add_argument("--load", default="")
     p.add_argument("--load_into", default="wrapper", choices=["wrapper", "inner"])
@@ -375,6 +390,8 @@ def main():
     args.skip_backward = {int(s) for s in args.skip_backward.split(",") if s}
     args.skip_all = {int(s) for s in args.skip_all.split(",") if s}
     args.short = tuple(int(v) for v in args.short.split(":")) if args.short else None
+    args.pause_at = (int(args.pause_at.split(":", 1)[0]), args.pause_at.split(":", 1)[1]) \
+        if args.pause_at else None
     args.steps_on_rank = {int(r): int(n) for r, n in
                           (item.split(":") for item in args.steps_on_rank.split(",") if item)}
     torch.set_num_threads(1)
