@@ -2,9 +2,9 @@
 
 // CSV files for metrics: one header line, then rows of plain numbers and
 // words (no quoting needed: values never hold commas). Rows are written
-// whole and reach the file at each Flush (a step log: every 5 s, see
+// whole and reach the file at each Flush (a step log: every row, see
 // worker/metrics_recorder.cc) or when the stdio buffer fills, so a reader (a
-// plot, `tail -f`) sees whole rows, a little behind.
+// plot, `tail -f`) sees whole rows.
 
 #include <cstdio>
 #include <memory>

@@ -186,6 +186,9 @@ absl::Status MetricsRecorder::RecordStep(const StepRecord& r) {
        absl::StrCat(r.min_clock), absl::StrCat(r.staleness), r.dropped ? "1" : "0",
        CsvNumber(r.compute_ms), CsvNumber(r.comm_ms), CsvNumber(r.wait_ms),
        CsvNumber(r.ahead_ms)}));
+  // Each row reaches the file at once: a killed worker's log ends at its
+  // last step (one write a step, against a step's milliseconds).
+  RETURN_IF_ERROR(steps_csv_->Flush());
   const double wall = r.unix_us * 1e-6;
   const double step_ms = r.compute_ms + r.comm_ms;
   RETURN_IF_ERROR(events_->AddScalar("train/loss", r.step, r.loss, wall));
