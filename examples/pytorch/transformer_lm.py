@@ -312,7 +312,11 @@ def main():
     if pst is not None:
         opt = pst.DistributedOptimizer(model, inner, total_steps=args.steps)
     first_step = 0 if pst is None else opt.global_step  # a restarted worker's is the job's
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: lr_factor(first_step + k, args))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: lr_factor(k, args))
+    if pst is not None:
+        # At the job's step: a restarted worker's now, and every worker's
+        # again where a ps restarted from its checkpoint takes the job back.
+        opt.fast_forward(sched)
     curve = Curve(args.curve if chief else "", append=first_step > 0)
     describe(args, train, val, model, rank, num_workers)
 
