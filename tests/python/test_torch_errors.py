@@ -113,7 +113,9 @@ class EditedParameters(t.TestCase):
         for kind, says in (
                 ("state_read", "opt.state: the optimizer's state is on the ps tasks once the job "
                                "has begun; opt.state_dict()['state'] reads it"),
-                ("state_reset", "opt.state = ...: the optimizer's state is on the ps tasks")):
+                ("state_reset", "opt.state = ...: the optimizer's state is on the ps tasks"),
+                ("plateau_ff", "opt.fast_forward(ReduceLROnPlateau): it takes schedulers "
+                               "stepped once a step without an argument")):
             code, out = self.launch(kind)
             self.assertEqual(code, 1, out)
             self.assertIn(says, out, kind)

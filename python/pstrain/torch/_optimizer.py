@@ -817,10 +817,24 @@ class DistributedOptimizer(torch.optim.Optimizer):
         restarted from it) they are set back with it, so that each step
         runs with the settings one process would give it. Give every such
         scheduler, in one call, before the loop."""
+        for s in schedulers:
+            try:
+                inspect.signature(s.step).bind()
+            except (TypeError, ValueError) as e:
+                raise UsageError(
+                    "opt.fast_forward(%s): it takes schedulers stepped once a step without an "
+                    "argument (%s); a scheduler stepped on a metric, as ReduceLROnPlateau is, "
+                    "cannot be replayed to the job's step" % (type(s).__name__, e)) from None
         if not self._schedulers:
             self._groups_made = [{k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
                                  for g in self.param_groups]
-        self._schedulers += [(s, copy.deepcopy(s.state_dict())) for s in schedulers]
+        for s in schedulers:
+            try:
+                self._schedulers.append((s, copy.deepcopy(s.state_dict())))
+            except Exception as e:  # pylint: disable=broad-except
+                say("cannot keep %s's state as made (%s): it catches up here, but does not go "
+                    "back with the job where a ps restarts from its checkpoint"
+                    % (type(s).__name__, e))
         for _ in range(self.global_step):
             for s in schedulers:
                 s.step()

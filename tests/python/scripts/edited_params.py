@@ -16,7 +16,7 @@ small model, 1 worker.
     edited_params.py KIND     clamp | clamp_in_step | reload | max_norm | assign_before |
                               ema_swap | ema_deepcopy | swap_in_step | sparse | dampening |
                               state_read | state_reset | inner_step | ema_early |
-                              ema_joined"""
+                              ema_joined | plateau_ff"""
 
 import collections
 import copy
@@ -51,6 +51,8 @@ def main():
     lr = 0.0 if kind == "assign_before" else 0.1
     inner = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     opt = pst.DistributedOptimizer(model, inner, total_steps=5)
+    if kind == "plateau_ff":  # a scheduler stepped on a metric cannot be replayed
+        opt.fast_forward(torch.optim.lr_scheduler.ReduceLROnPlateau(opt))
     if kind == "ema_joined":
         print("joined at step %d" % opt.global_step)
     if kind in ("ema_early", "ema_joined"):
