@@ -161,8 +161,8 @@ def batch(x, y, step, rank, world, per_rank, seed):
 
 def train(args, model, opt, steps, rank, world, x, y, pst=None):
     sched = make_scheduler(args, opt)
-    if pst is not None and sched is not None:
-        opt.fast_forward(sched)
+    if pst is not None and sched is not None and args.scheduler != "plateau_own":
+        opt.fast_forward(sched)  # (a scheduler stepped on a metric cannot be replayed)
     scaler = None
     if args.amp == "scaler":
         scaler = torch.cuda.amp.GradScaler(init_scale=2.0 ** 10, growth_interval=4) \
