@@ -5,6 +5,7 @@
 
 #include "include/pstrain/c_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <exception>
@@ -364,6 +365,20 @@ int PstrainWorkerGetRejoins(PstrainWorkerHandle worker, int64_t* rejoins) {
     RETURN_IF_ERROR(Check(worker));
     if (rejoins == nullptr) return Null("rejoins");
     *rejoins = worker->worker->rejoins();
+    return absl::OkStatus();
+  });
+}
+
+int PstrainWorkerGetVersions(PstrainWorkerHandle worker, int64_t* lowest, int64_t* highest) {
+  return ApiCall([&] {
+    RETURN_IF_ERROR(Check(worker));
+    const std::vector<int64_t>& versions = worker->worker->versions();
+    if (lowest != nullptr) {
+      *lowest = versions.empty() ? 0 : *std::min_element(versions.begin(), versions.end());
+    }
+    if (highest != nullptr) {
+      *highest = versions.empty() ? 0 : *std::max_element(versions.begin(), versions.end());
+    }
     return absl::OkStatus();
   });
 }

@@ -118,6 +118,8 @@ class ScriptWorker {
     return flight_.thread.joinable() ? flight_.next_step : runtime_->global_step();
   }
   int64_t total_steps() const { return runtime_->total_steps(); }
+  // The shards' versions of params() now (WorkerRuntime::versions()).
+  const std::vector<int64_t>& versions() const { return runtime_->versions(); }
   int64_t steps_per_epoch() const { return runtime_->steps_per_epoch(); }
   // How many times this worker rejoined the job (a ps went away): each
   // may have rewritten the script's parameters with the job's.

@@ -69,7 +69,7 @@
 extern "C" {
 #endif
 
-#define PSTRAIN_C_API_VERSION 9
+#define PSTRAIN_C_API_VERSION 10
 
 /* Status codes. */
 #define PSTRAIN_OK 0
@@ -196,6 +196,13 @@ int PstrainWorkerGetPosition(PstrainWorkerHandle worker, int64_t* global_step,
  * `params` with the job's parameters. A caller that checks its parameters
  * for changes of its own takes them anew when the count moves. */
 int PstrainWorkerGetRejoins(PstrainWorkerHandle worker, int64_t* rejoins);
+
+/* The shards' versions of the parameters `params` holds now (how many
+ * updates each shard had applied when it answered; one shard's in sync is
+ * the job's step): the lowest and the highest. A fresh job's are 0 until
+ * its first update, so a worker joining one under way (async, a restart,
+ * a resume) sees more. Either pointer may be NULL. */
+int PstrainWorkerGetVersions(PstrainWorkerHandle worker, int64_t* lowest, int64_t* highest);
 
 /* Starts step `global_step` on a batch of `num_examples` examples on this
  * worker (0: a zero gradient of weight 0, when the last global batch has

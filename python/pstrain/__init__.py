@@ -154,6 +154,14 @@ class Worker:
         _lib.call("PstrainWorkerGetRejoins", self._handle, self._rejoins_ref)
         return self._rejoins.value
 
+    def versions(self):
+        """(lowest, highest): the shards' versions of the parameters held
+        now; a fresh job's are 0 until its first update."""
+        lowest, highest = ctypes.c_int64(), ctypes.c_int64()
+        _lib.call("PstrainWorkerGetVersions", self._handle, ctypes.byref(lowest),
+                  ctypes.byref(highest))
+        return lowest.value, highest.value
+
     @property
     def global_step(self):
         return self.position()[0]

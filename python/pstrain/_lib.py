@@ -6,7 +6,7 @@ import ctypes
 import ctypes.util
 import os
 
-API_VERSION = 9
+API_VERSION = 10
 
 OK = 0
 ERROR_FAILED = 1
@@ -93,6 +93,7 @@ _SIGNATURES = {
                                      ctypes.POINTER(_i64), ctypes.POINTER(_p)],
     "PstrainWorkerFree": [_p],
     "PstrainWorkerGetRejoins": [_p, ctypes.POINTER(_i64)],
+    "PstrainWorkerGetVersions": [_p, ctypes.POINTER(_i64), ctypes.POINTER(_i64)],
     "PstrainWorkerGetPosition": [_p, ctypes.POINTER(_i64), ctypes.POINTER(_i64),
                                  ctypes.POINTER(_i64), ctypes.POINTER(_int)],
     "PstrainWorkerBeginStep": [_p, _int],

@@ -54,6 +54,7 @@ TEST(CApi, NullHandlesAndPointersAreUsageErrors) {
   EXPECT_EQ(LastError(), "worker is NULL");
   int64_t rejoins = 0;
   EXPECT_EQ(PstrainWorkerGetRejoins(nullptr, &rejoins), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerGetVersions(nullptr, &rejoins, nullptr), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerTensorReady(nullptr, 0), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(PstrainWorkerEndStep(nullptr, 0.0), PSTRAIN_ERROR_USAGE);
   int on = 0;
@@ -275,6 +276,11 @@ TEST_F(CApiWithPs, CallsOutOfOrderAreRefusedAndTheStepsAreThePsSgd) {
     EXPECT_EQ(total, 3);
     EXPECT_EQ(per_epoch, 3);
     EXPECT_EQ(done, 0);
+    // Sync: every shard's parameters are at the job's step.
+    int64_t lowest = -1, highest = -1;
+    ASSERT_EQ(PstrainWorkerGetVersions(worker, &lowest, &highest), PSTRAIN_OK);
+    EXPECT_EQ(lowest, step);
+    EXPECT_EQ(highest, step);
     ASSERT_EQ(PstrainWorkerBeginStep(worker, 4), PSTRAIN_OK) << LastError();
     EXPECT_EQ(PstrainWorkerBeginStep(worker, 4), PSTRAIN_ERROR_USAGE);
     EXPECT_EQ(PstrainWorkerLayerSpan(worker, nullptr, 0, 1, 1), PSTRAIN_ERROR_USAGE);

@@ -87,9 +87,9 @@ class EditedParameters(t.TestCase):
     them is refused saying how, never run with the edit lost."""
     SCRIPT = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "edited_params.py")
 
-    def launch(self, kind, workers=1):
+    def launch(self, kind, workers=1, mode="sync"):
         run = self.run_dir(kind)
-        launch = t.Launch(t.local_flags(run, workers, 1) + ["--max_restarts=0", "--mode=sync"],
+        launch = t.Launch(t.local_flags(run, workers, 1) + ["--max_restarts=0", "--mode=" + mode],
                           [t.PYTHON, self.SCRIPT, kind])
         return launch.wait(), launch.output
 
@@ -148,6 +148,13 @@ class EditedParameters(t.TestCase):
         self.assertEqual(code, 0, out)
         self.assertNotIn(said, out)
         self.assertIn("[worker:1] trained ema_joined: 5 steps", out)
+        # Seeded alike, async, worker 1 joining after the chief's steps: its
+        # copy is the job's initial values, which the job has left; nothing.
+        code, out = self.launch("ema_late", workers=2, mode="async")
+        self.assertEqual(code, 0, out)
+        self.assertIn("[worker:0] trained ema_late", out)
+        self.assertRegex(out, r"\[worker:1\] joined at step [1-9]")
+        self.assertNotIn(said, out)
 
 
 class Resume(t.TestCase):

@@ -542,7 +542,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
                                       self._flat.host_params.numpy(),
                                       self._flat.host_grads.numpy(), self._job, slots, steps)
         self._took_parameters()
-        if own is not None and not torch.equal(own, self._flat.host_params):
+        # The comparison is with the job's initial parameters, which the
+        # model holds only where no update was applied yet: a worker joining
+        # a job under way (async, a restart, a resume) takes its current ones.
+        if own is not None and self._worker.versions()[1] == 0 \
+                and not torch.equal(own, self._flat.host_params):
             say("a copy of the model made before the optimizer's first use (copy.deepcopy: an "
                 "EMA's, a teacher's) holds this worker's initial parameters, which differ from "
                 "the job's (the chief's, which this worker's model now holds, as DDP broadcasts "

@@ -7,7 +7,8 @@ it), and weights swapped out and back between steps (an EMA's, for an
 evaluation) and moved inside a step and copied back before step() (as
 SAM's and FGM's loops do), which change nothing, and a copy of the model
 (an EMA's copy.deepcopy), which is not the job's; one made before the
-optimizer's first use, of a worker's own initial values, is said. The
+optimizer's first use, of a worker's own initial values, is said (not
+where the worker joins an async job under way: ema_late). The
 optimizer's state is the ps's
 too: a read of opt.state, or a reset, says where it is. A loop that steps
 the torch.optim optimizer itself is refused at finish(). Five steps of a
@@ -16,11 +17,13 @@ small model, 1 worker.
     edited_params.py KIND     clamp | clamp_in_step | reload | max_norm | assign_before |
                               ema_swap | ema_deepcopy | swap_in_step | sparse | dampening |
                               state_read | state_reset | inner_step | ema_early |
-                              ema_joined | plateau_ff"""
+                              ema_joined | ema_late | plateau_ff"""
 
 import collections
 import copy
+import os
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -55,8 +58,15 @@ def main():
         opt.fast_forward(torch.optim.lr_scheduler.ReduceLROnPlateau(opt))
     if kind == "ema_joined":
         print("joined at step %d" % opt.global_step)
-    if kind in ("ema_early", "ema_joined"):
+    if kind in ("ema_early", "ema_joined", "ema_late"):
         ema = copy.deepcopy(model)
+    # ema_late (async, seeded alike): worker 1 joins once the chief's steps
+    # are in, its copy the job's initial values but not its current ones.
+    marker = os.path.join(os.environ["PSTRAIN_RUN_DIR"], "chief_stepped")
+    if kind == "ema_late" and not pst.is_chief():
+        deadline = time.monotonic() + 120
+        while not os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
     if kind == "inner_step":  # the torch.optim optimizer's own step(), by mistake
         for _ in range(5):
             inner.zero_grad()
@@ -109,7 +119,12 @@ def main():
             for p, k in zip(model.parameters(), kept):
                 p.data.copy_(k)
         opt.step()
-    if kind in ("ema_early", "ema_joined"):
+    if kind == "ema_late":
+        if pst.is_chief():
+            open(marker, "w").close()
+        else:
+            print("joined at step %d" % opt.global_step)
+    if kind in ("ema_early", "ema_joined", "ema_late"):
         with torch.no_grad():
             ema(ids)
     print("trained %s: %d steps, fc.weight %s" % (kind, opt.global_step,
