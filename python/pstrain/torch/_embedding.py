@@ -9,7 +9,9 @@ which step() sends before the dense gradient; the ps updates those rows
 with the table's own optimizer (torch.optim's SGD, Adagrad or SparseAdam
 on a sparse gradient). Nothing of the table lives on the worker between
 steps. The rows are not parameters of the model: clip_grad_norm_,
-GradScaler and the DistributedOptimizer's param_groups do not see them.
+GradScaler and the DistributedOptimizer's param_groups do not see them;
+the DistributedOptimizer's zero_grad() clears their gradient as it would
+an nn.EmbeddingBag(sparse=True)'s weight's.
 The table's lr is its own: `emb.lr`, sent with every step's gradient, so
 a schedule sets it (emb.lr = base_lr * factor(step)).
 
@@ -99,6 +101,10 @@ class Embedding(torch.nn.Module):
         if eps is not None:
             self.config["eps"] = float(eps)
         self._step_rows = []  # (distinct ids, their rows as a leaf) of the step's forwards
+        # Whether one process's table would have a .grad now (a tensor,
+        # empty after zero_grad(set_to_none=False)), not None: its
+        # optimizer then counts a step without rows too (_send_grad).
+        self._grad_kept = False
         state.tables.append(self)
 
     def extra_repr(self):
@@ -172,12 +178,14 @@ class Embedding(torch.nn.Module):
     def _prepare(self, optimizer, ids, offsets):
         """A forward's checks and distinct ids, before its rows are pulled."""
         distinct, inverse = self._distinct(ids, offsets, inverse=True)
-        ids = torch.as_tensor(ids)
+        given, ids = ids, torch.as_tensor(ids)
         training = self.training and torch.is_grad_enabled()
         if training:
             optimizer._begin_step()  # pylint: disable=protected-access
         if offsets is not None:
             offsets = torch.as_tensor(offsets, device=ids.device)
+            if training:  # the model's first input may be these flat ids: its rows are the bags
+                optimizer._bags_of(given, offsets.numel())  # pylint: disable=protected-access
         return _Bag(distinct, inverse, offsets, ids.device, training)
 
     def _finish(self, bag, rows, per_sample_weights):
@@ -198,7 +206,14 @@ class Embedding(torch.nn.Module):
                              % (self.name, self.lr))
         parts = [(ids, rows.grad) for ids, rows in taken if rows.grad is not None]
         if not parts:
-            return  # no gradient: the table is left alone this step
+            if self._grad_kept:
+                # One process's .grad, emptied by zero_grad(set_to_none=
+                # False), still steps: no row moves, the optimizer's step
+                # count does (SparseAdam's bias correction).
+                worker.embedding_grad(self.index, torch.zeros(0, dtype=torch.int64).numpy(),
+                                      torch.zeros(0, self.embedding_dim).numpy(), self.lr)
+            return  # else no gradient: the table is left alone this step
+        self._grad_kept = True
         if len(parts) == 1:
             ids, grad = parts[0]
         else:
@@ -216,6 +231,15 @@ class Embedding(torch.nn.Module):
 
     def _forget_step(self):
         self._step_rows = []
+
+    def _zero_grad(self, set_to_none):
+        """The DistributedOptimizer's zero_grad(): the rows' gradients so
+        far are gone (a batch that went by without step(), a GradScaler's
+        skipped one); a forward before it still takes a backward after."""
+        for _, rows in self._step_rows:
+            rows.grad = None
+        if set_to_none:
+            self._grad_kept = False
 
 
 class EmbeddingBagCollection(torch.nn.Module):
@@ -256,12 +280,13 @@ class EmbeddingBagCollection(torch.nn.Module):
         for table, x in zip(self.tables, inputs):
             ids, offsets = x if isinstance(x, (tuple, list)) else (x, None)
             bags.append(table._prepare(optimizer, ids, offsets))  # pylint: disable=protected-access
+        wanted = _by_table(self.tables, [b.distinct for b in bags])
         rows = optimizer._table_call(  # pylint: disable=protected-access
             lambda worker: worker.embedding_pull_tables(
-                [(t.index, b.distinct.cpu().numpy(), t.embedding_dim)
-                 for t, b in zip(self.tables, bags)]))
-        return [t._finish(b, r, w)  # pylint: disable=protected-access
-                for t, b, r, w in zip(self.tables, bags, rows, weights)]
+                [(t.index, ids.cpu().numpy(), t.embedding_dim) for t, ids in wanted.values()]))
+        rows = dict(zip(wanted, rows))
+        return [t._finish(b, _rows_for(b.distinct, wanted[t.index][1], rows[t.index]), w)  # pylint: disable=protected-access
+                for t, b, w in zip(self.tables, bags, weights)]
 
     def prefetch(self, inputs):
         """Embedding.prefetch for every table at once: `inputs` as the next
@@ -271,9 +296,31 @@ class EmbeddingBagCollection(torch.nn.Module):
             raise ValueError("pst.EmbeddingBagCollection: %d inputs for %d tables"
                              % (len(inputs), len(self.tables)))
         optimizer = _optimizer("a prefetch")
-        requests = []
+        distincts = []
         for table, x in zip(self.tables, inputs):
             ids, offsets = x if isinstance(x, (tuple, list)) else (x, None)
-            distinct = table._distinct(ids, offsets)  # pylint: disable=protected-access
-            requests.append((table.index, distinct.cpu().numpy()))
-        optimizer._table_worker().embedding_prefetch(requests)  # pylint: disable=protected-access
+            distincts.append(table._distinct(ids, offsets))  # pylint: disable=protected-access
+        optimizer._table_worker().embedding_prefetch(  # pylint: disable=protected-access
+            [(t.index, ids.cpu().numpy()) for t, ids in _by_table(self.tables, distincts).values()])
+
+
+def _by_table(tables, distincts):
+    """{table index: (table, its distinct ids)}: a table read for several
+    inputs (one table shared by features) is asked for once, for the
+    distinct ids of them all, in the order tables first come."""
+    merged = {}
+    for table, distinct in zip(tables, distincts):
+        if table.index in merged:
+            _, before = merged[table.index]
+            merged[table.index] = (table, torch.unique(torch.cat([before, distinct])))
+        else:
+            merged[table.index] = (table, distinct)
+    return merged
+
+
+def _rows_for(distinct, asked, rows):
+    """The rows (numpy) of `distinct` among those pulled for `asked`
+    (sorted, distinct ids that hold them all)."""
+    if asked is distinct:
+        return rows
+    return rows[torch.searchsorted(asked, distinct).cpu().numpy()]

@@ -53,6 +53,11 @@ class _StateOnPs(collections.defaultdict):
                          "begun; opt.state_dict()['state'] reads it")
 
 
+# zero_grad()'s default: False in PyTorch 1.13, True from 2.0.
+_ZERO_GRAD_DEFAULT = inspect.signature(torch.optim.Optimizer.zero_grad).parameters[
+    "set_to_none"].default
+
+
 def _no_hook(*_):
     """What a copy of the model (copy.deepcopy, torch.save) has for the
     optimizer's hooks: the copy is not the job's model."""
@@ -197,6 +202,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         # gave, else the rows of each backward pass's forward.
         self._explicit_examples = None  # expect_examples(n), for the step
         self._forward_examples = None   # the last forward's rows no pass counted yet
+        self._forward_input = None      # the model's first positional input, during its forward
         self._pass_examples = 0         # the rows the step's accumulation's passes ran on
         self._accumulated = False       # the last pass ended an accumulation
         self._passes = 0          # backward passes in the step under way
@@ -333,6 +339,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
                     _ModelHook(self._forward_pre_hook)))
                 self._hooks.append(self._model.register_forward_hook(
                     _ModelHook(self._forward_hook)))
+                for module in self._model.modules():
+                    if isinstance(module, torch.nn.EmbeddingBag):
+                        self._hooks.append(module.register_forward_pre_hook(
+                            _ModelHook(self._embedding_bag_pre_hook)))
             except (RuntimeError, AttributeError) as e:
                 say("cannot hook the model's forward (%s): each step starts at its backward"
                     % e)
@@ -397,6 +407,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             first = inputs[0] if inputs else None
             self._forward_examples = int(first.shape[0]) \
                 if torch.is_tensor(first) and first.dim() > 0 else None
+            self._forward_input = first
             if self._in_step and self._passes == 0:
                 self._count_examples()  # a forward before it (one without backward)
         if not training(module):
@@ -411,12 +422,28 @@ class DistributedOptimizer(torch.optim.Optimizer):
         """The rows of a forward without a positional tensor input (a model
         called with keywords only, as Hugging Face's are): the first
         dimension of the first tensor of its output."""
+        self._forward_input = None
         if self._forward_examples is None and torch.is_grad_enabled():
             rows = _rows_of(output)
             if rows is not None:
                 self._forward_examples = rows
                 if self._in_step and self._passes == 0:
                     self._count_examples()
+
+    def _bags_of(self, ids, bags):
+        """An embedding bag's forward (pst.Embedding's, nn.EmbeddingBag's)
+        of 1-D ids with offsets: where those ids are the model's first
+        positional input, the forward's rows are the `bags`, not the ids."""
+        if ids is not self._forward_input or self._forward_examples is None:
+            return
+        self._forward_examples = bags
+        if self._in_step and self._passes == 0:
+            self._count_examples()
+
+    def _embedding_bag_pre_hook(self, module, inputs):
+        if len(inputs) > 1 and torch.is_tensor(inputs[1]) and torch.is_grad_enabled():
+            bags = inputs[1].numel() - (1 if module.include_last_offset else 0)
+            self._bags_of(inputs[0], bags)
 
     def _count_examples(self, backward_pass=False):
         """The step's examples: expect_examples' if given, else the rows of
@@ -723,6 +750,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 self._buffers.save(self._position[0])
 
     # -- what a training loop calls ---------------------------------------------
+
+    def zero_grad(self, set_to_none=_ZERO_GRAD_DEFAULT):
+        """torch.optim's, and the pst.Embedding tables' row gradients too,
+        as one process's zero_grad() clears an nn.EmbeddingBag(sparse=True)
+        weight's."""
+        super().zero_grad(set_to_none=set_to_none)
+        for table in self._tables:
+            table._zero_grad(set_to_none)  # pylint: disable=protected-access
 
     def step(self, closure=None, loss=None):
         """Sends this step's gradient (what each .grad holds now; a .grad of

@@ -10,7 +10,12 @@ reference all of it (one process at the global batch). With --branch the
 second table is used on even steps only (step() leaves it alone on the
 others, as torch.optim leaves a parameter whose .grad is None). With
 --freeze_head the dense head is frozen on every third step (from step
-1): those steps' backward reaches the tables' rows only."""
+1): those steps' backward reaches the tables' rows only. --zero_grad=keep
+zeroes gradients with set_to_none=False (a table's .grad stays, empty, and
+still steps its optimizer); --discard_steps has those steps begin with a
+batch thrown away (forward and backward, then zero_grad); --shared reads
+the first table twice (a table shared by two features); --flat calls the
+model with flat ids and offsets first, bags of 1-3 ids."""
 
 import argparse
 import sys
@@ -45,8 +50,14 @@ class Net(torch.nn.Module):
             self.head.weight.copy_(torch.randn(self.head.weight.shape, generator=g) * 0.1)
             self.head.bias.zero_()
 
-    def forward(self, ids, dense, use_second):
-        if use_second and self.together is not None:
+    def forward(self, ids, dense, use_second, offsets=None):
+        """`ids` 2-D bags of 3, or (with `offsets`) flat bags, whose
+        second table reads each bag's first id."""
+        if offsets is not None:
+            e = self.emb(ids, offsets)
+            if use_second:
+                e = e + self.emb2(ids[offsets].unsqueeze(1))
+        elif use_second and self.together is not None:
             first, second = self.together([ids, ids[:, :2]])
             e = first + second
         else:
@@ -54,6 +65,23 @@ class Net(torch.nn.Module):
             if use_second:
                 e = e + self.emb2(ids[:, :2])
         return self.head(torch.cat([e, dense], dim=1)).squeeze(1)
+
+
+def flat(ids):
+    """--flat: each example's bag its first 1-3 ids (by its second id),
+    as flat ids and offsets."""
+    lengths = 1 + ids[:, 1] % 3
+    keep = torch.arange(3).unsqueeze(0) < lengths.unsqueeze(1)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)[:-1]])
+    return ids[keep], offsets
+
+
+def call(model, ids, dense, use_second, args):
+    """The model on a batch, its ids as --flat says."""
+    if args.flat:  # the model's first input the flat ids: its examples are the bags
+        flat_ids, offsets = flat(ids)
+        return model(flat_ids, dense, use_second, offsets)
+    return model(ids, dense, use_second)
 
 
 def table_options(args):
@@ -80,9 +108,12 @@ def run_pstrain(args):
     opts = table_options(args)
     if args.mismatch and pst.rank() == 1:
         opts["lr"] *= 2
-    tables = (pst.Embedding(DIM, num_embeddings=args.ids, mode="sum", name="first", **opts),
-              pst.Embedding(DIM, num_embeddings=args.ids, mode="mean", name="second", **opts))
-    model = Net(tables, pst.EmbeddingBagCollection(tables) if args.collection else None)
+    tables = (pst.Embedding(DIM, num_embeddings=args.ids, mode="sum", name="first", **opts),)
+    if not args.shared:  # --shared: the job's one table
+        tables += (pst.Embedding(DIM, num_embeddings=args.ids, mode="mean", name="second",
+                                 **opts),)
+    read = (tables[0], tables[0]) if args.shared else tables
+    model = Net(read, pst.EmbeddingBagCollection(read) if args.collection else None)
     opt = pst.DistributedOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1),
                                    total_steps=args.steps)
     loss_fn = torch.nn.BCEWithLogitsLoss()
@@ -92,11 +123,15 @@ def run_pstrain(args):
         time.sleep(args.step_sleep_ms / 1000)
         ids, dense, label = batch(step, pst.num_workers(), args.batch, args.ids, args.seed)
         part = slice(r * args.batch, (r + 1) * args.batch)
-        opt.zero_grad(set_to_none=True)
+        if step in args.discard_steps:  # a batch thrown away: its rows' gradients too
+            other, x, y = batch(step + 10_000, pst.num_workers(), args.batch, args.ids, args.seed)
+            scale = float("inf") if args.discard_inf else 1.0  # an overflow GradScaler skips
+            (scale * loss_fn(call(model, other[part], x[part], True, args), y[part])).backward()
+        opt.zero_grad(set_to_none=args.zero_grad == "none")
         for table in tables:
             table.lr = table_lr(args, step)
         freeze(model, args, step)
-        loss = loss_fn(model(ids[part], dense[part], not args.branch or step % 2 == 0),
+        loss = loss_fn(call(model, ids[part], dense[part], not args.branch or step % 2 == 0, args),
                        label[part])
         loss.backward()
         if args.prefetch != "none":
@@ -112,7 +147,9 @@ def run_pstrain(args):
         every = torch.arange(args.ids)
         out = {"head.weight": model.head.weight.detach().clone(),
                "head.bias": model.head.bias.detach().clone(),
-               "first": tables[0].read_rows(every), "second": tables[1].read_rows(every)}
+               "first": tables[0].read_rows(every)}
+        if not args.shared:
+            out["second"] = tables[1].read_rows(every)
         if args.prefetch != "none":
             out["prefetched"] = torch.tensor(opt.prefetched())
         torch.save(out, args.out)
@@ -152,7 +189,7 @@ def run_reference(args):
 
     tables = (bag(0, "sum"), bag(1, "mean"))
     touches = [torch.zeros(args.ids, dtype=torch.int64) for _ in tables]
-    model = Net(tables)
+    model = Net((tables[0], tables[0]) if args.shared else tables)
     opts = table_options(args)
     kind = {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad,
             "adam": torch.optim.SparseAdam}[opts["optimizer"]]
@@ -161,12 +198,16 @@ def run_reference(args):
     loss_fn = torch.nn.BCEWithLogitsLoss()
     for step in range(args.steps):
         ids, x, label = batch(step, args.world, args.batch, args.ids, args.seed)
-        sparse.zero_grad(set_to_none=True)
-        dense.zero_grad(set_to_none=True)
+        if step in args.discard_steps:
+            other, x2, y2 = batch(step + 10_000, args.world, args.batch, args.ids, args.seed)
+            scale = float("inf") if args.discard_inf else 1.0
+            (scale * loss_fn(call(model, other, x2, True, args), y2)).backward()
+        sparse.zero_grad(set_to_none=args.zero_grad == "none")
+        dense.zero_grad(set_to_none=args.zero_grad == "none")
         for group in sparse.param_groups:
             group["lr"] = table_lr(args, step)
         freeze(model, args, step)
-        loss = loss_fn(model(ids, x, not args.branch or step % 2 == 0), label)
+        loss = loss_fn(call(model, ids, x, not args.branch or step % 2 == 0, args), label)
         loss.backward()
         empty = []
         if args.admit_after > 0:
@@ -185,10 +226,12 @@ def run_reference(args):
                                  exp_avg_sq=torch.zeros_like(weight))
                 state["step"] += 1
         dense.step()
-    torch.save({"head.weight": model.head.weight.detach().clone(),
-                "head.bias": model.head.bias.detach().clone(),
-                "first": tables[0].weight.detach().clone(),
-                "second": tables[1].weight.detach().clone()}, args.out)
+    out = {"head.weight": model.head.weight.detach().clone(),
+           "head.bias": model.head.bias.detach().clone(),
+           "first": tables[0].weight.detach().clone()}
+    if not args.shared:
+        out["second"] = tables[1].weight.detach().clone()
+    torch.save(out, args.out)
 
 
 def admit(table, count, index, args):
@@ -242,8 +285,19 @@ def main():
                    help="ask for the next forward's rows (or other ids') behind each push")
     p.add_argument("--read_between", action="store_true",
                    help="after each step, read the next step's rows of the first table")
+    p.add_argument("--zero_grad", choices=("none", "keep"), default="none",
+                   help="zero_grad(set_to_none=True) (none) or False (keep)")
+    p.add_argument("--discard_steps", default="",
+                   help="steps (comma-separated) that begin with a batch thrown away")
+    p.add_argument("--discard_inf", action="store_true",
+                   help="the thrown-away batches' gradients infinite")
+    p.add_argument("--shared", action="store_true",
+                   help="the first table read twice, in place of the second")
+    p.add_argument("--flat", action="store_true",
+                   help="the model called with flat ids and offsets first, bags of 1-3 ids")
     p.add_argument("--out", required=True)
     args = p.parse_args()
+    args.discard_steps = {int(k) for k in args.discard_steps.split(",") if k}
     DIM = args.dim
     (run_reference if args.reference else run_pstrain)(args)
 
