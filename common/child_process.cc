@@ -131,8 +131,16 @@ void ChildProcess::Signal(int signo) const {
   if (pid_ > 0 && !exited_) kill(-pid_, signo);
 }
 
-bool ChildProcess::Reap() {
+bool ChildProcess::Reap(bool kill_group) {
   if (exited_ || pid_ <= 0) return exited_;
+  if (kill_group) {
+    siginfo_t info = {};
+    if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+        info.si_pid != pid_) {
+      return false;
+    }
+    kill(-pid_, SIGKILL);
+  }
   int status = 0;
   struct rusage usage = {};
   const pid_t r = wait4(pid_, &status, WNOHANG, &usage);

@@ -49,7 +49,10 @@ class ChildProcess {
   // Reaps the child if it has exited (non-blocking). Returns true once it
   // has; exit_code() is then its status (-N when killed by signal N), and
   // cpu_seconds() the CPU time (user + system, every thread) it used.
-  bool Reap();
+  // `kill_group`: what the child left running in its process group (a
+  // script's helper processes) is killed first, while the unreaped child
+  // still holds the group's id.
+  bool Reap(bool kill_group = false);
   bool exited() const { return exited_; }
   int exit_code() const { return exit_code_; }
   double cpu_seconds() const { return cpu_seconds_; }

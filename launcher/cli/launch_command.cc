@@ -65,12 +65,27 @@ std::string AbsolutePath(const std::string& path) {
   return ec ? path : absolute.string();
 }
 
-std::string DefaultRunDir(const TrainOptions& o) {
-  return absl::StrCat("runs/", absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()),
-                      "-", UpdateModeName(o.mode));
+// runs/<time>-<mode>, made here so that no other launch takes it (two in
+// one second from one directory, a script's jobs started together): the
+// first of it, -2, -3, ... that mkdir makes.
+absl::StatusOr<std::string> MakeDefaultRunDir(const TrainOptions& o) {
+  const std::string base =
+      absl::StrCat("runs/", absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()),
+                   "-", UpdateModeName(o.mode));
+  std::error_code ec;
+  std::filesystem::create_directories("runs", ec);
+  for (int n = 1; !ec && n < 1000; ++n) {
+    const std::string dir = n == 1 ? base : absl::StrCat(base, "-", n);
+    if (std::filesystem::create_directory(dir, ec)) return dir;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("cannot make a run directory ", base, " here",
+                   ec ? absl::StrCat(" (", ec.message(), ")") : " (-2 to -999 are taken too)",
+                   "; give --run_dir=DIR"));
 }
 
-absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
+// `resume`: the run directory is the resumed one (no default is made).
+absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv, bool resume = false) {
   ASSIGN_OR_RETURN(TrainOptions train, TrainOptionsFromFlags());
   LaunchOptions o;
   ASSIGN_OR_RETURN(o.command, CommandAfterDashes(argc, argv));
@@ -95,7 +110,10 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv) {
   }
   // Absolute: a resume may start from another directory, and a command
   // runs in its own.
-  o.run_dir = AbsolutePath(train.run_dir.empty() ? DefaultRunDir(train) : train.run_dir);
+  if (train.run_dir.empty() && !resume) {
+    ASSIGN_OR_RETURN(train.run_dir, MakeDefaultRunDir(train));
+  }
+  o.run_dir = AbsolutePath(train.run_dir);
   if (!train.checkpoint_dir.empty()) train.checkpoint_dir = AbsolutePath(train.checkpoint_dir);
   o.bin_dir = BinDir();
   o.train = train;
@@ -142,7 +160,7 @@ absl::StatusOr<LaunchOptions> ResumeOptionsFromFlags(const std::string& run_dir,
                                                      char** argv) {
   ASSIGN_OR_RETURN(const RecordedLaunch recorded,
                    ApplyLaunchRecord(run_dir, FlagsOnCommandLine(argc, argv)));
-  ASSIGN_OR_RETURN(LaunchOptions o, LaunchOptionsFromFlags(argc, argv));
+  ASSIGN_OR_RETURN(LaunchOptions o, LaunchOptionsFromFlags(argc, argv, /*resume=*/true));
   if (o.command.empty()) {
     ASSIGN_OR_RETURN(LaunchedCommand command, CommandToResume(recorded, run_dir));
     if (!command.argv.empty()) {

@@ -220,7 +220,8 @@ void Supervisor::Pump(SupervisedTask& task) {
 
 void Supervisor::ReapAll() {
   for (SupervisedTask& t : tasks_) {
-    if (!t.process.exited() && t.process.Reap()) OnExit(t);
+    // A task is its process group: what it leaves running goes with it.
+    if (!t.process.exited() && t.process.Reap(/*kill_group=*/true)) OnExit(t);
   }
 }
 

@@ -121,6 +121,14 @@ def _trained():
     return True
 
 
+def _has_optimizer():
+    """Whether this process made a DistributedOptimizer (which joins the
+    job, at the latest when the process exits)."""
+    module = sys.modules.get("pstrain.torch._process")
+    state = module.current() if module is not None else None
+    return state is not None and state.optimizer is not None
+
+
 def main(argv):
     if len(argv) != 2:
         _say("usage: python3 -m pstrain._run_worker RUN_DIR/%s/%s (pstrain.runner.run "
@@ -129,6 +137,11 @@ def main(argv):
     call_path = os.path.abspath(argv[1])
     directory = os.path.dirname(call_path)
     rank, _ = task_of(os.environ.get("TF_CONFIG", '{"task": {"type": "worker", "index": 0}}'))
+    # An earlier attempt's error (this rank restarted): not this one's.
+    try:
+        os.unlink(error_path(directory, rank))
+    except FileNotFoundError:
+        pass
     try:
         fn, args, name = _load(call_path)
     except Exception:  # pylint: disable=broad-except
@@ -141,13 +154,19 @@ def main(argv):
     except SystemExit as e:
         if e.code not in (None, 0):
             _write(error_path(directory, rank), _below_here(e).encode())
-        raise
+            raise
+        result = None  # sys.exit(0): as a return
     except BaseException as e:
         _write(error_path(directory, rank), _below_here(e).encode())
         raise
     if not _trained():
         _fail(directory, rank, "%s returned without calling pstrain.torch.init(): the function "
               "run() runs trains through pstrain.torch, as a launched script does" % name)
+    if not _has_optimizer():
+        _fail(directory, rank, "%s returned on rank %d without making a DistributedOptimizer: "
+              "the other workers would wait for this one to join the job; every rank trains "
+              "(one with nothing to do still makes it and steps through its loop)"
+              % (name, rank))
     if rank == 0:
         try:
             data = (cloudpickle_or_none() or pickle).dumps(result)

@@ -123,7 +123,13 @@ def _why_not_by_reference(fn):
 def _pickled_call(fn, args):
     cloudpickle = _worker.cloudpickle_or_none()
     if cloudpickle is not None:
-        return cloudpickle.dumps((fn, tuple(args)))
+        try:
+            return cloudpickle.dumps((fn, tuple(args)))
+        except Exception as e:  # pylint: disable=broad-except
+            raise ConfigError("run(): fn or its arguments cannot be pickled to reach the "
+                              "workers (%s: %s); pass what the workers can rebuild (a path, "
+                              "a number) and make the rest inside fn"
+                              % (type(e).__name__, e)) from None
     why = _why_not_by_reference(fn)
     if why is None:
         try:
@@ -164,9 +170,29 @@ def _spec(num_workers, num_ps):
 
 
 def _default_run_dir(mode):
-    """runs/<time>-<mode> in the current directory, as `pstrain launch`'s."""
-    return os.path.abspath(os.path.join(
+    """runs/<time>-<mode> in the current directory, as `pstrain launch`'s,
+    made here, so that no other call (another thread's, another process's in
+    the same second) takes it: the first of it, -2, -3, ... that mkdir
+    makes. Returns (it, runs/ if this call made that too, else None)."""
+    base = os.path.abspath(os.path.join(
         "runs", "%s-%s" % (time.strftime("%Y%m%d-%H%M%S"), str(mode).split(":")[0])))
+    parent = os.path.dirname(base)
+    try:
+        made_parent = None
+        if not os.path.isdir(parent):
+            os.makedirs(parent, exist_ok=True)
+            made_parent = parent
+        for n in range(1, 1000):
+            path = base if n == 1 else "%s-%d" % (base, n)
+            try:
+                os.mkdir(path)
+                return path, made_parent
+            except FileExistsError:
+                continue
+    except OSError as e:
+        raise ConfigError("run(): cannot make a run directory under %s (%s); give run_dir= "
+                          "a directory it can write" % (os.getcwd(), e)) from None
+    raise ConfigError("run(): %s-2 to -999 are taken; give run_dir=" % base)
 
 
 def _first_missing(path):
@@ -302,11 +328,33 @@ def run(fn, *args, num_workers=2, num_ps=1, mode="sync", quiet=False, **job_flag
     for name, n in (("num_workers", num_workers), ("num_ps", num_ps)):
         if not isinstance(n, int) or n < 1:
             raise ValueError("run(): %s must be an int >= 1, not %r" % (name, n))
-    run_dir = os.path.abspath(job_flags.pop("run_dir", None) or _default_run_dir(mode))
-    flags = _flag_args(job_flags) + ["--run_dir=" + run_dir]
+    given = job_flags.pop("run_dir", None)
+    flags = _flag_args(job_flags)
     binary = find_binary()
-    made = _first_missing(run_dir)  # removed again if the launcher refuses the job
-    call_path, spec_path = _prepare(run_dir, fn, args, num_workers, num_ps)
+    # What is removed again if the launcher refuses the job: the run
+    # directory, and runs/ where this call made it and no other call uses it.
+    if given:
+        run_dir, made_parent = os.path.abspath(given), None
+        made = _first_missing(run_dir)
+    else:
+        run_dir, made_parent = _default_run_dir(mode)
+        made = run_dir
+    flags.append("--run_dir=" + run_dir)
+
+    def unmake():
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        if made_parent is not None:
+            try:
+                os.rmdir(made_parent)
+            except OSError:
+                pass  # another call's run is in it
+
+    try:
+        call_path, spec_path = _prepare(run_dir, fn, args, num_workers, num_ps)
+    except BaseException:
+        unmake()
+        raise
     if "echo" not in job_flags:
         flags.append("--echo=" + ("none" if quiet else "progress"))
     argv = ([binary, "launch", "--cluster_spec=" + spec_path, "--free_ports", "--mode=%s" % mode]
@@ -321,8 +369,7 @@ def run(fn, *args, num_workers=2, num_ps=1, mode="sync", quiet=False, **job_flag
     if code == 0:
         return _result(run_dir, job)
     if _refused(code, job):
-        if made is not None:
-            shutil.rmtree(made, ignore_errors=True)
+        unmake()
         hint = ("\n(run()'s keyword arguments other than num_workers, num_ps, mode and quiet are "
                 "`pstrain launch` flags; `pstrain --helpfull` lists them)"
                 if "Unknown command line flag" in job.output else "")

@@ -114,6 +114,63 @@ class RunFn(t.TestCase):
         self.assertIn("never_init returned without calling pstrain.torch.init()",
                       caught.exception.traceback)
 
+    def test_concurrent_calls_each_get_their_own_run_and_value(self):
+        # Two calls in one second from one directory: each default run
+        # directory is its own (runs/<time>-<mode>, then -2).
+        import threading  # pylint: disable=import-outside-toplevel
+        results = {}
+
+        def call(value):
+            results[value] = run(run_fns.echo, value, t.DATA_DIR, num_workers=1, quiet=True)
+
+        with working_dir(self.dir):
+            threads = [threading.Thread(target=call, args=(v,)) for v in ("A", "B")]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(300)
+            self.assertEqual(results, {"A": "A", "B": "B"})
+            self.assertEqual(len(os.listdir(os.path.join(self.dir, "runs"))), 2)
+
+    def test_a_rank_that_returns_without_training_fails_the_job_at_once(self):
+        # Rank 1 returns after init(): the chief would wait for it to join
+        # (--register_timeout_s, 600 s); the job fails naming rank 1.
+        run_dir = os.path.join(self.dir, "run")
+        with self.assertRaises(WorkerError) as caught:
+            run(run_fns.leave_early, t.DATA_DIR, num_workers=2, run_dir=run_dir, quiet=True,
+                register_timeout_s=300)
+        e = caught.exception
+        self.assertEqual(e.rank, 1)
+        self.assertIn("leave_early returned on rank 1 without making a DistributedOptimizer",
+                      e.traceback)
+
+    def test_a_failure_is_the_last_attempts_not_an_earlier_error(self):
+        # Rank 1 raised once and was restarted; then the chief was killed:
+        # the job's failure is the chief's, not rank 1's earlier traceback.
+        run_dir = os.path.join(self.dir, "run")
+        with self.assertRaises(JobError) as caught:
+            run(run_fns.fail_once_then_lose_the_chief, num_workers=2, run_dir=run_dir,
+                quiet=True, max_restarts=1, restart_backoff_s=0)
+        self.assertNotIsInstance(caught.exception, WorkerError, str(caught.exception))
+        self.assertIn("worker:0", str(caught.exception))
+
+    def test_a_processes_the_function_left_running_end_with_its_task(self):
+        import time  # pylint: disable=import-outside-toplevel
+        pid = run(run_fns.leave_a_child, t.DATA_DIR, num_workers=1,
+                  run_dir=os.path.join(self.dir, "run"), quiet=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    if f.read().split(")")[-1].split()[0] == "Z":
+                        break  # killed, its reaper not there yet
+            except FileNotFoundError:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, 9)
+            self.fail("the function's child process %d outlived the job" % pid)
+
     def test_a_flag_launch_does_not_take_is_refused_before_anything_starts(self):
         with working_dir(self.dir):
             with self.assertRaises(pstrain.ConfigError) as caught:

@@ -37,6 +37,23 @@ class Errors(t.TestCase):
         self.assertIn("worker:1 failed (exit code 1)", out)
         self.assertFalse(t.os.path.exists(t.os.path.join(run, "summary.json")))
 
+    def test_a_worker_that_exits_without_an_optimizer_fails_the_job_at_once(self):
+        # Rank 1 ends after init(), as `if not pst.is_chief(): sys.exit()`
+        # would: the chief would wait for it to join (--register_timeout_s);
+        # it says so and exits 2, and the job fails without waiting.
+        run = self.run_dir("run")
+        launch = t.Launch(t.local_flags(run, 2, 1) + ["--mode=sync", "--register_timeout_s=300"],
+                          [t.PYTHON, "-c", "import sys, pstrain.torch as pst\npst.init()\n"
+                           "if pst.rank() == 1:\n    sys.exit(0)\n"
+                           "import torch\nm = torch.nn.Linear(2, 1)\n"
+                           "opt = pst.DistributedOptimizer(m, 'sgd', lr=0.1, total_steps=3)\n"
+                           "print('joined at step %d' % opt.global_step)\n"])
+        code = launch.wait()
+        self.assertNotEqual(code, 0, launch.output)
+        self.assertIn("[worker:1] pstrain: this worker exits without having made a "
+                      "DistributedOptimizer", launch.output)
+        self.assertIn("worker:1 failed (exit code 2)", launch.output)
+
     def test_an_option_the_optimizer_does_not_take_is_a_configuration_error(self):
         run = self.run_dir("run")
         code, launch = t.launch(run, ["--mode=sync"], ["--optimizer=adam", "--adam_momentum"],

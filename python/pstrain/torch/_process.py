@@ -148,7 +148,15 @@ def _end(code):
 def _at_exit():
     # A script that raised fails as it is; one that ended ends the job.
     opt = _process.optimizer if _process is not None else None
-    if opt is None or _process.failed:
+    if _process is None or _process.failed:
+        return
+    if opt is None:
+        if not _process.task.dynamic:
+            # The others would wait for it to join, --register_timeout_s.
+            say("this worker exits without having made a DistributedOptimizer: the job's other "
+                "workers would wait for it to join; every worker makes one (one with nothing to "
+                "train still does, and calls pst.finish())")
+            _flush_and_exit(2)
         return
     try:
         opt.finish()

@@ -5,7 +5,9 @@
 // may leave a process behind.
 
 #include <signal.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <string>
@@ -122,6 +124,36 @@ TEST(Launch, BadSpecExitsTwoAndStartsNothing) {
   EXPECT_EQ(*code, 2);
   EXPECT_THAT(p->output(), HasSubstr("cluster.ps"));
   EXPECT_TRUE(TaskPids(p->output()).empty());
+}
+
+TEST(Launch, LaunchesStartedTogetherTakeADefaultRunDirectoryEach) {
+  // No --run_dir: runs/<time>-<mode> in the current directory, made by the
+  // launch that takes it (then -2, ...). Two started in one second used to
+  // share one, each overwriting the other's files. A bad spec ends them
+  // once each has written its launch.json there.
+  const std::string dir = testing::MakeTempDir("default_run_dirs");
+  ASSERT_TRUE(
+      WriteFileAtomic(dir + "/spec.json", R"({"cluster": {"worker": ["localhost:1"]}})").ok());
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  std::vector<std::unique_ptr<RunningProcess>> launches;
+  for (int i = 0; i < 3; ++i) {
+    launches.push_back(RunningProcess::Start(BinaryPath("pstrain"),
+                                             {"launch", "--cluster_spec=" + dir + "/spec.json"}));
+  }
+  std::filesystem::current_path(before);
+  for (auto& p : launches) {
+    ASSERT_NE(p, nullptr);
+    auto code = p->Wait(60);
+    ASSERT_TRUE(code.ok());
+    EXPECT_EQ(*code, 2) << p->output();
+  }
+  int run_dirs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/runs")) {
+    EXPECT_TRUE(FileExists(entry.path().string() + "/launch.json")) << entry.path();
+    ++run_dirs;
+  }
+  EXPECT_EQ(run_dirs, 3);
 }
 
 TEST(Launch, UnknownCommandAndBadFlagsExitTwo) {

@@ -49,3 +49,55 @@ def fail_at_rank(bad_rank, data_dir):
 def never_init():
     """Returns without joining the job."""
     return 1
+
+
+def echo(value, data_dir):
+    """Trains a few steps and returns `value`: what each of two concurrent
+    calls must get back."""
+    train(data_dir, 5)
+    return value
+
+
+def leave_early(data_dir):
+    """Rank 1 returns after init without training (`if not
+    pst.is_chief(): return`); the chief trains and would wait for it."""
+    pst.init()
+    if not pst.is_chief():
+        return None
+    return train(data_dir, 5)
+
+
+def fail_once_then_lose_the_chief():
+    """Rank 1 raises in its first attempt only; once its second has begun,
+    the chief is killed (SIGKILL), in every attempt: what fails the job is
+    the chief, not rank 1's earlier error."""
+    import signal  # pylint: disable=import-outside-toplevel
+    import time  # pylint: disable=import-outside-toplevel
+    pst.init()
+    attempts = os.path.join(pst.run_dir(), "rank1_attempts")
+    if pst.rank() == 1:
+        with open(attempts, "a") as f:
+            f.write("attempt\n")
+        with open(attempts) as f:
+            if len(f.readlines()) == 1:
+                raise RuntimeError("a transient failure in rank 1's first attempt")
+        time.sleep(120)  # until the launcher stops it
+        return None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if os.path.exists(attempts):
+            with open(attempts) as f:
+                if len(f.readlines()) >= 2:
+                    break
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGKILL)
+    return None
+
+
+def leave_a_child(data_dir):
+    """Starts a process that would outlive the task, trains, and returns
+    its pid (the task's exit takes it along)."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    child = subprocess.Popen(["sleep", "171"])  # pylint: disable=consider-using-with
+    train(data_dir, 3)
+    return child.pid
