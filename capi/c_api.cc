@@ -119,6 +119,54 @@ absl::StatusOr<std::vector<int32_t>> AbsentList(PstrainWorkerHandle w, int num_a
   return std::vector<int32_t>(absent, absent + num_absent);
 }
 
+// Most floats a layout holds (1 PiB of them): a sum of sizes checked
+// against it cannot overflow.
+constexpr int64_t kMaxFloats = int64_t{1} << 48;
+// Longest name (a tensor's, a layer's): a message header holds it.
+constexpr size_t kMaxNameBytes = 4096;
+
+// Whether `s` is UTF-8 (a protobuf string field must be: a header with
+// anything else is not a pstrain header to its receiver).
+bool IsUtf8(absl::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t min = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c >> 5) == 0x6) {
+      n = 1, min = 0x80;
+    } else if ((c >> 4) == 0xe) {
+      n = 2, min = 0x800;
+    } else if ((c >> 3) == 0x1e) {
+      n = 3, min = 0x10000;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;
+    uint32_t code = c & (0x3f >> n);
+    for (size_t k = 1; k <= n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b >> 6) != 0x2) return false;
+      code = (code << 6) | (b & 0x3f);
+    }
+    if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+// A name the caller gives (`what`): UTF-8, 1 to kMaxNameBytes bytes.
+absl::Status CheckName(absl::string_view what, absl::string_view name) {
+  if (name.empty() || name.size() > kMaxNameBytes) {
+    return pstrain::UsageError(
+        absl::StrCat(what, " has ", name.size(), " bytes; 1 to ", kMaxNameBytes));
+  }
+  if (!IsUtf8(name)) return pstrain::UsageError(absl::StrCat(what, " is not UTF-8"));
+  return absl::OkStatus();
+}
+
 // The tensors a caller names, each of at least one float, together
 // `num_floats`. REQUIRES: names and sizes hold num_tensors >= 1 entries.
 absl::StatusOr<std::vector<pstrain::TensorSlot>> Layout(int num_tensors,
@@ -128,9 +176,14 @@ absl::StatusOr<std::vector<pstrain::TensorSlot>> Layout(int num_tensors,
   int64_t total = 0;
   for (int i = 0; i < num_tensors; ++i) {
     if (names[i] == nullptr) return Null(absl::StrCat("names[", i, "]").c_str());
+    RETURN_IF_ERROR(CheckName(absl::StrCat("tensor ", i, "'s name"), names[i]));
     if (sizes[i] < 1) {
       return pstrain::UsageError(
           absl::StrCat("tensor ", i, " (", names[i], ") has size ", sizes[i], "; at least 1"));
+    }
+    if (sizes[i] > kMaxFloats - total) {
+      return pstrain::UsageError(
+          absl::StrCat("the tensors up to ", i, " (", names[i], ") hold more than 2^48 floats"));
     }
     tensors.push_back({names[i], sizes[i]});
     total += sizes[i];
@@ -418,6 +471,7 @@ int PstrainWorkerLayerSpan(PstrainWorkerHandle worker, const char* layer, int ba
   return ApiCall([&] {
     RETURN_IF_ERROR(Check(worker));
     if (layer == nullptr) return Null("layer");
+    RETURN_IF_ERROR(CheckName("layer", layer));
     return worker->worker->LayerSpan(layer, backward != 0, start_unix_us, duration_us);
   });
 }

@@ -326,8 +326,9 @@ absl::Status ScriptWorker::BeginStep(int num_examples) {
   if (finished_ || done()) {
     return UsageError(absl::StrCat("BeginStep: no step is left (", total_steps(), " done)"));
   }
-  if (num_examples < 0) {
-    return UsageError(absl::StrCat("BeginStep: num_examples is ", num_examples));
+  if (num_examples < 0 || num_examples > kMaxStepExamples) {
+    return UsageError(
+        absl::StrCat("BeginStep: num_examples is ", num_examples, "; 0 to ", kMaxStepExamples));
   }
   const int64_t step = global_step();
   step_ = StepInfo();
@@ -350,8 +351,9 @@ absl::Status ScriptWorker::BeginStep(int num_examples) {
 absl::Status ScriptWorker::SetStepExamples(int num_examples) {
   RETURN_IF_ERROR(failed_);
   if (!in_step_) return UsageError("SetStepExamples: no step is under way (BeginStep first)");
-  if (num_examples < 0) {
-    return UsageError(absl::StrCat("SetStepExamples: num_examples is ", num_examples));
+  if (num_examples < 0 || num_examples > kMaxStepExamples) {
+    return UsageError(absl::StrCat("SetStepExamples: num_examples is ", num_examples, "; 0 to ",
+                                   kMaxStepExamples));
   }
   if (std::find(tensor_ready_.begin(), tensor_ready_.end(), true) != tensor_ready_.end()) {
     return UsageError(
@@ -580,6 +582,12 @@ absl::Status ScriptWorker::LogEvaluation(double accuracy, double loss, double se
   if (in_step_) return UsageError("LogEvaluation: a step is under way (EndStep first)");
   if (!(accuracy >= 0 && accuracy <= 1)) {
     return UsageError(absl::StrCat("LogEvaluation: accuracy ", accuracy, " is not in [0, 1]"));
+  }
+  // A negative time is "since the last step"; a year bounds a real one.
+  if (std::isnan(seconds) || seconds > 365.0 * 86400) {
+    return UsageError(absl::StrCat("LogEvaluation: seconds is ", seconds,
+                                   "; a negative number (the time since the last step) or 0 to "
+                                   "a year"));
   }
   const int64_t now = MonotonicMicros();
   const int64_t took_us = seconds >= 0            ? static_cast<int64_t>(seconds * 1e6)

@@ -96,6 +96,19 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   return out.str();
 }
 
+absl::StatusOr<std::string> ReadFilePrefix(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (!FileExists(path)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    return absl::InternalError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  }
+  std::string text(max_bytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return absl::InternalError(absl::StrCat(path, ": read error"));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
 absl::Status WriteFileAtomic(const std::string& path, absl::string_view contents) {
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   RETURN_IF_ERROR(WriteAndSync(path, tmp, contents));

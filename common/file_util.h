@@ -11,6 +11,9 @@ namespace pstrain {
 
 // NotFound when `path` does not exist, Internal on a read error.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+// At most `max_bytes` + 1 bytes of the file (more: it is longer than
+// `max_bytes`), for a file that must be small (/dev/zero named for one).
+absl::StatusOr<std::string> ReadFilePrefix(const std::string& path, size_t max_bytes);
 
 // Writes `contents` to `path` atomically and durably: a temporary file
 // beside it (PATH.tmp.<pid>), written in full and fsynced, renamed over

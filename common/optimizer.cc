@@ -153,6 +153,23 @@ int NumSlots(const OptimizerConfig& c) {
   return 0;
 }
 
+absl::Status ValidateSlotsOfSquares(const OptimizerConfig& c, absl::Span<const float> state,
+                                    uint64_t num_params) {
+  int slot = -1;
+  if (c.kind == proto::ADAM || c.kind == proto::ADAMW) slot = 2;  // exp_avg_sq
+  if (c.kind == proto::ADAGRAD) slot = 1;                         // sum
+  if (slot < 0) return absl::OkStatus();
+  const absl::Span<const float> squares = state.subspan(slot * num_params, num_params);
+  for (size_t i = 0; i < squares.size(); ++i) {
+    if (squares[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the optimizer state's ", c.kind == proto::ADAGRAD ? "sum" : "exp_avg_sq",
+          " of parameter ", i, " of the shard is ", squares[i], "; a sum of squares is >= 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::vector<float> InitialState(const OptimizerConfig& c, absl::Span<const float> params) {
   const float slot_value =
       c.kind == proto::ADAGRAD ? static_cast<float>(c.initial_accumulator) : 0.0f;

@@ -100,4 +100,11 @@ inline uint64_t StateWithTablesBytes(uint64_t state_floats, uint64_t tables_byte
 // REQUIRES: as NumSlots.
 std::vector<float> InitialState(const OptimizerConfig& config, absl::Span<const float> params);
 
+// InvalidArgument where a slot of squares (Adam's exp_avg_sq, Adagrad's
+// sum) holds a negative value in `state`, a shard of `num_params`
+// parameters' (every update would be refused as non-finite: the square
+// root of it). REQUIRES: as NumSlots; state.size() == StateFloats.
+absl::Status ValidateSlotsOfSquares(const OptimizerConfig& config, absl::Span<const float> state,
+                                    uint64_t num_params);
+
 }  // namespace pstrain

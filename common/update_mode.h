@@ -2,7 +2,7 @@
 
 // The update modes' names, as the --mode flag, the manifest and the run
 // summary spell them: "sync", "async", "ssp" (proto/pstrain.proto's
-// UpdateMode).
+// UpdateMode); and the examples a step may weigh its gradient by.
 
 #include <string>
 
@@ -16,5 +16,9 @@ absl::StatusOr<proto::UpdateMode> ParseUpdateMode(const std::string& name);
 
 // SYNC -> "sync", ...; "unknown" for any other value.
 std::string UpdateModeName(proto::UpdateMode mode);
+
+// A push's examples (its weight in a sync average) are 0 to this; a ps
+// refuses more.
+inline constexpr int kMaxStepExamples = 1 << 24;
 
 }  // namespace pstrain

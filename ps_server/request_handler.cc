@@ -11,13 +11,13 @@
 #include "common/param_groups.h"
 #include "common/rejoin.h"
 #include "common/status_macros.h"
+#include "common/update_mode.h"
 #include "common/wire_codec.h"
 #include "glog/logging.h"
 
 namespace pstrain {
 namespace {
 
-constexpr int kMaxExamplesPerPush = 1 << 24;
 // Before INIT the ps knows no shard size: only INIT may carry more.
 constexpr size_t kMaxPayloadBeforeInit = 64 * 1024;
 
@@ -510,7 +510,7 @@ void RequestHandler::HandlePush(const std::string& peer, const Message& m, bool 
     }
   };
   if (absl::Status s = CheckPayload(m, /*want_payload=*/true); !s.ok()) return Refuse(peer, h, s, out);
-  if (h.num_examples() < 0 || h.num_examples() > kMaxExamplesPerPush || h.step() < 0 ||
+  if (h.num_examples() < 0 || h.num_examples() > kMaxStepExamples || h.step() < 0 ||
       h.version() < 0 || h.step() > kMaxStepOrVersion || h.version() > kMaxStepOrVersion) {
     return Refuse(peer, h, absl::InvalidArgumentError("step, version or num_examples out of range"), out);
   }
@@ -581,7 +581,7 @@ void RequestHandler::HandleReduce(const std::string& peer, const Message& m,
     return Refuse(peer, h, absl::InvalidArgumentError(
         "REDUCE: the payload must be the shard's gradient in f32"), out);
   }
-  if (h.num_examples() < 0 || h.num_examples() > kMaxExamplesPerPush || h.version() < 0 ||
+  if (h.num_examples() < 0 || h.num_examples() > kMaxStepExamples || h.version() < 0 ||
       h.version() > policy_->version()) {
     return Refuse(peer, h, absl::InvalidArgumentError(
         "REDUCE: num_examples out of range, or a version from the future"), out);

@@ -170,7 +170,13 @@ absl::Status RequestHandler::Initialize(const Message& m) {
         "INIT: parameters or optimizer state not finite in f32 (a non-finite value, or a norm "
         "that overflows)");
   }
-  if (!h.with_slots()) initial = InitialState(optimizer, initial);
+  if (h.with_slots()) {
+    if (absl::Status s = ValidateSlotsOfSquares(optimizer, initial, range.size()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("INIT: ", s.message()));
+    }
+  } else {
+    initial = InitialState(optimizer, initial);
+  }
   int64_t updates = 0;
   for (int64_t u : h.segment_updates()) updates = std::max(updates, u);
   ASSIGN_OR_RETURN(std::unique_ptr<ShardStore> store,

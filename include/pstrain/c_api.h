@@ -136,9 +136,10 @@ int PstrainTaskDescribeJob(PstrainTaskHandle task, const char* job_json, const c
 
 /* ---- The worker --------------------------------------------------------- */
 
-/* Joins the job with a layout of `num_tensors` tensors named names[i] of
- * sizes[i] floats, laid end to end in the flat buffers `params` and `grads`
- * of `num_floats` floats each (the sum of sizes). Both buffers are the
+/* Joins the job with a layout of `num_tensors` tensors named names[i] (UTF-8,
+ * 1 to 4096 bytes) of sizes[i] floats, laid end to end in the flat buffers
+ * `params` and `grads` of `num_floats` floats each (the sum of sizes, at
+ * most 2^48). Both buffers are the
  * caller's and are borrowed: they must stay alive, and not move, until
  * PstrainWorkerFree. The chief's `params` hold the job's initial
  * parameters (a fresh job); on return every worker's `params` hold the
@@ -204,9 +205,9 @@ int PstrainWorkerGetRejoins(PstrainWorkerHandle worker, int64_t* rejoins);
  * a resume) sees more. Either pointer may be NULL. */
 int PstrainWorkerGetVersions(PstrainWorkerHandle worker, int64_t* lowest, int64_t* highest);
 
-/* Starts step `global_step` on a batch of `num_examples` examples on this
- * worker (0: a zero gradient of weight 0, when the last global batch has
- * none for it). REQUIRES: no step begun, not done. */
+/* Starts step `global_step` on a batch of `num_examples` examples (0 to
+ * 2^24) on this worker (0: a zero gradient of weight 0, when the last
+ * global batch has none for it). REQUIRES: no step begun, not done. */
 int PstrainWorkerBeginStep(PstrainWorkerHandle worker, int num_examples);
 
 /* The step's examples are `num_examples` after all: a caller that begins
@@ -314,7 +315,8 @@ int PstrainWorkerLand(PstrainWorkerHandle worker);
 /* Chief: an evaluation of the model on the test set, into evals.csv,
  * TensorBoard and Prometheus, and at an epoch's end epochs.csv; the last
  * one is summary.json's final_test_accuracy. `seconds` is how long the
- * evaluation took (< 0: the time since the last step ended). A worker
+ * evaluation took, at most a year (< 0: the time since the last step
+ * ended; NaN is a usage error). A worker
  * that is not the chief: nothing is recorded. */
 int PstrainWorkerLogEvaluation(PstrainWorkerHandle worker, double accuracy, double loss,
                                double seconds);

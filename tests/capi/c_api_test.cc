@@ -130,6 +130,15 @@ TEST(CApi, BadConfigurationIsAConfigError) {
   EXPECT_EQ(PstrainTaskCreate(kChiefTfConfig, "", 1, "", R"({"mode": "sync"})", &task),
             PSTRAIN_ERROR_CONFIG);
   EXPECT_THAT(LastError(), HasSubstr("PSTRAIN_FLAGS: expected a JSON array"));
+  // JSON nested 40,000 deep took protobuf's parser minutes.
+  const std::string deep = std::string(40000, '[') + std::string(40000, ']');
+  EXPECT_EQ(PstrainTaskCreate(kChiefTfConfig, "", 1, "", deep.c_str(), &task),
+            PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("nested 40000 deep (at most 64)"));
+  EXPECT_EQ(PstrainTaskCreate(deep.c_str(), "", 1, "", "", &task), PSTRAIN_ERROR_CONFIG);
+  // A secret file without end is read no further than a secret could be.
+  EXPECT_EQ(PstrainTaskCreate(kChiefTfConfig, "/dev/zero", 0, "", "", &task), PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("more than 4096 bytes"));
   // A training flag that is not the job's to give (the task's own).
   EXPECT_EQ(PstrainTaskCreate(kChiefTfConfig, "", 1, "", R"(["--cluster_spec=x"])", &task),
             PSTRAIN_ERROR_CONFIG);
@@ -239,6 +248,28 @@ TEST_F(CApiWithPs, CallsOutOfOrderAreRefusedAndTheStepsAreThePsSgd) {
   EXPECT_EQ(PstrainWorkerCreate(task, R"({"optimizer": "rmsprop"})", 2, names, sizes,
                                 params.data(), grads.data(), 8, &worker),
             PSTRAIN_ERROR_CONFIG);
+  // Sizes whose sum wraps around (to 0 with four of 2^62: a division by
+  // it was a SIGFPE), a name that is not UTF-8 (a header the ps cannot
+  // read: Create never returned), one of 16 MiB.
+  const char* four[] = {"a", "b", "c", "d"};
+  const int64_t huge[] = {int64_t{1} << 62, int64_t{1} << 62, int64_t{1} << 62, int64_t{1} << 62};
+  const std::vector<float> slots(8, 0.0f);
+  const int64_t steps[] = {0, 0, 0, 0};
+  EXPECT_EQ(PstrainWorkerCreateWithState(task, job, 4, four, huge, params.data(), grads.data(), 0,
+                                         slots.data(), 8, steps, &worker),
+            PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("hold more than 2^48 floats"));
+  const char* not_utf8[] = {"a", "\xff\xfe"};
+  EXPECT_EQ(
+      PstrainWorkerCreate(task, job, 2, not_utf8, sizes, params.data(), grads.data(), 8, &worker),
+      PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("tensor 1's name is not UTF-8"));
+  const std::string long_name(16 << 20, 'x');
+  const char* long_names[] = {"a", long_name.c_str()};
+  EXPECT_EQ(
+      PstrainWorkerCreate(task, job, 2, long_names, sizes, params.data(), grads.data(), 8, &worker),
+      PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("tensor 1's name has 16777216 bytes; 1 to 4096"));
   EXPECT_EQ(worker, nullptr);
 
   ASSERT_EQ(PstrainWorkerCreate(task, job, 2, names, sizes, params.data(), grads.data(), 8, &worker),
@@ -254,6 +285,15 @@ TEST_F(CApiWithPs, CallsOutOfOrderAreRefusedAndTheStepsAreThePsSgd) {
   EXPECT_EQ(PstrainWorkerClose(worker), PSTRAIN_ERROR_USAGE);
   EXPECT_THAT(LastError(), HasSubstr("Finish first"));
   EXPECT_EQ(PstrainWorkerBeginStep(worker, -1), PSTRAIN_ERROR_USAGE);
+  // More examples than a ps takes: refused here, the worker still usable
+  // (the ps's refusal at EndStep left it failed for good).
+  EXPECT_EQ(PstrainWorkerBeginStep(worker, (1 << 24) + 1), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("num_examples is 16777217; 0 to 16777216"));
+  // An evaluation's time: NaN or past a year would corrupt the summary.
+  EXPECT_EQ(PstrainWorkerLogEvaluation(worker, 0.5, 0.1, INFINITY), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerLogEvaluation(worker, 0.5, 0.1, NAN), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(PstrainWorkerLayerSpan(worker, "\xc3", 0, 1, 1), PSTRAIN_ERROR_USAGE);
+  EXPECT_THAT(LastError(), HasSubstr("layer is not UTF-8"));
   // No timeline in this job: spans are checked, then dropped.
   int timeline = 1;
   ASSERT_EQ(PstrainWorkerTimeline(worker, &timeline), PSTRAIN_OK);
@@ -427,6 +467,14 @@ TEST_F(CApiWithPs, AScriptsStepSettingsAverageAndOptimizerState) {
   EXPECT_EQ(PstrainWorkerCreateWithState(task, job, 2, names, sizes, params.data(), grads.data(),
                                          8, slots.data(), 7, steps, &worker),
             PSTRAIN_ERROR_USAGE);
+  // A negative exp_avg_sq: every update would be refused as non-finite
+  // (its square root), the parameters frozen without a word.
+  std::vector<float> negative = slots;
+  negative[8 + 2] = -1;
+  EXPECT_EQ(PstrainWorkerCreateWithState(task, job, 2, names, sizes, params.data(), grads.data(), 8,
+                                         negative.data(), 16, steps, &worker),
+            PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("exp_avg_sq of parameter 2 of the shard is -1"));
   ASSERT_EQ(PstrainWorkerCreateWithState(task, job, 2, names, sizes, params.data(), grads.data(),
                                          8, slots.data(), 16, steps, &worker),
             PSTRAIN_OK)
