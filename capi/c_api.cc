@@ -646,8 +646,8 @@ int PstrainEmbeddingInitialRows(int dim, int uniform, double init_std, uint64_t 
     if (dim < 1 || dim > pstrain::kMaxEmbeddingDim) {
       return pstrain::UsageError(absl::StrCat("dim is ", dim));
     }
-    if (!(std::isfinite(init_std) && init_std >= 0)) {
-      return pstrain::UsageError(absl::StrCat("init_std is ", init_std));
+    if (!(init_std >= 0 && init_std <= pstrain::kMaxInitStd)) {
+      return pstrain::UsageError(absl::StrCat("init_std is ", init_std, "; 0 to 1e36"));
     }
     if (num_ids < 0 || table_index < 0) return pstrain::UsageError("a negative count or index");
     if (num_ids > 0 && (ids == nullptr || rows == nullptr)) return Null("ids or rows");

@@ -59,6 +59,9 @@ absl::StatusOr<std::string> FlagText(const std::string& key, const google::proto
   }
 }
 
+// The most epochs a script's job has (total_steps over steps_per_epoch).
+constexpr int64_t kMaxScriptEpochs = int64_t{1} << 30;
+
 absl::StatusOr<int64_t> WholeNumber(const std::string& key, const google::protobuf::Value& v) {
   if (v.kind_case() != google::protobuf::Value::kNumberValue || v.number_value() < 0 ||
       v.number_value() != std::floor(v.number_value()) || v.number_value() > 1e15) {
@@ -125,6 +128,13 @@ absl::Status ApplyJobOptions(const std::string& job_json, WorkerRuntimeOptions* 
   // chief's epochs), not epochs of one step.
   if (!*open_ended && !v.struct_value().fields().contains("steps_per_epoch")) {
     ro->steps_per_epoch = ro->total_steps;
+  }
+  // The step log and the epoch lines count epochs in an int.
+  if (!*open_ended && ro->steps_per_epoch > 0 &&
+      (ro->total_steps + ro->steps_per_epoch - 1) / ro->steps_per_epoch > kMaxScriptEpochs) {
+    return absl::InvalidArgumentError(absl::StrCat("job options: total_steps ", ro->total_steps,
+                                                   " of steps_per_epoch ", ro->steps_per_epoch,
+                                                   " is more than ", kMaxScriptEpochs, " epochs"));
   }
   if (*open_ended) {
     // One epoch without end: the script says when it is done (Finish).

@@ -103,8 +103,8 @@ absl::Status ValidateEmbeddingTables(const proto::JobConfig& job) {
     if (!(std::isfinite(t.initial_accumulator()) && t.initial_accumulator() >= 0)) {
       return TableError(t, i, "initial_accumulator_value must be finite and >= 0");
     }
-    if (!(std::isfinite(t.init_std()) && t.init_std() >= 0)) {
-      return TableError(t, i, "init_std must be finite and >= 0");
+    if (!(t.init_std() >= 0 && t.init_std() <= kMaxInitStd)) {
+      return TableError(t, i, "init_std must be 0 to 1e36 (a row's values are f32)");
     }
     if (t.admit_after() < 0 || t.admit_after() > (int64_t{1} << 30)) {
       return TableError(t, i, "admit_after must be in [0, 2^30]");

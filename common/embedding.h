@@ -30,6 +30,9 @@ inline constexpr int kMaxEmbeddingDim = 4096;
 inline constexpr int kMaxEmbeddingTables = 1024;
 // The most ids one request (and one C API call) may carry.
 inline constexpr int64_t kMaxEmbeddingIds = int64_t{1} << 24;
+// The largest init_std: a row's values (at most 8.6 x it for "normal")
+// stay finite in f32.
+inline constexpr double kMaxInitStd = 1e36;
 
 // The ps (of `num_shards`) that holds `id`'s rows. REQUIRES: num_shards > 0.
 int EmbeddingShardOf(int64_t id, int num_shards);

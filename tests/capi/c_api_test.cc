@@ -45,6 +45,13 @@ TEST(CApi, NullHandlesAndPointersAreUsageErrors) {
   EXPECT_EQ(LastError(), "task is NULL");
   EXPECT_EQ(PstrainTaskCreateFromEnv(nullptr), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(LastError(), "out is NULL");
+  // Rows of an init_std past f32's range would be infinite.
+  const int64_t id = 7;
+  float row[4];
+  EXPECT_EQ(PstrainEmbeddingInitialRows(4, 0, 1e308, 1, 0, 1, &id, row), PSTRAIN_ERROR_USAGE);
+  EXPECT_EQ(LastError(), "init_std is 1e+308; 0 to 1e36");
+  ASSERT_EQ(PstrainEmbeddingInitialRows(4, 0, 1e36, 1, 0, 1, &id, row), PSTRAIN_OK);
+  for (float v : row) EXPECT_TRUE(std::isfinite(v)) << v;
   PstrainTaskHandle task = nullptr;
   EXPECT_EQ(PstrainTaskCreate(nullptr, "", 1, "", "", &task), PSTRAIN_ERROR_USAGE);
   EXPECT_EQ(task, nullptr);
@@ -248,6 +255,11 @@ TEST_F(CApiWithPs, CallsOutOfOrderAreRefusedAndTheStepsAreThePsSgd) {
   EXPECT_EQ(PstrainWorkerCreate(task, R"({"optimizer": "rmsprop"})", 2, names, sizes,
                                 params.data(), grads.data(), 8, &worker),
             PSTRAIN_ERROR_CONFIG);
+  // More epochs than the epoch lines count ("epoch 1/-1530494976").
+  EXPECT_EQ(PstrainWorkerCreate(task, R"({"total_steps": 1e15, "steps_per_epoch": 1})", 2, names,
+                                sizes, params.data(), grads.data(), 8, &worker),
+            PSTRAIN_ERROR_CONFIG);
+  EXPECT_THAT(LastError(), HasSubstr("is more than 1073741824 epochs"));
   // Sizes whose sum wraps around (to 0 with four of 2^62: a division by
   // it was a SIGFPE), a name that is not UTF-8 (a header the ps cannot
   // read: Create never returned), one of 16 MiB.
