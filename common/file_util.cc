@@ -84,12 +84,19 @@ absl::Status SyncDirectory(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// Why `path` did not open for reading: NotFound, or Internal with errno's reason.
+absl::Status OpenError(const std::string& path) {
+  if (!FileExists(path)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+  return absl::InternalError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (!FileExists(path)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    return absl::InternalError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  }
+  if (!in) return OpenError(path);
   std::ostringstream out;
   out << in.rdbuf();
   if (in.bad()) return absl::InternalError(absl::StrCat(path, ": read error"));
@@ -98,10 +105,7 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
 
 absl::StatusOr<std::string> ReadFilePrefix(const std::string& path, size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (!FileExists(path)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    return absl::InternalError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  }
+  if (!in) return OpenError(path);
   std::string text(max_bytes + 1, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) return absl::InternalError(absl::StrCat(path, ": read error"));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace pstrain {
@@ -45,6 +46,17 @@ int JsonDepth(absl::string_view text) {
   return deepest;
 }
 
+// InvalidArgument for `text` nested past kMaxJsonDepth: protobuf's parser
+// takes time quadratic in the depth of nested arrays (40,000 deep:
+// minutes), and no input of ours nests beyond a few levels.
+absl::Status CheckJsonDepth(absl::string_view text, absl::string_view origin) {
+  if (const int depth = JsonDepth(text); depth > kMaxJsonDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": nested ", depth, " deep (at most ", kMaxJsonDepth, ")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<google::protobuf::Value> ParseJson(absl::string_view text,
@@ -52,12 +64,7 @@ absl::StatusOr<google::protobuf::Value> ParseJson(absl::string_view text,
   if (absl::StripAsciiWhitespace(text).empty()) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": empty, expected a JSON object"));
   }
-  // protobuf's parser takes time quadratic in the depth of nested arrays
-  // (40,000 deep: minutes); no input of ours nests beyond a few levels.
-  if (const int depth = JsonDepth(text); depth > kMaxJsonDepth) {
-    return absl::InvalidArgumentError(absl::StrCat(origin, ": not valid JSON here: nested ", depth,
-                                                   " deep (at most ", kMaxJsonDepth, ")"));
-  }
+  RETURN_IF_ERROR(CheckJsonDepth(text, origin));
   google::protobuf::Value value;
   const auto status = google::protobuf::util::JsonStringToMessage(
       google::protobuf::StringPiece(text.data(), text.size()), &value);
@@ -70,10 +77,7 @@ absl::StatusOr<google::protobuf::Value> ParseJson(absl::string_view text,
 
 absl::Status ParseJsonMessage(absl::string_view text, absl::string_view origin,
                               google::protobuf::Message* message, bool ignore_unknown) {
-  if (const int depth = JsonDepth(text); depth > kMaxJsonDepth) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(origin, ": nested ", depth, " deep (at most ", kMaxJsonDepth, ")"));
-  }
+  RETURN_IF_ERROR(CheckJsonDepth(text, origin));
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = ignore_unknown;
   const auto status = google::protobuf::util::JsonStringToMessage(

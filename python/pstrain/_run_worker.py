@@ -121,12 +121,16 @@ def _trained():
     return True
 
 
-def _has_optimizer():
-    """Whether this process made a DistributedOptimizer (which joins the
-    job, at the latest when the process exits)."""
+def _left_unjoined():
+    """Whether fn's pst.init() made no DistributedOptimizer, which would
+    join the job (at the latest when the process exits): the others would
+    wait for this rank. Then the process is failed here, so that its exit
+    (pstrain.torch._process) does not say so a second time."""
     module = sys.modules.get("pstrain.torch._process")
-    state = module.current() if module is not None else None
-    return state is not None and state.optimizer is not None
+    if module is None or not module.left_unjoined():
+        return False
+    module.mark_failed()
+    return True
 
 
 def main(argv):
@@ -162,7 +166,7 @@ def main(argv):
     if not _trained():
         _fail(directory, rank, "%s returned without calling pstrain.torch.init(): the function "
               "run() runs trains through pstrain.torch, as a launched script does" % name)
-    if not _has_optimizer():
+    if _left_unjoined():
         _fail(directory, rank, "%s returned on rank %d without making a DistributedOptimizer: "
               "the other workers would wait for this one to join the job; every rank trains "
               "(one with nothing to do still makes it and steps through its loop)"

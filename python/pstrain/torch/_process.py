@@ -145,18 +145,31 @@ def _end(code):
     _flush_and_exit(code)
 
 
+def left_unjoined():
+    """Whether this process called init() and made no DistributedOptimizer
+    in a job whose workers wait for every one to join (not a dynamic one):
+    they would wait for it, --register_timeout_s."""
+    return _process is not None and _process.optimizer is None and not _process.task.dynamic
+
+
+def mark_failed():
+    """This process fails as it is, its caller having said why: its exit
+    finishes nothing and says nothing more."""
+    if _process is not None:
+        _process.failed = True
+
+
 def _at_exit():
     # A script that raised fails as it is; one that ended ends the job.
-    opt = _process.optimizer if _process is not None else None
     if _process is None or _process.failed:
         return
+    if left_unjoined():
+        say("this worker exits without having made a DistributedOptimizer: the job's other "
+            "workers would wait for it to join; every worker makes one (one with nothing to "
+            "train still does, and calls pst.finish())")
+        _flush_and_exit(2)
+    opt = _process.optimizer
     if opt is None:
-        if not _process.task.dynamic:
-            # The others would wait for it to join, --register_timeout_s.
-            say("this worker exits without having made a DistributedOptimizer: the job's other "
-                "workers would wait for it to join; every worker makes one (one with nothing to "
-                "train still does, and calls pst.finish())")
-            _flush_and_exit(2)
         return
     try:
         opt.finish()
