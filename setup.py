@@ -3,6 +3,7 @@ holds its metadata):
 
     python3 -m pip install --no-build-isolation .     # into the active environment
     python3 -m pip wheel --no-build-isolation .       # a wheel, for this kind of machine
+    python3 setup.py sdist      # the sources (MANIFEST.in); pip builds its wheel where it installs
 
 The binaries come from the CMake build in build/ (or $PSTRAIN_BUILD_DIR):
 an existing one is reused, brought up to date by an incremental
@@ -50,10 +51,19 @@ def has_cuda_target(build):
     return os.path.isdir(os.path.join(build, "models", "cuda", "CMakeFiles", "pstrain_cuda.dir"))
 
 
+def configure_args():
+    """A checkout's configuration, or an sdist's (no tests/, benchmarks/:
+    MANIFEST.in leaves them out)."""
+    args = ["-DCMAKE_BUILD_TYPE=Release"]
+    if not os.path.isdir(os.path.join(ROOT, "tests")):
+        args += ["-DPSTRAIN_BUILD_TESTS=OFF", "-DPSTRAIN_BUILD_BENCHMARKS=OFF"]
+    return args
+
+
 def cmake_build(build):
     """The package's targets, up to date in `build`."""
     if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
-        subprocess.check_call(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release"])
+        subprocess.check_call(["cmake", "-S", ROOT, "-B", build] + configure_args())
     targets = TARGETS + (("pstrain_cuda",) if has_cuda_target(build) else ())
     jobs = os.environ.get("PSTRAIN_BUILD_JOBS") or str(os.cpu_count() or 1)
     subprocess.check_call(["cmake", "--build", build, "-j", jobs, "--target"] + list(targets))
@@ -98,14 +108,15 @@ class BdistWheel(bdist_wheel):
 # setuptools' own build files go under the CMake build, not into its lib/.
 _STAGING = os.path.join(build_dir(), "python-dist")
 
-setup(
-    version=version(),
-    packages=["pstrain", "pstrain.torch"],
-    package_dir={"": "python"},
-    scripts=["python/scripts/pstrain"],
-    distclass=BinaryDistribution,
-    cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel},
-    options={"build": {"build_base": _STAGING},
-             "egg_info": {"egg_base": _STAGING}},
-    zip_safe=False,
-)
+if __name__ == "__main__":  # as setuptools runs it; tests import configure_args
+    setup(
+        version=version(),
+        packages=["pstrain", "pstrain.torch"],
+        package_dir={"": "python"},
+        scripts=["python/scripts/pstrain"],
+        distclass=BinaryDistribution,
+        cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel},
+        options={"build": {"build_base": _STAGING},
+                 "egg_info": {"egg_base": _STAGING}},
+        zip_safe=False,
+    )

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import unittest
 import zipfile
@@ -111,6 +112,41 @@ class Install(unittest.TestCase):
         library, binary = where.split()
         self.assertEqual(library, os.path.join(site, "pstrain", "libpstrain.so"))
         self.assertEqual(binary, os.path.join(site, "pstrain", "_bin", "pstrain"))
+
+    def test_3_an_sdist_holds_the_sources_its_build_configures_from(self):
+        # pip builds an sdist's wheel where it installs it: a configure of
+        # the unpacked sources (as setup.py's, tests and benchmarks left
+        # out) fails on any source file a CMakeLists.txt names and
+        # MANIFEST.in left out. The whole build is the checkout's.
+        dist = os.path.join(self.dir, "sdist")
+        # A staging directory of its own: setuptools adds the files an
+        # earlier sdist's SOURCES.txt listed to what MANIFEST.in says.
+        staging = os.path.join(self.dir, "sdist_staging", "python-dist")
+        os.makedirs(staging)
+        check_run(self, [t.PYTHON, "setup.py", "-q", "sdist", "-d", dist], cwd=t.SOURCE_DIR,
+                  env=clean_env(PSTRAIN_BUILD_DIR=os.path.dirname(staging)))
+        [name] = os.listdir(dist)
+        with open(os.path.join(t.SOURCE_DIR, "CMakeLists.txt")) as f:
+            version = re.search(r"project\(pstrain VERSION ([0-9.]+)", f.read()).group(1)
+        self.assertEqual(name, "pstrain-ps-%s.tar.gz" % version)
+        with tarfile.open(os.path.join(dist, name)) as tar:
+            tar.extractall(dist)
+        root = os.path.join(dist, "pstrain-ps-" + version)
+        for path in ("CMakeLists.txt", "setup.py", "pyproject.toml", "capi/c_api.cc",
+                     "include/pstrain/c_api.h", "proto/pstrain.proto",
+                     "python/pstrain/torch/_optimizer.py", "python/scripts/pstrain",
+                     "examples/pytorch/mnist.py", "cluster_specs/local_2ps_2w.json"):
+            self.assertTrue(os.path.isfile(os.path.join(root, path)), path)
+        self.assertFalse(os.path.exists(os.path.join(root, "tests")))
+        args = subprocess.run([t.PYTHON, "-c", "import setup; print(' '.join(setup.configure_args()))"],
+                              cwd=root, env=self.env, stdout=subprocess.PIPE, text=True,
+                              check=True).stdout.split()
+        self.assertIn("-DPSTRAIN_BUILD_TESTS=OFF", args)
+        build = os.path.join(self.dir, "sdist_build")
+        check_run(self, ["cmake", "-S", root, "-B", build, "-DPSTRAIN_CUDA=OFF"] + args,
+                  cwd=self.dir, env=self.env)
+        self.assertTrue(os.path.isfile(os.path.join(build, "Makefile"))
+                        or os.path.isfile(os.path.join(build, "build.ninja")))
 
 
 if __name__ == "__main__":
