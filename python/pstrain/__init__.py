@@ -24,7 +24,7 @@ from pstrain import _lib
 from pstrain._lib import ConfigError, JobFinished, PstrainError, UsageError
 
 __all__ = ["Task", "Worker", "permutation", "PstrainError", "ConfigError", "UsageError",
-           "JobFinished", "GROUP_FIELDS"]
+           "JobFinished", "GROUP_FIELDS", "JobError", "WorkerError"]
 
 
 class Task:
@@ -332,3 +332,8 @@ def permutation(num_examples, seed, epoch):
     _lib.call("PstrainPermutation", int(num_examples), int(seed) & (2**64 - 1), int(epoch),
               out.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)))
     return out
+
+
+# run()'s errors, as its callers catch them (pstrain.WorkerError): the
+# runner imports nothing heavier than this package.
+from pstrain.runner import JobError, WorkerError  # noqa: E402  pylint: disable=wrong-import-position

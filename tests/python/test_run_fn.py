@@ -187,6 +187,9 @@ class RunFn(t.TestCase):
         with self.assertRaises(TypeError):
             run(run_fns.train, cluster_spec="x.json")
         self.assertTrue(issubclass(WorkerError, JobError))
+        # As the docs and tracebacks name them.
+        self.assertIs(pstrain.WorkerError, WorkerError)
+        self.assertIs(pstrain.JobError, JobError)
 
 
 if __name__ == "__main__":
