@@ -14,8 +14,12 @@ namespace pstrain {
 // binary, then parses them with absl::ParseCommandLine and returns its
 // positional arguments (argv[0] first). On an unknown flag, a missing or
 // malformed value, prints "ERROR: ..." on stderr for each and exits with
-// kExitBadConfig. Abseil's own flags (--help, --flagfile, --undefok, ...)
-// are left to Abseil.
+// kExitBadConfig, the unknown flag's nearest name suggested. --help (and
+// --helpshort) prints the usage message and every flag the binary's own
+// files define, with its help and default, grouped by file; --helpfull
+// Abseil's too; --help=WORD (--helpmatch=WORD) those whose name, help or
+// file mention WORD: on stdout, then exit 0. Abseil's other flags
+// (--flagfile, --undefok, --version, ...) are left to Abseil.
 std::vector<char*> ParseFlagsOrExit(int argc, char** argv);
 
 }  // namespace pstrain

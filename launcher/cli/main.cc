@@ -30,8 +30,6 @@
 #include <vector>
 
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
@@ -100,17 +98,6 @@ constexpr char kUsage[] =
     "  Every command that starts tasks takes --secret_file=FILE (default: a fresh secret in the\n"
     "  run directory) or --insecure. See docs/experiments.md and README.md, \"Security\".\n";
 
-// `pstrain --help` lists the flags of the commands' files (Abseil's
-// default lists only those of a file named after the binary).
-void ListCommandFlagsInHelp() {
-  absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "launcher/cli/");
-  };
-  config.contains_helpshort_flags = config.contains_help_flags;
-  absl::SetFlagsUsageConfig(config);
-}
-
 // InvalidArgument naming the first positional argument `command` does not
 // take: launch, compare, scale and k8s take a command after "--" (those
 // positional arguments are it); nothing else takes any.
@@ -159,7 +146,6 @@ absl::Status RunCommand(const std::vector<char*>& positional, int argc, char** a
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(pstrain::kUsage);
-  pstrain::ListCommandFlagsInHelp();
   std::vector<char*> positional = pstrain::ParseFlagsOrExit(argc, argv);
   pstrain::InitLogging(argv[0]);
   const pstrain::Cancellation& stop = pstrain::InstallShutdownHandlers();

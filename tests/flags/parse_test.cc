@@ -1,10 +1,14 @@
 // ParseFlagsOrExit: a flag nothing defines, a missing or malformed value
 // exit 2 (the user's configuration), where Abseil alone exits 1; good
-// command lines parse as absl::ParseCommandLine parses them.
+// command lines parse as absl::ParseCommandLine parses them; --help lists
+// the binary's flags and exits 0.
 
 #include "flags/parse.h"
 
+#include <unistd.h>
+
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -45,6 +49,26 @@ TEST(ParseFlagsOrExit, AnUnknownFlagExitsTwo) {
               "Unknown command line flag 'parse_test_bogus'");
   EXPECT_EXIT(Parse({"--noparse_test_count"}), ::testing::ExitedWithCode(kExitBadConfig),
               "Unknown command line flag 'noparse_test_count'");
+  // A typo is answered with the nearest name.
+  EXPECT_EXIT(Parse({"--parse_test_cuont=1"}), ::testing::ExitedWithCode(kExitBadConfig),
+              "'parse_test_cuont' \\(did you mean --parse_test_count\\?\\)");
+}
+
+// Runs Parse(args) with stdout on stderr, where a death test reads.
+void ParseToStderr(std::vector<std::string> args) {
+  dup2(STDERR_FILENO, STDOUT_FILENO);
+  Parse(std::move(args));
+}
+
+TEST(ParseFlagsOrExit, HelpListsTheBinarysFlagsWithDefaultsAndExitsZero) {
+  // Before any check of the others: --help with a typo beside it still helps.
+  EXPECT_EXIT(
+      ParseToStderr({"--parse_test_bogus=1", "--help"}), ::testing::ExitedWithCode(0),
+      "Flags from tests/flags/parse_test.cc:\n.*--parse_test_count \\(a number\\); default: 1;"
+      ".*--parse_test_name \\(a name\\); default: \"\";");
+  EXPECT_EXIT(ParseToStderr({"--help=a switch"}), ::testing::ExitedWithCode(0),
+              "--parse_test_switch \\(a switch\\); default: false;");
+  EXPECT_EXIT(ParseToStderr({"--helpfull"}), ::testing::ExitedWithCode(0), "absl/flags/parse.cc");
 }
 
 TEST(ParseFlagsOrExit, AMalformedOrMissingValueExitsTwo) {
