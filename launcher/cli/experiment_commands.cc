@@ -60,7 +60,7 @@ absl::StatusOr<ExperimentOptions> ExperimentOptionsFromFlags(const TrainOptions&
   ASSIGN_OR_RETURN(x.command, CommandAfterDashes(argc, argv));
   if (const char* python_path = std::getenv("PYTHONPATH")) x.python_path = python_path;
   x.train = train;
-  x.ps = PsOptionsFor(train);
+  ASSIGN_OR_RETURN(x.ps, PsOptionsFor(train));
   x.secret_file = SecretFileFlag();
   x.insecure = InsecureFlag();
   x.straggler_items = absl::GetFlag(FLAGS_straggler);

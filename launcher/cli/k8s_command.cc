@@ -84,16 +84,17 @@ TrainOptions PodTrainOptions(TrainOptions train, const K8sManifestOptions& o) {
 }
 
 // The flags of the ps_server and worker replicas (`train`: the pod's).
-void SetReplicaArgs(const TrainOptions& train, K8sManifestOptions* o) {
+absl::Status SetReplicaArgs(const TrainOptions& train, K8sManifestOptions* o) {
   const std::string secret_flag = absl::StrCat("--secret_file=", kPodSecretFile);
   o->worker_args = train.ToArgs();
   o->worker_args.push_back(secret_flag);
-  PsServerOptions ps = PsOptionsFor(train);
+  ASSIGN_OR_RETURN(PsServerOptions ps, PsOptionsFor(train));
   ps.checkpoint_dir = train.checkpoint_dir;
   ps.metrics_port = o->metrics_port;
   ps.metrics_host = "0.0.0.0";
   o->ps_args = ps.ToArgs();
   o->ps_args.push_back(secret_flag);
+  return absl::OkStatus();
 }
 
 // The environment a user's command finds in its pod (`train`: the pod's),
@@ -141,7 +142,7 @@ absl::Status RunK8sCommand(int argc, char** argv) {
   ASSIGN_OR_RETURN(const TrainOptions train, TrainOptionsFromFlags());
   ASSIGN_OR_RETURN(K8sManifestOptions o, K8sOptionsFromFlags(train));
   const TrainOptions pod = PodTrainOptions(train, o);
-  SetReplicaArgs(pod, &o);
+  RETURN_IF_ERROR(SetReplicaArgs(pod, &o));
   o.worker_command = command;
   if (!command.empty()) o.worker_env = CommandEnv(pod);
   ASSIGN_OR_RETURN(const std::string manifest, TfJobManifest(spec, o));

@@ -117,7 +117,7 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv, bool
   if (!train.checkpoint_dir.empty()) train.checkpoint_dir = AbsolutePath(train.checkpoint_dir);
   o.bin_dir = BinDir();
   o.train = train;
-  o.ps = PsOptionsFor(train);
+  ASSIGN_OR_RETURN(o.ps, PsOptionsFor(train));
   o.secret_file = SecretFileFlag();
   o.insecure = InsecureFlag();
   ASSIGN_OR_RETURN(o.straggler_delay_ms, ParseStragglerItems(absl::GetFlag(FLAGS_straggler)));
@@ -149,6 +149,8 @@ std::vector<std::string> LaunchFlags(const LaunchOptions& o) {
   flags.push_back(absl::StrCat("--stop_grace_s=", absl::UnparseFlag(o.stop_grace_s)));
   flags.push_back(absl::StrCat("--max_restarts=", o.max_restarts));
   flags.push_back(absl::StrCat("--restart_backoff_s=", absl::UnparseFlag(o.restart_backoff_s)));
+  flags.push_back(absl::StrCat("--io_threads=", o.ps.io_threads));
+  flags.push_back(absl::StrCat("--update_threads=", o.ps.update_threads));
   flags.push_back(absl::StrCat("--secret_file=", o.secret_file));
   flags.push_back(absl::StrCat("--insecure=", absl::UnparseFlag(o.insecure)));
   return flags;

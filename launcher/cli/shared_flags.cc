@@ -36,6 +36,13 @@ ABSL_FLAG(double, target_accuracy, pstrain::ScaleOptions().experiment.target_acc
 ABSL_FLAG(std::vector<std::string>, calibrate, {},
           "plan, scale: run directories to calibrate the predictions from (repeat the flag or separate with "
           "commas; scale: default its first cell)");
+ABSL_FLAG(int, io_threads, pstrain::PsServerOptions().io_threads,
+          "launch/compare/scale/chaos/k8s: each ps's ZeroMQ I/O threads (1 to 16; under CURVE each "
+          "encrypts its share of the workers' connections; 0: one per worker up to half the "
+          "host's cores and 8 under CURVE, else 1)");
+ABSL_FLAG(int, update_threads, pstrain::PsServerOptions().update_threads,
+          "launch/compare/scale/chaos/k8s: the threads each ps shares a large update of its shard "
+          "with (1 to 64; the values are the same on any number)");
 ABSL_FLAG(std::string, gnuplot, pstrain::ScaleOptions().experiment.gnuplot,
           "compare/scale: the gnuplot program that draws the plots");
 
@@ -47,12 +54,15 @@ absl::StatusOr<int> MaxRestartsFlag() {
   return n;
 }
 
-PsServerOptions PsOptionsFor(const TrainOptions& train) {
+absl::StatusOr<PsServerOptions> PsOptionsFor(const TrainOptions& train) {
   PsServerOptions ps;
   ps.peer_timeout_s = train.peer_timeout_s;
   ps.register_timeout_s = train.register_timeout_s;
   ps.max_message_bytes = train.max_message_mb << 20;
   ps.busy_poll_us = train.busy_poll_us;
+  ps.io_threads = absl::GetFlag(FLAGS_io_threads);
+  ps.update_threads = absl::GetFlag(FLAGS_update_threads);
+  RETURN_IF_ERROR(ValidatePsServerOptions(ps));
   return ps;
 }
 

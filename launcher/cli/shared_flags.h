@@ -39,8 +39,10 @@ absl::StatusOr<int> MaxRestartsFlag();
 
 // The ps tasks' options: the defaults, but for --peer_timeout_s,
 // --register_timeout_s, --max_message_mb and --busy_poll_us, which
-// `pstrain` takes as training flags and gives to both sides.
-PsServerOptions PsOptionsFor(const TrainOptions& train);
+// `pstrain` takes as training flags and gives to both sides, and the ps's
+// own --io_threads and --update_threads; InvalidArgument for values a ps
+// would refuse.
+absl::StatusOr<PsServerOptions> PsOptionsFor(const TrainOptions& train);
 
 // How many arguments follow "--" (0 without it).
 size_t ArgsAfterDashes(int argc, char** argv);

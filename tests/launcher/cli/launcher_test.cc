@@ -219,7 +219,7 @@ class LongLaunch : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::MakeTempDir("longlaunch");
     launcher_ = StartLaunch(dir_, {"--mode=sync", "--epochs=20", "--echo=all", "--max_restarts=0",
-                                   "--busy_poll_us=300"});
+                                   "--busy_poll_us=300", "--update_threads=2"});
     ASSERT_NE(launcher_, nullptr);
     ASSERT_TRUE(launcher_->WaitForOutput("step 10/", 120)) << launcher_->output();
     pids_ = TaskPids(launcher_->output());
@@ -257,6 +257,9 @@ TEST_F(LongLaunch, StartsEachTaskWithItsOptionsAsFlags) {
   // A training flag both sides take.
   EXPECT_THAT(chief, Contains("--busy_poll_us=300"));
   EXPECT_THAT(ps, Contains("--busy_poll_us=300"));
+  // The ps's own, which the chief does not take.
+  EXPECT_THAT(ps, Contains("--update_threads=2"));
+  EXPECT_THAT(chief, ::testing::Not(Contains(HasSubstr("--update_threads"))));
 }
 
 // LongLaunch runs with --max_restarts=0: a dead task is not restarted.
