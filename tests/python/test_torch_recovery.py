@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import threading
 import unittest
 
 import torch
@@ -128,11 +129,59 @@ class Recovery(t.TestCase):
             ends[name] = torch.load(out)
             if name == "killed":
                 self.assertIn("restarted ps:1", launch.output)
-                self.assertIn("the job went from step 15 to step 10 (a ps restarted from its "
-                              "checkpoint): the schedulers given to opt.fast_forward were set to "
-                              "it", launch.output)
+                self.assertIn("the job went from step 15 to step 10 (a ps restored from its "
+                              "checkpoint or its standby): the schedulers given to "
+                              "opt.fast_forward were set to it", launch.output)
         for k, v in ends["whole"].items():
             self.assertTrue(torch.equal(v, ends["killed"][k]), k)
+
+    def test_a_chief_frozen_past_the_peer_timeout_takes_the_jobs_schedule_back(self):
+        # The chief is stopped (SIGSTOP) at step 14 for longer than
+        # --peer_timeout_s: worker:1 goes on alone, the shards with it; the
+        # chief, continued, finds them ahead and skips to their version. Its
+        # LambdaLR (given to opt.fast_forward) must follow: every step it
+        # sends carries the learning rate the job's step has in the same
+        # job undisturbed (the ps applies the chief's settings).
+        idioms = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "idioms.py")
+        lrs = {}
+        for name in ("whole", "frozen"):
+            run = self.run_dir(name)
+            log = os.path.join(self.dir, name + ".lr")
+            go = os.path.join(self.dir, name + ".go")
+            lines = []
+
+            def on_line(line, name=name, go=go, lines=lines):
+                lines.append(line)
+                if "paused at step 14" not in line:
+                    return
+                if name == "frozen":
+                    chief = t.started_pids(lines)["worker:0"]
+                    os.kill(chief, signal.SIGSTOP)
+                    threading.Timer(6.0, os.kill, (chief, signal.SIGCONT)).start()
+                open(go, "w").close()
+
+            launch = t.Launch(t.local_flags(run, 2, 1) + [
+                "--mode=sync", "--peer_timeout_s=2", "--max_restarts=0"],
+                [t.PYTHON, idioms, "--data_dir=" + t.DATA_DIR, "--steps=300", "--slow_ms=20",
+                 "--optimizer=sgd", "--lr=0.05", "--scheduler=warmup_linear",
+                 "--lr_log=" + log, "--pause_at=14:" + go], on_line=on_line)
+            self.assertEqual(launch.wait(), 0, launch.output)
+            with open(log) as f:
+                lrs[name] = [line.split() for line in f]
+            if name == "frozen":
+                jumped = re.search(r"the job went from step (\d+) to step (\d+) \(the shards went "
+                                   r"on without this worker \(frozen or declared dead\)\): the "
+                                   r"schedulers given to opt.fast_forward were set to it",
+                                   launch.output)
+                self.assertIsNotNone(jumped, launch.output)
+                print("RESULT torch_frozen_chief from=%s to=%s" % jumped.groups())
+        whole = {int(step): lr for step, lr in lrs["whole"]}
+        self.assertEqual(sorted(whole), list(range(300)))
+        sent = [(int(step), lr) for step, lr in lrs["frozen"] if int(step) < 300]
+        self.assertGreater(len(sent), 14)
+        self.assertLess(len(sent), 300, "the chief skipped no step: it was not frozen long enough")
+        for step, lr in sent:
+            self.assertEqual(lr, whole[step], "the chief's lr at the job's step %d" % step)
 
     def test_a_resumed_job_continues_from_its_checkpoint(self):
         run = self.run_dir("run")

@@ -975,26 +975,30 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._flat.mark(contents=not self._ahead)
         self._position = self._worker.position()
         self._rejoins = self._worker.rejoins()
-        if self._rejoins != rejoins:
+        # A step moves the job one step on, unless the worker rejoined or
+        # (sync) found the shards had gone on without it.
+        if self._rejoins != rejoins or (after_step and self._position[0] > before + 1):
             self._moved(before + (1 if after_step else 0), after_step)
 
     def _moved(self, expected, after_step):
-        """A rejoin put the job somewhere else than `expected` (back to a
-        checkpoint: a ps restarted from it): fast_forward's schedulers
-        follow, one step short `after_step` (the loop's own scheduler
-        step follows step())."""
+        """The job is somewhere else than `expected`: back (a rejoin to a
+        ps restored from its checkpoint) or ahead (sync shards that went on
+        without this worker while it was frozen or declared dead):
+        fast_forward's schedulers follow, one step short `after_step` (the
+        loop's own scheduler step follows step())."""
         now = self._position[0]
         if now == expected:
             return
+        why = ("the shards went on without this worker (frozen or declared dead)" if now > expected
+               else "a ps restored from its checkpoint or its standby")
         if self._schedulers:
             self._rewind_schedulers(now - 1 if after_step else now)
-            say("the job went from step %d to step %d (a ps restarted from its checkpoint): the "
-                "schedulers given to opt.fast_forward were set to it" % (expected, now))
+            say("the job went from step %d to step %d (%s): the schedulers given to "
+                "opt.fast_forward were set to it" % (expected, now, why))
         else:
-            say("the job went from step %d to step %d (a ps restarted from its checkpoint): a "
-                "scheduler stepped once a step is now %d steps off the job's unless given to "
-                "opt.fast_forward(sched), which sets it to the job's step"
-                % (expected, now, abs(expected - now)))
+            say("the job went from step %d to step %d (%s): a scheduler stepped once a step is "
+                "now %d steps off the job's unless given to opt.fast_forward(sched), which sets "
+                "it to the job's step" % (expected, now, why, abs(expected - now)))
 
     @contextlib.contextmanager
     def _no_landing(self):

@@ -31,7 +31,8 @@ no_grad); the model called with keywords only (--call=kwargs, as Hugging
 Face's models are); the loop training in eval() mode (--train_mode=eval:
 the net has no dropout or BatchNorm, so the numbers are training's).
 --pause_at=K:FILE holds the chief at step K until FILE exists (a test
-kills a task meanwhile)."""
+kills a task meanwhile); --slow_ms sleeps in every step; --lr_log=FILE
+has rank 0 write each step's job step and learning rate."""
 
 import argparse
 import os
@@ -241,6 +242,11 @@ def train(args, model, opt, steps, rank, world, x, y, pst=None):
         elif args.clip == "value":
             torch.nn.utils.clip_grad_value_(model.parameters(), 0.002)
         job_step = opt.global_step if pst is not None else 0
+        if args.lr_log and rank == 0:
+            with open(args.lr_log, "a") as f:
+                f.write("%d %r\n" % (job_step, opt.param_groups[0]["lr"]))
+        if args.slow_ms:
+            time.sleep(args.slow_ms / 1000.0)
         if scaler is not None:
             scaler.step(opt)
             scaler.update()
@@ -382,6 +388,9 @@ def main():
     p.add_argument("--pause_at", default="",
                    help="K:FILE: the chief waits at step K until FILE exists (a test's kill)")
     p.add_argument("--train_mode", default="train", choices=["train", "eval"])
+    p.add_argument("--lr_log", default="",
+                   help="rank 0 appends each step's job step and first group's lr")
+    p.add_argument("--slow_ms", type=int, default=0, help="each step sleeps this long")
     p.add_argument("--load", default="")
     p.add_argument("--load_into", default="wrapper", choices=["wrapper", "inner"])
     p.add_argument("--out", default="")
