@@ -73,21 +73,42 @@ absl::StatusOr<std::vector<int64_t>> ListCheckpointSteps(const std::string& dir)
   return steps;
 }
 
-absl::StatusOr<std::vector<int64_t>> PruneCheckpoints(const std::string& dir, int keep,
-                                                      const std::string& file_in_checkpoint) {
-  CHECK_GE(keep, 1);
-  auto steps = ListCheckpointSteps(dir);
-  if (!steps.ok()) return steps.status();
+absl::StatusOr<int64_t> KeepFromStep(const std::string& dir, int keep) {
+  if (keep < 1 || keep > kMaxKeepCheckpoints) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("keep ", keep, " checkpoints: must be 1 to ", kMaxKeepCheckpoints));
+  }
+  ASSIGN_OR_RETURN(const std::vector<int64_t> steps, ListCheckpointSteps(dir));
+  std::vector<int64_t> complete;
+  for (const int64_t step : steps) {
+    std::error_code ec;
+    if (std::filesystem::exists(absl::StrCat(dir, "/", ManifestFileName(step)), ec)) {
+      complete.push_back(step);
+    }
+  }
+  if (complete.size() < static_cast<size_t>(keep)) return 0;
+  return complete[complete.size() - static_cast<size_t>(keep)];
+}
+
+absl::StatusOr<std::vector<int64_t>> RemoveOwnFilesBefore(const std::string& dir, int64_t before,
+                                                          const std::string& file_in_checkpoint) {
+  ASSIGN_OR_RETURN(const std::vector<int64_t> steps, ListCheckpointSteps(dir));
   std::vector<int64_t> pruned;
-  const int64_t old = static_cast<int64_t>(steps->size()) - keep;
-  for (int64_t i = 0; i < old; ++i) {
-    const std::string path = CheckpointPath(dir, (*steps)[i]);
+  for (const int64_t step : steps) {
+    if (step >= before) break;
+    const std::string path = CheckpointPath(dir, step);
     RETURN_IF_ERROR(RemoveOwnFiles(path, file_in_checkpoint));
     std::error_code ec;
     std::filesystem::remove(path, ec);  // fails, harmlessly, while others' files remain
-    pruned.push_back((*steps)[i]);
+    pruned.push_back(step);
   }
   return pruned;
+}
+
+absl::StatusOr<std::vector<int64_t>> PruneCheckpoints(const std::string& dir, int keep,
+                                                      const std::string& file_in_checkpoint) {
+  ASSIGN_OR_RETURN(const int64_t keep_from, KeepFromStep(dir, keep));
+  return RemoveOwnFilesBefore(dir, keep_from, file_in_checkpoint);
 }
 
 }  // namespace pstrain

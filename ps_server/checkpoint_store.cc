@@ -16,12 +16,12 @@ std::string BaseName(const std::string& relative) {
 
 }  // namespace
 
-absl::StatusOr<proto::SavedShard> CheckpointStore::Save(ShardCheckpoint* checkpoint,
-                                                        int num_shards, int keep) const {
+absl::StatusOr<proto::SavedShard> CheckpointStore::Save(ShardCheckpoint* checkpoint, int num_shards,
+                                                        int64_t keep_from_step) const {
   const proto::ShardCheckpointHeader& hdr = checkpoint->header;
   const std::string file = ShardFileName(hdr.step(), shard_index_, num_shards);
   RETURN_IF_ERROR(WriteShardCheckpoint(absl::StrCat(dir_, "/", file), checkpoint));
-  RETURN_IF_ERROR(PruneCheckpoints(dir_, keep, BaseName(file)).status());
+  RETURN_IF_ERROR(RemoveBefore(keep_from_step, num_shards));
   proto::SavedShard saved;
   saved.set_shard_index(shard_index_);
   saved.set_file(file);
@@ -31,6 +31,11 @@ absl::StatusOr<proto::SavedShard> CheckpointStore::Save(ShardCheckpoint* checkpo
   *saved.mutable_worker_steps() = hdr.worker_clocks();
   LOG(INFO) << "saved " << file << " at version " << hdr.version();
   return saved;
+}
+
+absl::Status CheckpointStore::RemoveBefore(int64_t keep_from_step, int num_shards) const {
+  const std::string file = ShardFileName(keep_from_step, shard_index_, num_shards);
+  return RemoveOwnFilesBefore(dir_, keep_from_step, BaseName(file)).status();
 }
 
 absl::StatusOr<ShardCheckpoint> CheckpointStore::Load(const proto::Header& h,

@@ -260,8 +260,8 @@ void EmbeddingTables::ApplyThrough(int64_t version) {
   }
 }
 
-absl::Status EmbeddingTables::Save(const std::string& dir, int64_t step, int64_t version,
-                                   int keep, proto::SavedShard* saved) {
+absl::Status EmbeddingTables::Save(const std::string& dir, int64_t step, int64_t version, int keep,
+                                   int64_t keep_from_step, proto::SavedShard* saved) {
   const bool delta = saved_step_ >= 0 && saved_step_ < step && deltas_ + 1 < keep;
   EmbeddingCheckpoint c;
   proto::EmbeddingCheckpointHeader& h = c.header;
@@ -280,16 +280,28 @@ absl::Status EmbeddingTables::Save(const std::string& dir, int64_t step, int64_t
   const std::string file = EmbeddingFileName(step, shard_index_, num_shards_);
   RETURN_IF_ERROR(WriteEmbeddingCheckpoint(absl::StrCat(dir, "/", file), &c));
   for (const auto& t : tables_) t->MarkSaved();
+  chain_start_[step] = delta ? chain_start_[saved_step_] : step;
   saved_step_ = step;
   saved_checksum_ = h.payload_checksum();
   deltas_ = delta ? deltas_ + 1 : 0;
-  // A kept checkpoint's chain reaches back at most keep - 1 saves before it.
-  RETURN_IF_ERROR(
-      PruneCheckpoints(dir, 2 * keep, file.substr(file.rfind('/') + 1)).status());
+  RETURN_IF_ERROR(RemoveFilesBefore(dir, keep_from_step));
   saved->set_embedding_file(file);
   saved->set_embedding_checksum(h.payload_checksum());
   saved->set_embedding_bytes(h.payload_bytes());
   saved->set_embedding_delta(delta);
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingTables::RemoveFilesBefore(const std::string& dir, int64_t keep_from_step) {
+  // Chains start no earlier for later checkpoints: what the oldest kept
+  // needs, every newer one has.
+  const auto oldest_kept = chain_start_.find(keep_from_step);
+  if (keep_from_step <= 0 || oldest_kept == chain_start_.end()) return absl::OkStatus();
+  const int64_t needed_from = oldest_kept->second;
+  const std::string file = EmbeddingFileName(needed_from, shard_index_, num_shards_);
+  RETURN_IF_ERROR(
+      RemoveOwnFilesBefore(dir, needed_from, file.substr(file.rfind('/') + 1)).status());
+  chain_start_.erase(chain_start_.begin(), chain_start_.lower_bound(needed_from));
   return absl::OkStatus();
 }
 

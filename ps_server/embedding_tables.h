@@ -28,8 +28,11 @@
 // Checkpoints: Save writes the tables' file of a checkpoint
 // (checkpoint/embedding_checkpoint.h) beside the shard's, every row at the
 // first save and every `keep`-th, else only what changed since the
-// previous save (a delta), so that the chain of any of the newest `keep`
-// checkpoints lies within the newest 2 x keep, whose files are kept. Load
+// previous save (a delta): a chain of at most `keep` files. Its files go
+// once no checkpoint the chief keeps needs them: those before the start of
+// the chain of the oldest it keeps (SAVE's keep_from_step), where this
+// process made that chain (a restarted ps keeps every older file until
+// the checkpoints it saved itself are the oldest kept). Load
 // reads a checkpoint's chain back to its full file, each file checked
 // against the checksum its successor (or the manifest) recorded, and
 // applies it oldest first: the tables go on bit for bit.
@@ -111,10 +114,14 @@ class EmbeddingTables {
   void ApplyThrough(int64_t version);
 
   // Writes the tables' file of checkpoint `step` into `dir` (this shard
-  // `shard_index` of `num_shards`, at the shard's `version`) and prunes
-  // the files no kept checkpoint needs. Fills `saved`'s embedding fields.
+  // `shard_index` of `num_shards`, at the shard's `version`; a full file
+  // every `keep`-th save) and removes the files no checkpoint from
+  // `keep_from_step` on needs (0: none). Fills `saved`'s embedding fields.
   absl::Status Save(const std::string& dir, int64_t step, int64_t version, int keep,
-                    proto::SavedShard* saved);
+                    int64_t keep_from_step, proto::SavedShard* saved);
+  // Removes this shard's files in `dir` that no checkpoint from
+  // `keep_from_step` on needs (0, or one saved before this process: none).
+  absl::Status RemoveFilesBefore(const std::string& dir, int64_t keep_from_step);
   // The job's tables as checkpoint `step`'s chain in `dir` holds them;
   // `checksum`: the manifest's for its file, `version`: the shard's in it.
   // DataLoss / FailedPrecondition / NotFound naming the file.
@@ -189,6 +196,8 @@ class EmbeddingTables {
   int64_t saved_step_ = -1;
   uint64_t saved_checksum_ = 0;
   int deltas_ = 0;
+  // This process's saves: step -> the step of its chain's full file.
+  std::map<int64_t, int64_t> chain_start_;
 };
 
 }  // namespace pstrain

@@ -289,7 +289,7 @@ class RequestHandler {
   // loop: for this model's shards a few milliseconds, fsyncs included.
   void HandleSave(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleRestore(const std::string& peer, const Message& m, std::vector<Reply>* out);
-  absl::StatusOr<proto::SavedShard> Save(int64_t step, int keep);
+  absl::StatusOr<proto::SavedShard> Save(int64_t step, int keep, int64_t keep_from_step);
   absl::StatusOr<ShardCheckpoint> LoadCheckpoint(const proto::Header& h) const;
   // The embedding tables of RESTORE `h`'s checkpoint, whose shard is at
   // `version` (none: an empty set).
@@ -331,6 +331,10 @@ class RequestHandler {
   void SettleEmbeddings();
   void HandleBarrier(const std::string& peer, const Message& m, std::vector<Reply>* out);
   void HandleShutdown(const std::string& peer, const Message& m, std::vector<Reply>* out);
+  // The chief's last word on which checkpoints it keeps (SHUTDOWN's
+  // keep_from_step, after its last manifest): this ps's older files go.
+  // Failures are logged; the job is over either way.
+  void RemoveCheckpointsBefore(int64_t keep_from_step);
   void HandleReplicate(const std::string& peer, const Principal& who, const Message& m,
                        std::vector<Reply>* out);
   // REPLICATE `h` refused, for `refusal`, with its seq.

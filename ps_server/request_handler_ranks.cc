@@ -106,6 +106,7 @@ void RequestHandler::HandleShutdown(const std::string& peer, const Message& m,
                                     std::vector<Reply>* out) {
   // Only the chief gets here (Authorize).
   shutdown_requested_ = true;
+  RemoveCheckpointsBefore(m.header.keep_from_step());
   AbortParked(JobFinishedError("the chief shut the job down: training is over"), out);
   out->push_back({peer, MakeReply(m.header), false, /*record=*/true});
   // A worker that was frozen, or declared dead, while the job finished

@@ -27,11 +27,15 @@ void RequestHandler::HandleSave(const std::string& peer, const Message& m,
         "SAVE: this ps was started without --checkpoint_dir"), out);
   }
   if (h.step() < 0 || h.step() > CheckpointStore::kMaxStep || h.keep_checkpoints() < 1 ||
-      m.has_payload) {
-    return Refuse(peer, h, absl::InvalidArgumentError(
-        "SAVE needs a step in [0, 2^48], keep_checkpoints >= 1 and no payload"), out);
+      h.keep_checkpoints() > kMaxKeepCheckpoints || h.keep_from_step() < 0 ||
+      h.keep_from_step() > h.step() || m.has_payload) {
+    return Refuse(peer, h,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "SAVE needs a step in [0, 2^48], keep_checkpoints 1 to ", kMaxKeepCheckpoints,
+                      ", keep_from_step 0 to the step and no payload")),
+                  out);
   }
-  auto saved = Save(h.step(), h.keep_checkpoints());
+  auto saved = Save(h.step(), h.keep_checkpoints(), h.keep_from_step());
   if (!saved.ok()) {
     LOG(ERROR) << "SAVE of " << CheckpointName(h.step()) << " failed: " << saved.status().message();
     return Refuse(peer, h, saved.status(), out);
@@ -41,7 +45,8 @@ void RequestHandler::HandleSave(const std::string& peer, const Message& m,
   out->push_back(std::move(reply));
 }
 
-absl::StatusOr<proto::SavedShard> RequestHandler::Save(int64_t step, int keep) {
+absl::StatusOr<proto::SavedShard> RequestHandler::Save(int64_t step, int keep,
+                                                       int64_t keep_from_step) {
   ShardCheckpoint c;
   proto::ShardCheckpointHeader& hdr = c.header;
   hdr.set_step(step);
@@ -62,11 +67,23 @@ absl::StatusOr<proto::SavedShard> RequestHandler::Save(int64_t step, int keep) {
   const std::vector<int64_t> clocks = policy_->Clocks();
   *hdr.mutable_worker_clocks() = {clocks.begin(), clocks.end()};
   c.state.assign(policy_->store().state().begin(), policy_->store().state().end());
-  ASSIGN_OR_RETURN(proto::SavedShard saved, checkpoints_.Save(&c, num_shards_, keep));
+  ASSIGN_OR_RETURN(proto::SavedShard saved, checkpoints_.Save(&c, num_shards_, keep_from_step));
   if (!tables_.empty()) {
-    RETURN_IF_ERROR(tables_.Save(options_.checkpoint_dir, step, policy_->version(), keep, &saved));
+    RETURN_IF_ERROR(tables_.Save(options_.checkpoint_dir, step, policy_->version(), keep,
+                                 keep_from_step, &saved));
   }
   return saved;
+}
+
+void RequestHandler::RemoveCheckpointsBefore(int64_t keep_from_step) {
+  if (!checkpoints_.enabled() || !initialized() || keep_from_step <= 0 ||
+      keep_from_step > CheckpointStore::kMaxStep) {
+    return;
+  }
+  absl::Status s = checkpoints_.RemoveBefore(keep_from_step, num_shards_);
+  if (s.ok() && !tables_.empty())
+    s = tables_.RemoveFilesBefore(options_.checkpoint_dir, keep_from_step);
+  if (!s.ok()) LOG(WARNING) << "older checkpoints not removed: " << s.message();
 }
 
 void RequestHandler::HandleRestore(const std::string& peer, const Message& m,

@@ -172,7 +172,8 @@ absl::StatusOr<ReshardResult> ReshardCheckpoint(const std::string& dir, int num_
     if (!old_tables.empty()) {
       EmbeddingTables tables =
           EmbeddingTables::Resharded(old_tables, job, k, num_ps, &result.rows);
-      RETURN_IF_ERROR(tables.Save(dir, step, version, keep, saved));
+      // Nothing pruned here: every other checkpoint goes below.
+      RETURN_IF_ERROR(tables.Save(dir, step, version, keep, /*keep_from_step=*/0, saved));
     }
   }
   RETURN_IF_ERROR(WriteManifest(dir, resharded));

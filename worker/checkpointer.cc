@@ -21,6 +21,11 @@ Checkpointer::Checkpointer(CheckpointerOptions options, PsClient* client)
   CHECK_GE(options_.keep, 1);
 }
 
+int64_t Checkpointer::KeepFrom() const {
+  const absl::StatusOr<int64_t> keep_from = KeepFromStep(options_.dir, options_.keep);
+  return keep_from.ok() ? *keep_from : 0;
+}
+
 bool Checkpointer::Due(int64_t step, bool done) const {
   if (step == last_step_ || (options_.every_steps <= 0 && options_.every_s <= 0)) return false;
   if (done) return true;
@@ -32,7 +37,10 @@ absl::Status Checkpointer::Save(int64_t step) {
   last_step_ = step;
   last_us_ = clock_->NowMicros();
   const std::string name = CheckpointName(step);
-  auto saved = client_->Save(step, options_.keep);
+  // Which the ps tasks may remove their files of: decided here, where the
+  // manifests are (a ps's directory may be on another host).
+  ASSIGN_OR_RETURN(const int64_t keep_from, KeepFromStep(options_.dir, options_.keep));
+  auto saved = client_->Save(step, options_.keep, keep_from);
   if (!saved.ok()) {
     return absl::Status(saved.status().code(),
                         absl::StrCat("checkpoint ", name, " not written: ", saved.status().message()));

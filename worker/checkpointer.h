@@ -59,6 +59,11 @@ class Checkpointer {
   // FailedPrecondition naming the directory when none is usable.
   absl::StatusOr<proto::CheckpointManifest> Resume(const RestoreScope& scope = {});
 
+  // The oldest checkpoint kept now (KeepFromStep of the directory; 0 when
+  // fewer are complete or it cannot be listed): SHUTDOWN tells the ps
+  // tasks, whose files of the checkpoint before it outlived its last save.
+  int64_t KeepFrom() const;
+
   // After the chief made a new client (recovery). `client` is borrowed.
   void set_client(PsClient* client) { client_ = client; }
 

@@ -958,7 +958,7 @@ void PsClient::StopWatchingPs() {
   heartbeat_->StopJudging();
 }
 
-absl::Status PsClient::Shutdown() {
+absl::Status PsClient::Shutdown(int64_t keep_from_step) {
   // Each ps exits right after its answer: its closing connection must not
   // read as a failure.
   StopWatchingPs();
@@ -976,6 +976,9 @@ absl::Status PsClient::Shutdown() {
     c.shard = j;
     c.header = BaseHeader(proto::SHUTDOWN, j);
     (views[j].answered ? calls : unheard).push_back(std::move(c));
+  }
+  for (std::vector<Call>* group : {&calls, &unheard}) {
+    for (Call& c : *group) c.header.set_keep_from_step(keep_from_step);
   }
   RETURN_IF_ERROR(Exchange(&calls, kShutdownTimeoutS));
   if (!unheard.empty()) {

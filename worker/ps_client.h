@@ -254,9 +254,12 @@ class PsClient {
                                 int64_t generation, bool rollback = false,
                                 const proto::ShardStats* stats = nullptr, int64_t min_term = 0);
 
-  // Chief only: every shard writes checkpoint `step` and keeps the newest
-  // `keep`; returns what each wrote, by shard.
-  absl::StatusOr<std::vector<proto::SavedShard>> Save(int64_t step, int keep);
+  // Chief only: every shard writes checkpoint `step`, and removes its files
+  // of checkpoints older than `keep_from_step` (the oldest complete one the
+  // job keeps; an embedding table's chain reaches back at most `keep` - 1
+  // saves); returns what each wrote, by shard.
+  absl::StatusOr<std::vector<proto::SavedShard>> Save(int64_t step, int keep,
+                                                      int64_t keep_from_step);
 
   // Registers with every shard and returns the chief's job config and this
   // rank's clock on each shard (waits until the chief has initialised the
@@ -365,8 +368,9 @@ class PsClient {
   // ShardStats.initialized says). At most `timeout_s` when > 0.
   absl::StatusOr<std::vector<proto::ShardStats>> Stats(double timeout_s = 0);
 
-  // Chief only: tells every shard that training is over.
-  absl::Status Shutdown();
+  // Chief only: tells every shard that training is over, and to remove its
+  // files of checkpoints before `keep_from_step` (0: none).
+  absl::Status Shutdown(int64_t keep_from_step = 0);
   // This worker makes no more requests: the ps tasks may exit from now on
   // (the chief shuts them down), which is no failure and is not logged as
   // one. Shutdown does it too.

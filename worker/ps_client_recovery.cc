@@ -201,9 +201,13 @@ absl::StatusOr<proto::ShardStats> PsClient::StatsOf(int ps, double timeout_s) {
   return reply.stats();
 }
 
-absl::StatusOr<std::vector<proto::SavedShard>> PsClient::Save(int64_t step, int keep) {
+absl::StatusOr<std::vector<proto::SavedShard>> PsClient::Save(int64_t step, int keep,
+                                                              int64_t keep_from_step) {
   std::vector<Call> calls = ShardCalls(proto::SAVE, step, {});
-  for (Call& c : calls) c.header.set_keep_checkpoints(keep);
+  for (Call& c : calls) {
+    c.header.set_keep_checkpoints(keep);
+    c.header.set_keep_from_step(keep_from_step);
+  }
   RETURN_IF_ERROR(Exchange(&calls));
   std::vector<proto::SavedShard> saved;
   for (const Call& c : calls) saved.push_back(c.reply.saved());

@@ -7,6 +7,7 @@
 #include "absl/flags/marshalling.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_dir.h"
 #include "common/clock.h"
 #include "common/lr_schedule.h"
 #include "common/optimizer.h"
@@ -109,7 +110,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   }
   if (o.checkpoint_every_steps < 0) return Bad("checkpoint_every_steps", "must be >= 0");
   if (!(o.checkpoint_every_s >= 0)) return Bad("checkpoint_every_s", "must be >= 0");
-  if (o.keep_checkpoints < 1) return Bad("keep_checkpoints", "must be >= 1");
+  if (o.keep_checkpoints < 1 || o.keep_checkpoints > kMaxKeepCheckpoints) {
+    return Bad("keep_checkpoints", absl::StrCat("must be 1 to ", kMaxKeepCheckpoints));
+  }
   if (!(o.recovery_timeout_s > 0)) return Bad("recovery_timeout_s", "must be > 0");
   if (!(o.register_timeout_s > 0)) return Bad("register_timeout_s", "must be > 0");
   if (o.ps_replicas < 0 || o.ps_replicas > 1) return Bad("ps_replicas", "must be 0 or 1");

@@ -108,7 +108,7 @@ absl::Status WorkerRuntime::FinishChief() {
       "mean staleness %.2f",
       summary_.final_test_accuracy(), summary_.train_images_per_sec(), summary_.updates_applied(),
       summary_.stale_gradients_dropped(), summary_.mean_staleness());
-  return client_->Shutdown();
+  return client_->Shutdown(checkpointer_ != nullptr ? checkpointer_->KeepFrom() : 0);
 }
 
 }  // namespace pstrain

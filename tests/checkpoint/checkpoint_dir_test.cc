@@ -67,6 +67,31 @@ TEST(CheckpointDir, KeepsTheNewestKWhenChiefAndPsTasksShareTheDirectory) {
   EXPECT_TRUE(FileExists(dir + "/" + ShardFileName(30, 1, 2)));
 }
 
+// A save that failed on one ps leaves a directory without a manifest: it
+// is kept (it is newer), but counts for nothing, so the newest complete
+// ones stay whole.
+TEST(CheckpointDir, OnlyCompleteCheckpointsCount) {
+  const std::string dir = testing::MakeTempDir("ckptdir");
+  for (int64_t step : {10, 20}) MakeCheckpoint(dir, step);
+  for (int64_t step : {30, 40, 50}) {
+    ASSERT_TRUE(MakeDirs(CheckpointPath(dir, step)).ok());
+    ASSERT_TRUE(WriteFileAtomic(dir + "/" + ShardFileName(step, 1, 2), "ps 1's only").ok());
+  }
+  EXPECT_EQ(*KeepFromStep(dir, 2), 10);
+  EXPECT_EQ(*KeepFromStep(dir, 1), 20);
+  EXPECT_EQ(*KeepFromStep(dir, 3), 0);  // fewer are complete: keep everything
+  auto pruned = PruneCheckpoints(dir, 2, "shard-1-of-2.ckpt");
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_THAT(*pruned, IsEmpty());
+  pruned = RemoveOwnFilesBefore(dir, 20, "shard-1-of-2.ckpt");
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_THAT(*pruned, ElementsAre(10));
+  EXPECT_TRUE(FileExists(dir + "/" + ManifestFileName(10)));  // the chief's, not ps 1's
+  EXPECT_FALSE(FileExists(dir + "/" + ShardFileName(10, 1, 2)));
+  EXPECT_FALSE(KeepFromStep(dir, 0).ok());
+  EXPECT_FALSE(KeepFromStep(dir, kMaxKeepCheckpoints + 1).ok());
+}
+
 TEST(CheckpointDir, KeepingMoreThanThereAreRemovesNothing) {
   const std::string dir = testing::MakeTempDir("ckptdir");
   MakeCheckpoint(dir, 10);

@@ -10,6 +10,7 @@
 // Adam's moments and step count, exactly.
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -161,9 +162,11 @@ TEST(Resume, ARunResumedToTrainLongerSkipsADamagedCheckpointAndRefusesOtherFlags
 
 // Tasks started by hand, as on several hosts: each ps with its own
 // --checkpoint_dir, the chief with another; worker 1 gets no checkpoint flag.
-// Returns every task's exit code (ps tasks first).
+// Returns every task's exit code (ps tasks first), each expected 0 unless
+// `expect_success` is false.
 std::vector<int> RunByHand(const std::string& dir, const std::string& spec,
-                           const std::vector<std::string>& chief_flags, int64_t steps) {
+                           const std::vector<std::string>& chief_flags, int64_t steps,
+                           bool expect_success = true) {
   std::vector<std::unique_ptr<RunningProcess>> tasks;
   for (int k = 0; k < 2; ++k) {
     tasks.push_back(RunningProcess::Start(
@@ -184,7 +187,9 @@ std::vector<int> RunByHand(const std::string& dir, const std::string& spec,
   for (auto& t : tasks) {
     auto code = t->Wait(240);
     codes.push_back(code.ok() ? *code : -1000);
-    EXPECT_TRUE(code.ok() && *code == 0) << t->output();
+    if (expect_success) {
+      EXPECT_TRUE(code.ok() && *code == 0) << t->output();
+    }
   }
   return codes;
 }
@@ -206,6 +211,49 @@ TEST(Resume, TasksStartedByHandContinueWithCheckpointDirAndRestore) {
   EXPECT_THAT(RunByHand(dir, spec, again, 40), ElementsAre(0, 0, 0, 0));
   EXPECT_EQ(ResumedFrom(dir + "/run"), "ckpt-20");
   EXPECT_EQ(MaxAbsDifference(testing::ReadFinalParams(dir + "/run"), reference, "by_hand"), 0.0);
+}
+
+// ps:0 cannot write checkpoints 30, 35 and 40 (a full disk, here a file
+// where their directory would go), ps:1 can: the checkpoints the job keeps
+// (2) are the newest complete ones, 20 and 25, whole on both ps (ps:1's
+// own files of 30-40 do not push them out), and the job resumes from 25
+// to the uninterrupted run's parameters.
+TEST(Resume, SavesThatFailOnOnePsLeaveTheNewestCompleteCheckpointsWhole) {
+  const std::vector<float> reference = UninterruptedParams(40);
+  const std::string dir = testing::MakeTempDir("fullps");
+  const std::string spec = testing::WriteLocalSpec(dir, 2, 2);
+  ASSERT_TRUE(MakeDirs(dir + "/ps0").ok());
+  for (int64_t step : {30, 35, 40}) {
+    ASSERT_TRUE(WriteFileAtomic(CheckpointPath(dir + "/ps0", step), "in the way").ok());
+  }
+  const std::vector<std::string> chief = {
+      "--run_dir=" + dir + "/run", "--checkpoint_dir=" + dir + "/chief", "--keep_checkpoints=2"};
+  std::vector<std::string> first = chief;
+  first.push_back("--checkpoint_every_steps=5");
+  const std::vector<int> codes = RunByHand(dir, spec, first, 40, /*expect_success=*/false);
+  EXPECT_THAT(codes, ElementsAre(0, 0, 0, 0)) << "a checkpoint not written fails nothing";
+  EXPECT_THAT(*ListCheckpointSteps(dir + "/chief"), ElementsAre(20, 25));
+  for (int k = 0; k < 2; ++k) {
+    for (int64_t step : {20, 25}) {
+      EXPECT_TRUE(FileExists(absl::StrCat(dir, "/ps", k, "/", ShardFileName(step, k, 2))))
+          << "ps" << k << " " << step;
+    }
+  }
+  // Older ones went: ps:1's 15 at its save of 30, ps:0's 10 at its last
+  // save, 25 (it kept 15 and on then).
+  EXPECT_FALSE(FileExists(absl::StrCat(dir, "/ps1/", ShardFileName(15, 1, 2))));
+  EXPECT_FALSE(FileExists(absl::StrCat(dir, "/ps0/", ShardFileName(10, 0, 2))));
+  EXPECT_TRUE(FileExists(absl::StrCat(dir, "/ps1/", ShardFileName(40, 1, 2))));
+
+  for (int64_t step : {30, 35, 40}) {
+    ASSERT_EQ(unlink(CheckpointPath(dir + "/ps0", step).c_str()), 0);
+  }
+  std::vector<std::string> again = chief;
+  again.push_back("--restore");
+  EXPECT_THAT(RunByHand(dir, spec, again, 40), ElementsAre(0, 0, 0, 0));
+  EXPECT_EQ(ResumedFrom(dir + "/run"), "ckpt-25");
+  EXPECT_EQ(MaxAbsDifference(testing::ReadFinalParams(dir + "/run"), reference, "one_ps_full"),
+            0.0);
 }
 
 }  // namespace

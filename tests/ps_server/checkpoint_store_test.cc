@@ -48,14 +48,15 @@ proto::Header RestoreOf(int64_t step, uint64_t checksum = 0) {
   return h;
 }
 
-TEST(CheckpointStore, ReadsBackWhatItSavedAndKeepsTheNewest) {
+TEST(CheckpointStore, ReadsBackWhatItSavedAndRemovesWhatTheChiefKeepsNoMore) {
   const std::string dir = testing::MakeTempDir("store");
   const CheckpointStore store(dir, /*shard_index=*/1);
   ASSERT_TRUE(store.enabled());
   uint64_t checksum = 0;
   for (int64_t step : {10, 20, 30}) {
     ShardCheckpoint c = At(step, static_cast<float>(step));
-    auto saved = store.Save(&c, /*num_shards=*/2, /*keep=*/2);
+    // The chief keeps 2: at 30, from 20 on.
+    auto saved = store.Save(&c, /*num_shards=*/2, /*keep_from_step=*/step == 30 ? 20 : 0);
     ASSERT_TRUE(saved.ok()) << saved.status();
     EXPECT_EQ(saved->file(), "ckpt-" + std::to_string(step) + "/shard-1-of-2.ckpt");
     EXPECT_EQ(saved->version(), step);

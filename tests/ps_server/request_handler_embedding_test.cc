@@ -3,8 +3,11 @@
 // version is applied) and async (on arrival), and every malformed request
 // refused with nothing applied.
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 
+#include "checkpoint/embedding_checkpoint.h"
 #include "common/embedding.h"
 #include "common/file_util.h"
 #include "fuzz/request_frames.h"
@@ -363,7 +366,7 @@ TEST(EmbeddingTablesCheckpoint, AChainOfDeltasLoadsBackAndDamageIsNamed) {
   std::vector<proto::SavedShard> saved(4);
   for (int step = 1; step <= 3; ++step) {
     push(step);
-    ASSERT_TRUE(live.Save(dir, step, step, /*keep=*/3, &saved[step]).ok());
+    ASSERT_TRUE(live.Save(dir, step, step, /*keep=*/3, /*keep_from_step=*/0, &saved[step]).ok());
   }
   EXPECT_FALSE(saved[1].embedding_delta());
   EXPECT_TRUE(saved[2].embedding_delta());
@@ -392,6 +395,64 @@ TEST(EmbeddingTablesCheckpoint, AChainOfDeltasLoadsBackAndDamageIsNamed) {
   EXPECT_NE(broken.status().message().find("embedding-0-of-1.ckpt"), std::string::npos)
       << broken.status();
   EXPECT_NE(broken.status().message().find("ckpt-2"), std::string::npos) << broken.status();
+}
+
+// The files go once no checkpoint the chief keeps (from keep_from_step
+// on) has them in its chain; a restarted ps, which did not make the older
+// chains, removes nothing until the oldest kept is one of its own.
+TEST(EmbeddingTablesCheckpoint, FilesGoOnceNoKeptCheckpointsChainNeedsThem) {
+  std::string dir = ::testing::TempDir() + "/embkeepXXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  proto::JobConfig job;
+  job.set_seed(3);
+  proto::EmbeddingTableConfig* t = job.add_tables();
+  t->set_name("t");
+  t->set_dim(2);
+  t->set_optimizer(proto::ROW_SGD);
+  t->set_lr(0.1);
+  t->set_init_std(1.0);
+  auto push = [](EmbeddingTables& tables, int64_t step) {
+    EmbeddingTables::Push p;
+    EmbeddingTables::Push::Slice slice;
+    slice.has_grad = true;
+    slice.lr = 0.1;
+    slice.ids = {step % 7, 10 + step % 3};
+    slice.grads.assign(4, 0.5f);
+    p.slices.push_back(slice);
+    tables.Apply(p);
+  };
+  auto files = [&] {
+    std::vector<int64_t> steps;
+    for (int64_t s = 1; s <= 9; ++s) {
+      if (FileExists(absl::StrCat(dir, "/", EmbeddingFileName(s, 0, 1)))) steps.push_back(s);
+    }
+    return steps;
+  };
+  // keep 2: full files at 1, 3, 5 (and deltas at 2, 4, 6); the chief's
+  // keep_from_step for save s is s - 2, the older of the two before it.
+  EmbeddingTables live(job, 0, 1);
+  std::map<int64_t, proto::SavedShard> saved;
+  for (int64_t s = 1; s <= 6; ++s) {
+    push(live, s);
+    ASSERT_TRUE(live.Save(dir, s, s, /*keep=*/2, std::max<int64_t>(0, s - 2), &saved[s]).ok());
+    EXPECT_EQ(saved[s].embedding_delta(), s % 2 == 0) << s;
+  }
+  // 4's chain starts at 3: 1 and 2 went at save 5, nothing at save 6.
+  EXPECT_EQ(files(), (std::vector<int64_t>{3, 4, 5, 6}));
+  ASSERT_TRUE(EmbeddingTables::Load(job, 0, 1, dir, 4, saved[4].embedding_checksum(), 4).ok());
+
+  absl::StatusOr<EmbeddingTables> restarted =
+      EmbeddingTables::Load(job, 0, 1, dir, 6, saved[6].embedding_checksum(), 6);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  const std::map<int64_t, std::vector<int64_t>> after = {
+      {7, {3, 4, 5, 6, 7}},     // oldest kept 5: made before the restart
+      {8, {3, 4, 5, 6, 7, 8}},  // 6: the same
+      {9, {7, 8, 9}}};          // 7: this process's full file
+  for (const auto& [s, expected] : after) {
+    push(*restarted, s);
+    ASSERT_TRUE(restarted->Save(dir, s, s, /*keep=*/2, s - 2, &saved[s]).ok());
+    EXPECT_EQ(files(), expected) << "after save " << s;
+  }
 }
 
 TEST(EmbeddingTablesMemory, TheCapDropsTheLeastRecentRowOfAnyTableAndResumesExactly) {
@@ -445,7 +506,7 @@ TEST(EmbeddingTablesMemory, TheCapDropsTheLeastRecentRowOfAnyTableAndResumesExac
   std::string dir = ::testing::TempDir() + "/embmemXXXXXX";
   ASSERT_NE(mkdtemp(dir.data()), nullptr);
   proto::SavedShard saved;
-  ASSERT_TRUE(live.Save(dir, 5, 5, /*keep=*/2, &saved).ok());
+  ASSERT_TRUE(live.Save(dir, 5, 5, /*keep=*/2, /*keep_from_step=*/0, &saved).ok());
   absl::StatusOr<EmbeddingTables> copy =
       EmbeddingTables::Load(job, 0, 1, dir, 5, saved.embedding_checksum(), 5);
   ASSERT_TRUE(copy.ok()) << copy.status();

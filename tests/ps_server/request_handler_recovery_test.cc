@@ -3,20 +3,21 @@
 // format, and what is refused (another optimizer's file, a damaged one, a
 // save by anyone but the chief).
 
-#include "ps_server/request_handler.h"
-
-#include "tests/ps_server/request_handler_fixture.h"
-
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <numeric>
+#include <utility>
+#include <vector>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "common/file_util.h"
 #include "common/hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ps_server/request_handler.h"
+#include "tests/ps_server/request_handler_fixture.h"
 
 namespace pstrain {
 namespace {
@@ -217,6 +218,31 @@ TEST_F(CheckpointRequestTest, OnlyTheChiefSavesAndOnlyIntoACheckpointDir) {
   out = Save(0, 0);
   EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(out[0].header.error().message(), HasSubstr("--checkpoint_dir"));
+}
+
+// A chief's SAVE (an insider's) whose keep numbers no ps could honour is
+// refused, not a crash; one in range removes only older files.
+TEST_F(CheckpointRequestTest, KeepNumbersOutOfRangeAreRefused) {
+  Init(proto::SYNC, 2);
+  RegisterAll(2);
+  for (const auto& [keep, keep_from] : std::vector<std::pair<int, int64_t>>{
+           {0, 0}, {-1, 0}, {kMaxKeepCheckpoints + 1, 0}, {1 << 30, 0}, {3, -1}, {3, 6}}) {
+    proto::Header h = Base(proto::SAVE, 0);
+    h.set_step(5);
+    h.set_keep_checkpoints(keep);
+    h.set_keep_from_step(keep_from);
+    const std::vector<Reply> out = Send(0, MakeMessage(h, {}));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].header.error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument))
+        << keep << " " << keep_from;
+  }
+  for (int64_t step : {1, 2, 3}) ASSERT_FALSE(IsError(Save(0, step)[0]));
+  proto::Header h = Base(proto::SAVE, 0);
+  h.set_step(4);
+  h.set_keep_checkpoints(3);
+  h.set_keep_from_step(3);
+  ASSERT_FALSE(IsError(Send(0, MakeMessage(h, {}))[0]));
+  EXPECT_THAT(*ListCheckpointSteps(checkpoint_dir_), ::testing::ElementsAre(3, 4));
 }
 
 TEST_F(CheckpointRequestTest, ADamagedShardFileIsRefusedNamingItAndTheShardStaysFree) {
