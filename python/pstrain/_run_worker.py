@@ -133,6 +133,12 @@ def _left_unjoined():
     return True
 
 
+# pstrain.torch's JobDone (uncaught from step()) and pstrain's
+# JobFinished: the job is over, this rank's part with it (no error; by
+# name, as nothing here imports torch).
+_JOB_OVER = ("JobDone", "JobFinished")
+
+
 def main(argv):
     if len(argv) != 2:
         _say("usage: python3 -m pstrain._run_worker RUN_DIR/%s/%s (pstrain.runner.run "
@@ -160,6 +166,11 @@ def main(argv):
             _write(error_path(directory, rank), _below_here(e).encode())
             raise
         result = None  # sys.exit(0): as a return
+    except Exception as e:  # pylint: disable=broad-except
+        if type(e).__name__ not in _JOB_OVER:
+            _write(error_path(directory, rank), _below_here(e).encode())
+            raise
+        result = None  # the job ended under this rank's loop: as a return
     except BaseException as e:
         _write(error_path(directory, rank), _below_here(e).encode())
         raise

@@ -183,6 +183,33 @@ class Recovery(t.TestCase):
         for step, lr in sent:
             self.assertEqual(lr, whole[step], "the chief's lr at the job's step %d" % step)
 
+    def test_a_worker_frozen_until_the_job_ended_exits_zero(self):
+        # worker:1 is stopped at step 14 of 60 for longer than the rest of
+        # the job takes: the chief trains on alone and finishes; worker:1,
+        # continued, finds the job over in whichever call it makes first
+        # (the average in backward, a step) and ends as a loop longer than
+        # the job does, exit 0.
+        idioms = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "idioms.py")
+        run = self.run_dir("run")
+        go = os.path.join(self.dir, "go")
+        lines = []
+
+        def on_line(line):
+            lines.append(line)
+            if "paused at step 14" in line:
+                worker = t.started_pids(lines)["worker:1"]
+                os.kill(worker, signal.SIGSTOP)
+                threading.Timer(8.0, os.kill, (worker, signal.SIGCONT)).start()
+                open(go, "w").close()
+
+        launch = t.Launch(t.local_flags(run, 2, 1) + [
+            "--mode=sync", "--peer_timeout_s=2", "--max_restarts=0"],
+            [t.PYTHON, idioms, "--data_dir=" + t.DATA_DIR, "--steps=60", "--slow_ms=10",
+             "--pause_at=14:" + go], on_line=on_line)
+        self.assertEqual(launch.wait(), 0, launch.output)
+        self.assertNotIn("failed", launch.output)
+        self.assertEqual(t.summary(run)["steps_per_worker"], 60)
+
     def test_a_resumed_job_continues_from_its_checkpoint(self):
         run = self.run_dir("run")
         first = t.local_flags(run, 2, 2) + ["--log_every_steps=20", "--mode=sync",

@@ -548,7 +548,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if not self._in_step:
             return
         absent = self._no_grads() if nothing else self._flat.gather_grads()
-        reduced, everywhere = self._worker.reduce_gradients(absent)
+        try:
+            reduced, everywhere = self._worker.reduce_gradients(absent)
+        except JobFinished:
+            # The job ended while this worker was away (frozen past the
+            # chief's last step): its loop ends as at step().
+            self._job_finished = True
+            return
         if reduced:
             self._flat.scatter_grads(everywhere)
         self._reduced = True
@@ -623,10 +629,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
         parameters: if it did, they are taken and noted as the step's are.
         """
         worker = self._table_worker()
-        if self._in_step or self._finished or self._job_finished:
-            return call(worker)
-        with self._library_writes():
-            return call(worker)
+        try:
+            if self._in_step or self._finished or self._job_finished:
+                return call(worker)
+            with self._library_writes():
+                return call(worker)
+        except JobFinished:
+            # The job ended while this worker was away: no rows to read.
+            self._job_finished = True
+            raise JobDone("the job finished while this worker was away (frozen or declared "
+                          "dead): this worker's loop ends here") from None
 
     @contextlib.contextmanager
     def _library_writes(self):
@@ -663,7 +675,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
             examples = self._forward_examples if self._forward_examples is not None else 1
         self._step_examples = examples
         self._pass_examples, self._accumulated = 0, False
-        self._worker.begin_step(self._step_examples)
+        try:
+            self._worker.begin_step(self._step_examples)
+        except JobFinished:
+            self._job_finished = True
+            return
         self._in_step = True
         self._passes = 0
         self._reduced = False

@@ -2,14 +2,14 @@
 every worker finishes (its last gradient is in, the chief writes the
 summary); a ConfigError exits 2 (bad configuration: not restarted);
 JobDone, raised by step() once the job has no step left, ends the script
-cleanly (exit 0)."""
+cleanly (exit 0), as does a JobFinished the script leaves uncaught."""
 
 import atexit
 import os
 import sys
 
 import pstrain
-from pstrain._lib import ConfigError, PstrainError, UsageError
+from pstrain._lib import ConfigError, JobFinished, PstrainError, UsageError
 
 
 class JobDone(Exception):
@@ -115,8 +115,10 @@ def _install_exit_handlers():
     previous = sys.excepthook
 
     def excepthook(kind, value, traceback):
-        if isinstance(value, JobDone):
-            # The job is done: this worker's loop ends here, cleanly.
+        if isinstance(value, (JobDone, JobFinished)):
+            # The job is done (JobFinished: it ended while this worker was
+            # away, and a call of the script's own found out): this
+            # worker's loop ends here, cleanly.
             say("%s" % (value,))
             _end(0)
             return
