@@ -649,15 +649,18 @@ absl::Status ScriptWorker::Finish() {
   };
   RETURN_IF_ERROR(LandFlight(/*to_script=*/true));
   if (!leaving && !done() && !open_ended_) return went_back();
+  // A loop that ended early ends at its own last step: a job that went
+  // back before it needs those steps again from this worker.
+  const int64_t left_at = global_step();
   if (leaving) {
-    LOG(WARNING) << "this worker's loop ended at step " << global_step() << " of " << total_steps()
+    LOG(WARNING) << "this worker's loop ended at step " << left_at << " of " << total_steps()
                  << ": it leaves the job, which goes on without it";
   }
   absl::Status s = runtime_->ReportDone();
   while (!s.ok()) {
     s = Recover(std::move(s));
     if (!s.ok()) return Latch(s);
-    if (!done() && !open_ended_ && !leaving) return went_back();
+    if (leaving ? global_step() < left_at : !done() && !open_ended_) return went_back();
     s = runtime_->ReportDone();
   }
   if (runtime_->is_chief()) RETURN_IF_ERROR(Latch(runtime_->PullLatest()));

@@ -183,6 +183,43 @@ class Recovery(t.TestCase):
         for step, lr in sent:
             self.assertEqual(lr, whole[step], "the chief's lr at the job's step %d" % step)
 
+    def test_a_loop_that_ended_early_trains_its_steps_again_after_a_rollback(self):
+        # Rank 1's loop takes 25 of the job's 40 steps; ps:1 is killed while
+        # the chief waits at step 28, after rank 1 left. ps:1 comes back
+        # from ckpt-20, the job with it: rank 1's steps 20-24 are gone, so
+        # it fails ("start this worker again"), is restarted, trains them
+        # again and leaves; the job ends bit for bit where it ends without
+        # the kill.
+        idioms = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "idioms.py")
+        ends = {}
+        for name in ("whole", "killed"):
+            run = self.run_dir(name)
+            out = os.path.join(self.dir, name + ".pt")
+            go = os.path.join(self.dir, name + ".go")
+            lines = []
+
+            def on_line(line, name=name, go=go, lines=lines):
+                lines.append(line)
+                if "paused at step 28" not in line:
+                    return
+                if name == "killed":
+                    os.kill(t.started_pids(lines)["ps:1"], signal.SIGKILL)
+                open(go, "w").close()
+
+            launch = t.Launch(t.local_flags(run, 2, 2) + [
+                "--mode=sync", "--checkpoint_every_steps=10", "--restart_backoff_s=0"],
+                [t.PYTHON, idioms, "--data_dir=" + t.DATA_DIR, "--out=" + out, "--steps=40",
+                 "--steps_on_rank=1:25", "--optimizer=adam", "--lr=0.01",
+                 "--pause_at=28:" + go], on_line=on_line)
+            self.assertEqual(launch.wait(), 0, launch.output)
+            ends[name] = torch.load(out)
+            if name == "killed":
+                self.assertIn("restarted ps:1", launch.output)
+                self.assertIn("restarted worker:1", launch.output)
+        for k, v in ends["whole"].items():
+            self.assertTrue(torch.equal(v, ends["killed"][k]),
+                            "%s: %g" % (k, float((v - ends["killed"][k]).abs().max())))
+
     def test_a_worker_frozen_until_the_job_ended_exits_zero(self):
         # worker:1 is stopped at step 14 of 60 for longer than the rest of
         # the job takes: the chief trains on alone and finishes; worker:1,
