@@ -41,8 +41,9 @@ absl::StatusOr<proto::EmbeddingTableConfig> TableFromJson(int index,
         "job option \"embedding_tables\": table ", index, " is not a JSON object"));
   }
   proto::EmbeddingTableConfig t;
-  // torch's defaults: Adagrad's eps and SparseAdam's betas and eps.
-  t.set_eps(-1);
+  // torch's defaults: Adagrad's eps and SparseAdam's betas and eps (once
+  // the optimizer is known, where none was given).
+  bool eps_given = false;
   t.set_beta1(0.9);
   t.set_beta2(0.999);
   t.set_init_std(1.0);  // nn.Embedding's N(0, 1)
@@ -73,6 +74,7 @@ absl::StatusOr<proto::EmbeddingTableConfig> TableFromJson(int index,
     } else if (key == "lr" || key == "eps" || key == "beta1" || key == "beta2" ||
                key == "initial_accumulator" || key == "init_std") {
       ASSIGN_OR_RETURN(const double d, Number(index, key, v));
+      eps_given = eps_given || key == "eps";
       const google::protobuf::FieldDescriptor* f = t.GetDescriptor()->FindFieldByName(key);
       t.GetReflection()->SetDouble(&t, f, d);
     } else if (key == "admit_after" || key == "evict_after_steps" || key == "max_rows_per_ps") {
@@ -84,7 +86,7 @@ absl::StatusOr<proto::EmbeddingTableConfig> TableFromJson(int index,
       return TableKeyError(index, key, "not an option of an embedding table");
     }
   }
-  if (t.eps() < 0) t.set_eps(t.optimizer() == proto::ROW_ADAGRAD ? kAdagradEps : kAdamEps);
+  if (!eps_given) t.set_eps(t.optimizer() == proto::ROW_ADAGRAD ? kAdagradEps : kAdamEps);
   return t;
 }
 

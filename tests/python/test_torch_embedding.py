@@ -444,6 +444,13 @@ class Refusals(EmbeddingCase):
         self.assertNotEqual(code, 0, output)
         self.assertIn("embedding table 0 differs from the chief's", output)
 
+    def test_a_negative_eps_is_refused_as_zero_is(self):
+        # An eps below 0 was taken as "not given" (torch's default instead).
+        for eps in ("-0.5", "0"):
+            code, output = self.run_refused("eps" + eps, 1, ["--table_eps=" + eps], [])
+            self.assertEqual(code, 2, output)
+            self.assertIn("eps must be finite and > 0", output)
+
     def test_a_pull_whose_answer_is_over_the_message_limit(self):
         # 8,192 rows of 64 floats (2 MiB) in one answer, where
         # every task takes 1 MiB a message: the ps refuses the pull, saying

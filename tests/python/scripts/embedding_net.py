@@ -86,7 +86,10 @@ def call(model, ids, dense, use_second, args):
 
 def table_options(args):
     lr = {"sgd": 0.5, "adagrad": 0.3, "adam": 0.05}[args.table_optimizer]
-    return dict(optimizer=args.table_optimizer, lr=lr, admit_after=args.admit_after)
+    options = dict(optimizer=args.table_optimizer, lr=lr, admit_after=args.admit_after)
+    if args.table_eps is not None:
+        options["eps"] = args.table_eps
+    return options
 
 
 def table_lr(args, step):
@@ -271,6 +274,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--table_optimizer", default="adagrad")
     p.add_argument("--admit_after", type=int, default=0)
+    p.add_argument("--table_eps", type=float, default=None, help="the tables' eps")
     p.add_argument("--branch", action="store_true")
     p.add_argument("--freeze_head", action="store_true",
                    help="the head frozen on every third step: a backward of rows only")
