@@ -19,8 +19,9 @@
 // chief_exit_grace_s of it. When a task fails (non-zero exit, a signal, or
 // that early ps exit), or when options.cancel fires (`pstrain`'s
 // SIGINT/SIGTERM), every other task gets SIGTERM and, after stop_grace_s,
-// SIGKILL; Launch then names the task and how it ended. Nothing is left
-// behind.
+// SIGKILL; Launch then names the task and how it ended (InvalidArgument,
+// exit 2, when the task exited 2: its configuration or input was bad;
+// Aborted otherwise). Nothing is left behind.
 //
 // Restarts, as a Kubernetes TFJob's restart policy (OnFailure): a task
 // that exits non-zero or by a signal while the launch is not stopping, and

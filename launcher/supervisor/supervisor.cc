@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -310,6 +311,11 @@ absl::Status Supervisor::Wait() {
   }
   if (cancel_->cancelled()) return absl::CancelledError(failure_);
   if (deadline_exceeded_) return absl::DeadlineExceededError(failure_);
+  // A task that failed on its configuration or input fails the launch so
+  // too (exit 2, as the task did): nothing at run time went wrong.
+  if (!failure_.empty() && failed_code_ == kExitBadConfig && early_ps_exit_.empty()) {
+    return absl::InvalidArgumentError(failure_);
+  }
   if (!failure_.empty()) return absl::AbortedError(failure_);
   return absl::OkStatus();
 }

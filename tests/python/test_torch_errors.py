@@ -85,7 +85,7 @@ class EdgeModels(t.TestCase):
                            ("half", "pstrain trains float32 parameters (for mixed precision, "
                                     "keep them float32 and use torch.autocast)")):
             code, out = self.launch(kind)
-            self.assertEqual(code, 1, out)  # the launcher: the job failed
+            self.assertEqual(code, 2, out)  # the launcher: as the task, a bad configuration
             self.assertIn(says, out)
             self.assertIn("worker:0 failed (exit code 2), a bad configuration", out)
             # The ps tasks it stopped say so, without an error of their own.
@@ -123,7 +123,7 @@ class EditedParameters(t.TestCase):
                 ("inner_step", "finish(): the model's parameters changed since the job's last "
                                "step (emb.weight, fc.weight, fc.bias)")):
             code, out = self.launch(kind)
-            self.assertEqual(code, 1, out)  # the launcher: the job failed
+            self.assertEqual(code, 2, out)  # the launcher: as the task, a bad configuration
             self.assertIn(says, out, kind)
             self.assertIn("worker:0 failed (exit code 2), a bad configuration", out)
             self.assertNotIn("trained %s" % kind, out)

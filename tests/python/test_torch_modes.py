@@ -89,7 +89,7 @@ class Modes(t.TestCase):
         run = self.run_dir("sync")
         code, launch = t.launch(run, ["--mode=sync"], ["--steps=2", "--forward_ahead"],
                                 workers=1)
-        self.assertEqual(code, 1, launch.output)  # the launcher: the job failed
+        self.assertEqual(code, 2, launch.output)  # the launcher: as the task, a bad configuration
         self.assertIn("worker:0 failed (exit code 2), a bad configuration", launch.output)
         self.assertIn('job option "forward_ahead": for async and ssp jobs', launch.output)
 

@@ -184,7 +184,8 @@ TEST(LaunchRestarts, ATaskFailingWithTheUsageExitCodeIsNotRestarted) {
   const FakeCluster cluster("exit 2");
   LaunchEvents events;
   auto result = Launch(cluster.Options(), &events);
-  ASSERT_EQ(result.status().code(), absl::StatusCode::kAborted) << result.status();
+  // The launch fails as the task did: exit 2, bad configuration or input.
+  ASSERT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
   EXPECT_THAT(result.status().message(), HasSubstr("worker:0 failed (exit code 2), a bad configuration or input: "
                                                    "not restarted"));
   EXPECT_TRUE(events.restarts.empty());
