@@ -40,8 +40,8 @@ ABSL_FLAG(bool, nesterov, Defaults().nesterov, "sgd: Nesterov momentum");
 ABSL_FLAG(double, weight_decay, Defaults().weight_decay,
           "Weight decay: L2, added to the gradient (sgd, adam, adagrad); decoupled for adamw "
           "(p *= 1 - lr * weight_decay)");
-ABSL_FLAG(double, beta1, Defaults().beta1, "adam, adamw: the first moment's decay");
-ABSL_FLAG(double, beta2, Defaults().beta2, "adam, adamw: the second moment's decay");
+ABSL_FLAG(double, beta1, Defaults().beta1, "adam, adamw: the first moment's decay (-1: 0.9)");
+ABSL_FLAG(double, beta2, Defaults().beta2, "adam, adamw: the second moment's decay (-1: 0.999)");
 ABSL_FLAG(double, eps, Defaults().eps,
           "adam, adamw, adagrad: added to the denominator (0: PyTorch's default, 1e-8 for adam "
           "and adamw, 1e-10 for adagrad)");

@@ -33,13 +33,12 @@ absl::Status ValidateOptimizerRanges(const TrainOptions& o) {
     return Bad("momentum", absl::StrCat("must be in [0, 1) (or -1: the mode's default), got ",
                                         o.momentum));
   }
-  if (o.nesterov && o.momentum <= 0) {
-    return Bad("nesterov", "needs --momentum > 0 (set it: its default depends on --mode)");
-  }
   if (!NonNegative(o.weight_decay)) return Bad("weight_decay", "must be >= 0");
   for (const auto& [flag, beta] : {std::pair<const char*, double>{"beta1", o.beta1},
                                    std::pair<const char*, double>{"beta2", o.beta2}}) {
-    if (!InUnitInterval(beta)) return Bad(flag, absl::StrCat("must be in [0, 1), got ", beta));
+    if (!InUnitInterval(beta) && beta != kOptimizerDefault) {
+      return Bad(flag, absl::StrCat("must be in [0, 1) (or -1: Adam's default), got ", beta));
+    }
   }
   if (!NonNegative(o.eps)) return Bad("eps", "must be >= 0 (0: the optimizer's default)");
   if (!NonNegative(o.adagrad_lr_decay)) return Bad("adagrad_lr_decay", "must be >= 0");
@@ -50,12 +49,20 @@ absl::Status ValidateOptimizerRanges(const TrainOptions& o) {
 }
 
 // A flag that only another optimizer reads is refused when it is not at
-// its default: it would be ignored. (--momentum and the betas have
-// non-zero defaults and cannot be told apart from them; they are ignored.)
+// its default: it would be ignored.
 absl::Status ValidateOptimizerOptions(const TrainOptions& o) {
   RETURN_IF_ERROR(ValidateOptimizerRanges(o));
-  if (o.nesterov && o.optimizer != proto::SGD) {
-    return Bad("nesterov", "only applies to --optimizer=sgd");
+  if (o.optimizer != proto::SGD && (o.nesterov || o.momentum != kModeMomentum)) {
+    return Bad(o.nesterov ? "nesterov" : "momentum", "only applies to --optimizer=sgd");
+  }
+  if (o.nesterov && o.momentum <= 0) {
+    return Bad("nesterov", "needs --momentum > 0 (set it: its default depends on --mode)");
+  }
+  // Adam's own defaults pass too: what launch.json recorded before -1 was.
+  const bool adam = o.optimizer == proto::ADAM || o.optimizer == proto::ADAMW;
+  const bool beta1_given = o.beta1 != kOptimizerDefault && o.beta1 != 0.9;
+  if (!adam && (beta1_given || (o.beta2 != kOptimizerDefault && o.beta2 != 0.999))) {
+    return Bad(beta1_given ? "beta1" : "beta2", "only applies to --optimizer=adam and adamw");
   }
   const bool adagrad_flags = o.adagrad_lr_decay != 0 || o.adagrad_initial_accumulator != 0;
   if (adagrad_flags && o.optimizer != proto::ADAGRAD) {
@@ -319,8 +326,8 @@ void SetJobOptimizer(const TrainOptions& o, int num_workers, proto::JobConfig* j
     job->set_adagrad_initial_accumulator(o.adagrad_initial_accumulator);
     return;
   }
-  job->set_beta1(o.beta1);
-  job->set_beta2(o.beta2);
+  job->set_beta1(o.beta1 == kOptimizerDefault ? 0.9 : o.beta1);
+  job->set_beta2(o.beta2 == kOptimizerDefault ? 0.999 : o.beta2);
 }
 
 }  // namespace pstrain

@@ -25,6 +25,9 @@ inline constexpr double kSgdMomentum = 0.5;
 inline constexpr double kAsyncStalenessBudget = 12;
 // TrainOptions::momentum's "not given": the mode's default.
 inline constexpr double kModeMomentum = -1.0;
+// --beta1/--beta2 not given: PyTorch's Adam defaults (0.9, 0.999); apart
+// from a value given, so that one given to another optimizer is refused.
+inline constexpr double kOptimizerDefault = -1.0;
 
 // Each field is the flag of the same name (--mode, --staleness, ...).
 struct TrainOptions {
@@ -43,8 +46,8 @@ struct TrainOptions {
   double momentum = kModeMomentum;          // sgd; -1: EffectiveMomentum()
   bool nesterov = false;                    // sgd
   double weight_decay = 0.0;                // every optimizer (adamw: decoupled)
-  double beta1 = 0.9;                       // adam, adamw
-  double beta2 = 0.999;                     // adam, adamw
+  double beta1 = kOptimizerDefault;         // adam, adamw; -1: 0.9
+  double beta2 = kOptimizerDefault;         // adam, adamw; -1: 0.999
   double eps = 0.0;                         // 0: 1e-8 (adam, adamw), 1e-10 (adagrad)
   double adagrad_lr_decay = 0.0;
   double adagrad_initial_accumulator = 0.0;

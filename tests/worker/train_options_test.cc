@@ -140,14 +140,21 @@ TEST(TrainOptions, ToArgsParsesBackToTheSameOptions) {
 
   // And every optimizer's flags (what launch.json records for --resume).
   o.nesterov = false;
+  o.momentum = kModeMomentum;  // SGD's alone
   o.optimizer = proto::ADAGRAD;
   o.eps = 1e-7 / 3;
   o.adagrad_lr_decay = 0.01;
   o.adagrad_initial_accumulator = 0.1;
+  ASSERT_TRUE(ValidateTrainOptions(o).ok());
+  EXPECT_THAT(o.ToArgs(), Contains("--optimizer=adagrad"));
+  parsed = Parse(o.ToArgs());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ExpectSame(*parsed, o);
+  o.optimizer = proto::ADAM;
+  o.adagrad_lr_decay = o.adagrad_initial_accumulator = 0;
   o.beta1 = 0.8;
   o.beta2 = 0.99;
   ASSERT_TRUE(ValidateTrainOptions(o).ok());
-  EXPECT_THAT(o.ToArgs(), Contains("--optimizer=adagrad"));
   parsed = Parse(o.ToArgs());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ExpectSame(*parsed, o);
@@ -172,8 +179,24 @@ TEST(TrainOptions, OptimizerFlagsOutOfRangeOrForAnotherOptimizerAreRefusedNaming
     void (*edit)(TrainOptions*);
   };
   const Case cases[] = {
-      {"--beta1", [](TrainOptions* o) { o->beta1 = 1.0; }},
-      {"--beta2", [](TrainOptions* o) { o->beta2 = -0.5; }},
+      {"--beta1",
+       [](TrainOptions* o) {
+         o->optimizer = proto::ADAM;
+         o->beta1 = 1.0;
+       }},
+      {"--beta2",
+       [](TrainOptions* o) {
+         o->optimizer = proto::ADAMW;
+         o->beta2 = -0.5;
+       }},
+      // Given to an optimizer that does not read them (the defaults are
+      // apart from any value given).
+      {"--beta1", [](TrainOptions* o) { o->beta1 = 0.8; }},
+      {"--momentum",
+       [](TrainOptions* o) {
+         o->optimizer = proto::ADAM;
+         o->momentum = 0.9;
+       }},
       {"--eps", [](TrainOptions* o) { o->eps = -1e-8; }},
       {"--weight_decay", [](TrainOptions* o) { o->weight_decay = -0.1; }},
       {"--adagrad_lr_decay", [](TrainOptions* o) { o->adagrad_lr_decay = -1; }},
