@@ -108,6 +108,9 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(int argc, char** argv, bool
   if (!o.link_rate.empty() && o.isolate.empty()) {
     return absl::InvalidArgumentError("--link_rate needs --isolate=netns");
   }
+  // A spec that cannot be read is refused before a run directory is made
+  // for it.
+  if (!resume) RETURN_IF_ERROR(ClusterSpec::FromFile(o.cluster_spec_path).status());
   // Absolute: a resume may start from another directory, and a command
   // runs in its own.
   if (train.run_dir.empty() && !resume) {

@@ -129,18 +129,25 @@ TEST(Launch, BadSpecExitsTwoAndStartsNothing) {
 TEST(Launch, LaunchesStartedTogetherTakeADefaultRunDirectoryEach) {
   // No --run_dir: runs/<time>-<mode> in the current directory, made by the
   // launch that takes it (then -2, ...). Two started in one second used to
-  // share one, each overwriting the other's files. A bad spec ends them
-  // once each has written its launch.json there.
+  // share one, each overwriting the other's files. Data that is not there
+  // ends them once each has written its launch.json there; a spec that
+  // cannot be read ends one before it makes a directory.
   const std::string dir = testing::MakeTempDir("default_run_dirs");
+  ASSERT_TRUE(WriteFileAtomic(dir + "/spec.json",
+                              R"({"cluster": {"worker": ["localhost:1"], "ps": ["localhost:2"]}})")
+                  .ok());
   ASSERT_TRUE(
-      WriteFileAtomic(dir + "/spec.json", R"({"cluster": {"worker": ["localhost:1"]}})").ok());
+      WriteFileAtomic(dir + "/bad.json", R"({"cluster": {"worker": ["localhost:1"]}})").ok());
   const std::filesystem::path before = std::filesystem::current_path();
   std::filesystem::current_path(dir);
   std::vector<std::unique_ptr<RunningProcess>> launches;
   for (int i = 0; i < 3; ++i) {
-    launches.push_back(RunningProcess::Start(BinaryPath("pstrain"),
-                                             {"launch", "--cluster_spec=" + dir + "/spec.json"}));
+    launches.push_back(RunningProcess::Start(
+        BinaryPath("pstrain"), {"launch", "--cluster_spec=" + dir + "/spec.json", "--free_ports",
+                                "--max_restarts=0", "--data_dir=" + dir + "/no_data"}));
   }
+  launches.push_back(
+      RunningProcess::Start(BinaryPath("pstrain"), {"launch", "--cluster_spec=" + dir + "/bad.json"}));
   std::filesystem::current_path(before);
   for (auto& p : launches) {
     ASSERT_NE(p, nullptr);
