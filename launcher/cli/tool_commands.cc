@@ -58,7 +58,11 @@ SavedModelCommand SavedModelCommandFromFlags(int argc, char** argv) {
 absl::Status RunKeygen() {
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) return absl::InvalidArgumentError("keygen needs --out=FILE");
-  RETURN_IF_ERROR(JobSecret::Generate().WriteNewFile(out));
+  if (absl::Status s = JobSecret::Generate().WriteNewFile(out); !s.ok()) {
+    // A file already there is the user's to move (exit 2), not a failure.
+    if (absl::IsAlreadyExists(s)) return absl::InvalidArgumentError(s.message());
+    return s;
+  }
   std::printf("pstrain: wrote a new job secret to %s (mode 0600); give every task of the job "
               "--secret_file=%s\n", out.c_str(), out.c_str());
   return absl::OkStatus();

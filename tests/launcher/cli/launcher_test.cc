@@ -190,6 +190,14 @@ TEST(Launch, UnknownCommandAndBadFlagsExitTwo) {
     EXPECT_EQ(*p->Wait(30), 2) << binary << ": " << p->output();
     EXPECT_THAT(p->output(), HasSubstr("Unknown command line flag 'bogus_flag'")) << binary;
   }
+  // keygen onto a file already there: the user's to move, not overwritten.
+  const std::string secret = testing::MakeTempDir("keygen") + "/job.secret";
+  for (int expected : {0, 2}) {
+    p = RunningProcess::Start(BinaryPath("pstrain"), {"keygen", "--out=" + secret});
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(*p->Wait(30), expected) << p->output();
+  }
+  EXPECT_THAT(p->output(), HasSubstr("exists"));
 }
 
 // The restart policy as a user sees it: worker:1 SIGKILLed in an async job
