@@ -398,7 +398,16 @@ absl::Status EmbeddingTable::Load(const EmbeddingTableState& state, bool delta,
   return absl::OkStatus();
 }
 
-void EmbeddingTable::FinishLoad() { MarkSaved(); }
+void EmbeddingTable::FinishLoad() {
+  // A checkpoint cut for more ps (pstrain reshard to fewer) may hold more
+  // rows than the cap: the least recently updated go, as a new row's
+  // would push them out.
+  while (config_.max_rows_per_ps() > 0 && rows() > config_.max_rows_per_ps() && tail_ != kNone) {
+    DropRow(tail_);
+    stats_.set_rows_evicted_cap(stats_.rows_evicted_cap() + 1);
+  }
+  MarkSaved();
+}
 
 void EmbeddingTable::StartChangeLog() {
   logging_ = true;

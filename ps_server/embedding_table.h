@@ -135,7 +135,9 @@ class EmbeddingTable {
   // not fit the table (another config, a row that is not finite, a count
   // out of range); the table is then unusable (load into a fresh one).
   absl::Status Load(const EmbeddingTableState& state, bool delta, const std::string& what);
-  // After the last Load: the table counts as saved.
+  // After the last Load: rows over max_rows_per_ps (a checkpoint resharded
+  // to fewer ps) are dropped, least recent first, then the table counts as
+  // saved.
   void FinishLoad();
 
   // The hot standby's deltas (ps_server/replicator.h): from StartChangeLog

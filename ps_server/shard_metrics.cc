@@ -191,6 +191,10 @@ void AddEmbeddingFamilies(const proto::ShardStats& s, Families& f) {
        "Rows dropped, least recently updated of the ps's tables, to stay under "
        "--embedding_memory_mb",
        &proto::EmbeddingTableStats::rows_evicted_memory, true},
+      {"pstrain_embedding_waiting_reset_total",
+       "Times the ids waiting for admission (past their bound) were forgotten, touch counts "
+       "starting again",
+       &proto::EmbeddingTableStats::waiting_reset, true},
       {"pstrain_embedding_row_updates_total", "Row updates applied",
        &proto::EmbeddingTableStats::row_updates, true},
       {"pstrain_embedding_rows_pulled_total", "Rows sent to workers",

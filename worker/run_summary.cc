@@ -116,6 +116,7 @@ void FillEmbeddingTables(const std::vector<proto::ShardStats>& shards,
       out.set_rows_evicted_idle(out.rows_evicted_idle() + AsDouble(in.rows_evicted_idle()));
       out.set_rows_evicted_cap(out.rows_evicted_cap() + AsDouble(in.rows_evicted_cap()));
       out.set_rows_evicted_memory(out.rows_evicted_memory() + AsDouble(in.rows_evicted_memory()));
+      out.set_waiting_reset(out.waiting_reset() + AsDouble(in.waiting_reset()));
       out.set_row_updates(out.row_updates() + AsDouble(in.row_updates()));
       out.set_rows_pulled(out.rows_pulled() + AsDouble(in.rows_pulled()));
       out.set_refused_row_updates(out.refused_row_updates() + AsDouble(in.refused_row_updates()));

@@ -301,6 +301,29 @@ std::vector<float> Every(EmbeddingTable& table) {
   return Read(table, ids);
 }
 
+// A state of more rows than the cap (a checkpoint resharded to fewer ps)
+// keeps the cap's most recent rows once loaded, as updates would have.
+TEST(EmbeddingTableCheckpoint, AStateOverTheCapIsCutToItOnLoad) {
+  proto::EmbeddingTableConfig config = Table(proto::ROW_SGD);
+  EmbeddingTable wide(config, kSeed, 0);
+  const std::vector<float> g(4, 1.0f);
+  for (int64_t id : {1, 2, 3, 4}) wide.Update({id}, g);
+  wide.Update({1}, g);  // least recent now: 2, then 3
+  EmbeddingTableState state;
+  wide.Save(/*delta=*/false, &state);
+  config.set_max_rows_per_ps(2);
+  *state.meta.mutable_config() = config;  // as the resharded file of a capped table says
+  EmbeddingTable capped(config, kSeed, 0);
+  ASSERT_TRUE(capped.Load(state, false, "full").ok());
+  capped.FinishLoad();
+  EXPECT_EQ(capped.rows(), 2);
+  EXPECT_EQ(capped.Stats().rows_evicted_cap(), 2);
+  EXPECT_EQ(Read(capped, {1}), Read(wide, {1}));
+  EXPECT_EQ(Read(capped, {4}), Read(wide, {4}));
+  EXPECT_EQ(Read(capped, {2}), Initial(config, 2));
+  EXPECT_EQ(Read(capped, {3}), Initial(config, 3));
+}
+
 TEST(EmbeddingTableCheckpoint, AFullAndADeltaLoadedGoOnBitForBit) {
   for (proto::RowOptimizer o : {proto::ROW_SGD, proto::ROW_ADAGRAD, proto::ROW_ADAM}) {
     proto::EmbeddingTableConfig config = Table(o);

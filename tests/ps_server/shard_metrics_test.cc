@@ -102,6 +102,7 @@ TEST(ShardMetricsTest, EachEmbeddingTableIsASampleLabelledByItsName) {
     t->set_name(name);
     t->set_rows(name[0] == 'u' ? 40 : 7);
     t->set_rows_evicted_cap(name[0] == 'u' ? 3 : 0);
+    t->set_waiting_reset(name[0] == 'u' ? 1 : 0);
   }
   m.Publish(s);
   const std::string text = Text(m);
@@ -110,7 +111,8 @@ TEST(ShardMetricsTest, EachEmbeddingTableIsASampleLabelledByItsName) {
            "pstrain_embedding_rows{task_index=\"0\",task_type=\"ps\",table=\"users\"} 40",
            "pstrain_embedding_rows{task_index=\"0\",task_type=\"ps\",table=\"items\"} 7",
            "# TYPE pstrain_embedding_rows_evicted_cap_total counter",
-           "pstrain_embedding_rows_evicted_cap_total{task_index=\"0\",task_type=\"ps\",table=\"users\"} 3"}) {
+           "pstrain_embedding_rows_evicted_cap_total{task_index=\"0\",task_type=\"ps\",table=\"users\"} 3",
+           "pstrain_embedding_waiting_reset_total{task_index=\"0\",task_type=\"ps\",table=\"users\"} 1"}) {
     EXPECT_TRUE(absl::StrContains(text, line)) << line << "\n" << text;
   }
 }
