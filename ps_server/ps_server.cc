@@ -377,6 +377,10 @@ void PsServer::BindLocal(int port, const JobSecret& link_secret) {
       LOG(INFO) << task_.ToString() << ": removed " << stale
                 << " socket file(s) of ps processes that are gone from " << dir;
     }
+    if (const int stale = RemoveStaleJobDirs(dir); stale > 0) {
+      LOG(INFO) << task_.ToString() << ": removed " << stale
+                << " directories of other jobs whose ps processes are gone";
+    }
     links = LocalLinks::Listen(LocalPath(endpoint), local_passwords_, options_.max_message_bytes);
     if (!links.ok()) {
       // A ps of this host that ended in between may have removed the

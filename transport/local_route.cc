@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -118,6 +119,25 @@ int RemoveStaleSockets(const std::string& dir) {
         NobodyListens(entry.path().string()) && ::unlink(entry.path().c_str()) == 0) {
       ++removed;
     }
+  }
+  return removed;
+}
+
+int RemoveStaleJobDirs(const std::string& own) {
+  constexpr auto kQuiet = std::chrono::minutes(1);
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(Parent(own), ec)) {
+    std::error_code entry_ec;
+    if (entry.path() == std::filesystem::path(own) ||
+        !std::filesystem::is_directory(entry.symlink_status(entry_ec))) {
+      continue;
+    }
+    // Its last change before the stale sockets' removal makes one.
+    const auto changed = std::filesystem::last_write_time(entry.path(), entry_ec);
+    RemoveStaleSockets(entry.path().string());
+    if (entry_ec || std::filesystem::file_time_type::clock::now() - changed < kQuiet) continue;
+    if (::rmdir(entry.path().c_str()) == 0) ++removed;  // fails while anything is in it
   }
   return removed;
 }

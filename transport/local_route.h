@@ -99,6 +99,13 @@ std::string LocalPath(const std::string& endpoint);
 // returns how many.
 int RemoveStaleSockets(const std::string& dir);
 
+// The other jobs' directories beside `own` (this user's, under its
+// parent): in each, the sockets of ps processes that are gone, then the
+// directory itself once it is empty and has not changed for a minute (a
+// ps killed without its cleanup leaves them; a ps about to bind in a
+// fresh one is left alone). Returns how many directories went.
+int RemoveStaleJobDirs(const std::string& own);
+
 // Which file a path is (lstat's device and inode).
 struct LocalFileId {
   uint64_t dev = 0;

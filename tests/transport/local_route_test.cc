@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -134,6 +135,30 @@ TEST_F(LocalRouteTest, SocketsOfProcessesThatAreGoneAreRemoved) {
   EXPECT_FALSE(std::filesystem::exists(gone));
   EXPECT_TRUE(std::filesystem::exists(live));
   EXPECT_TRUE(std::filesystem::exists(other));
+}
+
+// Other jobs' directories beside this one: one a killed ps left (its
+// socket's process gone, unchanged for long) goes; a fresh empty one (a ps
+// about to bind) and one with a live socket stay.
+TEST_F(LocalRouteTest, DirectoriesOfJobsWhosePsAreGoneAreRemoved) {
+  ASSERT_TRUE(PrepareLocalDir(dir_).ok());
+  const std::string parent = std::filesystem::path(dir_).parent_path().string();
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);
+  const std::string killed = parent + "/killedjob", fresh = parent + "/freshjob",
+                    live = parent + "/livejob";
+  for (const std::string& d : {killed, fresh, live}) ASSERT_TRUE(PrepareLocalDir(d).ok());
+  std::ofstream(killed + "/ps-0-2400-" + std::to_string(child) + ".sock") << "x";
+  std::ofstream(live + "/ps-0-2400-" + std::to_string(::getpid()) + ".sock") << "x";
+  const auto long_ago = std::filesystem::file_time_type::clock::now() - std::chrono::minutes(5);
+  for (const std::string& d : {killed, live}) std::filesystem::last_write_time(d, long_ago);
+  EXPECT_EQ(RemoveStaleJobDirs(dir_), 1);
+  EXPECT_FALSE(std::filesystem::exists(killed));
+  EXPECT_TRUE(std::filesystem::exists(fresh));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  EXPECT_TRUE(std::filesystem::exists(dir_));
 }
 
 TEST_F(LocalRouteTest, LoopbackOrTheSameHostNameIsThisHost) {
