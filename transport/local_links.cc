@@ -109,9 +109,13 @@ absl::Status ReadExactly(int fd, char* into, size_t n, const std::string& path,
           absl::StrCat(path, ": no ", what, " in time (", std::strerror(errno), ")"));
     }
     if (r == 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(path, ": the ps closed the connection before its ", what,
-                       " (it does not take this task's key?)"));
+      // The ps greets every connection it takes; it answers with a welcome
+      // only a task whose key it holds.
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, ": the ps closed the connection before its ", what,
+          what == "greeting" ? " (it takes no more connections now: too many links, or "
+                               "admissions under way; its log says which)"
+                             : " (it does not take this task's key?)"));
     }
     got += static_cast<size_t>(r);
   }
