@@ -115,8 +115,8 @@ void Supervisor::ScheduleRestart(SupervisedTask& t, int exit_code) {
   t.restart_at_us = MonotonicMicros() + static_cast<int64_t>(backoff * 1e6);
   // Whether it failed as before is known once its output is read to the
   // end (RestartDue): said as a condition, not a promise.
-  Print(absl::StrCat(t.id.ToString(), " died (", ExitReason(exit_code), "); restarting it (", t.restarts + 1,
-                     " of ", options_.max_restarts, ") in ", FormatSeconds(backoff),
+  Print(absl::StrCat(t.id.ToString(), " died (", ExitReason(exit_code), "); restarting it (",
+                     t.restarts + 1, " of ", options_.max_restarts, ") in ", FormatSeconds(backoff),
                      t.restarts > 0 && exit_code > 0 ? ", unless it failed as it did before" : ""));
 }
 

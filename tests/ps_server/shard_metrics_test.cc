@@ -111,8 +111,10 @@ TEST(ShardMetricsTest, EachEmbeddingTableIsASampleLabelledByItsName) {
            "pstrain_embedding_rows{task_index=\"0\",task_type=\"ps\",table=\"users\"} 40",
            "pstrain_embedding_rows{task_index=\"0\",task_type=\"ps\",table=\"items\"} 7",
            "# TYPE pstrain_embedding_rows_evicted_cap_total counter",
-           "pstrain_embedding_rows_evicted_cap_total{task_index=\"0\",task_type=\"ps\",table=\"users\"} 3",
-           "pstrain_embedding_waiting_reset_total{task_index=\"0\",task_type=\"ps\",table=\"users\"} 1"}) {
+           "pstrain_embedding_rows_evicted_cap_total{task_index=\"0\",task_type=\"ps\",table="
+           "\"users\"} 3",
+           "pstrain_embedding_waiting_reset_total{task_index=\"0\",task_type=\"ps\",table="
+           "\"users\"} 1"}) {
     EXPECT_TRUE(absl::StrContains(text, line)) << line << "\n" << text;
   }
 }

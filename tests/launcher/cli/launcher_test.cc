@@ -146,8 +146,8 @@ TEST(Launch, LaunchesStartedTogetherTakeADefaultRunDirectoryEach) {
         BinaryPath("pstrain"), {"launch", "--cluster_spec=" + dir + "/spec.json", "--free_ports",
                                 "--max_restarts=0", "--data_dir=" + dir + "/no_data"}));
   }
-  launches.push_back(
-      RunningProcess::Start(BinaryPath("pstrain"), {"launch", "--cluster_spec=" + dir + "/bad.json"}));
+  launches.push_back(RunningProcess::Start(BinaryPath("pstrain"),
+                                           {"launch", "--cluster_spec=" + dir + "/bad.json"}));
   std::filesystem::current_path(before);
   for (auto& p : launches) {
     ASSERT_NE(p, nullptr);
