@@ -98,12 +98,11 @@ class Recovery(t.TestCase):
         self.assertEqual(s["task_restarts"][0]["task"], "ps:1")
         self.assertGreater(s["final_test_accuracy"], 0.90)
 
-    def test_a_ps_restarted_from_its_checkpoint_takes_the_schedulers_back(self):
-        # A sync job of 30 steps checkpointed every 10, a warm-up-and-decay
-        # LambdaLR given to opt.fast_forward, Adam: ps:1 killed while the
-        # chief waits at step 14. Its restart goes back to ckpt-10, the
-        # workers with it, and their schedulers too: the job ends bit for
-        # bit where the same job without the kill ends.
+    def kill_ps1_at_pause(self, step, args, killed_says):
+        """idioms.py (2 ps + 2 sync workers, checkpointed every 10 steps)
+        twice: whole, and with ps:1 SIGKILLed while the chief waits at
+        `step`; the killed run's output must hold each of `killed_says`,
+        and both must end with the same parameters, bit for bit."""
         idioms = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "idioms.py")
         ends = {}
         for name in ("whole", "killed"):
@@ -114,7 +113,7 @@ class Recovery(t.TestCase):
 
             def on_line(line, name=name, go=go, lines=lines):
                 lines.append(line)
-                if "paused at step 14" not in line:
+                if "paused at step %d" % step not in line:
                     return
                 if name == "killed":
                     os.kill(t.started_pids(lines)["ps:1"], signal.SIGKILL)
@@ -122,18 +121,29 @@ class Recovery(t.TestCase):
 
             launch = t.Launch(t.local_flags(run, 2, 2) + [
                 "--mode=sync", "--checkpoint_every_steps=10", "--restart_backoff_s=0"],
-                [t.PYTHON, idioms, "--data_dir=" + t.DATA_DIR, "--out=" + out, "--steps=30",
-                 "--optimizer=adam", "--lr=0.01", "--scheduler=warmup_linear",
-                 "--pause_at=14:" + go], on_line=on_line)
+                [t.PYTHON, idioms, "--data_dir=" + t.DATA_DIR, "--out=" + out]
+                + args + ["--pause_at=%d:%s" % (step, go)], on_line=on_line)
             self.assertEqual(launch.wait(), 0, launch.output)
             ends[name] = torch.load(out)
             if name == "killed":
-                self.assertIn("restarted ps:1", launch.output)
-                self.assertIn("the job went from step 15 to step 10 (a ps restored from its "
-                              "checkpoint or its standby): the schedulers given to "
-                              "opt.fast_forward were set to it", launch.output)
+                for said in killed_says:
+                    self.assertIn(said, launch.output)
         for k, v in ends["whole"].items():
-            self.assertTrue(torch.equal(v, ends["killed"][k]), k)
+            self.assertTrue(torch.equal(v, ends["killed"][k]),
+                            "%s: %g" % (k, float((v - ends["killed"][k]).abs().max())))
+
+    def test_a_ps_restarted_from_its_checkpoint_takes_the_schedulers_back(self):
+        # A sync job of 30 steps checkpointed every 10, a warm-up-and-decay
+        # LambdaLR given to opt.fast_forward, Adam: ps:1 killed while the
+        # chief waits at step 14. Its restart goes back to ckpt-10, the
+        # workers with it, and their schedulers too: the job ends bit for
+        # bit where the same job without the kill ends.
+        self.kill_ps1_at_pause(14, ["--steps=30", "--optimizer=adam", "--lr=0.01",
+                                    "--scheduler=warmup_linear"],
+                               ["restarted ps:1",
+                                "the job went from step 15 to step 10 (a ps restored from its "
+                                "checkpoint or its standby): the schedulers given to "
+                                "opt.fast_forward were set to it"])
 
     def test_a_chief_frozen_past_the_peer_timeout_takes_the_jobs_schedule_back(self):
         # The chief is stopped (SIGSTOP) at step 14 for longer than
@@ -190,35 +200,9 @@ class Recovery(t.TestCase):
         # it fails ("start this worker again"), is restarted, trains them
         # again and leaves; the job ends bit for bit where it ends without
         # the kill.
-        idioms = os.path.join(t.SOURCE_DIR, "tests", "python", "scripts", "idioms.py")
-        ends = {}
-        for name in ("whole", "killed"):
-            run = self.run_dir(name)
-            out = os.path.join(self.dir, name + ".pt")
-            go = os.path.join(self.dir, name + ".go")
-            lines = []
-
-            def on_line(line, name=name, go=go, lines=lines):
-                lines.append(line)
-                if "paused at step 28" not in line:
-                    return
-                if name == "killed":
-                    os.kill(t.started_pids(lines)["ps:1"], signal.SIGKILL)
-                open(go, "w").close()
-
-            launch = t.Launch(t.local_flags(run, 2, 2) + [
-                "--mode=sync", "--checkpoint_every_steps=10", "--restart_backoff_s=0"],
-                [t.PYTHON, idioms, "--data_dir=" + t.DATA_DIR, "--out=" + out, "--steps=40",
-                 "--steps_on_rank=1:25", "--optimizer=adam", "--lr=0.01",
-                 "--pause_at=28:" + go], on_line=on_line)
-            self.assertEqual(launch.wait(), 0, launch.output)
-            ends[name] = torch.load(out)
-            if name == "killed":
-                self.assertIn("restarted ps:1", launch.output)
-                self.assertIn("restarted worker:1", launch.output)
-        for k, v in ends["whole"].items():
-            self.assertTrue(torch.equal(v, ends["killed"][k]),
-                            "%s: %g" % (k, float((v - ends["killed"][k]).abs().max())))
+        self.kill_ps1_at_pause(28, ["--steps=40", "--steps_on_rank=1:25", "--optimizer=adam",
+                                    "--lr=0.01"],
+                               ["restarted ps:1", "restarted worker:1"])
 
     def test_a_worker_frozen_until_the_job_ended_exits_zero(self):
         # worker:1 is stopped at step 14 of 60 for longer than the rest of
