@@ -256,7 +256,9 @@ class _Job:
 
     def _show(self, line):
         self.lines.append(line.rstrip("\n"))
-        if line.startswith("pstrain: started "):
+        # A task's failure is a task started, also where --echo hides the
+        # "started" lines (a task's exit 2 fails the launch with exit 2 too).
+        if line.startswith("pstrain: started ") or " failed (exit code " in line:
             self.started_a_task = True
         if not self.quiet:
             sys.stdout.write(line)
@@ -371,7 +373,7 @@ def run(fn, *args, num_workers=2, num_ps=1, mode="sync", quiet=False, **job_flag
     if _refused(code, job):
         unmake()
         hint = ("\n(run()'s keyword arguments other than num_workers, num_ps, mode and quiet are "
-                "`pstrain launch` flags; `pstrain --helpfull` lists them)"
+                "`pstrain launch` flags; `pstrain launch --help` lists them)"
                 if "Unknown command line flag" in job.output else "")
         raise ConfigError("pstrain launch refused the job (exit %d): %s%s"
                           % (code, _last_words(job), hint))

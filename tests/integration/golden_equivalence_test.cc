@@ -145,11 +145,12 @@ void ExpectTwoWorkersEqualOne(const char* name, const std::vector<std::string>& 
 }
 
 TEST(GoldenEquivalence, TwoSyncWorkersReproduceOneProcessWithAdam) {
-  ExpectTwoWorkersEqualOne("adam", {"--optimizer=adam", "--lr=0.001"});
+  ExpectTwoWorkersEqualOne("adam", {"--optimizer=adam", "--lr=0.001", "--momentum=-1"});
 }
 
 TEST(GoldenEquivalence, TwoSyncWorkersReproduceOneProcessWithAdamW) {
-  ExpectTwoWorkersEqualOne("adamw", {"--optimizer=adamw", "--lr=0.001", "--weight_decay=0.01"});
+  ExpectTwoWorkersEqualOne(
+      "adamw", {"--optimizer=adamw", "--lr=0.001", "--weight_decay=0.01", "--momentum=-1"});
 }
 
 // Overlap (--overlap, on by default) only changes when each shard's push

@@ -176,7 +176,7 @@ class RunFn(t.TestCase):
             with self.assertRaises(pstrain.ConfigError) as caught:
                 run(run_fns.train, t.DATA_DIR, 10, no_such_flag=1, quiet=True)
             self.assertIn("Unknown command line flag 'no_such_flag'", str(caught.exception))
-            self.assertIn("`pstrain --helpfull` lists them", str(caught.exception))
+            self.assertIn("`pstrain launch --help` lists them", str(caught.exception))
             with self.assertRaises(pstrain.ConfigError) as caught:
                 run(run_fns.train, t.DATA_DIR, 10, epochs="many", quiet=True)
             self.assertIn("Illegal value 'many' specified for flag 'epochs'", str(caught.exception))
