@@ -31,6 +31,9 @@ bool IsAbseilFlag(absl::string_view name) {
   return kNames.count(name) > 0;
 }
 
+// Whether a flag's file is Abseil's own (--helpfull's, not --help's).
+bool FromAbseil(absl::string_view file) { return absl::StrContains(file, "absl/"); }
+
 // The edits (insertions, deletions, substitutions) that make `a` into `b`.
 size_t EditDistance(absl::string_view a, absl::string_view b) {
   std::vector<size_t> row(b.size() + 1);
@@ -53,10 +56,11 @@ std::string Suggestion(absl::string_view name) {
   std::string best;
   size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;
   for (const auto& [flag_name, flag] : absl::GetAllFlags()) {
-    if (absl::StrContains(flag->Filename(), "absl/")) continue;
+    if (FromAbseil(flag->Filename())) continue;
+    // The nearest; of those as near, the first by name (GetAllFlags has no order).
     const size_t d = EditDistance(name, flag_name);
-    if (d < best_distance || (d == best_distance && !best.empty() && flag_name < best)) {
-      if (d < best_distance) best_distance = d;
+    if (d < best_distance || (d == best_distance && flag_name < best)) {
+      best_distance = d;
       best = std::string(flag_name);
     }
   }
@@ -118,8 +122,7 @@ void PrintHelp(const std::string& mode, const std::string& substring) {
   std::map<std::string, std::vector<const absl::CommandLineFlag*>> by_file;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     const std::string file = SourcePath(flag->Filename());
-    const bool abseil = absl::StrContains(file, "absl/");
-    if (mode == "help" && abseil) continue;
+    if (mode == "help" && FromAbseil(file)) continue;
     if (mode == "match" && !absl::StrContains(name, substring) &&
         !absl::StrContains(flag->Help(), substring) && !absl::StrContains(file, substring)) {
       continue;
